@@ -1,0 +1,38 @@
+# make demo: the bundled example end to end.  make test: lint and the whole suite.
+# Both create .venv when it is missing and install the project into it; no network beyond PyPI.
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed-stamp
+EXAMPLE := examples/payment_suite.json
+
+.PHONY: demo test bench clean
+
+$(STAMP): pyproject.toml
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[dev]'
+	@touch $(STAMP)
+
+demo: $(STAMP)
+	@echo "== 1. plan: what the suite needs before any call"
+	$(BIN)/verdictgate plan --suite $(EXAMPLE)
+	@echo
+	@echo "== 2. a stable router: expect qualified (exit 0)"
+	$(BIN)/verdictgate run --agent examples/payment_router.py:stable_router --suite $(EXAMPLE) --isolation fresh-instance
+	@echo
+	@echo "== 3. a router whose card_security route flips: expect rejected (exit 1)"
+	$(BIN)/verdictgate run --agent examples/payment_router.py:flipping_router --suite $(EXAMPLE) --isolation fresh-instance; \
+	  status=$$?; test $$status -eq 1 || { echo "expected exit 1, got $$status"; exit 1; }
+	@echo
+	@echo "demo: the stable router qualified; the flipping router was rejected (see its reasons above)."
+
+test: $(STAMP)
+	$(BIN)/ruff check src tests benchmarks examples
+	$(BIN)/ruff format --check src tests benchmarks examples
+	$(BIN)/python -m pytest -q
+
+bench: $(STAMP)
+	$(BIN)/python benchmarks/assess.py
+
+clean:
+	rm -rf $(VENV) .pytest_cache .ruff_cache build src/*.egg-info

@@ -1,0 +1,129 @@
+"""Agents under test: how they are called, loaded and what their answers mean."""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import inspect
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .assessment import Isolation
+from .errors import InputError
+from .trial import Decision, NoDecision
+
+
+class InvalidReturn(TypeError):
+    """An agent returned something that is not a decision."""
+
+
+@dataclass(frozen=True)
+class Agent:
+    """A decision point to call with a case input, and how its reruns are isolated.
+
+    With `factory` set, a fresh instance is built for every trial (isolation fresh-instance).
+    """
+
+    call: Callable[[str], Any]
+    isolation: Isolation = Isolation.UNKNOWN
+    factory: Callable[[], Callable[[str], Any]] | None = None
+
+    @property
+    def is_async(self) -> bool:
+        """Whether calls return awaitables (an `async def` agent)."""
+        return inspect.iscoroutinefunction(self.call) or inspect.iscoroutinefunction(
+            getattr(self.call, "__call__", None)  # noqa: B004 - callable objects with async __call__
+        )
+
+    def instance(self) -> Callable[[str], Any]:
+        """The callable to use for one trial."""
+        return self.factory() if self.factory is not None else self.call
+
+
+def from_callable(
+    function: Callable[[str], Any], *, isolation: Isolation | str = Isolation.UNKNOWN
+) -> Agent:
+    """Wrap a sync or async callable `input -> decision` as an Agent."""
+    if isinstance(function, Agent):
+        return function
+    if not callable(function):
+        raise TypeError(f"an agent must be callable, got {type(function).__name__}")
+    return Agent(function, Isolation(isolation))
+
+
+def from_factory(
+    factory: Callable[[], Callable[[str], Any]], *, fresh_instance: bool = True
+) -> Agent:
+    """An Agent built by `factory()`; with `fresh_instance`, a new one for every trial."""
+    first = factory()
+    if not callable(first):
+        raise TypeError(f"the factory must return a callable agent, got {type(first).__name__}")
+    if fresh_instance:
+        return Agent(first, Isolation.FRESH_INSTANCE, factory)
+    return Agent(first)
+
+
+def decision_from_return(value: Any) -> Decision:
+    """Read an agent's answer: a label, a dict with `verdict` or `tools`, a tool path, or NoDecision."""
+    if isinstance(value, NoDecision):
+        return value
+    if isinstance(value, str):
+        return _label(value)
+    if isinstance(value, dict):
+        if "verdict" in value and isinstance(value["verdict"], str):
+            return _label(value["verdict"])
+        if "tools" in value:
+            return _tool_path(value["tools"])
+        raise InvalidReturn("a dict answer needs a string `verdict` or a list `tools`")
+    if isinstance(value, (list, tuple)):
+        return _tool_path(value)
+    raise InvalidReturn(f"an agent answer cannot be a {type(value).__name__}")
+
+
+def _label(value: str) -> str:
+    if not value.strip():
+        raise InvalidReturn("an empty label is not a decision")
+    return value
+
+
+def _tool_path(value: Any) -> tuple[str, ...]:
+    if not isinstance(value, (list, tuple)) or not all(isinstance(t, str) for t in value):
+        raise InvalidReturn("a tool path must be a list of tool names")
+    return tuple(value)
+
+
+def load_factory(spec: str) -> Callable[[], Any]:
+    """Load `FILE.py:FACTORY` or `module:FACTORY` and return the factory callable."""
+    source, sep, name = spec.rpartition(":")
+    if not sep or not source or not name:
+        raise InputError("expected FILE.py:FACTORY or module:FACTORY", field="--agent")
+    if source.endswith(".py"):
+        path = Path(source)
+        if not path.is_file():
+            raise InputError("no such file", path=source, field="--agent")
+        module_name = f"_verdictgate_agent_{path.stem}"
+        spec_obj = importlib.util.spec_from_file_location(module_name, path)
+        if spec_obj is None or spec_obj.loader is None:
+            raise InputError("cannot load as a Python module", path=source, field="--agent")
+        module = importlib.util.module_from_spec(spec_obj)
+        sys.modules[module_name] = module
+        try:
+            spec_obj.loader.exec_module(module)
+        except Exception as error:
+            raise InputError(
+                f"cannot load: {type(error).__name__}: {error}", path=source, field="--agent"
+            ) from None
+    else:
+        try:
+            module = importlib.import_module(source)
+        except Exception as error:
+            raise InputError(
+                f"cannot import module {source!r} ({error})", field="--agent"
+            ) from None
+    factory = getattr(module, name, None)
+    if not callable(factory):
+        raise InputError(f"{name!r} is not a callable in {source}", field="--agent")
+    return factory

@@ -1,0 +1,174 @@
+"""The Assessment: one immutable answer that every report, span and snapshot is rendered from."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from enum import Enum
+
+from .policy import Policy
+from .stats import ChangeRate, Stability
+
+
+class Status(str, Enum):
+    """The admission answer for a run."""
+
+    QUALIFIED = "qualified"
+    REJECTED = "rejected"
+    INCONCLUSIVE = "inconclusive"
+
+    @property
+    def exit_code(self) -> int:
+        """The CLI exit code: 0 qualified, 1 rejected, 3 inconclusive."""
+        return {"qualified": 0, "rejected": 1, "inconclusive": 3}[self.value]
+
+
+class Isolation(str, Enum):
+    """How reruns of a case were kept apart; a shared session makes them dependent."""
+
+    FRESH_SESSION = "fresh-session"
+    FRESH_INSTANCE = "fresh-instance"
+    SHARED_SESSION = "shared-session"
+    UNKNOWN = "unknown"
+
+
+@dataclass(frozen=True)
+class Reason:
+    """One machine code and its plain-language message."""
+
+    code: str
+    message: str
+
+
+@dataclass(frozen=True)
+class RunInfo:
+    """What was run: ids, the decision point, isolation and how case ids were derived."""
+
+    id: str = "run"
+    suite: str = "suite"
+    point: str = "decision"
+    isolation: Isolation = Isolation.UNKNOWN
+    fingerprints: str = "case-ids"
+    """`keyed` (HMAC), `unkeyed` (plain SHA-256) or `case-ids` (explicit ids)."""
+
+
+@dataclass(frozen=True)
+class TrialCounts:
+    """How many trials were planned and received, and how they ended."""
+
+    expected: int
+    received: int
+    decisions: int
+    no_decisions: int
+    errors: int
+    conflicts: int
+    duplicates: int
+    error_types: Mapping[str, int]
+
+    @property
+    def missing(self) -> int:
+        """Planned trials that were not received."""
+        return max(0, self.expected - self.received)
+
+
+@dataclass(frozen=True)
+class RouteStability:
+    """The change rate of the cases intended for one route, judged at the route's tolerance."""
+
+    route: str
+    cases: int
+    change: ChangeRate
+    targeted: bool
+    flip_pairs: tuple[FlipPair, ...] = ()
+
+
+@dataclass(frozen=True)
+class FlipPair:
+    """Two decisions a rerun pair flipped between, and how often."""
+
+    routes: tuple[str, str]
+    count: int
+
+
+@dataclass(frozen=True)
+class Coverage:
+    """Which contract decisions the cases intend and the trials reached."""
+
+    declared: bool
+    required: tuple[str, ...]
+    intended: Mapping[str, int]
+    observed: tuple[str, ...]
+    missing_intended: tuple[str, ...]
+    missing_observed: tuple[str, ...]
+    unknown: tuple[str, ...]
+    under_cased: tuple[str, ...]
+    critical_missing: tuple[str, ...]
+    minimum_cases: Mapping[str, int]
+
+    @property
+    def satisfied(self) -> bool:
+        return not (
+            self.missing_intended or self.missing_observed or self.unknown or self.under_cased
+        )
+
+
+@dataclass(frozen=True)
+class Dominance:
+    """The most common first decision across cases, and whether the probes collapsed onto it."""
+
+    verdict: str | None
+    share: float
+    cases: int
+    collapsed: bool
+
+
+@dataclass(frozen=True)
+class CaseResult:
+    """One case: its route, how many trials and pairs, and its stable verdict if it has one."""
+
+    case: str
+    route: str | None
+    trials: int
+    errors: int
+    pairs: int
+    flips: int
+    verdict: str | None
+    """The decision every decided trial agreed on; None when they disagree or none decided."""
+
+
+@dataclass(frozen=True)
+class Findings:
+    """What the evidence shows, before the admission rule turns it into an answer."""
+
+    run: RunInfo
+    policy: Policy
+    trials: TrialCounts
+    pooled: ChangeRate
+    routes: tuple[RouteStability, ...]
+    flip_pairs: tuple[FlipPair, ...]
+    coverage: Coverage
+    dominance: Dominance
+    cases: tuple[CaseResult, ...]
+
+    @property
+    def cases_without_repeats(self) -> int:
+        """Cases that received a trial but fewer than two, so they form no rerun pair."""
+        return sum(1 for case in self.cases if 0 < case.trials - case.errors < 2)
+
+    def routes_with(self, result: Stability) -> tuple[str, ...]:
+        """Names of the routes judged `result`."""
+        return tuple(route.route for route in self.routes if route.change.result is result)
+
+
+@dataclass(frozen=True)
+class Assessment(Findings):
+    """The answer for one run: status, every reason, a headline and what to do next."""
+
+    status: Status
+    reasons: tuple[Reason, ...]
+    headline: str
+    next_steps: tuple[str, ...]
+
+    @property
+    def reason_codes(self) -> tuple[str, ...]:
+        return tuple(reason.code for reason in self.reasons)

@@ -1,0 +1,416 @@
+"""The `verdictgate` command: parse, call, render. Exit 0 qualified, 1 rejected, 3 inconclusive,
+2 usage or input error."""
+
+from __future__ import annotations
+
+import functools
+import json
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import click
+
+from .agent import from_callable, from_factory, load_factory
+from .assessment import Assessment, Isolation, RunInfo
+from .engine import assess
+from .errors import USAGE_EXIT, InputError, VerdictgateError
+from .fingerprint import fingerprint_key, fingerprint_mode
+from .plan import plan_run, repeats_for
+from .policy import PRECISION_PRESETS, Policy
+from .reports import RENDERERS
+from .reports.json_report import report_document
+from .reports.text import render_text
+from .runner import run as run_agent
+from .snapshot import (
+    SnapshotRefused,
+    baseline_from_document,
+    compare_to_baseline,
+    make_snapshot,
+    regression_document,
+)
+from .stats import pairs_needed, pairs_to_qualify
+from .suite import Suite
+from .suite_file import load_suite, read_json
+from .trials_file import TrialWriter, read_trials
+
+FORMATS = click.Choice(sorted(RENDERERS))
+ISOLATIONS = click.Choice([isolation.value for isolation in Isolation])
+
+
+def _fail(message: str) -> None:
+    click.echo(f"verdictgate: error: {message}", err=True)
+    sys.exit(USAGE_EXIT)
+
+
+def handles_errors(command: Callable) -> Callable:
+    """Turn every error a user can cause into one line on stderr and exit code 2."""
+
+    @functools.wraps(command)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return command(*args, **kwargs)
+        except VerdictgateError as error:
+            _fail(str(error))
+
+    return wrapper
+
+
+def _policy(suite: Suite | None, tolerance: float | None, precision: str | None) -> Policy:
+    if tolerance is not None and precision is not None:
+        raise click.UsageError("use --tolerance or --precision, not both")
+    if precision is not None:
+        return Policy.preset(precision)
+    if tolerance is None and suite is not None and suite.tolerance is not None:
+        tolerance = suite.tolerance
+    try:
+        return Policy() if tolerance is None else Policy(tolerance=tolerance)
+    except ValueError as error:
+        raise click.BadParameter(str(error), param_hint="--tolerance") from None
+
+
+def _emit(assessment: Assessment, fmt: str, output: str | None, extra: dict | None = None) -> None:
+    """Write the report in `fmt` to the output file or stdout."""
+    if fmt == "json" and extra:
+        text = json.dumps({**report_document(assessment), **extra}, indent=2) + "\n"
+    elif fmt == "text" and output is None:
+        text = render_text(assessment, color=sys.stdout.isatty())
+    else:
+        text = RENDERERS[fmt](assessment)
+    if output is None:
+        click.echo(text, nl=False)
+        return
+    try:
+        Path(output).write_text(text, encoding="utf-8")
+    except OSError as error:
+        raise InputError(f"cannot write report ({error.strerror})", path=output) from None
+
+
+def _run_options(command: Callable) -> Callable:
+    """Options shared by every command that can call an agent."""
+    for option in reversed(
+        [
+            click.option(
+                "--agent",
+                "agent_spec",
+                metavar="FILE.py:FACTORY|module:FACTORY",
+                help="FACTORY() returns the agent callable.",
+            ),
+            click.option(
+                "--repeats", type=int, help="Trials per case (default: sized from the tolerance)."
+            ),
+            click.option(
+                "--budget",
+                type=int,
+                help="Hard cap on calls; a plan above it is refused before any call.",
+            ),
+            click.option(
+                "--concurrency",
+                type=int,
+                default=1,
+                show_default=True,
+                help="Calls in flight at once.",
+            ),
+            click.option(
+                "--timeout", type=float, help="Seconds per call; an overrun is an error trial."
+            ),
+            click.option(
+                "--isolation",
+                type=ISOLATIONS,
+                default="unknown",
+                show_default=True,
+                help="How reruns are isolated; fresh-instance calls FACTORY() for every trial.",
+            ),
+            click.option(
+                "--trials-out",
+                type=click.Path(dir_okay=False),
+                help="Also write every trial to this verdictgate.trials/v1 file.",
+            ),
+        ]
+    ):
+        command = option(command)
+    return command
+
+
+def _policy_options(command: Callable) -> Callable:
+    command = click.option(
+        "--precision",
+        type=click.Choice(list(PRECISION_PRESETS)),
+        help="cheap 0.10, balanced 0.05, strict 0.01.",
+    )(command)
+    return click.option("--tolerance", type=float, help="Tolerated change rate between reruns.")(
+        command
+    )
+
+
+def _output_options(command: Callable) -> Callable:
+    command = click.option(
+        "--output", type=click.Path(dir_okay=False), help="Write the report here."
+    )(command)
+    return click.option("--format", "fmt", type=FORMATS, default="text", show_default=True)(command)
+
+
+def _evidence(
+    *,
+    trials: str | None,
+    agent_spec: str | None,
+    suite: Suite | None,
+    policy: Policy,
+    isolation: str,
+    repeats: int | None = None,
+    budget: int | None = None,
+    concurrency: int = 1,
+    timeout: float | None = None,
+    trials_out: str | None = None,
+) -> Assessment:
+    """Assess a trials file, or run an agent on the suite, under one policy."""
+    if (trials is None) == (agent_spec is None):
+        raise click.UsageError("give exactly one of --trials or --agent")
+    if trials is not None:
+        evidence, summary = read_trials(trials)
+        run_ids = sorted(summary.runs) or ["run"]
+        info = RunInfo(
+            id=run_ids[0] if len(run_ids) == 1 else ",".join(run_ids),
+            suite=suite.name if suite else summary.suite or "suite",
+            point=suite.point if suite else summary.point or "decision",
+            isolation=Isolation(isolation),
+            fingerprints=fingerprint_mode(case for _, case in evidence.cases),
+        )
+        return assess(evidence, suite, policy, run=info)
+    if suite is None:
+        raise click.UsageError("--agent needs --suite (the cases to call it with)")
+    factory = load_factory(agent_spec)
+    try:
+        if isolation == Isolation.FRESH_INSTANCE.value:
+            agent = from_factory(factory, fresh_instance=True)
+        else:
+            agent = from_callable(factory(), isolation=isolation)
+    except Exception as error:
+        raise InputError(
+            f"FACTORY() failed: {type(error).__name__}: {error}", field="--agent"
+        ) from None
+    if trials_out is None:
+        return run_agent(
+            agent,
+            suite,
+            policy,
+            repeats=repeats,
+            budget=budget,
+            concurrency=concurrency,
+            timeout=timeout,
+        )
+    with open(trials_out, "wb") as stream:
+        return run_agent(
+            agent,
+            suite,
+            policy,
+            repeats=repeats,
+            budget=budget,
+            concurrency=concurrency,
+            timeout=timeout,
+            sink=TrialWriter(stream, suite.name, suite.point),
+        )
+
+
+def _load_suite(path: str | None) -> Suite | None:
+    return None if path is None else load_suite(path, fingerprint_key())
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="verdictgate")
+def main() -> None:
+    """Admit or refuse an agent's test run as a regression baseline."""
+
+
+@main.command("run")
+@_run_options
+@click.option("--suite", "suite_path", required=True, type=click.Path(dir_okay=False))
+@_policy_options
+@_output_options
+@handles_errors
+def run_command(agent_spec, suite_path, tolerance, precision, fmt, output, **run_options) -> None:
+    """Call an agent on every suite case, repeatedly, and assess the trials."""
+    if agent_spec is None:
+        raise click.UsageError("--agent is required")
+    suite = _load_suite(suite_path)
+    policy = _policy(suite, tolerance, precision)
+    assessment = _evidence(
+        trials=None, agent_spec=agent_spec, suite=suite, policy=policy, **run_options
+    )
+    _emit(assessment, fmt, output)
+    sys.exit(assessment.status.exit_code)
+
+
+@main.command("assess")
+@click.option(
+    "--trials",
+    "trials_path",
+    required=True,
+    type=click.Path(dir_okay=False),
+    help="verdictgate.trials/v1 JSON Lines.",
+)
+@click.option("--suite", "suite_path", type=click.Path(dir_okay=False))
+@click.option("--isolation", type=ISOLATIONS, default="unknown", show_default=True)
+@_policy_options
+@_output_options
+@handles_errors
+def assess_command(trials_path, suite_path, isolation, tolerance, precision, fmt, output) -> None:
+    """Assess trial records collected elsewhere; makes no calls."""
+    suite = _load_suite(suite_path)
+    policy = _policy(suite, tolerance, precision)
+    assessment = _evidence(
+        trials=trials_path, agent_spec=None, suite=suite, policy=policy, isolation=isolation
+    )
+    _emit(assessment, fmt, output)
+    sys.exit(assessment.status.exit_code)
+
+
+def _parse_observed(value: str) -> tuple[int, int]:
+    flips, sep, pairs = value.partition("/")
+    try:
+        parsed = int(flips), int(pairs)
+    except ValueError:
+        parsed = None
+    if not sep or parsed is None or not 0 <= parsed[0] <= parsed[1]:
+        raise click.BadParameter(
+            "expected FLIPS/PAIRS with 0 <= FLIPS <= PAIRS, e.g. 1/73", param_hint="--observed"
+        )
+    return parsed
+
+
+@main.command("plan")
+@click.option("--tolerance", type=float, help="Tolerated change rate (default 0.05).")
+@click.option("--precision", type=click.Choice(list(PRECISION_PRESETS)))
+@click.option(
+    "--suite", "suite_path", type=click.Path(dir_okay=False), help="Size repeats for this suite."
+)
+@click.option("--observed", help="FLIPS/PAIRS seen so far: how many pairs it takes to qualify.")
+@click.option("--repeats", type=int, help="With --suite: trials per case instead of sizing.")
+@click.option("--budget", type=int, help="With --suite: refuse a plan above this many calls.")
+@click.option(
+    "--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True
+)
+@handles_errors
+def plan_command(tolerance, precision, suite_path, observed, repeats, budget, fmt) -> None:
+    """Price a run without calling anything: pairs and calls needed."""
+    suite = _load_suite(suite_path)
+    policy = _policy(suite, tolerance, precision)
+    t, confidence = policy.tolerance, policy.confidence
+    needed = pairs_needed(t, confidence)
+    document: dict[str, Any] = {
+        "tolerance": t,
+        "confidence": confidence,
+        "pairs_needed": needed,
+        "calls_needed": 2 * needed,
+    }
+    lines = [f"{needed} pairs at {t:g} ({2 * needed} calls when every pair agrees)"]
+    if observed is not None:
+        flips, pairs = _parse_observed(observed)
+        total = pairs_to_qualify(flips, pairs, t, confidence)
+        document["observed"] = {
+            "flips": flips,
+            "pairs": pairs,
+            "total_pairs": total,
+            "more_pairs": None if total is None else total - pairs,
+        }
+        if total is None:
+            lines.append(f"{flips}/{pairs}: cannot qualify at {t:g} however many pairs agree")
+        else:
+            lines.append(
+                f"{flips}/{pairs} -> {total} pairs in total: {total - pairs} more pairs "
+                f"({2 * (total - pairs)} calls) if every one agrees"
+            )
+    if suite is not None:
+        plan = plan_run(suite, policy, repeats=repeats, budget=budget)
+        per_case = sorted(set(plan.repeats.values()))
+        document["suite"] = {
+            "cases": len(suite.cases),
+            "calls": plan.calls,
+            "repeats": dict(plan.repeats),
+            "base_repeats": repeats_for(needed, len(suite.cases)),
+        }
+        lines.append(
+            f"suite {suite.name}: {len(suite.cases)} cases x {'/'.join(map(str, per_case))} "
+            f"trials = {plan.calls} calls"
+        )
+    click.echo(json.dumps(document, indent=2) if fmt == "json" else "\n".join(lines))
+
+
+@main.command("snapshot")
+@click.option("--trials", "trials_path", type=click.Path(dir_okay=False))
+@_run_options
+@click.option("--suite", "suite_path", required=True, type=click.Path(dir_okay=False))
+@click.option(
+    "--accept-reference", is_flag=True, help="Approve this run as the regression baseline."
+)
+@click.option(
+    "--output", required=True, type=click.Path(dir_okay=False), help="Baseline file to write."
+)
+@_policy_options
+@click.option("--format", "fmt", type=FORMATS, default="text", show_default=True)
+@handles_errors
+def snapshot_command(
+    trials_path, suite_path, accept_reference, output, tolerance, precision, fmt, **run_options
+) -> None:
+    """Freeze a qualified, approved run as a baseline (fingerprints only, never inputs)."""
+    if not accept_reference:
+        raise click.UsageError("a baseline must be approved: pass --accept-reference")
+    suite = _load_suite(suite_path)
+    policy = _policy(suite, tolerance, precision)
+    assessment = _evidence(trials=trials_path, suite=suite, policy=policy, **run_options)
+    try:
+        document = make_snapshot(assessment, suite, approved=accept_reference)
+    except SnapshotRefused as refusal:
+        _emit(assessment, fmt, None)
+        click.echo(f"verdictgate: snapshot refused: {refusal}", err=True)
+        sys.exit(assessment.status.exit_code)
+    Path(output).write_text(json.dumps(document, indent=2) + "\n", encoding="utf-8")
+    _emit(assessment, fmt, None)
+    click.echo(f"verdictgate: baseline written to {output}", err=True)
+
+
+@main.command("check")
+@click.option("--snapshot", "snapshot_path", required=True, type=click.Path(dir_okay=False))
+@click.option("--trials", "trials_path", type=click.Path(dir_okay=False))
+@_run_options
+@click.option(
+    "--suite",
+    "suite_path",
+    type=click.Path(dir_okay=False),
+    help="Needed with --agent (the inputs); the snapshot holds the contract and policy.",
+)
+@_output_options
+@handles_errors
+def check_command(snapshot_path, trials_path, suite_path, fmt, output, **run_options) -> None:
+    """Re-apply the gate to new evidence, then list what changed against the baseline."""
+    baseline = baseline_from_document(read_json(snapshot_path), snapshot_path)
+    suite = baseline.suite
+    if suite_path is not None:
+        given = _load_suite(suite_path)
+        suite = Suite(
+            given.name, given.point, given.cases, baseline.suite.contract, given.tolerance
+        )
+    assessment = _evidence(trials=trials_path, suite=suite, policy=baseline.policy, **run_options)
+    regression = compare_to_baseline(baseline, assessment)
+    _emit(assessment, fmt, output, {"check": regression_document(regression)})
+    if fmt == "text":
+        _print_regression(regression)
+    exit_code = assessment.status.exit_code
+    sys.exit(1 if regression.regressed else exit_code)
+
+
+def _print_regression(regression) -> None:
+    if not regression.regressed:
+        click.echo(
+            "Against the baseline: no case changed its stable verdict; no route became unstable."
+        )
+        return
+    click.echo("Against the baseline: REGRESSION")
+    for change in regression.changed_cases:
+        after = change.after or "no stable verdict"
+        click.echo(
+            f"  case {change.case} ({change.route or 'no route'}): {change.before} -> {after}"
+        )
+    for route in regression.unstable_routes:
+        click.echo(f"  route {route} became unstable")

@@ -1,0 +1,205 @@
+"""The one place that turns trials into an Assessment."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Mapping
+
+from . import admission
+from .assessment import (
+    Assessment,
+    CaseResult,
+    Coverage,
+    Dominance,
+    Findings,
+    FlipPair,
+    RouteStability,
+    RunInfo,
+    TrialCounts,
+)
+from .evidence import ERROR, MISSING, Evidence
+from .policy import Policy
+from .stats import change_rate
+from .suite import Contract, Suite
+from .trial import NoDecision, Trial, decision_text
+
+
+def assess(
+    trials: Evidence | Iterable[Trial],
+    suite: Suite | None = None,
+    policy: Policy | None = None,
+    *,
+    run: RunInfo | None = None,
+    planned_trials: int | None = None,
+) -> Assessment:
+    """Assess trials against a suite's contract and a policy.
+
+    `planned_trials` is how many trials the run meant to collect; when unknown, every case is
+    expected to have as many trials as the largest case, so holes and silent cases count as missing.
+    """
+    evidence = trials if isinstance(trials, Evidence) else Evidence(trials)
+    suite = suite or Suite()
+    policy = policy or Policy(**({"tolerance": suite.tolerance} if suite.tolerance else {}))
+    run = run or RunInfo(suite=suite.name, point=suite.point)
+    findings = _findings(evidence, suite, policy, run, planned_trials)
+    return admission.judge(findings)
+
+
+class _Tally:
+    """Pairs, flips, cases and flip pairs accumulated for one route (or pooled)."""
+
+    __slots__ = ("case_ids", "flip_counts", "flips", "pairs")
+
+    def __init__(self) -> None:
+        self.case_ids: set[str] = set()
+        self.pairs = 0
+        self.flips = 0
+        self.flip_counts: Counter[tuple[int, int]] = Counter()
+
+
+def _findings(
+    evidence: Evidence, suite: Suite, policy: Policy, run: RunInfo, planned: int | None
+) -> Findings:
+    contract = suite.contract
+    suite_expected = suite.expected_by_case()
+    pooled = _Tally()
+    routes: dict[str, _Tally] = {}
+    key_counts: Counter[int] = Counter()
+    first_decisions: Counter[int] = Counter()
+    cases: list[CaseResult] = []
+    seen_cases: set[str] = set()
+    received = longest = 0
+
+    for case_evidence in evidence.cases.values():
+        slots = case_evidence.slots
+        route = suite_expected.get(case_evidence.case, case_evidence.expected)
+        counts = Counter(slots)
+        counts.pop(MISSING, None)
+        errors = counts.pop(ERROR, 0)
+        key_counts.update(counts)
+        trials_received = errors + sum(counts.values())
+        received += trials_received
+        longest = max(longest, len(slots))
+        seen_cases.add(case_evidence.case)
+
+        pairs = flips = 0
+        flip_counts: Counter[tuple[int, int]] = Counter()
+        for a, b in zip(slots[0::2], slots[1::2], strict=False):
+            if a >= 0 and b >= 0:
+                pairs += 1
+                if a != b:
+                    flips += 1
+                    flip_counts[(a, b) if a < b else (b, a)] += 1
+        tallies = [pooled, routes.setdefault(route, _Tally())] if route else [pooled]
+        for tally in tallies:
+            tally.case_ids.add(case_evidence.case)
+            tally.pairs += pairs
+            tally.flips += flips
+            tally.flip_counts.update(flip_counts)
+
+        first = next((slot for slot in slots if slot >= 0), None)
+        if first is not None:
+            first_decisions[first] += 1
+        verdict = decision_text(evidence.keys[first]) if len(counts) == 1 else None
+        cases.append(
+            CaseResult(case_evidence.case, route, trials_received, errors, pairs, flips, verdict)
+        )
+
+    for case in suite.cases:
+        if case.id not in seen_cases:
+            cases.append(CaseResult(case.id, case.expected, 0, 0, 0, 0, None))
+            if case.expected:
+                routes.setdefault(case.expected, _Tally()).case_ids.add(case.id)
+    silent_cases = sum(1 for case in suite.cases if case.id not in seen_cases)
+    if planned is None:
+        planned = sum(len(c.slots) for c in evidence.cases.values()) + silent_cases * longest
+
+    route_results = tuple(
+        RouteStability(
+            route,
+            len(tally.case_ids),
+            change_rate(
+                tally.flips,
+                tally.pairs,
+                contract.tolerance_for(route, policy.tolerance),
+                policy.confidence,
+            ),
+            route in contract.targets,
+            _flip_pairs(tally.flip_counts, evidence),
+        )
+        for route, tally in sorted(routes.items())
+    )
+    no_decisions = sum(n for key, n in key_counts.items() if evidence.is_no_decision(key))
+    decided = sum(key_counts.values())
+    return Findings(
+        run=run,
+        policy=policy,
+        trials=TrialCounts(
+            expected=planned,
+            received=received,
+            decisions=decided - no_decisions,
+            no_decisions=no_decisions,
+            errors=sum(evidence.error_types.values()),
+            conflicts=evidence.conflicts,
+            duplicates=evidence.duplicates,
+            error_types=dict(sorted(evidence.error_types.items())),
+        ),
+        pooled=change_rate(pooled.flips, pooled.pairs, policy.tolerance, policy.confidence),
+        routes=route_results,
+        flip_pairs=_flip_pairs(pooled.flip_counts, evidence),
+        coverage=_coverage(
+            contract,
+            {route: len(tally.case_ids) for route, tally in routes.items()},
+            {decision_text(evidence.keys[key]) for key in key_counts},
+        ),
+        dominance=_dominance(first_decisions, evidence, policy.dominance_threshold),
+        cases=tuple(sorted(cases, key=lambda c: c.case)),
+    )
+
+
+def _flip_pairs(flip_counts: Counter[tuple[int, int]], evidence: Evidence) -> tuple[FlipPair, ...]:
+    named: Counter[tuple[str, str]] = Counter()
+    for (a, b), count in flip_counts.items():
+        pair = sorted((decision_text(evidence.keys[a]), decision_text(evidence.keys[b])))
+        named[(pair[0], pair[1])] += count
+    ordered = sorted(named.items(), key=lambda item: (-item[1], item[0]))
+    return tuple(FlipPair(routes, count) for routes, count in ordered)
+
+
+def _coverage(contract: Contract, route_cases: Mapping[str, int], observed: set[str]) -> Coverage:
+    required = sorted(contract.required or ()) if contract.declared else sorted(route_cases)
+    intended = {route: route_cases.get(route, 0) for route in required}
+    missing_intended = [route for route in required if intended[route] == 0]
+    missing_observed = [route for route in required if route not in observed]
+    acceptable = set(contract.allowed) | {
+        str(NoDecision(reason)) for reason in contract.allowed_no_decisions
+    }
+    unknown = sorted(observed - acceptable) if contract.declared else []
+    under_cased = [
+        route
+        for route, minimum in contract.minimum_cases.items()
+        if route_cases.get(route, 0) < minimum
+    ]
+    missing = set(missing_intended) | set(missing_observed)
+    return Coverage(
+        declared=contract.declared,
+        required=tuple(required),
+        intended=intended,
+        observed=tuple(sorted(observed)),
+        missing_intended=tuple(missing_intended),
+        missing_observed=tuple(missing_observed),
+        unknown=tuple(unknown),
+        under_cased=tuple(sorted(under_cased)),
+        critical_missing=tuple(sorted(route for route in contract.critical if route in missing)),
+        minimum_cases=dict(contract.minimum_cases),
+    )
+
+
+def _dominance(first_decisions: Counter[int], evidence: Evidence, threshold: float) -> Dominance:
+    cases = sum(first_decisions.values())
+    if not cases:
+        return Dominance(None, 0.0, 0, False)
+    top = max(first_decisions.values())
+    verdict = min(decision_text(evidence.keys[k]) for k, n in first_decisions.items() if n == top)
+    share = top / cases
+    return Dominance(verdict, share, cases, cases >= 2 and share >= threshold)

@@ -1,0 +1,119 @@
+"""Evidence: trials collected so far, de-duplicated by (run, case, trial), compact per case."""
+
+from __future__ import annotations
+
+from array import array
+from collections import Counter
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+
+from .trial import Decision, NoDecision, Trial
+
+MISSING = -2
+"""Slot value of a trial index that no record has filled."""
+ERROR = -1
+"""Slot value of an errored trial (it has no decision key)."""
+MAX_TRIAL_INDEX = (1 << 20) - 1
+"""Largest trial index accepted; beyond it an index is a data error, not a plan."""
+
+
+class TrialIndexError(ValueError):
+    """A trial index outside 0..MAX_TRIAL_INDEX."""
+
+
+@dataclass
+class CaseEvidence:
+    """Everything kept about one (run, case): its expected route and one slot per trial index.
+
+    A slot holds MISSING, ERROR, or the interned id of the trial's decision key.
+    """
+
+    run: str
+    case: str
+    expected: str | None
+    slots: array
+
+    def received(self) -> int:
+        """Number of trial indices that hold a record."""
+        return len(self.slots) - self.slots.count(MISSING)
+
+
+class Evidence:
+    """A growing set of trials. The first record of an identity counts; a later one that
+    disagrees is an integrity conflict, one that agrees a harmless duplicate.
+
+    Memory grows with cases and trial indices, never with duplicate records.
+    """
+
+    def __init__(self, trials: Iterable[Trial] = ()) -> None:
+        self._key_ids: dict[Decision, int] = {}
+        self.keys: list[Decision] = []
+        self.cases: dict[tuple[str, str], CaseEvidence] = {}
+        self.conflicted: set[tuple[str, str, int]] = set()
+        self.duplicates = 0
+        self.error_types: Counter[str] = Counter()
+        for trial in trials:
+            self.add(trial)
+
+    def add(self, trial: Trial) -> None:
+        """Record one trial."""
+        self.record(
+            trial.run, trial.case, trial.index, trial.decision, trial.expected, trial.error_type
+        )
+
+    def record(
+        self,
+        run: str,
+        case: str,
+        index: int,
+        decision: Decision | None,
+        expected: str | None = None,
+        error_type: str | None = None,
+    ) -> bool:
+        """Record one trial from its fields; True when it was the first record of its identity."""
+        if not 0 <= index <= MAX_TRIAL_INDEX:
+            raise TrialIndexError(f"trial index {index} is outside 0..{MAX_TRIAL_INDEX}")
+        if decision is None:
+            slot = ERROR
+        else:
+            slot = self._key_ids.get(decision)
+            if slot is None:
+                slot = self._key_ids[decision] = len(self.keys)
+                self.keys.append(decision)
+        evidence = self.cases.get((run, case))
+        if evidence is None:
+            evidence = self.cases[(run, case)] = CaseEvidence(run, case, expected, array("i"))
+        elif evidence.expected is None:
+            evidence.expected = expected
+        slots = evidence.slots
+        if index >= len(slots):
+            slots.extend([MISSING] * (index + 1 - len(slots)))
+        current = slots[index]
+        if current == MISSING:
+            slots[index] = slot
+            if slot == ERROR:
+                self.error_types[error_type or "error"] += 1
+            return True
+        if current == slot:
+            self.duplicates += 1
+        else:
+            self.conflicted.add((run, case, index))
+        return False
+
+    @property
+    def conflicts(self) -> int:
+        """Trial identities that received records with different decisions or outcomes."""
+        return len(self.conflicted)
+
+    def trials(self) -> Iterator[Trial]:
+        """The kept trials, case by case in index order."""
+        for evidence in self.cases.values():
+            for index, slot in enumerate(evidence.slots):
+                if slot == MISSING:
+                    continue
+                decision = None if slot == ERROR else self.keys[slot]
+                yield Trial(evidence.case, index, decision, evidence.run, evidence.expected)
+
+    def is_no_decision(self, key_id: int) -> bool:
+        """Whether an interned key is a no-decision."""
+        return isinstance(self.keys[key_id], NoDecision)

@@ -1,0 +1,57 @@
+"""Sizing a run before any call: repeats per case from the tolerance, capped by a budget."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from .errors import PlanError
+from .policy import Policy
+from .stats import pairs_needed
+from .suite import Suite
+
+
+@dataclass(frozen=True)
+class RunPlan:
+    """How many trials each case gets, and what that costs in calls."""
+
+    repeats: Mapping[str, int]
+    pooled_pairs_needed: int
+
+    @property
+    def calls(self) -> int:
+        return sum(self.repeats.values())
+
+
+def repeats_for(pairs: int, cases: int) -> int:
+    """Trials per case so that `cases` cases give at least `pairs` rerun pairs: 2*ceil(pairs/cases)."""
+    return 2 * math.ceil(pairs / max(cases, 1))
+
+
+def plan_run(
+    suite: Suite, policy: Policy, *, repeats: int | None = None, budget: int | None = None
+) -> RunPlan:
+    """Plan trials per case; an explicit `repeats` overrides sizing; a budget is a hard cap."""
+    if not suite.cases:
+        raise PlanError("the suite has no cases to run")
+    needed = pairs_needed(policy.tolerance, policy.confidence)
+    if repeats is not None:
+        if repeats < 1:
+            raise PlanError(f"--repeats must be at least 1, got {repeats}")
+        per_case = dict.fromkeys((case.id for case in suite.cases), repeats)
+    else:
+        base = repeats_for(needed, len(suite.cases))
+        per_case = dict.fromkeys((case.id for case in suite.cases), base)
+        for route, target in suite.contract.targets.items():
+            route_cases = [case.id for case in suite.cases if case.expected == route]
+            own = repeats_for(pairs_needed(target, policy.confidence), len(route_cases))
+            for case_id in route_cases:
+                per_case[case_id] = max(base, own)
+    plan = RunPlan(per_case, needed)
+    if budget is not None and plan.calls > budget:
+        raise PlanError(
+            f"the plan needs {plan.calls} calls ({len(suite.cases)} cases) but the budget is "
+            f"{budget}: raise --budget, loosen --tolerance, or set --repeats explicitly"
+        )
+    return plan

@@ -1,0 +1,87 @@
+"""The assessment as a list of named checks, for formats that report pass / fail per check."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+
+from ..admission import REJECTING, interval, percent
+from ..assessment import Assessment
+from ..stats import Stability
+
+
+class CheckResult(str, Enum):
+    PASSED = "passed"
+    FAILED = "failed"
+    """Evidence of a problem (the run is rejected)."""
+    UNDECIDED = "undecided"
+    """Not enough or incomplete evidence (the run is inconclusive)."""
+    NOT_JUDGED = "not_judged"
+    """Reported but not gating, e.g. an untargeted route judged only through the pooled rate."""
+
+
+@dataclass(frozen=True)
+class Check:
+    name: str
+    result: CheckResult
+    message: str
+
+
+_CHECK_CODES: dict[str, tuple[str, ...]] = {
+    "isolation": ("shared_session",),
+    "integrity": ("integrity_conflict",),
+    "completeness": ("incomplete",),
+    "repeats": ("no_repeats",),
+    "stability.pooled": ("pooled_stochastic", "pooled_undecided"),
+    "contract": (
+        "contract_missing_intended",
+        "contract_missing_observed",
+        "contract_unknown_decision",
+        "contract_under_cased",
+    ),
+    "dominance": ("dominant_decision",),
+}
+
+_PASSING_MESSAGES: dict[str, str] = {
+    "isolation": "reruns were not declared to share a session",
+    "integrity": "no trial identity received conflicting records",
+    "completeness": "every planned trial was received without error",
+    "repeats": "every case has at least two trials",
+    "contract": "every required route was intended and reached; nothing outside the contract",
+    "dominance": "the probes did not collapse onto one decision",
+}
+
+
+def checks(assessment: Assessment) -> list[Check]:
+    """Every check of the admission rule, with its result and the reason behind it."""
+    by_code = {reason.code: reason for reason in assessment.reasons}
+    result: list[Check] = []
+    for name, codes in _CHECK_CODES.items():
+        found = [by_code[code] for code in codes if code in by_code]
+        if not found:
+            message = (
+                f"{interval(assessment.pooled)}, below {percent(assessment.pooled.tolerance)}"
+                if name == "stability.pooled"
+                else _PASSING_MESSAGES[name]
+            )
+            result.append(Check(name, CheckResult.PASSED, message))
+            continue
+        failed = any(reason.code in REJECTING for reason in found)
+        outcome = CheckResult.FAILED if failed else CheckResult.UNDECIDED
+        result.append(Check(name, outcome, "; ".join(reason.message for reason in found)))
+    for route in assessment.routes:
+        change = route.change
+        summary = (
+            f"{interval(change)}, tolerance {percent(change.tolerance)}: {change.result.value}"
+        )
+        if change.result is Stability.STOCHASTIC:
+            outcome = CheckResult.FAILED
+        elif change.result is Stability.DETERMINISTIC:
+            outcome = CheckResult.PASSED
+        elif route.targeted:
+            outcome = CheckResult.UNDECIDED
+        else:
+            outcome = CheckResult.NOT_JUDGED
+            summary += " (no target of its own; judged within the pooled rate)"
+        result.append(Check(f"stability.route.{route.route}", outcome, summary))
+    return result

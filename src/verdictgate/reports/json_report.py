@@ -1,0 +1,113 @@
+"""The JSON report, `verdictgate.report/v1`: every field REPORT.md names, and a few more."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from ..assessment import Assessment, FlipPair
+from ..stats import ChangeRate
+
+REPORT_SCHEMA = "verdictgate.report/v1"
+
+
+def _change(change: ChangeRate) -> dict[str, Any]:
+    return {
+        "pairs": change.pairs,
+        "flips": change.flips,
+        "rate": change.rate,
+        "ci_low": change.ci_low,
+        "ci_high": change.ci_high,
+        "tolerance": change.tolerance,
+        "result": change.result.value,
+    }
+
+
+def _flip_pairs(pairs: tuple[FlipPair, ...]) -> list[dict[str, Any]]:
+    return [{"routes": list(pair.routes), "count": pair.count} for pair in pairs]
+
+
+def report_document(assessment: Assessment) -> dict[str, Any]:
+    """The report as a JSON-ready dict."""
+    a = assessment
+    coverage = a.coverage
+    return {
+        "schema": REPORT_SCHEMA,
+        "status": a.status.value,
+        "exit_code": a.status.exit_code,
+        "reasons": [{"code": r.code, "message": r.message} for r in a.reasons],
+        "headline": a.headline,
+        "run": {
+            "id": a.run.id,
+            "suite": a.run.suite,
+            "point": a.run.point,
+            "isolation": a.run.isolation.value,
+            "fingerprints": a.run.fingerprints,
+        },
+        "policy": {
+            "tolerance": a.policy.tolerance,
+            "confidence": a.policy.confidence,
+            "dominance_threshold": a.policy.dominance_threshold,
+        },
+        "trials": {
+            "expected": a.trials.expected,
+            "received": a.trials.received,
+            "missing": a.trials.missing,
+            "decisions": a.trials.decisions,
+            "no_decisions": a.trials.no_decisions,
+            "errors": a.trials.errors,
+            "error_types": dict(a.trials.error_types),
+            "conflicts": a.trials.conflicts,
+            "duplicates": a.trials.duplicates,
+        },
+        "stability": {
+            "pooled": _change(a.pooled),
+            "routes": [
+                {
+                    "route": r.route,
+                    "cases": r.cases,
+                    "targeted": r.targeted,
+                    **_change(r.change),
+                    "flip_pairs": _flip_pairs(r.flip_pairs),
+                }
+                for r in a.routes
+            ],
+            "flip_pairs": _flip_pairs(a.flip_pairs),
+        },
+        "coverage": {
+            "declared": coverage.declared,
+            "required": list(coverage.required),
+            "intended": dict(coverage.intended),
+            "observed": list(coverage.observed),
+            "missing_intended": list(coverage.missing_intended),
+            "missing_observed": list(coverage.missing_observed),
+            "unknown": list(coverage.unknown),
+            "under_cased": list(coverage.under_cased),
+            "critical_missing": list(coverage.critical_missing),
+            "satisfied": coverage.satisfied,
+        },
+        "dominance": {
+            "verdict": a.dominance.verdict,
+            "share": a.dominance.share,
+            "cases": a.dominance.cases,
+            "collapsed": a.dominance.collapsed,
+        },
+        "cases": [
+            {
+                "case": c.case,
+                "route": c.route,
+                "trials": c.trials,
+                "errors": c.errors,
+                "pairs": c.pairs,
+                "flips": c.flips,
+                "verdict": c.verdict,
+            }
+            for c in a.cases
+        ],
+        "next_steps": list(a.next_steps),
+    }
+
+
+def render_json(assessment: Assessment) -> str:
+    """The report as indented JSON text."""
+    return json.dumps(report_document(assessment), indent=2) + "\n"

@@ -1,0 +1,128 @@
+"""The terminal report: rich tables for the headline, stability, contract and next steps."""
+
+from __future__ import annotations
+
+import io
+
+from rich.console import Console, Group
+from rich.table import Table
+from rich.text import Text
+
+from ..admission import percent
+from ..assessment import Assessment, Status
+from ..stats import Stability
+
+_STATUS_STYLE = {
+    Status.QUALIFIED: "bold green",
+    Status.REJECTED: "bold red",
+    Status.INCONCLUSIVE: "bold yellow",
+}
+_RESULT_STYLE = {
+    Stability.DETERMINISTIC: "green",
+    Stability.STOCHASTIC: "red",
+    Stability.UNDECIDED: "yellow",
+}
+
+
+def _listing(values) -> str:
+    return ", ".join(values) if values else "none"
+
+
+def _stability_table(a: Assessment) -> Table:
+    table = Table(title="Stability by route", title_justify="left", expand=False)
+    for column, justify in (
+        ("route", "left"),
+        ("cases", "right"),
+        ("pairs", "right"),
+        ("flips", "right"),
+        ("95% CI", "left"),
+        ("tolerance", "right"),
+        ("result", "left"),
+    ):
+        table.add_column(column, justify=justify)
+    rows = [("(pooled)", len(a.cases), a.pooled, False)]
+    rows += [(r.route, r.cases, r.change, r.targeted) for r in a.routes]
+    for name, cases, change, targeted in rows:
+        table.add_row(
+            name,
+            str(cases),
+            str(change.pairs),
+            str(change.flips),
+            f"[{change.ci_low:.3f}, {change.ci_high:.3f}]",
+            percent(change.tolerance) + (" (target)" if targeted else ""),
+            Text(change.result.value, style=_RESULT_STYLE[change.result]),
+        )
+    return table
+
+
+def _contract_table(a: Assessment) -> Table:
+    c = a.coverage
+    table = Table(title="Contract", title_justify="left", show_header=False)
+    table.add_column("what")
+    table.add_column("routes")
+    intended = ", ".join(f"{route} {n}" for route, n in c.intended.items())
+    for label, value in (
+        ("required", _listing(c.required) + ("" if c.declared else " (no contract declared)")),
+        ("intended (cases)", intended or "none"),
+        ("observed", _listing(c.observed)),
+        ("missing intended", _listing(c.missing_intended)),
+        ("missing observed", _listing(c.missing_observed)),
+        ("outside the contract", _listing(c.unknown)),
+        ("under-cased", _listing(c.under_cased)),
+        ("critical missing", _listing(c.critical_missing)),
+        ("satisfied", "yes" if c.satisfied else "no"),
+    ):
+        table.add_row(label, value)
+    return table
+
+
+def _evidence_table(a: Assessment) -> Table:
+    t = a.trials
+    table = Table(title="Evidence", title_justify="left", show_header=False)
+    table.add_column("what")
+    table.add_column("value")
+    errors = f"{t.errors}" + (
+        " (" + ", ".join(f"{k} x{n}" for k, n in t.error_types.items()) + ")" if t.errors else ""
+    )
+    dominance = a.dominance
+    for label, value in (
+        ("run", f"{a.run.id} · suite {a.run.suite} · point {a.run.point}"),
+        ("isolation", a.run.isolation.value),
+        ("case ids", a.run.fingerprints),
+        ("trials", f"{t.received} of {t.expected} planned received"),
+        ("outcomes", f"{t.decisions} decisions, {t.no_decisions} no-decisions, errors {errors}"),
+        ("integrity", f"{t.conflicts} conflicts, {t.duplicates} harmless duplicates"),
+        (
+            "first decisions",
+            f"{dominance.verdict or 'none'} on {percent(dominance.share)} of {dominance.cases} cases"
+            + (" — collapsed" if dominance.collapsed else ""),
+        ),
+    ):
+        table.add_row(label, value)
+    return table
+
+
+def assessment_view(a: Assessment) -> Group:
+    """The whole report as one rich renderable."""
+    parts: list = [Text(a.headline, style=_STATUS_STYLE[a.status]), Text("")]
+    if a.reasons:
+        parts.append(Text("Reasons", style="bold"))
+        parts += [Text(f"  {r.code}: {r.message}") for r in a.reasons]
+        parts.append(Text(""))
+    parts += [_stability_table(a)]
+    if a.flip_pairs:
+        parts.append(Text("Flip pairs", style="bold"))
+        parts += [Text(f"  {p.routes[0]} <-> {p.routes[1]}  x{p.count}") for p in a.flip_pairs]
+    parts += [Text(""), _contract_table(a), _evidence_table(a)]
+    if a.next_steps:
+        parts += [Text(""), Text("What to do next", style="bold")]
+        parts += [Text(f"  {number}. {step}") for number, step in enumerate(a.next_steps, 1)]
+    return Group(*parts)
+
+
+def render_text(assessment: Assessment, *, color: bool = False, width: int = 110) -> str:
+    """The terminal report as text (ANSI colours only when asked)."""
+    buffer = io.StringIO()
+    console = Console(file=buffer, force_terminal=color, no_color=not color, width=width)
+    console.print(assessment_view(assessment))
+    return buffer.getvalue()

@@ -1,0 +1,161 @@
+"""Regression baselines: freeze a qualified run, then check later runs against it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from .assessment import Assessment, Status
+from .errors import InputError, VerdictgateError
+from .policy import Policy
+from .stats import Stability
+from .suite import Contract, Suite
+from .suite_file import SUITE_SCHEMA, suite_from_document
+
+SNAPSHOT_SCHEMA = "verdictgate.snapshot/v1"
+
+
+class SnapshotRefused(VerdictgateError):
+    """The evidence does not support a baseline (not qualified, or not approved)."""
+
+
+def contract_document(contract: Contract) -> dict[str, Any]:
+    """A contract as it is written in suite and snapshot files."""
+    return {
+        "allowed": sorted(contract.allowed),
+        "required": sorted(contract.required or ()),
+        "critical": sorted(contract.critical),
+        "targets": dict(contract.targets),
+        "minimum_cases": dict(contract.minimum_cases),
+        "allowed_no_decisions": sorted(contract.allowed_no_decisions),
+    }
+
+
+def make_snapshot(assessment: Assessment, suite: Suite, *, approved: bool) -> dict[str, Any]:
+    """The baseline document for a qualified, approved run; never holds raw inputs."""
+    if not approved:
+        raise SnapshotRefused("a baseline must be approved: pass --accept-reference")
+    if assessment.status is not Status.QUALIFIED:
+        raise SnapshotRefused(
+            f"the run is {assessment.status.value}, and only a qualified run can become a baseline"
+        )
+    routes = {route.route: route.change.result.value for route in assessment.routes}
+    return {
+        "schema": SNAPSHOT_SCHEMA,
+        "approved": True,
+        "suite": {
+            "schema": SUITE_SCHEMA,
+            "name": suite.name,
+            "point": suite.point,
+            "contract": contract_document(suite.contract),
+            "cases": [
+                {"id": case.case, **({"expected": case.route} if case.route else {})}
+                for case in assessment.cases
+            ],
+        },
+        "policy": {
+            "tolerance": assessment.policy.tolerance,
+            "confidence": assessment.policy.confidence,
+            "dominance_threshold": assessment.policy.dominance_threshold,
+        },
+        "fingerprints": assessment.run.fingerprints,
+        "verdicts": {case.case: case.verdict for case in assessment.cases},
+        "evidence": {
+            "run": assessment.run.id,
+            "isolation": assessment.run.isolation.value,
+            "status": assessment.status.value,
+            "pairs": assessment.pooled.pairs,
+            "flips": assessment.pooled.flips,
+            "ci_low": assessment.pooled.ci_low,
+            "ci_high": assessment.pooled.ci_high,
+            "routes": routes,
+            "trials": assessment.trials.received,
+        },
+    }
+
+
+@dataclass(frozen=True)
+class Baseline:
+    """A loaded snapshot: the suite and policy it was admitted under, and each case's verdict."""
+
+    suite: Suite
+    policy: Policy
+    verdicts: dict[str, str]
+    routes: dict[str, str]
+
+
+def baseline_from_document(document: Any, source: str) -> Baseline:
+    """Read a snapshot document; errors name the file and field."""
+    if not isinstance(document, dict) or document.get("schema") != SNAPSHOT_SCHEMA:
+        raise InputError(f"not a {SNAPSHOT_SCHEMA} file", path=source, field="schema")
+    if document.get("approved") is not True:
+        raise InputError("the snapshot was not approved", path=source, field="approved")
+    suite = suite_from_document(document.get("suite"), None, source=source)
+    policy_fields = document.get("policy")
+    verdicts = document.get("verdicts")
+    if not isinstance(policy_fields, dict):
+        raise InputError("must be an object", path=source, field="policy")
+    if not isinstance(verdicts, dict):
+        raise InputError("must be an object of case -> verdict", path=source, field="verdicts")
+    try:
+        policy = Policy(**policy_fields)
+    except (TypeError, ValueError) as error:
+        raise InputError(str(error), path=source, field="policy") from None
+    routes = (document.get("evidence") or {}).get("routes") or {}
+    return Baseline(suite, policy, verdicts, routes)
+
+
+@dataclass(frozen=True)
+class CaseChange:
+    """A case whose stable verdict is not the baseline's (None: no stable verdict now)."""
+
+    case: str
+    route: str | None
+    before: str | None
+    after: str | None
+
+
+@dataclass(frozen=True)
+class Regression:
+    """What changed against the baseline."""
+
+    changed_cases: tuple[CaseChange, ...]
+    unstable_routes: tuple[str, ...]
+
+    @property
+    def regressed(self) -> bool:
+        return bool(self.changed_cases or self.unstable_routes)
+
+
+def compare_to_baseline(baseline: Baseline, assessment: Assessment) -> Regression:
+    """Cases whose stable verdict changed and routes that became stochastic."""
+    now = {case.case: case for case in assessment.cases}
+    if baseline.verdicts and not set(baseline.verdicts) & set(now):
+        raise InputError(
+            "no case matches the snapshot's case ids; was it made with another fingerprint key?",
+            field="case",
+        )
+    changed = tuple(
+        CaseChange(case_id, now[case_id].route if case_id in now else None, before, after)
+        for case_id, before in sorted(baseline.verdicts.items())
+        if (after := now[case_id].verdict if case_id in now else None) != before
+    )
+    unstable = tuple(
+        route.route
+        for route in assessment.routes
+        if route.change.result is Stability.STOCHASTIC
+        and baseline.routes.get(route.route) != Stability.STOCHASTIC.value
+    )
+    return Regression(changed, unstable)
+
+
+def regression_document(regression: Regression) -> dict[str, Any]:
+    """The regression as JSON fields."""
+    return {
+        "regressed": regression.regressed,
+        "changed_cases": [
+            {"case": c.case, "route": c.route, "before": c.before, "after": c.after}
+            for c in regression.changed_cases
+        ],
+        "unstable_routes": list(regression.unstable_routes),
+    }

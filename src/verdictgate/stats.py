@@ -1,0 +1,121 @@
+"""Change-rate statistics: Wilson intervals, the three-way rule, and how many pairs it takes."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from enum import Enum
+from functools import lru_cache
+from statistics import NormalDist
+
+
+class Stability(str, Enum):
+    """What the evidence says about a change rate against a tolerance."""
+
+    DETERMINISTIC = "deterministic"
+    STOCHASTIC = "stochastic"
+    UNDECIDED = "undecided"
+
+
+@lru_cache(maxsize=32)
+def z_score(confidence: float) -> float:
+    """The two-sided normal quantile for a confidence (1.959963984540054 at 0.95)."""
+    if not 0.0 < confidence < 1.0:
+        raise ValueError(f"confidence must be between 0 and 1, got {confidence}")
+    return NormalDist().inv_cdf(1.0 - (1.0 - confidence) / 2.0)
+
+
+def wilson_interval(successes: int, trials: int, confidence: float = 0.95) -> tuple[float, float]:
+    """Two-sided Wilson score interval; exactly 0 / 1 at the edges, [0, 1] for no trials."""
+    if trials < 0 or not 0 <= successes <= trials:
+        raise ValueError(f"need 0 <= successes <= trials, got {successes}/{trials}")
+    if trials == 0:
+        return 0.0, 1.0
+    z = z_score(confidence)
+    z2 = z * z
+    p = successes / trials
+    denominator = 1.0 + z2 / trials
+    centre = (p + z2 / (2 * trials)) / denominator
+    half = z * math.sqrt(p * (1.0 - p) / trials + z2 / (4 * trials * trials)) / denominator
+    low = 0.0 if successes == 0 else max(0.0, centre - half)
+    high = 1.0 if successes == trials else min(1.0, centre + half)
+    return low, high
+
+
+def classify(ci_low: float, ci_high: float, tolerance: float, pairs: int) -> Stability:
+    """Deterministic if ci_high < t, stochastic if ci_low > t, else undecided (strict)."""
+    if pairs == 0:
+        return Stability.UNDECIDED
+    if ci_high < tolerance:
+        return Stability.DETERMINISTIC
+    if ci_low > tolerance:
+        return Stability.STOCHASTIC
+    return Stability.UNDECIDED
+
+
+@dataclass(frozen=True)
+class ChangeRate:
+    """Flips among rerun pairs, with its interval and result against a tolerance."""
+
+    pairs: int
+    flips: int
+    ci_low: float
+    ci_high: float
+    tolerance: float
+    result: Stability
+
+    @property
+    def rate(self) -> float:
+        return self.flips / self.pairs if self.pairs else 0.0
+
+
+def change_rate(flips: int, pairs: int, tolerance: float, confidence: float = 0.95) -> ChangeRate:
+    """Judge `flips` changes in `pairs` rerun pairs against a tolerated change rate."""
+    low, high = wilson_interval(flips, pairs, confidence)
+    return ChangeRate(pairs, flips, low, high, tolerance, classify(low, high, tolerance, pairs))
+
+
+def pairs_needed(tolerance: float, confidence: float = 0.95) -> int:
+    """Smallest number of pairs that, all agreeing, shows the change rate is below tolerance."""
+    if not 0.0 < tolerance < 1.0:
+        raise ValueError(f"tolerance must be between 0 and 1, got {tolerance}")
+    z2 = z_score(confidence) ** 2
+    n = max(1, math.floor(z2 * (1.0 - tolerance) / tolerance))
+    while wilson_interval(0, n, confidence)[1] >= tolerance:
+        n += 1
+    while n > 1 and wilson_interval(0, n - 1, confidence)[1] < tolerance:
+        n -= 1
+    return n
+
+
+def pairs_to_qualify(
+    flips: int, pairs: int, tolerance: float, confidence: float = 0.95
+) -> int | None:
+    """Smallest total N >= pairs that could still be deterministic if every later pair agrees.
+
+    None when no number of agreeing pairs can get there (flips make it unreachable).
+    """
+    if flips < 0 or pairs < flips:
+        raise ValueError(f"need 0 <= flips <= pairs, got {flips}/{pairs}")
+    if flips == 0:
+        return max(pairs, pairs_needed(tolerance, confidence))
+
+    def qualifies(total: int) -> bool:
+        return wilson_interval(flips, total, confidence)[1] < tolerance
+
+    low = max(pairs, flips)
+    if qualifies(low):
+        return low
+    high = max(low * 2, 2)
+    limit = 1 << 40
+    while not qualifies(high):
+        high *= 2
+        if high > limit:
+            return None
+    while high - low > 1:
+        middle = (low + high) // 2
+        if qualifies(middle):
+            high = middle
+        else:
+            low = middle
+    return high

@@ -1,0 +1,86 @@
+"""A suite: the reviewed cases and the decision contract they must exercise."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+
+
+def _frozen_map(value: Mapping) -> Mapping:
+    return MappingProxyType(dict(sorted(value.items())))
+
+
+@dataclass(frozen=True)
+class Contract:
+    """The finite, reviewed set of decisions and what a run must show of them.
+
+    `required` defaults to `allowed`. `targets` gives a route its own tolerated change rate;
+    `minimum_cases` the number of cases a route needs; `allowed_no_decisions` the no-decision
+    reasons that are acceptable answers. An empty `allowed` means no contract was declared.
+    """
+
+    allowed: frozenset[str] = frozenset()
+    required: frozenset[str] | None = None
+    critical: frozenset[str] = frozenset()
+    targets: Mapping[str, float] = field(default_factory=dict)
+    minimum_cases: Mapping[str, int] = field(default_factory=dict)
+    allowed_no_decisions: frozenset[str] = frozenset()
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "allowed", frozenset(self.allowed))
+        required = self.allowed if self.required is None else frozenset(self.required)
+        object.__setattr__(self, "required", required)
+        object.__setattr__(self, "critical", frozenset(self.critical))
+        object.__setattr__(self, "targets", _frozen_map(self.targets))
+        object.__setattr__(self, "minimum_cases", _frozen_map(self.minimum_cases))
+        object.__setattr__(self, "allowed_no_decisions", frozenset(self.allowed_no_decisions))
+        for route, target in self.targets.items():
+            if not 0.0 < target < 1.0:
+                raise ValueError(
+                    f"target for route {route!r} must be between 0 and 1, got {target}"
+                )
+        for route, minimum in self.minimum_cases.items():
+            if minimum < 0:
+                raise ValueError(f"minimum_cases for route {route!r} must be >= 0, got {minimum}")
+
+    @property
+    def declared(self) -> bool:
+        """Whether a contract was declared at all (an empty allowed set is none)."""
+        return bool(self.allowed)
+
+    def tolerance_for(self, route: str, default: float) -> float:
+        """The tolerated change rate on a route: its own target, else the pooled tolerance."""
+        return self.targets.get(route, default)
+
+
+@dataclass(frozen=True)
+class Case:
+    """One reviewed input. `id` is its identity in trials (explicit id or input fingerprint)."""
+
+    id: str
+    input: str | None = None
+    expected: str | None = None
+
+
+@dataclass(frozen=True)
+class Suite:
+    """Named cases for a decision point, with their contract and an optional default tolerance."""
+
+    name: str = "suite"
+    point: str = "decision"
+    cases: tuple[Case, ...] = ()
+    contract: Contract = field(default_factory=Contract)
+    tolerance: float | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "cases", tuple(self.cases))
+        seen: set[str] = set()
+        for case in self.cases:
+            if case.id in seen:
+                raise ValueError(f"case {case.id!r} appears twice in suite {self.name!r}")
+            seen.add(case.id)
+
+    def expected_by_case(self) -> dict[str, str]:
+        """Each case id mapped to its expected route, where one is given."""
+        return {case.id: case.expected for case in self.cases if case.expected is not None}

@@ -1,0 +1,154 @@
+"""Reading suite files: `verdictgate.suite/v1` and AgentVerity's `agentverity.decision-suite/v1`."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from .errors import InputError
+from .fingerprint import fingerprint
+from .suite import Case, Contract, Suite
+
+SUITE_SCHEMA = "verdictgate.suite/v1"
+AGENTVERITY_SUITE_SCHEMA = "agentverity.decision-suite/v1"
+
+
+def read_json(path: str | Path) -> Any:
+    """Parse a JSON file, turning every failure into one InputError naming file and line."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as error:
+        raise InputError(f"cannot read file ({error.strerror})", path=str(path)) from None
+    except UnicodeDecodeError:
+        raise InputError("file is not UTF-8 text", path=str(path)) from None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as error:
+        raise InputError(f"invalid JSON: {error.msg}", path=str(path), line=error.lineno) from None
+
+
+def load_suite(path: str | Path, key: bytes | None = None) -> Suite:
+    """Load a suite file; case ids are explicit ids or fingerprints of the inputs under `key`."""
+    document = read_json(path)
+    return suite_from_document(document, key, source=str(path), default_name=Path(path).stem)
+
+
+def suite_from_document(
+    document: Any, key: bytes | None, *, source: str | None = None, default_name: str = "suite"
+) -> Suite:
+    """Build a Suite from a parsed suite document of either schema."""
+
+    def fail(field: str, problem: str) -> InputError:
+        return InputError(problem, path=source, field=field)
+
+    if not isinstance(document, dict):
+        raise fail("schema", "a suite file must hold a JSON object")
+    schema = document.get("schema")
+    if schema not in (SUITE_SCHEMA, AGENTVERITY_SUITE_SCHEMA):
+        raise fail(
+            "schema", f"expected {SUITE_SCHEMA!r} or {AGENTVERITY_SUITE_SCHEMA!r}, got {schema!r}"
+        )
+    contract = _contract(document.get("contract") or {}, fail)
+    raw_cases = document.get("cases")
+    if not isinstance(raw_cases, list) or not raw_cases:
+        raise fail("cases", "must be a non-empty list of cases")
+    cases = []
+    seen: dict[str, int] = {}
+    for number, raw in enumerate(raw_cases):
+        case = _case(raw, number, key, contract, fail)
+        if case.id in seen:
+            raise fail(
+                f"cases[{number}]", f"same case as cases[{seen[case.id]}] (same id or input)"
+            )
+        seen[case.id] = number
+        cases.append(case)
+    tolerance = document.get("tolerance")
+    if tolerance is not None and not (_is_number(tolerance) and 0 < tolerance < 1):
+        raise fail("tolerance", f"must be a number between 0 and 1, got {tolerance!r}")
+    return Suite(
+        name=_text(document.get("name", default_name), "name", fail),
+        point=_text(document.get("point", "decision"), "point", fail),
+        cases=tuple(cases),
+        contract=contract,
+        tolerance=tolerance,
+    )
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _text(value: Any, field: str, fail) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise fail(field, f"must be a non-empty string, got {value!r}")
+    return value
+
+
+def _labels(value: Any, field: str, fail) -> frozenset[str]:
+    if value is None:
+        return frozenset()
+    if not isinstance(value, list):
+        raise fail(field, "must be a list of strings")
+    return frozenset(_text(item, f"{field}[{i}]", fail) for i, item in enumerate(value))
+
+
+def _numbers(value: Any, field: str, fail, kind: type) -> dict[str, Any]:
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise fail(field, "must be an object of route -> number")
+    for route, number in value.items():
+        valid = isinstance(number, int) if kind is int else _is_number(number)
+        if not valid or isinstance(number, bool):
+            raise fail(f"{field}.{route}", f"must be a number, got {number!r}")
+    return dict(value)
+
+
+def _contract(raw: Any, fail) -> Contract:
+    if not isinstance(raw, dict):
+        raise fail("contract", "must be an object")
+    allowed = _labels(raw.get("allowed"), "contract.allowed", fail)
+    required = raw.get("required")
+    targets = _numbers(
+        raw.get("targets", raw.get("stability_targets")), "contract.targets", fail, float
+    )
+    minimum_cases = _numbers(raw.get("minimum_cases"), "contract.minimum_cases", fail, int)
+    contract_fields = {
+        "required": None if required is None else _labels(required, "contract.required", fail),
+        "critical": _labels(raw.get("critical"), "contract.critical", fail),
+        "allowed_no_decisions": _labels(
+            raw.get("allowed_no_decisions"), "contract.allowed_no_decisions", fail
+        ),
+    }
+    for name in ("required", "critical"):
+        outside = sorted((contract_fields[name] or frozenset()) - allowed) if allowed else []
+        if outside:
+            raise fail(f"contract.{name}", f"routes not in allowed: {', '.join(outside)}")
+    try:
+        return Contract(allowed, targets=targets, minimum_cases=minimum_cases, **contract_fields)
+    except ValueError as error:
+        raise fail("contract", str(error)) from None
+
+
+def _case(raw: Any, number: int, key: bytes | None, contract: Contract, fail) -> Case:
+    field = f"cases[{number}]"
+    if not isinstance(raw, dict):
+        raise fail(field, "must be an object with `id` or `input`")
+    text = raw.get("input")
+    if text is not None:
+        text = _text(text, f"{field}.input", fail)
+    explicit = raw.get("id")
+    if explicit is not None:
+        explicit = _text(explicit, f"{field}.id", fail)
+    if explicit is None and text is None:
+        raise fail(field, "needs an `id` or an `input`")
+    expected = raw.get("expected")
+    if expected is not None:
+        expected = _text(expected, f"{field}.expected", fail)
+        if contract.declared and expected not in contract.allowed:
+            raise fail(
+                f"{field}.expected", f"route {expected!r} is not in the contract's allowed list"
+            )
+    case_id = explicit if explicit is not None else fingerprint(text, key)
+    return Case(id=case_id, input=text, expected=expected)

@@ -127,6 +127,8 @@ class CaseResult:
     """One case: its route, how many trials and pairs, and its stable verdict if it has one."""
 
     case: str
+    run: str | None
+    """The run it was seen in; None for a suite case that received no trial."""
     route: str | None
     trials: int
     errors: int

@@ -34,8 +34,9 @@ def assess(
 ) -> Assessment:
     """Assess trials against a suite's contract and a policy.
 
-    `planned_trials` is how many trials the run meant to collect; when unknown, every case is
-    expected to have as many trials as the largest case, so holes and silent cases count as missing.
+    `planned_trials` is how many trials the run meant to collect. When it is unknown, every case
+    is expected to have as many trials as the longest case of its route (a run sizes repeats per
+    route), so holes, short cases and suite cases with no trial count as missing.
     """
     evidence = trials if isinstance(trials, Evidence) else Evidence(trials)
     suite = suite or Suite()
@@ -68,7 +69,9 @@ def _findings(
     first_decisions: Counter[int] = Counter()
     cases: list[CaseResult] = []
     seen_cases: set[str] = set()
-    received = longest = 0
+    received = 0
+    longest: Counter[str | None] = Counter()
+    case_routes: list[str | None] = []
 
     for case_evidence in evidence.cases.values():
         slots = case_evidence.slots
@@ -79,7 +82,8 @@ def _findings(
         key_counts.update(counts)
         trials_received = errors + sum(counts.values())
         received += trials_received
-        longest = max(longest, len(slots))
+        longest[route] = max(longest[route], len(slots))
+        case_routes.append(route)
         seen_cases.add(case_evidence.case)
 
         pairs = flips = 0
@@ -102,17 +106,28 @@ def _findings(
             first_decisions[first] += 1
         verdict = decision_text(evidence.keys[first]) if len(counts) == 1 else None
         cases.append(
-            CaseResult(case_evidence.case, route, trials_received, errors, pairs, flips, verdict)
+            CaseResult(
+                case_evidence.case,
+                case_evidence.run,
+                route,
+                trials_received,
+                errors,
+                pairs,
+                flips,
+                verdict,
+            )
         )
 
     for case in suite.cases:
         if case.id not in seen_cases:
-            cases.append(CaseResult(case.id, case.expected, 0, 0, 0, 0, None))
+            cases.append(CaseResult(case.id, None, case.expected, 0, 0, 0, 0, None))
             if case.expected:
                 routes.setdefault(case.expected, _Tally()).case_ids.add(case.id)
-    silent_cases = sum(1 for case in suite.cases if case.id not in seen_cases)
     if planned is None:
-        planned = sum(len(c.slots) for c in evidence.cases.values()) + silent_cases * longest
+        overall = max(longest.values(), default=0)
+        planned = sum(longest[route] for route in case_routes) + sum(
+            longest.get(case.expected, overall) for case in suite.cases if case.id not in seen_cases
+        )
 
     route_results = tuple(
         RouteStability(
@@ -153,7 +168,7 @@ def _findings(
             {decision_text(evidence.keys[key]) for key in key_counts},
         ),
         dominance=_dominance(first_decisions, evidence, policy.dominance_threshold),
-        cases=tuple(sorted(cases, key=lambda c: c.case)),
+        cases=tuple(sorted(cases, key=lambda c: (c.case, c.run or ""))),
     )
 
 

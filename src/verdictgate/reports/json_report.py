@@ -95,6 +95,7 @@ def report_document(assessment: Assessment) -> dict[str, Any]:
         "cases": [
             {
                 "case": c.case,
+                "run": c.run,
                 "route": c.route,
                 "trials": c.trials,
                 "errors": c.errors,

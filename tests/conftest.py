@@ -1,0 +1,81 @@
+"""Shared builders for tests: suites, trial files and a CLI invoker."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from verdictgate.cli import main
+
+ROUTES = ["approve", "deny", "review"]
+SHARED = Path(__file__).resolve().parents[2] / "shared"
+
+
+def suite_document(cases_per_route: int = 2, **contract) -> dict:
+    """A suite with explicit case ids `<route>-<n>` over ROUTES."""
+    contract.setdefault("allowed", ROUTES)
+    return {
+        "schema": "verdictgate.suite/v1",
+        "name": "gate",
+        "point": "approval_gate",
+        "contract": contract,
+        "cases": [
+            {"id": f"{route}-{n}", "input": f"request {route} {n}", "expected": route}
+            for route in ROUTES
+            for n in range(cases_per_route)
+        ],
+    }
+
+
+def trial_records(answers: dict[str, list[str | None]], run: str = "r1") -> list[dict]:
+    """Records for case -> answers by trial index (None is an error trial)."""
+    records = []
+    for case, decisions in answers.items():
+        for index, decision in enumerate(decisions):
+            record = {"run": run, "case": case, "trial": index}
+            if decision is None:
+                record.update(outcome="error", error_type="timeout")
+            elif decision.startswith("no_decision:"):
+                record.update(outcome="no_decision", reason=decision.split(":", 1)[1])
+            else:
+                record.update(outcome="decision", verdict=decision)
+            records.append(record)
+    return records
+
+
+def stable_answers(pairs_per_case: int = 13, cases_per_route: int = 2) -> dict[str, list]:
+    """Every case answers its own route on every trial."""
+    return {
+        f"{route}-{n}": [route] * (2 * pairs_per_case)
+        for route in ROUTES
+        for n in range(cases_per_route)
+    }
+
+
+@pytest.fixture
+def write(tmp_path: Path):
+    """Write JSON (a dict) or JSON Lines (a list) under tmp_path and return the path."""
+
+    def writer(name: str, content) -> str:
+        path = tmp_path / name
+        if isinstance(content, list):
+            path.write_text("".join(json.dumps(record) + "\n" for record in content))
+        else:
+            path.write_text(json.dumps(content))
+        return str(path)
+
+    return writer
+
+
+@pytest.fixture
+def cli():
+    """Invoke the CLI in process; returns click's Result (exit_code, stdout, stderr)."""
+    runner = CliRunner()
+
+    def invoke(*args: str):
+        return runner.invoke(main, list(args), catch_exceptions=False)
+
+    return invoke

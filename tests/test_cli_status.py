@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
+
 from conftest import ROUTES, stable_answers, suite_document, trial_records
 
 
@@ -21,7 +22,9 @@ def answers_with(**overrides) -> dict[str, list]:
 CASES = {
     "qualified": (stable_answers(), {}, [], 0, set()),
     "stochastic route": (
-        answers_with(**{"deny-0": flipping("deny", "review"), "deny-1": flipping("deny", "review")}),
+        answers_with(
+            **{"deny-0": flipping("deny", "review"), "deny-1": flipping("deny", "review")}
+        ),
         {},
         [],
         1,
@@ -34,7 +37,13 @@ CASES = {
         1,
         {"target_stochastic"},
     ),
-    "missing intended": (stable_answers(), {"allowed": [*ROUTES, "escalate"]}, [], 1, {"contract_missing_intended"}),
+    "missing intended": (
+        stable_answers(),
+        {"allowed": [*ROUTES, "escalate"]},
+        [],
+        1,
+        {"contract_missing_intended"},
+    ),
     "missing observed": (
         answers_with(**{"review-0": ["approve"] * 26, "review-1": ["approve"] * 26}),
         {},
@@ -42,8 +51,20 @@ CASES = {
         1,
         {"contract_missing_observed"},
     ),
-    "unknown decision": (answers_with(**{"deny-0": ["escalate"] * 26}), {}, [], 1, {"contract_unknown_decision"}),
-    "under-cased": (stable_answers(), {"minimum_cases": {"deny": 3}}, [], 1, {"contract_under_cased"}),
+    "unknown decision": (
+        answers_with(**{"deny-0": ["escalate"] * 26}),
+        {},
+        [],
+        1,
+        {"contract_unknown_decision"},
+    ),
+    "under-cased": (
+        stable_answers(),
+        {"minimum_cases": {"deny": 3}},
+        [],
+        1,
+        {"contract_under_cased"},
+    ),
     "dominant": (
         {case: ["approve"] * 26 for case in stable_answers()},
         {},
@@ -51,9 +72,21 @@ CASES = {
         1,
         {"dominant_decision", "contract_missing_observed"},
     ),
-    "shared session": (stable_answers(), {}, ["--isolation", "shared-session"], 1, {"shared_session"}),
+    "shared session": (
+        stable_answers(),
+        {},
+        ["--isolation", "shared-session"],
+        1,
+        {"shared_session"},
+    ),
     "pooled undecided": (stable_answers(pairs_per_case=2), {}, [], 3, {"pooled_undecided"}),
-    "target undecided": (stable_answers(), {"targets": {"deny": 0.01}}, [], 3, {"target_undecided"}),
+    "target undecided": (
+        stable_answers(),
+        {"targets": {"deny": 0.01}},
+        [],
+        3,
+        {"target_undecided"},
+    ),
     "errors": (answers_with(**{"deny-0": ["deny"] * 25 + [None]}), {}, [], 3, {"incomplete"}),
     "missing trials": (answers_with(**{"deny-0": ["deny"] * 20}), {}, [], 3, {"incomplete"}),
     "no repeats": (
@@ -92,7 +125,9 @@ def test_integrity_conflict(write, cli):
 
 
 def test_rejected_beats_inconclusive_and_every_reason_is_listed(write, cli):
-    answers = answers_with(**{"deny-0": flipping("deny", "review"), "approve-0": ["approve"] * 25 + [None]})
+    answers = answers_with(
+        **{"deny-0": flipping("deny", "review"), "approve-0": ["approve"] * 25 + [None]}
+    )
     result = cli(
         "assess", "--trials", write("t.jsonl", trial_records(answers)), "--suite", write("s.json", suite_document()),
         "--format", "json",

@@ -108,7 +108,7 @@ def test_route_targets_flip_pairs_and_ordering():
     )
     trials = trials_for("x", ["a", "c"] * 13) + trials_for("y", ["b", "b", "b", "a"] * 3)
     assessment = assess(trials, suite)
-    route_a, route_b = assessment.routes
+    route_a, _ = assessment.routes
     assert route_a.targeted and route_a.change.tolerance == 0.01
     assert route_a.change.result is Stability.STOCHASTIC
     assert [(p.routes, p.count) for p in assessment.flip_pairs] == [

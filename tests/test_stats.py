@@ -91,7 +91,7 @@ def test_bounds_are_monotonic(count, confidence):
     if flips < pairs:  # one more flip in the same pairs moves both bounds up
         up_low, up_high = wilson_interval(flips + 1, pairs, confidence)
         assert up_low >= low and up_high >= high
-    more_low, more_high = wilson_interval(flips, pairs + 1, confidence)
+    _, more_high = wilson_interval(flips, pairs + 1, confidence)
     assert more_high <= high  # one more agreeing pair lowers the upper bound
     wider = wilson_interval(flips, pairs, min(0.9999, confidence + 0.0005))
     assert wider[0] <= low and wider[1] >= high

@@ -1,0 +1,59 @@
+"""Usage and input errors: one line on stderr naming the problem, exit 2, never a traceback."""
+
+from __future__ import annotations
+
+import pytest
+
+from conftest import stable_answers, suite_document, trial_records
+
+
+@pytest.fixture
+def files(write):
+    return {
+        "trials": write("t.jsonl", trial_records(stable_answers())),
+        "suite": write("s.json", suite_document()),
+        "bad_line": write("bad.jsonl", [{"case": "c", "trial": 0, "outcome": "decision"}]),
+        "bad_suite": write("bad.json", {"schema": "verdictgate.suite/v1", "cases": "x"}),
+    }
+
+
+ERRORS = [
+    (["assess", "--trials", "{missing}"], "cannot read file"),
+    (["assess", "--trials", "{bad_line}"], "bad.jsonl:1: field verdict"),
+    (["assess", "--trials", "{trials}", "--suite", "{bad_suite}"], "field cases"),
+    (["assess", "--trials", "{trials}", "--tolerance", "2"], "tolerance"),
+    (["assess", "--trials", "{trials}", "--tolerance", "0.1", "--precision", "cheap"], "not both"),
+    (["assess"], "Missing option '--trials'"),
+    (["assess", "--trials", "{trials}", "--format", "yaml"], "Invalid value for '--format'"),
+    (["run", "--suite", "{suite}"], "--agent is required"),
+    (["run", "--suite", "{suite}", "--agent", "nowhere.py:make"], "no such file"),
+    (
+        ["run", "--suite", "{suite}", "--agent", "json:nothing_here"],
+        "'nothing_here' is not a callable",
+    ),
+    (["run", "--suite", "{suite}", "--agent", "no_colon"], "FILE.py:FACTORY"),
+    (["plan", "--observed", "9/3"], "FLIPS/PAIRS"),
+    (
+        ["snapshot", "--trials", "{trials}", "--suite", "{suite}", "--output", "{out}"],
+        "--accept-reference",
+    ),
+    (["check", "--snapshot", "{suite}", "--trials", "{trials}"], "verdictgate.snapshot/v1"),
+    (["assess", "--trials", "{trials}", "--bogus"], "No such option"),
+]
+
+
+@pytest.mark.parametrize(("args", "message"), ERRORS)
+def test_errors_exit_2_with_one_clear_line(cli, files, tmp_path, args, message):
+    values = {**files, "missing": str(tmp_path / "none.jsonl"), "out": str(tmp_path / "b.json")}
+    result = cli(*(arg.format(**values) for arg in args))
+    assert result.exit_code == 2
+    assert message in result.stderr
+    assert "Traceback" not in result.output
+    assert result.stdout == ""
+
+
+def test_a_factory_that_raises_is_an_input_error(cli, files, tmp_path):
+    agent = tmp_path / "agent.py"
+    agent.write_text("def make():\n    raise RuntimeError('no model')\n")
+    result = cli("run", "--suite", files["suite"], "--agent", f"{agent}:make")
+    assert result.exit_code == 2 and "FACTORY() failed: RuntimeError: no model" in result.stderr

@@ -1,0 +1,64 @@
+"""`plan` and `run` through the CLI, on the bundled payment-dispute examples."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
+SUITE = str(EXAMPLES / "payment_suite.json")
+ROUTER = EXAMPLES / "payment_router.py"
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (["--tolerance", "0.05"], "73 pairs at 0.05 (146 calls"),
+        (["--precision", "cheap"], "35 pairs at 0.1"),
+        (["--precision", "strict"], "381 pairs at 0.01"),
+        (["--observed", "1/73"], "1/73 -> 110 pairs in total: 37 more pairs (74 calls)"),
+        (["--observed", "8/78"], "8/78 -> 311 pairs in total"),
+        (["--suite", SUITE], "12 cases x 14/382 trials = 904 calls"),
+    ],
+)
+def test_plan(cli, args, expected):
+    result = cli("plan", *args)
+    assert result.exit_code == 0
+    assert expected in result.stdout
+
+
+def test_plan_as_json_and_with_a_budget(cli):
+    document = json.loads(cli("plan", "--suite", SUITE, "--format", "json").stdout)
+    assert document["pairs_needed"] == 73 and document["suite"]["calls"] == 904
+    refused = cli("plan", "--suite", SUITE, "--budget", "500")
+    assert refused.exit_code == 2 and "needs 904 calls" in refused.stderr
+
+
+@pytest.mark.parametrize(
+    ("factory", "exit_code", "codes"),
+    [
+        ("stable_router", 0, set()),
+        ("flipping_router", 1, {"target_stochastic", "pooled_stochastic"}),
+        ("collapsed_router", 1, {"dominant_decision", "contract_missing_observed"}),
+    ],
+)
+def test_run_the_examples(cli, tmp_path, factory, exit_code, codes):
+    trials = tmp_path / "trials.jsonl"
+    result = cli(
+        "run", "--agent", f"{ROUTER}:{factory}", "--suite", SUITE, "--isolation", "fresh-instance",
+        "--concurrency", "4", "--format", "json", "--trials-out", str(trials),
+    )  # fmt: skip
+    assert result.exit_code == exit_code, result.output
+    report = json.loads(result.stdout)
+    assert codes <= {reason["code"] for reason in report["reasons"]}
+    assert report["trials"]["received"] == 904 == len(trials.read_text().splitlines())
+    again = cli("assess", "--trials", str(trials), "--suite", SUITE, "--isolation", "fresh-instance",
+                "--format", "json")  # fmt: skip
+    reassessed = json.loads(again.stdout)
+    assert again.exit_code == exit_code
+    assert (
+        reassessed["stability"] == report["stability"]
+        and reassessed["coverage"] == report["coverage"]
+    )

@@ -1,0 +1,108 @@
+"""Baselines: only qualified, approved runs; fingerprints not inputs; regressions found."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from conftest import stable_answers, suite_document, trial_records
+
+
+def test_snapshot_then_check(cli, write, tmp_path):
+    suite = write("s.json", suite_document())
+    trials = write("t.jsonl", trial_records(stable_answers()))
+    baseline = tmp_path / "baseline.json"
+    result = cli(
+        "snapshot",
+        "--trials",
+        trials,
+        "--suite",
+        suite,
+        "--accept-reference",
+        "--output",
+        str(baseline),
+    )
+    assert result.exit_code == 0, result.output
+    document = json.loads(baseline.read_text())
+    assert document["schema"] == "verdictgate.snapshot/v1" and document["approved"] is True
+    assert document["verdicts"]["deny-0"] == "deny"
+    for case in suite_document()["cases"]:
+        assert case["input"] not in baseline.read_text()
+
+    same = cli("check", "--snapshot", str(baseline), "--trials", trials)
+    assert same.exit_code == 0, same.output
+    assert "no case changed" in same.stdout
+
+    drifted = stable_answers()
+    drifted["deny-1"] = ["review"] * 26
+    changed = write("t2.jsonl", trial_records(drifted))
+    result = cli("check", "--snapshot", str(baseline), "--trials", changed, "--format", "json")
+    assert result.exit_code == 1
+    check = json.loads(result.stdout)["check"]
+    assert check["regressed"] is True
+    assert check["changed_cases"] == [
+        {"case": "deny-1", "route": "deny", "before": "deny", "after": "review"}
+    ]
+
+
+def test_check_reports_routes_that_became_unstable(cli, write, tmp_path):
+    suite = write("s.json", suite_document())
+    baseline = tmp_path / "b.json"
+    trials = write("t.jsonl", trial_records(stable_answers()))
+    cli(
+        "snapshot",
+        "--trials",
+        trials,
+        "--suite",
+        suite,
+        "--accept-reference",
+        "--output",
+        str(baseline),
+    )
+    flipping = stable_answers()
+    flipping["approve-0"] = ["approve", "deny"] * 13
+    flipping["approve-1"] = ["approve", "deny"] * 13
+    result = cli(
+        "check", "--snapshot", str(baseline), "--trials", write("f.jsonl", trial_records(flipping))
+    )
+    assert result.exit_code == 1
+    assert "route approve became unstable" in result.stdout
+    assert "approve-0" in result.stdout
+
+
+def test_snapshot_is_refused_unless_qualified(cli, write, tmp_path):
+    suite = write("s.json", suite_document())
+    trials = write("t.jsonl", trial_records(stable_answers(pairs_per_case=2)))
+    baseline = tmp_path / "b.json"
+    result = cli(
+        "snapshot",
+        "--trials",
+        trials,
+        "--suite",
+        suite,
+        "--accept-reference",
+        "--output",
+        str(baseline),
+    )
+    assert result.exit_code == 3
+    assert "snapshot refused" in result.stderr
+    assert not Path(baseline).exists()
+
+
+def test_snapshot_and_check_with_a_live_agent(cli, write, tmp_path):
+    agent = tmp_path / "gate.py"
+    agent.write_text(
+        "def make():\n"
+        "    return lambda text: next(r for r in ('approve', 'deny', 'review') if r in text)\n"
+        "def drifted():\n"
+        "    return lambda text: 'review' if 'deny 1' in text else next(r for r in ('approve', 'deny', 'review') if r in text)\n"
+    )
+    suite = write("s.json", suite_document())
+    baseline = tmp_path / "b.json"
+    made = cli("snapshot", "--agent", f"{agent}:make", "--suite", suite, "--accept-reference",
+               "--output", str(baseline), "--isolation", "fresh-instance")  # fmt: skip
+    assert made.exit_code == 0, made.output
+    ok = cli("check", "--snapshot", str(baseline), "--agent", f"{agent}:make", "--suite", suite)
+    assert ok.exit_code == 0, ok.output
+    bad = cli("check", "--snapshot", str(baseline), "--agent", f"{agent}:drifted", "--suite", suite)
+    assert bad.exit_code == 1 and "deny-1" in bad.stdout

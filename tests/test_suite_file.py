@@ -1,0 +1,85 @@
+"""Suite files of both schemas, fingerprints, and the errors a bad suite gets."""
+
+from __future__ import annotations
+
+import pytest
+
+from conftest import SHARED, suite_document
+from verdictgate import InputError, load_suite
+from verdictgate.fingerprint import fingerprint, fingerprint_key, fingerprint_mode
+
+
+def test_verdictgate_suite(write):
+    document = suite_document(targets={"deny": 0.01}, minimum_cases={"deny": 2}, critical=["deny"])
+    document["tolerance"] = 0.1
+    suite = load_suite(write("s.json", document))
+    assert suite.name == "gate" and suite.point == "approval_gate" and suite.tolerance == 0.1
+    assert suite.contract.required == suite.contract.allowed  # required defaults to allowed
+    assert suite.contract.targets == {"deny": 0.01}
+    assert [case.id for case in suite.cases][:2] == ["approve-0", "approve-1"]
+
+
+def test_cases_without_ids_are_fingerprinted_with_the_key(write):
+    document = {
+        "schema": "verdictgate.suite/v1",
+        "cases": [{"input": "refund me", "expected": "x"}],
+    }
+    path = write("s.json", document)
+    unkeyed = load_suite(path).cases[0].id
+    keyed = load_suite(path, key=b"secret").cases[0].id
+    assert unkeyed.startswith("sha256:") and keyed.startswith("hmac-sha256:")
+    assert keyed == fingerprint("refund me", b"secret") != fingerprint("refund me", b"other")
+    assert "refund" not in keyed and "refund" not in unkeyed
+
+
+def test_fingerprint_key_comes_from_the_environment(monkeypatch):
+    monkeypatch.setenv("VERDICTGATE_FINGERPRINT_KEY", "k1")
+    assert fingerprint_key() == b"k1"
+    assert fingerprint_key("explicit") == b"explicit"
+    monkeypatch.delenv("VERDICTGATE_FINGERPRINT_KEY")
+    assert fingerprint_key() is None
+    assert fingerprint_mode(["a", "hmac-sha256:00"]) == "keyed"
+    assert fingerprint_mode(["hmac-sha256:00", "sha256:00"]) == "unkeyed"
+    assert fingerprint_mode(["a"]) == "case-ids"
+
+
+@pytest.mark.skipif(
+    not (SHARED / "fixtures/agentverity").is_dir(),
+    reason="shared fixtures are not beside the checkout",
+)
+def test_agentverity_decision_suites_are_read():
+    suite = load_suite(SHARED / "fixtures/agentverity/payment_decisions.json")
+    assert len(suite.cases) == 6 and suite.contract.critical == {"card_security"}
+    assert all(case.id.startswith("sha256:") for case in suite.cases)
+    plan = load_suite(SHARED / "fixtures/agentverity/route_stability_plan.json")
+    assert plan.contract.targets == {"deny": 0.01}
+
+
+@pytest.mark.parametrize(
+    ("change", "field"),
+    [
+        ({"schema": "other/v1"}, "schema"),
+        ({"cases": []}, "cases"),
+        ({"cases": [{"expected": "deny"}]}, "cases[0]"),
+        ({"cases": [{"id": "a", "expected": "nope"}]}, "cases[0].expected"),
+        ({"cases": [{"id": "a"}, {"id": "a"}]}, "cases[1]"),
+        ({"contract": {"allowed": ["a"], "targets": {"a": 2}}}, "contract"),
+        ({"contract": {"allowed": ["a"], "targets": {"a": "x"}}}, "contract.targets.a"),
+        ({"contract": {"allowed": ["a"], "critical": ["b"]}}, "contract.critical"),
+        ({"contract": {"allowed": "a"}}, "contract.allowed"),
+        ({"tolerance": 5}, "tolerance"),
+    ],
+)
+def test_a_bad_suite_is_named_by_field(write, change, field):
+    document = {**suite_document(), **change}
+    with pytest.raises(InputError) as caught:
+        load_suite(write("s.json", document))
+    assert caught.value.field == field
+
+
+def test_invalid_json_names_the_line(tmp_path):
+    path = tmp_path / "s.json"
+    path.write_text('{\n  "schema": "verdictgate.suite/v1",\n  "cases": [\n}')
+    with pytest.raises(InputError) as caught:
+        load_suite(path)
+    assert caught.value.line == 4 and "invalid JSON" in str(caught.value)

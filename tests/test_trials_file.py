@@ -1,0 +1,128 @@
+"""The trials-file decoder: round trips, streaming across chunks, and one clear error per bad line."""
+
+from __future__ import annotations
+
+import io
+import json
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from verdictgate import Evidence, InputError, NoDecision, Trial, assess, read_trials
+from verdictgate import trials_file as trials_module
+from verdictgate.trials_file import TrialWriter
+
+names = st.text(
+    alphabet=st.characters(codec="utf-8", exclude_categories=("Cs",)), min_size=1, max_size=12
+)
+decisions = st.one_of(
+    names,
+    st.none(),
+    st.builds(NoDecision, names),
+    st.lists(names, min_size=1, max_size=3).map(tuple),
+)
+trials = st.builds(
+    Trial,
+    case=names,
+    index=st.integers(0, 50),
+    decision=decisions,
+    run=names,
+    expected=st.none() | names,
+    error_type=st.none(),
+)
+
+
+@settings(max_examples=150)
+@given(st.lists(trials, max_size=40))
+def test_written_trials_read_back_to_the_same_assessment(tmp_path_factory, batch):
+    path = tmp_path_factory.mktemp("t") / "trials.jsonl"
+    with open(path, "wb") as stream:
+        writer = TrialWriter(stream)
+        for trial in batch:
+            writer.add(trial)
+    evidence, summary = read_trials(path)
+    assert summary.records == len(batch)
+    assert assess(evidence) == assess(Evidence(batch))
+
+
+def test_chunked_reading_gives_the_same_result_as_one_chunk(tmp_path, monkeypatch):
+    lines = [
+        json.dumps(
+            {
+                "case": f"c{n % 7}",
+                "trial": n // 7,
+                "outcome": "decision",
+                "verdict": "ab"[n % 3 == 0],
+            }
+        )
+        for n in range(500)
+    ]
+    path = tmp_path / "t.jsonl"
+    path.write_text(
+        "\n".join(lines[:100]) + "\n\n" + "\n".join(lines[100:])
+    )  # no final newline, a blank line
+    whole = assess(read_trials(path)[0])
+    monkeypatch.setattr(trials_module, "CHUNK_BYTES", 97)
+    assert assess(read_trials(path)[0]) == whole
+    assert whole.trials.received == 500
+
+
+BAD_LINES = [
+    (
+        '{"case": "c", "trial": "zero", "outcome": "decision", "verdict": "a"}',
+        "trial",
+        "Expected `int`",
+    ),
+    ('{"case": "c", "trial": 0, "outcome": "maybe"}', "outcome", "Invalid enum value"),
+    ('{"trial": 0, "outcome": "decision", "verdict": "a"}', None, "missing required field `case`"),
+    ('{"case": "c", "trial": 0, "outcome": "decision"}', "verdict", "needs a `verdict` or `tools`"),
+    ('{"case": "c", "trial": -1, "outcome": "error"}', "trial", "outside"),
+    ('{"case": "c", "trial": 0, "outcome": "decision", "verdict": "a"', None, "invalid JSON"),
+    ("[1, 2]", None, "Expected `object`"),
+]
+
+
+@pytest.mark.parametrize(("line", "field", "problem"), BAD_LINES)
+def test_a_bad_line_is_named_with_its_file_line_and_field(tmp_path, line, field, problem):
+    good = '{"case": "c", "trial": 0, "outcome": "decision", "verdict": "a"}'
+    path = tmp_path / "t.jsonl"
+    path.write_text(f"{good}\n\n{good}\n{line}\n{good}\n")
+    with pytest.raises(InputError) as caught:
+        read_trials(path)
+    error = caught.value
+    assert error.path == str(path) and error.line == 4
+    assert error.field == field
+    assert problem in str(error)
+    assert str(error).startswith(f"{path}:4: ")
+
+
+@given(st.binary(max_size=200))
+def test_arbitrary_bytes_either_decode_or_raise_an_input_error(tmp_path_factory, data):
+    path = tmp_path_factory.mktemp("fuzz") / "t.jsonl"
+    path.write_bytes(data)
+    try:
+        read_trials(path)
+    except InputError as error:
+        assert error.path == str(path)
+
+
+def test_unknown_fields_are_ignored_and_run_defaults_to_one_per_file(tmp_path):
+    path = tmp_path / "t.jsonl"
+    path.write_text(
+        '{"case": "c", "trial": 0, "outcome": "decision", "verdict": "a", "future_field": {"x": 1}}\n'
+        '{"case": "c", "trial": 1, "outcome": "no_decision", "reason": "refused", "latency_ms": 12.5}\n'
+    )
+    evidence, summary = read_trials(path)
+    assert summary.runs == {"run"}
+    assert [t.decision for t in evidence.trials()] == ["a", NoDecision("refused")]
+
+
+def test_writer_records_error_types():
+    stream = io.BytesIO()
+    TrialWriter(stream, "s", "p").add(Trial("c", 3, None, "r", "deny", "TimeoutError"))
+    record = json.loads(stream.getvalue())
+    assert record == {
+        "case": "c", "trial": 3, "outcome": "error", "run": "r", "suite": "s", "point": "p",
+        "error_type": "TimeoutError", "expected": "deny",
+    }  # fmt: skip

@@ -71,34 +71,52 @@ class Evidence:
         error_type: str | None = None,
     ) -> bool:
         """Record one trial from its fields; True when it was the first record of its identity."""
-        if not 0 <= index <= MAX_TRIAL_INDEX:
-            raise TrialIndexError(f"trial index {index} is outside 0..{MAX_TRIAL_INDEX}")
-        if decision is None:
-            slot = ERROR
-        else:
-            slot = self._key_ids.get(decision)
-            if slot is None:
-                slot = self._key_ids[decision] = len(self.keys)
-                self.keys.append(decision)
+        return self.record_case(run, case, ((index, decision, error_type),), expected) == 1
+
+    def record_case(
+        self,
+        run: str,
+        case: str,
+        trials: Iterable[tuple[int, Decision | None, str | None]],
+        expected: str | None = None,
+    ) -> int:
+        """Record trials `(index, decision, error_type)` of one case; returns how many were new."""
         evidence = self.cases.get((run, case))
         if evidence is None:
             evidence = self.cases[(run, case)] = CaseEvidence(run, case, expected, array("i"))
         elif evidence.expected is None:
             evidence.expected = expected
         slots = evidence.slots
-        if index >= len(slots):
-            slots.extend([MISSING] * (index + 1 - len(slots)))
-        current = slots[index]
-        if current == MISSING:
-            slots[index] = slot
+        key_ids = self._key_ids
+        new = 0
+        for index, decision, error_type in trials:
+            if decision is None:
+                slot = ERROR
+            else:
+                slot = key_ids.get(decision)
+                if slot is None:
+                    slot = key_ids[decision] = len(self.keys)
+                    self.keys.append(decision)
+            filled = len(slots)
+            if index == filled:
+                slots.append(slot)
+            elif 0 <= index < filled and slots[index] == MISSING:
+                slots[index] = slot
+            elif filled < index <= MAX_TRIAL_INDEX:
+                slots.extend([MISSING] * (index - filled))
+                slots.append(slot)
+            elif not 0 <= index <= MAX_TRIAL_INDEX:
+                raise TrialIndexError(f"trial index {index} is outside 0..{MAX_TRIAL_INDEX}")
+            else:
+                if slots[index] == slot:
+                    self.duplicates += 1
+                else:
+                    self.conflicted.add((run, case, index))
+                continue
+            new += 1
             if slot == ERROR:
                 self.error_types[error_type or "error"] += 1
-            return True
-        if current == slot:
-            self.duplicates += 1
-        else:
-            self.conflicted.add((run, case, index))
-        return False
+        return new
 
     @property
     def conflicts(self) -> int:

@@ -11,34 +11,40 @@ from typing import IO, Literal
 import msgspec
 
 from .errors import InputError
-from .evidence import Evidence, TrialIndexError
+from .evidence import MAX_TRIAL_INDEX, Evidence, TrialIndexError
 from .trial import Decision, NoDecision, Outcome, Trial
 
 CHUNK_BYTES = 1 << 22
 DEFAULT_RUN = "run"
 
 
-class TrialRecord(msgspec.Struct, omit_defaults=True):
-    """One line of a trials file; unknown fields are ignored for forward compatibility."""
+class TrialRecord(msgspec.Struct, gc=False):
+    """The fields of a trials-file line that the engine reads; others are skipped unparsed.
+
+    `gc=False`: records hold only strings, numbers and lists of strings, so they cannot form
+    cycles, and a million of them must not trigger garbage-collector passes.
+    """
 
     case: str
     trial: int
     outcome: Literal["decision", "no_decision", "error"]
     run: str | None = None
-    suite: str | None = None
-    point: str | None = None
     verdict: str | None = None
     tools: list[str] | None = None
     reason: str | None = None
     error_type: str | None = None
     expected: str | None = None
-    invariants_failed: list[str] | None = None
-    invariants_warned: list[str] | None = None
-    passed: bool | None = None
-    latency_ms: float | None = None
+
+
+class RunLabels(msgspec.Struct):
+    """Suite and decision point, read from a file's first record."""
+
+    suite: str | None = None
+    point: str | None = None
 
 
 _DECODER = msgspec.json.Decoder(TrialRecord)
+_LABELS_DECODER = msgspec.json.Decoder(RunLabels)
 _ENCODER = msgspec.json.Encoder()
 _FIELD_IN_MESSAGE = re.compile(r" - at `\$\.?([^`]*)`$")
 
@@ -74,6 +80,8 @@ def read_trials(
     summary = TrialsSummary()
     try:
         with open(path, "rb") as stream:
+            summary.suite, summary.point = _labels(stream.readline())
+            stream.seek(0)
             for line_number, records in _record_batches(stream, str(path)):
                 _add_batch(records, line_number, evidence, summary, str(path))
     except OSError as error:
@@ -81,8 +89,21 @@ def read_trials(
     return evidence, summary
 
 
+def _labels(first_line: bytes) -> tuple[str | None, str | None]:
+    """Suite and point of the first record; errors are left to the full decode."""
+    try:
+        labels = _LABELS_DECODER.decode(first_line)
+    except (msgspec.ValidationError, msgspec.DecodeError):
+        return None, None
+    return labels.suite, labels.point
+
+
 def _record_batches(stream: IO[bytes], path: str) -> Iterator[tuple[int, list[TrialRecord]]]:
-    """Yield (first line number, records) per chunk; a chunk with blank lines is decoded per line."""
+    """Yield (first line number, records) per chunk of whole lines.
+
+    A chunk is decoded in one call; one with an error or blank lines is decoded again line by
+    line, so that each record's position is its line number.
+    """
     first_line = 1
     carry = b""
     while True:
@@ -98,16 +119,13 @@ def _record_batches(stream: IO[bytes], path: str) -> Iterator[tuple[int, list[Tr
             continue
         chunk, carry = data[:cut], data[cut:]
         lines = chunk.count(b"\n")
-        if b"\n\n" in chunk or chunk.startswith(b"\n") or b"\n\r\n" in chunk:
-            yield first_line, _decode_each(chunk, first_line, path)
-        else:
-            try:
-                records = _DECODER.decode_lines(chunk)
-            except (msgspec.ValidationError, msgspec.DecodeError):
-                records = None
-            if records is None or len(records) != lines:
-                records = _decode_each(chunk, first_line, path)
-            yield first_line, records
+        try:
+            records = _DECODER.decode_lines(chunk)
+        except (msgspec.ValidationError, msgspec.DecodeError):
+            records = None
+        if records is None or len(records) != lines:  # an error, or blank lines to keep count of
+            records = _decode_each(chunk, first_line, path)
+        yield first_line, records
         first_line += lines
 
 
@@ -139,49 +157,76 @@ def _decode_each(chunk: bytes, first_line: int, path: str) -> list[TrialRecord |
 def _add_batch(
     records: list, first_line: int, evidence: Evidence, summary: TrialsSummary, path: str
 ) -> None:
-    record_trial = evidence.record
+    """Add decoded records, one call per run of consecutive records of the same case."""
     runs = summary.runs
+    group: list[tuple[int, Decision | None, str | None]] = []
+    group_start = 0
+    current = None  # (run, case, expected) of the group being built
     for offset, record in enumerate(records):
         if record is None:
             continue
-        run = record.run or DEFAULT_RUN
-        if run not in runs:
-            runs.add(run)
-            summary.suite = summary.suite or record.suite
-            summary.point = summary.point or record.point
+        decision = record.verdict
         try:
-            decision = decision_of(record)
-            record_trial(
-                run, record.case, record.trial, decision, record.expected, record.error_type
-            )
-        except TrialIndexError as error:
-            raise InputError(
-                str(error), path=path, line=first_line + offset, field="trial"
-            ) from None
+            if decision is None or record.outcome != "decision":
+                decision = decision_of(record)
         except ValueError as error:
             field_name, _, problem = str(error).partition(": ")
             raise InputError(
                 problem, path=path, line=first_line + offset, field=field_name
             ) from None
-    summary.records += sum(1 for record in records if record is not None)
+        identity = (record.run or DEFAULT_RUN, record.case)
+        if current is None or identity != current[:2]:
+            if group:
+                _flush(evidence, current, group, records, group_start, first_line, path)
+            current = (*identity, record.expected)
+            runs.add(identity[0])
+            group = []
+            group_start = offset
+        group.append((record.trial, decision, record.error_type))
+    if group:
+        _flush(evidence, current, group, records, group_start, first_line, path)
+    summary.records += len(records) - records.count(None)
 
 
-def trial_record(trial: Trial, suite: str | None = None, point: str | None = None) -> TrialRecord:
-    """The trials-file record of one trial."""
+def _flush(
+    evidence: Evidence,
+    identity: tuple,
+    group: list,
+    records: list,
+    group_start: int,
+    first_line: int,
+    path: str,
+) -> None:
+    """Record one group; a bad trial index is reported at its own line."""
+    run, case, expected = identity
+    try:
+        evidence.record_case(run, case, group, expected)
+    except TrialIndexError as error:
+        offset = next(
+            n
+            for n in range(group_start, len(records))
+            if records[n] is not None and not 0 <= records[n].trial <= MAX_TRIAL_INDEX
+        )
+        raise InputError(str(error), path=path, line=first_line + offset, field="trial") from None
+
+
+def trial_fields(trial: Trial, suite: str | None = None, point: str | None = None) -> dict:
+    """The trials-file fields of one trial (absent fields left out)."""
     decision = trial.decision
-    return TrialRecord(
-        case=trial.case,
-        trial=trial.index,
-        outcome=trial.outcome.value,
-        run=trial.run,
-        suite=suite,
-        point=point,
-        verdict=decision if isinstance(decision, str) else None,
-        tools=list(decision) if isinstance(decision, tuple) else None,
-        reason=decision.reason if isinstance(decision, NoDecision) else None,
-        error_type=trial.error_type if trial.outcome is Outcome.ERROR else None,
-        expected=trial.expected,
-    )
+    fields = {
+        "run": trial.run,
+        "suite": suite,
+        "point": point,
+        "case": trial.case,
+        "trial": trial.index,
+        "outcome": trial.outcome.value,
+        "verdict": decision if isinstance(decision, str) else None,
+        "tools": list(decision) if isinstance(decision, tuple) else None,
+        "reason": decision.reason if isinstance(decision, NoDecision) else None,
+        "error_type": trial.error_type if trial.outcome is Outcome.ERROR else None,
+        "expected": trial.expected,
+    }
+    return {name: value for name, value in fields.items() if value is not None}
 
 
 class TrialWriter:
@@ -193,5 +238,5 @@ class TrialWriter:
 
     def add(self, trial: Trial) -> None:
         """Append one trial record."""
-        self.stream.write(_ENCODER.encode(trial_record(trial, self.suite, self.point)) + b"\n")
+        self.stream.write(_ENCODER.encode(trial_fields(trial, self.suite, self.point)) + b"\n")
         self.written += 1

@@ -1,0 +1,5 @@
+"""`python -m verdictgate` runs the CLI."""
+
+from .cli import main
+
+main()

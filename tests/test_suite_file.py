@@ -19,7 +19,8 @@ def test_verdictgate_suite(write):
     assert [case.id for case in suite.cases][:2] == ["approve-0", "approve-1"]
 
 
-def test_cases_without_ids_are_fingerprinted_with_the_key(write):
+def test_cases_without_ids_are_fingerprinted_with_the_key(write, monkeypatch):
+    monkeypatch.delenv("VERDICTGATE_FINGERPRINT_KEY", raising=False)
     document = {
         "schema": "verdictgate.suite/v1",
         "cases": [{"input": "refund me", "expected": "x"}],

@@ -16,7 +16,7 @@ from .agent import from_callable, from_factory, load_factory
 from .assessment import Assessment, Isolation, RunInfo
 from .engine import assess
 from .errors import USAGE_EXIT, InputError, VerdictgateError
-from .fingerprint import fingerprint_key, fingerprint_mode
+from .fingerprint import fingerprint_mode
 from .plan import plan_run, repeats_for
 from .policy import PRECISION_PRESETS, Policy
 from .reports import RENDERERS
@@ -214,7 +214,7 @@ def _evidence(
 
 
 def _load_suite(path: str | None) -> Suite | None:
-    return None if path is None else load_suite(path, fingerprint_key())
+    return None if path is None else load_suite(path)
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from types import MappingProxyType
+
+from .fingerprint import fingerprint, fingerprint_key
 
 
 def _frozen_map(value: Mapping) -> Mapping:
@@ -20,12 +23,12 @@ class Contract:
     reasons that are acceptable answers. An empty `allowed` means no contract was declared.
     """
 
-    allowed: frozenset[str] = frozenset()
-    required: frozenset[str] | None = None
-    critical: frozenset[str] = frozenset()
+    allowed: AbstractSet[str] = frozenset()
+    required: AbstractSet[str] | None = None
+    critical: AbstractSet[str] = frozenset()
     targets: Mapping[str, float] = field(default_factory=dict)
     minimum_cases: Mapping[str, int] = field(default_factory=dict)
-    allowed_no_decisions: frozenset[str] = frozenset()
+    allowed_no_decisions: AbstractSet[str] = frozenset()
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "allowed", frozenset(self.allowed))
@@ -61,6 +64,13 @@ class Case:
     id: str
     input: str | None = None
     expected: str | None = None
+
+    @classmethod
+    def from_input(
+        cls, text: str, expected: str | None = None, key: str | bytes | None = None
+    ) -> Case:
+        """A case identified by the fingerprint of its input (keyed by `key` or the environment)."""
+        return cls(fingerprint(text, fingerprint_key(key)), text, expected)
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import InputError
-from .fingerprint import fingerprint
+from .fingerprint import fingerprint, fingerprint_key
 from .suite import Case, Contract, Suite
 
 SUITE_SCHEMA = "verdictgate.suite/v1"
@@ -28,10 +28,13 @@ def read_json(path: str | Path) -> Any:
         raise InputError(f"invalid JSON: {error.msg}", path=str(path), line=error.lineno) from None
 
 
-def load_suite(path: str | Path, key: bytes | None = None) -> Suite:
-    """Load a suite file; case ids are explicit ids or fingerprints of the inputs under `key`."""
+def load_suite(path: str | Path, key: str | bytes | None = None) -> Suite:
+    """Load a suite file; case ids are explicit ids or fingerprints of the inputs, keyed by
+    `key` or else `VERDICTGATE_FINGERPRINT_KEY`."""
     document = read_json(path)
-    return suite_from_document(document, key, source=str(path), default_name=Path(path).stem)
+    return suite_from_document(
+        document, fingerprint_key(key), source=str(path), default_name=Path(path).stem
+    )
 
 
 def suite_from_document(

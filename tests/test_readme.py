@@ -1,0 +1,50 @@
+"""The README quickstart works as written: its Python example and every CLI line."""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+README = (ROOT / "README.md").read_text()
+BLOCKS = re.findall(r"```(\w+)\n(.*?)```", README, re.S)
+CLI_LINES = [
+    line
+    for language, body in BLOCKS
+    if language == "bash"
+    for line in body.splitlines()
+    if line.startswith("verdictgate ")
+]
+
+
+def test_the_readme_names_the_two_setup_commands():
+    setup = next(body for language, body in BLOCKS if language == "bash")
+    assert [line.split()[:2] for line in setup.splitlines()] == [["make", "demo"], ["make", "test"]]
+
+
+def test_the_python_quickstart_runs(capsys, monkeypatch):
+    monkeypatch.delenv("VERDICTGATE_FINGERPRINT_KEY", raising=False)
+    code = next(body for language, body in BLOCKS if language == "python")
+    exec(compile(code, "README.md", "exec"), {"__name__": "readme"})
+    printed = capsys.readouterr().out.splitlines()
+    assert printed[0] == "qualified"
+    assert printed[1].startswith("Qualified:")
+
+
+@pytest.mark.parametrize("line", CLI_LINES)
+def test_every_cli_line_runs_with_its_documented_exit_code(line):
+    command, _, comment = line.partition("#")
+    expected = int(re.search(r"exit (\d)", comment).group(1))
+    binary = Path(sys.executable).parent / "verdictgate"
+    words = shlex.split(command)
+    result = subprocess.run(
+        [str(binary), *words[1:]], cwd=ROOT, capture_output=True, text=True, env={**os.environ}
+    )
+    assert result.returncode == expected, result.stderr
+    assert "Traceback" not in result.stderr

@@ -182,6 +182,8 @@ def _add_batch(
             runs.add(identity[0])
             group = []
             group_start = offset
+        elif current[2] is None and record.expected is not None:
+            current = (*identity, record.expected)  # the first expected route given counts
         group.append((record.trial, decision, record.error_type))
     if group:
         _flush(evidence, current, group, records, group_start, first_line, path)

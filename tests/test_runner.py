@@ -171,3 +171,9 @@ def test_cases_without_input_cannot_be_run():
     suite = Suite(cases=(Case("only-an-id", expected="approve"),))
     with pytest.raises(PlanError, match="without an input"):
         verdictgate.run(keyword_gate, suite)
+
+
+def test_the_progress_bar_draws_on_stderr(capsys):
+    assessment = verdictgate.run(keyword_gate, gate_suite(), repeats=2, progress=True)
+    assert assessment.trials.received == 12
+    assert capsys.readouterr().out == ""  # the bar never touches stdout, where reports go

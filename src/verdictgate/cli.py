@@ -6,7 +6,8 @@ from __future__ import annotations
 import functools
 import json
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -62,10 +63,10 @@ def _policy(suite: Suite | None, tolerance: float | None, precision: str | None)
         raise click.UsageError("use --tolerance or --precision, not both")
     if precision is not None:
         return Policy.preset(precision)
-    if tolerance is None and suite is not None and suite.tolerance is not None:
+    if tolerance is None and suite is not None:
         tolerance = suite.tolerance
     try:
-        return Policy() if tolerance is None else Policy(tolerance=tolerance)
+        return Policy.with_tolerance(tolerance)
     except ValueError as error:
         raise click.BadParameter(str(error), param_hint="--tolerance") from None
 
@@ -190,7 +191,7 @@ def _evidence(
         raise InputError(
             f"FACTORY() failed: {type(error).__name__}: {error}", field="--agent"
         ) from None
-    if trials_out is None:
+    with _trials_writer(trials_out, suite) as sink:
         return run_agent(
             agent,
             suite,
@@ -199,18 +200,22 @@ def _evidence(
             budget=budget,
             concurrency=concurrency,
             timeout=timeout,
+            sink=sink,
         )
-    with open(trials_out, "wb") as stream:
-        return run_agent(
-            agent,
-            suite,
-            policy,
-            repeats=repeats,
-            budget=budget,
-            concurrency=concurrency,
-            timeout=timeout,
-            sink=TrialWriter(stream, suite.name, suite.point),
-        )
+
+
+@contextmanager
+def _trials_writer(path: str | None, suite: Suite) -> Iterator[TrialWriter | None]:
+    """A sink writing every trial to `path` as it arrives, or None without a path."""
+    if path is None:
+        yield None
+        return
+    try:
+        stream = open(path, "wb")  # noqa: SIM115 - closed below, after the run
+    except OSError as error:
+        raise InputError(f"cannot write trials ({error.strerror})", path=path) from None
+    with stream:
+        yield TrialWriter(stream, suite.name, suite.point)
 
 
 def _load_suite(path: str | None) -> Suite | None:

@@ -40,7 +40,7 @@ def assess(
     """
     evidence = trials if isinstance(trials, Evidence) else Evidence(trials)
     suite = suite or Suite()
-    policy = policy or Policy(**({"tolerance": suite.tolerance} if suite.tolerance else {}))
+    policy = policy or Policy.with_tolerance(suite.tolerance)
     run = run or RunInfo(suite=suite.name, point=suite.point)
     findings = _findings(evidence, suite, policy, run, planned_trials)
     return admission.judge(findings)

@@ -31,6 +31,11 @@ class Policy:
             )
 
     @classmethod
+    def with_tolerance(cls, tolerance: float | None) -> Policy:
+        """The default policy at this tolerance (the default tolerance when None)."""
+        return cls() if tolerance is None else cls(tolerance=tolerance)
+
+    @classmethod
     def preset(cls, name: str) -> Policy:
         """The policy for a named precision: cheap, balanced or strict."""
         return cls(tolerance=PRECISION_PRESETS[name])

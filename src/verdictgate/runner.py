@@ -67,7 +67,7 @@ def run(
     becomes an error trial. `sink` also receives every trial (the evidence is always kept).
     """
     agent = from_callable(agent)
-    policy = policy or Policy(**({"tolerance": suite.tolerance} if suite.tolerance else {}))
+    policy = policy or Policy.with_tolerance(suite.tolerance)
     without_input = [case.id for case in suite.cases if case.input is None]
     if without_input:
         raise PlanError(f"cases without an input cannot be run: {', '.join(without_input[:3])}")

@@ -8,11 +8,9 @@ from pathlib import Path
 from conftest import stable_answers, suite_document, trial_records
 
 
-def test_snapshot_then_check(cli, write, tmp_path):
-    suite = write("s.json", suite_document())
-    trials = write("t.jsonl", trial_records(stable_answers()))
-    baseline = tmp_path / "baseline.json"
-    result = cli(
+def snapshot(cli, trials: str, suite: str, baseline: Path):
+    """Approve the trials as a baseline written to `baseline`."""
+    return cli(
         "snapshot",
         "--trials",
         trials,
@@ -22,6 +20,13 @@ def test_snapshot_then_check(cli, write, tmp_path):
         "--output",
         str(baseline),
     )
+
+
+def test_snapshot_then_check(cli, write, tmp_path):
+    suite = write("s.json", suite_document())
+    trials = write("t.jsonl", trial_records(stable_answers()))
+    baseline = tmp_path / "baseline.json"
+    result = snapshot(cli, trials, suite, baseline)
     assert result.exit_code == 0, result.output
     document = json.loads(baseline.read_text())
     assert document["schema"] == "verdictgate.snapshot/v1" and document["approved"] is True
@@ -49,16 +54,7 @@ def test_check_reports_routes_that_became_unstable(cli, write, tmp_path):
     suite = write("s.json", suite_document())
     baseline = tmp_path / "b.json"
     trials = write("t.jsonl", trial_records(stable_answers()))
-    cli(
-        "snapshot",
-        "--trials",
-        trials,
-        "--suite",
-        suite,
-        "--accept-reference",
-        "--output",
-        str(baseline),
-    )
+    assert snapshot(cli, trials, suite, baseline).exit_code == 0
     flipping = stable_answers()
     flipping["approve-0"] = ["approve", "deny"] * 13
     flipping["approve-1"] = ["approve", "deny"] * 13
@@ -74,16 +70,7 @@ def test_snapshot_is_refused_unless_qualified(cli, write, tmp_path):
     suite = write("s.json", suite_document())
     trials = write("t.jsonl", trial_records(stable_answers(pairs_per_case=2)))
     baseline = tmp_path / "b.json"
-    result = cli(
-        "snapshot",
-        "--trials",
-        trials,
-        "--suite",
-        suite,
-        "--accept-reference",
-        "--output",
-        str(baseline),
-    )
+    result = snapshot(cli, trials, suite, baseline)
     assert result.exit_code == 3
     assert "snapshot refused" in result.stderr
     assert not Path(baseline).exists()

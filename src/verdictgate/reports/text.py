@@ -55,13 +55,20 @@ def _stability_table(a: Assessment) -> Table:
     return table
 
 
+def _facts_table(title: str, rows: list[tuple[str, str]]) -> Table:
+    """A two-column table of labelled facts."""
+    table = Table(title=title, title_justify="left", show_header=False)
+    table.add_column("what")
+    table.add_column("value")
+    for label, value in rows:
+        table.add_row(label, value)
+    return table
+
+
 def _contract_table(a: Assessment) -> Table:
     c = a.coverage
-    table = Table(title="Contract", title_justify="left", show_header=False)
-    table.add_column("what")
-    table.add_column("routes")
     intended = ", ".join(f"{route} {n}" for route, n in c.intended.items())
-    for label, value in (
+    rows = [
         ("required", _listing(c.required) + ("" if c.declared else " (no contract declared)")),
         ("intended (cases)", intended or "none"),
         ("observed", _listing(c.observed)),
@@ -71,21 +78,17 @@ def _contract_table(a: Assessment) -> Table:
         ("under-cased", _listing(c.under_cased)),
         ("critical missing", _listing(c.critical_missing)),
         ("satisfied", "yes" if c.satisfied else "no"),
-    ):
-        table.add_row(label, value)
-    return table
+    ]
+    return _facts_table("Contract", rows)
 
 
 def _evidence_table(a: Assessment) -> Table:
     t = a.trials
-    table = Table(title="Evidence", title_justify="left", show_header=False)
-    table.add_column("what")
-    table.add_column("value")
     errors = f"{t.errors}" + (
         " (" + ", ".join(f"{k} x{n}" for k, n in t.error_types.items()) + ")" if t.errors else ""
     )
     dominance = a.dominance
-    for label, value in (
+    rows = [
         ("run", f"{a.run.id} · suite {a.run.suite} · point {a.run.point}"),
         ("isolation", a.run.isolation.value),
         ("case ids", a.run.fingerprints),
@@ -97,9 +100,8 @@ def _evidence_table(a: Assessment) -> Table:
             f"{dominance.verdict or 'none'} on {percent(dominance.share)} of {dominance.cases} cases"
             + (" — collapsed" if dominance.collapsed else ""),
         ),
-    ):
-        table.add_row(label, value)
-    return table
+    ]
+    return _facts_table("Evidence", rows)
 
 
 def assessment_view(a: Assessment) -> Group:

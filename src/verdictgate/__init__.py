@@ -13,12 +13,16 @@ from .engine import assess
 from .errors import InputError, PlanError, VerdictgateError
 from .evidence import Evidence
 from .fingerprint import fingerprint
+from .instrument import decision, decision_point, evaluation_run, trial
 from .plan import RunPlan, plan_run
 from .policy import PRECISION_PRESETS, Policy
+from .processor import EvidenceProcessor
+from .publish import Publisher
 from .runner import run
 from .stats import Stability, change_rate, pairs_needed, pairs_to_qualify, wilson_interval
 from .suite import Case, Contract, Suite
 from .suite_file import load_suite
+from .telemetry import Telemetry
 from .trial import NoDecision, Outcome, Trial
 from .trials_file import read_trials
 
@@ -29,21 +33,27 @@ __all__ = [
     "Case",
     "Contract",
     "Evidence",
+    "EvidenceProcessor",
     "InputError",
     "Isolation",
     "NoDecision",
     "Outcome",
     "PlanError",
     "Policy",
+    "Publisher",
     "RunInfo",
     "RunPlan",
     "Stability",
     "Status",
     "Suite",
+    "Telemetry",
     "Trial",
     "VerdictgateError",
     "assess",
     "change_rate",
+    "decision",
+    "decision_point",
+    "evaluation_run",
     "fingerprint",
     "from_callable",
     "from_factory",
@@ -53,5 +63,6 @@ __all__ = [
     "plan_run",
     "read_trials",
     "run",
+    "trial",
     "wilson_interval",
 ]

@@ -10,6 +10,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlparse
 
 import click
 
@@ -34,6 +35,7 @@ from .snapshot import (
 from .stats import pairs_needed, pairs_to_qualify
 from .suite import Suite
 from .suite_file import load_suite, read_json
+from .telemetry import Telemetry
 from .trials_file import TrialWriter, read_trials
 
 FORMATS = click.Choice(sorted(RENDERERS))
@@ -128,6 +130,13 @@ def _run_options(command: Callable) -> Callable:
                 type=click.Path(dir_okay=False),
                 help="Also write every trial to this verdictgate.trials/v1 file.",
             ),
+            click.option("--run-id", help="Id of this run (default: a random one)."),
+            click.option(
+                "--otlp-endpoint",
+                metavar="URL",
+                help="Export decision, run and admission spans, metrics and the evaluation "
+                "event over OTLP/gRPC (http://host:4317 for no TLS).",
+            ),
         ]
     ):
         command = option(command)
@@ -164,6 +173,8 @@ def _evidence(
     concurrency: int = 1,
     timeout: float | None = None,
     trials_out: str | None = None,
+    otlp_endpoint: str | None = None,
+    run_id: str | None = None,
 ) -> Assessment:
     """Assess a trials file, or run an agent on the suite, under one policy."""
     if (trials is None) == (agent_spec is None):
@@ -191,7 +202,7 @@ def _evidence(
         raise InputError(
             f"FACTORY() failed: {type(error).__name__}: {error}", field="--agent"
         ) from None
-    with _trials_writer(trials_out, suite) as sink:
+    with _trials_writer(trials_out, suite) as sink, _telemetry(otlp_endpoint) as telemetry:
         return run_agent(
             agent,
             suite,
@@ -201,7 +212,27 @@ def _evidence(
             concurrency=concurrency,
             timeout=timeout,
             sink=sink,
+            telemetry=telemetry,
+            run_id=run_id,
         )
+
+
+@contextmanager
+def _telemetry(endpoint: str | None) -> Iterator[Telemetry | None]:
+    """An OTLP-exporting pipeline for `--otlp-endpoint`, flushed before the command exits."""
+    if endpoint is None:
+        yield None
+        return
+    if urlparse(endpoint).scheme not in ("http", "https") or not urlparse(endpoint).netloc:
+        raise InputError(
+            f"expected http://HOST:PORT or https://HOST:PORT, got {endpoint!r}",
+            field="--otlp-endpoint",
+        )
+    telemetry = Telemetry.otlp(endpoint)
+    try:
+        yield telemetry
+    finally:
+        telemetry.shutdown()
 
 
 @contextmanager

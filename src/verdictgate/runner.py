@@ -12,15 +12,16 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from .agent import Agent, InvalidReturn, decision_from_return, from_callable
-from .assessment import Assessment, RunInfo
-from .engine import assess
+from opentelemetry import context as otel_context
+
+from .agent import Agent, from_callable
+from .assessment import Assessment
 from .errors import PlanError
-from .evidence import Evidence
-from .fingerprint import fingerprint_mode
+from .instrument import DecisionRecorder, decision, evaluation_run, trial
 from .plan import RunPlan, plan_run
 from .policy import Policy
 from .suite import Case, Suite
+from .telemetry import Telemetry
 from .trial import Trial
 
 
@@ -60,11 +61,14 @@ def run(
     run_id: str | None = None,
     sink: TrialSink | None = None,
     progress: bool | None = None,
+    telemetry: Telemetry | None = None,
 ) -> Assessment:
     """Call `agent` on every suite case as often as the policy needs, then assess the trials.
 
-    The plan is sized and checked against `budget` before any call. An exception or a timeout
-    becomes an error trial. `sink` also receives every trial (the evidence is always kept).
+    The plan is sized and checked against `budget` before any call. Every call is recorded as a
+    decision span inside a `verdictgate.run` span, and the EvidenceProcessor of `telemetry` (a
+    private pipeline by default) assesses the run when it ends: the same path a production
+    canary takes. An exception or a timeout becomes an error trial. `sink` receives every trial.
     """
     agent = from_callable(agent)
     policy = policy or Policy.with_tolerance(suite.tolerance)
@@ -75,45 +79,62 @@ def run(
         raise PlanError(f"--concurrency must be at least 1, got {concurrency}")
     plan = plan_run(suite, policy, repeats=repeats, budget=budget)
     run_id = run_id or uuid.uuid4().hex
-    evidence = Evidence()
     calls = planned_calls(suite, plan)
+    own_pipeline = telemetry is None
+    pipeline = telemetry or Telemetry()
+    processor = pipeline.processor
+    processor.watch(run_id, sink.add if sink is not None else None)
+    recording = _Recording(run_id, suite, pipeline.tracer_provider, timeout)
+    try:
+        with (
+            evaluation_run(
+                run_id=run_id,
+                suite=suite,
+                policy=policy,
+                planned_trials=plan.calls,
+                isolation=agent.isolation,
+                tracer_provider=pipeline.tracer_provider,
+            ),
+            _progress_bar(len(calls), progress) as advance,
+        ):
+            if agent.is_async:
+                asyncio.run(_run_async(agent, calls, recording, concurrency, advance))
+            else:
+                _run_threads(agent, calls, recording, concurrency, advance)
+    finally:
+        processor.watch(run_id, None)
+        if own_pipeline:
+            pipeline.shutdown()
+    assessment = processor.assessment(run_id)
+    if assessment is None:  # the processor failed to read its own run span: a bug, not input
+        raise RuntimeError(f"run {run_id} was not assessed")
+    return assessment
 
-    def record(trial: Trial) -> None:
-        evidence.add(trial)
-        if sink is not None:
-            sink.add(trial)
 
-    with _progress_bar(len(calls), progress) as advance:
-        if agent.is_async:
-            asyncio.run(_run_async(agent, calls, run_id, concurrency, timeout, record, advance))
-        else:
-            _run_threads(agent, calls, run_id, concurrency, timeout, record, advance)
-    info = RunInfo(
-        id=run_id,
-        suite=suite.name,
-        point=suite.point,
-        isolation=agent.isolation,
-        fingerprints=fingerprint_mode(case.id for case in suite.cases),
-    )
-    return assess(evidence, suite, policy, run=info, planned_trials=plan.calls)
+@dataclass(frozen=True)
+class _Recording:
+    """Where and how each call of one run is recorded."""
 
+    run_id: str
+    suite: Suite
+    tracer_provider: Any
+    timeout: float | None
 
-def _trial(
-    call: Call, run_id: str, answer: Any = None, error: BaseException | None = None
-) -> Trial:
-    """The trial for one finished call: its decision, or an error named by its type."""
-    if error is None:
-        try:
-            decision = decision_from_return(answer)
-        except InvalidReturn:
-            return Trial(
-                call.case.id, call.index, None, run_id, call.case.expected, "invalid_return"
-            )
-        return Trial(call.case.id, call.index, decision, run_id, call.case.expected)
-    error_type = (
-        "timeout" if isinstance(error, (_Timeout, asyncio.TimeoutError)) else type(error).__name__
-    )
-    return Trial(call.case.id, call.index, None, run_id, call.case.expected, error_type)
+    @contextmanager
+    def call(self, call: Call) -> Iterator[DecisionRecorder]:
+        """The trial scope and decision span of one call."""
+        case = call.case
+        with (
+            trial(
+                run=self.run_id,
+                index=call.index,
+                case=case.id,
+                expected=case.expected,
+                suite=self.suite.name,
+            ),
+            decision(self.suite.point, tracer_provider=self.tracer_provider) as recorder,
+        ):
+            yield recorder
 
 
 def _call_with_timeout(function: Callable[[str], Any], text: str, timeout: float | None) -> Any:
@@ -138,32 +159,48 @@ def _call_with_timeout(function: Callable[[str], Any], text: str, timeout: float
     return outcome["answer"]
 
 
-def _run_threads(agent: Agent, calls, run_id, concurrency, timeout, record, advance) -> None:
-    def one(call: Call) -> Trial:
+def _run_threads(agent: Agent, calls, recording: _Recording, concurrency, advance) -> None:
+    parent = otel_context.get_current()  # the run span, for calls made in worker threads
+
+    def one(call: Call) -> None:
+        token = otel_context.attach(parent)
         try:
-            answer = _call_with_timeout(agent.instance(), call.case.input, timeout)
-        except Exception as error:
-            return _trial(call, run_id, error=error)
-        return _trial(call, run_id, answer)
+            with recording.call(call) as recorder:
+                try:
+                    answer = _call_with_timeout(
+                        agent.instance(), call.case.input, recording.timeout
+                    )
+                except _Timeout:
+                    recorder.record_error("timeout")
+                except Exception as error:
+                    recorder.record_error(type(error).__name__)
+                else:
+                    recorder.record(answer)
+        finally:
+            otel_context.detach(token)
 
     with ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="verdictgate") as pool:
         for future in as_completed([pool.submit(one, call) for call in calls]):
-            record(future.result())
+            future.result()
             advance()
 
 
-async def _run_async(agent: Agent, calls, run_id, concurrency, timeout, record, advance) -> None:
+async def _run_async(agent: Agent, calls, recording: _Recording, concurrency, advance) -> None:
     limit = asyncio.Semaphore(concurrency)
 
     async def one(call: Call) -> None:
         async with limit:
-            try:
-                answer = await asyncio.wait_for(agent.instance()(call.case.input), timeout)
-            except Exception as error:
-                trial = _trial(call, run_id, error=error)
-            else:
-                trial = _trial(call, run_id, answer)
-        record(trial)
+            with recording.call(call) as recorder:
+                try:
+                    answer = await asyncio.wait_for(
+                        agent.instance()(call.case.input), recording.timeout
+                    )
+                except asyncio.TimeoutError:
+                    recorder.record_error("timeout")
+                except Exception as error:
+                    recorder.record_error(type(error).__name__)
+                else:
+                    recorder.record(answer)
         advance()
 
     await asyncio.gather(*(one(call) for call in calls))

@@ -1,0 +1,81 @@
+"""Every span, attribute, metric and event name of the telemetry contract, spelled once."""
+
+from __future__ import annotations
+
+INSTRUMENTATION_SCOPE = "verdictgate"
+
+# Spans
+RUN_SPAN = "verdictgate.run"
+ADMISSION_SPAN = "verdictgate.admission"
+DECISION_SPAN_PREFIX = "decide "
+
+
+def decision_span_name(point: str) -> str:
+    """`decide {point}`."""
+    return DECISION_SPAN_PREFIX + point
+
+
+# Shared by run, decision and admission spans
+RUN_ID = "verdictgate.run.id"
+SUITE = "verdictgate.suite"
+POINT = "verdictgate.point"
+
+# Run span
+PLAN_CASES = "verdictgate.plan.cases"
+PLAN_TRIALS = "verdictgate.plan.trials"
+CONTRACT_ALLOWED = "verdictgate.contract.allowed"
+CONTRACT_REQUIRED = "verdictgate.contract.required"
+CONTRACT_CRITICAL = "verdictgate.contract.critical"
+CONTRACT_TARGETS = "verdictgate.contract.targets"
+CONTRACT_MINIMUM_CASES = "verdictgate.contract.minimum_cases"
+CONTRACT_ALLOWED_NO_DECISIONS = "verdictgate.contract.allowed_no_decisions"
+TOLERANCE = "verdictgate.tolerance"
+CONFIDENCE = "verdictgate.confidence"
+DOMINANCE_THRESHOLD = "verdictgate.dominance_threshold"
+ISOLATION = "verdictgate.isolation"
+
+# Decision span
+CASE_ID = "verdictgate.case.id"
+CASE_EXPECTED = "verdictgate.case.expected"
+TRIAL = "verdictgate.trial"
+OUTCOME = "verdictgate.outcome"
+VERDICT = "verdictgate.verdict"
+TOOLS = "verdictgate.tools"
+NO_DECISION_REASON = "verdictgate.no_decision.reason"
+ERROR_TYPE = "error.type"
+INVARIANT_FAILED = "verdictgate.invariant.failed"
+INVARIANT_WARNED = "verdictgate.invariant.warned"
+
+# Admission span
+STATUS = "verdictgate.status"
+REASONS = "verdictgate.reasons"
+STABILITY_RESULT = "verdictgate.stability.result"
+STABILITY_PAIRS = "verdictgate.stability.pairs"
+STABILITY_FLIPS = "verdictgate.stability.flips"
+STABILITY_CI_LOW = "verdictgate.stability.ci_low"
+STABILITY_CI_HIGH = "verdictgate.stability.ci_high"
+ROUTES_STOCHASTIC = "verdictgate.routes.stochastic"
+ROUTES_UNDECIDED = "verdictgate.routes.undecided"
+ROUTES_DETERMINISTIC = "verdictgate.routes.deterministic"
+TRIALS_EXPECTED = "verdictgate.trials.expected"
+TRIALS_RECEIVED = "verdictgate.trials.received"
+TRIALS_ERRORS = "verdictgate.trials.errors"
+TRIALS_CONFLICTS = "verdictgate.trials.conflicts"
+
+# Evaluation event (logs API), per the GenAI semantic conventions
+EVALUATION_EVENT = "gen_ai.evaluation.result"
+EVALUATION_NAME = "gen_ai.evaluation.name"
+EVALUATION_SCORE_LABEL = "gen_ai.evaluation.score.label"
+EVALUATION_SCORE_VALUE = "gen_ai.evaluation.score.value"
+EVALUATION_NAME_VALUE = "verdictgate.decision_stability"
+
+# Metrics (meter `verdictgate`)
+METRIC_ADMISSION = "verdictgate.admission"
+METRIC_INCONCLUSIVE = "verdictgate.inconclusive"
+METRIC_CHANGE_RATE_UPPER = "verdictgate.change_rate.upper"
+METRIC_TRIALS = "verdictgate.trials"
+ROUTE = "verdictgate.route"
+OTHER_ROUTE = "_other"
+"""Metric value of `verdictgate.route` for any route outside the contract."""
+
+SERVICE_NAME = "service.name"

@@ -1,0 +1,249 @@
+"""Decision-point instrumentation on the OpenTelemetry API alone.
+
+    @decision_point("payment_router")
+    def route(message: str) -> str: ...
+
+    with trial(run="nightly-42", case="c1", index=0, expected="card_security"):
+        route("I do not recognise this card purchase.")
+
+Each call emits one `decide {point}` span: the input's fingerprint (never the input), the
+verdict or tool path, the outcome. An exception becomes outcome `error` with `error.type` and
+is re-raised; its message is not recorded. With no SDK configured, a call costs one
+non-recording span check.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from opentelemetry import trace
+from opentelemetry.trace import SpanKind, Status, StatusCode
+
+from . import conventions as names
+from .agent import InvalidReturn, decision_from_return
+from .assessment import Isolation
+from .fingerprint import fingerprint, fingerprint_key
+from .policy import Policy
+from .spans import decision_attributes, run_attributes
+from .suite import Suite
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+@dataclass(frozen=True)
+class TrialScope:
+    """The trial a decision belongs to, set by a harness or the runner around the call."""
+
+    run: str
+    index: int
+    case: str | None = None
+    expected: str | None = None
+    suite: str | None = None
+
+
+_CURRENT_TRIAL: ContextVar[TrialScope | None] = ContextVar("verdictgate_trial", default=None)
+
+
+@contextmanager
+def trial(
+    *,
+    run: str,
+    index: int,
+    case: str | None = None,
+    expected: str | None = None,
+    suite: str | None = None,
+) -> Iterator[TrialScope]:
+    """Mark the decisions made inside as trial `index` of `case` in `run`.
+
+    Without `case`, the case is the fingerprint of the decision's input.
+    """
+    scope = TrialScope(run, index, case, expected, suite)
+    token = _CURRENT_TRIAL.set(scope)
+    try:
+        yield scope
+    finally:
+        _CURRENT_TRIAL.reset(token)
+
+
+def _tracer(tracer_provider: trace.TracerProvider | None) -> trace.Tracer:
+    return trace.get_tracer(names.INSTRUMENTATION_SCOPE, tracer_provider=tracer_provider)
+
+
+class DecisionRecorder:
+    """The handle of one decision span: record the answer, or an error, exactly once."""
+
+    def __init__(self, span: trace.Span, key: bytes | None, case_named: bool = False) -> None:
+        self._span = span
+        self._key = key
+        self._case_named = case_named
+        self.recorded = False
+
+    def input(self, text: str) -> None:
+        """Identify the case by the input's fingerprint, unless the trial names the case."""
+        if self._span.is_recording() and not self._case_named:
+            self._span.set_attribute(names.CASE_ID, fingerprint(text, self._key))
+            self._case_named = True
+
+    def record(self, answer: Any) -> None:
+        """Record the agent's answer; one that is not a decision is an `invalid_return` error."""
+        try:
+            decision = decision_from_return(answer)
+        except InvalidReturn:
+            self.record_error("invalid_return")
+            return
+        self._finish(decision_attributes(decision))
+
+    def record_error(self, error_type: str) -> None:
+        """Record that the call failed, named by a short type (never a message)."""
+        self._finish(decision_attributes(None, error_type))
+        if self._span.is_recording():
+            self._span.set_status(Status(StatusCode.ERROR))
+
+    def _finish(self, attributes: dict[str, Any]) -> None:
+        if self.recorded:
+            return
+        self.recorded = True
+        if self._span.is_recording():
+            self._span.set_attributes(attributes)
+
+
+def _scope_attributes(point: str, scope: TrialScope | None) -> dict[str, Any]:
+    attributes: dict[str, Any] = {names.POINT: point}
+    if scope is None:
+        return attributes
+    attributes[names.RUN_ID] = scope.run
+    attributes[names.TRIAL] = scope.index
+    if scope.case is not None:
+        attributes[names.CASE_ID] = scope.case
+    if scope.expected is not None:
+        attributes[names.CASE_EXPECTED] = scope.expected
+    if scope.suite is not None:
+        attributes[names.SUITE] = scope.suite
+    return attributes
+
+
+@contextmanager
+def decision(
+    point: str,
+    *,
+    input: str | None = None,
+    tracer_provider: trace.TracerProvider | None = None,
+    key: str | bytes | None = None,
+) -> Iterator[DecisionRecorder]:
+    """A `decide {point}` span around one decision; record the answer with `d.record(...)`.
+
+    An exception inside becomes outcome `error` with `error.type` and is re-raised. A block that
+    records nothing is an error of type `unrecorded`.
+    """
+    span_cm = _tracer(tracer_provider).start_as_current_span(
+        names.decision_span_name(point),
+        kind=SpanKind.INTERNAL,
+        record_exception=False,  # exception messages may quote the input
+        set_status_on_exception=False,
+    )
+    with span_cm as span:
+        if not span.is_recording():
+            yield DecisionRecorder(span, None)
+            return
+        scope = _CURRENT_TRIAL.get()
+        span.set_attributes(_scope_attributes(point, scope))
+        case_named = scope is not None and scope.case is not None
+        recorder = DecisionRecorder(span, fingerprint_key(key), case_named)
+        if input is not None:
+            recorder.input(input)
+        try:
+            yield recorder
+        except BaseException as error:
+            recorder.record_error(type(error).__name__)
+            raise
+        if not recorder.recorded:
+            recorder.record_error("unrecorded")
+
+
+def decision_point(
+    point: str,
+    *,
+    verdict: Callable[[Any], Any] | None = None,
+    input: Callable[..., str] | None = None,
+    tracer_provider: trace.TracerProvider | None = None,
+    key: str | bytes | None = None,
+) -> Callable[[F], F]:
+    """Decorate a sync or async function as decision point `point`.
+
+    `verdict(result)` picks the decision out of the return value (default: the value itself);
+    `input(*args, **kwargs)` picks the input text (default: the first string argument). The
+    function's return value and exceptions are passed through unchanged.
+    """
+
+    def record(recorder: DecisionRecorder, result: Any) -> None:
+        try:
+            answer = result if verdict is None else verdict(result)
+        except Exception:
+            recorder.record_error("verdict_unreadable")
+            return
+        recorder.record(answer)
+
+    def pick_input(args: tuple, kwargs: dict) -> str | None:
+        if input is not None:
+            return input(*args, **kwargs)
+        return next((a for a in (*args, *kwargs.values()) if isinstance(a, str)), None)
+
+    def decorate(function: F) -> F:
+        if inspect.iscoroutinefunction(function):
+
+            @functools.wraps(function)
+            async def async_wrapper(*args: Any, **kwargs: Any) -> Any:
+                with decision(
+                    point,
+                    input=pick_input(args, kwargs),
+                    tracer_provider=tracer_provider,
+                    key=key,
+                ) as recorder:
+                    result = await function(*args, **kwargs)
+                    record(recorder, result)
+                    return result
+
+            return async_wrapper  # type: ignore[return-value]
+
+        @functools.wraps(function)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            with decision(
+                point, input=pick_input(args, kwargs), tracer_provider=tracer_provider, key=key
+            ) as recorder:
+                result = function(*args, **kwargs)
+                record(recorder, result)
+                return result
+
+        return wrapper  # type: ignore[return-value]
+
+    return decorate
+
+
+@contextmanager
+def evaluation_run(
+    *,
+    run_id: str,
+    suite: Suite,
+    policy: Policy,
+    planned_trials: int,
+    isolation: Isolation = Isolation.UNKNOWN,
+    tracer_provider: trace.TracerProvider | None = None,
+) -> Iterator[trace.Span]:
+    """The `verdictgate.run` span: declares the run, its contract, policy and plan.
+
+    A processor or receiver assesses the run when this span ends.
+    """
+    with _tracer(tracer_provider).start_as_current_span(
+        names.RUN_SPAN,
+        kind=SpanKind.INTERNAL,
+        attributes=run_attributes(run_id, suite, policy, planned_trials, isolation),
+        record_exception=False,
+        set_status_on_exception=False,
+    ) as span:
+        yield span

@@ -1,0 +1,172 @@
+"""What run and decision span attributes mean: encoded for spans, decoded back to the model."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from . import conventions as names
+from .assessment import Isolation
+from .policy import Policy
+from .suite import Contract, Suite
+from .trial import Decision, NoDecision, Trial, outcome_of
+
+
+@dataclass(frozen=True)
+class RunDeclaration:
+    """What a run span declares: the run, its contract and policy, and its plan."""
+
+    run_id: str
+    suite: Suite
+    policy: Policy
+    planned_cases: int | None
+    planned_trials: int | None
+    isolation: Isolation
+
+
+def _pairs(mapping: Mapping[str, Any]) -> list[str]:
+    return [f"{route}={value}" for route, value in sorted(mapping.items())]
+
+
+def run_attributes(
+    run_id: str, suite: Suite, policy: Policy, planned_trials: int, isolation: Isolation
+) -> dict[str, Any]:
+    """Attributes of the `verdictgate.run` span."""
+    contract = suite.contract
+    return {
+        names.RUN_ID: run_id,
+        names.SUITE: suite.name,
+        names.POINT: suite.point,
+        names.PLAN_CASES: len(suite.cases),
+        names.PLAN_TRIALS: planned_trials,
+        names.CONTRACT_ALLOWED: sorted(contract.allowed),
+        names.CONTRACT_REQUIRED: sorted(contract.required or ()),
+        names.CONTRACT_CRITICAL: sorted(contract.critical),
+        names.CONTRACT_TARGETS: _pairs(contract.targets),
+        names.CONTRACT_MINIMUM_CASES: _pairs(contract.minimum_cases),
+        names.CONTRACT_ALLOWED_NO_DECISIONS: sorted(contract.allowed_no_decisions),
+        names.TOLERANCE: policy.tolerance,
+        names.CONFIDENCE: policy.confidence,
+        names.DOMINANCE_THRESHOLD: policy.dominance_threshold,
+        names.ISOLATION: isolation.value,
+    }
+
+
+def _strings(value: Any) -> tuple[str, ...]:
+    if value is None:
+        return ()
+    if isinstance(value, str):
+        return (value,)
+    return tuple(str(item) for item in value)
+
+
+def _parse_pairs(value: Any, kind: type) -> dict[str, Any]:
+    parsed = {}
+    for item in _strings(value):
+        route, sep, number = item.rpartition("=")
+        if not sep or not route:
+            raise ValueError(f"expected route=value, got {item!r}")
+        parsed[route] = kind(number)
+    return parsed
+
+
+def run_declaration(attributes: Mapping[str, Any]) -> RunDeclaration:
+    """Read a run span's attributes; a ValueError names what is malformed."""
+    run_id = attributes.get(names.RUN_ID)
+    if not isinstance(run_id, str) or not run_id:
+        raise ValueError(f"{names.RUN_ID} is missing")
+    required = attributes.get(names.CONTRACT_REQUIRED)
+    contract = Contract(
+        allowed=frozenset(_strings(attributes.get(names.CONTRACT_ALLOWED))),
+        required=None if required is None else frozenset(_strings(required)),
+        critical=frozenset(_strings(attributes.get(names.CONTRACT_CRITICAL))),
+        targets=_parse_pairs(attributes.get(names.CONTRACT_TARGETS), float),
+        minimum_cases=_parse_pairs(attributes.get(names.CONTRACT_MINIMUM_CASES), int),
+        allowed_no_decisions=frozenset(
+            _strings(attributes.get(names.CONTRACT_ALLOWED_NO_DECISIONS))
+        ),
+    )
+    policy = Policy(
+        tolerance=float(attributes.get(names.TOLERANCE, Policy.tolerance)),
+        confidence=float(attributes.get(names.CONFIDENCE, Policy.confidence)),
+        dominance_threshold=float(
+            attributes.get(names.DOMINANCE_THRESHOLD, Policy.dominance_threshold)
+        ),
+    )
+    suite = Suite(
+        name=str(attributes.get(names.SUITE, Suite.name)),
+        point=str(attributes.get(names.POINT, Suite.point)),
+        contract=contract,
+        tolerance=policy.tolerance,
+    )
+    planned_cases = attributes.get(names.PLAN_CASES)
+    planned_trials = attributes.get(names.PLAN_TRIALS)
+    return RunDeclaration(
+        run_id=run_id,
+        suite=suite,
+        policy=policy,
+        planned_cases=None if planned_cases is None else int(planned_cases),
+        planned_trials=None if planned_trials is None else int(planned_trials),
+        isolation=Isolation(attributes.get(names.ISOLATION, Isolation.UNKNOWN.value)),
+    )
+
+
+def decision_attributes(decision: Decision | None, error_type: str | None = None) -> dict[str, Any]:
+    """The outcome attributes of a decision span for a decision (None: an error)."""
+    outcome = outcome_of(decision)
+    attributes: dict[str, Any] = {names.OUTCOME: outcome.value}
+    if isinstance(decision, str):
+        attributes[names.VERDICT] = decision
+    elif isinstance(decision, tuple):
+        attributes[names.TOOLS] = list(decision)
+    elif isinstance(decision, NoDecision):
+        attributes[names.NO_DECISION_REASON] = decision.reason
+    else:
+        attributes[names.ERROR_TYPE] = error_type or "error"
+    return attributes
+
+
+def is_decision_span(name: str, attributes: Mapping[str, Any]) -> bool:
+    """Whether a span is a decision span of the contract."""
+    return name.startswith(names.DECISION_SPAN_PREFIX) and names.OUTCOME in attributes
+
+
+def trial_from_attributes(attributes: Mapping[str, Any]) -> Trial:
+    """The trial a decision span records; a ValueError names the attribute that is wrong."""
+    case = attributes.get(names.CASE_ID)
+    index = attributes.get(names.TRIAL)
+    run = attributes.get(names.RUN_ID)
+    if not isinstance(case, str) or not case:
+        raise ValueError(f"{names.CASE_ID} is missing")
+    if not isinstance(index, int) or isinstance(index, bool) or index < 0:
+        raise ValueError(f"{names.TRIAL} must be a non-negative integer, got {index!r}")
+    if not isinstance(run, str) or not run:
+        raise ValueError(f"{names.RUN_ID} is missing")
+    outcome = attributes.get(names.OUTCOME)
+    decision: Decision | None
+    if outcome == "decision":
+        verdict = attributes.get(names.VERDICT)
+        tools = attributes.get(names.TOOLS)
+        if isinstance(verdict, str):
+            decision = verdict
+        elif tools is not None and not isinstance(tools, str):
+            decision = tuple(str(tool) for tool in tools)
+        else:
+            raise ValueError(f"outcome decision needs {names.VERDICT} or {names.TOOLS}")
+    elif outcome == "no_decision":
+        decision = NoDecision(str(attributes.get(names.NO_DECISION_REASON, "unspecified")))
+    elif outcome == "error":
+        decision = None
+    else:
+        raise ValueError(f"{names.OUTCOME} must be decision, no_decision or error, got {outcome!r}")
+    expected = attributes.get(names.CASE_EXPECTED)
+    error_type = attributes.get(names.ERROR_TYPE) if decision is None else None
+    return Trial(
+        case=case,
+        index=index,
+        decision=decision,
+        run=run,
+        expected=expected if isinstance(expected, str) else None,
+        error_type=str(error_type) if error_type is not None else None,
+    )

@@ -1,0 +1,74 @@
+"""The SDK pipeline a run records through: evidence processor always, OTLP export on request."""
+
+from __future__ import annotations
+
+from urllib.parse import urlparse
+
+from opentelemetry.sdk._logs import LoggerProvider
+from opentelemetry.sdk._logs.export import BatchLogRecordProcessor, LogRecordExporter
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import MetricReader, PeriodicExportingMetricReader
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter
+
+from . import conventions as names
+from .processor import EvidenceProcessor
+from .publish import Publisher
+
+EXPORT_INTERVAL_MS = 60_000
+"""Metric export interval; a run flushes its metrics on shutdown whatever the interval."""
+
+
+class Telemetry:
+    """Tracer, meter and logger providers with an EvidenceProcessor on the tracer.
+
+    With exporters (or an OTLP endpoint) everything the run emits — decision spans, the run
+    span, the admission span, the metrics and the evaluation event — is exported too.
+    """
+
+    def __init__(
+        self,
+        *,
+        span_exporter: SpanExporter | None = None,
+        metric_reader: MetricReader | None = None,
+        log_exporter: LogRecordExporter | None = None,
+        resource: Resource | None = None,
+    ) -> None:
+        resource = resource or Resource.create({names.SERVICE_NAME: "verdictgate"})
+        self.tracer_provider = TracerProvider(resource=resource)
+        self.meter_provider = MeterProvider(
+            resource=resource, metric_readers=[metric_reader] if metric_reader else []
+        )
+        self.logger_provider = LoggerProvider(resource=resource)
+        if log_exporter is not None:
+            self.logger_provider.add_log_record_processor(BatchLogRecordProcessor(log_exporter))
+        publisher = Publisher(self.tracer_provider, self.meter_provider, self.logger_provider)
+        self.processor = EvidenceProcessor(publisher)
+        self.tracer_provider.add_span_processor(self.processor)  # first: reads before export
+        if span_exporter is not None:
+            self.tracer_provider.add_span_processor(BatchSpanProcessor(span_exporter))
+
+    @classmethod
+    def otlp(cls, endpoint: str) -> Telemetry:
+        """Export over OTLP/gRPC to `endpoint` (`http://` means no TLS); the standard
+        `OTEL_EXPORTER_OTLP_*` variables set headers, timeouts and certificates."""
+        from opentelemetry.exporter.otlp.proto.grpc._log_exporter import OTLPLogExporter
+        from opentelemetry.exporter.otlp.proto.grpc.metric_exporter import OTLPMetricExporter
+        from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
+
+        insecure = urlparse(endpoint).scheme == "http"
+        return cls(
+            span_exporter=OTLPSpanExporter(endpoint=endpoint, insecure=insecure),
+            metric_reader=PeriodicExportingMetricReader(
+                OTLPMetricExporter(endpoint=endpoint, insecure=insecure),
+                export_interval_millis=EXPORT_INTERVAL_MS,
+            ),
+            log_exporter=OTLPLogExporter(endpoint=endpoint, insecure=insecure),
+        )
+
+    def shutdown(self) -> None:
+        """Flush and stop every provider: spans, then metrics and the event."""
+        self.tracer_provider.shutdown()
+        self.meter_provider.shutdown()
+        self.logger_provider.shutdown()

@@ -1,0 +1,105 @@
+"""Test support for the OpenTelemetry path: in-memory pipelines and a local OTLP/gRPC server."""
+
+from __future__ import annotations
+
+from concurrent import futures
+from dataclasses import dataclass, field
+
+import grpc
+from opentelemetry.proto.collector.logs.v1 import logs_service_pb2, logs_service_pb2_grpc
+from opentelemetry.proto.collector.metrics.v1 import metrics_service_pb2, metrics_service_pb2_grpc
+from opentelemetry.proto.collector.trace.v1 import trace_service_pb2, trace_service_pb2_grpc
+from opentelemetry.sdk._logs.export import InMemoryLogRecordExporter
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+from verdictgate.telemetry import Telemetry
+
+
+@dataclass
+class MemoryTelemetry:
+    """A Telemetry pipeline whose every export lands in memory."""
+
+    spans: InMemorySpanExporter = field(default_factory=InMemorySpanExporter)
+    metrics: InMemoryMetricReader = field(default_factory=InMemoryMetricReader)
+    logs: InMemoryLogRecordExporter = field(default_factory=InMemoryLogRecordExporter)
+
+    def __post_init__(self) -> None:
+        self.telemetry = Telemetry(
+            span_exporter=self.spans, metric_reader=self.metrics, log_exporter=self.logs
+        )
+
+    def metric_points(self) -> dict[str, list]:
+        """Metric name -> data points (collected now)."""
+        points: dict[str, list] = {}
+        data = self.metrics.get_metrics_data()
+        for resource_metrics in data.resource_metrics if data else ():
+            for scope in resource_metrics.scope_metrics:
+                for metric in scope.metrics:
+                    points.setdefault(metric.name, []).extend(metric.data.data_points)
+        return points
+
+
+class OtlpCollector:
+    """A local OTLP/gRPC server that keeps every request it receives (traces, metrics, logs)."""
+
+    def __init__(self) -> None:
+        self.traces: list = []
+        self.metrics: list = []
+        self.logs: list = []
+        self.server = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
+        collector = self
+
+        class Traces(trace_service_pb2_grpc.TraceServiceServicer):
+            def Export(self, request, context):
+                collector.traces.append(request)
+                return trace_service_pb2.ExportTraceServiceResponse()
+
+        class Metrics(metrics_service_pb2_grpc.MetricsServiceServicer):
+            def Export(self, request, context):
+                collector.metrics.append(request)
+                return metrics_service_pb2.ExportMetricsServiceResponse()
+
+        class Logs(logs_service_pb2_grpc.LogsServiceServicer):
+            def Export(self, request, context):
+                collector.logs.append(request)
+                return logs_service_pb2.ExportLogsServiceResponse()
+
+        trace_service_pb2_grpc.add_TraceServiceServicer_to_server(Traces(), self.server)
+        metrics_service_pb2_grpc.add_MetricsServiceServicer_to_server(Metrics(), self.server)
+        logs_service_pb2_grpc.add_LogsServiceServicer_to_server(Logs(), self.server)
+        self.port = self.server.add_insecure_port("127.0.0.1:0")
+
+    def __enter__(self) -> OtlpCollector:
+        self.server.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.server.stop(grace=None)
+
+    def spans(self) -> list:
+        return [
+            span
+            for request in self.traces
+            for resource_spans in request.resource_spans
+            for scope in resource_spans.scope_spans
+            for span in scope.spans
+        ]
+
+    def metric_names(self) -> set[str]:
+        return {
+            metric.name
+            for request in self.metrics
+            for resource_metrics in request.resource_metrics
+            for scope in resource_metrics.scope_metrics
+            for metric in scope.metrics
+        }
+
+    def log_records(self) -> list:
+        return [
+            record
+            for request in self.logs
+            for resource_logs in request.resource_logs
+            for scope in resource_logs.scope_logs
+            for record in scope.log_records
+        ]

@@ -1,0 +1,71 @@
+"""`verdictgate run --otlp-endpoint` through the real OTLP/gRPC exporters to a local server."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from otel_support import OtlpCollector
+from verdictgate import conventions as names
+
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
+
+
+def attributes(proto_attributes) -> dict:
+    values = {}
+    for item in proto_attributes:
+        value = item.value
+        kind = value.WhichOneof("value")
+        if kind == "array_value":
+            values[item.key] = [v.string_value for v in value.array_value.values]
+        else:
+            values[item.key] = getattr(value, kind)
+    return values
+
+
+def test_run_exports_decisions_admission_metrics_and_event(cli):
+    with OtlpCollector() as collector:
+        result = cli(
+            "run", "--agent", f"{EXAMPLES / 'payment_router.py'}:flipping_router",
+            "--suite", str(EXAMPLES / "payment_suite.json"), "--isolation", "fresh-instance",
+            "--format", "json", "--otlp-endpoint", f"http://127.0.0.1:{collector.port}",
+        )  # fmt: skip
+    report = json.loads(result.stdout)
+    assert result.exit_code == 1 and report["status"] == "rejected"
+
+    spans = collector.spans()
+    decisions = [s for s in spans if s.name == "decide payment_router"]
+    assert len(decisions) == report["trials"]["received"] == 904
+    (run_span,) = [s for s in spans if s.name == names.RUN_SPAN]
+    assert all(s.parent_span_id == run_span.span_id for s in decisions)
+    (admission,) = [s for s in spans if s.name == names.ADMISSION_SPAN]
+    admitted = attributes(admission.attributes)
+    assert admitted[names.STATUS] == report["status"]
+    assert admitted[names.REASONS] == [r["code"] for r in report["reasons"]]
+    assert admitted[names.RUN_ID] == report["run"]["id"]
+
+    assert {
+        names.METRIC_ADMISSION,
+        names.METRIC_CHANGE_RATE_UPPER,
+        names.METRIC_TRIALS,
+    } <= collector.metric_names()
+    events = [r for r in collector.log_records() if r.event_name == names.EVALUATION_EVENT]
+    assert len(events) == 1
+    event = attributes(events[0].attributes)
+    assert event[names.EVALUATION_SCORE_LABEL] == "rejected"
+    assert event[names.EVALUATION_SCORE_VALUE] == report["stability"]["pooled"]["ci_high"]
+    assert events[0].span_id == admission.span_id and events[0].trace_id == admission.trace_id
+
+
+def test_results_are_identical_with_and_without_telemetry(cli):
+    for fmt in ("json", "text"):
+        args = [
+            "run", "--agent", f"{EXAMPLES / 'payment_router.py'}:stable_router", "--run-id", "nightly-7",
+            "--suite", str(EXAMPLES / "payment_suite.json"), "--format", fmt,
+        ]  # fmt: skip
+        plain = cli(*args)
+        with OtlpCollector() as collector:
+            exported = cli(*args, "--otlp-endpoint", f"http://127.0.0.1:{collector.port}")
+        assert plain.exit_code == exported.exit_code == 0
+        assert plain.stdout == exported.stdout
+        assert collector.spans()

@@ -58,6 +58,8 @@ def _strings(value: Any) -> tuple[str, ...]:
         return ()
     if isinstance(value, str):
         return (value,)
+    if not isinstance(value, (list, tuple)):
+        raise ValueError(f"expected a list of strings, got {value!r}")
     return tuple(str(item) for item in value)
 
 
@@ -88,10 +90,10 @@ def run_declaration(attributes: Mapping[str, Any]) -> RunDeclaration:
         ),
     )
     policy = Policy(
-        tolerance=float(attributes.get(names.TOLERANCE, Policy.tolerance)),
-        confidence=float(attributes.get(names.CONFIDENCE, Policy.confidence)),
-        dominance_threshold=float(
-            attributes.get(names.DOMINANCE_THRESHOLD, Policy.dominance_threshold)
+        tolerance=_number(attributes, names.TOLERANCE, Policy.tolerance),
+        confidence=_number(attributes, names.CONFIDENCE, Policy.confidence),
+        dominance_threshold=_number(
+            attributes, names.DOMINANCE_THRESHOLD, Policy.dominance_threshold
         ),
     )
     suite = Suite(
@@ -100,16 +102,30 @@ def run_declaration(attributes: Mapping[str, Any]) -> RunDeclaration:
         contract=contract,
         tolerance=policy.tolerance,
     )
-    planned_cases = attributes.get(names.PLAN_CASES)
-    planned_trials = attributes.get(names.PLAN_TRIALS)
     return RunDeclaration(
         run_id=run_id,
         suite=suite,
         policy=policy,
-        planned_cases=None if planned_cases is None else int(planned_cases),
-        planned_trials=None if planned_trials is None else int(planned_trials),
+        planned_cases=_count(attributes, names.PLAN_CASES),
+        planned_trials=_count(attributes, names.PLAN_TRIALS),
         isolation=Isolation(attributes.get(names.ISOLATION, Isolation.UNKNOWN.value)),
     )
+
+
+def _number(attributes: Mapping[str, Any], key: str, default: float) -> float:
+    value = attributes.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ValueError(f"{key} must be a number, got {value!r}")
+    return float(value)
+
+
+def _count(attributes: Mapping[str, Any], key: str) -> int | None:
+    value = attributes.get(key)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ValueError(f"{key} must be a non-negative integer, got {value!r}")
+    return value
 
 
 def decision_attributes(decision: Decision | None, error_type: str | None = None) -> dict[str, Any]:

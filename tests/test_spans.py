@@ -1,0 +1,104 @@
+"""Span attribute encoding and decoding round-trip; bad attributes raise ValueError only."""
+
+from __future__ import annotations
+
+import contextlib
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from verdictgate import Contract, Isolation, NoDecision, Policy, Suite, Trial
+from verdictgate import conventions as names
+from verdictgate.spans import (
+    decision_attributes,
+    run_attributes,
+    run_declaration,
+    trial_from_attributes,
+)
+
+labels = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), min_size=1, max_size=10)
+routes = st.frozensets(labels.filter(lambda s: "=" not in s), max_size=4)
+
+
+@st.composite
+def contracts(draw):
+    allowed = draw(routes)
+    subset = (
+        st.frozensets(st.sampled_from(sorted(allowed)), max_size=len(allowed))
+        if allowed
+        else st.just(frozenset())
+    )
+    return Contract(
+        allowed=allowed,
+        required=draw(subset),
+        critical=draw(subset),
+        targets=draw(st.dictionaries(st.sampled_from(sorted(allowed)), st.floats(0.001, 0.5)))
+        if allowed
+        else {},
+        minimum_cases=draw(st.dictionaries(st.sampled_from(sorted(allowed)), st.integers(0, 9)))
+        if allowed
+        else {},
+        allowed_no_decisions=draw(routes),
+    )
+
+
+@given(
+    contracts(),
+    st.floats(0.001, 0.5),
+    st.floats(0.5, 0.999),
+    st.integers(0, 10**6),
+    st.sampled_from(list(Isolation)),
+)
+def test_run_attributes_round_trip(contract, tolerance, confidence, planned, isolation):
+    policy = Policy(tolerance=tolerance, confidence=confidence)
+    suite = Suite("suite name", "point", (), contract, tolerance)
+    declared = run_declaration(run_attributes("run-9", suite, policy, planned, isolation))
+    assert declared.suite == suite and declared.policy == policy
+    assert (declared.planned_trials, declared.isolation, declared.planned_cases) == (
+        planned,
+        isolation,
+        0,
+    )
+
+
+decisions = st.one_of(
+    labels,
+    st.none(),
+    st.builds(NoDecision, labels),
+    st.lists(labels, min_size=1, max_size=3).map(tuple),
+)
+
+
+@given(labels, st.integers(0, 10**6), decisions, labels, st.none() | labels, labels)
+def test_decision_attributes_round_trip(case, index, decision, run, expected, error_type):
+    attributes = {
+        names.RUN_ID: run, names.CASE_ID: case, names.TRIAL: index,
+        **({names.CASE_EXPECTED: expected} if expected else {}),
+        **decision_attributes(decision, error_type),
+    }  # fmt: skip
+    trial = trial_from_attributes(attributes)
+    assert trial == Trial(
+        case, index, decision, run, expected, error_type if decision is None else None
+    )
+
+
+attribute_values = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(),
+    st.floats(allow_nan=False),
+    labels,
+    st.lists(labels, max_size=3),
+)
+keys = st.sampled_from(
+    [names.RUN_ID, names.CASE_ID, names.TRIAL, names.OUTCOME, names.VERDICT, names.TOOLS, names.TOLERANCE,
+     names.CONFIDENCE, names.CONTRACT_TARGETS, names.CONTRACT_ALLOWED, names.ISOLATION, names.PLAN_TRIALS]
+)  # fmt: skip
+
+
+@settings(max_examples=500)
+@given(st.dictionaries(keys, attribute_values))
+def test_arbitrary_attributes_decode_or_raise_value_error(attributes):
+    for decode in (trial_from_attributes, run_declaration):
+        with contextlib.suppress(ValueError):
+            decode(attributes)

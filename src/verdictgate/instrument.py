@@ -21,6 +21,7 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any, TypeVar
+from weakref import WeakKeyDictionary
 
 from opentelemetry import trace
 from opentelemetry.trace import SpanKind, Status, StatusCode
@@ -71,8 +72,21 @@ def trial(
         _CURRENT_TRIAL.reset(token)
 
 
+_GLOBAL_TRACER = trace.get_tracer(names.INSTRUMENTATION_SCOPE)
+"""Follows the global provider, including one set after import."""
+_TRACERS: WeakKeyDictionary[trace.TracerProvider, trace.Tracer] = WeakKeyDictionary()
+
+
 def _tracer(tracer_provider: trace.TracerProvider | None) -> trace.Tracer:
-    return trace.get_tracer(names.INSTRUMENTATION_SCOPE, tracer_provider=tracer_provider)
+    """The verdictgate tracer of a provider, made once (getting a tracer is not cheap)."""
+    if tracer_provider is None:
+        return _GLOBAL_TRACER
+    tracer = _TRACERS.get(tracer_provider)
+    if tracer is None:
+        tracer = _TRACERS[tracer_provider] = tracer_provider.get_tracer(
+            names.INSTRUMENTATION_SCOPE
+        )
+    return tracer
 
 
 class DecisionRecorder:

@@ -8,6 +8,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from opentelemetry.context import Context
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
@@ -35,6 +36,14 @@ class _RunState:
     suite: str | None = None
     point: str | None = None
     opened: float = field(default_factory=time.monotonic)
+
+
+def _plain(attributes: Any) -> dict[str, Any]:
+    """Span attributes as a plain dict (the SDK's mapping takes a lock on every read)."""
+    if attributes is None:
+        return {}
+    copy = getattr(attributes, "copy", None)
+    return copy() if copy is not None else dict(attributes)
 
 
 class EvidenceProcessor(SpanProcessor):
@@ -71,7 +80,7 @@ class EvidenceProcessor(SpanProcessor):
     def on_end(self, span: ReadableSpan) -> None:
         """Read a decision or run span; any other span is ignored."""
         try:
-            self._consume(span.name, span.attributes or {})
+            self._consume(span.name, _plain(span.attributes))
         except Exception:  # never raise into the instrumented code
             self.dropped += 1
             logger.debug("verdictgate: unreadable span %s", span.name, exc_info=True)

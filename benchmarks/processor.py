@@ -1,0 +1,107 @@
+"""Cost of the EvidenceProcessor per decision, and its memory over a million decisions.
+
+Two SDK pipelines, identical but for the EvidenceProcessor: a TracerProvider with a
+BatchSpanProcessor feeding an exporter that discards (what any instrumented service already
+pays), with and without the processor in front. Each decision is a decorated router call inside
+a trial scope. The pipelines take turns in rounds so that drift of the machine hits both; the
+ratio of the medians is printed. Then 1,000,000 decisions over 1,000 cases go through the
+pipeline with the processor, and the growth of resident memory is read from /proc.
+
+    python benchmarks/processor.py [--decisions 100000] [--rounds 5] [--memory-decisions 1000000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import statistics
+import time
+
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
+
+from verdictgate import EvidenceProcessor, decision_point, trial
+
+ROUTES = ["card_security", "cash_withdrawal", "duplicate_charge", "merchant_dispute"]
+
+
+class DiscardingExporter(SpanExporter):
+    """An exporter that accepts and drops every batch."""
+
+    def export(self, spans):
+        return SpanExportResult.SUCCESS
+
+    def shutdown(self) -> None:
+        pass
+
+
+def pipeline(with_processor: bool) -> tuple[TracerProvider, EvidenceProcessor | None]:
+    provider = TracerProvider()
+    processor = EvidenceProcessor() if with_processor else None
+    if processor is not None:
+        provider.add_span_processor(processor)
+    provider.add_span_processor(BatchSpanProcessor(DiscardingExporter(), max_queue_size=8192))
+    return provider, processor
+
+
+def decide(provider: TracerProvider, decisions: int, cases: int, run: str) -> float:
+    """Make `decisions` decorated calls; return seconds per decision."""
+
+    @decision_point("payment_router", tracer_provider=provider)
+    def router(message: str) -> str:
+        return ROUTES[len(message) % len(ROUTES)]
+
+    messages = [f"case number {n}" for n in range(cases)]
+    start = time.perf_counter()
+    for n in range(decisions):
+        case = n % cases
+        with trial(run=run, index=n // cases, case=f"case-{case}"):
+            router(messages[case])
+    return (time.perf_counter() - start) / decisions
+
+
+def rss_mib() -> float:
+    with open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    raise RuntimeError("no VmRSS")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--decisions", type=int, default=100_000)
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--memory-decisions", type=int, default=1_000_000)
+    args = parser.parse_args()
+
+    timings: dict[bool, list[float]] = {False: [], True: []}
+    for round_number in range(args.rounds):
+        for with_processor in (False, True) if round_number % 2 == 0 else (True, False):
+            provider, _ = pipeline(with_processor)
+            decide(provider, 2_000, 100, "warm-up")
+            gc.collect()
+            timings[with_processor].append(decide(provider, args.decisions, 1_000, f"r{round_number}"))
+            provider.shutdown()
+    without = statistics.median(timings[False])
+    with_it = statistics.median(timings[True])
+    print(f"{args.decisions:,} decisions x {args.rounds} rounds, median seconds per decision")
+    print(f"  SDK pipeline alone:              {without * 1e6:7.2f} us")
+    print(f"  same pipeline + EvidenceProcessor: {with_it * 1e6:7.2f} us")
+    print(f"  extra cost: {(with_it / without - 1) * 100:+.1f}% (target <= 15%)")
+
+    provider, processor = pipeline(True)
+    decide(provider, 10_000, 1_000, "warm-up")
+    gc.collect()
+    before = rss_mib()
+    decide(provider, args.memory_decisions, 1_000, "memory")
+    gc.collect()
+    after = rss_mib()
+    provider.shutdown()
+    assessment = processor.assessment("memory")
+    print(f"{args.memory_decisions:,} decisions over 1,000 cases: RSS {before:.0f} -> {after:.0f} MiB, "
+          f"+{after - before:.1f} MiB (target < 50 MiB); assessed {assessment.trials.received:,} trials")
+
+
+if __name__ == "__main__":
+    main()

@@ -81,7 +81,9 @@ def main() -> None:
             provider, _ = pipeline(with_processor)
             decide(provider, 2_000, 100, "warm-up")
             gc.collect()
-            timings[with_processor].append(decide(provider, args.decisions, 1_000, f"r{round_number}"))
+            timings[with_processor].append(
+                decide(provider, args.decisions, 1_000, f"r{round_number}")
+            )
             provider.shutdown()
     without = statistics.median(timings[False])
     with_it = statistics.median(timings[True])
@@ -99,8 +101,10 @@ def main() -> None:
     after = rss_mib()
     provider.shutdown()
     assessment = processor.assessment("memory")
-    print(f"{args.memory_decisions:,} decisions over 1,000 cases: RSS {before:.0f} -> {after:.0f} MiB, "
-          f"+{after - before:.1f} MiB (target < 50 MiB); assessed {assessment.trials.received:,} trials")
+    print(
+        f"{args.memory_decisions:,} decisions over 1,000 cases: RSS {before:.0f} -> {after:.0f} MiB, "
+        f"+{after - before:.1f} MiB (target < 50 MiB); assessed {assessment.trials.received:,} trials"
+    )
 
 
 if __name__ == "__main__":

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from conftest import stable_answers, suite_document, trial_records
@@ -57,3 +59,17 @@ def test_a_factory_that_raises_is_an_input_error(cli, files, tmp_path):
     agent.write_text("def make():\n    raise RuntimeError('no model')\n")
     result = cli("run", "--suite", files["suite"], "--agent", f"{agent}:make")
     assert result.exit_code == 2 and "FACTORY() failed: RuntimeError: no model" in result.stderr
+
+
+def test_a_bad_otlp_endpoint_is_refused_before_any_call(cli, files):
+    router = Path(__file__).resolve().parents[1] / "examples" / "payment_router.py"
+    result = cli(
+        "run",
+        "--suite",
+        files["suite"],
+        "--agent",
+        f"{router}:stable_router",
+        "--otlp-endpoint",
+        "localhost:4317",
+    )
+    assert result.exit_code == 2 and "--otlp-endpoint" in result.stderr

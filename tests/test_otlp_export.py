@@ -69,3 +69,27 @@ def test_results_are_identical_with_and_without_telemetry(cli):
         assert plain.exit_code == exported.exit_code == 0
         assert plain.stdout == exported.stdout
         assert collector.spans()
+
+
+def test_the_canary_example_reaches_a_collector():
+    import subprocess
+    import sys
+
+    with OtlpCollector() as collector:
+        result = subprocess.run(
+            [
+                sys.executable,
+                str(EXAMPLES / "otel_canary.py"),
+                "--endpoint",
+                f"http://127.0.0.1:{collector.port}",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+    assert result.returncode == 0, result.stderr
+    assert ": qualified" in result.stdout
+    (admission,) = [s for s in collector.spans() if s.name == names.ADMISSION_SPAN]
+    assert attributes(admission.attributes)[names.STATUS] == "qualified"
+    assert names.METRIC_ADMISSION in collector.metric_names()
+    assert [r.event_name for r in collector.log_records()] == [names.EVALUATION_EVENT]

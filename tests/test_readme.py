@@ -28,13 +28,23 @@ def test_the_readme_names_the_two_setup_commands():
     assert [line.split()[:2] for line in setup.splitlines()] == [["make", "demo"], ["make", "test"]]
 
 
+PYTHON_BLOCKS = [body for language, body in BLOCKS if language == "python"]
+
+
 def test_the_python_quickstart_runs(capsys, monkeypatch):
     monkeypatch.delenv("VERDICTGATE_FINGERPRINT_KEY", raising=False)
-    code = next(body for language, body in BLOCKS if language == "python")
-    exec(compile(code, "README.md", "exec"), {"__name__": "readme"})
+    exec(compile(PYTHON_BLOCKS[0], "README.md", "exec"), {"__name__": "readme"})
     printed = capsys.readouterr().out.splitlines()
     assert printed[0] == "qualified"
     assert printed[1].startswith("Qualified:")
+
+
+def test_the_opentelemetry_quickstart_runs_and_assesses_the_canary(capsys):
+    namespace: dict = {"__name__": "readme"}
+    exec(compile(PYTHON_BLOCKS[1], "README.md", "exec"), namespace)
+    assert capsys.readouterr().out == "inconclusive\n"
+    assessment = namespace["processor"].assessment("canary-1")
+    assert assessment.trials.received == 1 and assessment.coverage.observed == ("card_security",)
 
 
 @pytest.mark.parametrize("line", CLI_LINES)

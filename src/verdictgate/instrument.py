@@ -83,9 +83,7 @@ def _tracer(tracer_provider: trace.TracerProvider | None) -> trace.Tracer:
         return _GLOBAL_TRACER
     tracer = _TRACERS.get(tracer_provider)
     if tracer is None:
-        tracer = _TRACERS[tracer_provider] = tracer_provider.get_tracer(
-            names.INSTRUMENTATION_SCOPE
-        )
+        tracer = _TRACERS[tracer_provider] = tracer_provider.get_tracer(names.INSTRUMENTATION_SCOPE)
     return tracer
 
 

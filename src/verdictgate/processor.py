@@ -20,7 +20,7 @@ from .evidence import Evidence
 from .fingerprint import fingerprint_mode
 from .policy import Policy
 from .publish import Publisher
-from .spans import RunDeclaration, is_decision_span, run_declaration, trial_from_attributes
+from .spans import RunDeclaration, is_decision_span, run_declaration, trial_fields
 from .suite import Suite
 from .trial import Trial
 
@@ -122,27 +122,26 @@ class EvidenceProcessor(SpanProcessor):
                 state = self._runs.pop(declaration.run_id, None) or _RunState()
             self._finish(declaration.run_id, state, declaration)
         elif is_decision_span(name, attributes):
-            self._add_trial(trial_from_attributes(attributes), attributes)
+            self._add_trial(attributes)
 
-    def _add_trial(self, trial: Trial, attributes) -> None:
-        due: tuple[str, _RunState] | None = None
+    def _add_trial(self, attributes: dict[str, Any]) -> None:
+        run, case, index, decision, expected, error_type = trial_fields(attributes)
+        due: _RunState | None = None
         with self._lock:
-            state = self._runs.get(trial.run)
+            state = self._runs.get(run)
             if state is None:
-                state = self._runs[trial.run] = _RunState(
+                state = self._runs[run] = _RunState(
                     suite=attributes.get(names.SUITE), point=attributes.get(names.POINT)
                 )
-            is_new = state.evidence.record(
-                trial.run, trial.case, trial.index, trial.decision, trial.expected, trial.error_type
-            )
-            watcher = self._watchers.get(trial.run) if is_new else None
+            is_new = state.evidence.record(run, case, index, decision, expected, error_type)
+            watcher = self._watchers.get(run) if is_new and self._watchers else None
             window = self._canary_window
             if window is not None and time.monotonic() - state.opened >= window:
-                due = (trial.run, self._runs.pop(trial.run))
+                due = self._runs.pop(run)
         if watcher is not None:
-            watcher(trial)
+            watcher(Trial(case, index, decision, run, expected, error_type))
         if due is not None:
-            self._finish(*due, None)
+            self._finish(run, due, None)
 
     def _finish(self, run_id: str, state: _RunState, declaration: RunDeclaration | None) -> None:
         """Assess and publish one run; a failure is logged, never raised into the caller."""

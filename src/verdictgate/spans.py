@@ -148,41 +148,43 @@ def is_decision_span(name: str, attributes: Mapping[str, Any]) -> bool:
     return name.startswith(names.DECISION_SPAN_PREFIX) and names.OUTCOME in attributes
 
 
-def trial_from_attributes(attributes: Mapping[str, Any]) -> Trial:
-    """The trial a decision span records; a ValueError names the attribute that is wrong."""
-    case = attributes.get(names.CASE_ID)
-    index = attributes.get(names.TRIAL)
-    run = attributes.get(names.RUN_ID)
-    if not isinstance(case, str) or not case:
-        raise ValueError(f"{names.CASE_ID} is missing")
-    if not isinstance(index, int) or isinstance(index, bool) or index < 0:
-        raise ValueError(f"{names.TRIAL} must be a non-negative integer, got {index!r}")
-    if not isinstance(run, str) or not run:
+TrialFields = tuple[str, str, int, "Decision | None", "str | None", "str | None"]
+"""(run, case, index, decision, expected, error_type) of one decision span."""
+
+
+def trial_fields(attributes: Mapping[str, Any]) -> TrialFields:
+    """Read a decision span's trial; a ValueError names the attribute that is wrong."""
+    get = attributes.get
+    run, case, index = get(names.RUN_ID), get(names.CASE_ID), get(names.TRIAL)
+    if type(run) is not str or not run:
         raise ValueError(f"{names.RUN_ID} is missing")
-    outcome = attributes.get(names.OUTCOME)
+    if type(case) is not str or not case:
+        raise ValueError(f"{names.CASE_ID} is missing")
+    if type(index) is not int or index < 0:
+        raise ValueError(f"{names.TRIAL} must be a non-negative integer, got {index!r}")
+    outcome = get(names.OUTCOME)
     decision: Decision | None
+    error_type = None
     if outcome == "decision":
-        verdict = attributes.get(names.VERDICT)
-        tools = attributes.get(names.TOOLS)
-        if isinstance(verdict, str):
-            decision = verdict
-        elif tools is not None and not isinstance(tools, str):
+        decision = get(names.VERDICT)
+        if type(decision) is not str:
+            tools = get(names.TOOLS)
+            if not isinstance(tools, (list, tuple)):
+                raise ValueError(f"outcome decision needs {names.VERDICT} or {names.TOOLS}")
             decision = tuple(str(tool) for tool in tools)
-        else:
-            raise ValueError(f"outcome decision needs {names.VERDICT} or {names.TOOLS}")
     elif outcome == "no_decision":
-        decision = NoDecision(str(attributes.get(names.NO_DECISION_REASON, "unspecified")))
+        decision = NoDecision(str(get(names.NO_DECISION_REASON, "unspecified")))
     elif outcome == "error":
         decision = None
+        error_type = get(names.ERROR_TYPE)
+        error_type = None if error_type is None else str(error_type)
     else:
         raise ValueError(f"{names.OUTCOME} must be decision, no_decision or error, got {outcome!r}")
-    expected = attributes.get(names.CASE_EXPECTED)
-    error_type = attributes.get(names.ERROR_TYPE) if decision is None else None
-    return Trial(
-        case=case,
-        index=index,
-        decision=decision,
-        run=run,
-        expected=expected if isinstance(expected, str) else None,
-        error_type=str(error_type) if error_type is not None else None,
-    )
+    expected = get(names.CASE_EXPECTED)
+    return run, case, index, decision, expected if type(expected) is str else None, error_type
+
+
+def trial_from_attributes(attributes: Mapping[str, Any]) -> Trial:
+    """The trial a decision span records; a ValueError names the attribute that is wrong."""
+    run, case, index, decision, expected, error_type = trial_fields(attributes)
+    return Trial(case, index, decision, run, expected, error_type)

@@ -9,7 +9,7 @@
 Each call emits one `decide {point}` span: the input's fingerprint (never the input), the
 verdict or tool path, the outcome. An exception becomes outcome `error` with `error.type` and
 is re-raised; its message is not recorded. With no SDK configured, a call costs one
-non-recording span check.
+check of the global tracer provider.
 """
 
 from __future__ import annotations
@@ -77,6 +77,12 @@ _GLOBAL_TRACER = trace.get_tracer(names.INSTRUMENTATION_SCOPE)
 _TRACERS: WeakKeyDictionary[trace.TracerProvider, trace.Tracer] = WeakKeyDictionary()
 
 
+def _sdk_configured(tracer_provider: trace.TracerProvider | None) -> bool:
+    """Whether spans can be recorded: an explicit provider, or a global one that an SDK set."""
+    provider = tracer_provider if tracer_provider is not None else trace.get_tracer_provider()
+    return not isinstance(provider, (trace.ProxyTracerProvider, trace.NoOpTracerProvider))
+
+
 def _tracer(tracer_provider: trace.TracerProvider | None) -> trace.Tracer:
     """The verdictgate tracer of a provider, made once (getting a tracer is not cheap)."""
     if tracer_provider is None:
@@ -113,16 +119,18 @@ class DecisionRecorder:
 
     def record_error(self, error_type: str) -> None:
         """Record that the call failed, named by a short type (never a message)."""
-        self._finish(decision_attributes(None, error_type))
-        if self._span.is_recording():
+        if self._finish(decision_attributes(None, error_type)):
             self._span.set_status(Status(StatusCode.ERROR))
 
-    def _finish(self, attributes: dict[str, Any]) -> None:
+    def _finish(self, attributes: dict[str, Any]) -> bool:
+        """Set the outcome once; True when this call set it on a recording span."""
         if self.recorded:
-            return
+            return False
         self.recorded = True
-        if self._span.is_recording():
-            self._span.set_attributes(attributes)
+        if not self._span.is_recording():
+            return False
+        self._span.set_attributes(attributes)
+        return True
 
 
 def _scope_attributes(point: str, scope: TrialScope | None) -> dict[str, Any]:
@@ -153,6 +161,9 @@ def decision(
     An exception inside becomes outcome `error` with `error.type` and is re-raised. A block that
     records nothing is an error of type `unrecorded`.
     """
+    if not _sdk_configured(tracer_provider):
+        yield DecisionRecorder(trace.INVALID_SPAN, None)
+        return
     span_cm = _tracer(tracer_provider).start_as_current_span(
         names.decision_span_name(point),
         kind=SpanKind.INTERNAL,
@@ -211,6 +222,8 @@ def decision_point(
 
             @functools.wraps(function)
             async def async_wrapper(*args: Any, **kwargs: Any) -> Any:
+                if not _sdk_configured(tracer_provider):
+                    return await function(*args, **kwargs)
                 with decision(
                     point,
                     input=pick_input(args, kwargs),
@@ -225,6 +238,8 @@ def decision_point(
 
         @functools.wraps(function)
         def wrapper(*args: Any, **kwargs: Any) -> Any:
+            if not _sdk_configured(tracer_provider):
+                return function(*args, **kwargs)
             with decision(
                 point, input=pick_input(args, kwargs), tracer_provider=tracer_provider, key=key
             ) as recorder:

@@ -132,6 +132,12 @@ def _reasons(f: Findings):
         )
     if trials.errors or trials.missing:
         yield Reason("incomplete", _incomplete(f))
+    if f.run.in_progress:
+        yield Reason(
+            "in_progress",
+            "the run is still collecting trials: its plan is not complete and its grace period "
+            "has not ended",
+        )
     if f.cases_without_repeats:
         yield Reason(
             "no_repeats",
@@ -220,7 +226,9 @@ def _next_steps(f: Findings):
             yield _pairs_step(
                 f"route {route.route}", route.change, route.cases, f.policy.confidence
             )
-    if trials.errors or trials.missing:
+    if f.run.in_progress:
+        yield "Wait for the run to finish (`verdictgate status --wait SECONDS`)."
+    elif trials.errors or trials.missing:
         yield f"Fix what failed and rerun the missing trials: {_incomplete(f)}."
     if f.cases_without_repeats:
         yield (

@@ -50,6 +50,8 @@ class RunInfo:
     isolation: Isolation = Isolation.UNKNOWN
     fingerprints: str = "case-ids"
     """`keyed` (HMAC), `unkeyed` (plain SHA-256) or `case-ids` (explicit ids)."""
+    in_progress: bool = False
+    """The run is still collecting trials (a receiver's answer before the run is final)."""
 
 
 @dataclass(frozen=True)

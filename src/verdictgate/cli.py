@@ -16,6 +16,7 @@ import click
 
 from .agent import from_callable, from_factory, load_factory
 from .assessment import Assessment, Isolation, RunInfo
+from .cli_receiver import serve_command, status_command
 from .engine import assess
 from .errors import USAGE_EXIT, InputError, VerdictgateError
 from .fingerprint import fingerprint_mode
@@ -450,3 +451,7 @@ def _print_regression(regression) -> None:
         )
     for route in regression.unstable_routes:
         click.echo(f"  route {route} became unstable")
+
+
+main.add_command(serve_command)
+main.add_command(status_command)

@@ -83,6 +83,10 @@ def run(
     own_pipeline = telemetry is None
     pipeline = telemetry or Telemetry()
     processor = pipeline.processor
+    if processor is None:
+        raise PlanError(
+            "the runner records through an EvidenceProcessor: use Telemetry(collect=True)"
+        )
     processor.watch(run_id, sink.add if sink is not None else None)
     recording = _Recording(run_id, suite, pipeline.tracer_provider, timeout)
     try:

@@ -34,6 +34,7 @@ class Telemetry:
         metric_reader: MetricReader | None = None,
         log_exporter: LogRecordExporter | None = None,
         resource: Resource | None = None,
+        collect: bool = True,
     ) -> None:
         resource = resource or Resource.create({names.SERVICE_NAME: "verdictgate"})
         self.tracer_provider = TracerProvider(resource=resource)
@@ -43,16 +44,18 @@ class Telemetry:
         self.logger_provider = LoggerProvider(resource=resource)
         if log_exporter is not None:
             self.logger_provider.add_log_record_processor(BatchLogRecordProcessor(log_exporter))
-        publisher = Publisher(self.tracer_provider, self.meter_provider, self.logger_provider)
-        self.processor = EvidenceProcessor(publisher)
-        self.tracer_provider.add_span_processor(self.processor)  # first: reads before export
+        self.publisher = Publisher(self.tracer_provider, self.meter_provider, self.logger_provider)
+        self.processor = EvidenceProcessor(self.publisher) if collect else None
+        if self.processor is not None:
+            self.tracer_provider.add_span_processor(self.processor)  # first: reads before export
         if span_exporter is not None:
             self.tracer_provider.add_span_processor(BatchSpanProcessor(span_exporter))
 
     @classmethod
-    def otlp(cls, endpoint: str) -> Telemetry:
+    def otlp(cls, endpoint: str, *, collect: bool = True) -> Telemetry:
         """Export over OTLP/gRPC to `endpoint` (`http://` means no TLS); the standard
-        `OTEL_EXPORTER_OTLP_*` variables set headers, timeouts and certificates."""
+        `OTEL_EXPORTER_OTLP_*` variables set headers, timeouts and certificates. Without
+        `collect` there is no EvidenceProcessor: the pipeline only publishes."""
         from opentelemetry.exporter.otlp.proto.grpc._log_exporter import OTLPLogExporter
         from opentelemetry.exporter.otlp.proto.grpc.metric_exporter import OTLPMetricExporter
         from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
@@ -65,7 +68,14 @@ class Telemetry:
                 export_interval_millis=EXPORT_INTERVAL_MS,
             ),
             log_exporter=OTLPLogExporter(endpoint=endpoint, insecure=insecure),
+            collect=collect,
         )
+
+    def flush(self) -> None:
+        """Export what is pending now (admissions are rare; waiting for an interval is not needed)."""
+        self.tracer_provider.force_flush()
+        self.meter_provider.force_flush()
+        self.logger_provider.force_flush()
 
     def shutdown(self) -> None:
         """Flush and stop every provider: spans, then metrics and the event."""

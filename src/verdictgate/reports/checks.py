@@ -30,7 +30,7 @@ class Check:
 _CHECK_CODES: dict[str, tuple[str, ...]] = {
     "isolation": ("shared_session",),
     "integrity": ("integrity_conflict",),
-    "completeness": ("incomplete",),
+    "completeness": ("incomplete", "in_progress"),
     "repeats": ("no_repeats",),
     "stability.pooled": ("pooled_stochastic", "pooled_undecided"),
     "contract": (

@@ -43,6 +43,7 @@ def report_document(assessment: Assessment) -> dict[str, Any]:
             "point": a.run.point,
             "isolation": a.run.isolation.value,
             "fingerprints": a.run.fingerprints,
+            "in_progress": a.run.in_progress,
         },
         "policy": {
             "tolerance": a.policy.tolerance,

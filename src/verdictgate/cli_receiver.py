@@ -1,0 +1,194 @@
+"""`verdictgate serve` and `verdictgate status`: the receiver beside a collector, and its client."""
+
+from __future__ import annotations
+
+import re
+import signal
+import sys
+import threading
+from pathlib import Path
+
+import click
+import grpc
+
+from .errors import USAGE_EXIT, InputError
+
+FORMATS = click.Choice(["text", "json", "junit", "markdown"])
+_DURATION = re.compile(r"^(\d+(?:\.\d+)?)(ms|s|m|h)?$")
+_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, None: 1.0}
+
+
+def parse_duration(value: str) -> float:
+    """`90`, `90s`, `5m`, `1h`, `500ms` -> seconds."""
+    match = _DURATION.match(value.strip())
+    if match is None:
+        raise click.BadParameter(f"expected a duration like 30s, 5m or 1h, got {value!r}")
+    return float(match.group(1)) * _UNITS[match.group(2)]
+
+
+def _listen(value: str, option: str) -> str:
+    host, sep, port = value.rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 <= int(port) < 65536:
+        raise InputError(f"expected HOST:PORT, got {value!r}", field=option)
+    return value
+
+
+def _read_secret(path: str | None, option: str) -> str | None:
+    if path is None:
+        return None
+    try:
+        secret = Path(path).read_text().strip()
+    except OSError as error:
+        raise InputError(f"cannot read ({error.strerror})", path=path, field=option) from None
+    if not secret:
+        raise InputError("is empty", path=path, field=option)
+    return secret
+
+
+@click.command("serve")
+@click.option(
+    "--store",
+    "store_path",
+    default="verdictgate-store.sqlite",
+    show_default=True,
+    type=click.Path(dir_okay=False),
+    help="SQLite file (WAL); a restart resumes every run.",
+)
+@click.option(
+    "--grpc-listen",
+    default="127.0.0.1:4317",
+    show_default=True,
+    help="OTLP/gRPC and the query API.",
+)
+@click.option(
+    "--http-listen", default="127.0.0.1:4318", show_default=True, help="OTLP/HTTP and /v1/runs."
+)
+@click.option(
+    "--token-file", type=click.Path(dir_okay=False), help="Require `Authorization: Bearer <token>`."
+)
+@click.option(
+    "--tls-cert", type=click.Path(dir_okay=False), help="PEM certificate chain (with --tls-key)."
+)
+@click.option(
+    "--tls-key", type=click.Path(dir_okay=False), help="PEM private key (with --tls-cert)."
+)
+@click.option(
+    "--publish-endpoint",
+    metavar="URL",
+    help="Publish admissions over OTLP/gRPC, e.g. back to the collector.",
+)
+@click.option(
+    "--grace",
+    default="30s",
+    show_default=True,
+    help="Quiet time after which an unfinished run is assessed.",
+)
+@click.option(
+    "--window", help="Also assess canary runs (no run span) every DURATION while they collect."
+)
+@click.option("--max-request-bytes", type=int, default=16 << 20, show_default=True)
+def serve_command(store_path, grpc_listen, http_listen, token_file, tls_cert, tls_key,
+                  publish_endpoint, grace, window, max_request_bytes) -> None:  # fmt: skip
+    """Receive decision spans beside a collector; assess and publish each run."""
+    from .receiver import Receiver
+    from .serve import Limits, Server, Tls
+    from .store import Store
+    from .telemetry import Telemetry
+
+    try:
+        if (tls_cert is None) != (tls_key is None):
+            raise click.UsageError("--tls-cert and --tls-key go together")
+        token = _read_secret(token_file, "--token-file")
+        tls = Tls(tls_cert, tls_key) if tls_cert else None
+        publishing = Telemetry.otlp(publish_endpoint, collect=False) if publish_endpoint else None
+        receiver = Receiver(
+            Store(store_path),
+            publishing.publisher if publishing else None,
+            grace=parse_duration(grace),
+            window=parse_duration(window) if window else None,
+            flush=publishing.flush if publishing else None,
+        )
+        server = Server(
+            receiver,
+            grpc_listen=_listen(grpc_listen, "--grpc-listen"),
+            http_listen=_listen(http_listen, "--http-listen"),
+            token=token,
+            tls=tls,
+            limits=Limits(max_request_bytes=max_request_bytes),
+        )
+    except (InputError, OSError, RuntimeError) as error:
+        click.echo(f"verdictgate: error: {error}", err=True)
+        sys.exit(USAGE_EXIT)
+    stopped = threading.Event()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, lambda *_: stopped.set())
+    server.start()
+    click.echo(
+        f"verdictgate: receiving OTLP on grpc {grpc_listen.rpartition(':')[0]}:{server.grpc_port}, "
+        f"http {http_listen.rpartition(':')[0]}:{server.http_port}; store {store_path}",
+        err=True,
+    )
+    stopped.wait()
+    server.stop()
+    if publishing is not None:
+        publishing.shutdown()
+
+
+@click.command("status")
+@click.option("--endpoint", required=True, help="HOST:PORT of `verdictgate serve` (its gRPC port).")
+@click.option("--run", "run_id", required=True, help="Run id.")
+@click.option(
+    "--wait", type=float, default=0.0, help="Seconds to wait for the run to become final."
+)
+@click.option("--format", "fmt", type=FORMATS, default="text", show_default=True)
+@click.option("--token-file", type=click.Path(dir_okay=False))
+@click.option(
+    "--tls-ca", type=click.Path(dir_okay=False), help="PEM roots to verify a TLS receiver."
+)
+def status_command(endpoint, run_id, wait, fmt, token_file, tls_ca) -> None:
+    """The admission of a run held by a receiver; same report and exit codes as `assess`."""
+    from .v1 import verdictgate_pb2 as pb
+    from .v1 import verdictgate_pb2_grpc as pb_grpc
+
+    try:
+        token = _read_secret(token_file, "--token-file")
+        roots = Path(tls_ca).read_bytes() if tls_ca else None
+    except (InputError, OSError) as error:
+        click.echo(f"verdictgate: error: {error}", err=True)
+        sys.exit(USAGE_EXIT)
+    metadata = [("authorization", f"Bearer {token}")] if token else []
+    channel = (
+        grpc.secure_channel(endpoint, grpc.ssl_channel_credentials(roots))
+        if roots
+        else grpc.insecure_channel(endpoint)
+    )
+    stub = pb_grpc.AdmissionServiceStub(channel)
+    try:
+        if wait > 0:
+            admission = None
+            stream = stub.WatchAdmission(
+                pb.WatchAdmissionRequest(run_id=run_id, format=fmt), metadata=metadata, timeout=wait
+            )
+            try:
+                for admission in stream:
+                    if admission.final:
+                        break
+            except grpc.RpcError as error:
+                if error.code() != grpc.StatusCode.DEADLINE_EXCEEDED or admission is None:
+                    raise
+        else:
+            admission = stub.GetAdmission(
+                pb.GetAdmissionRequest(run_id=run_id, format=fmt), metadata=metadata, timeout=30
+            )
+    except grpc.RpcError as error:
+        problem = {
+            grpc.StatusCode.NOT_FOUND: f"unknown run {run_id!r}",
+            grpc.StatusCode.UNAVAILABLE: f"cannot reach a receiver at {endpoint}",
+            grpc.StatusCode.UNAUTHENTICATED: "the receiver wants a valid --token-file",
+        }.get(error.code(), f"{error.code().name}: {error.details()}")
+        click.echo(f"verdictgate: error: {problem}", err=True)
+        sys.exit(USAGE_EXIT)
+    finally:
+        channel.close()
+    click.echo(admission.report, nl=False)
+    sys.exit(admission.exit_code)

@@ -1,0 +1,166 @@
+"""Reading OTLP trace exports (protobuf or JSON) down to the spans verdictgate needs."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from google.protobuf.message import DecodeError
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
+from . import conventions as names
+from .spans import TrialFields, is_decision_span, trial_fields
+
+MAX_ATTRIBUTE_VALUE = 4096
+"""Longest string attribute value kept; a longer one makes its span rejected."""
+MAX_ARRAY_VALUES = 256
+"""Most values in an array attribute (labels of a tool path, contract routes)."""
+
+
+class MalformedRequest(ValueError):
+    """The body is not an OTLP trace export."""
+
+
+@dataclass
+class Extract:
+    """What one export request holds for verdictgate."""
+
+    trials: list[TrialFields] = field(default_factory=list)
+    declarations: list[dict[str, Any]] = field(default_factory=list)
+    labels: dict[str, tuple[str | None, str | None]] = field(default_factory=dict)
+    """run id -> (suite, point) as decision spans name them."""
+    other_spans: int = 0
+    rejected: int = 0
+    errors: list[str] = field(default_factory=list)
+
+    def add(self, name: str, attributes: dict[str, Any]) -> None:
+        """Sort one span: a trial, a run declaration, another span, or a rejected one."""
+        try:
+            if name == names.RUN_SPAN:
+                if not isinstance(attributes.get(names.RUN_ID), str):
+                    raise ValueError(f"{names.RUN_ID} is missing")
+                self.declarations.append(attributes)
+            elif is_decision_span(name, attributes):
+                fields = trial_fields(attributes)
+                self.trials.append(fields)
+                if fields[0] not in self.labels:
+                    self.labels[fields[0]] = (
+                        attributes.get(names.SUITE),
+                        attributes.get(names.POINT),
+                    )
+            else:
+                self.other_spans += 1
+        except ValueError as error:
+            self.rejected += 1
+            if len(self.errors) < 5:
+                self.errors.append(f"span {name!r}: {error}")
+
+
+def _any_value(value: Any) -> Any:
+    kind = value.WhichOneof("value")
+    if kind == "string_value":
+        text = value.string_value
+        if len(text) > MAX_ATTRIBUTE_VALUE:
+            raise ValueError("attribute value too long")
+        return text
+    if kind == "int_value":
+        return value.int_value
+    if kind == "double_value":
+        return value.double_value
+    if kind == "bool_value":
+        return value.bool_value
+    if kind == "array_value":
+        values = value.array_value.values
+        if len(values) > MAX_ARRAY_VALUES:
+            raise ValueError("array attribute has too many values")
+        return [_any_value(item) for item in values]
+    return None
+
+
+def extract_protobuf(body: bytes) -> Extract:
+    """Read an `ExportTraceServiceRequest` in protobuf encoding."""
+    try:
+        request = ExportTraceServiceRequest.FromString(body)
+    except (DecodeError, ValueError) as error:
+        raise MalformedRequest(f"not an OTLP ExportTraceServiceRequest: {error}") from None
+    return extract_request(request)
+
+
+def extract_request(request: ExportTraceServiceRequest) -> Extract:
+    """Read an already-decoded export request."""
+    extract = Extract()
+    for resource_spans in request.resource_spans:
+        for scope_spans in resource_spans.scope_spans:
+            for span in scope_spans.spans:
+                try:
+                    attributes = {item.key: _any_value(item.value) for item in span.attributes}
+                except (ValueError, RecursionError) as error:
+                    extract.rejected += 1
+                    extract.errors.append(f"span {span.name!r}: {error}")
+                    continue
+                extract.add(span.name, attributes)
+    return extract
+
+
+def extract_json(body: bytes) -> Extract:
+    """Read an export request in the OTLP/JSON encoding (camelCase, unknown fields ignored)."""
+    try:
+        document = json.loads(body)
+    except (UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise MalformedRequest(f"invalid JSON: {error}") from None
+    if not isinstance(document, dict):
+        raise MalformedRequest("an OTLP/JSON export is an object with resourceSpans")
+    extract = Extract()
+    for name, attributes in _json_spans(document):
+        if attributes is None:
+            extract.rejected += 1
+            extract.errors.append(f"span {name!r}: malformed attributes")
+        else:
+            extract.add(name, attributes)
+    return extract
+
+
+def _json_spans(document: dict) -> Iterator[tuple[str, dict[str, Any] | None]]:
+    for resource_spans in _json_list(document.get("resourceSpans")):
+        for scope_spans in _json_list(resource_spans.get("scopeSpans")):
+            for span in _json_list(scope_spans.get("spans")):
+                name = span.get("name")
+                name = name if isinstance(name, str) else ""
+                try:
+                    attributes = {
+                        item["key"]: _json_value(item.get("value") or {})
+                        for item in _json_list(span.get("attributes"))
+                    }
+                except (KeyError, TypeError, ValueError, RecursionError):
+                    attributes = None
+                yield name, attributes
+
+
+def _json_list(value: Any) -> list[dict]:
+    if value is None:
+        return []
+    if not isinstance(value, list) or not all(isinstance(item, dict) for item in value):
+        raise MalformedRequest("expected a list of objects in resourceSpans")
+    return value
+
+
+def _json_value(value: dict) -> Any:
+    if "stringValue" in value:
+        text = value["stringValue"]
+        if not isinstance(text, str) or len(text) > MAX_ATTRIBUTE_VALUE:
+            raise ValueError("bad string value")
+        return text
+    if "intValue" in value:
+        return int(value["intValue"])  # int64 travels as a JSON string
+    if "doubleValue" in value:
+        return float(value["doubleValue"])
+    if "boolValue" in value:
+        return bool(value["boolValue"])
+    if "arrayValue" in value:
+        values = (value["arrayValue"] or {}).get("values") or []
+        if len(values) > MAX_ARRAY_VALUES:
+            raise ValueError("array attribute has too many values")
+        return [_json_value(item) for item in values]
+    return None

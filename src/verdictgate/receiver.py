@@ -1,0 +1,159 @@
+"""The receiver's core: ingest spans into the store, decide when a run is final, publish."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+
+from .assessment import Assessment, Isolation, RunInfo
+from .engine import assess
+from .fingerprint import fingerprint_mode
+from .otlp import Extract
+from .policy import Policy
+from .publish import Publisher
+from .spans import run_declaration
+from .store import Store, StoredRun
+from .suite import Suite
+
+logger = logging.getLogger(__name__)
+
+
+class Receiver:
+    """Trials in, admissions out. A run is final when its declared plan is complete, or when
+    `grace` seconds pass without news after its run span; a run without a run span (a canary) is
+    final after `grace` idle seconds, and with `window` it is also assessed every `window`
+    seconds while it collects. Every final admission is published once.
+    """
+
+    def __init__(
+        self,
+        store: Store,
+        publisher: Publisher | None = None,
+        *,
+        grace: float = 30.0,
+        window: float | None = None,
+        flush: Callable[[], None] | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.store = store
+        self._publisher = publisher
+        self._grace = grace
+        self._window = window
+        self._flush = flush
+        self._clock = clock
+        self._changed = threading.Condition()
+        self._version = 0
+        self._window_marks: dict[str, float] = {}
+
+    def ingest(self, extract: Extract) -> None:
+        """Commit what a request holds (returns after the commit), then finish any complete run."""
+        if not extract.trials and not extract.declarations:
+            return
+        touched = self.store.write(extract.trials, extract.declarations, extract.labels)
+        for run_id in touched:
+            run = self.store.run(run_id)
+            if run is not None and not run.final and _complete(run):
+                self._finish(run)
+        self._notify()
+
+    def tick(self) -> None:
+        """Finish runs whose grace period is over; assess canary windows that are due."""
+        now = self._clock()
+        for run in self.store.runs():
+            if run.final:
+                continue
+            quiet_since = max(run.last_seen, run.declared_at or 0.0)
+            if now - quiet_since >= self._grace:
+                self._finish(run)
+            elif self._window is not None and run.declaration is None:
+                mark = self._window_marks.setdefault(run.run_id, run.first_seen)
+                if now - mark >= self._window:
+                    self._window_marks[run.run_id] = now
+                    self._publish(self.assessment_of(run), run)
+
+    def assessment(self, run_id: str) -> Assessment | None:
+        """The current admission of a run (inconclusive `in_progress` until final); None if unknown."""
+        run = self.store.run(run_id)
+        return None if run is None else self.assessment_of(run)
+
+    def assessment_of(self, run: StoredRun) -> Assessment:
+        """Assess a stored run as it stands."""
+        if run.declaration is not None:
+            declared = run_declaration(run.declaration)
+            suite, policy = declared.suite, declared.policy
+            planned, isolation = declared.planned_trials, declared.isolation
+        else:
+            suite = Suite(name=run.suite or Suite.name, point=run.point or Suite.point)
+            policy, planned, isolation = Policy(), None, Isolation.UNKNOWN
+        evidence = self.store.evidence(run.run_id)
+        info = RunInfo(
+            id=run.run_id,
+            suite=suite.name,
+            point=suite.point,
+            isolation=isolation,
+            fingerprints=fingerprint_mode(case for _, case in evidence.cases),
+            in_progress=not run.final,
+        )
+        return assess(evidence, suite, policy, run=info, planned_trials=planned)
+
+    def wait(self, run_id: str, timeout: float) -> Assessment | None:
+        """Wait until the run is final or `timeout` seconds pass; its admission then."""
+        deadline = time.monotonic() + timeout
+        version = self.version
+        while True:
+            run = self.store.run(run_id)
+            remaining = deadline - time.monotonic()
+            if run is None or run.final or remaining <= 0:
+                return None if run is None else self.assessment_of(run)
+            version = self.changes(version, min(remaining, 1.0))
+
+    def changes(self, since: int, timeout: float) -> int:
+        """Block until something changed after version `since` (or timeout); the new version."""
+        with self._changed:
+            self._changed.wait_for(lambda: self._version != since, timeout=timeout)
+            return self._version
+
+    @property
+    def version(self) -> int:
+        with self._changed:
+            return self._version
+
+    def _finish(self, run: StoredRun) -> None:
+        final = StoredRun(**{**vars(run), "final": True})
+        assessment = self.assessment_of(final)
+        self.store.set_status(run.run_id, assessment.status.value, final=True)
+        self._window_marks.pop(run.run_id, None)
+        self._publish(assessment, run)
+        self._notify()
+
+    def _publish(self, assessment: Assessment, run: StoredRun) -> None:
+        """Publish an admission; metric routes are limited to the declared contract."""
+        if self._publisher is None:
+            return
+        try:
+            routes: frozenset[str] = frozenset()
+            if run.declaration is not None:
+                contract = run_declaration(run.declaration).suite.contract
+                routes = frozenset(contract.allowed | (contract.required or frozenset()))
+            self._publisher.publish(assessment, routes)
+            if self._flush is not None:
+                self._flush()
+        except Exception:
+            logger.warning(
+                "verdictgate: could not publish run %s", assessment.run.id, exc_info=True
+            )
+
+    def _notify(self) -> None:
+        with self._changed:
+            self._version += 1
+            self._changed.notify_all()
+
+
+def _complete(run: StoredRun) -> bool:
+    return (
+        run.declaration is not None
+        and run.planned_trials is not None
+        and run.received >= run.planned_trials
+    )

@@ -1,0 +1,231 @@
+"""The durable trial store (SQLite, WAL): first record wins, conflicts kept, runs resumable."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from . import conventions as names
+from .evidence import Evidence
+from .spans import TrialFields
+from .trial import Decision, NoDecision
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS runs (
+    run_id TEXT PRIMARY KEY,
+    suite TEXT,
+    point TEXT,
+    declaration TEXT,            -- the run span's attributes, JSON; NULL until it arrives
+    planned_trials INTEGER,
+    declared_at REAL,
+    first_seen REAL NOT NULL,
+    last_seen REAL NOT NULL,
+    status TEXT,                 -- the latest admission
+    final INTEGER NOT NULL DEFAULT 0
+);
+CREATE TABLE IF NOT EXISTS trials (
+    run_id TEXT NOT NULL,
+    case_id TEXT NOT NULL,
+    trial INTEGER NOT NULL,
+    decision TEXT,               -- encoded key; NULL for an error trial
+    expected TEXT,
+    error_type TEXT,
+    duplicates INTEGER NOT NULL DEFAULT 0,
+    conflict INTEGER NOT NULL DEFAULT 0,
+    PRIMARY KEY (run_id, case_id, trial)
+) WITHOUT ROWID;
+"""
+
+_UPSERT = """
+INSERT INTO trials (run_id, case_id, trial, decision, expected, error_type)
+VALUES (?, ?, ?, ?, ?, ?)
+ON CONFLICT (run_id, case_id, trial) DO UPDATE SET
+    duplicates = duplicates + (excluded.decision IS trials.decision),
+    conflict = conflict OR (excluded.decision IS NOT trials.decision)
+"""
+
+
+def encode_decision(decision: Decision | None) -> str | None:
+    """A decision key as one comparable text: `l:label`, `t:["a","b"]`, `n:reason`; None for errors."""
+    if decision is None:
+        return None
+    if isinstance(decision, str):
+        return "l:" + decision
+    if isinstance(decision, NoDecision):
+        return "n:" + decision.reason
+    return "t:" + json.dumps(list(decision), ensure_ascii=False, separators=(",", ":"))
+
+
+def decode_decision(text: str | None) -> Decision | None:
+    """The inverse of encode_decision."""
+    if text is None:
+        return None
+    kind, body = text[:2], text[2:]
+    if kind == "l:":
+        return body
+    if kind == "n:":
+        return NoDecision(body)
+    return tuple(json.loads(body))
+
+
+@dataclass(frozen=True)
+class StoredRun:
+    """A run as the store knows it."""
+
+    run_id: str
+    suite: str | None
+    point: str | None
+    declaration: dict[str, Any] | None
+    planned_trials: int | None
+    declared_at: float | None
+    first_seen: float
+    last_seen: float
+    status: str | None
+    final: bool
+    received: int
+
+
+class Store:
+    """Trials keyed (run, case, trial) in SQLite. A write returns only after its commit, so an
+    acknowledged trial survives a crash of the process; a restart resumes every run."""
+
+    def __init__(self, path: str | Path = ":memory:") -> None:
+        self._connection = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None)
+        self._lock = threading.Lock()
+        with self._lock:
+            self._connection.execute("PRAGMA journal_mode=WAL")
+            self._connection.execute("PRAGMA synchronous=NORMAL")  # durable across process crashes
+            self._connection.executescript(SCHEMA)
+
+    def close(self) -> None:
+        with self._lock:
+            self._connection.close()
+
+    def write(
+        self,
+        trials: Iterable[TrialFields],
+        declarations: Iterable[dict[str, Any]] = (),
+        labels: dict[str, tuple[str | None, str | None]] | None = None,
+    ) -> set[str]:
+        """Commit trials and run declarations in one transaction; returns the runs touched."""
+        now = time.time()
+        rows = [
+            (run, case, index, encode_decision(decision), expected, error_type)
+            for run, case, index, decision, expected, error_type in trials
+        ]
+        touched = {row[0] for row in rows}
+        declared = list(declarations)
+        labels = labels or {}
+        with self._lock, self._transaction() as cursor:
+            for run_id in touched | {str(d[names.RUN_ID]) for d in declared}:
+                suite, point = labels.get(run_id, (None, None))
+                cursor.execute(
+                    "INSERT INTO runs (run_id, suite, point, first_seen, last_seen) VALUES (?, ?, ?, ?, ?)"
+                    " ON CONFLICT (run_id) DO UPDATE SET last_seen = excluded.last_seen,"
+                    " suite = COALESCE(runs.suite, excluded.suite),"
+                    " point = COALESCE(runs.point, excluded.point)",
+                    (run_id, suite, point, now, now),
+                )
+            for attributes in declared:
+                cursor.execute(
+                    "UPDATE runs SET declaration = ?, planned_trials = ?, declared_at = ?,"
+                    " suite = COALESCE(?, suite), point = COALESCE(?, point) WHERE run_id = ?",
+                    (
+                        json.dumps(attributes),
+                        attributes.get(names.PLAN_TRIALS),
+                        now,
+                        attributes.get(names.SUITE),
+                        attributes.get(names.POINT),
+                        attributes[names.RUN_ID],
+                    ),
+                )
+            cursor.executemany(_UPSERT, rows)
+        return touched | {str(d[names.RUN_ID]) for d in declared}
+
+    def evidence(self, run_id: str) -> Evidence:
+        """Every kept trial of a run, with its duplicates and conflicts."""
+        evidence = Evidence()
+        with self._lock:
+            rows = self._connection.execute(
+                "SELECT case_id, trial, decision, expected, error_type, duplicates, conflict"
+                " FROM trials WHERE run_id = ? ORDER BY case_id, trial",
+                (run_id,),
+            ).fetchall()
+        for case, index, decision, expected, error_type, duplicates, conflict in rows:
+            evidence.record(run_id, case, index, decode_decision(decision), expected, error_type)
+            evidence.duplicates += duplicates
+            if conflict:
+                evidence.conflicted.add((run_id, case, index))
+        return evidence
+
+    def runs(self) -> list[StoredRun]:
+        """Every run, oldest first."""
+        with self._lock:
+            rows = self._connection.execute(
+                "SELECT r.run_id, r.suite, r.point, r.declaration, r.planned_trials, r.declared_at,"
+                " r.first_seen, r.last_seen, r.status, r.final,"
+                " (SELECT COUNT(*) FROM trials t WHERE t.run_id = r.run_id)"
+                " FROM runs r ORDER BY r.first_seen"
+            ).fetchall()
+        return [_stored_run(row) for row in rows]
+
+    def run(self, run_id: str) -> StoredRun | None:
+        """One run, or None when unknown."""
+        with self._lock:
+            row = self._connection.execute(
+                "SELECT r.run_id, r.suite, r.point, r.declaration, r.planned_trials, r.declared_at,"
+                " r.first_seen, r.last_seen, r.status, r.final,"
+                " (SELECT COUNT(*) FROM trials t WHERE t.run_id = r.run_id)"
+                " FROM runs r WHERE r.run_id = ?",
+                (run_id,),
+            ).fetchone()
+        return None if row is None else _stored_run(row)
+
+    def set_status(self, run_id: str, status: str, final: bool) -> None:
+        """Record the latest admission of a run."""
+        with self._lock, self._transaction() as cursor:
+            cursor.execute(
+                "UPDATE runs SET status = ?, final = ? WHERE run_id = ?",
+                (status, int(final), run_id),
+            )
+
+    def _transaction(self):
+        return _Transaction(self._connection)
+
+
+class _Transaction:
+    """BEGIN IMMEDIATE ... COMMIT, or ROLLBACK on error."""
+
+    def __init__(self, connection: sqlite3.Connection) -> None:
+        self._connection = connection
+
+    def __enter__(self) -> sqlite3.Cursor:
+        self._cursor = self._connection.cursor()
+        self._cursor.execute("BEGIN IMMEDIATE")
+        return self._cursor
+
+    def __exit__(self, kind, error, traceback) -> None:
+        self._cursor.execute("ROLLBACK" if kind else "COMMIT")
+
+
+def _stored_run(row: tuple) -> StoredRun:
+    declaration = json.loads(row[3]) if row[3] else None
+    return StoredRun(
+        run_id=row[0],
+        suite=row[1],
+        point=row[2],
+        declaration=declaration,
+        planned_trials=row[4],
+        declared_at=row[5],
+        first_seen=row[6],
+        last_seen=row[7],
+        status=row[8],
+        final=bool(row[9]),
+        received=row[10],
+    )

@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 EXAMPLE := examples/payment_suite.json
 
-.PHONY: demo test bench clean
+.PHONY: demo test bench proto clean
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -33,6 +33,11 @@ test: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/assess.py
+	$(BIN)/python benchmarks/processor.py
+	$(BIN)/python benchmarks/receiver.py
+
+proto: $(STAMP)
+	$(BIN)/python -m grpc_tools.protoc -Iproto --python_out=src --grpc_python_out=src proto/verdictgate/v1/verdictgate.proto
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache build src/*.egg-info

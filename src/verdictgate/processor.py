@@ -20,7 +20,7 @@ from .evidence import Evidence
 from .fingerprint import fingerprint_mode
 from .policy import Policy
 from .publish import Publisher
-from .spans import RunDeclaration, is_decision_span, run_declaration, trial_fields
+from .spans import RunDeclaration, run_declaration, trial_fields
 from .suite import Suite
 from .trial import Trial
 
@@ -78,12 +78,18 @@ class EvidenceProcessor(SpanProcessor):
         """Nothing to do when a span starts."""
 
     def on_end(self, span: ReadableSpan) -> None:
-        """Read a decision or run span; any other span is ignored."""
+        """Read a decision or run span; any other span is ignored at the cost of a name check."""
+        name = span.name
         try:
-            self._consume(span.name, _plain(span.attributes))
+            if name.startswith(names.DECISION_SPAN_PREFIX):
+                attributes = _plain(span.attributes)
+                if names.OUTCOME in attributes:
+                    self._add_trial(attributes)
+            elif name == names.RUN_SPAN:
+                self._end_run(run_declaration(_plain(span.attributes)))
         except Exception:  # never raise into the instrumented code
             self.dropped += 1
-            logger.debug("verdictgate: unreadable span %s", span.name, exc_info=True)
+            logger.debug("verdictgate: unreadable span %s", name, exc_info=True)
 
     def shutdown(self) -> None:
         """Assess every run still open."""
@@ -115,14 +121,10 @@ class EvidenceProcessor(SpanProcessor):
 
     # Internals
 
-    def _consume(self, name: str, attributes) -> None:
-        if name == names.RUN_SPAN:
-            declaration = run_declaration(attributes)
-            with self._lock:
-                state = self._runs.pop(declaration.run_id, None) or _RunState()
-            self._finish(declaration.run_id, state, declaration)
-        elif is_decision_span(name, attributes):
-            self._add_trial(attributes)
+    def _end_run(self, declaration: RunDeclaration) -> None:
+        with self._lock:
+            state = self._runs.pop(declaration.run_id, None) or _RunState()
+        self._finish(declaration.run_id, state, declaration)
 
     def _add_trial(self, attributes: dict[str, Any]) -> None:
         run, case, index, decision, expected, error_type = trial_fields(attributes)

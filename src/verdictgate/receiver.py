@@ -51,7 +51,9 @@ class Receiver:
         """Commit what a request holds (returns after the commit), then finish any complete run."""
         if not extract.trials and not extract.declarations:
             return
-        touched = self.store.write(extract.trials, extract.declarations, extract.labels)
+        touched = self.store.write(
+            extract.trials, extract.declarations, extract.labels, now=self._clock()
+        )
         for run_id in touched:
             run = self.store.run(run_id)
             if run is not None and not run.final and _complete(run):

@@ -112,9 +112,10 @@ class Store:
         trials: Iterable[TrialFields],
         declarations: Iterable[dict[str, Any]] = (),
         labels: dict[str, tuple[str | None, str | None]] | None = None,
+        now: float | None = None,
     ) -> set[str]:
         """Commit trials and run declarations in one transaction; returns the runs touched."""
-        now = time.time()
+        now = time.time() if now is None else now
         rows = [
             (run, case, index, encode_decision(decision), expected, error_type)
             for run, case, index, decision, expected, error_type in trials

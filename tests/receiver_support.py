@@ -1,0 +1,95 @@
+"""Test support for the receiver: building OTLP export requests, running a server in process."""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+from pathlib import Path
+
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+from opentelemetry.proto.common.v1.common_pb2 import AnyValue, ArrayValue, KeyValue
+from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans, Span
+
+from verdictgate import Contract, Isolation, Policy, Suite
+from verdictgate import conventions as names
+from verdictgate.receiver import Receiver
+from verdictgate.serve import Limits, Server
+from verdictgate.spans import decision_attributes, run_attributes
+from verdictgate.store import Store
+
+SUITE = Suite("gate", "approval_gate", (), Contract({"approve", "deny"}))
+
+
+def any_value(value) -> AnyValue:
+    if isinstance(value, bool):
+        return AnyValue(bool_value=value)
+    if isinstance(value, int):
+        return AnyValue(int_value=value)
+    if isinstance(value, float):
+        return AnyValue(double_value=value)
+    if isinstance(value, (list, tuple)):
+        return AnyValue(array_value=ArrayValue(values=[any_value(v) for v in value]))
+    return AnyValue(string_value=str(value))
+
+
+def span(name: str, attributes: dict) -> Span:
+    return Span(
+        name=name,
+        trace_id=b"\x01" * 16,
+        span_id=b"\x02" * 8,
+        attributes=[KeyValue(key=k, value=any_value(v)) for k, v in attributes.items()],
+    )
+
+
+def decision_span(run: str, case: str, index: int, verdict, expected: str | None = None) -> Span:
+    attributes = {
+        names.RUN_ID: run, names.CASE_ID: case, names.TRIAL: index, names.POINT: "approval_gate",
+        names.SUITE: "gate", **decision_attributes(verdict, "Boom"),
+    }  # fmt: skip
+    if expected:
+        attributes[names.CASE_EXPECTED] = expected
+    return span("decide approval_gate", attributes)
+
+
+def run_span(run: str, planned: int, suite: Suite = SUITE) -> Span:
+    attributes = run_attributes(run, suite, Policy(), planned, Isolation.FRESH_SESSION)
+    return span(names.RUN_SPAN, attributes)
+
+
+def request(spans: list[Span]) -> ExportTraceServiceRequest:
+    return ExportTraceServiceRequest(
+        resource_spans=[ResourceSpans(scope_spans=[ScopeSpans(spans=spans)])]
+    )
+
+
+def stable_run(run: str, cases: int = 4, trials: int = 20) -> list[Span]:
+    """Decision spans of a run whose cases alternate approve / deny and never flip."""
+    routes = ["approve", "deny"]
+    return [
+        decision_span(run, f"c{c}", i, routes[c % 2], routes[c % 2])
+        for c in range(cases)
+        for i in range(trials)
+    ]
+
+
+@contextmanager
+def running_server(
+    store_path: Path | str = ":memory:",
+    *,
+    token: str | None = None,
+    limits: Limits | None = None,
+    grace: float = 30.0,
+):
+    """A Server on free loopback ports; yields it (ports in .grpc_port / .http_port)."""
+    server = Server(
+        Receiver(Store(store_path), grace=grace),
+        grpc_listen="127.0.0.1:0",
+        http_listen="127.0.0.1:0",
+        token=token,
+        limits=limits or Limits(),
+        tick_seconds=0.05,
+    )
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()

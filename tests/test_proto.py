@@ -1,0 +1,33 @@
+"""The generated code in src/verdictgate/v1 matches proto/verdictgate/v1 (regenerate: `make proto`)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_generated_code_is_not_stale(tmp_path):
+    protoc = pytest.importorskip("grpc_tools.protoc", reason="grpcio-tools is a dev dependency")
+    proto = "proto/verdictgate/v1/verdictgate.proto"
+    status = protoc.main(
+        ["protoc", f"-I{ROOT / 'proto'}", f"--python_out={tmp_path}", f"--grpc_python_out={tmp_path}",
+         str(ROOT / proto)]
+    )  # fmt: skip
+    assert status == 0
+    for name in ("verdictgate_pb2.py", "verdictgate_pb2_grpc.py"):
+        fresh = (tmp_path / "verdictgate" / "v1" / name).read_text()
+        committed = (ROOT / "src" / "verdictgate" / "v1" / name).read_text()
+        assert committed == fresh, f"{name} is stale: run `make proto`"
+
+
+def test_the_trial_message_carries_every_trials_file_field():
+    from verdictgate.v1 import verdictgate_pb2
+
+    fields = {f.name for f in verdictgate_pb2.Trial.DESCRIPTOR.fields}
+    assert fields == {
+        "run", "suite", "point", "case", "trial", "outcome", "verdict", "tools", "reason", "error_type",
+        "expected", "invariants_failed", "invariants_warned", "passed", "latency_ms",
+    }  # fmt: skip

@@ -1,0 +1,278 @@
+"""The receiver: first record wins, completion and grace, restart, both transports, bad input."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import urllib.error
+import urllib.request
+
+import grpc
+import pytest
+from google.rpc import status_pb2
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+    ExportTraceServiceRequest,
+    ExportTraceServiceResponse,
+)
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2_grpc import TraceServiceStub
+
+from receiver_support import (
+    SUITE,
+    decision_span,
+    request,
+    run_span,
+    running_server,
+    span,
+    stable_run,
+)
+from verdictgate import Isolation, Policy, RunInfo, Status, assess
+from verdictgate.otlp import extract_protobuf, extract_request
+from verdictgate.receiver import Receiver
+from verdictgate.serve import Limits
+from verdictgate.store import Store
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_a_run_is_final_when_its_plan_is_complete_and_equals_assess():
+    receiver = Receiver(Store(), grace=30)
+    spans = stable_run("r1")
+    receiver.ingest(extract_request(request([run_span("r1", planned=80), *spans[:40]])))
+    early = receiver.assessment("r1")
+    assert early.status is Status.INCONCLUSIVE and "in_progress" in early.reason_codes
+    receiver.ingest(extract_request(request(spans[40:])))
+    final = receiver.assessment("r1")
+    assert not final.run.in_progress and receiver.store.run("r1").final
+    trials = receiver.store.evidence("r1")
+    info = RunInfo("r1", "gate", "approval_gate", Isolation.FRESH_SESSION, "case-ids")
+    assert final == assess(trials, SUITE, Policy(), run=info, planned_trials=80)
+
+
+def test_duplicates_are_harmless_and_a_different_answer_is_a_conflict():
+    receiver = Receiver(Store())
+    spans = stable_run("r1", cases=2, trials=4)
+    receiver.ingest(extract_request(request(spans)))
+    receiver.ingest(extract_request(request(spans)))  # an exporter retry
+    receiver.ingest(extract_request(request([decision_span("r1", "c0", 0, "deny", "approve")])))
+    assessment = receiver.assessment("r1")
+    assert assessment.trials.received == 8
+    assert assessment.trials.duplicates == 8 and assessment.trials.conflicts == 1
+    assert "integrity_conflict" in assessment.reason_codes
+
+
+def test_after_the_grace_period_missing_trials_are_reported():
+    clock = Clock()
+    receiver = Receiver(Store(), grace=30, clock=clock)
+    receiver.ingest(extract_request(request([run_span("r1", planned=100), *stable_run("r1")])))
+    receiver.tick()
+    assert not receiver.store.run("r1").final
+    clock.now += 31
+    receiver.tick()
+    assessment = receiver.assessment("r1")
+    assert receiver.store.run("r1").final and not assessment.run.in_progress
+    assert "incomplete" in assessment.reason_codes and assessment.trials.missing == 20
+
+
+def test_a_restart_resumes_every_run(tmp_path):
+    path = tmp_path / "store.sqlite"
+    first = Receiver(Store(path))
+    spans = stable_run("r1", cases=4, trials=40)
+    first.ingest(extract_request(request([run_span("r1", planned=160), *spans[:100]])))
+    first.store.close()
+    second = Receiver(Store(path))
+    assert second.assessment("r1").trials.received == 100
+    second.ingest(extract_request(request(spans[90:])))
+    resumed = second.assessment("r1")
+    assert resumed.trials.received == 160 and resumed.trials.duplicates == 10
+    assert second.store.run("r1").final and resumed.status is Status.QUALIFIED
+
+
+def test_malformed_decision_spans_are_rejected_and_other_spans_ignored():
+    bad = span("decide approval_gate", {"verdictgate.outcome": "decision", "verdictgate.trial": -3})
+    extract = extract_request(request([bad, span("GET /", {}), *stable_run("r1", 1, 2)]))
+    assert (extract.rejected, extract.other_spans, len(extract.trials)) == (1, 1, 2)
+    assert "verdictgate.run.id" in extract.errors[0]
+
+
+def test_grpc_and_http_transports(tmp_path):
+    body = request([run_span("r1", planned=80), *stable_run("r1")]).SerializeToString()
+    with running_server(tmp_path / "s.sqlite") as server:
+        stub = TraceServiceStub(grpc.insecure_channel(f"127.0.0.1:{server.grpc_port}"))
+        stub.Export(ExportTraceServiceRequest.FromString(body))
+        url = f"http://127.0.0.1:{server.http_port}"
+        reply = post(f"{url}/v1/traces", gzip.compress(body), "application/x-protobuf", gzip=True)
+        assert reply.status == 200 and reply.headers["Content-Type"] == "application/x-protobuf"
+        ExportTraceServiceResponse.FromString(reply.read())
+        runs = json.loads(urllib.request.urlopen(f"{url}/v1/runs").read())["runs"]
+        assert runs[0]["run_id"] == "r1" and runs[0]["final"] and runs[0]["trials_received"] == 80
+        report = json.loads(urllib.request.urlopen(f"{url}/v1/runs/r1").read())
+        assert report["status"] == "inconclusive" and report["trials"]["duplicates"] == 80
+        assert report["run"]["in_progress"] is False
+
+
+def post(url: str, body: bytes, content_type: str, *, gzip: bool = False, token: str | None = None):
+    headers = {"Content-Type": content_type}
+    if gzip:
+        headers["Content-Encoding"] = "gzip"
+    if token:
+        headers["Authorization"] = f"Bearer {token}"
+    try:
+        return urllib.request.urlopen(urllib.request.Request(url, body, headers, method="POST"))
+    except urllib.error.HTTPError as error:
+        return error
+
+
+def otlp_json(spans_json: list[dict]) -> bytes:
+    return json.dumps({"resourceSpans": [{"scopeSpans": [{"spans": spans_json}]}]}).encode()
+
+
+def test_otlp_json_with_hex_ids_integer_enums_and_unknown_fields():
+    attributes = [
+        {"key": "verdictgate.run.id", "value": {"stringValue": "rj"}},
+        {"key": "verdictgate.case.id", "value": {"stringValue": "c1"}},
+        {"key": "verdictgate.trial", "value": {"intValue": "3"}},
+        {"key": "verdictgate.outcome", "value": {"stringValue": "decision"}},
+        {
+            "key": "verdictgate.tools",
+            "value": {"arrayValue": {"values": [{"stringValue": "a"}, {"stringValue": "b"}]}},
+        },
+    ]
+    body = otlp_json([{
+        "traceId": "5b8efff798038103d269b633813fc60c", "spanId": "eee19b7ec3c1b174", "kind": 1,
+        "name": "decide p", "attributes": attributes, "futureField": {"x": 1},
+    }])  # fmt: skip
+    with running_server() as server:
+        reply = post(f"http://127.0.0.1:{server.http_port}/v1/traces", body, "application/json")
+        assert reply.status == 200 and reply.headers["Content-Type"] == "application/json"
+        assert json.loads(reply.read()) == {}
+        assessment = server.receiver.assessment("rj")
+    assert assessment.coverage.observed == ("a > b",)
+
+
+def test_partial_success_names_the_rejected_spans():
+    body = otlp_json(
+        [
+            {
+                "name": "decide p",
+                "attributes": [{"key": "verdictgate.outcome", "value": {"stringValue": "x"}}],
+            }
+        ]
+    )
+    with running_server() as server:
+        reply = post(f"http://127.0.0.1:{server.http_port}/v1/traces", body, "application/json")
+        partial = json.loads(reply.read())["partialSuccess"]
+    assert (
+        reply.status == 200
+        and partial["rejectedSpans"] == "1"
+        and "run.id" in partial["errorMessage"]
+    )
+
+
+@pytest.mark.parametrize(
+    ("body", "content_type", "headers", "status"),
+    [
+        (b"\xff\xff\xff", "application/x-protobuf", {}, 400),
+        (b"{not json", "application/json", {}, 400),
+        (b"[]", "application/json", {}, 400),
+        (b"x", "text/plain", {}, 415),
+        (b"not gzip", "application/x-protobuf", {"Content-Encoding": "gzip"}, 400),
+        (
+            gzip.compress(b"\x00" * (2 << 20)),
+            "application/x-protobuf",
+            {"Content-Encoding": "gzip"},
+            413,
+        ),
+    ],
+)
+def test_bad_http_requests_get_a_4xx_and_a_status_body(body, content_type, headers, status):
+    with running_server(limits=Limits(max_request_bytes=1 << 20)) as server:
+        url = f"http://127.0.0.1:{server.http_port}/v1/traces"
+        reply = urllib.request.Request(
+            url, body, {"Content-Type": content_type, **headers}, method="POST"
+        )
+        try:
+            urllib.request.urlopen(reply)
+            raise AssertionError("expected an HTTP error")
+        except urllib.error.HTTPError as error:
+            assert error.code == status
+            payload = error.read()
+            if error.headers["Content-Type"] == "application/json":
+                assert "message" in json.loads(payload)
+            else:
+                assert status_pb2.Status.FromString(payload).message
+        ok = post(url, request(stable_run("r", 1, 2)).SerializeToString(), "application/x-protobuf")
+        assert ok.status == 200  # still up
+
+
+def test_bearer_tokens_and_backpressure():
+    body = request(stable_run("r", 1, 2)).SerializeToString()
+    with running_server(token="s3cret") as server:
+        url = f"http://127.0.0.1:{server.http_port}/v1/traces"
+        assert post(url, body, "application/x-protobuf").status == 401
+        assert post(url, body, "application/x-protobuf", token="wrong").status == 401
+        assert post(url, body, "application/x-protobuf", token="s3cret").status == 200
+        stub = TraceServiceStub(grpc.insecure_channel(f"127.0.0.1:{server.grpc_port}"))
+        with pytest.raises(grpc.RpcError) as denied:
+            stub.Export(request([]))
+        assert denied.value.code() is grpc.StatusCode.UNAUTHENTICATED
+        stub.Export(request(stable_run("r", 1, 4)), metadata=[("authorization", "Bearer s3cret")])
+    with running_server(limits=Limits(max_in_flight=0)) as server:  # every slot taken
+        reply = post(
+            f"http://127.0.0.1:{server.http_port}/v1/traces", body, "application/x-protobuf"
+        )
+        assert reply.status == 429 and reply.headers["Retry-After"] == "1"
+        stub = TraceServiceStub(grpc.insecure_channel(f"127.0.0.1:{server.grpc_port}"))
+        with pytest.raises(grpc.RpcError) as busy:
+            stub.Export(request([]))
+        assert busy.value.code() is grpc.StatusCode.RESOURCE_EXHAUSTED
+
+
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(st.binary(max_size=300), st.integers(0, 300))
+def test_random_and_truncated_bodies_never_crash_either_transport(shared_server, noise, cut):
+    server, valid = shared_server
+    for body in (noise, valid[:cut]):
+        for content_type in ("application/x-protobuf", "application/json"):
+            reply = post(f"http://127.0.0.1:{server.http_port}/v1/traces", body, content_type)
+            assert reply.status in (200, 400)
+        channel = grpc.insecure_channel(f"127.0.0.1:{server.grpc_port}")
+        export = channel.unary_unary(
+            "/opentelemetry.proto.collector.trace.v1.TraceService/Export",
+            request_serializer=None,
+            response_deserializer=ExportTraceServiceResponse.FromString,
+        )
+        try:
+            export(body, timeout=5)
+        except grpc.RpcError as error:
+            assert error.code() is grpc.StatusCode.INVALID_ARGUMENT
+        channel.close()
+    assert (
+        post(
+            f"http://127.0.0.1:{server.http_port}/v1/traces", valid, "application/x-protobuf"
+        ).status
+        == 200
+    )
+
+
+@pytest.fixture(scope="module")
+def shared_server():
+    valid = request([run_span("fz", planned=8), *stable_run("fz", 2, 4)]).SerializeToString()
+    with running_server() as server:
+        yield server, valid
+
+
+def test_extract_protobuf_refuses_garbage():
+    from verdictgate.otlp import MalformedRequest
+
+    with pytest.raises(MalformedRequest):
+        extract_protobuf(b"\x0a\xff\xff\xff\xff\x0f")

@@ -11,13 +11,15 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def test_generated_code_is_not_stale(tmp_path):
     protoc = pytest.importorskip("grpc_tools.protoc", reason="grpcio-tools is a dev dependency")
-    proto = "proto/verdictgate/v1/verdictgate.proto"
+    protos = [
+        str(ROOT / "proto/verdictgate/v1" / name)
+        for name in ("verdictgate.proto", "otlp_view.proto")
+    ]
     status = protoc.main(
-        ["protoc", f"-I{ROOT / 'proto'}", f"--python_out={tmp_path}", f"--grpc_python_out={tmp_path}",
-         str(ROOT / proto)]
+        ["protoc", f"-I{ROOT / 'proto'}", f"--python_out={tmp_path}", f"--grpc_python_out={tmp_path}", *protos]
     )  # fmt: skip
     assert status == 0
-    for name in ("verdictgate_pb2.py", "verdictgate_pb2_grpc.py"):
+    for name in ("verdictgate_pb2.py", "verdictgate_pb2_grpc.py", "otlp_view_pb2.py"):
         fresh = (tmp_path / "verdictgate" / "v1" / name).read_text()
         committed = (ROOT / "src" / "verdictgate" / "v1" / name).read_text()
         assert committed == fresh, f"{name} is stale: run `make proto`"

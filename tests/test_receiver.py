@@ -28,10 +28,25 @@ from receiver_support import (
     stable_run,
 )
 from verdictgate import Isolation, Policy, RunInfo, Status, assess
-from verdictgate.otlp import extract_protobuf, extract_request
+from verdictgate.otlp import extract_protobuf
 from verdictgate.receiver import Receiver
 from verdictgate.serve import Limits
 from verdictgate.store import Store
+
+
+def extract(export_request):
+    """What the receiver reads from an export request, through its protobuf encoding."""
+    return extract_protobuf(export_request.SerializeToString())
+
+
+def test_the_view_reads_what_the_full_otlp_message_holds():
+    spans = [run_span("r", 8), *stable_run("r", 2, 4), span("GET /", {"http.route": "/"})]
+    spans.append(decision_span("r", "c9", 0, ("search", "book"), None))
+    spans.append(decision_span("r", "c9", 1, None, None))
+    got = extract(request(spans))
+    assert len(got.trials) == 10 and got.other_spans == 1 and len(got.declarations) == 1
+    assert got.trials[8] == ("r", "c9", 0, ("search", "book"), None, None)
+    assert got.trials[9] == ("r", "c9", 1, None, None, "Boom")
 
 
 class Clock:
@@ -45,10 +60,10 @@ class Clock:
 def test_a_run_is_final_when_its_plan_is_complete_and_equals_assess():
     receiver = Receiver(Store(), grace=30)
     spans = stable_run("r1")
-    receiver.ingest(extract_request(request([run_span("r1", planned=80), *spans[:40]])))
+    receiver.ingest(extract(request([run_span("r1", planned=80), *spans[:40]])))
     early = receiver.assessment("r1")
     assert early.status is Status.INCONCLUSIVE and "in_progress" in early.reason_codes
-    receiver.ingest(extract_request(request(spans[40:])))
+    receiver.ingest(extract(request(spans[40:])))
     final = receiver.assessment("r1")
     assert not final.run.in_progress and receiver.store.run("r1").final
     trials = receiver.store.evidence("r1")
@@ -59,9 +74,9 @@ def test_a_run_is_final_when_its_plan_is_complete_and_equals_assess():
 def test_duplicates_are_harmless_and_a_different_answer_is_a_conflict():
     receiver = Receiver(Store())
     spans = stable_run("r1", cases=2, trials=4)
-    receiver.ingest(extract_request(request(spans)))
-    receiver.ingest(extract_request(request(spans)))  # an exporter retry
-    receiver.ingest(extract_request(request([decision_span("r1", "c0", 0, "deny", "approve")])))
+    receiver.ingest(extract(request(spans)))
+    receiver.ingest(extract(request(spans)))  # an exporter retry
+    receiver.ingest(extract(request([decision_span("r1", "c0", 0, "deny", "approve")])))
     assessment = receiver.assessment("r1")
     assert assessment.trials.received == 8
     assert assessment.trials.duplicates == 8 and assessment.trials.conflicts == 1
@@ -71,7 +86,7 @@ def test_duplicates_are_harmless_and_a_different_answer_is_a_conflict():
 def test_after_the_grace_period_missing_trials_are_reported():
     clock = Clock()
     receiver = Receiver(Store(), grace=30, clock=clock)
-    receiver.ingest(extract_request(request([run_span("r1", planned=100), *stable_run("r1")])))
+    receiver.ingest(extract(request([run_span("r1", planned=100), *stable_run("r1")])))
     receiver.tick()
     assert not receiver.store.run("r1").final
     clock.now += 31
@@ -85,11 +100,11 @@ def test_a_restart_resumes_every_run(tmp_path):
     path = tmp_path / "store.sqlite"
     first = Receiver(Store(path))
     spans = stable_run("r1", cases=4, trials=40)
-    first.ingest(extract_request(request([run_span("r1", planned=160), *spans[:100]])))
+    first.ingest(extract(request([run_span("r1", planned=160), *spans[:100]])))
     first.store.close()
     second = Receiver(Store(path))
     assert second.assessment("r1").trials.received == 100
-    second.ingest(extract_request(request(spans[90:])))
+    second.ingest(extract(request(spans[90:])))
     resumed = second.assessment("r1")
     assert resumed.trials.received == 160 and resumed.trials.duplicates == 10
     assert second.store.run("r1").final and resumed.status is Status.QUALIFIED
@@ -97,9 +112,9 @@ def test_a_restart_resumes_every_run(tmp_path):
 
 def test_malformed_decision_spans_are_rejected_and_other_spans_ignored():
     bad = span("decide approval_gate", {"verdictgate.outcome": "decision", "verdictgate.trial": -3})
-    extract = extract_request(request([bad, span("GET /", {}), *stable_run("r1", 1, 2)]))
-    assert (extract.rejected, extract.other_spans, len(extract.trials)) == (1, 1, 2)
-    assert "verdictgate.run.id" in extract.errors[0]
+    got = extract(request([bad, span("GET /", {}), *stable_run("r1", 1, 2)]))
+    assert (got.rejected, got.other_spans, len(got.trials)) == (1, 1, 2)
+    assert "verdictgate.run.id" in got.errors[0]
 
 
 def test_grpc_and_http_transports(tmp_path):
@@ -276,3 +291,14 @@ def test_extract_protobuf_refuses_garbage():
 
     with pytest.raises(MalformedRequest):
         extract_protobuf(b"\x0a\xff\xff\xff\xff\x0f")
+
+
+def test_repeats_within_one_request_count_like_repeats_across_requests():
+    receiver = Receiver(Store())
+    first = decision_span("r1", "c0", 0, "approve", "approve")
+    receiver.ingest(extract(request([first, first, decision_span("r1", "c0", 0, "deny", "approve")])))
+    receiver.ingest(extract(request([first, decision_span("r1", "c0", 1, "approve"), first])))
+    assessment = receiver.assessment("r1")
+    assert assessment.trials.received == 2
+    assert assessment.trials.duplicates == 3 and assessment.trials.conflicts == 1
+    assert receiver.store.run("r1").received == 2

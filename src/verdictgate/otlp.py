@@ -8,10 +8,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from google.protobuf.message import DecodeError
-from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
 from . import conventions as names
 from .spans import TrialFields, is_decision_span, trial_fields
+from .v1.otlp_view_pb2 import ExportTraceRequestView
 
 MAX_ATTRIBUTE_VALUE = 4096
 """Longest string attribute value kept; a longer one makes its span rejected."""
@@ -79,28 +79,75 @@ def _any_value(value: Any) -> Any:
     return None
 
 
+_ALWAYS = (names.RUN_ID, names.CASE_ID, names.TRIAL, names.OUTCOME, names.CASE_EXPECTED)
+_BY_OUTCOME = {
+    "decision": (names.VERDICT, names.TOOLS),
+    "no_decision": (names.NO_DECISION_REASON,),
+    "error": (names.ERROR_TYPE,),
+}
+_LABELS = (names.SUITE, names.POINT)
+
+
+def _read(view: Any, keys: tuple[str, ...], into: dict[str, Any]) -> None:
+    """Copy the attributes named by `keys` out of a map view; strings and ints inline."""
+    for key in keys:
+        value = view.get(key)
+        if value is None:
+            continue
+        kind = value.WhichOneof("value")
+        if kind == "string_value":
+            text = value.string_value
+            if len(text) > MAX_ATTRIBUTE_VALUE:
+                raise ValueError("attribute value too long")
+            into[key] = text
+        elif kind == "int_value":
+            into[key] = value.int_value
+        else:
+            into[key] = _any_value(value)
+
+
+def _decision_view(view: Any, labels: dict) -> dict[str, Any]:
+    """Only the attributes a decision span is read for; any others are never decoded."""
+    attributes: dict[str, Any] = {}
+    _read(view, _ALWAYS, attributes)
+    _read(view, _BY_OUTCOME.get(attributes.get(names.OUTCOME), ()), attributes)
+    if attributes.get(names.RUN_ID) not in labels:
+        _read(view, _LABELS, attributes)
+    return attributes
+
+
 def extract_protobuf(body: bytes) -> Extract:
-    """Read an `ExportTraceServiceRequest` in protobuf encoding."""
+    """Read an `ExportTraceServiceRequest` in protobuf encoding.
+
+    It is parsed into a wire-compatible view (proto/verdictgate/v1/otlp_view.proto) whose
+    attributes are a map, so a decision span costs a few lookups by key, not a walk of every
+    attribute.
+    """
     try:
-        request = ExportTraceServiceRequest.FromString(body)
+        request = ExportTraceRequestView.FromString(body)
     except (DecodeError, ValueError) as error:
         raise MalformedRequest(f"not an OTLP ExportTraceServiceRequest: {error}") from None
-    return extract_request(request)
-
-
-def extract_request(request: ExportTraceServiceRequest) -> Extract:
-    """Read an already-decoded export request."""
     extract = Extract()
     for resource_spans in request.resource_spans:
         for scope_spans in resource_spans.scope_spans:
             for span in scope_spans.spans:
+                name = span.name
                 try:
-                    attributes = {item.key: _any_value(item.value) for item in span.attributes}
+                    if name.startswith(names.DECISION_SPAN_PREFIX):
+                        attributes = _decision_view(span.attributes, extract.labels)
+                    elif name == names.RUN_SPAN:
+                        attributes = {
+                            key: _any_value(value) for key, value in span.attributes.items()
+                        }
+                    else:
+                        extract.other_spans += 1  # not ours: its attributes are never read
+                        continue
                 except (ValueError, RecursionError) as error:
                     extract.rejected += 1
-                    extract.errors.append(f"span {span.name!r}: {error}")
+                    if len(extract.errors) < 5:
+                        extract.errors.append(f"span {name!r}: {error}")
                     continue
-                extract.add(span.name, attributes)
+                extract.add(name, attributes)
     return extract
 
 

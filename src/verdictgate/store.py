@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import secrets
 import sqlite3
 import threading
 import time
@@ -27,7 +28,8 @@ CREATE TABLE IF NOT EXISTS runs (
     first_seen REAL NOT NULL,
     last_seen REAL NOT NULL,
     status TEXT,                 -- the latest admission
-    final INTEGER NOT NULL DEFAULT 0
+    final INTEGER NOT NULL DEFAULT 0,
+    received INTEGER NOT NULL DEFAULT 0
 );
 CREATE TABLE IF NOT EXISTS trials (
     run_id TEXT NOT NULL,
@@ -38,17 +40,22 @@ CREATE TABLE IF NOT EXISTS trials (
     error_type TEXT,
     duplicates INTEGER NOT NULL DEFAULT 0,
     conflict INTEGER NOT NULL DEFAULT 0,
+    batch INTEGER NOT NULL,      -- the write that inserted it
     PRIMARY KEY (run_id, case_id, trial)
 ) WITHOUT ROWID;
 """
 
-_UPSERT = """
-INSERT INTO trials (run_id, case_id, trial, decision, expected, error_type)
-VALUES (?, ?, ?, ?, ?, ?)
-ON CONFLICT (run_id, case_id, trial) DO UPDATE SET
-    duplicates = duplicates + (excluded.decision IS trials.decision),
-    conflict = conflict OR (excluded.decision IS NOT trials.decision)
+_INSERT = """
+INSERT OR IGNORE INTO trials (run_id, case_id, trial, decision, expected, error_type, batch)
+VALUES (?, ?, ?, ?, ?, ?, ?)
 """
+_REPEAT = """
+UPDATE trials SET
+    duplicates = duplicates + (decision IS ?),
+    conflict = conflict OR (decision IS NOT ?)
+WHERE run_id = ? AND case_id = ? AND trial = ? AND batch != ?
+"""
+"""A record whose identity an earlier write already holds: a duplicate, or a conflict."""
 
 
 def encode_decision(decision: Decision | None) -> str | None:
@@ -114,17 +121,24 @@ class Store:
         labels: dict[str, tuple[str | None, str | None]] | None = None,
         now: float | None = None,
     ) -> set[str]:
-        """Commit trials and run declarations in one transaction; returns the runs touched."""
+        """Commit trials and run declarations in one transaction; returns the runs touched.
+
+        Each run keeps a count of its stored trials, so no write ever scans a run.
+        """
         now = time.time() if now is None else now
-        rows = [
-            (run, case, index, encode_decision(decision), expected, error_type)
-            for run, case, index, decision, expected, error_type in trials
-        ]
-        touched = {row[0] for row in rows}
+        batch = secrets.randbits(62)
+        by_run: dict[str, list[tuple]] = {}
+        for run, case, index, decision, expected, error_type in trials:
+            key = "l:" + decision if type(decision) is str else encode_decision(decision)
+            rows = by_run.get(run)
+            if rows is None:
+                rows = by_run[run] = []
+            rows.append((run, case, index, key, expected, error_type, batch))
         declared = list(declarations)
+        touched = set(by_run) | {str(d[names.RUN_ID]) for d in declared}
         labels = labels or {}
         with self._lock, self._transaction() as cursor:
-            for run_id in touched | {str(d[names.RUN_ID]) for d in declared}:
+            for run_id in touched:
                 suite, point = labels.get(run_id, (None, None))
                 cursor.execute(
                     "INSERT INTO runs (run_id, suite, point, first_seen, last_seen) VALUES (?, ?, ?, ?, ?)"
@@ -146,8 +160,15 @@ class Store:
                         attributes[names.RUN_ID],
                     ),
                 )
-            cursor.executemany(_UPSERT, rows)
-        return touched | {str(d[names.RUN_ID]) for d in declared}
+            for run_id, rows in by_run.items():
+                cursor.executemany(_INSERT, rows)
+                inserted = cursor.rowcount
+                cursor.execute(
+                    "UPDATE runs SET received = received + ? WHERE run_id = ?", (inserted, run_id)
+                )
+                if inserted < len(rows):  # repeated identities: count duplicates and conflicts
+                    cursor.executemany(_REPEAT, _repeats(rows, batch))
+        return touched
 
     def evidence(self, run_id: str) -> Evidence:
         """Every kept trial of a run, with its duplicates and conflicts."""
@@ -170,8 +191,7 @@ class Store:
         with self._lock:
             rows = self._connection.execute(
                 "SELECT r.run_id, r.suite, r.point, r.declaration, r.planned_trials, r.declared_at,"
-                " r.first_seen, r.last_seen, r.status, r.final,"
-                " (SELECT COUNT(*) FROM trials t WHERE t.run_id = r.run_id)"
+                " r.first_seen, r.last_seen, r.status, r.final, r.received"
                 " FROM runs r ORDER BY r.first_seen"
             ).fetchall()
         return [_stored_run(row) for row in rows]
@@ -181,8 +201,7 @@ class Store:
         with self._lock:
             row = self._connection.execute(
                 "SELECT r.run_id, r.suite, r.point, r.declaration, r.planned_trials, r.declared_at,"
-                " r.first_seen, r.last_seen, r.status, r.final,"
-                " (SELECT COUNT(*) FROM trials t WHERE t.run_id = r.run_id)"
+                " r.first_seen, r.last_seen, r.status, r.final, r.received"
                 " FROM runs r WHERE r.run_id = ?",
                 (run_id,),
             ).fetchone()
@@ -213,6 +232,18 @@ class _Transaction:
 
     def __exit__(self, kind, error, traceback) -> None:
         self._cursor.execute("ROLLBACK" if kind else "COMMIT")
+
+
+def _repeats(rows: list[tuple], batch: int) -> list[tuple]:
+    """REPEAT parameters: a first occurrence in this write is compared with rows of earlier
+    writes; a later occurrence with the row its first occurrence stored (any batch)."""
+    seen: set[tuple] = set()
+    parameters = []
+    for run, case, index, key, *_ in rows:
+        identity = (run, case, index)
+        parameters.append((key, key, run, case, index, -1 if identity in seen else batch))
+        seen.add(identity)
+    return parameters
 
 
 def _stored_run(row: tuple) -> StoredRun:

@@ -1,0 +1,184 @@
+"""Sustained OTLP/gRPC ingest into `verdictgate serve`, durability on, beside its ceiling.
+
+Pre-encodes export requests of 512 decision spans, starts `verdictgate serve` with an on-disk
+SQLite store (WAL; every request is committed before it is acknowledged), and sends the requests
+from a separate process with several in flight. Prints decision spans/s and the p99 export
+latency beside the ceiling measured in the same run: the rate at which one process merely parses
+the same requests and reads each span's attributes.
+
+    python benchmarks/receiver.py [--spans 300000] [--in-flight 4]
+"""
+
+from __future__ import annotations
+
+import argparse
+import multiprocessing
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
+from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans, Span
+
+SPANS_PER_REQUEST = 512
+TRACE_EXPORT = "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
+ROUTES = ["card_security", "cash_withdrawal", "duplicate_charge", "merchant_dispute"]
+
+
+def attribute(key: str, value: str | int) -> KeyValue:
+    if isinstance(value, int):
+        return KeyValue(key=key, value=AnyValue(int_value=value))
+    return KeyValue(key=key, value=AnyValue(string_value=value))
+
+
+def encoded_requests(total: int) -> list[bytes]:
+    """Requests of 512 decision spans: runs of 10,000 trials over 100 cases (fingerprint ids)."""
+    requests = []
+    for start in range(0, total, SPANS_PER_REQUEST):
+        spans = []
+        for n in range(start, min(start + SPANS_PER_REQUEST, total)):
+            run, within = divmod(n, 10_000)
+            case, index = divmod(within, 100)
+            route = ROUTES[case % len(ROUTES)]
+            spans.append(
+                Span(
+                    name="decide payment_router",
+                    trace_id=n.to_bytes(16, "big"),
+                    span_id=n.to_bytes(8, "big"),
+                    attributes=[
+                        attribute("verdictgate.run.id", f"bench-{run}"),
+                        attribute("verdictgate.suite", "payments"),
+                        attribute("verdictgate.point", "payment_router"),
+                        attribute("verdictgate.case.id", f"sha256:{case:064x}"),
+                        attribute("verdictgate.case.expected", route),
+                        attribute("verdictgate.trial", index),
+                        attribute("verdictgate.outcome", "decision"),
+                        attribute("verdictgate.verdict", route),
+                    ],
+                )
+            )
+        request = ExportTraceServiceRequest(
+            resource_spans=[ResourceSpans(scope_spans=[ScopeSpans(spans=spans)])]
+        )
+        requests.append(request.SerializeToString())
+    return requests
+
+
+def ceiling(requests: list[bytes]) -> float:
+    """Spans/s of merely parsing the requests and reading each span's attributes."""
+    start = time.perf_counter()
+    spans = 0
+    for body in requests:
+        request = ExportTraceServiceRequest.FromString(body)
+        for resource_spans in request.resource_spans:
+            for scope_spans in resource_spans.scope_spans:
+                for span in scope_spans.spans:
+                    spans += 1
+                    for item in span.attributes:
+                        value = item.value
+                        kind = value.WhichOneof("value")
+                        _ = (item.key, getattr(value, kind))
+    return spans / (time.perf_counter() - start)
+
+
+def send(port: int, requests: list[bytes], in_flight: int, results) -> None:
+    """In a separate process: send every request, `in_flight` at once; report time and latencies."""
+    import grpc
+
+    channel = grpc.insecure_channel(f"127.0.0.1:{port}")
+    export = channel.unary_unary(TRACE_EXPORT, request_serializer=None, response_deserializer=None)
+    latencies: list[float] = []
+    lock = threading.Lock()
+    cursor = iter(range(len(requests)))
+
+    def worker() -> None:
+        while True:
+            with lock:
+                number = next(cursor, None)
+            if number is None:
+                return
+            begin = time.perf_counter()
+            export(requests[number], timeout=60)
+            elapsed = time.perf_counter() - begin
+            with lock:
+                latencies.append(elapsed)
+
+    start = time.perf_counter()
+    threads = [threading.Thread(target=worker) for _ in range(in_flight)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    results.put((time.perf_counter() - start, latencies))
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--spans", type=int, default=300_000)
+    parser.add_argument("--in-flight", type=int, default=4)
+    args = parser.parse_args()
+    requests = encoded_requests(args.spans)
+    limit = ceiling(requests)
+
+    with tempfile.TemporaryDirectory() as folder:
+        store = Path(folder) / "store.sqlite"
+        port = free_port()
+        server = subprocess.Popen(
+            [sys.executable, "-m", "verdictgate", "serve", "--store", str(store),
+             "--grpc-listen", f"127.0.0.1:{port}", "--http-listen", f"127.0.0.1:{free_port()}",
+             "--grace", "3600s"],
+            stderr=subprocess.DEVNULL,
+        )  # fmt: skip
+        try:
+            deadline = time.monotonic() + 30
+            while socket.socket().connect_ex(("127.0.0.1", port)) != 0:
+                if time.monotonic() > deadline:
+                    raise SystemExit("the receiver did not start")
+                time.sleep(0.05)
+            warm = requests[:4]
+            context = multiprocessing.get_context("spawn")
+            results = context.Queue()
+            sender = context.Process(target=send, args=(port, warm, 2, results))
+            sender.start()
+            results.get()
+            sender.join()
+            results = context.Queue()
+            sender = context.Process(target=send, args=(port, requests, args.in_flight, results))
+            sender.start()
+            elapsed, latencies = results.get()
+            sender.join()
+        finally:
+            server.terminate()
+            server.wait(30)
+        from verdictgate.store import Store
+
+        stored = sum(run.received for run in Store(store).runs())
+    rate = args.spans / elapsed
+    p99 = statistics.quantiles(latencies, n=100)[98] * 1000
+    print(
+        f"{args.spans:,} decision spans in {len(requests)} requests of {SPANS_PER_REQUEST}, "
+        f"{args.in_flight} in flight, store on disk (WAL, commit before ack)"
+    )
+    print(
+        f"  ingest:  {rate:10,.0f} spans/s   p99 export latency {p99:.1f} ms   (target >= 50,000)"
+    )
+    print(f"  ceiling: {limit:10,.0f} spans/s   (parse + read attributes, one process)")
+    print(
+        f"  ingest is {rate / limit:.0%} of the ceiling (target >= 40%); stored {stored:,} trials"
+    )
+
+
+if __name__ == "__main__":
+    main()

@@ -73,3 +73,18 @@ def test_a_bad_otlp_endpoint_is_refused_before_any_call(cli, files):
         "localhost:4317",
     )
     assert result.exit_code == 2 and "--otlp-endpoint" in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--grpc-listen", "4317"], "HOST:PORT"),
+        (["--token-file", "/nonexistent/token"], "cannot read"),
+        (["--tls-cert", "cert.pem"], "--tls-cert and --tls-key go together"),
+        (["--grace", "soon"], "duration"),
+    ],
+)
+def test_serve_refuses_bad_settings_before_listening(cli, tmp_path, args, message):
+    result = cli("serve", "--store", str(tmp_path / "s.sqlite"), *args)
+    assert result.exit_code == 2
+    assert message in result.stderr

@@ -296,7 +296,9 @@ def test_extract_protobuf_refuses_garbage():
 def test_repeats_within_one_request_count_like_repeats_across_requests():
     receiver = Receiver(Store())
     first = decision_span("r1", "c0", 0, "approve", "approve")
-    receiver.ingest(extract(request([first, first, decision_span("r1", "c0", 0, "deny", "approve")])))
+    receiver.ingest(
+        extract(request([first, first, decision_span("r1", "c0", 0, "deny", "approve")]))
+    )
     receiver.ingest(extract(request([first, decision_span("r1", "c0", 1, "approve"), first])))
     assessment = receiver.assessment("r1")
     assert assessment.trials.received == 2

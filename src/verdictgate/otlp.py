@@ -89,19 +89,20 @@ _LABELS = (names.SUITE, names.POINT)
 
 
 def _read(view: Any, keys: tuple[str, ...], into: dict[str, Any]) -> None:
-    """Copy the attributes named by `keys` out of a map view; strings and ints inline."""
+    """Copy the attributes named by `keys` out of a map view.
+
+    A non-empty string is taken as it is (the common case: one call); anything else is read by
+    its kind, so a value of another type is never mistaken for an empty string.
+    """
     for key in keys:
         value = view.get(key)
         if value is None:
             continue
-        kind = value.WhichOneof("value")
-        if kind == "string_value":
-            text = value.string_value
+        text = value.string_value
+        if text:
             if len(text) > MAX_ATTRIBUTE_VALUE:
                 raise ValueError("attribute value too long")
             into[key] = text
-        elif kind == "int_value":
-            into[key] = value.int_value
         else:
             into[key] = _any_value(value)
 

@@ -141,3 +141,31 @@ def test_evaluation_run_declares_the_contract():
     assert attributes[names.CONTRACT_TARGETS] == ("a=0.01",)
     assert attributes[names.CONTRACT_MINIMUM_CASES] == ("b=2",)
     assert attributes[names.PLAN_TRIALS] == 10 and attributes[names.ISOLATION] == "fresh-session"
+
+
+def test_instrumenting_needs_the_api_only():
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, verdictgate\n"
+        "@verdictgate.decision_point('p')\n"
+        "def f(x): return 'a'\n"
+        "with verdictgate.trial(run='r', index=0): f('x')\n"
+        "print(sorted({m.split('.')[1] for m in sys.modules if m.startswith('opentelemetry.')}))\n"
+    )
+    loaded = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout
+    assert "sdk" not in loaded and "trace" in loaded
+
+
+def test_every_public_name_resolves_to_what_it_names():
+    import importlib
+    import pkgutil
+
+    submodules = {module.name for module in pkgutil.iter_modules(verdictgate.__path__)}
+    assert not set(verdictgate.__all__) & submodules  # a submodule would shadow the name
+    for name in verdictgate.__all__:
+        assert getattr(verdictgate, name) is not None
+    assert callable(importlib.import_module("verdictgate").trial)

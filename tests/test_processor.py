@@ -25,7 +25,7 @@ from verdictgate import (
     trial,
 )
 from verdictgate import conventions as names
-from verdictgate.fingerprint import fingerprint_mode
+from verdictgate.fingerprints import fingerprint_mode
 
 CONTRACT = Contract({"a", "b", "c"}, targets={"a": 0.2}, allowed_no_decisions={"refused"})
 SUITE = Suite(name="s", point="p", contract=CONTRACT)

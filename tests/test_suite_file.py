@@ -6,7 +6,7 @@ import pytest
 
 from conftest import SHARED, suite_document
 from verdictgate import InputError, load_suite
-from verdictgate.fingerprint import fingerprint, fingerprint_key, fingerprint_mode
+from verdictgate.fingerprints import fingerprint, fingerprint_key, fingerprint_mode
 
 
 def test_verdictgate_suite(write):

@@ -7,24 +7,85 @@ assessment = verdictgate.run(my_router, suite)
 print(assessment.status, assessment.headline)
 """
 
-from .agent import Agent, from_callable, from_factory
-from .assessment import Assessment, Isolation, RunInfo, Status
-from .engine import assess
-from .errors import InputError, PlanError, VerdictgateError
-from .evidence import Evidence
-from .fingerprint import fingerprint
-from .instrument import decision, decision_point, evaluation_run, trial
-from .plan import RunPlan, plan_run
-from .policy import PRECISION_PRESETS, Policy
-from .processor import EvidenceProcessor
-from .publish import Publisher
-from .runner import run
-from .stats import Stability, change_rate, pairs_needed, pairs_to_qualify, wilson_interval
-from .suite import Case, Contract, Suite
-from .suite_file import load_suite
-from .telemetry import Telemetry
-from .trial import NoDecision, Outcome, Trial
-from .trials_file import read_trials
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .agent import Agent, from_callable, from_factory
+    from .assessment import Assessment, Isolation, RunInfo, Status
+    from .engine import assess
+    from .errors import InputError, PlanError, VerdictgateError
+    from .evidence import Evidence
+    from .fingerprints import fingerprint
+    from .instrument import decision, decision_point, evaluation_run, trial
+    from .plan import RunPlan, plan_run
+    from .policy import PRECISION_PRESETS, Policy
+    from .processor import EvidenceProcessor
+    from .publish import Publisher
+    from .runner import run
+    from .stats import Stability, change_rate, pairs_needed, pairs_to_qualify, wilson_interval
+    from .suite import Case, Contract, Suite
+    from .suite_file import load_suite
+    from .telemetry import Telemetry
+    from .trial_model import NoDecision, Outcome, Trial
+    from .trials_file import read_trials
+
+_EXPORTS: dict[str, str] = {
+    "Agent": "agent",
+    "Assessment": "assessment",
+    "Case": "suite",
+    "Contract": "suite",
+    "Evidence": "evidence",
+    "EvidenceProcessor": "processor",
+    "InputError": "errors",
+    "Isolation": "assessment",
+    "NoDecision": "trial_model",
+    "Outcome": "trial_model",
+    "PRECISION_PRESETS": "policy",
+    "PlanError": "errors",
+    "Policy": "policy",
+    "Publisher": "publish",
+    "RunInfo": "assessment",
+    "RunPlan": "plan",
+    "Stability": "stats",
+    "Status": "assessment",
+    "Suite": "suite",
+    "Telemetry": "telemetry",
+    "Trial": "trial_model",
+    "VerdictgateError": "errors",
+    "assess": "engine",
+    "change_rate": "stats",
+    "decision": "instrument",
+    "decision_point": "instrument",
+    "evaluation_run": "instrument",
+    "fingerprint": "fingerprints",
+    "from_callable": "agent",
+    "from_factory": "agent",
+    "load_suite": "suite_file",
+    "pairs_needed": "stats",
+    "pairs_to_qualify": "stats",
+    "plan_run": "plan",
+    "read_trials": "trials_file",
+    "run": "runner",
+    "trial": "instrument",
+    "wilson_interval": "stats",
+}
+"""Public name -> module. Loaded on first use, so `import verdictgate` for the decorator
+costs only the OpenTelemetry API; the SDK comes in with the processor or the runner."""
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'verdictgate' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)
+
 
 __all__ = [
     "PRECISION_PRESETS",

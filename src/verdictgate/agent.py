@@ -13,7 +13,7 @@ from typing import Any
 
 from .assessment import Isolation
 from .errors import InputError
-from .trial import Decision, NoDecision
+from .trial_model import Decision, NoDecision
 
 
 class InvalidReturn(TypeError):

@@ -19,13 +19,12 @@ from .assessment import Assessment, Isolation, RunInfo
 from .cli_receiver import serve_command, status_command
 from .engine import assess
 from .errors import USAGE_EXIT, InputError, VerdictgateError
-from .fingerprint import fingerprint_mode
+from .fingerprints import fingerprint_mode
 from .plan import plan_run, repeats_for
 from .policy import PRECISION_PRESETS, Policy
 from .reports import RENDERERS
 from .reports.json_report import report_document
 from .reports.text import render_text
-from .runner import run as run_agent
 from .snapshot import (
     SnapshotRefused,
     baseline_from_document,
@@ -36,7 +35,6 @@ from .snapshot import (
 from .stats import pairs_needed, pairs_to_qualify
 from .suite import Suite
 from .suite_file import load_suite, read_json
-from .telemetry import Telemetry
 from .trials_file import TrialWriter, read_trials
 
 FORMATS = click.Choice(sorted(RENDERERS))
@@ -203,6 +201,8 @@ def _evidence(
         raise InputError(
             f"FACTORY() failed: {type(error).__name__}: {error}", field="--agent"
         ) from None
+    from .runner import run as run_agent  # the OpenTelemetry SDK loads only when an agent runs
+
     with _trials_writer(trials_out, suite) as sink, _telemetry(otlp_endpoint) as telemetry:
         return run_agent(
             agent,
@@ -219,7 +219,7 @@ def _evidence(
 
 
 @contextmanager
-def _telemetry(endpoint: str | None) -> Iterator[Telemetry | None]:
+def _telemetry(endpoint: str | None) -> Iterator[Any]:
     """An OTLP-exporting pipeline for `--otlp-endpoint`, flushed before the command exits."""
     if endpoint is None:
         yield None
@@ -229,6 +229,8 @@ def _telemetry(endpoint: str | None) -> Iterator[Telemetry | None]:
             f"expected http://HOST:PORT or https://HOST:PORT, got {endpoint!r}",
             field="--otlp-endpoint",
         )
+    from .telemetry import Telemetry
+
     telemetry = Telemetry.otlp(endpoint)
     try:
         yield telemetry

@@ -9,7 +9,6 @@ import threading
 from pathlib import Path
 
 import click
-import grpc
 
 from .errors import USAGE_EXIT, InputError
 
@@ -147,6 +146,8 @@ def serve_command(store_path, grpc_listen, http_listen, token_file, tls_cert, tl
 )
 def status_command(endpoint, run_id, wait, fmt, token_file, tls_ca) -> None:
     """The admission of a run held by a receiver; same report and exit codes as `assess`."""
+    import grpc
+
     from .v1 import verdictgate_pb2 as pb
     from .v1 import verdictgate_pb2_grpc as pb_grpc
 

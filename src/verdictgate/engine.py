@@ -21,7 +21,7 @@ from .evidence import ERROR, MISSING, Evidence
 from .policy import Policy
 from .stats import change_rate
 from .suite import Contract, Suite
-from .trial import NoDecision, Trial, decision_text
+from .trial_model import NoDecision, Trial, decision_text
 
 
 def assess(

@@ -7,7 +7,7 @@ from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
-from .trial import Decision, NoDecision, Trial
+from .trial_model import Decision, NoDecision, Trial
 
 MISSING = -2
 """Slot value of a trial index that no record has filled."""

@@ -29,7 +29,7 @@ from opentelemetry.trace import SpanKind, Status, StatusCode
 from . import conventions as names
 from .agent import InvalidReturn, decision_from_return
 from .assessment import Isolation
-from .fingerprint import fingerprint, fingerprint_key
+from .fingerprints import fingerprint, fingerprint_key
 from .policy import Policy
 from .spans import decision_attributes, run_attributes
 from .suite import Suite

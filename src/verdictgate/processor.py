@@ -17,12 +17,12 @@ from . import conventions as names
 from .assessment import Assessment, Isolation, RunInfo
 from .engine import assess
 from .evidence import Evidence
-from .fingerprint import fingerprint_mode
+from .fingerprints import fingerprint_mode
 from .policy import Policy
 from .publish import Publisher
 from .spans import RunDeclaration, run_declaration, trial_fields
 from .suite import Suite
-from .trial import Trial
+from .trial_model import Trial
 
 logger = logging.getLogger(__name__)
 

@@ -9,7 +9,7 @@ from collections.abc import Callable
 
 from .assessment import Assessment, Isolation, RunInfo
 from .engine import assess
-from .fingerprint import fingerprint_mode
+from .fingerprints import fingerprint_mode
 from .otlp import Extract
 from .policy import Policy
 from .publish import Publisher

@@ -22,7 +22,7 @@ from .plan import RunPlan, plan_run
 from .policy import Policy
 from .suite import Case, Suite
 from .telemetry import Telemetry
-from .trial import Trial
+from .trial_model import Trial
 
 
 class TrialSink(Protocol):

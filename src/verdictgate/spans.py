@@ -10,7 +10,7 @@ from . import conventions as names
 from .assessment import Isolation
 from .policy import Policy
 from .suite import Contract, Suite
-from .trial import Decision, NoDecision, Trial, outcome_of
+from .trial_model import Decision, NoDecision, Trial, outcome_of
 
 
 @dataclass(frozen=True)

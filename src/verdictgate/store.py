@@ -15,7 +15,7 @@ from typing import Any
 from . import conventions as names
 from .evidence import Evidence
 from .spans import TrialFields
-from .trial import Decision, NoDecision
+from .trial_model import Decision, NoDecision
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (

@@ -7,7 +7,7 @@ from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
-from .fingerprint import fingerprint, fingerprint_key
+from .fingerprints import fingerprint, fingerprint_key
 
 
 def _frozen_map(value: Mapping) -> Mapping:

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import InputError
-from .fingerprint import fingerprint, fingerprint_key
+from .fingerprints import fingerprint, fingerprint_key
 from .suite import Case, Contract, Suite
 
 SUITE_SCHEMA = "verdictgate.suite/v1"

@@ -12,7 +12,7 @@ import msgspec
 
 from .errors import InputError
 from .evidence import MAX_TRIAL_INDEX, Evidence, TrialIndexError
-from .trial import Decision, NoDecision, Outcome, Trial
+from .trial_model import Decision, NoDecision, Outcome, Trial
 
 CHUNK_BYTES = 1 << 22
 DEFAULT_RUN = "run"

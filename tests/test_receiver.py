@@ -304,3 +304,33 @@ def test_repeats_within_one_request_count_like_repeats_across_requests():
     assert assessment.trials.received == 2
     assert assessment.trials.duplicates == 3 and assessment.trials.conflicts == 1
     assert receiver.store.run("r1").received == 2
+
+
+def test_worker_decoders_give_the_same_result_and_errors_as_inline():
+    from verdictgate.decoding import Decoder, decode
+    from verdictgate.otlp import MalformedRequest
+
+    body = request(
+        [run_span("w", planned=400), *stable_run("w", cases=4, trials=100)]
+    ).SerializeToString()
+    assert len(body) > 32 << 10  # large enough to go to a worker
+    decoder = Decoder(workers=1)
+    try:
+        remote = decoder.decode(body, "application/x-protobuf")
+        assert remote.trials == decode(body, "application/x-protobuf").trials
+        assert remote.declarations == decode(body, "application/x-protobuf").declarations
+        with pytest.raises(MalformedRequest):
+            decoder.decode(b"\xff" * (40 << 10), "application/x-protobuf")
+    finally:
+        decoder.close()
+
+
+def test_a_server_with_worker_decoders_ingests_and_stays_up():
+    body = request(
+        [run_span("w", planned=400), *stable_run("w", cases=4, trials=100)]
+    ).SerializeToString()
+    with running_server(limits=Limits(decoders=1)) as server:
+        url = f"http://127.0.0.1:{server.http_port}/v1/traces"
+        assert post(url, b"\xff" * (40 << 10), "application/x-protobuf").status == 400
+        assert post(url, body, "application/x-protobuf").status == 200
+        assert server.receiver.assessment("w").trials.received == 400

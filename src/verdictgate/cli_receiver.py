@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import signal
 import sys
@@ -86,8 +87,14 @@ def _read_secret(path: str | None, option: str) -> str | None:
     "--window", help="Also assess canary runs (no run span) every DURATION while they collect."
 )
 @click.option("--max-request-bytes", type=int, default=16 << 20, show_default=True)
+@click.option(
+    "--decoders",
+    type=int,
+    default=None,
+    help="Processes that decode requests beside the store (default: one if there are 2+ cores).",
+)
 def serve_command(store_path, grpc_listen, http_listen, token_file, tls_cert, tls_key,
-                  publish_endpoint, grace, window, max_request_bytes) -> None:  # fmt: skip
+                  publish_endpoint, grace, window, max_request_bytes, decoders) -> None:  # fmt: skip
     """Receive decision spans beside a collector; assess and publish each run."""
     from .receiver import Receiver
     from .serve import Limits, Server, Tls
@@ -113,7 +120,10 @@ def serve_command(store_path, grpc_listen, http_listen, token_file, tls_cert, tl
             http_listen=_listen(http_listen, "--http-listen"),
             token=token,
             tls=tls,
-            limits=Limits(max_request_bytes=max_request_bytes),
+            limits=Limits(
+                max_request_bytes=max_request_bytes,
+                decoders=decoders if decoders is not None else min(1, (os.cpu_count() or 1) - 1),
+            ),
         )
     except (InputError, OSError, RuntimeError) as error:
         click.echo(f"verdictgate: error: {error}", err=True)

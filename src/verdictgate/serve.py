@@ -23,7 +23,8 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 )
 
 from .assessment import Assessment
-from .otlp import Extract, MalformedRequest, extract_json, extract_protobuf
+from .decoding import JSON, Decoder, DecoderUnavailable
+from .otlp import Extract, MalformedRequest
 from .receiver import Receiver
 from .reports import RENDERERS
 from .reports.json_report import report_document
@@ -34,7 +35,6 @@ logger = logging.getLogger(__name__)
 
 TRACE_SERVICE = "opentelemetry.proto.collector.trace.v1.TraceService"
 PROTOBUF = "application/x-protobuf"
-JSON = "application/json"
 
 
 @dataclass(frozen=True)
@@ -44,6 +44,8 @@ class Limits:
     max_request_bytes: int = 16 << 20
     max_in_flight: int = 16
     retry_after_seconds: int = 1
+    decoders: int = 0
+    """Worker processes that decode request bodies (0: decode in the serving threads)."""
 
 
 class Busy(Exception):
@@ -157,11 +159,13 @@ class _Ingest:
         self.receiver = receiver
         self.limits = limits
         self.gate = _Gate(limits.max_in_flight)
+        self.decoder = Decoder(limits.decoders)
 
     def export(self, body: bytes, content_type: str) -> ExportTraceServiceResponse:
-        """Raises MalformedRequest (client error), Busy or sqlite3.Error (retryable)."""
+        """Raises MalformedRequest (client error), Busy, DecoderUnavailable or sqlite3.Error
+        (the last three retryable)."""
         with self.gate:
-            extract = extract_json(body) if content_type == JSON else extract_protobuf(body)
+            extract = self.decoder.decode(body, content_type)
             self.receiver.ingest(extract)
         return _partial_success(extract)
 
@@ -177,6 +181,8 @@ def _grpc_export_handler(ingest: _Ingest, token: str | None):
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(error))
         except Busy:
             context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, "receiver busy, retry later")
+        except DecoderUnavailable:
+            context.abort(grpc.StatusCode.UNAVAILABLE, "decoder restarting, retry later")
         except sqlite3.Error as error:
             logger.error("verdictgate: store error: %s", error)
             context.abort(grpc.StatusCode.UNAVAILABLE, "store unavailable, retry later")
@@ -383,7 +389,7 @@ class Server:
         tick_seconds: float = 0.5,
     ) -> None:
         self.receiver = receiver
-        ingest = _Ingest(receiver, limits)
+        ingest = self._ingest = _Ingest(receiver, limits)
         self._stop = threading.Event()
         self._tick_seconds = tick_seconds
         self.grpc_port = self.http_port = None
@@ -437,3 +443,4 @@ class Server:
         if self._http is not None:
             self._http.shutdown()
             self._http.server_close()
+        self._ingest.decoder.close()

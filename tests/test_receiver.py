@@ -334,3 +334,75 @@ def test_a_server_with_worker_decoders_ingests_and_stays_up():
         assert post(url, b"\xff" * (40 << 10), "application/x-protobuf").status == 400
         assert post(url, body, "application/x-protobuf").status == 200
         assert server.receiver.assessment("w").trials.received == 400
+
+
+def test_final_admissions_and_canary_windows_are_published_over_otlp():
+    from otel_support import OtlpCollector
+    from verdictgate import conventions as names
+    from verdictgate.telemetry import Telemetry
+
+    with OtlpCollector() as collector:
+        publishing = Telemetry.otlp(f"http://127.0.0.1:{collector.port}", collect=False)
+        clock = Clock()
+        receiver = Receiver(
+            Store(), publishing.publisher, grace=30, window=10, flush=publishing.flush, clock=clock
+        )
+        receiver.ingest(extract(request([run_span("planned", 80), *stable_run("planned")])))
+        receiver.ingest(extract(request(stable_run("canary", 2, 4))))  # no run span
+        clock.now += 11
+        receiver.tick()  # the canary's first window is due; it stays open
+        assert not receiver.store.run("canary").final
+        clock.now += 30
+        receiver.tick()  # grace over: the canary is final
+        publishing.shutdown()
+    admissions = [s for s in collector.spans() if s.name == names.ADMISSION_SPAN]
+    runs = [
+        next(a.value.string_value for a in s.attributes if a.key == names.RUN_ID)
+        for s in admissions
+    ]
+    assert sorted(runs) == ["canary", "canary", "planned"]
+    assert names.METRIC_ADMISSION in collector.metric_names()
+    assert len([r for r in collector.log_records() if r.event_name == names.EVALUATION_EVENT]) == 3
+
+
+def test_tls_and_a_token_on_both_transports_and_the_status_client(cli, tmp_path):
+    import shutil
+    import ssl
+    import subprocess
+
+    from verdictgate.serve import Server, Tls
+
+    if shutil.which("openssl") is None:
+        pytest.skip("openssl is needed to make a test certificate")
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=localhost",
+         "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1", "-keyout", str(key), "-out", str(cert)],
+        check=True, capture_output=True,
+    )  # fmt: skip
+    token = tmp_path / "token"
+    token.write_text("s3cret\n")
+    server = Server(
+        Receiver(Store()), grpc_listen="127.0.0.1:0", http_listen="127.0.0.1:0",
+        token="s3cret", tls=Tls(str(cert), str(key)),
+    )  # fmt: skip
+    server.start()
+    try:
+        body = request([run_span("t", planned=80), *stable_run("t")]).SerializeToString()
+        context = ssl.create_default_context(cafile=str(cert))
+        reply = urllib.request.urlopen(
+            urllib.request.Request(
+                f"https://127.0.0.1:{server.http_port}/v1/traces", body,
+                {"Content-Type": "application/x-protobuf", "Authorization": "Bearer s3cret"}, method="POST",
+            ),
+            context=context,
+        )  # fmt: skip
+        assert reply.status == 200
+        endpoint = f"127.0.0.1:{server.grpc_port}"
+        ok = cli("status", "--endpoint", endpoint, "--run", "t", "--tls-ca", str(cert),
+                 "--token-file", str(token), "--format", "json")  # fmt: skip
+        assert ok.exit_code == 3 and json.loads(ok.stdout)["trials"]["received"] == 80
+        denied = cli("status", "--endpoint", endpoint, "--run", "t", "--tls-ca", str(cert))
+        assert denied.exit_code == 2 and "token" in denied.stderr
+    finally:
+        server.stop()

@@ -17,7 +17,6 @@ class RunPlan:
     """How many trials each case gets, and what that costs in calls."""
 
     repeats: Mapping[str, int]
-    pooled_pairs_needed: int
 
     @property
     def calls(self) -> int:
@@ -48,7 +47,7 @@ def plan_run(
             own = repeats_for(pairs_needed(target, policy.confidence), len(route_cases))
             for case_id in route_cases:
                 per_case[case_id] = max(base, own)
-    plan = RunPlan(per_case, needed)
+    plan = RunPlan(per_case)
     if budget is not None and plan.calls > budget:
         raise PlanError(
             f"the plan needs {plan.calls} calls ({len(suite.cases)} cases) but the budget is "

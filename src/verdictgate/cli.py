@@ -285,24 +285,57 @@ def run_command(agent_spec, suite_path, tolerance, precision, fmt, output, **run
 @click.option(
     "--trials",
     "trials_path",
-    required=True,
     type=click.Path(dir_okay=False),
     help="verdictgate.trials/v1 JSON Lines.",
 )
+@click.option(
+    "--agentverity",
+    "agentverity_path",
+    type=click.Path(dir_okay=False),
+    help="An AgentVerity evidence file (agentverity.evidence/v2).",
+)
 @click.option("--suite", "suite_path", type=click.Path(dir_okay=False))
-@click.option("--isolation", type=ISOLATIONS, default="unknown", show_default=True)
+@click.option(
+    "--isolation",
+    type=ISOLATIONS,
+    default=None,
+    help="How reruns were isolated (default: what the file records, else unknown).",
+)
 @_policy_options
 @_output_options
 @handles_errors
-def assess_command(trials_path, suite_path, isolation, tolerance, precision, fmt, output) -> None:
-    """Assess trial records collected elsewhere; makes no calls."""
+def assess_command(trials_path, agentverity_path, suite_path, isolation, tolerance, precision, fmt,
+                   output) -> None:  # fmt: skip
+    """Assess evidence collected elsewhere; makes no calls."""
+    if (trials_path is None) == (agentverity_path is None):
+        raise click.UsageError("give exactly one of --trials or --agentverity")
     suite = _load_suite(suite_path)
     policy = _policy(suite, tolerance, precision)
-    assessment = _evidence(
-        trials=trials_path, agent_spec=None, suite=suite, policy=policy, isolation=isolation
-    )
+    if agentverity_path is not None:
+        assessment = _assess_agentverity(agentverity_path, suite, policy, isolation)
+    else:
+        assessment = _evidence(trials=trials_path, agent_spec=None, suite=suite, policy=policy,
+                               isolation=isolation or "unknown")  # fmt: skip
     _emit(assessment, fmt, output)
     sys.exit(assessment.status.exit_code)
+
+
+def _assess_agentverity(
+    path: str, suite: Suite | None, policy: Policy, isolation: str | None
+) -> Assessment:
+    from .fingerprints import fingerprint_key
+    from .importers.agentverity import RUN_ID, read_agentverity
+
+    imported = read_agentverity(path, fingerprint_key())
+    suite = suite or Suite(name=Path(path).stem, cases=imported.cases)
+    info = RunInfo(
+        id=RUN_ID,
+        suite=suite.name,
+        point=suite.point,
+        isolation=Isolation(isolation) if isolation else imported.isolation,
+        fingerprints=fingerprint_mode(case.id for case in imported.cases),
+    )
+    return assess(imported.evidence, suite, policy, run=info)
 
 
 def _parse_observed(value: str) -> tuple[int, int]:

@@ -1,0 +1,1 @@
+"""Importers: evidence other tools already collected, read into the same Trial records."""

@@ -1,0 +1,83 @@
+"""AgentVerity evidence files (`agentverity.evidence/v2`): ordered observations per case."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..assessment import Isolation
+from ..errors import InputError
+from ..evidence import Evidence
+from ..fingerprints import fingerprint
+from ..suite import Case
+from ..suite_file import read_json
+from ..trial_model import Decision, NoDecision
+
+EVIDENCE_SCHEMA = "agentverity.evidence/v2"
+RUN_ID = "agentverity"
+
+
+@dataclass(frozen=True)
+class ImportedEvidence:
+    """Trials read from another tool's file, with the cases and isolation it recorded."""
+
+    evidence: Evidence
+    cases: tuple[Case, ...]
+    isolation: Isolation
+
+
+def _observation(value: Any, field: str, source: str) -> Decision:
+    if isinstance(value, str) and value:
+        return value
+    if isinstance(value, list) and all(isinstance(tool, str) for tool in value):
+        return tuple(value)
+    if isinstance(value, dict) and value.get("kind") == "no_decision":
+        reason = value.get("reason")
+        if isinstance(reason, str) and reason:
+            return NoDecision(reason)
+    raise InputError(
+        "an observation is a label, a list of tool names, or {kind: no_decision, reason}",
+        path=source,
+        field=field,
+    )
+
+
+def read_agentverity(path: str | Path, key: bytes | None) -> ImportedEvidence:
+    """Read an evidence file: each case's observations in order are trials 0, 1, ...; its
+    `errors` count becomes that many error trials after them."""
+    source = str(path)
+    document = read_json(path)
+    if not isinstance(document, dict) or document.get("schema") != EVIDENCE_SCHEMA:
+        raise InputError(f"not an {EVIDENCE_SCHEMA} file", path=source, field="schema")
+    raw_cases = document.get("cases")
+    if not isinstance(raw_cases, list) or not raw_cases:
+        raise InputError("must be a non-empty list", path=source, field="cases")
+    try:
+        isolation = Isolation(document.get("isolation", Isolation.UNKNOWN.value))
+    except ValueError:
+        raise InputError("unknown isolation", path=source, field="isolation") from None
+    evidence = Evidence()
+    cases = []
+    for number, raw in enumerate(raw_cases):
+        field = f"cases[{number}]"
+        if not isinstance(raw, dict) or not isinstance(raw.get("input"), str):
+            raise InputError("needs an `input` string", path=source, field=field)
+        observations = raw.get("observations")
+        if not isinstance(observations, list):
+            raise InputError("must be a list", path=source, field=f"{field}.observations")
+        errors = raw.get("errors", 0)
+        if not isinstance(errors, int) or isinstance(errors, bool) or errors < 0:
+            raise InputError("must be a non-negative integer", path=source, field=f"{field}.errors")
+        expected = raw.get("expected") if isinstance(raw.get("expected"), str) else None
+        case_id = fingerprint(raw["input"], key)
+        if any(case.id == case_id for case in cases):
+            raise InputError("the same input appears twice", path=source, field=field)
+        trials = [
+            (index, _observation(value, f"{field}.observations[{index}]", source), None)
+            for index, value in enumerate(observations)
+        ]
+        trials += [(len(observations) + n, None, "agentverity_error") for n in range(errors)]
+        evidence.record_case(RUN_ID, case_id, trials, expected)
+        cases.append(Case(case_id, None, expected))
+    return ImportedEvidence(evidence, tuple(cases), isolation)

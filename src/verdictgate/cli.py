@@ -281,6 +281,25 @@ def run_command(agent_spec, suite_path, tolerance, precision, fmt, output, **run
     sys.exit(assessment.status.exit_code)
 
 
+def _promptfoo_options(command: Callable) -> Callable:
+    """The options of `assess --promptfoo`."""
+    for option in reversed(
+        [
+            click.option("--promptfoo", "promptfoo_path", type=click.Path(dir_okay=False),
+                         help="A promptfoo export (`promptfoo eval -o results.json`, or JSON Lines)."),
+            click.option("--provider", help="promptfoo: the provider id or label to assess."),
+            click.option("--prompt-id", help="promptfoo: the promptId to assess."),
+            click.option("--decision-path", help="promptfoo: dotted path to the decision in a JSON output."),
+            click.option("--case-by", type=click.Choice(["prompt", "vars"]), default="prompt", show_default=True,
+                         help="promptfoo: identify a case by its rendered prompt or by its vars."),
+            click.option("--input-var", help="promptfoo, with --case-by vars: the var that holds the input."),
+            click.option("--expected-var", help="promptfoo, without --suite: the var holding the expected route."),
+        ]
+    ):  # fmt: skip
+        command = option(command)
+    return command
+
+
 @main.command("assess")
 @click.option(
     "--trials",
@@ -294,6 +313,7 @@ def run_command(agent_spec, suite_path, tolerance, precision, fmt, output, **run
     type=click.Path(dir_okay=False),
     help="An AgentVerity evidence file (agentverity.evidence/v2).",
 )
+@_promptfoo_options
 @click.option("--suite", "suite_path", type=click.Path(dir_okay=False))
 @click.option(
     "--isolation",
@@ -304,20 +324,47 @@ def run_command(agent_spec, suite_path, tolerance, precision, fmt, output, **run
 @_policy_options
 @_output_options
 @handles_errors
-def assess_command(trials_path, agentverity_path, suite_path, isolation, tolerance, precision, fmt,
+def assess_command(trials_path, agentverity_path, promptfoo_path, provider, prompt_id, decision_path,
+                   case_by, input_var, expected_var, suite_path, isolation, tolerance, precision, fmt,
                    output) -> None:  # fmt: skip
     """Assess evidence collected elsewhere; makes no calls."""
-    if (trials_path is None) == (agentverity_path is None):
-        raise click.UsageError("give exactly one of --trials or --agentverity")
+    sources = [p for p in (trials_path, agentverity_path, promptfoo_path) if p is not None]
+    if len(sources) != 1:
+        raise click.UsageError("give exactly one of --trials, --agentverity or --promptfoo")
     suite = _load_suite(suite_path)
     policy = _policy(suite, tolerance, precision)
-    if agentverity_path is not None:
+    if promptfoo_path is not None:
+        from .importers.promptfoo import PromptfooOptions
+
+        options = PromptfooOptions(
+            provider, prompt_id, decision_path, case_by, input_var, expected_var
+        )
+        assessment = _assess_promptfoo(promptfoo_path, options, suite, policy, isolation)
+    elif agentverity_path is not None:
         assessment = _assess_agentverity(agentverity_path, suite, policy, isolation)
     else:
         assessment = _evidence(trials=trials_path, agent_spec=None, suite=suite, policy=policy,
                                isolation=isolation or "unknown")  # fmt: skip
     _emit(assessment, fmt, output)
     sys.exit(assessment.status.exit_code)
+
+
+def _assess_promptfoo(
+    path: str, options, suite: Suite | None, policy: Policy, isolation: str | None
+) -> Assessment:
+    from .fingerprints import fingerprint_key
+    from .importers.promptfoo import read_promptfoo
+
+    imported = read_promptfoo(path, options, suite, fingerprint_key())
+    suite = suite or Suite(name=Path(path).stem, cases=imported.cases)
+    info = RunInfo(
+        id=imported.run_id,
+        suite=suite.name,
+        point=suite.point,
+        isolation=Isolation(isolation or "unknown"),
+        fingerprints=fingerprint_mode(case.id for case in imported.cases),
+    )
+    return assess(imported.evidence, suite, policy, run=info)
 
 
 def _assess_agentverity(

@@ -25,7 +25,7 @@ ERRORS = [
     (["assess", "--trials", "{trials}", "--suite", "{bad_suite}"], "field cases"),
     (["assess", "--trials", "{trials}", "--tolerance", "2"], "tolerance"),
     (["assess", "--trials", "{trials}", "--tolerance", "0.1", "--precision", "cheap"], "not both"),
-    (["assess"], "give exactly one of --trials or --agentverity"),
+    (["assess"], "give exactly one of --trials, --agentverity or --promptfoo"),
     (["assess", "--trials", "{trials}", "--format", "yaml"], "Invalid value for '--format'"),
     (["run", "--suite", "{suite}"], "--agent is required"),
     (["run", "--suite", "{suite}", "--agent", "nowhere.py:make"], "no such file"),

@@ -25,7 +25,10 @@ ERRORS = [
     (["assess", "--trials", "{trials}", "--suite", "{bad_suite}"], "field cases"),
     (["assess", "--trials", "{trials}", "--tolerance", "2"], "tolerance"),
     (["assess", "--trials", "{trials}", "--tolerance", "0.1", "--precision", "cheap"], "not both"),
-    (["assess"], "give exactly one of --trials, --agentverity or --promptfoo"),
+    (
+        ["assess"],
+        "give exactly one of --trials, --agentverity, --promptfoo, --deepeval, --jsonl, --otlp-json",
+    ),
     (["assess", "--trials", "{trials}", "--format", "yaml"], "Invalid value for '--format'"),
     (["run", "--suite", "{suite}"], "--agent is required"),
     (["run", "--suite", "{suite}", "--agent", "nowhere.py:make"], "no such file"),

@@ -32,6 +32,8 @@ class CaseEvidence:
     case: str
     expected: str | None
     slots: array
+    error_types: dict[int, str] | None = None
+    """Trial index -> error type, for the (rare) error slots."""
 
     def received(self) -> int:
         """Number of trial indices that hold a record."""
@@ -115,7 +117,11 @@ class Evidence:
                 continue
             new += 1
             if slot == ERROR:
-                self.error_types[error_type or "error"] += 1
+                kind = error_type or "error"
+                self.error_types[kind] += 1
+                if evidence.error_types is None:
+                    evidence.error_types = {}
+                evidence.error_types[index] = kind
         return new
 
     @property
@@ -124,13 +130,21 @@ class Evidence:
         return len(self.conflicted)
 
     def trials(self) -> Iterator[Trial]:
-        """The kept trials, case by case in index order."""
+        """The kept trials (the first record of each identity), case by case in index order."""
         for evidence in self.cases.values():
+            errors = evidence.error_types or {}
             for index, slot in enumerate(evidence.slots):
                 if slot == MISSING:
                     continue
                 decision = None if slot == ERROR else self.keys[slot]
-                yield Trial(evidence.case, index, decision, evidence.run, evidence.expected)
+                yield Trial(
+                    evidence.case,
+                    index,
+                    decision,
+                    evidence.run,
+                    evidence.expected,
+                    errors.get(index),
+                )
 
     def is_no_decision(self, key_id: int) -> bool:
         """Whether an interned key is a no-decision."""

@@ -1,1 +1,64 @@
 """Importers: evidence other tools already collected, read into the same Trial records."""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..assessment import Isolation
+from ..evidence import Evidence
+from ..fingerprints import fingerprint_key
+from ..suite import Case, Suite
+
+
+@dataclass(frozen=True)
+class Imported:
+    """Trials read from another tool's file, with the cases, run id and isolation it recorded."""
+
+    evidence: Evidence
+    cases: tuple[Case, ...]
+    run_id: str
+    isolation: Isolation = Isolation.UNKNOWN
+
+
+@dataclass(frozen=True)
+class ImportOptions:
+    """How to read a source; each importer uses the options that concern it."""
+
+    provider: str | None = None
+    prompt_id: str | None = None
+    decision_path: str | None = None
+    case_by: str = "prompt"
+    input_var: str | None = None
+    expected_var: str | None = None
+    decision_kind: str = "output"
+    case_path: str | None = None
+    trial_path: str | None = None
+    expected_path: str | None = None
+    run_path: str | None = None
+
+
+def pick(value: Any, dotted: str) -> Any:
+    """The value at a dotted path (`a.b.0.c`) in parsed JSON, or None."""
+    for part in dotted.split("."):
+        if isinstance(value, dict):
+            value = value.get(part)
+        elif isinstance(value, list) and part.isdigit() and int(part) < len(value):
+            value = value[int(part)]
+        else:
+            return None
+    return value
+
+
+SOURCES = ("agentverity", "promptfoo", "deepeval", "jsonl", "otlp_json")
+"""The source kinds, each read by the module of the same name."""
+
+
+def read_source(
+    kind: str, path: str | Path, options: ImportOptions, suite: Suite | None
+) -> Imported:
+    """Read one source file of `kind` (case ids keyed by VERDICTGATE_FINGERPRINT_KEY)."""
+    module = importlib.import_module(f".{kind}", __name__)
+    return module.read(Path(path), options, suite, fingerprint_key())

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -10,21 +9,13 @@ from ..assessment import Isolation
 from ..errors import InputError
 from ..evidence import Evidence
 from ..fingerprints import fingerprint
-from ..suite import Case
+from ..suite import Case, Suite
 from ..suite_file import read_json
 from ..trial_model import Decision, NoDecision
+from . import Imported, ImportOptions
 
 EVIDENCE_SCHEMA = "agentverity.evidence/v2"
 RUN_ID = "agentverity"
-
-
-@dataclass(frozen=True)
-class ImportedEvidence:
-    """Trials read from another tool's file, with the cases and isolation it recorded."""
-
-    evidence: Evidence
-    cases: tuple[Case, ...]
-    isolation: Isolation
 
 
 def _observation(value: Any, field: str, source: str) -> Decision:
@@ -43,7 +34,7 @@ def _observation(value: Any, field: str, source: str) -> Decision:
     )
 
 
-def read_agentverity(path: str | Path, key: bytes | None) -> ImportedEvidence:
+def read(path: Path, options: ImportOptions, suite: Suite | None, key: bytes | None) -> Imported:
     """Read an evidence file: each case's observations in order are trials 0, 1, ...; its
     `errors` count becomes that many error trials after them."""
     source = str(path)
@@ -80,4 +71,4 @@ def read_agentverity(path: str | Path, key: bytes | None) -> ImportedEvidence:
         trials += [(len(observations) + n, None, "agentverity_error") for n in range(errors)]
         evidence.record_case(RUN_ID, case_id, trials, expected)
         cases.append(Case(case_id, None, expected))
-    return ImportedEvidence(evidence, tuple(cases), isolation)
+    return Imported(evidence, tuple(cases), RUN_ID, isolation)

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +20,7 @@ from ..evidence import Evidence
 from ..fingerprints import fingerprint
 from ..suite import Case, Suite
 from ..trial_model import Decision
+from . import Imported, ImportOptions, pick
 
 PROVIDER_ERROR = 2
 """promptfoo's failureReason for a provider error (1 is a failed assertion)."""
@@ -82,30 +82,6 @@ class _Export(msgspec.Struct):
     traces: list[_Trace] | None = None
 
 
-@dataclass(frozen=True)
-class PromptfooOptions:
-    """How to read an export: which provider and prompt, where the decision and input are."""
-
-    provider: str | None = None
-    prompt_id: str | None = None
-    decision_path: str | None = None
-    case_by: str = "prompt"
-    input_var: str | None = None
-    expected_var: str | None = None
-
-
-@dataclass
-class PromptfooImport:
-    """Trials read from an export, with the cases and run id they came from."""
-
-    evidence: Evidence
-    cases: tuple[Case, ...]
-    run_id: str
-    rows: int = 0
-    skipped_rows: int = 0
-    providers: set[str] = field(default_factory=set)
-
-
 def _rows(path: Path) -> tuple[str, list[Row], dict[str, int]]:
     """(eval id, rows, traceId -> repeatIndex) from a JSON export or a JSON Lines file."""
     source = str(path)
@@ -139,17 +115,6 @@ def _rows(path: Path) -> tuple[str, list[Row], dict[str, int]]:
     return path.stem, rows, {}
 
 
-def _pick(value: Any, dotted: str) -> Any:
-    for part in dotted.split("."):
-        if isinstance(value, dict):
-            value = value.get(part)
-        elif isinstance(value, list) and part.isdigit() and int(part) < len(value):
-            value = value[int(part)]
-        else:
-            return None
-    return value
-
-
 def decision_from_output(output: Any, decision_path: str | None) -> Decision | None:
     """A row's decision: the output string, or what `decision_path` names in its JSON; None
     when the path cannot read it."""
@@ -160,7 +125,7 @@ def decision_from_output(output: Any, decision_path: str | None) -> Decision | N
             output = json.loads(output)
         except json.JSONDecodeError:
             return None
-    value = _pick(output, decision_path)
+    value = pick(output, decision_path)
     if isinstance(value, str) and value:
         return value
     if isinstance(value, list) and value and all(isinstance(item, str) for item in value):
@@ -177,9 +142,7 @@ def _only_one(values: set[str], option: str, what: str, source: str) -> None:
         )
 
 
-def read_promptfoo(
-    path: str | Path, options: PromptfooOptions, suite: Suite | None, key: bytes | None
-) -> PromptfooImport:
+def read(path: Path, options: ImportOptions, suite: Suite | None, key: bytes | None) -> Imported:
     """Read an export into trials, refusing a mix of providers or prompts and rows that match
     no suite case."""
     path = Path(path)
@@ -226,10 +189,10 @@ def read_promptfoo(
             ordered = list(enumerate(sorted(members, key=lambda row: row.testIdx)))
         evidence.record_case(eval_id, case.id, list(_trials(ordered, options)), case.expected)
         cases.append(Case(case.id, None, case.expected))
-    return PromptfooImport(evidence, tuple(cases), eval_id, rows=len(rows))
+    return Imported(evidence, tuple(cases), eval_id)
 
 
-def _input_text(row: Row, options: PromptfooOptions) -> str:
+def _input_text(row: Row, options: ImportOptions) -> str:
     variables = row.vars or {}
     if options.case_by == "prompt":
         return (row.prompt.raw if row.prompt else None) or ""
@@ -240,7 +203,7 @@ def _input_text(row: Row, options: PromptfooOptions) -> str:
     )
 
 
-def _expected(row: Row, options: PromptfooOptions) -> str | None:
+def _expected(row: Row, options: ImportOptions) -> str | None:
     if options.expected_var is None:
         return None
     value = (row.vars or {}).get(options.expected_var)
@@ -248,7 +211,7 @@ def _expected(row: Row, options: PromptfooOptions) -> str | None:
 
 
 def _trials(
-    ordered: list[tuple[int, Row]], options: PromptfooOptions
+    ordered: list[tuple[int, Row]], options: ImportOptions
 ) -> Iterator[tuple[int, Decision | None, str | None]]:
     for index, row in ordered:
         if row.failureReason == PROVIDER_ERROR or row.response is None:

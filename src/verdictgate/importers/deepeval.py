@@ -1,0 +1,121 @@
+"""DeepEval: saved test runs (`deepeval test run -r N`, camelCase `testCases`) and LLMTestCase
+objects, grouped by input; the trial order is the `[i-N]` repeat suffix of the test name, else
+`order`, else file order."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any
+
+from ..errors import InputError
+from ..evidence import Evidence
+from ..fingerprints import fingerprint, fingerprint_key
+from ..suite import Case, Suite
+from ..suite_file import read_json
+from ..trial_model import Decision
+from . import Imported, ImportOptions, pick
+
+RUN_ID = "deepeval"
+_REPEAT = re.compile(r"\[(\d+)-(\d+)\]$")
+
+
+def _read_value(value: Any, decision_path: str | None) -> Decision | None:
+    """A label, or what `decision_path` names in a JSON text; None when unreadable."""
+    if decision_path is not None:
+        if isinstance(value, str):
+            try:
+                value = json.loads(value)
+            except json.JSONDecodeError:
+                return None
+        value = pick(value, decision_path)
+    if isinstance(value, str) and value:
+        return value
+    if isinstance(value, list) and value and all(isinstance(item, str) for item in value):
+        return tuple(value)
+    return None
+
+
+def _tools(called: Any) -> Decision | None:
+    if not isinstance(called, list):
+        return None
+    names = [
+        tool.get("name") if isinstance(tool, dict) else getattr(tool, "name", tool)
+        for tool in called
+    ]
+    return tuple(names) if names and all(isinstance(name, str) for name in names) else None
+
+
+def _order(name: str | None, order: Any, position: int) -> tuple[int, int]:
+    match = _REPEAT.search(name or "")
+    if match:
+        return (0, int(match.group(1)))
+    return (1, order) if isinstance(order, int) else (2, position)
+
+
+def _build(
+    rows: list[dict[str, Any]], decision: str, decision_path: str | None, key: bytes | None
+) -> Imported:
+    groups: dict[str, list[tuple[tuple[int, int], dict]]] = {}
+    for position, row in enumerate(rows):
+        order = _order(row.get("name"), row.get("order"), position)
+        groups.setdefault(row["input"], []).append((order, row))
+    evidence = Evidence()
+    cases = []
+    for text, members in groups.items():
+        case_id = fingerprint(text, key)
+        members.sort(key=lambda item: item[0])
+        expected = _read_value(members[0][1].get("expectedOutput"), decision_path)
+        trials = []
+        for index, (_, row) in enumerate(members):
+            got = (
+                _tools(row.get("toolsCalled"))
+                if decision == "tools"
+                else _read_value(row.get("actualOutput"), decision_path)
+            )
+            trials.append((index, got, None if got is not None else "decision_path"))
+        expected_text = expected if isinstance(expected, str) else None
+        evidence.record_case(RUN_ID, case_id, trials, expected_text)
+        cases.append(Case(case_id, None, expected_text))
+    return Imported(evidence, tuple(cases), RUN_ID)
+
+
+def read(path: Path, options: ImportOptions, suite: Suite | None, key: bytes | None) -> Imported:
+    """Read a saved test run."""
+    document = read_json(path)
+    test_cases = document.get("testCases") if isinstance(document, dict) else None
+    if not isinstance(test_cases, list):
+        raise InputError("not a DeepEval test run", path=str(path), field="testCases")
+    for number, row in enumerate(test_cases):
+        if not isinstance(row, dict) or not isinstance(row.get("input"), str):
+            raise InputError(
+                "needs an `input` string", path=str(path), field=f"testCases[{number}]"
+            )
+    return _build(test_cases, options.decision_kind, options.decision_path, key)
+
+
+def evidence_from_deepeval(
+    test_cases: Iterable[Any],
+    decision: str | Callable[[Any], Any] = "output",
+    *,
+    decision_path: str | None = None,
+    key: str | bytes | None = None,
+) -> Imported:
+    """Trials from DeepEval LLMTestCase objects (duck-typed: `input`, `actual_output`,
+    `expected_output`, `tools_called`, `name`); `decision` is "output", "tools", or a callable."""
+    rows = []
+    for case in test_cases:
+        actual = decision(case) if callable(decision) else getattr(case, "actual_output", None)
+        rows.append(
+            {
+                "input": case.input,
+                "name": getattr(case, "name", None),
+                "actualOutput": actual,
+                "expectedOutput": getattr(case, "expected_output", None),
+                "toolsCalled": getattr(case, "tools_called", None),
+            }
+        )
+    kind = "tools" if decision == "tools" else "output"
+    return _build(rows, kind, decision_path, fingerprint_key(key))

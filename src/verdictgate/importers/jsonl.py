@@ -1,0 +1,83 @@
+"""JSON Lines from any harness: dotted paths name the case, decision, trial, route and run."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from ..errors import InputError
+from ..evidence import Evidence, TrialIndexError
+from ..fingerprints import fingerprint
+from ..suite import Case, Suite
+from ..trial_model import Decision, NoDecision
+from . import Imported, ImportOptions, pick
+
+RUN_ID = "jsonl"
+
+
+def _decision(value: Any) -> Decision | None:
+    if isinstance(value, str) and value:
+        return value
+    if isinstance(value, list) and value and all(isinstance(item, str) for item in value):
+        return tuple(value)
+    if isinstance(value, dict) and value.get("kind") == "no_decision":
+        return NoDecision(str(value.get("reason", "unspecified")))
+    return None
+
+
+def read(path: Path, options: ImportOptions, suite: Suite | None, key: bytes | None) -> Imported:
+    """One trial a line; without --trial-path, a case's trials are numbered in file order. A
+    decision the path cannot read is an error trial (`decision_path`)."""
+    if options.case_path is None or options.decision_path is None:
+        raise InputError("--jsonl needs --case-path and --decision-path", field="--case-path")
+    source = str(path)
+    known = {case.id for case in suite.cases} if suite else set()
+    by_input = {case.input: case.id for case in suite.cases if case.input} if suite else {}
+    evidence = Evidence()
+    counters: dict[tuple[str, str], int] = {}
+    expected: dict[str, str | None] = {}
+    try:
+        stream = path.open("rb")
+    except OSError as error:
+        raise InputError(f"cannot read file ({error.strerror})", path=source) from None
+    with stream:
+        for number, line in enumerate(stream, 1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+            except (json.JSONDecodeError, UnicodeDecodeError) as error:
+                raise InputError(f"invalid JSON ({error})", path=source, line=number) from None
+            raw_case = pick(row, options.case_path)
+            if not isinstance(raw_case, (str, int)) or raw_case == "":
+                raise InputError(
+                    "no case at this path", path=source, line=number, field=options.case_path
+                )
+            text = str(raw_case)
+            case = text if text in known else by_input.get(text) or fingerprint(text, key)
+            run = str(pick(row, options.run_path) or RUN_ID) if options.run_path else RUN_ID
+            if options.trial_path is not None:
+                index = pick(row, options.trial_path)
+                if not isinstance(index, int) or isinstance(index, bool):
+                    raise InputError(
+                        "not an integer", path=source, line=number, field=options.trial_path
+                    )
+            else:
+                index = counters.get((run, case), 0)
+                counters[(run, case)] = index + 1
+            route = pick(row, options.expected_path) if options.expected_path else None
+            route = route if isinstance(route, str) else None
+            decision = _decision(pick(row, options.decision_path))
+            try:
+                evidence.record(
+                    run, case, index, decision, route, None if decision else "decision_path"
+                )
+            except TrialIndexError as error:
+                raise InputError(
+                    str(error), path=source, line=number, field=options.trial_path
+                ) from None
+            expected.setdefault(case, route)
+    runs = sorted({run for run, _ in evidence.cases}) or [RUN_ID]
+    cases = tuple(Case(case, None, route) for case, route in expected.items())
+    return Imported(evidence, cases, ",".join(runs))

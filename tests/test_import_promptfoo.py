@@ -197,3 +197,18 @@ def test_agentverity_recorded_promptfoo_run_gives_its_numbers(cli):
     assert all(
         (r["pairs"], r["flips"], r["result"]) == (13, 0, "undecided") for r in routes.values()
     )
+
+
+def test_streaming_in_small_chunks_reads_the_same_as_in_one(cli, monkeypatch, write):
+    from verdictgate.importers import promptfoo
+
+    args = ("--promptfoo", str(REAL), "--provider", "stochastic-router", "--decision-path", "route")
+    _, whole = assess(cli, *args)
+    monkeypatch.setattr(promptfoo, "_CHUNK", 997)  # boundaries fall inside rows and separators
+    _, chunked = assess(cli, *args)
+    assert chunked == whole
+    pretty = json.dumps(json.loads(REAL.read_text()), indent=2)  # the layout promptfoo writes
+    cut = write("cut.json", {})
+    Path(cut).write_text(pretty[: len(pretty) // 2])
+    truncated = cli("assess", "--promptfoo", cut, "--provider", "stochastic-router")
+    assert truncated.exit_code == 2 and "ends inside its results" in truncated.stderr

@@ -9,9 +9,12 @@ trial; an assertion failure (`failureReason` 1) still carries its decision.
 from __future__ import annotations
 
 import json
+import re
+from array import array
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import msgspec
 
@@ -82,37 +85,78 @@ class _Export(msgspec.Struct):
     traces: list[_Trace] | None = None
 
 
-def _rows(path: Path) -> tuple[str, list[Row], dict[str, int]]:
-    """(eval id, rows, traceId -> repeatIndex) from a JSON export or a JSON Lines file."""
-    source = str(path)
+_ROWS_START = b'\n    "results": ['
+_ROW_SEPARATOR = b"\n      },\n      {"
+_ROWS_END = b"\n      }\n    ]"
+_CHUNK = 1 << 24
+_ROW_DECODER = msgspec.json.Decoder(Row)
+_EVAL_ID = re.compile(rb'"evalId": "([^"\\]*)"')
+
+
+def _stream_rows(stream: BinaryIO, source: str) -> Iterator[Row] | None:
+    """Rows of an export as `promptfoo eval -o` writes it (JSON indented by two spaces), one at
+    a time from 16 MiB chunks, so memory does not grow with the file; None when the file is laid
+    out otherwise."""
+    head = b""
+    start = -1
+    while start < 0 or len(head) < start + len(_ROWS_START) + len(b"\n      {"):
+        more = stream.read(_CHUNK)
+        if not more:
+            break
+        head += more
+        start = head.find(_ROWS_START)
+    if start < 0 or not head[start + len(_ROWS_START) :].startswith(b"\n      {"):
+        return None
+    buffer = head[start + len(_ROWS_START) + len(b"\n      {") :]
+
+    def rows() -> Iterator[Row]:
+        nonlocal buffer
+        while True:
+            end = buffer.find(_ROWS_END)
+            pieces = (buffer[:end] if end >= 0 else buffer).split(_ROW_SEPARATOR)
+            complete = pieces if end >= 0 else pieces[:-1]
+            for piece in complete:
+                try:
+                    yield _ROW_DECODER.decode(b"{" + piece + b"\n}")
+                except (msgspec.ValidationError, msgspec.DecodeError) as error:
+                    raise InputError(f"not a promptfoo result row: {error}", path=source) from None
+            if end >= 0:
+                return
+            more = stream.read(_CHUNK)
+            if not more:
+                raise InputError("the export ends inside its results", path=source)
+            buffer = pieces[-1] + more
+
+    return rows()
+
+
+def _export(data: bytes, source: str) -> _Export:
     try:
-        data = path.read_bytes()
-    except OSError as error:
-        raise InputError(f"cannot read file ({error.strerror})", path=source) from None
-    if data.lstrip().startswith(b"{") and b"\n{" not in data.strip():
-        try:
-            export = msgspec.json.decode(data, type=_Export)
-        except (msgspec.ValidationError, msgspec.DecodeError) as error:
-            raise InputError(f"not a promptfoo export: {error}", path=source) from None
-        if export.results is None:
-            raise InputError("not a promptfoo export: no `results`", path=source, field="results")
-        repeats = {
-            trace.traceId: trace.metadata.repeatIndex
-            for trace in export.traces or ()
-            if trace.traceId and trace.metadata and trace.metadata.repeatIndex is not None
-        }
-        return export.evalId or path.stem, export.results.results, repeats
-    rows = []
-    decoder = msgspec.json.Decoder(Row)
-    for number, line in enumerate(data.splitlines(), 1):
+        export = msgspec.json.decode(data, type=_Export)
+    except (msgspec.ValidationError, msgspec.DecodeError) as error:
+        raise InputError(f"not a promptfoo export: {error}", path=source) from None
+    if export.results is None:
+        raise InputError("not a promptfoo export: no `results`", path=source, field="results")
+    return export
+
+
+def _repeat_indices(export: _Export) -> dict[str, int]:
+    return {
+        trace.traceId: trace.metadata.repeatIndex
+        for trace in export.traces or ()
+        if trace.traceId and trace.metadata and trace.metadata.repeatIndex is not None
+    }
+
+
+def _json_lines(stream: BinaryIO, source: str) -> Iterator[Row]:
+    for number, line in enumerate(stream, 1):
         if line.strip():
             try:
-                rows.append(decoder.decode(line))
+                yield _ROW_DECODER.decode(line)
             except (msgspec.ValidationError, msgspec.DecodeError) as error:
                 raise InputError(
                     f"not a promptfoo result row: {error}", path=source, line=number
                 ) from None
-    return path.stem, rows, {}
 
 
 def decision_from_output(output: Any, decision_path: str | None) -> Decision | None:
@@ -142,54 +186,96 @@ def _only_one(values: set[str], option: str, what: str, source: str) -> None:
         )
 
 
+@dataclass
+class _Test:
+    """One test's rows, kept small: the order key and the trial of each row."""
+
+    expected: str | None
+    order: array = field(default_factory=lambda: array("q"))
+    trace_ids: list[str | None] = field(default_factory=list)
+    trials: list[tuple[Decision | None, str | None]] = field(default_factory=list)
+
+
 def read(path: Path, options: ImportOptions, suite: Suite | None, key: bytes | None) -> Imported:
     """Read an export into trials, refusing a mix of providers or prompts and rows that match
-    no suite case."""
-    path = Path(path)
+    no suite case. Rows are streamed; memory grows with tests, a few bytes per row."""
     source = str(path)
-    eval_id, rows, repeats = _rows(path)
-    if options.provider is not None:
-        rows = [row for row in rows if options.provider in row.provider_names()]
-        if not rows:
-            raise InputError(
-                f"no row comes from provider {options.provider!r}", path=source, field="--provider"
-            )
-    _only_one({row.provider_id() for row in rows}, "--provider", "providers", source)
-    if options.prompt_id is not None:
-        rows = [row for row in rows if row.promptId == options.prompt_id]
-        if not rows:
-            raise InputError(
-                f"no row has promptId {options.prompt_id!r}", path=source, field="--prompt-id"
-            )
-    _only_one({row.promptId or "" for row in rows}, "--prompt-id", "prompts", source)
-
-    groups: dict[str, list[Row]] = {}
-    for row in rows:
-        groups.setdefault(_input_text(row, options), []).append(row)
+    try:
+        stream = path.open("rb")
+    except OSError as error:
+        raise InputError(f"cannot read file ({error.strerror})", path=source) from None
+    with stream:
+        first = stream.read(1 << 16)
+        stream.seek(0)
+        eval_id = match.group(1).decode() if (match := _EVAL_ID.search(first)) else path.stem
+        is_document = first.lstrip().startswith(b"{") and b"\n{" not in first.strip()
+        rows = _stream_rows(stream, source) if is_document else _json_lines(stream, source)
+        whole = None
+        if rows is None:  # a compact or otherwise laid-out export: decoded in one piece
+            stream.seek(0)
+            whole = _export(stream.read(), source)
+            eval_id, rows = whole.evalId or eval_id, iter(whole.results.results)
+        tests, providers, prompts, kept = _group(rows, options)
+    if not kept:
+        wanted = options.provider or options.prompt_id
+        field_name = "--provider" if options.provider else "--prompt-id"
+        raise InputError(f"no row matches {wanted!r}" if wanted else "the export has no rows", path=source,
+                         field=field_name if wanted else "results")  # fmt: skip
+    _only_one(providers, "--provider", "providers", source)
+    _only_one(prompts, "--prompt-id", "prompts", source)
+    repeats: dict[str, int] = {}
+    if any(trace for test in tests.values() for trace in test.trace_ids):
+        repeats = _repeat_indices(whole or _export(path.read_bytes(), source))
     by_input = {case.input: case for case in suite.cases if case.input} if suite else {}
     if suite is not None:
-        unmatched = [text for text in groups if text not in by_input]
+        unmatched = sum(len(test.order) for text, test in tests.items() if text not in by_input)
         if unmatched:
-            count = sum(len(groups[text]) for text in unmatched)
-            raise InputError(
-                f"{count} rows match no suite case by input (--case-by {options.case_by})",
-                path=source,
-                field="--suite",
-            )
+            raise InputError(f"{unmatched} rows match no suite case by input (--case-by {options.case_by})",
+                             path=source, field="--suite")  # fmt: skip
     evidence = Evidence()
     cases = []
-    for text, members in groups.items():
-        case = by_input.get(text) or Case(
-            fingerprint(text, key), None, _expected(members[0], options)
-        )
-        indexed = [repeats.get(row.traceId) for row in members] if repeats else []
-        if indexed and all(index is not None for index in indexed):
-            ordered = sorted(zip(indexed, members, strict=True), key=lambda pair: pair[0])
+    for text, test in tests.items():
+        case = by_input.get(text) or Case(fingerprint(text, key), None, test.expected)
+        indexed = [repeats.get(trace) if trace else None for trace in test.trace_ids]
+        if repeats and all(index is not None for index in indexed):
+            positions = indexed
         else:
-            ordered = list(enumerate(sorted(members, key=lambda row: row.testIdx)))
-        evidence.record_case(eval_id, case.id, list(_trials(ordered, options)), case.expected)
+            ranked = sorted(range(len(test.order)), key=test.order.__getitem__)
+            positions = [0] * len(ranked)
+            for rank, row_number in enumerate(ranked):
+                positions[row_number] = rank
+        trials = [(position, d, e) for position, (d, e) in zip(positions, test.trials, strict=True)]
+        evidence.record_case(eval_id, case.id, trials, case.expected)
         cases.append(Case(case.id, None, case.expected))
     return Imported(evidence, tuple(cases), eval_id)
+
+
+def _group(
+    rows: Iterator[Row], options: ImportOptions
+) -> tuple[dict[str, _Test], set[str], set[str], int]:
+    """Rows grouped by test (one provider and prompt after filtering), with what was seen."""
+    tests: dict[str, _Test] = {}
+    providers: set[str] = set()
+    prompts: set[str] = set()
+    shared: dict[Any, Any] = {}  # one object per distinct decision
+    kept = 0
+    for row in rows:
+        if options.provider is not None and options.provider not in row.provider_names():
+            continue
+        if options.prompt_id is not None and row.promptId != options.prompt_id:
+            continue
+        kept += 1
+        providers.add(row.provider_id())
+        prompts.add(row.promptId or "")
+        text = _input_text(row, options)
+        test = tests.get(text)
+        if test is None:
+            test = tests[text] = _Test(_expected(row, options))
+        test.order.append(row.testIdx)
+        test.trace_ids.append(row.traceId)
+        trial = _trial(row, options)
+        test.trials.append(shared.setdefault(trial, trial))
+    return tests, providers, prompts, kept
 
 
 def _input_text(row: Row, options: ImportOptions) -> str:
@@ -210,12 +296,9 @@ def _expected(row: Row, options: ImportOptions) -> str | None:
     return value if isinstance(value, str) else None
 
 
-def _trials(
-    ordered: list[tuple[int, Row]], options: ImportOptions
-) -> Iterator[tuple[int, Decision | None, str | None]]:
-    for index, row in ordered:
-        if row.failureReason == PROVIDER_ERROR or row.response is None:
-            yield index, None, "provider_error"
-            continue
-        decision = decision_from_output(row.response.output, options.decision_path)
-        yield index, decision, None if decision is not None else "decision_path"
+def _trial(row: Row, options: ImportOptions) -> tuple[Decision | None, str | None]:
+    """(decision, None) or (None, error type) for one row."""
+    if row.failureReason == PROVIDER_ERROR or row.response is None:
+        return None, "provider_error"
+    decision = decision_from_output(row.response.output, options.decision_path)
+    return (decision, None) if decision is not None else (None, "decision_path")

@@ -33,6 +33,7 @@ test: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/assess.py
+	$(BIN)/python benchmarks/import.py
 	$(BIN)/python benchmarks/processor.py
 	$(BIN)/python benchmarks/receiver.py
 

@@ -139,3 +139,20 @@ def test_convert_writes_trials_that_assess_the_same(cli, tmp_path, source):
     for field in ("stability", "coverage", "dominance"):
         assert again[field] == direct[field]
     assert again["trials"]["error_types"] == direct["trials"]["error_types"]
+
+
+@pytest.mark.parametrize(
+    ("document", "field"),
+    [
+        ({"testRuns": []}, "testCases"),
+        ({"testCases": [{"name": "x"}]}, "testCases[0]"),
+        ([1, 2], "testCases"),
+    ],
+)
+def test_a_file_that_is_not_a_deepeval_run_is_one_line(cli, write, document, field):
+    result = cli("assess", "--deepeval", write("d.json", document))
+    assert (
+        result.exit_code == 2
+        and f"field {field}" in result.stderr
+        and "Traceback" not in result.output
+    )

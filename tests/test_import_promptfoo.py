@@ -212,3 +212,15 @@ def test_streaming_in_small_chunks_reads_the_same_as_in_one(cli, monkeypatch, wr
     Path(cut).write_text(pretty[: len(pretty) // 2])
     truncated = cli("assess", "--promptfoo", cut, "--provider", "stochastic-router")
     assert truncated.exit_code == 2 and "ends inside its results" in truncated.stderr
+
+
+def test_an_unknown_provider_and_matching_suite_cases_by_id(cli, write):
+    rows = [row(test, 10 * i + test, f"route-{test}") for test in range(2) for i in range(2)]
+    path = write("r.json", export(rows))
+    unknown = cli("assess", "--promptfoo", path, "--provider", "nope")
+    assert unknown.exit_code == 2 and "no row matches 'nope'" in unknown.stderr
+    suite = {"schema": "verdictgate.suite/v1", "contract": {"allowed": ["route-0", "route-1"]},
+             "cases": [{"id": "message 0", "expected": "route-0"}, {"id": "message 1", "expected": "route-1"}]}  # fmt: skip
+    _result, report = assess(cli, "--promptfoo", path, "--suite", write("s.json", suite))
+    assert report["coverage"]["intended"] == {"route-0": 1, "route-1": 1}
+    assert {case["case"] for case in report["cases"]} == {"message 0", "message 1"}

@@ -227,6 +227,7 @@ def read(path: Path, options: ImportOptions, suite: Suite | None, key: bytes | N
     if any(trace for test in tests.values() for trace in test.trace_ids):
         repeats = _repeat_indices(whole or _export(path.read_bytes(), source))
     by_input = {case.input: case for case in suite.cases if case.input} if suite else {}
+    by_input.update({case.id: case for case in suite.cases} if suite else {})  # or by explicit id
     if suite is not None:
         unmatched = sum(len(test.order) for text, test in tests.items() if text not in by_input)
         if unmatched:

@@ -146,7 +146,7 @@ def test_convert_writes_trials_that_assess_the_same(cli, tmp_path, source):
     [
         ({"testRuns": []}, "testCases"),
         ({"testCases": [{"name": "x"}]}, "testCases[0]"),
-        ([1, 2], "testCases"),
+        ({"testCases": "x"}, "testCases"),
     ],
 )
 def test_a_file_that_is_not_a_deepeval_run_is_one_line(cli, write, document, field):

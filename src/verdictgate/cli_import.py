@@ -1,0 +1,143 @@
+"""`verdictgate assess` and `verdictgate convert`: evidence collected elsewhere, no model call."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import click
+
+from .assessment import Assessment, Isolation, RunInfo
+from .cli_options import (
+    ISOLATIONS,
+    emit,
+    evidence_for,
+    handles_errors,
+    output_options,
+    policy_for,
+    policy_options,
+    suite_from,
+)
+from .engine import assess
+from .fingerprints import fingerprint_mode
+from .policy import Policy
+from .suite import Suite
+from .trials_file import TrialWriter
+
+
+def import_options(command: Callable) -> Callable:
+    """The evidence sources `assess` reads besides trial records, and how to read them."""
+    path = click.Path(dir_okay=False)
+    for option in reversed(
+        [
+            click.option("--agentverity", type=path, help="An AgentVerity evidence file (agentverity.evidence/v2)."),
+            click.option("--promptfoo", type=path, help="A promptfoo export (`promptfoo eval -o results.json`, or JSON Lines)."),
+            click.option("--deepeval", type=path, help="A saved DeepEval test run (testCases)."),
+            click.option("--jsonl", type=path, help="JSON Lines from any harness (with --case-path and --decision-path)."),
+            click.option("--otlp-json", type=path, help="A collector `file` exporter capture: one OTLP/JSON export per line."),
+            click.option("--provider", help="promptfoo: the provider id or label to assess."),
+            click.option("--prompt-id", help="promptfoo: the promptId to assess."),
+            click.option("--decision-path", help="Dotted path to the decision (in a JSON output, or a JSONL row)."),
+            click.option("--case-by", type=click.Choice(["prompt", "vars"]), default="prompt", show_default=True,
+                         help="promptfoo: identify a case by its rendered prompt or by its vars."),
+            click.option("--input-var", help="promptfoo, with --case-by vars: the var that holds the input."),
+            click.option("--expected-var", help="promptfoo, without --suite: the var holding the expected route."),
+            click.option("--decision", "decision_kind", type=click.Choice(["output", "tools"]), default="output",
+                         show_default=True, help="DeepEval: the decision is the actual output, or the tools called."),
+            click.option("--case-path", help="JSONL: dotted path to the case (an id, or the input to fingerprint)."),
+            click.option("--trial-path", help="JSONL: dotted path to the trial index (default: order of appearance)."),
+            click.option("--expected-path", help="JSONL: dotted path to the expected route."),
+            click.option("--run-path", help="JSONL: dotted path to the run id."),
+        ]
+    ):  # fmt: skip
+        command = option(command)
+    return command
+
+
+@click.command("assess")
+@click.option(
+    "--trials",
+    "trials_path",
+    type=click.Path(dir_okay=False),
+    help="verdictgate.trials/v1 JSON Lines.",
+)
+@import_options
+@click.option("--suite", "suite_path", type=click.Path(dir_okay=False))
+@click.option(
+    "--isolation",
+    type=ISOLATIONS,
+    default=None,
+    help="How reruns were isolated (default: what the file records, else unknown).",
+)
+@policy_options
+@output_options
+@handles_errors
+def assess_command(trials_path, suite_path, isolation, tolerance, precision, fmt, output,
+                   **sources) -> None:  # fmt: skip
+    """Assess evidence collected elsewhere; makes no calls."""
+    from .importers import SOURCES, ImportOptions, read_source
+
+    chosen = [kind for kind in SOURCES if sources.get(kind) is not None]
+    if len(chosen) + (trials_path is not None) != 1:
+        flags = ", ".join(f"--{kind.replace('_', '-')}" for kind in ("trials", *SOURCES))
+        raise click.UsageError(f"give exactly one of {flags}")
+    suite = suite_from(suite_path)
+    policy = policy_for(suite, tolerance, precision)
+    if trials_path is not None:
+        assessment = evidence_for(trials=trials_path, agent_spec=None, suite=suite, policy=policy,
+                               isolation=isolation or "unknown")  # fmt: skip
+    else:
+        kind = chosen[0]
+        options = ImportOptions(**{k: v for k, v in sources.items() if k not in SOURCES})
+        imported = read_source(kind, sources[kind], options, suite)
+        assessment = assess_imported(imported, sources[kind], suite, policy, isolation)
+    emit(assessment, fmt, output)
+    sys.exit(assessment.status.exit_code)
+
+
+@click.command("convert")
+@import_options
+@click.option("--to", "target", type=click.Choice(["trials"]), default="trials", show_default=True)
+@click.option(
+    "--suite", "suite_path", type=click.Path(dir_okay=False), help="Match cases to a suite."
+)
+@click.option("--output", type=click.Path(dir_okay=False), help="Write here (default: stdout).")
+@handles_errors
+def convert_command(target, suite_path, output, **sources) -> None:
+    """Write evidence from another tool as verdictgate.trials/v1, to archive it in one format."""
+    from .importers import SOURCES, ImportOptions, read_source
+
+    chosen = [kind for kind in SOURCES if sources.get(kind) is not None]
+    if len(chosen) != 1:
+        raise click.UsageError(
+            "give exactly one source: " + ", ".join(f"--{k.replace('_', '-')}" for k in SOURCES)
+        )
+    options = ImportOptions(**{k: v for k, v in sources.items() if k not in SOURCES})
+    suite = suite_from(suite_path)
+    imported = read_source(chosen[0], sources[chosen[0]], options, suite)
+    name, point = (suite.name, suite.point) if suite else (Path(sources[chosen[0]]).stem, None)
+    stream = open(output, "wb") if output else sys.stdout.buffer  # noqa: SIM115 - closed below
+    try:
+        writer = TrialWriter(stream, name, point)
+        for trial in imported.evidence.trials():
+            writer.add(trial)
+    finally:
+        if output:
+            stream.close()
+    click.echo(f"verdictgate: wrote {writer.written} trials", err=True)
+
+
+def assess_imported(
+    imported, path: str, suite: Suite | None, policy: Policy, isolation: str | None
+) -> Assessment:
+    """Assess what an importer read; the file's own cases stand in for a missing suite."""
+    suite = suite or Suite(name=Path(path).stem, cases=imported.cases)
+    info = RunInfo(
+        id=imported.run_id,
+        suite=suite.name,
+        point=suite.point,
+        isolation=Isolation(isolation) if isolation else imported.isolation,
+        fingerprints=fingerprint_mode(case.id for case in imported.cases),
+    )
+    return assess(imported.evidence, suite, policy, run=info)

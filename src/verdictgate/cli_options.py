@@ -1,0 +1,245 @@
+"""Pieces shared by the CLI commands: options, one-line errors, output, and gathering evidence."""
+
+from __future__ import annotations
+
+import functools
+import json
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlparse
+
+import click
+
+from .agent import from_callable, from_factory, load_factory
+from .assessment import Assessment, Isolation, RunInfo
+from .engine import assess
+from .errors import USAGE_EXIT, InputError, VerdictgateError
+from .fingerprints import fingerprint_mode
+from .policy import PRECISION_PRESETS, Policy
+from .reports import RENDERERS
+from .reports.json_report import report_document
+from .reports.text import render_text
+from .suite import Suite
+from .suite_file import load_suite
+from .trials_file import TrialWriter, read_trials
+
+FORMATS = click.Choice(sorted(RENDERERS))
+ISOLATIONS = click.Choice([isolation.value for isolation in Isolation])
+
+
+def fail(message: str) -> None:
+    click.echo(f"verdictgate: error: {message}", err=True)
+    sys.exit(USAGE_EXIT)
+
+
+def handles_errors(command: Callable) -> Callable:
+    """Turn every error a user can cause into one line on stderr and exit code 2."""
+
+    @functools.wraps(command)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return command(*args, **kwargs)
+        except VerdictgateError as error:
+            fail(str(error))
+
+    return wrapper
+
+
+def policy_for(suite: Suite | None, tolerance: float | None, precision: str | None) -> Policy:
+    if tolerance is not None and precision is not None:
+        raise click.UsageError("use --tolerance or --precision, not both")
+    if precision is not None:
+        return Policy.preset(precision)
+    if tolerance is None and suite is not None:
+        tolerance = suite.tolerance
+    try:
+        return Policy.with_tolerance(tolerance)
+    except ValueError as error:
+        raise click.BadParameter(str(error), param_hint="--tolerance") from None
+
+
+def emit(assessment: Assessment, fmt: str, output: str | None, extra: dict | None = None) -> None:
+    """Write the report in `fmt` to the output file or stdout."""
+    if fmt == "json" and extra:
+        text = json.dumps({**report_document(assessment), **extra}, indent=2) + "\n"
+    elif fmt == "text" and output is None:
+        text = render_text(assessment, color=sys.stdout.isatty())
+    else:
+        text = RENDERERS[fmt](assessment)
+    if output is None:
+        click.echo(text, nl=False)
+        return
+    try:
+        Path(output).write_text(text, encoding="utf-8")
+    except OSError as error:
+        raise InputError(f"cannot write report ({error.strerror})", path=output) from None
+
+
+def run_options(command: Callable) -> Callable:
+    """Options shared by every command that can call an agent."""
+    for option in reversed(
+        [
+            click.option(
+                "--agent",
+                "agent_spec",
+                metavar="FILE.py:FACTORY|module:FACTORY",
+                help="FACTORY() returns the agent callable.",
+            ),
+            click.option(
+                "--repeats", type=int, help="Trials per case (default: sized from the tolerance)."
+            ),
+            click.option(
+                "--budget",
+                type=int,
+                help="Hard cap on calls; a plan above it is refused before any call.",
+            ),
+            click.option(
+                "--concurrency",
+                type=int,
+                default=1,
+                show_default=True,
+                help="Calls in flight at once.",
+            ),
+            click.option(
+                "--timeout", type=float, help="Seconds per call; an overrun is an error trial."
+            ),
+            click.option(
+                "--isolation",
+                type=ISOLATIONS,
+                default="unknown",
+                show_default=True,
+                help="How reruns are isolated; fresh-instance calls FACTORY() for every trial.",
+            ),
+            click.option(
+                "--trials-out",
+                type=click.Path(dir_okay=False),
+                help="Also write every trial to this verdictgate.trials/v1 file.",
+            ),
+            click.option("--run-id", help="Id of this run (default: a random one)."),
+            click.option(
+                "--otlp-endpoint",
+                metavar="URL",
+                help="Export decision, run and admission spans, metrics and the evaluation "
+                "event over OTLP/gRPC (http://host:4317 for no TLS).",
+            ),
+        ]
+    ):
+        command = option(command)
+    return command
+
+
+def policy_options(command: Callable) -> Callable:
+    command = click.option(
+        "--precision",
+        type=click.Choice(list(PRECISION_PRESETS)),
+        help="cheap 0.10, balanced 0.05, strict 0.01.",
+    )(command)
+    return click.option("--tolerance", type=float, help="Tolerated change rate between reruns.")(
+        command
+    )
+
+
+def output_options(command: Callable) -> Callable:
+    command = click.option(
+        "--output", type=click.Path(dir_okay=False), help="Write the report here."
+    )(command)
+    return click.option("--format", "fmt", type=FORMATS, default="text", show_default=True)(command)
+
+
+def evidence_for(
+    *,
+    trials: str | None,
+    agent_spec: str | None,
+    suite: Suite | None,
+    policy: Policy,
+    isolation: str,
+    repeats: int | None = None,
+    budget: int | None = None,
+    concurrency: int = 1,
+    timeout: float | None = None,
+    trials_out: str | None = None,
+    otlp_endpoint: str | None = None,
+    run_id: str | None = None,
+) -> Assessment:
+    """Assess a trials file, or run an agent on the suite, under one policy."""
+    if (trials is None) == (agent_spec is None):
+        raise click.UsageError("give exactly one of --trials or --agent")
+    if trials is not None:
+        evidence, summary = read_trials(trials)
+        run_ids = sorted(summary.runs) or ["run"]
+        info = RunInfo(
+            id=run_ids[0] if len(run_ids) == 1 else ",".join(run_ids),
+            suite=suite.name if suite else summary.suite or "suite",
+            point=suite.point if suite else summary.point or "decision",
+            isolation=Isolation(isolation),
+            fingerprints=fingerprint_mode(case for _, case in evidence.cases),
+        )
+        return assess(evidence, suite, policy, run=info)
+    if suite is None:
+        raise click.UsageError("--agent needs --suite (the cases to call it with)")
+    factory = load_factory(agent_spec)
+    try:
+        if isolation == Isolation.FRESH_INSTANCE.value:
+            agent = from_factory(factory, fresh_instance=True)
+        else:
+            agent = from_callable(factory(), isolation=isolation)
+    except Exception as error:
+        raise InputError(
+            f"FACTORY() failed: {type(error).__name__}: {error}", field="--agent"
+        ) from None
+    from .runner import run as run_agent  # the OpenTelemetry SDK loads only when an agent runs
+
+    with trials_writer(trials_out, suite) as sink, telemetry_for(otlp_endpoint) as telemetry:
+        return run_agent(
+            agent,
+            suite,
+            policy,
+            repeats=repeats,
+            budget=budget,
+            concurrency=concurrency,
+            timeout=timeout,
+            sink=sink,
+            telemetry=telemetry,
+            run_id=run_id,
+        )
+
+
+@contextmanager
+def telemetry_for(endpoint: str | None) -> Iterator[Any]:
+    """An OTLP-exporting pipeline for `--otlp-endpoint`, flushed before the command exits."""
+    if endpoint is None:
+        yield None
+        return
+    if urlparse(endpoint).scheme not in ("http", "https") or not urlparse(endpoint).netloc:
+        raise InputError(
+            f"expected http://HOST:PORT or https://HOST:PORT, got {endpoint!r}",
+            field="--otlp-endpoint",
+        )
+    from .telemetry import Telemetry
+
+    telemetry = Telemetry.otlp(endpoint)
+    try:
+        yield telemetry
+    finally:
+        telemetry.shutdown()
+
+
+@contextmanager
+def trials_writer(path: str | None, suite: Suite) -> Iterator[TrialWriter | None]:
+    """A sink writing every trial to `path` as it arrives, or None without a path."""
+    if path is None:
+        yield None
+        return
+    try:
+        stream = open(path, "wb")  # noqa: SIM115 - closed below, after the run
+    except OSError as error:
+        raise InputError(f"cannot write trials ({error.strerror})", path=path) from None
+    with stream:
+        yield TrialWriter(stream, suite.name, suite.point)
+
+
+def suite_from(path: str | None) -> Suite | None:
+    return None if path is None else load_suite(path)

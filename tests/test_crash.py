@@ -27,7 +27,7 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
 from test_collector_e2e import free_port
 from verdictgate import Contract, Policy, Suite, decision, evaluation_run, trial
-from verdictgate.serve import TRACE_SERVICE
+from verdictgate.ingest import TRACE_SERVICE
 from verdictgate.store import Store
 
 RUNS, CASES, TRIALS = 12, 4, 20

@@ -224,3 +224,16 @@ def test_an_unknown_provider_and_matching_suite_cases_by_id(cli, write):
     _result, report = assess(cli, "--promptfoo", path, "--suite", write("s.json", suite))
     assert report["coverage"]["intended"] == {"route-0": 1, "route-1": 1}
     assert {case["case"] for case in report["cases"]} == {"message 0", "message 1"}
+
+
+def test_promptfoo_success_is_the_evaluator_verdict_on_each_trial(cli):
+    rows = [
+        r
+        for r in json.loads(REAL.read_text())["results"]["results"]
+        if r["provider"]["label"] == "keyword-router"
+    ]
+    _, report = assess(
+        cli, "--promptfoo", str(REAL), "--provider", "keyword-router", "--decision-path", "route"
+    )
+    assert report["pass_rate"]["judged"] == len(rows)
+    assert report["pass_rate"]["passed"] == sum(1 for r in rows if r["success"])

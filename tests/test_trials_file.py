@@ -30,6 +30,7 @@ trials = st.builds(
     run=names,
     expected=st.none() | names,
     error_type=st.none(),
+    passed=st.none() | st.booleans(),
 )
 
 
@@ -44,6 +45,7 @@ def test_written_trials_read_back_to_the_same_assessment(tmp_path_factory, batch
     evidence, summary = read_trials(path)
     assert summary.records == len(batch)
     assert assess(evidence) == assess(Evidence(batch))
+    assert list(evidence.trials()) == list(Evidence(batch).trials())  # passed survives the file
 
 
 def test_chunked_reading_gives_the_same_result_as_one_chunk(tmp_path, monkeypatch):

@@ -141,6 +141,16 @@ class CaseResult:
 
 
 @dataclass(frozen=True)
+class PassCounts:
+    """How many trials an evaluator judged, and passed: pooled and per route."""
+
+    passed: int
+    judged: int
+    routes: Mapping[str, tuple[int, int]]
+    """route -> (passed, judged), for routes with judged trials."""
+
+
+@dataclass(frozen=True)
 class Findings:
     """What the evidence shows, before the admission rule turns it into an answer."""
 
@@ -153,6 +163,7 @@ class Findings:
     coverage: Coverage
     dominance: Dominance
     cases: tuple[CaseResult, ...]
+    passes: PassCounts
 
     @property
     def cases_without_repeats(self) -> int:

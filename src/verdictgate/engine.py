@@ -13,6 +13,7 @@ from .assessment import (
     Dominance,
     Findings,
     FlipPair,
+    PassCounts,
     RouteStability,
     RunInfo,
     TrialCounts,
@@ -49,13 +50,15 @@ def assess(
 class _Tally:
     """Pairs, flips, cases and flip pairs accumulated for one route (or pooled)."""
 
-    __slots__ = ("case_ids", "flip_counts", "flips", "pairs")
+    __slots__ = ("case_ids", "flip_counts", "flips", "judged", "pairs", "passed")
 
     def __init__(self) -> None:
         self.case_ids: set[str] = set()
         self.pairs = 0
         self.flips = 0
         self.flip_counts: Counter[tuple[int, int]] = Counter()
+        self.passed = 0
+        self.judged = 0
 
 
 def _findings(
@@ -95,11 +98,14 @@ def _findings(
                     flips += 1
                     flip_counts[(a, b) if a < b else (b, a)] += 1
         tallies = [pooled, routes.setdefault(route, _Tally())] if route else [pooled]
+        passed, judged = case_evidence.pass_counts()
         for tally in tallies:
             tally.case_ids.add(case_evidence.case)
             tally.pairs += pairs
             tally.flips += flips
             tally.flip_counts.update(flip_counts)
+            tally.passed += passed
+            tally.judged += judged
 
         first = next((slot for slot in slots if slot >= 0), None)
         if first is not None:
@@ -169,6 +175,11 @@ def _findings(
         ),
         dominance=_dominance(first_decisions, evidence, policy.dominance_threshold),
         cases=tuple(sorted(cases, key=lambda c: (c.case, c.run or ""))),
+        passes=PassCounts(
+            pooled.passed,
+            pooled.judged,
+            {r: (t.passed, t.judged) for r, t in sorted(routes.items()) if t.judged},
+        ),
     )
 
 

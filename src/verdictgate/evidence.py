@@ -34,6 +34,15 @@ class CaseEvidence:
     slots: array
     error_types: dict[int, str] | None = None
     """Trial index -> error type, for the (rare) error slots."""
+    judgements: bytearray | None = None
+    """Per trial index: 0 not judged, 1 an evaluator failed it, 2 passed (made on first use)."""
+
+    def pass_counts(self) -> tuple[int, int]:
+        """(passed, judged) among this case's kept trials."""
+        if self.judgements is None:
+            return 0, 0
+        passed = self.judgements.count(2)
+        return passed, passed + self.judgements.count(1)
 
     def received(self) -> int:
         """Number of trial indices that hold a record."""
@@ -60,7 +69,13 @@ class Evidence:
     def add(self, trial: Trial) -> None:
         """Record one trial."""
         self.record(
-            trial.run, trial.case, trial.index, trial.decision, trial.expected, trial.error_type
+            trial.run,
+            trial.case,
+            trial.index,
+            trial.decision,
+            trial.expected,
+            trial.error_type,
+            trial.passed,
         )
 
     def record(
@@ -71,18 +86,20 @@ class Evidence:
         decision: Decision | None,
         expected: str | None = None,
         error_type: str | None = None,
+        passed: bool | None = None,
     ) -> bool:
         """Record one trial from its fields; True when it was the first record of its identity."""
-        return self.record_case(run, case, ((index, decision, error_type),), expected) == 1
+        return self.record_case(run, case, ((index, decision, error_type, passed),), expected) == 1
 
     def record_case(
         self,
         run: str,
         case: str,
-        trials: Iterable[tuple[int, Decision | None, str | None]],
+        trials: Iterable[tuple[int, Decision | None, str | None, bool | None]],
         expected: str | None = None,
     ) -> int:
-        """Record trials `(index, decision, error_type)` of one case; returns how many were new."""
+        """Record trials `(index, decision, error_type, passed)` of one case; returns how many
+        were new."""
         evidence = self.cases.get((run, case))
         if evidence is None:
             evidence = self.cases[(run, case)] = CaseEvidence(run, case, expected, array("i"))
@@ -91,7 +108,7 @@ class Evidence:
         slots = evidence.slots
         key_ids = self._key_ids
         new = 0
-        for index, decision, error_type in trials:
+        for index, decision, error_type, passed in trials:
             if decision is None:
                 slot = ERROR
             else:
@@ -116,6 +133,13 @@ class Evidence:
                     self.conflicted.add((run, case, index))
                 continue
             new += 1
+            if passed is not None:
+                judgements = evidence.judgements
+                if judgements is None:
+                    judgements = evidence.judgements = bytearray()
+                if len(judgements) <= index:
+                    judgements.extend(bytes(index + 1 - len(judgements)))
+                judgements[index] = 2 if passed else 1
             if slot == ERROR:
                 kind = error_type or "error"
                 self.error_types[kind] += 1

@@ -119,3 +119,22 @@ def pairs_to_qualify(
         else:
             low = middle
     return high
+
+
+def difference_interval(
+    before: tuple[int, int], after: tuple[int, int], confidence: float = 0.95
+) -> tuple[float, float, float] | None:
+    """Newcombe's hybrid score interval for after minus before, built from the two Wilson
+    intervals: (difference, low, high); None when a side has no trials."""
+    (x1, n1), (x2, n2) = before, after
+    if n1 == 0 or n2 == 0:
+        return None
+    p1, p2 = x1 / n1, x2 / n2
+    low1, high1 = wilson_interval(x1, n1, confidence)
+    low2, high2 = wilson_interval(x2, n2, confidence)
+    difference = p2 - p1
+    return (
+        difference,
+        difference - math.sqrt((p2 - low2) ** 2 + (high1 - p1) ** 2),
+        difference + math.sqrt((high2 - p2) ** 2 + (p1 - low1) ** 2),
+    )

@@ -58,6 +58,8 @@ class Trial:
     run: str = "run"
     expected: str | None = None
     error_type: str | None = None
+    passed: bool | None = None
+    """An evaluator's verdict on the trial (e.g. promptfoo or DeepEval `success`), if any."""
 
     @property
     def outcome(self) -> Outcome:

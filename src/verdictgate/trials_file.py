@@ -34,6 +34,7 @@ class TrialRecord(msgspec.Struct, gc=False):
     reason: str | None = None
     error_type: str | None = None
     expected: str | None = None
+    passed: bool | None = None
 
 
 class RunLabels(msgspec.Struct):
@@ -159,7 +160,7 @@ def _add_batch(
 ) -> None:
     """Add decoded records, one call per run of consecutive records of the same case."""
     runs = summary.runs
-    group: list[tuple[int, Decision | None, str | None]] = []
+    group: list[tuple[int, Decision | None, str | None, bool | None]] = []
     group_start = 0
     current = None  # (run, case, expected) of the group being built
     for offset, record in enumerate(records):
@@ -184,7 +185,7 @@ def _add_batch(
             group_start = offset
         elif current[2] is None and record.expected is not None:
             current = (*identity, record.expected)  # the first expected route given counts
-        group.append((record.trial, decision, record.error_type))
+        group.append((record.trial, decision, record.error_type, record.passed))
     if group:
         _flush(evidence, current, group, records, group_start, first_line, path)
     summary.records += len(records) - records.count(None)
@@ -227,6 +228,7 @@ def trial_fields(trial: Trial, suite: str | None = None, point: str | None = Non
         "reason": decision.reason if isinstance(decision, NoDecision) else None,
         "error_type": trial.error_type if trial.outcome is Outcome.ERROR else None,
         "expected": trial.expected,
+        "passed": trial.passed,
     }
     return {name: value for name, value in fields.items() if value is not None}
 

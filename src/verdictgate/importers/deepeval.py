@@ -75,7 +75,9 @@ def _build(
                 if decision == "tools"
                 else _read_value(row.get("actualOutput"), decision_path)
             )
-            trials.append((index, got, None if got is not None else "decision_path"))
+            success = row.get("success")
+            passed = success if isinstance(success, bool) else None
+            trials.append((index, got, None if got is not None else "decision_path", passed))
         expected_text = expected if isinstance(expected, str) else None
         evidence.record_case(RUN_ID, case_id, trials, expected_text)
         cases.append(Case(case_id, None, expected_text))
@@ -115,6 +117,7 @@ def evidence_from_deepeval(
                 "actualOutput": actual,
                 "expectedOutput": getattr(case, "expected_output", None),
                 "toolsCalled": getattr(case, "tools_called", None),
+                "success": getattr(case, "success", None),
             }
         )
     kind = "tools" if decision == "tools" else "output"

@@ -53,6 +53,7 @@ class Row(msgspec.Struct):
     response: _Response | None = None
     failureReason: int | None = None
     traceId: str | None = None
+    success: bool | None = None
 
     def provider_id(self) -> str:
         if isinstance(self.provider, str):
@@ -193,7 +194,7 @@ class _Test:
     expected: str | None
     order: array = field(default_factory=lambda: array("q"))
     trace_ids: list[str | None] = field(default_factory=list)
-    trials: list[tuple[Decision | None, str | None]] = field(default_factory=list)
+    trials: list[tuple[Decision | None, str | None, bool | None]] = field(default_factory=list)
 
 
 def read(path: Path, options: ImportOptions, suite: Suite | None, key: bytes | None) -> Imported:
@@ -245,7 +246,9 @@ def read(path: Path, options: ImportOptions, suite: Suite | None, key: bytes | N
             positions = [0] * len(ranked)
             for rank, row_number in enumerate(ranked):
                 positions[row_number] = rank
-        trials = [(position, d, e) for position, (d, e) in zip(positions, test.trials, strict=True)]
+        trials = [
+            (position, *trial) for position, trial in zip(positions, test.trials, strict=True)
+        ]
         evidence.record_case(eval_id, case.id, trials, case.expected)
         cases.append(Case(case.id, None, case.expected))
     return Imported(evidence, tuple(cases), eval_id)
@@ -297,9 +300,11 @@ def _expected(row: Row, options: ImportOptions) -> str | None:
     return value if isinstance(value, str) else None
 
 
-def _trial(row: Row, options: ImportOptions) -> tuple[Decision | None, str | None]:
-    """(decision, None) or (None, error type) for one row."""
+def _trial(row: Row, options: ImportOptions) -> tuple[Decision | None, str | None, bool | None]:
+    """(decision, None, passed) or (None, error type, passed) for one row; `passed` is
+    promptfoo's `success` (None for a provider error, which no assertion judged)."""
     if row.failureReason == PROVIDER_ERROR or row.response is None:
-        return None, "provider_error"
+        return None, "provider_error", None
     decision = decision_from_output(row.response.output, options.decision_path)
-    return (decision, None) if decision is not None else (None, "decision_path")
+    error = None if decision is not None else "decision_path"
+    return decision, error, row.success

@@ -93,6 +93,14 @@ def report_document(assessment: Assessment) -> dict[str, Any]:
             "cases": a.dominance.cases,
             "collapsed": a.dominance.collapsed,
         },
+        "pass_rate": {
+            "passed": a.passes.passed,
+            "judged": a.passes.judged,
+            "routes": {
+                route: {"passed": passed, "judged": judged}
+                for route, (passed, judged) in a.passes.routes.items()
+            },
+        },
         "cases": [
             {
                 "case": c.case,

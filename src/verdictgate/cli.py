@@ -23,6 +23,7 @@ from .cli_options import (
     suite_from,
 )
 from .cli_receiver import serve_command, status_command
+from .errors import InputError
 from .plan import plan_run, repeats_for
 from .policy import PRECISION_PRESETS
 from .snapshot import (
@@ -212,6 +213,93 @@ def _print_regression(regression) -> None:
         )
     for route in regression.unstable_routes:
         click.echo(f"  route {route} became unstable")
+
+
+@main.command("compare")
+@click.option(
+    "--before", required=True, type=click.Path(dir_okay=False), help="Trials file or snapshot."
+)
+@click.option(
+    "--after", required=True, type=click.Path(dir_okay=False), help="Trials file or snapshot."
+)
+@click.option(
+    "--suite", "suite_path", type=click.Path(dir_okay=False), help="Contract and targets."
+)
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["text", "json", "markdown"]),
+    default="text",
+    show_default=True,
+)
+@handles_errors
+def compare_command(before, after, suite_path, fmt) -> None:
+    """Drift across builds: change and pass rates after minus before; exit 1 on a regression."""
+    from .compare import compare, comparison_document
+
+    suite = suite_from(suite_path)
+    before_summary, before_suite = _build_counts(before, suite)
+    after_summary, after_suite = _build_counts(after, suite or before_suite)
+    declared = suite or before_suite or after_suite
+    targets = set(declared.contract.targets) if declared else set()
+    comparison = compare(before_summary, after_summary, targets)
+    if fmt == "json":
+        click.echo(json.dumps(comparison_document(comparison), indent=2))
+    else:
+        click.echo(_comparison_text(comparison, markdown=fmt == "markdown"))
+    sys.exit(1 if comparison.regression else 0)
+
+
+def _build_counts(path: str, suite: Suite | None):
+    """A build's counts, from a snapshot or a trials file, and the suite a snapshot holds."""
+    from .compare import summary_from_document, summary_of
+    from .engine import assess
+    from .snapshot import SNAPSHOT_SCHEMA
+    from .trials_file import read_trials
+
+    try:
+        with open(path, "rb") as stream:
+            head = stream.read(4096)
+    except OSError as error:
+        raise InputError(f"cannot read file ({error.strerror})", path=path) from None
+    if f'"{SNAPSHOT_SCHEMA}"'.encode() in head:
+        document = read_json(path)
+        baseline = baseline_from_document(document, path)
+        try:
+            summary = summary_from_document(document["evidence"]["counts"])
+        except (KeyError, TypeError):
+            raise InputError("the snapshot has no counts (made by an older version)", path=path,
+                             field="evidence.counts") from None  # fmt: skip
+        return summary, baseline.suite
+    evidence, _ = read_trials(path)
+    return summary_of(assess(evidence, suite)), None
+
+
+def _comparison_text(comparison, *, markdown: bool) -> str:
+    def show(label: str, d, bad_if_positive: bool) -> str:
+        (x1, n1), (x2, n2) = d.before, d.after
+        if d.interval is None:
+            return f"{label}: {x1}/{n1} -> {x2}/{n2}, not comparable (a side has nothing to count)"
+        value, low, high = d.interval
+        worse = (low > 0) if bad_if_positive else (high < 0)
+        flag = "  REGRESSION" if worse else ""
+        return f"{label}: {x1}/{n1} -> {x2}/{n2}, difference {value:+.3f} [{low:+.3f}, {high:+.3f}]{flag}"
+
+    lines = [
+        f"{'## ' if markdown else ''}Regression: {'yes' if comparison.regression else 'no'}",
+        "",
+    ]
+    bullet = "- " if markdown else "  "
+    lines.append(bullet + show("pooled change rate", comparison.change, True))
+    lines.append(bullet + show("pooled pass rate", comparison.pass_rate, False))
+    for route in comparison.routes:
+        note = " (target)" if route.targeted else " (reported, not gated)"
+        lines.append(bullet + show(f"route {route.route} change rate{note}", route.change, True))
+        if route.pass_rate.comparable:
+            lines.append(
+                bullet + show(f"route {route.route} pass rate{note}", route.pass_rate, False)
+            )
+    return "\n".join(lines)
 
 
 main.add_command(assess_command)

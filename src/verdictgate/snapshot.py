@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .assessment import Assessment, Status
+from .compare import summary_document, summary_of
 from .errors import InputError, VerdictgateError
 from .policy import Policy
 from .stats import Stability
@@ -70,6 +71,7 @@ def make_snapshot(assessment: Assessment, suite: Suite, *, approved: bool) -> di
             "ci_high": assessment.pooled.ci_high,
             "routes": routes,
             "trials": assessment.trials.received,
+            "counts": summary_document(summary_of(assessment)),
         },
     }
 

@@ -137,3 +137,36 @@ def test_rejected_beats_inconclusive_and_every_reason_is_listed(write, cli):
     assert result.exit_code == 1 and report["status"] == "rejected"
     assert "route_stochastic" in codes and "incomplete" in codes
     assert codes.index("route_stochastic") < codes.index("incomplete")
+
+
+def judged(records: list[dict], failing_every: int | None) -> list[dict]:
+    """Mark records passed, failing one in `failing_every` (None: all pass)."""
+    for number, record in enumerate(records):
+        record["passed"] = failing_every is None or number % failing_every != 0
+    return records
+
+
+@pytest.mark.parametrize(
+    ("failing_every", "pairs", "exit_code", "code"),
+    [(None, 13, 0, None), (3, 13, 1, "pass_rate_unreliable"), (None, 2, 3, "pass_rate_undecided")],
+)
+def test_pass_rate_reliability(write, cli, failing_every, pairs, exit_code, code):
+    records = judged(trial_records(stable_answers(pairs_per_case=pairs)), failing_every)
+    suite = {**suite_document(), "pass_rate": 0.9}
+    result = cli("assess", "--trials", write("t.jsonl", records), "--suite", write("s.json", suite),
+                 "--format", "json")  # fmt: skip
+    report = json.loads(result.stdout)
+    assert report["pass_rate"]["required"] == 0.9 and report["policy"]["pass_rate"] == 0.9
+    assert report["pass_rate"]["judged"] == len(records)
+    codes = {reason["code"] for reason in report["reasons"]}
+    if code is None:
+        assert result.exit_code == 0 and report["pass_rate"]["result"] == "reliable"
+    else:
+        assert code in codes and result.exit_code == exit_code
+
+
+def test_a_required_pass_rate_without_evaluator_verdicts_is_undecided(write, cli):
+    trials = write("t.jsonl", trial_records(stable_answers()))
+    result = cli("assess", "--trials", trials, "--pass-rate", "0.9", "--format", "json")
+    report = json.loads(result.stdout)
+    assert result.exit_code == 3 and "pass_rate_undecided" in {r["code"] for r in report["reasons"]}

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 
 from .assessment import Assessment, Findings, Isolation, Reason, RouteStability, Status
-from .stats import ChangeRate, Stability, pairs_to_qualify
+from .stats import ChangeRate, PassRate, Reliability, Stability, pairs_to_qualify
 
 REJECTING = frozenset(
     {
@@ -19,6 +19,7 @@ REJECTING = frozenset(
         "contract_unknown_decision",
         "contract_under_cased",
         "dominant_decision",
+        "pass_rate_unreliable",
     }
 )
 """Reason codes that are evidence of a problem; any one rejects the run."""
@@ -119,6 +120,12 @@ def _reasons(f: Findings):
             f"{percent(dominance.share)} of {dominance.cases} cases first decided "
             f"{dominance.verdict}: the probes collapsed onto one decision",
         )
+    rate = f.pass_rate
+    if rate is not None and rate.result is Reliability.UNRELIABLE:
+        yield Reason(
+            "pass_rate_unreliable",
+            f"the pass rate is below the required {percent(rate.required)}: {_passes(rate)}",
+        )
     if pooled.result is Stability.UNDECIDED:
         yield Reason(
             "pooled_undecided",
@@ -129,6 +136,13 @@ def _reasons(f: Findings):
     if undecided:
         yield Reason(
             "target_undecided", "routes not yet shown within target: " + _routes_named(undecided)
+        )
+    if rate is not None and rate.result is Reliability.UNDECIDED:
+        yield Reason(
+            "pass_rate_undecided",
+            f"not yet shown above the required pass rate {percent(rate.required)}: {_passes(rate)}"
+            if rate.judged
+            else "a pass rate is required but no trial carries an evaluator's verdict",
         )
     if trials.errors or trials.missing:
         yield Reason("incomplete", _incomplete(f))
@@ -143,6 +157,13 @@ def _reasons(f: Findings):
             "no_repeats",
             f"{f.cases_without_repeats} cases have fewer than 2 trials, so they form no rerun pair",
         )
+
+
+def _passes(rate: PassRate) -> str:
+    return (
+        f"{rate.passed} of {rate.judged} judged trials passed, "
+        f"CI [{percent(rate.ci_low)}, {percent(rate.ci_high)}]"
+    )
 
 
 def _with_critical(routes: tuple[str, ...], critical: tuple[str, ...]) -> str:
@@ -225,6 +246,18 @@ def _next_steps(f: Findings):
         if route.targeted and route.change.result is Stability.UNDECIDED:
             yield _pairs_step(
                 f"route {route.route}", route.change, route.cases, f.policy.confidence
+            )
+    rate = f.pass_rate
+    if rate is not None and rate.result is Reliability.UNRELIABLE:
+        yield "Fix the failing cases before freezing a baseline: the evaluator fails too many trials."
+    if rate is not None and rate.result is Reliability.UNDECIDED and rate.judged:
+        total = pairs_to_qualify(
+            rate.judged - rate.passed, rate.judged, 1 - rate.required, f.policy.confidence
+        )
+        if total is not None:
+            yield (
+                f"Collect {total - rate.judged} more judged trials: if they all pass, the pass rate "
+                f"is shown above {percent(rate.required)}."
             )
     if f.run.in_progress:
         yield "Wait for the run to finish (`verdictgate status --wait SECONDS`)."

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from enum import Enum
 
 from .policy import Policy
-from .stats import ChangeRate, Stability
+from .stats import ChangeRate, PassRate, Stability
 
 
 class Status(str, Enum):
@@ -164,6 +164,8 @@ class Findings:
     dominance: Dominance
     cases: tuple[CaseResult, ...]
     passes: PassCounts
+    pass_rate: PassRate | None
+    """The pooled pass rate judged against the policy's required rate, when one is required."""
 
     @property
     def cases_without_repeats(self) -> int:

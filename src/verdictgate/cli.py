@@ -50,12 +50,14 @@ def main() -> None:
 @policy_options
 @output_options
 @handles_errors
-def run_command(agent_spec, suite_path, tolerance, precision, fmt, output, **agent_options) -> None:
+def run_command(
+    agent_spec, suite_path, tolerance, precision, pass_rate, fmt, output, **agent_options
+) -> None:
     """Call an agent on every suite case, repeatedly, and assess the trials."""
     if agent_spec is None:
         raise click.UsageError("--agent is required")
     suite = suite_from(suite_path)
-    policy = policy_for(suite, tolerance, precision)
+    policy = policy_for(suite, tolerance, precision, pass_rate)
     assessment = evidence_for(
         trials=None, agent_spec=agent_spec, suite=suite, policy=policy, **agent_options
     )
@@ -83,13 +85,18 @@ def _parse_observed(value: str) -> tuple[int, int]:
     "--suite", "suite_path", type=click.Path(dir_okay=False), help="Size repeats for this suite."
 )
 @click.option("--observed", help="FLIPS/PAIRS seen so far: how many pairs it takes to qualify.")
+@click.option(
+    "--pass-rate", type=float, help="Also: judged trials needed to show a pass rate above this."
+)
 @click.option("--repeats", type=int, help="With --suite: trials per case instead of sizing.")
 @click.option("--budget", type=int, help="With --suite: refuse a plan above this many calls.")
 @click.option(
     "--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True
 )
 @handles_errors
-def plan_command(tolerance, precision, suite_path, observed, repeats, budget, fmt) -> None:
+def plan_command(
+    tolerance, precision, suite_path, observed, pass_rate, repeats, budget, fmt
+) -> None:
     """Price a run without calling anything: pairs and calls needed."""
     suite = suite_from(suite_path)
     policy = policy_for(suite, tolerance, precision)
@@ -118,6 +125,15 @@ def plan_command(tolerance, precision, suite_path, observed, repeats, budget, fm
                 f"{flips}/{pairs} -> {total} pairs in total: {total - pairs} more pairs "
                 f"({2 * (total - pairs)} calls) if every one agrees"
             )
+    if pass_rate is not None:
+        from .stats import trials_needed_for_pass_rate
+
+        try:
+            judged = trials_needed_for_pass_rate(pass_rate, confidence)
+        except ValueError as error:
+            raise click.BadParameter(str(error), param_hint="--pass-rate") from None
+        document["pass_rate"] = {"required": pass_rate, "judged_trials_needed": judged}
+        lines.append(f"{judged} judged trials, all passing, show a pass rate above {pass_rate:g}")
     if suite is not None:
         plan = plan_run(suite, policy, repeats=repeats, budget=budget)
         per_case = sorted(set(plan.repeats.values()))
@@ -148,13 +164,21 @@ def plan_command(tolerance, precision, suite_path, observed, repeats, budget, fm
 @click.option("--format", "fmt", type=FORMATS, default="text", show_default=True)
 @handles_errors
 def snapshot_command(
-    trials_path, suite_path, accept_reference, output, tolerance, precision, fmt, **agent_options
+    trials_path,
+    suite_path,
+    accept_reference,
+    output,
+    tolerance,
+    precision,
+    pass_rate,
+    fmt,
+    **agent_options,
 ) -> None:
     """Freeze a qualified, approved run as a baseline (fingerprints only, never inputs)."""
     if not accept_reference:
         raise click.UsageError("a baseline must be approved: pass --accept-reference")
     suite = suite_from(suite_path)
-    policy = policy_for(suite, tolerance, precision)
+    policy = policy_for(suite, tolerance, precision, pass_rate)
     assessment = evidence_for(trials=trials_path, suite=suite, policy=policy, **agent_options)
     try:
         document = make_snapshot(assessment, suite, approved=accept_reference)

@@ -73,8 +73,8 @@ def import_options(command: Callable) -> Callable:
 @policy_options
 @output_options
 @handles_errors
-def assess_command(trials_path, suite_path, isolation, tolerance, precision, fmt, output,
-                   **sources) -> None:  # fmt: skip
+def assess_command(trials_path, suite_path, isolation, tolerance, precision, pass_rate, fmt,
+                   output, **sources) -> None:  # fmt: skip
     """Assess evidence collected elsewhere; makes no calls."""
     from .importers import SOURCES, ImportOptions, read_source
 
@@ -83,7 +83,7 @@ def assess_command(trials_path, suite_path, isolation, tolerance, precision, fmt
         flags = ", ".join(f"--{kind.replace('_', '-')}" for kind in ("trials", *SOURCES))
         raise click.UsageError(f"give exactly one of {flags}")
     suite = suite_from(suite_path)
-    policy = policy_for(suite, tolerance, precision)
+    policy = policy_for(suite, tolerance, precision, pass_rate)
     if trials_path is not None:
         assessment = evidence_for(trials=trials_path, agent_spec=None, suite=suite, policy=policy,
                                isolation=isolation or "unknown")  # fmt: skip

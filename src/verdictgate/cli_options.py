@@ -48,15 +48,22 @@ def handles_errors(command: Callable) -> Callable:
     return wrapper
 
 
-def policy_for(suite: Suite | None, tolerance: float | None, precision: str | None) -> Policy:
+def policy_for(
+    suite: Suite | None,
+    tolerance: float | None,
+    precision: str | None,
+    pass_rate: float | None = None,
+) -> Policy:
     if tolerance is not None and precision is not None:
         raise click.UsageError("use --tolerance or --precision, not both")
     if precision is not None:
-        return Policy.preset(precision)
+        tolerance = Policy.preset(precision).tolerance
     if tolerance is None and suite is not None:
         tolerance = suite.tolerance
     try:
-        return Policy.with_tolerance(tolerance)
+        if pass_rate is None and suite is not None:
+            pass_rate = suite.pass_rate
+        return Policy.with_tolerance(tolerance, pass_rate)
     except ValueError as error:
         raise click.BadParameter(str(error), param_hint="--tolerance") from None
 
@@ -132,6 +139,11 @@ def run_options(command: Callable) -> Callable:
 
 
 def policy_options(command: Callable) -> Callable:
+    command = click.option(
+        "--pass-rate",
+        type=float,
+        help="Require the evaluator pass rate to be shown above this (e.g. 0.9).",
+    )(command)
     command = click.option(
         "--precision",
         type=click.Choice(list(PRECISION_PRESETS)),

@@ -20,7 +20,7 @@ from .assessment import (
 )
 from .evidence import ERROR, MISSING, Evidence
 from .policy import Policy
-from .stats import change_rate
+from .stats import change_rate, pass_rate
 from .suite import Contract, Suite
 from .trial_model import NoDecision, Trial, decision_text
 
@@ -41,7 +41,7 @@ def assess(
     """
     evidence = trials if isinstance(trials, Evidence) else Evidence(trials)
     suite = suite or Suite()
-    policy = policy or Policy.with_tolerance(suite.tolerance)
+    policy = policy or Policy.with_tolerance(suite.tolerance, suite.pass_rate)
     run = run or RunInfo(suite=suite.name, point=suite.point)
     findings = _findings(evidence, suite, policy, run, planned_trials)
     return admission.judge(findings)
@@ -175,6 +175,11 @@ def _findings(
         ),
         dominance=_dominance(first_decisions, evidence, policy.dominance_threshold),
         cases=tuple(sorted(cases, key=lambda c: (c.case, c.run or ""))),
+        pass_rate=(
+            pass_rate(pooled.passed, pooled.judged, policy.pass_rate, policy.confidence)
+            if policy.pass_rate is not None
+            else None
+        ),
         passes=PassCounts(
             pooled.passed,
             pooled.judged,

@@ -17,6 +17,8 @@ class Policy:
     tolerance: float = DEFAULT_TOLERANCE
     confidence: float = 0.95
     dominance_threshold: float = 0.9
+    pass_rate: float | None = None
+    """The evaluator pass rate trials must be shown to exceed, when one is required."""
 
     def __post_init__(self) -> None:
         if not 0.0 < self.tolerance < 1.0:
@@ -25,15 +27,20 @@ class Policy:
             raise ValueError(
                 f"confidence must be between 0 and 1 (exclusive), got {self.confidence}"
             )
+        if self.pass_rate is not None and not 0.0 < self.pass_rate < 1.0:
+            raise ValueError(f"a required pass rate must be between 0 and 1, got {self.pass_rate}")
         if not 0.0 < self.dominance_threshold <= 1.0:
             raise ValueError(
                 f"dominance threshold must be in (0, 1], got {self.dominance_threshold}"
             )
 
     @classmethod
-    def with_tolerance(cls, tolerance: float | None) -> Policy:
-        """The default policy at this tolerance (the default tolerance when None)."""
-        return cls() if tolerance is None else cls(tolerance=tolerance)
+    def with_tolerance(cls, tolerance: float | None, pass_rate: float | None = None) -> Policy:
+        """The default policy at this tolerance (the default tolerance when None), requiring
+        `pass_rate` when given."""
+        return cls(
+            tolerance=DEFAULT_TOLERANCE if tolerance is None else tolerance, pass_rate=pass_rate
+        )
 
     @classmethod
     def preset(cls, name: str) -> Policy:

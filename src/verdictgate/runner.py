@@ -71,7 +71,7 @@ def run(
     canary takes. An exception or a timeout becomes an error trial. `sink` receives every trial.
     """
     agent = from_callable(agent)
-    policy = policy or Policy.with_tolerance(suite.tolerance)
+    policy = policy or Policy.with_tolerance(suite.tolerance, suite.pass_rate)
     without_input = [case.id for case in suite.cases if case.input is None]
     if without_input:
         raise PlanError(f"cases without an input cannot be run: {', '.join(without_input[:3])}")

@@ -58,6 +58,7 @@ def make_snapshot(assessment: Assessment, suite: Suite, *, approved: bool) -> di
             "tolerance": assessment.policy.tolerance,
             "confidence": assessment.policy.confidence,
             "dominance_threshold": assessment.policy.dominance_threshold,
+            "pass_rate": assessment.policy.pass_rate,
         },
         "fingerprints": assessment.run.fingerprints,
         "verdicts": {case.case: case.verdict for case in assessment.cases},

@@ -121,6 +121,45 @@ def pairs_to_qualify(
     return high
 
 
+class Reliability(str, Enum):
+    """What the evidence says about a pass rate against the rate required."""
+
+    RELIABLE = "reliable"
+    UNRELIABLE = "unreliable"
+    UNDECIDED = "undecided"
+
+
+@dataclass(frozen=True)
+class PassRate:
+    """Evaluator passes among judged trials, with its interval and result against a required rate."""
+
+    passed: int
+    judged: int
+    ci_low: float
+    ci_high: float
+    required: float
+    result: Reliability
+
+
+def pass_rate(passed: int, judged: int, required: float, confidence: float = 0.95) -> PassRate:
+    """Reliable if ci_low > required, unreliable if ci_high < required, else undecided."""
+    low, high = wilson_interval(passed, judged, confidence)
+    if judged and low > required:
+        result = Reliability.RELIABLE
+    elif judged and high < required:
+        result = Reliability.UNRELIABLE
+    else:
+        result = Reliability.UNDECIDED
+    return PassRate(passed, judged, low, high, required, result)
+
+
+def trials_needed_for_pass_rate(required: float, confidence: float = 0.95) -> int:
+    """Smallest number of judged trials that, all passing, shows the pass rate above `required`."""
+    if not 0.0 < required < 1.0:
+        raise ValueError(f"a required pass rate must be between 0 and 1, got {required}")
+    return pairs_needed(1.0 - required, confidence)  # by symmetry of the Wilson interval
+
+
 def difference_interval(
     before: tuple[int, int], after: tuple[int, int], confidence: float = 0.95
 ) -> tuple[float, float, float] | None:

@@ -82,6 +82,8 @@ class Suite:
     cases: tuple[Case, ...] = ()
     contract: Contract = field(default_factory=Contract)
     tolerance: float | None = None
+    pass_rate: float | None = None
+    """The evaluator pass rate its trials must be shown to exceed, when one is required."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "cases", tuple(self.cases))

@@ -69,12 +69,16 @@ def suite_from_document(
     tolerance = document.get("tolerance")
     if tolerance is not None and not (_is_number(tolerance) and 0 < tolerance < 1):
         raise fail("tolerance", f"must be a number between 0 and 1, got {tolerance!r}")
+    pass_rate = document.get("pass_rate")
+    if pass_rate is not None and not (_is_number(pass_rate) and 0 < pass_rate < 1):
+        raise fail("pass_rate", f"must be a number between 0 and 1, got {pass_rate!r}")
     return Suite(
         name=_text(document.get("name", default_name), "name", fail),
         point=_text(document.get("point", "decision"), "point", fail),
         cases=tuple(cases),
         contract=contract,
         tolerance=tolerance,
+        pass_rate=pass_rate,
     )
 
 

@@ -40,6 +40,7 @@ _CHECK_CODES: dict[str, tuple[str, ...]] = {
         "contract_under_cased",
     ),
     "dominance": ("dominant_decision",),
+    "pass_rate": ("pass_rate_unreliable", "pass_rate_undecided"),
 }
 
 _PASSING_MESSAGES: dict[str, str] = {
@@ -49,6 +50,7 @@ _PASSING_MESSAGES: dict[str, str] = {
     "repeats": "every case has at least two trials",
     "contract": "every required route was intended and reached; nothing outside the contract",
     "dominance": "the probes did not collapse onto one decision",
+    "pass_rate": "no pass rate required, or it is shown above the rate required",
 }
 
 

@@ -49,6 +49,7 @@ def report_document(assessment: Assessment) -> dict[str, Any]:
             "tolerance": a.policy.tolerance,
             "confidence": a.policy.confidence,
             "dominance_threshold": a.policy.dominance_threshold,
+            "pass_rate": a.policy.pass_rate,
         },
         "trials": {
             "expected": a.trials.expected,
@@ -96,6 +97,16 @@ def report_document(assessment: Assessment) -> dict[str, Any]:
         "pass_rate": {
             "passed": a.passes.passed,
             "judged": a.passes.judged,
+            **(
+                {
+                    "required": a.pass_rate.required,
+                    "ci_low": a.pass_rate.ci_low,
+                    "ci_high": a.pass_rate.ci_high,
+                    "result": a.pass_rate.result.value,
+                }
+                if a.pass_rate
+                else {}
+            ),
             "routes": {
                 route: {"passed": passed, "judged": judged}
                 for route, (passed, judged) in a.passes.routes.items()

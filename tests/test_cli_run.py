@@ -62,3 +62,12 @@ def test_run_the_examples(cli, tmp_path, factory, exit_code, codes):
         reassessed["stability"] == report["stability"]
         and reassessed["coverage"] == report["coverage"]
     )
+
+
+def test_run_with_the_quality_gate(cli):
+    result = cli(
+        "run", "--agent", f"{ROUTER}:collapsed_router", "--suite", SUITE, "--quality-gate", "--format", "json",
+    )  # fmt: skip
+    report = json.loads(result.stdout)
+    assert result.exit_code == 1 and report["reasons"][0]["code"] == "quality_failed"
+    assert report["trials"]["received"] == 12

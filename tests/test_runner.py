@@ -177,3 +177,22 @@ def test_the_progress_bar_draws_on_stderr(capsys):
     assessment = verdictgate.run(keyword_gate, gate_suite(), repeats=2, progress=True)
     assert assessment.trials.received == 12
     assert capsys.readouterr().out == ""  # the bar never touches stdout, where reports go
+
+
+def test_the_quality_gate_stops_before_paying_for_repeats():
+    calls = []
+
+    def wrong_on_review(text: str) -> str:
+        calls.append(text)
+        return "approve" if "review" in text else keyword_gate(text)
+
+    assessment = verdictgate.run(wrong_on_review, gate_suite(), quality_gate=True)
+    assert len(calls) == 6  # one call per case, then it stopped
+    assert assessment.status is Status.REJECTED and assessment.reason_codes[0] == "quality_failed"
+    assert assessment.run.quality_failed == ("review-0", "review-1")
+    assert assessment.trials.expected == 6 and "incomplete" not in assessment.reason_codes
+
+
+def test_the_quality_gate_lets_a_correct_agent_through():
+    assessment = verdictgate.run(keyword_gate, gate_suite(), quality_gate=True)
+    assert assessment.status is Status.QUALIFIED and assessment.trials.received == 156

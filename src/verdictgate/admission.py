@@ -20,6 +20,7 @@ REJECTING = frozenset(
         "contract_under_cased",
         "dominant_decision",
         "pass_rate_unreliable",
+        "quality_failed",
     }
 )
 """Reason codes that are evidence of a problem; any one rejects the run."""
@@ -71,6 +72,12 @@ def _reasons(f: Findings):
         yield Reason(
             "shared_session",
             "reruns shared one session, so they are not independent; such a run is never admitted",
+        )
+    if f.run.quality_failed:
+        yield Reason(
+            "quality_failed",
+            f"{len(f.run.quality_failed)} cases missed their expected route on the first call, so "
+            "the run stopped before paying for repeats: " + ", ".join(f.run.quality_failed[:5]),
         )
     if trials.conflicts:
         yield Reason(
@@ -201,6 +208,11 @@ def _next_steps(f: Findings):
     trials, coverage, pooled = f.trials, f.coverage, f.pooled
     if f.run.isolation is Isolation.SHARED_SESSION:
         yield "Give every trial a fresh session (or a fresh agent instance) and declare that isolation."
+    if f.run.quality_failed:
+        yield (
+            "Fix the decisions of the cases that missed their route first: a reliably wrong route "
+            "is still wrong, and repeating it proves nothing."
+        )
     if trials.conflicts:
         yield (
             f"Check the harness for reused run ids or re-executed retries: {trials.conflicts} "

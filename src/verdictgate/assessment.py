@@ -52,6 +52,8 @@ class RunInfo:
     """`keyed` (HMAC), `unkeyed` (plain SHA-256) or `case-ids` (explicit ids)."""
     in_progress: bool = False
     """The run is still collecting trials (a receiver's answer before the run is final)."""
+    quality_failed: tuple[str, ...] = ()
+    """Cases whose first answer missed their expected route; the run stopped before repeats."""
 
 
 @dataclass(frozen=True)

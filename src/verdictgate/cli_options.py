@@ -127,6 +127,11 @@ def run_options(command: Callable) -> Callable:
             ),
             click.option("--run-id", help="Id of this run (default: a random one)."),
             click.option(
+                "--quality-gate",
+                is_flag=True,
+                help="Call each case once first; stop before repeats if any misses its route.",
+            ),
+            click.option(
                 "--otlp-endpoint",
                 metavar="URL",
                 help="Export decision, run and admission spans, metrics and the evaluation "
@@ -175,6 +180,7 @@ def evidence_for(
     trials_out: str | None = None,
     otlp_endpoint: str | None = None,
     run_id: str | None = None,
+    quality_gate: bool = False,
 ) -> Assessment:
     """Assess a trials file, or run an agent on the suite, under one policy."""
     if (trials is None) == (agent_spec is None):
@@ -216,6 +222,7 @@ def evidence_for(
             sink=sink,
             telemetry=telemetry,
             run_id=run_id,
+            quality_gate=quality_gate,
         )
 
 

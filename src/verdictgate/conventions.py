@@ -33,6 +33,8 @@ TOLERANCE = "verdictgate.tolerance"
 CONFIDENCE = "verdictgate.confidence"
 DOMINANCE_THRESHOLD = "verdictgate.dominance_threshold"
 ISOLATION = "verdictgate.isolation"
+QUALITY_FAILED = "verdictgate.quality.failed"
+"""string[]: cases whose first answer missed their expected route (run --quality-gate)."""
 
 # Decision span
 CASE_ID = "verdictgate.case.id"

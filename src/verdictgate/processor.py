@@ -163,12 +163,14 @@ class EvidenceProcessor(SpanProcessor):
         else:
             suite, policy = declaration.suite, declaration.policy
             planned, isolation = declaration.planned_trials, declaration.isolation
+        quality_failed = declaration.quality_failed if declaration else ()
         info = RunInfo(
             id=run_id,
             suite=suite.name,
             point=suite.point,
             isolation=isolation,
             fingerprints=fingerprint_mode(case for _, case in evidence.cases),
+            quality_failed=quality_failed,
         )
         assessment = assess(evidence, suite, policy, run=info, planned_trials=planned)
         with self._lock:

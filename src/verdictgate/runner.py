@@ -14,6 +14,7 @@ from typing import Any, Protocol
 
 from opentelemetry import context as otel_context
 
+from . import conventions as names
 from .agent import Agent, from_callable
 from .assessment import Assessment
 from .errors import PlanError
@@ -22,7 +23,7 @@ from .plan import RunPlan, plan_run
 from .policy import Policy
 from .suite import Case, Suite
 from .telemetry import Telemetry
-from .trial_model import Trial
+from .trial_model import Trial, decision_text
 
 
 class TrialSink(Protocol):
@@ -62,6 +63,7 @@ def run(
     sink: TrialSink | None = None,
     progress: bool | None = None,
     telemetry: Telemetry | None = None,
+    quality_gate: bool = False,
 ) -> Assessment:
     """Call `agent` on every suite case as often as the policy needs, then assess the trials.
 
@@ -69,6 +71,9 @@ def run(
     decision span inside a `verdictgate.run` span, and the EvidenceProcessor of `telemetry` (a
     private pipeline by default) assesses the run when it ends: the same path a production
     canary takes. An exception or a timeout becomes an error trial. `sink` receives every trial.
+
+    With `quality_gate`, each case is called once first; if any answer misses the case's expected
+    route, the run stops there, before paying for repeats, and is rejected (`quality_failed`).
     """
     agent = from_callable(agent)
     policy = policy or Policy.with_tolerance(suite.tolerance, suite.pass_rate)
@@ -87,8 +92,21 @@ def run(
         raise PlanError(
             "the runner records through an EvidenceProcessor: use Telemetry(collect=True)"
         )
-    processor.watch(run_id, sink.add if sink is not None else None)
+    first_answers: dict[str, Trial] = {}
+
+    def watch(trial: Trial) -> None:
+        if trial.index == 0:
+            first_answers[trial.case] = trial
+        if sink is not None:
+            sink.add(trial)
+
+    processor.watch(run_id, watch)
     recording = _Recording(run_id, suite, pipeline.tracer_provider, timeout)
+    rounds = (
+        [[c for c in calls if c.index == 0], [c for c in calls if c.index > 0]]
+        if quality_gate
+        else [calls]
+    )
     try:
         with (
             evaluation_run(
@@ -98,13 +116,21 @@ def run(
                 planned_trials=plan.calls,
                 isolation=agent.isolation,
                 tracer_provider=pipeline.tracer_provider,
-            ),
+            ) as run_span,
             _progress_bar(len(calls), progress) as advance,
         ):
-            if agent.is_async:
-                asyncio.run(_run_async(agent, calls, recording, concurrency, advance))
-            else:
-                _run_threads(agent, calls, recording, concurrency, advance)
+            for number, batch in enumerate(rounds):
+                if agent.is_async:
+                    asyncio.run(_run_async(agent, batch, recording, concurrency, advance))
+                else:
+                    _run_threads(agent, batch, recording, concurrency, advance)
+                failed = (
+                    _missed_routes(suite, first_answers) if quality_gate and number == 0 else []
+                )
+                if failed:
+                    run_span.set_attribute(names.QUALITY_FAILED, failed)
+                    run_span.set_attribute(names.PLAN_TRIALS, len(batch))
+                    break
     finally:
         processor.watch(run_id, None)
         if own_pipeline:
@@ -113,6 +139,20 @@ def run(
     if assessment is None:  # the processor failed to read its own run span: a bug, not input
         raise RuntimeError(f"run {run_id} was not assessed")
     return assessment
+
+
+def _missed_routes(suite: Suite, first_answers: dict[str, Trial]) -> list[str]:
+    """Cases with an expected route whose first answer was something else (or an error)."""
+    return sorted(
+        case.id
+        for case in suite.cases
+        if case.expected is not None
+        and (
+            (trial := first_answers.get(case.id)) is None
+            or trial.decision is None
+            or decision_text(trial.decision) != case.expected
+        )
+    )
 
 
 @dataclass(frozen=True)

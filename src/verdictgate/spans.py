@@ -23,6 +23,7 @@ class RunDeclaration:
     planned_cases: int | None
     planned_trials: int | None
     isolation: Isolation
+    quality_failed: tuple[str, ...] = ()
 
 
 def _pairs(mapping: Mapping[str, Any]) -> list[str]:
@@ -109,6 +110,7 @@ def run_declaration(attributes: Mapping[str, Any]) -> RunDeclaration:
         planned_cases=_count(attributes, names.PLAN_CASES),
         planned_trials=_count(attributes, names.PLAN_TRIALS),
         isolation=Isolation(attributes.get(names.ISOLATION, Isolation.UNKNOWN.value)),
+        quality_failed=_strings(attributes.get(names.QUALITY_FAILED)),
     )
 
 

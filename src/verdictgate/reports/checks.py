@@ -28,6 +28,7 @@ class Check:
 
 
 _CHECK_CODES: dict[str, tuple[str, ...]] = {
+    "quality": ("quality_failed",),
     "isolation": ("shared_session",),
     "integrity": ("integrity_conflict",),
     "completeness": ("incomplete", "in_progress"),
@@ -44,6 +45,7 @@ _CHECK_CODES: dict[str, tuple[str, ...]] = {
 }
 
 _PASSING_MESSAGES: dict[str, str] = {
+    "quality": "no quality gate failed",
     "isolation": "reruns were not declared to share a session",
     "integrity": "no trial identity received conflicting records",
     "completeness": "every planned trial was received without error",

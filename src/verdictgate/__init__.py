@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from .evidence import Evidence
     from .fingerprints import fingerprint
     from .instrument import decision, decision_point, evaluation_run, trial
+    from .invariants import Invariant
     from .plan import RunPlan, plan_run
     from .policy import PRECISION_PRESETS, Policy
     from .processor import EvidenceProcessor
@@ -38,6 +39,7 @@ _EXPORTS: dict[str, str] = {
     "Evidence": "evidence",
     "EvidenceProcessor": "processor",
     "InputError": "errors",
+    "Invariant": "invariants",
     "Isolation": "assessment",
     "NoDecision": "trial_model",
     "Outcome": "trial_model",
@@ -96,6 +98,7 @@ __all__ = [
     "Evidence",
     "EvidenceProcessor",
     "InputError",
+    "Invariant",
     "Isolation",
     "NoDecision",
     "Outcome",

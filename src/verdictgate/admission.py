@@ -21,6 +21,7 @@ REJECTING = frozenset(
         "dominant_decision",
         "pass_rate_unreliable",
         "quality_failed",
+        "invariant_blocked",
     }
 )
 """Reason codes that are evidence of a problem; any one rejects the run."""
@@ -78,6 +79,12 @@ def _reasons(f: Findings):
             "quality_failed",
             f"{len(f.run.quality_failed)} cases missed their expected route on the first call, so "
             "the run stopped before paying for repeats: " + ", ".join(f.run.quality_failed[:5]),
+        )
+    if f.invariants.failed:
+        yield Reason(
+            "invariant_blocked",
+            "blocking invariants failed: "
+            + ", ".join(f"{name} in {count} trials" for name, count in f.invariants.failed.items()),
         )
     if trials.conflicts:
         yield Reason(
@@ -208,6 +215,12 @@ def _next_steps(f: Findings):
     trials, coverage, pooled = f.trials, f.coverage, f.pooled
     if f.run.isolation is Isolation.SHARED_SESSION:
         yield "Give every trial a fresh session (or a fresh agent instance) and declare that isolation."
+    if f.invariants.failed:
+        yield "Fix the outputs that break a blocking invariant; every valid output must hold it."
+    if f.invariants.warned:
+        yield "Warning invariants failed (reported, not gating): " + ", ".join(
+            f"{name} in {count} trials" for name, count in f.invariants.warned.items()
+        )
     if f.run.quality_failed:
         yield (
             "Fix the decisions of the cases that missed their route first: a reliably wrong route "

@@ -153,6 +153,14 @@ class PassCounts:
 
 
 @dataclass(frozen=True)
+class InvariantCounts:
+    """How many trials broke each invariant: blocking ones reject the run, warnings are reported."""
+
+    failed: Mapping[str, int]
+    warned: Mapping[str, int]
+
+
+@dataclass(frozen=True)
 class Findings:
     """What the evidence shows, before the admission rule turns it into an answer."""
 
@@ -168,6 +176,7 @@ class Findings:
     passes: PassCounts
     pass_rate: PassRate | None
     """The pooled pass rate judged against the policy's required rate, when one is required."""
+    invariants: InvariantCounts
 
     @property
     def cases_without_repeats(self) -> int:

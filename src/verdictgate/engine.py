@@ -13,6 +13,7 @@ from .assessment import (
     Dominance,
     Findings,
     FlipPair,
+    InvariantCounts,
     PassCounts,
     RouteStability,
     RunInfo,
@@ -179,6 +180,10 @@ def _findings(
             pass_rate(pooled.passed, pooled.judged, policy.pass_rate, policy.confidence)
             if policy.pass_rate is not None
             else None
+        ),
+        invariants=InvariantCounts(
+            dict(sorted(evidence.invariant_failures.items())),
+            dict(sorted(evidence.invariant_warnings.items())),
         ),
         passes=PassCounts(
             pooled.passed,

@@ -63,12 +63,15 @@ class Evidence:
         self.conflicted: set[tuple[str, str, int]] = set()
         self.duplicates = 0
         self.error_types: Counter[str] = Counter()
+        self.invariant_failures: Counter[str] = Counter()
+        self.invariant_warnings: Counter[str] = Counter()
+        self._broken: dict[tuple[str, str, int], tuple[tuple[str, ...], tuple[str, ...]]] = {}
         for trial in trials:
             self.add(trial)
 
     def add(self, trial: Trial) -> None:
         """Record one trial."""
-        self.record(
+        new = self.record(
             trial.run,
             trial.case,
             trial.index,
@@ -77,6 +80,18 @@ class Evidence:
             trial.error_type,
             trial.passed,
         )
+        if new and (trial.invariants_failed or trial.invariants_warned):
+            self.note_invariants(
+                trial.run, trial.case, trial.index, trial.invariants_failed, trial.invariants_warned
+            )
+
+    def note_invariants(
+        self, run: str, case: str, index: int, failed: tuple[str, ...], warned: tuple[str, ...]
+    ) -> None:
+        """Count the invariants a newly recorded trial broke (call once, for its first record)."""
+        self.invariant_failures.update(failed)
+        self.invariant_warnings.update(warned)
+        self._broken[(run, case, index)] = (tuple(failed), tuple(warned))
 
     def record(
         self,

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import functools
 import inspect
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
@@ -30,6 +30,7 @@ from . import conventions as names
 from .agent import InvalidReturn, decision_from_return
 from .assessment import Isolation
 from .fingerprints import fingerprint, fingerprint_key
+from .invariants import Invariant, evaluate
 from .policy import Policy
 from .spans import decision_attributes, run_attributes
 from .suite import Suite
@@ -108,14 +109,23 @@ class DecisionRecorder:
             self._span.set_attribute(names.CASE_ID, fingerprint(text, self._key))
             self._case_named = True
 
-    def record(self, answer: Any) -> None:
-        """Record the agent's answer; one that is not a decision is an `invalid_return` error."""
+    def record(
+        self, answer: Any, broken: tuple[tuple[str, ...], tuple[str, ...]] = ((), ())
+    ) -> None:
+        """Record the agent's answer, and the names of the blocking and warning invariants it
+        broke; an answer that is not a decision is an `invalid_return` error."""
         try:
             decision = decision_from_return(answer)
         except InvalidReturn:
             self.record_error("invalid_return")
             return
-        self._finish(decision_attributes(decision))
+        attributes = decision_attributes(decision)
+        failed, warned = broken
+        if failed:
+            attributes[names.INVARIANT_FAILED] = list(failed)
+        if warned:
+            attributes[names.INVARIANT_WARNED] = list(warned)
+        self._finish(attributes)
 
     def record_error(self, error_type: str) -> None:
         """Record that the call failed, named by a short type (never a message)."""
@@ -196,21 +206,23 @@ def decision_point(
     input: Callable[..., str] | None = None,
     tracer_provider: trace.TracerProvider | None = None,
     key: str | bytes | None = None,
+    invariants: Sequence[Invariant] = (),
 ) -> Callable[[F], F]:
     """Decorate a sync or async function as decision point `point`.
 
     `verdict(result)` picks the decision out of the return value (default: the value itself);
     `input(*args, **kwargs)` picks the input text (default: the first string argument). The
-    function's return value and exceptions are passed through unchanged.
+    function's return value and exceptions are passed through unchanged. `invariants` are
+    checked on (result, input text); only the names of those broken are recorded.
     """
 
-    def record(recorder: DecisionRecorder, result: Any) -> None:
+    def record(recorder: DecisionRecorder, result: Any, given: str | None) -> None:
         try:
             answer = result if verdict is None else verdict(result)
         except Exception:
             recorder.record_error("verdict_unreadable")
             return
-        recorder.record(answer)
+        recorder.record(answer, evaluate(invariants, result, given) if invariants else ((), ()))
 
     def pick_input(args: tuple, kwargs: dict) -> str | None:
         if input is not None:
@@ -224,14 +236,12 @@ def decision_point(
             async def async_wrapper(*args: Any, **kwargs: Any) -> Any:
                 if not _sdk_configured(tracer_provider):
                     return await function(*args, **kwargs)
+                given = pick_input(args, kwargs)
                 with decision(
-                    point,
-                    input=pick_input(args, kwargs),
-                    tracer_provider=tracer_provider,
-                    key=key,
+                    point, input=given, tracer_provider=tracer_provider, key=key
                 ) as recorder:
                     result = await function(*args, **kwargs)
-                    record(recorder, result)
+                    record(recorder, result, given)
                     return result
 
             return async_wrapper  # type: ignore[return-value]
@@ -240,11 +250,10 @@ def decision_point(
         def wrapper(*args: Any, **kwargs: Any) -> Any:
             if not _sdk_configured(tracer_provider):
                 return function(*args, **kwargs)
-            with decision(
-                point, input=pick_input(args, kwargs), tracer_provider=tracer_provider, key=key
-            ) as recorder:
+            given = pick_input(args, kwargs)
+            with decision(point, input=given, tracer_provider=tracer_provider, key=key) as recorder:
                 result = function(*args, **kwargs)
-                record(recorder, result)
+                record(recorder, result, given)
                 return result
 
         return wrapper  # type: ignore[return-value]

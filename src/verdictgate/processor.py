@@ -20,7 +20,7 @@ from .evidence import Evidence
 from .fingerprints import fingerprint_mode
 from .policy import Policy
 from .publish import Publisher
-from .spans import RunDeclaration, run_declaration, trial_fields
+from .spans import RunDeclaration, invariant_fields, run_declaration, trial_fields
 from .suite import Suite
 from .trial_model import Trial
 
@@ -136,6 +136,10 @@ class EvidenceProcessor(SpanProcessor):
                     suite=attributes.get(names.SUITE), point=attributes.get(names.POINT)
                 )
             is_new = state.evidence.record(run, case, index, decision, expected, error_type)
+            if is_new and (
+                names.INVARIANT_FAILED in attributes or names.INVARIANT_WARNED in attributes
+            ):
+                state.evidence.note_invariants(run, case, index, *invariant_fields(attributes))
             watcher = self._watchers.get(run) if is_new and self._watchers else None
             window = self._canary_window
             if window is not None and time.monotonic() - state.opened >= window:

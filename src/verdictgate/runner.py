@@ -6,7 +6,7 @@ import asyncio
 import sys
 import threading
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -19,6 +19,7 @@ from .agent import Agent, from_callable
 from .assessment import Assessment
 from .errors import PlanError
 from .instrument import DecisionRecorder, decision, evaluation_run, trial
+from .invariants import Invariant, evaluate
 from .plan import RunPlan, plan_run
 from .policy import Policy
 from .suite import Case, Suite
@@ -64,6 +65,7 @@ def run(
     progress: bool | None = None,
     telemetry: Telemetry | None = None,
     quality_gate: bool = False,
+    invariants: Sequence[Invariant] = (),
 ) -> Assessment:
     """Call `agent` on every suite case as often as the policy needs, then assess the trials.
 
@@ -101,7 +103,7 @@ def run(
             sink.add(trial)
 
     processor.watch(run_id, watch)
-    recording = _Recording(run_id, suite, pipeline.tracer_provider, timeout)
+    recording = _Recording(run_id, suite, pipeline.tracer_provider, timeout, tuple(invariants))
     rounds = (
         [[c for c in calls if c.index == 0], [c for c in calls if c.index > 0]]
         if quality_gate
@@ -163,6 +165,12 @@ class _Recording:
     suite: Suite
     tracer_provider: Any
     timeout: float | None
+    invariants: tuple[Invariant, ...] = ()
+
+    def record(self, recorder: DecisionRecorder, answer: Any, given: str) -> None:
+        """Record an answer with the invariants it broke."""
+        broken = evaluate(self.invariants, answer, given) if self.invariants else ((), ())
+        recorder.record(answer, broken)
 
     @contextmanager
     def call(self, call: Call) -> Iterator[DecisionRecorder]:
@@ -219,7 +227,7 @@ def _run_threads(agent: Agent, calls, recording: _Recording, concurrency, advanc
                 except Exception as error:
                     recorder.record_error(type(error).__name__)
                 else:
-                    recorder.record(answer)
+                    recording.record(recorder, answer, call.case.input)
         finally:
             otel_context.detach(token)
 
@@ -244,7 +252,7 @@ async def _run_async(agent: Agent, calls, recording: _Recording, concurrency, ad
                 except Exception as error:
                     recorder.record_error(type(error).__name__)
                 else:
-                    recorder.record(answer)
+                    recording.record(recorder, answer, call.case.input)
         advance()
 
     await asyncio.gather(*(one(call) for call in calls))

@@ -190,3 +190,11 @@ def trial_from_attributes(attributes: Mapping[str, Any]) -> Trial:
     """The trial a decision span records; a ValueError names the attribute that is wrong."""
     run, case, index, decision, expected, error_type = trial_fields(attributes)
     return Trial(case, index, decision, run, expected, error_type)
+
+
+def invariant_fields(attributes: Mapping[str, Any]) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The names of the blocking and warning invariants a decision span says were broken."""
+    return (
+        _strings(attributes.get(names.INVARIANT_FAILED)),
+        _strings(attributes.get(names.INVARIANT_WARNED)),
+    )

@@ -60,6 +60,9 @@ class Trial:
     error_type: str | None = None
     passed: bool | None = None
     """An evaluator's verdict on the trial (e.g. promptfoo or DeepEval `success`), if any."""
+    invariants_failed: tuple[str, ...] = ()
+    invariants_warned: tuple[str, ...] = ()
+    """Names of the blocking and warning invariants this trial's output broke."""
 
     @property
     def outcome(self) -> Outcome:

@@ -35,6 +35,8 @@ class TrialRecord(msgspec.Struct, gc=False):
     error_type: str | None = None
     expected: str | None = None
     passed: bool | None = None
+    invariants_failed: list[str] | None = None
+    invariants_warned: list[str] | None = None
 
 
 class RunLabels(msgspec.Struct):
@@ -185,10 +187,40 @@ def _add_batch(
             group_start = offset
         elif current[2] is None and record.expected is not None:
             current = (*identity, record.expected)  # the first expected route given counts
+        if record.invariants_failed or record.invariants_warned:  # rare: recorded one by one
+            if group:
+                _flush(evidence, current, group, records, group_start, first_line, path)
+                group = []
+            _record_one(evidence, identity, record, decision, path, first_line + offset)
+            group_start = offset + 1
+            continue
         group.append((record.trial, decision, record.error_type, record.passed))
     if group:
         _flush(evidence, current, group, records, group_start, first_line, path)
     summary.records += len(records) - records.count(None)
+
+
+def _record_one(
+    evidence: Evidence,
+    identity: tuple,
+    record: TrialRecord,
+    decision: Decision | None,
+    path: str,
+    line: int,
+) -> None:
+    """Record one trial and the invariants it broke."""
+    run, case = identity
+    try:
+        new = evidence.record(
+            run, case, record.trial, decision, record.expected, record.error_type, record.passed
+        )
+    except TrialIndexError as error:
+        raise InputError(str(error), path=path, line=line, field="trial") from None
+    if new:
+        failed = tuple(record.invariants_failed or ())
+        evidence.note_invariants(
+            run, case, record.trial, failed, tuple(record.invariants_warned or ())
+        )
 
 
 def _flush(
@@ -229,6 +261,8 @@ def trial_fields(trial: Trial, suite: str | None = None, point: str | None = Non
         "error_type": trial.error_type if trial.outcome is Outcome.ERROR else None,
         "expected": trial.expected,
         "passed": trial.passed,
+        "invariants_failed": list(trial.invariants_failed) or None,
+        "invariants_warned": list(trial.invariants_warned) or None,
     }
     return {name: value for name, value in fields.items() if value is not None}
 

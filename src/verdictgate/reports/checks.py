@@ -29,6 +29,7 @@ class Check:
 
 _CHECK_CODES: dict[str, tuple[str, ...]] = {
     "quality": ("quality_failed",),
+    "invariants": ("invariant_blocked",),
     "isolation": ("shared_session",),
     "integrity": ("integrity_conflict",),
     "completeness": ("incomplete", "in_progress"),
@@ -46,6 +47,7 @@ _CHECK_CODES: dict[str, tuple[str, ...]] = {
 
 _PASSING_MESSAGES: dict[str, str] = {
     "quality": "no quality gate failed",
+    "invariants": "no blocking invariant failed",
     "isolation": "reruns were not declared to share a session",
     "integrity": "no trial identity received conflicting records",
     "completeness": "every planned trial was received without error",
@@ -68,6 +70,10 @@ def checks(assessment: Assessment) -> list[Check]:
                 if name == "stability.pooled"
                 else _PASSING_MESSAGES[name]
             )
+            if name == "invariants" and assessment.invariants.warned:
+                message += "; warnings: " + ", ".join(
+                    f"{n} in {c} trials" for n, c in assessment.invariants.warned.items()
+                )
             result.append(Check(name, CheckResult.PASSED, message))
             continue
         failed = any(reason.code in REJECTING for reason in found)

@@ -112,6 +112,7 @@ def report_document(assessment: Assessment) -> dict[str, Any]:
                 for route, (passed, judged) in a.passes.routes.items()
             },
         },
+        "invariants": {"failed": dict(a.invariants.failed), "warned": dict(a.invariants.warned)},
         "cases": [
             {
                 "case": c.case,

@@ -1,0 +1,39 @@
+"""Invariants: cheap, deterministic properties every valid output holds, checked in process."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+SEVERITIES = ("block", "warn")
+
+
+@dataclass(frozen=True)
+class Invariant:
+    """A named check `check(output, input) -> bool`; a `block` failure rejects the run, a `warn`
+    failure is reported. Only the name ever leaves the process."""
+
+    name: str
+    check: Callable[[Any, Any], bool]
+    severity: str = "block"
+
+    def __post_init__(self) -> None:
+        if self.severity not in SEVERITIES:
+            raise ValueError(f"severity must be block or warn, got {self.severity!r}")
+
+
+def evaluate(
+    invariants: Iterable[Invariant], output: Any, given: Any
+) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(failed blocking names, failed warning names); a check that raises has failed."""
+    failed: list[str] = []
+    warned: list[str] = []
+    for invariant in invariants:
+        try:
+            held = bool(invariant.check(output, given))
+        except Exception:
+            held = False
+        if not held:
+            (failed if invariant.severity == "block" else warned).append(invariant.name)
+    return tuple(failed), tuple(warned)

@@ -18,16 +18,8 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-from assess import OUT, agentverity_command, measure
+from assess import OUT, ROUTES, agentverity_command, measure
 
-ROUTES = [
-    "card_security",
-    "cash_withdrawal",
-    "duplicate_charge",
-    "merchant_dispute",
-    "refund_delay",
-    "transfer_delay",
-]
 TESTS = 1000
 
 

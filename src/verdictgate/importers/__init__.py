@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -11,6 +12,7 @@ from ..assessment import Isolation
 from ..evidence import Evidence
 from ..fingerprints import fingerprint_key
 from ..suite import Case, Suite
+from ..trial_model import Decision
 
 
 @dataclass(frozen=True)
@@ -50,6 +52,24 @@ def pick(value: Any, dotted: str) -> Any:
         else:
             return None
     return value
+
+
+def decision_at(value: Any, path: str | None) -> Decision | None:
+    """A decision read from a tool's output: the value itself, or, with a dotted `path`, what
+    the path names in it (JSON text is parsed first). A label is a non-empty string, a tool path
+    a list of strings; anything else is None (the caller records an unreadable decision)."""
+    if path is not None:
+        if isinstance(value, str):
+            try:
+                value = json.loads(value)
+            except json.JSONDecodeError:
+                return None
+        value = pick(value, path)
+    if isinstance(value, str) and value:
+        return value
+    if isinstance(value, list) and value and all(isinstance(item, str) for item in value):
+        return tuple(value)
+    return None
 
 
 SOURCES = ("agentverity", "promptfoo", "deepeval", "jsonl", "otlp_json")

@@ -4,7 +4,6 @@ objects, grouped by input; the trial order is the `[i-N]` repeat suffix of the t
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -16,26 +15,10 @@ from ..fingerprints import fingerprint, fingerprint_key
 from ..suite import Case, Suite
 from ..suite_file import read_json
 from ..trial_model import Decision
-from . import Imported, ImportOptions, pick
+from . import Imported, ImportOptions, decision_at
 
 RUN_ID = "deepeval"
 _REPEAT = re.compile(r"\[(\d+)-(\d+)\]$")
-
-
-def _read_value(value: Any, decision_path: str | None) -> Decision | None:
-    """A label, or what `decision_path` names in a JSON text; None when unreadable."""
-    if decision_path is not None:
-        if isinstance(value, str):
-            try:
-                value = json.loads(value)
-            except json.JSONDecodeError:
-                return None
-        value = pick(value, decision_path)
-    if isinstance(value, str) and value:
-        return value
-    if isinstance(value, list) and value and all(isinstance(item, str) for item in value):
-        return tuple(value)
-    return None
 
 
 def _tools(called: Any) -> Decision | None:
@@ -67,13 +50,13 @@ def _build(
     for text, members in groups.items():
         case_id = fingerprint(text, key)
         members.sort(key=lambda item: item[0])
-        expected = _read_value(members[0][1].get("expectedOutput"), decision_path)
+        expected = decision_at(members[0][1].get("expectedOutput"), decision_path)
         trials = []
         for index, (_, row) in enumerate(members):
             got = (
                 _tools(row.get("toolsCalled"))
                 if decision == "tools"
-                else _read_value(row.get("actualOutput"), decision_path)
+                else decision_at(row.get("actualOutput"), decision_path)
             )
             success = row.get("success")
             passed = success if isinstance(success, bool) else None

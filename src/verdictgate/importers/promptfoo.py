@@ -23,7 +23,7 @@ from ..evidence import Evidence
 from ..fingerprints import fingerprint
 from ..suite import Case, Suite
 from ..trial_model import Decision
-from . import Imported, ImportOptions, pick
+from . import Imported, ImportOptions, decision_at
 
 PROVIDER_ERROR = 2
 """promptfoo's failureReason for a provider error (1 is a failed assertion)."""
@@ -160,24 +160,6 @@ def _json_lines(stream: BinaryIO, source: str) -> Iterator[Row]:
                 ) from None
 
 
-def decision_from_output(output: Any, decision_path: str | None) -> Decision | None:
-    """A row's decision: the output string, or what `decision_path` names in its JSON; None
-    when the path cannot read it."""
-    if decision_path is None:
-        return output if isinstance(output, str) and output else None
-    if isinstance(output, str):
-        try:
-            output = json.loads(output)
-        except json.JSONDecodeError:
-            return None
-    value = pick(output, decision_path)
-    if isinstance(value, str) and value:
-        return value
-    if isinstance(value, list) and value and all(isinstance(item, str) for item in value):
-        return tuple(value)
-    return None
-
-
 def _only_one(values: set[str], option: str, what: str, source: str) -> None:
     if len(values) > 1:
         raise InputError(
@@ -305,6 +287,6 @@ def _trial(row: Row, options: ImportOptions) -> tuple[Decision | None, str | Non
     promptfoo's `success` (None for a provider error, which no assertion judged)."""
     if row.failureReason == PROVIDER_ERROR or row.response is None:
         return None, "provider_error", None
-    decision = decision_from_output(row.response.output, options.decision_path)
+    decision = decision_at(row.response.output, options.decision_path)
     error = None if decision is not None else "decision_path"
     return decision, error, row.success

@@ -22,6 +22,7 @@ REJECTING = frozenset(
         "pass_rate_unreliable",
         "quality_failed",
         "invariant_blocked",
+        "latency_exceeded",
     }
 )
 """Reason codes that are evidence of a problem; any one rejects the run."""
@@ -134,6 +135,12 @@ def _reasons(f: Findings):
             f"{percent(dominance.share)} of {dominance.cases} cases first decided "
             f"{dominance.verdict}: the probes collapsed onto one decision",
         )
+    timing = f.latency
+    if timing is not None and timing.result == "exceeded":
+        yield Reason(
+            "latency_exceeded",
+            f"the p95 latency is above {timing.max_p95_ms:g} ms: {_p95(timing)}",
+        )
     rate = f.pass_rate
     if rate is not None and rate.result is Reliability.UNRELIABLE:
         yield Reason(
@@ -158,6 +165,15 @@ def _reasons(f: Findings):
             if rate.judged
             else "a pass rate is required but no trial carries an evaluator's verdict",
         )
+    if timing is not None and timing.result == "undecided":
+        yield Reason(
+            "latency_undecided",
+            f"not yet shown under {timing.max_p95_ms:g} ms at p95: {_p95(timing)}",
+        )
+    if f.policy.max_p95_ms is not None and timing is None:
+        yield Reason(
+            "latency_undecided", "a latency threshold is set but no trial recorded a latency"
+        )
     if trials.errors or trials.missing:
         yield Reason("incomplete", _incomplete(f))
     if f.run.in_progress:
@@ -171,6 +187,11 @@ def _reasons(f: Findings):
             "no_repeats",
             f"{f.cases_without_repeats} cases have fewer than 2 trials, so they form no rerun pair",
         )
+
+
+def _p95(timing) -> str:
+    estimate, low, high = timing.p95
+    return f"p95 {estimate:g} ms of {timing.trials} trials, CI [{low:g}, {high:g}] ms"
 
 
 def _passes(rate: PassRate) -> str:

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from enum import Enum
 
 from .policy import Policy
-from .stats import ChangeRate, PassRate, Stability
+from .stats import ChangeRate, Latency, PassRate, Stability
 
 
 class Status(str, Enum):
@@ -177,6 +177,8 @@ class Findings:
     pass_rate: PassRate | None
     """The pooled pass rate judged against the policy's required rate, when one is required."""
     invariants: InvariantCounts
+    latency: Latency | None
+    """Latency quantiles of the trials that recorded one (None when none did)."""
 
     @property
     def cases_without_repeats(self) -> int:

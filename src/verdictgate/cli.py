@@ -51,13 +51,21 @@ def main() -> None:
 @output_options
 @handles_errors
 def run_command(
-    agent_spec, suite_path, tolerance, precision, pass_rate, fmt, output, **agent_options
+    agent_spec,
+    suite_path,
+    tolerance,
+    precision,
+    pass_rate,
+    max_p95_ms,
+    fmt,
+    output,
+    **agent_options,
 ) -> None:
     """Call an agent on every suite case, repeatedly, and assess the trials."""
     if agent_spec is None:
         raise click.UsageError("--agent is required")
     suite = suite_from(suite_path)
-    policy = policy_for(suite, tolerance, precision, pass_rate)
+    policy = policy_for(suite, tolerance, precision, pass_rate, max_p95_ms)
     assessment = evidence_for(
         trials=None, agent_spec=agent_spec, suite=suite, policy=policy, **agent_options
     )
@@ -171,6 +179,7 @@ def snapshot_command(
     tolerance,
     precision,
     pass_rate,
+    max_p95_ms,
     fmt,
     **agent_options,
 ) -> None:
@@ -178,7 +187,7 @@ def snapshot_command(
     if not accept_reference:
         raise click.UsageError("a baseline must be approved: pass --accept-reference")
     suite = suite_from(suite_path)
-    policy = policy_for(suite, tolerance, precision, pass_rate)
+    policy = policy_for(suite, tolerance, precision, pass_rate, max_p95_ms)
     assessment = evidence_for(trials=trials_path, suite=suite, policy=policy, **agent_options)
     try:
         document = make_snapshot(assessment, suite, approved=accept_reference)

@@ -73,7 +73,7 @@ def import_options(command: Callable) -> Callable:
 @policy_options
 @output_options
 @handles_errors
-def assess_command(trials_path, suite_path, isolation, tolerance, precision, pass_rate, fmt,
+def assess_command(trials_path, suite_path, isolation, tolerance, precision, pass_rate, max_p95_ms, fmt,
                    output, **sources) -> None:  # fmt: skip
     """Assess evidence collected elsewhere; makes no calls."""
     from .importers import SOURCES, ImportOptions, read_source
@@ -83,7 +83,7 @@ def assess_command(trials_path, suite_path, isolation, tolerance, precision, pas
         flags = ", ".join(f"--{kind.replace('_', '-')}" for kind in ("trials", *SOURCES))
         raise click.UsageError(f"give exactly one of {flags}")
     suite = suite_from(suite_path)
-    policy = policy_for(suite, tolerance, precision, pass_rate)
+    policy = policy_for(suite, tolerance, precision, pass_rate, max_p95_ms)
     if trials_path is not None:
         assessment = evidence_for(trials=trials_path, agent_spec=None, suite=suite, policy=policy,
                                isolation=isolation or "unknown")  # fmt: skip

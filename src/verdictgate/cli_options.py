@@ -7,6 +7,7 @@ import json
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
@@ -53,6 +54,7 @@ def policy_for(
     tolerance: float | None,
     precision: str | None,
     pass_rate: float | None = None,
+    max_p95_ms: float | None = None,
 ) -> Policy:
     if tolerance is not None and precision is not None:
         raise click.UsageError("use --tolerance or --precision, not both")
@@ -63,7 +65,8 @@ def policy_for(
     try:
         if pass_rate is None and suite is not None:
             pass_rate = suite.pass_rate
-        return Policy.with_tolerance(tolerance, pass_rate)
+        policy = Policy.with_tolerance(tolerance, pass_rate)
+        return policy if max_p95_ms is None else replace(policy, max_p95_ms=max_p95_ms)
     except ValueError as error:
         raise click.BadParameter(str(error), param_hint="--tolerance") from None
 
@@ -144,6 +147,11 @@ def run_options(command: Callable) -> Callable:
 
 
 def policy_options(command: Callable) -> Callable:
+    command = click.option(
+        "--max-p95-ms",
+        type=float,
+        help="Require the 95th-percentile latency to be shown under this many milliseconds.",
+    )(command)
     command = click.option(
         "--pass-rate",
         type=float,

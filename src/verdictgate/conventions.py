@@ -33,6 +33,8 @@ TOLERANCE = "verdictgate.tolerance"
 CONFIDENCE = "verdictgate.confidence"
 DOMINANCE_THRESHOLD = "verdictgate.dominance_threshold"
 ISOLATION = "verdictgate.isolation"
+PASS_RATE_REQUIRED = "verdictgate.pass_rate.required"
+MAX_P95_MS = "verdictgate.latency.max_p95_ms"
 QUALITY_FAILED = "verdictgate.quality.failed"
 """string[]: cases whose first answer missed their expected route (run --quality-gate)."""
 

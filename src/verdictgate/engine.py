@@ -21,7 +21,7 @@ from .assessment import (
 )
 from .evidence import ERROR, MISSING, Evidence
 from .policy import Policy
-from .stats import change_rate, pass_rate
+from .stats import change_rate, latency, pass_rate
 from .suite import Contract, Suite
 from .trial_model import NoDecision, Trial, decision_text
 
@@ -74,6 +74,7 @@ def _findings(
     cases: list[CaseResult] = []
     seen_cases: set[str] = set()
     received = 0
+    latencies: list[float] = []
     longest: Counter[str | None] = Counter()
     case_routes: list[str | None] = []
 
@@ -100,6 +101,7 @@ def _findings(
                     flip_counts[(a, b) if a < b else (b, a)] += 1
         tallies = [pooled, routes.setdefault(route, _Tally())] if route else [pooled]
         passed, judged = case_evidence.pass_counts()
+        latencies.extend(case_evidence.latency_values())
         for tally in tallies:
             tally.case_ids.add(case_evidence.case)
             tally.pairs += pairs
@@ -181,6 +183,7 @@ def _findings(
             if policy.pass_rate is not None
             else None
         ),
+        latency=latency(latencies, policy.max_p95_ms, policy.confidence),
         invariants=InvariantCounts(
             dict(sorted(evidence.invariant_failures.items())),
             dict(sorted(evidence.invariant_warnings.items())),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from array import array
 from collections import Counter
 from collections.abc import Iterable, Iterator
@@ -34,8 +35,14 @@ class CaseEvidence:
     slots: array
     error_types: dict[int, str] | None = None
     """Trial index -> error type, for the (rare) error slots."""
+    latencies: array | None = None
+    """Per trial index, milliseconds (NaN where none was recorded); made on first use."""
     judgements: bytearray | None = None
     """Per trial index: 0 not judged, 1 an evaluator failed it, 2 passed (made on first use)."""
+
+    def latency_values(self) -> list[float]:
+        """The recorded latencies of this case's kept trials."""
+        return [value for value in self.latencies or () if not math.isnan(value)]
 
     def pass_counts(self) -> tuple[int, int]:
         """(passed, judged) among this case's kept trials."""
@@ -79,6 +86,7 @@ class Evidence:
             trial.expected,
             trial.error_type,
             trial.passed,
+            trial.latency_ms,
         )
         if new and (trial.invariants_failed or trial.invariants_warned):
             self.note_invariants(
@@ -102,19 +110,21 @@ class Evidence:
         expected: str | None = None,
         error_type: str | None = None,
         passed: bool | None = None,
+        latency_ms: float | None = None,
     ) -> bool:
         """Record one trial from its fields; True when it was the first record of its identity."""
-        return self.record_case(run, case, ((index, decision, error_type, passed),), expected) == 1
+        trial = (index, decision, error_type, passed, latency_ms)
+        return self.record_case(run, case, (trial,), expected) == 1
 
     def record_case(
         self,
         run: str,
         case: str,
-        trials: Iterable[tuple[int, Decision | None, str | None, bool | None]],
+        trials: Iterable[tuple[int, Decision | None, str | None, bool | None, float | None]],
         expected: str | None = None,
     ) -> int:
-        """Record trials `(index, decision, error_type, passed)` of one case; returns how many
-        were new."""
+        """Record trials `(index, decision, error_type, passed, latency_ms)` of one case; returns
+        how many were new."""
         evidence = self.cases.get((run, case))
         if evidence is None:
             evidence = self.cases[(run, case)] = CaseEvidence(run, case, expected, array("i"))
@@ -123,7 +133,7 @@ class Evidence:
         slots = evidence.slots
         key_ids = self._key_ids
         new = 0
-        for index, decision, error_type, passed in trials:
+        for index, decision, error_type, passed, latency in trials:
             if decision is None:
                 slot = ERROR
             else:
@@ -148,6 +158,13 @@ class Evidence:
                     self.conflicted.add((run, case, index))
                 continue
             new += 1
+            if latency is not None:
+                latencies = evidence.latencies
+                if latencies is None:
+                    latencies = evidence.latencies = array("d")
+                if len(latencies) <= index:
+                    latencies.extend([math.nan] * (index + 1 - len(latencies)))
+                latencies[index] = latency
             if passed is not None:
                 judgements = evidence.judgements
                 if judgements is None:

@@ -19,6 +19,8 @@ class Policy:
     dominance_threshold: float = 0.9
     pass_rate: float | None = None
     """The evaluator pass rate trials must be shown to exceed, when one is required."""
+    max_p95_ms: float | None = None
+    """The 95th-percentile latency trials must be shown to stay under, when one is set."""
 
     def __post_init__(self) -> None:
         if not 0.0 < self.tolerance < 1.0:
@@ -27,6 +29,8 @@ class Policy:
             raise ValueError(
                 f"confidence must be between 0 and 1 (exclusive), got {self.confidence}"
             )
+        if self.max_p95_ms is not None and not self.max_p95_ms > 0:
+            raise ValueError(f"a latency threshold must be positive, got {self.max_p95_ms}")
         if self.pass_rate is not None and not 0.0 < self.pass_rate < 1.0:
             raise ValueError(f"a required pass rate must be between 0 and 1, got {self.pass_rate}")
         if not 0.0 < self.dominance_threshold <= 1.0:

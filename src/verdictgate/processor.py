@@ -84,7 +84,8 @@ class EvidenceProcessor(SpanProcessor):
             if name.startswith(names.DECISION_SPAN_PREFIX):
                 attributes = _plain(span.attributes)
                 if names.OUTCOME in attributes:
-                    self._add_trial(attributes)
+                    elapsed = (span.end_time or 0) - (span.start_time or 0)
+                    self._add_trial(attributes, elapsed / 1e6 if elapsed > 0 else None)
             elif name == names.RUN_SPAN:
                 self._end_run(run_declaration(_plain(span.attributes)))
         except Exception:  # never raise into the instrumented code
@@ -126,7 +127,7 @@ class EvidenceProcessor(SpanProcessor):
             state = self._runs.pop(declaration.run_id, None) or _RunState()
         self._finish(declaration.run_id, state, declaration)
 
-    def _add_trial(self, attributes: dict[str, Any]) -> None:
+    def _add_trial(self, attributes: dict[str, Any], latency_ms: float | None) -> None:
         run, case, index, decision, expected, error_type = trial_fields(attributes)
         due: _RunState | None = None
         with self._lock:
@@ -135,7 +136,9 @@ class EvidenceProcessor(SpanProcessor):
                 state = self._runs[run] = _RunState(
                     suite=attributes.get(names.SUITE), point=attributes.get(names.POINT)
                 )
-            is_new = state.evidence.record(run, case, index, decision, expected, error_type)
+            is_new = state.evidence.record(
+                run, case, index, decision, expected, error_type, None, latency_ms
+            )
             if is_new and (
                 names.INVARIANT_FAILED in attributes or names.INVARIANT_WARNED in attributes
             ):

@@ -59,6 +59,7 @@ def make_snapshot(assessment: Assessment, suite: Suite, *, approved: bool) -> di
             "confidence": assessment.policy.confidence,
             "dominance_threshold": assessment.policy.dominance_threshold,
             "pass_rate": assessment.policy.pass_rate,
+            "max_p95_ms": assessment.policy.max_p95_ms,
         },
         "fingerprints": assessment.run.fingerprints,
         "verdicts": {case.case: case.verdict for case in assessment.cases},

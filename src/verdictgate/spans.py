@@ -51,6 +51,8 @@ def run_attributes(
         names.CONFIDENCE: policy.confidence,
         names.DOMINANCE_THRESHOLD: policy.dominance_threshold,
         names.ISOLATION: isolation.value,
+        **({names.PASS_RATE_REQUIRED: policy.pass_rate} if policy.pass_rate is not None else {}),
+        **({names.MAX_P95_MS: policy.max_p95_ms} if policy.max_p95_ms is not None else {}),
     }
 
 
@@ -96,6 +98,8 @@ def run_declaration(attributes: Mapping[str, Any]) -> RunDeclaration:
         dominance_threshold=_number(
             attributes, names.DOMINANCE_THRESHOLD, Policy.dominance_threshold
         ),
+        pass_rate=_optional_number(attributes, names.PASS_RATE_REQUIRED),
+        max_p95_ms=_optional_number(attributes, names.MAX_P95_MS),
     )
     suite = Suite(
         name=str(attributes.get(names.SUITE, Suite.name)),
@@ -119,6 +123,10 @@ def _number(attributes: Mapping[str, Any], key: str, default: float) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise ValueError(f"{key} must be a number, got {value!r}")
     return float(value)
+
+
+def _optional_number(attributes: Mapping[str, Any], key: str) -> float | None:
+    return None if attributes.get(key) is None else _number(attributes, key, 0.0)
 
 
 def _count(attributes: Mapping[str, Any], key: str) -> int | None:

@@ -160,6 +160,36 @@ def trials_needed_for_pass_rate(required: float, confidence: float = 0.95) -> in
     return pairs_needed(1.0 - required, confidence)  # by symmetry of the Wilson interval
 
 
+@dataclass(frozen=True)
+class Latency:
+    """Latency quantiles of the trials, each (estimate, low, high), and a threshold's result."""
+
+    trials: int
+    p50: tuple[float, float, float]
+    p95: tuple[float, float, float]
+    max_p95_ms: float | None
+    result: str | None
+    """`within` if the p95 interval is wholly below the threshold, `exceeded` if wholly above,
+    else `undecided`; None without a threshold."""
+
+
+def latency(
+    values: list[float], max_p95_ms: float | None, confidence: float = 0.95
+) -> Latency | None:
+    """p50 and p95 with distribution-free intervals, judged against `max_p95_ms`."""
+    ordered = sorted(values)
+    p50 = quantile_interval(ordered, 0.5, confidence)
+    p95 = quantile_interval(ordered, 0.95, confidence)
+    if p50 is None or p95 is None:
+        return None
+    result = None
+    if max_p95_ms is not None:
+        result = (
+            "within" if p95[2] < max_p95_ms else "exceeded" if p95[1] > max_p95_ms else "undecided"
+        )
+    return Latency(len(ordered), p50, p95, max_p95_ms, result)
+
+
 def difference_interval(
     before: tuple[int, int], after: tuple[int, int], confidence: float = 0.95
 ) -> tuple[float, float, float] | None:
@@ -177,3 +207,43 @@ def difference_interval(
         difference - math.sqrt((p2 - low2) ** 2 + (high1 - p1) ** 2),
         difference + math.sqrt((high2 - p2) ** 2 + (p1 - low1) ** 2),
     )
+
+
+def _rank_bound(n: int, q: float, tail: float) -> int:
+    """Smallest k with P(Binomial(n, q) <= k) >= tail (exact below 2,000 samples, normal above)."""
+    if n > 2000:
+        z = NormalDist().inv_cdf(tail)
+        return max(0, min(n, math.ceil(n * q + z * math.sqrt(n * q * (1 - q)) - 0.5)))
+    cumulative = 0.0
+    log_q, log_rest = math.log(q), math.log1p(-q)
+    for k in range(n + 1):
+        cumulative += math.exp(
+            math.lgamma(n + 1)
+            - math.lgamma(k + 1)
+            - math.lgamma(n - k + 1)
+            + k * log_q
+            + (n - k) * log_rest
+        )
+        if cumulative >= tail:
+            return k
+    return n
+
+
+def quantile_interval(
+    values: list[float], q: float, confidence: float = 0.95
+) -> tuple[float, float, float] | None:
+    """(estimate, low, high) for the q-quantile of sorted `values`: a distribution-free interval
+    between two order statistics, so it holds whatever the latency distribution. None without
+    values; an end is infinite when the sample is too small to bound it."""
+    n = len(values)
+    if n == 0:
+        return None
+    if not 0.0 < q < 1.0:
+        raise ValueError(f"a quantile must be between 0 and 1, got {q}")
+    alpha = 1.0 - confidence
+    estimate = values[min(n - 1, max(0, math.ceil(q * n) - 1))]
+    lower_rank = _rank_bound(n, q, alpha / 2)  # P(B <= lower_rank - 1) < alpha/2
+    upper_rank = _rank_bound(n, q, 1 - alpha / 2) + 1
+    low = values[lower_rank - 1] if lower_rank >= 1 else -math.inf
+    high = values[upper_rank - 1] if upper_rank <= n else math.inf
+    return estimate, low, high

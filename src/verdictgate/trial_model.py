@@ -63,6 +63,7 @@ class Trial:
     invariants_failed: tuple[str, ...] = ()
     invariants_warned: tuple[str, ...] = ()
     """Names of the blocking and warning invariants this trial's output broke."""
+    latency_ms: float | None = None
 
     @property
     def outcome(self) -> Outcome:

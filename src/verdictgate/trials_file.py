@@ -37,6 +37,7 @@ class TrialRecord(msgspec.Struct, gc=False):
     passed: bool | None = None
     invariants_failed: list[str] | None = None
     invariants_warned: list[str] | None = None
+    latency_ms: float | None = None
 
 
 class RunLabels(msgspec.Struct):
@@ -162,7 +163,7 @@ def _add_batch(
 ) -> None:
     """Add decoded records, one call per run of consecutive records of the same case."""
     runs = summary.runs
-    group: list[tuple[int, Decision | None, str | None, bool | None]] = []
+    group: list[tuple[int, Decision | None, str | None, bool | None, float | None]] = []
     group_start = 0
     current = None  # (run, case, expected) of the group being built
     for offset, record in enumerate(records):
@@ -194,7 +195,7 @@ def _add_batch(
             _record_one(evidence, identity, record, decision, path, first_line + offset)
             group_start = offset + 1
             continue
-        group.append((record.trial, decision, record.error_type, record.passed))
+        group.append((record.trial, decision, record.error_type, record.passed, record.latency_ms))
     if group:
         _flush(evidence, current, group, records, group_start, first_line, path)
     summary.records += len(records) - records.count(None)
@@ -263,6 +264,7 @@ def trial_fields(trial: Trial, suite: str | None = None, point: str | None = Non
         "passed": trial.passed,
         "invariants_failed": list(trial.invariants_failed) or None,
         "invariants_warned": list(trial.invariants_warned) or None,
+        "latency_ms": trial.latency_ms,
     }
     return {name: value for name, value in fields.items() if value is not None}
 

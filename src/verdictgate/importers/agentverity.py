@@ -65,10 +65,12 @@ def read(path: Path, options: ImportOptions, suite: Suite | None, key: bytes | N
         if any(case.id == case_id for case in cases):
             raise InputError("the same input appears twice", path=source, field=field)
         trials = [
-            (index, _observation(value, f"{field}.observations[{index}]", source), None, None)
+            (index, _observation(value, f"{field}.observations[{index}]", source), None, None, None)
             for index, value in enumerate(observations)
         ]
-        trials += [(len(observations) + n, None, "agentverity_error", None) for n in range(errors)]
+        trials += [
+            (len(observations) + n, None, "agentverity_error", None, None) for n in range(errors)
+        ]
         evidence.record_case(RUN_ID, case_id, trials, expected)
         cases.append(Case(case_id, None, expected))
     return Imported(evidence, tuple(cases), RUN_ID, isolation)

@@ -60,7 +60,7 @@ def _build(
             )
             success = row.get("success")
             passed = success if isinstance(success, bool) else None
-            trials.append((index, got, None if got is not None else "decision_path", passed))
+            trials.append((index, got, None if got is not None else "decision_path", passed, None))
         expected_text = expected if isinstance(expected, str) else None
         evidence.record_case(RUN_ID, case_id, trials, expected_text)
         cases.append(Case(case_id, None, expected_text))

@@ -54,6 +54,7 @@ class Row(msgspec.Struct):
     failureReason: int | None = None
     traceId: str | None = None
     success: bool | None = None
+    latencyMs: float | None = None
 
     def provider_id(self) -> str:
         if isinstance(self.provider, str):
@@ -177,6 +178,7 @@ class _Test:
     order: array = field(default_factory=lambda: array("q"))
     trace_ids: list[str | None] = field(default_factory=list)
     trials: list[tuple[Decision | None, str | None, bool | None]] = field(default_factory=list)
+    latencies: list[float | None] = field(default_factory=list)
 
 
 def read(path: Path, options: ImportOptions, suite: Suite | None, key: bytes | None) -> Imported:
@@ -229,7 +231,8 @@ def read(path: Path, options: ImportOptions, suite: Suite | None, key: bytes | N
             for rank, row_number in enumerate(ranked):
                 positions[row_number] = rank
         trials = [
-            (position, *trial) for position, trial in zip(positions, test.trials, strict=True)
+            (position, *trial, latency)
+            for position, trial, latency in zip(positions, test.trials, test.latencies, strict=True)
         ]
         evidence.record_case(eval_id, case.id, trials, case.expected)
         cases.append(Case(case.id, None, case.expected))
@@ -261,6 +264,7 @@ def _group(
         test.trace_ids.append(row.traceId)
         trial = _trial(row, options)
         test.trials.append(shared.setdefault(trial, trial))
+        test.latencies.append(row.latencyMs)
     return tests, providers, prompts, kept
 
 

@@ -43,6 +43,7 @@ _CHECK_CODES: dict[str, tuple[str, ...]] = {
     ),
     "dominance": ("dominant_decision",),
     "pass_rate": ("pass_rate_unreliable", "pass_rate_undecided"),
+    "latency": ("latency_exceeded", "latency_undecided"),
 }
 
 _PASSING_MESSAGES: dict[str, str] = {
@@ -55,6 +56,7 @@ _PASSING_MESSAGES: dict[str, str] = {
     "contract": "every required route was intended and reached; nothing outside the contract",
     "dominance": "the probes did not collapse onto one decision",
     "pass_rate": "no pass rate required, or it is shown above the rate required",
+    "latency": "no latency threshold set, or the p95 is shown under it",
 }
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from typing import Any
 
 from ..assessment import Assessment, FlipPair
@@ -25,6 +26,21 @@ def _change(change: ChangeRate) -> dict[str, Any]:
 
 def _flip_pairs(pairs: tuple[FlipPair, ...]) -> list[dict[str, Any]]:
     return [{"routes": list(pair.routes), "count": pair.count} for pair in pairs]
+
+
+def _finite(value: float) -> float | None:
+    return value if math.isfinite(value) else None
+
+
+def _latency(a: Assessment) -> dict[str, Any] | None:
+    if a.latency is None:
+        return None
+    quantiles = {
+        name: {"estimate": e, "ci_low": _finite(low), "ci_high": _finite(high)}
+        for name, (e, low, high) in (("p50", a.latency.p50), ("p95", a.latency.p95))
+    }
+    return {"trials": a.latency.trials, **quantiles, "max_p95_ms": a.latency.max_p95_ms,
+            "result": a.latency.result}  # fmt: skip
 
 
 def report_document(assessment: Assessment) -> dict[str, Any]:
@@ -50,6 +66,7 @@ def report_document(assessment: Assessment) -> dict[str, Any]:
             "confidence": a.policy.confidence,
             "dominance_threshold": a.policy.dominance_threshold,
             "pass_rate": a.policy.pass_rate,
+            "max_p95_ms": a.policy.max_p95_ms,
         },
         "trials": {
             "expected": a.trials.expected,
@@ -112,6 +129,7 @@ def report_document(assessment: Assessment) -> dict[str, Any]:
                 for route, (passed, judged) in a.passes.routes.items()
             },
         },
+        "latency": _latency(a),
         "invariants": {"failed": dict(a.invariants.failed), "warned": dict(a.invariants.warned)},
         "cases": [
             {

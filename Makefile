@@ -38,8 +38,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/receiver.py
 
 proto: $(STAMP)
-	$(BIN)/python -m grpc_tools.protoc -Iproto --python_out=src --grpc_python_out=src proto/verdictgate/v1/verdictgate.proto
-	$(BIN)/python -m grpc_tools.protoc -Iproto --python_out=src proto/verdictgate/v1/otlp_view.proto
+	$(BIN)/python -m grpc_tools.protoc -Iproto --python_out=src proto/verdictgate/v1/verdictgate.proto proto/verdictgate/v1/otlp_view.proto
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache build src/*.egg-info

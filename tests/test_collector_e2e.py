@@ -119,5 +119,15 @@ def test_status_of_an_unknown_run_and_of_a_run_in_progress(cli, tmp_path):
         stub.Export(request(spans[100:]))
         done = cli("status", "--endpoint", endpoint, "--run", "slow", "--wait", "10")
         assert done.exit_code == 0 and "Qualified" in done.stdout
+        from verdictgate.serve_grpc import ADMISSION_SERVICE
+        from verdictgate.v1 import verdictgate_pb2 as pb
+
+        list_runs = grpc.insecure_channel(endpoint).unary_unary(
+            f"/{ADMISSION_SERVICE}/ListRuns",
+            request_serializer=pb.ListRunsRequest.SerializeToString,
+            response_deserializer=pb.ListRunsResponse.FromString,
+        )
+        (listed,) = list_runs(pb.ListRunsRequest(), timeout=10).runs
+        assert (listed.run_id, listed.final, listed.trials_received) == ("slow", True, 160)
     gone = cli("status", "--endpoint", f"127.0.0.1:{free_port()}", "--run", "x")
     assert gone.exit_code == 2 and "cannot reach" in gone.stderr

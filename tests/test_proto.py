@@ -16,10 +16,10 @@ def test_generated_code_is_not_stale(tmp_path):
         for name in ("verdictgate.proto", "otlp_view.proto")
     ]
     status = protoc.main(
-        ["protoc", f"-I{ROOT / 'proto'}", f"--python_out={tmp_path}", f"--grpc_python_out={tmp_path}", *protos]
+        ["protoc", f"-I{ROOT / 'proto'}", f"--python_out={tmp_path}", *protos]
     )  # fmt: skip
     assert status == 0
-    for name in ("verdictgate_pb2.py", "verdictgate_pb2_grpc.py", "otlp_view_pb2.py"):
+    for name in ("verdictgate_pb2.py", "otlp_view_pb2.py"):
         fresh = (tmp_path / "verdictgate" / "v1" / name).read_text()
         committed = (ROOT / "src" / "verdictgate" / "v1" / name).read_text()
         assert committed == fresh, f"{name} is stale: run `make proto`"
@@ -33,3 +33,14 @@ def test_the_trial_message_carries_every_trials_file_field():
         "run", "suite", "point", "case", "trial", "outcome", "verdict", "tools", "reason", "error_type",
         "expected", "invariants_failed", "invariants_warned", "passed", "latency_ms",
     }  # fmt: skip
+
+
+def test_the_hand_registered_admission_service_serves_every_method_of_the_proto():
+    from verdictgate.serve_grpc import ADMISSION_SERVICE
+    from verdictgate.v1 import verdictgate_pb2
+
+    service = verdictgate_pb2.DESCRIPTOR.services_by_name["AdmissionService"]
+    assert service.full_name == ADMISSION_SERVICE
+    assert {m.name for m in service.methods} == {"GetAdmission", "WatchAdmission", "ListRuns"}
+    streaming = {m.name for m in service.methods if m.server_streaming}
+    assert streaming == {"WatchAdmission"}

@@ -158,8 +158,8 @@ def status_command(endpoint, run_id, wait, fmt, token_file, tls_ca) -> None:
     """The admission of a run held by a receiver; same report and exit codes as `assess`."""
     import grpc
 
+    from .serve_grpc import ADMISSION_SERVICE
     from .v1 import verdictgate_pb2 as pb
-    from .v1 import verdictgate_pb2_grpc as pb_grpc
 
     try:
         token = _read_secret(token_file, "--token-file")
@@ -173,11 +173,20 @@ def status_command(endpoint, run_id, wait, fmt, token_file, tls_ca) -> None:
         if roots
         else grpc.insecure_channel(endpoint)
     )
-    stub = pb_grpc.AdmissionServiceStub(channel)
+    get_admission = channel.unary_unary(
+        f"/{ADMISSION_SERVICE}/GetAdmission",
+        request_serializer=pb.GetAdmissionRequest.SerializeToString,
+        response_deserializer=pb.Admission.FromString,
+    )
+    watch_admission = channel.unary_stream(
+        f"/{ADMISSION_SERVICE}/WatchAdmission",
+        request_serializer=pb.WatchAdmissionRequest.SerializeToString,
+        response_deserializer=pb.Admission.FromString,
+    )
     try:
         if wait > 0:
             admission = None
-            stream = stub.WatchAdmission(
+            stream = watch_admission(
                 pb.WatchAdmissionRequest(run_id=run_id, format=fmt), metadata=metadata, timeout=wait
             )
             try:
@@ -188,7 +197,7 @@ def status_command(endpoint, run_id, wait, fmt, token_file, tls_ca) -> None:
                 if error.code() != grpc.StatusCode.DEADLINE_EXCEEDED or admission is None:
                     raise
         else:
-            admission = stub.GetAdmission(
+            admission = get_admission(
                 pb.GetAdmissionRequest(run_id=run_id, format=fmt), metadata=metadata, timeout=30
             )
     except grpc.RpcError as error:

@@ -13,9 +13,8 @@ import grpc
 
 from .ingest import Ingest, Limits
 from .receiver import Receiver
-from .serve_grpc import Admissions, export_handler, ignored_signals_handlers
+from .serve_grpc import Admissions, admission_handlers, export_handler, ignored_signals_handlers
 from .serve_http import http_handler
-from .v1 import verdictgate_pb2_grpc as pb_grpc
 
 logger = logging.getLogger(__name__)
 
@@ -61,7 +60,7 @@ class Server:
             self._grpc.add_generic_rpc_handlers(
                 (export_handler(ingest, token), *ignored_signals_handlers())
             )
-            pb_grpc.add_AdmissionServiceServicer_to_server(Admissions(receiver, token), self._grpc)
+            self._grpc.add_generic_rpc_handlers((admission_handlers(Admissions(receiver, token)),))
             if tls is None:
                 self.grpc_port = self._grpc.add_insecure_port(grpc_listen)
             else:

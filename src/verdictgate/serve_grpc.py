@@ -15,9 +15,12 @@ from .otlp import MalformedRequest
 from .receiver import Receiver
 from .reports import RENDERERS
 from .v1 import verdictgate_pb2 as pb
-from .v1 import verdictgate_pb2_grpc as pb_grpc
 
 logger = logging.getLogger(__name__)
+
+ADMISSION_SERVICE = "verdictgate.v1.AdmissionService"
+"""The query API of proto/verdictgate/v1/verdictgate.proto, registered by hand below so that
+only the message classes are generated code."""
 
 
 def _admission_message(assessment: Assessment, fmt: str) -> pb.Admission:
@@ -41,7 +44,7 @@ def _admission_message(assessment: Assessment, fmt: str) -> pb.Admission:
     )
 
 
-class Admissions(pb_grpc.AdmissionServiceServicer):
+class Admissions:
     def __init__(self, receiver: Receiver, token: str | None) -> None:
         self._receiver = receiver
         self._token = token
@@ -132,3 +135,25 @@ def ignored_signals_handlers() -> list:
         )
         handlers.append(grpc.method_handlers_generic_handler(service, {"Export": handler}))
     return handlers
+
+
+def admission_handlers(admissions: Admissions) -> grpc.GenericRpcHandler:
+    """The AdmissionService methods, with the generated message classes as their codecs."""
+
+    def serialize(message) -> bytes:
+        return message.SerializeToString()
+
+    return grpc.method_handlers_generic_handler(
+        ADMISSION_SERVICE,
+        {
+            "GetAdmission": grpc.unary_unary_rpc_method_handler(
+                admissions.GetAdmission, pb.GetAdmissionRequest.FromString, serialize
+            ),
+            "WatchAdmission": grpc.unary_stream_rpc_method_handler(
+                admissions.WatchAdmission, pb.WatchAdmissionRequest.FromString, serialize
+            ),
+            "ListRuns": grpc.unary_unary_rpc_method_handler(
+                admissions.ListRuns, pb.ListRunsRequest.FromString, serialize
+            ),
+        },
+    )

@@ -1,1 +1,1 @@
-"""Generated protobuf and gRPC code for proto/verdictgate/v1 (do not edit; `make proto`)."""
+"""Generated protobuf message classes for proto/verdictgate/v1 (do not edit; `make proto`)."""

@@ -71,3 +71,16 @@ def test_run_with_the_quality_gate(cli):
     report = json.loads(result.stdout)
     assert result.exit_code == 1 and report["reasons"][0]["code"] == "quality_failed"
     assert report["trials"]["received"] == 12
+
+
+def test_run_with_relations_reports_each(cli):
+    result = cli(
+        "run", "--agent", f"{ROUTER}:stable_router", "--suite", SUITE, "--relation", "case",
+        "--relation", "punctuation", "--format", "json",
+    )  # fmt: skip
+    report = json.loads(result.stdout)
+    assert {r["name"]: r["status"] for r in report["relations"]} == {
+        "case": "held",
+        "punctuation": "held",
+    }
+    assert result.exit_code == 0

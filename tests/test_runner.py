@@ -196,3 +196,30 @@ def test_the_quality_gate_stops_before_paying_for_repeats():
 def test_the_quality_gate_lets_a_correct_agent_through():
     assessment = verdictgate.run(keyword_gate, gate_suite(), quality_gate=True)
     assert assessment.status is Status.QUALIFIED and assessment.trials.received == 156
+
+
+def test_metamorphic_relations_violated_held_and_vacuous():
+    def case_sensitive(text: str) -> str:
+        return "review" if text.islower() and "deny" in text else keyword_gate(text.lower())
+
+    suite = Suite(
+        "gate", "approval_gate",
+        tuple(Case(f"{route}-{n}", f"Please {route.upper()} request {n}.", route) for route in ROUTES for n in range(2)),
+        Contract(frozenset(ROUTES)),
+    )  # fmt: skip
+    broken = verdictgate.run(case_sensitive, suite, relations=["case", "punctuation"])
+    results = {r.name: r for r in broken.run.relations}
+    assert results["case"].status == "violated" and results["case"].violated == ("deny",)
+    assert results["punctuation"].status == "held"
+    assert broken.status is Status.REJECTED and "relation_violated" in broken.reason_codes
+    robust = verdictgate.run(
+        lambda text: keyword_gate(text.lower()), suite, relations=["case", "punctuation"]
+    )
+    assert {r.status for r in robust.run.relations} == {
+        "held"
+    } and robust.status is Status.QUALIFIED
+    vacuous = verdictgate.run(
+        keyword_gate, gate_suite(), relations=["whitespace"]
+    )  # inputs already normal
+    assert vacuous.run.relations[0].status == "not_exercised"
+    assert "relations_vacuous" in vacuous.reason_codes and vacuous.status is Status.REJECTED

@@ -23,6 +23,8 @@ REJECTING = frozenset(
         "quality_failed",
         "invariant_blocked",
         "latency_exceeded",
+        "relation_violated",
+        "relations_vacuous",
     }
 )
 """Reason codes that are evidence of a problem; any one rejects the run."""
@@ -86,6 +88,19 @@ def _reasons(f: Findings):
             "invariant_blocked",
             "blocking invariants failed: "
             + ", ".join(f"{name} in {count} trials" for name, count in f.invariants.failed.items()),
+        )
+    relations = f.run.relations
+    if broken := [r for r in relations if r.status == "violated"]:
+        yield Reason(
+            "relation_violated",
+            "decisions changed under relations that must not change them: "
+            + "; ".join(f"{r.name} on {', '.join(r.violated)}" for r in broken),
+        )
+    if relations and all(r.status == "not_exercised" for r in relations):
+        yield Reason(
+            "relations_vacuous",
+            "the relations requested changed no input, so they tested nothing: "
+            + ", ".join(r.name for r in relations),
         )
     if trials.conflicts:
         yield Reason(
@@ -242,6 +257,10 @@ def _next_steps(f: Findings):
         yield "Warning invariants failed (reported, not gating): " + ", ".join(
             f"{name} in {count} trials" for name, count in f.invariants.warned.items()
         )
+    if any(r.status == "violated" for r in f.run.relations):
+        yield "Make the decision depend on what the input means, not on its spelling or layout."
+    if f.run.relations and all(r.status == "not_exercised" for r in f.run.relations):
+        yield "Choose relations that change some inputs, or add inputs they apply to."
     if f.run.quality_failed:
         yield (
             "Fix the decisions of the cases that missed their route first: a reliably wrong route "

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from enum import Enum
 
 from .policy import Policy
+from .relations import RelationResult
 from .stats import ChangeRate, Latency, PassRate, Stability
 
 
@@ -54,6 +55,8 @@ class RunInfo:
     """The run is still collecting trials (a receiver's answer before the run is final)."""
     quality_failed: tuple[str, ...] = ()
     """Cases whose first answer missed their expected route; the run stopped before repeats."""
+    relations: tuple[RelationResult, ...] = ()
+    """The metamorphic relations the run checked, and where each held or broke."""
 
 
 @dataclass(frozen=True)

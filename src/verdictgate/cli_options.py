@@ -130,6 +130,13 @@ def run_options(command: Callable) -> Callable:
             ),
             click.option("--run-id", help="Id of this run (default: a random one)."),
             click.option(
+                "--relation",
+                "relations",
+                multiple=True,
+                type=click.Choice(["whitespace", "case", "punctuation"]),
+                help="A metamorphic relation to check (repeatable).",
+            ),
+            click.option(
                 "--quality-gate",
                 is_flag=True,
                 help="Call each case once first; stop before repeats if any misses its route.",
@@ -189,6 +196,7 @@ def evidence_for(
     otlp_endpoint: str | None = None,
     run_id: str | None = None,
     quality_gate: bool = False,
+    relations: tuple[str, ...] = (),
 ) -> Assessment:
     """Assess a trials file, or run an agent on the suite, under one policy."""
     if (trials is None) == (agent_spec is None):
@@ -231,6 +239,7 @@ def evidence_for(
             telemetry=telemetry,
             run_id=run_id,
             quality_gate=quality_gate,
+            relations=relations,
         )
 
 

@@ -36,6 +36,10 @@ ISOLATION = "verdictgate.isolation"
 PASS_RATE_REQUIRED = "verdictgate.pass_rate.required"
 MAX_P95_MS = "verdictgate.latency.max_p95_ms"
 QUALITY_FAILED = "verdictgate.quality.failed"
+RELATIONS_REQUESTED = "verdictgate.relations.requested"
+RELATIONS_VIOLATED = "verdictgate.relations.violated"
+RELATIONS_HELD = "verdictgate.relations.held"
+"""string[]: relation names, and `name=route` pairs where a relation broke or held."""
 """string[]: cases whose first answer missed their expected route (run --quality-gate)."""
 
 # Decision span

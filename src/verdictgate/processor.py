@@ -171,6 +171,7 @@ class EvidenceProcessor(SpanProcessor):
             suite, policy = declaration.suite, declaration.policy
             planned, isolation = declaration.planned_trials, declaration.isolation
         quality_failed = declaration.quality_failed if declaration else ()
+        relations = declaration.relations if declaration else ()
         info = RunInfo(
             id=run_id,
             suite=suite.name,
@@ -178,6 +179,7 @@ class EvidenceProcessor(SpanProcessor):
             isolation=isolation,
             fingerprints=fingerprint_mode(case for _, case in evidence.cases),
             quality_failed=quality_failed,
+            relations=relations,
         )
         assessment = assess(evidence, suite, policy, run=info, planned_trials=planned)
         with self._lock:

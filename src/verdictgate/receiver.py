@@ -86,11 +86,11 @@ class Receiver:
             declared = run_declaration(run.declaration)
             suite, policy = declared.suite, declared.policy
             planned, isolation = declared.planned_trials, declared.isolation
-            quality_failed = declared.quality_failed
+            quality_failed, relations = declared.quality_failed, declared.relations
         else:
             suite = Suite(name=run.suite or Suite.name, point=run.point or Suite.point)
             policy, planned, isolation = Policy(), None, Isolation.UNKNOWN
-            quality_failed = ()
+            quality_failed, relations = (), ()
         evidence = self.store.evidence(run.run_id)
         info = RunInfo(
             id=run.run_id,
@@ -100,6 +100,7 @@ class Receiver:
             fingerprints=fingerprint_mode(case for _, case in evidence.cases),
             in_progress=not run.final,
             quality_failed=quality_failed,
+            relations=relations,
         )
         return assess(evidence, suite, policy, run=info, planned_trials=planned)
 

@@ -15,13 +15,14 @@ from typing import Any, Protocol
 from opentelemetry import context as otel_context
 
 from . import conventions as names
-from .agent import Agent, from_callable
+from .agent import Agent, decision_from_return, from_callable
 from .assessment import Assessment
 from .errors import PlanError
 from .instrument import DecisionRecorder, decision, evaluation_run, trial
 from .invariants import Invariant, evaluate
 from .plan import RunPlan, plan_run
 from .policy import Policy
+from .relations import Relation, RelationResult, as_relation, encode_routes
 from .suite import Case, Suite
 from .telemetry import Telemetry
 from .trial_model import Trial, decision_text
@@ -66,6 +67,7 @@ def run(
     telemetry: Telemetry | None = None,
     quality_gate: bool = False,
     invariants: Sequence[Invariant] = (),
+    relations: Sequence[Relation | str] = (),
 ) -> Assessment:
     """Call `agent` on every suite case as often as the policy needs, then assess the trials.
 
@@ -76,7 +78,11 @@ def run(
 
     With `quality_gate`, each case is called once first; if any answer misses the case's expected
     route, the run stops there, before paying for repeats, and is rejected (`quality_failed`).
+    Each of `relations` (built-in names or Relation objects) then calls the agent once per case
+    on the transformed input and compares with the case's first decision; those extra calls
+    are not trials of the run.
     """
+    checked = [as_relation(relation) for relation in relations]
     agent = from_callable(agent)
     policy = policy or Policy.with_tolerance(suite.tolerance, suite.pass_rate)
     without_input = [case.id for case in suite.cases if case.input is None]
@@ -133,6 +139,11 @@ def run(
                     run_span.set_attribute(names.QUALITY_FAILED, failed)
                     run_span.set_attribute(names.PLAN_TRIALS, len(batch))
                     break
+            else:
+                if checked:
+                    _declare_relations(
+                        run_span, _check_relations(agent, suite, first_answers, checked, timeout)
+                    )
     finally:
         processor.watch(run_id, None)
         if own_pipeline:
@@ -141,6 +152,48 @@ def run(
     if assessment is None:  # the processor failed to read its own run span: a bug, not input
         raise RuntimeError(f"run {run_id} was not assessed")
     return assessment
+
+
+def _check_relations(
+    agent: Agent, suite: Suite, first_answers: dict[str, Trial], checked: list[Relation], timeout
+) -> list[RelationResult]:
+    """Call the agent once per case and relation on the transformed input; a changed or failed
+    answer breaks the relation on that case's route."""
+    results = []
+    for relation in checked:
+        violated: set[str] = set()
+        held: set[str] = set()
+        for case in suite.cases:
+            first = first_answers.get(case.id)
+            transformed = relation.transform(case.input)
+            if first is None or first.decision is None or transformed == case.input:
+                continue
+            try:
+                answer = _call_answer(agent, transformed, timeout)
+                kept = decision_from_return(answer) == first.decision
+            except Exception:
+                kept = False
+            (held if kept else violated).add(case.expected or "(no route)")
+        results.append(
+            RelationResult(relation.name, tuple(sorted(violated)), tuple(sorted(held - violated)))
+        )
+    return results
+
+
+def _call_answer(agent: Agent, text: str, timeout: float | None) -> Any:
+    if agent.is_async:
+        return asyncio.run(asyncio.wait_for(agent.instance()(text), timeout))
+    return _call_with_timeout(agent.instance(), text, timeout)
+
+
+def _declare_relations(run_span: Any, results: list[RelationResult]) -> None:
+    run_span.set_attribute(names.RELATIONS_REQUESTED, [r.name for r in results])
+    run_span.set_attribute(
+        names.RELATIONS_VIOLATED, [p for r in results for p in encode_routes(r, r.violated)]
+    )
+    run_span.set_attribute(
+        names.RELATIONS_HELD, [p for r in results for p in encode_routes(r, r.held)]
+    )
 
 
 def _missed_routes(suite: Suite, first_answers: dict[str, Trial]) -> list[str]:

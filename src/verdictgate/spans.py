@@ -9,6 +9,7 @@ from typing import Any
 from . import conventions as names
 from .assessment import Isolation
 from .policy import Policy
+from .relations import RelationResult, decode_results
 from .suite import Contract, Suite
 from .trial_model import Decision, NoDecision, Trial, outcome_of
 
@@ -24,6 +25,7 @@ class RunDeclaration:
     planned_trials: int | None
     isolation: Isolation
     quality_failed: tuple[str, ...] = ()
+    relations: tuple[RelationResult, ...] = ()
 
 
 def _pairs(mapping: Mapping[str, Any]) -> list[str]:
@@ -115,6 +117,11 @@ def run_declaration(attributes: Mapping[str, Any]) -> RunDeclaration:
         planned_trials=_count(attributes, names.PLAN_TRIALS),
         isolation=Isolation(attributes.get(names.ISOLATION, Isolation.UNKNOWN.value)),
         quality_failed=_strings(attributes.get(names.QUALITY_FAILED)),
+        relations=decode_results(
+            _strings(attributes.get(names.RELATIONS_REQUESTED)),
+            _strings(attributes.get(names.RELATIONS_VIOLATED)),
+            _strings(attributes.get(names.RELATIONS_HELD)),
+        ),
     )
 
 

@@ -30,6 +30,7 @@ class Check:
 _CHECK_CODES: dict[str, tuple[str, ...]] = {
     "quality": ("quality_failed",),
     "invariants": ("invariant_blocked",),
+    "relations": ("relation_violated", "relations_vacuous"),
     "isolation": ("shared_session",),
     "integrity": ("integrity_conflict",),
     "completeness": ("incomplete", "in_progress"),
@@ -49,6 +50,7 @@ _CHECK_CODES: dict[str, tuple[str, ...]] = {
 _PASSING_MESSAGES: dict[str, str] = {
     "quality": "no quality gate failed",
     "invariants": "no blocking invariant failed",
+    "relations": "no metamorphic relation requested, or every one held",
     "isolation": "reruns were not declared to share a session",
     "integrity": "no trial identity received conflicting records",
     "completeness": "every planned trial was received without error",

@@ -60,7 +60,12 @@ def report_document(assessment: Assessment) -> dict[str, Any]:
             "isolation": a.run.isolation.value,
             "fingerprints": a.run.fingerprints,
             "in_progress": a.run.in_progress,
+            "quality_failed": list(a.run.quality_failed),
         },
+        "relations": [
+            {"name": r.name, "status": r.status, "violated": list(r.violated), "held": list(r.held)}
+            for r in a.run.relations
+        ],
         "policy": {
             "tolerance": a.policy.tolerance,
             "confidence": a.policy.confidence,

@@ -190,3 +190,30 @@ def test_metric_routes_outside_the_contract_fold_into_other():
             assert set(point.attributes) <= {names.SUITE, names.POINT, names.ROUTE, names.OUTCOME}
     (admission,) = points[names.METRIC_ADMISSION]
     assert admission.value == 0
+
+
+def test_the_pass_rate_gauge_and_tier_fields_on_the_admission_span():
+    memory = MemoryTelemetry()
+    provider = memory.telemetry.tracer_provider
+    with evaluation_run(
+        run_id="r", suite=SUITE, policy=Policy(), planned_trials=8, tracer_provider=provider
+    ):
+        for index in range(8):
+            with (
+                trial(run="r", index=index, case="c", expected="a", suite="s"),
+                decision("p", tracer_provider=provider) as recorder,
+            ):
+                recorder.record("a", (("no_ids",) if index == 3 else (), ()), passed=index != 5)
+    points = memory.metric_points()
+    memory.telemetry.shutdown()
+    (admission,) = [s for s in memory.spans.get_finished_spans() if s.name == names.ADMISSION_SPAN]
+    assert admission.attributes[names.INVARIANTS_BLOCKED] == ("no_ids",)
+    assert "invariant_blocked" in admission.attributes[names.REASONS]
+    lower = {
+        dict(p.attributes).get(names.ROUTE): p.value for p in points[names.METRIC_PASS_RATE_LOWER]
+    }
+    assert set(lower) == {None, "a"} and 0 < lower[None] < 7 / 8
+    assert all(
+        set(dict(p.attributes)) <= {names.SUITE, names.POINT, names.ROUTE}
+        for p in points[names.METRIC_PASS_RATE_LOWER]
+    )

@@ -110,10 +110,14 @@ class DecisionRecorder:
             self._case_named = True
 
     def record(
-        self, answer: Any, broken: tuple[tuple[str, ...], tuple[str, ...]] = ((), ())
+        self,
+        answer: Any,
+        broken: tuple[tuple[str, ...], tuple[str, ...]] = ((), ()),
+        passed: bool | None = None,
     ) -> None:
-        """Record the agent's answer, and the names of the blocking and warning invariants it
-        broke; an answer that is not a decision is an `invalid_return` error."""
+        """Record the agent's answer, the names of the blocking and warning invariants it broke,
+        and an evaluator's verdict if there is one; an answer that is not a decision is an
+        `invalid_return` error."""
         try:
             decision = decision_from_return(answer)
         except InvalidReturn:
@@ -125,6 +129,8 @@ class DecisionRecorder:
             attributes[names.INVARIANT_FAILED] = list(failed)
         if warned:
             attributes[names.INVARIANT_WARNED] = list(warned)
+        if passed is not None:
+            attributes[names.PASSED] = bool(passed)
         self._finish(attributes)
 
     def record_error(self, error_type: str) -> None:

@@ -136,9 +136,11 @@ class EvidenceProcessor(SpanProcessor):
                 state = self._runs[run] = _RunState(
                     suite=attributes.get(names.SUITE), point=attributes.get(names.POINT)
                 )
+            passed = attributes.get(names.PASSED)
             is_new = state.evidence.record(
-                run, case, index, decision, expected, error_type, None, latency_ms
-            )
+                run, case, index, decision, expected, error_type,
+                passed if isinstance(passed, bool) else None, latency_ms,
+            )  # fmt: skip
             if is_new and (
                 names.INVARIANT_FAILED in attributes or names.INVARIANT_WARNED in attributes
             ):

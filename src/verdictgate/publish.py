@@ -10,7 +10,7 @@ from opentelemetry.trace import SpanKind
 
 from . import conventions as names
 from .assessment import Assessment, Status
-from .stats import Stability
+from .stats import Stability, wilson_interval
 
 
 def admission_attributes(assessment: Assessment) -> dict[str, Any]:
@@ -34,6 +34,12 @@ def admission_attributes(assessment: Assessment) -> dict[str, Any]:
         names.TRIALS_RECEIVED: a.trials.received,
         names.TRIALS_ERRORS: a.trials.errors,
         names.TRIALS_CONFLICTS: a.trials.conflicts,
+        names.INVARIANTS_BLOCKED: sorted(a.invariants.failed),
+        names.INVARIANTS_WARNED: sorted(a.invariants.warned),
+        **({names.PASS_RATE_RESULT: a.pass_rate.result.value} if a.pass_rate else {}),
+        names.RELATIONS_VIOLATED: [
+            f"{r.name}={route}" for r in a.run.relations for route in r.violated
+        ],
     }
 
 
@@ -68,6 +74,11 @@ class Publisher:
             unit="1",
             description="upper bound of the change rate between reruns (pooled, and per route)",
         )
+        self._pass_lower = meter.create_gauge(
+            names.METRIC_PASS_RATE_LOWER,
+            unit="1",
+            description="lower bound of the evaluator pass rate (pooled, and per route)",
+        )
         self._trials = meter.create_counter(
             names.METRIC_TRIALS, unit="{trial}", description="trials assessed, by outcome"
         )
@@ -98,6 +109,14 @@ class Publisher:
         for route in assessment.routes:
             label = route.route if route.route in contract_routes else names.OTHER_ROUTE
             self._upper.set(route.change.ci_high, {**base, names.ROUTE: label})
+        passes = assessment.passes
+        confidence = assessment.policy.confidence
+        if passes.judged:
+            self._pass_lower.set(wilson_interval(passes.passed, passes.judged, confidence)[0], base)
+        for route, (passed, judged) in passes.routes.items():
+            label = route if route in contract_routes else names.OTHER_ROUTE
+            low = wilson_interval(passed, judged, confidence)[0]
+            self._pass_lower.set(low, {**base, names.ROUTE: label})
         trials = assessment.trials
         for outcome, count in (
             ("decision", trials.decisions),

@@ -71,3 +71,35 @@ def test_the_runner_times_every_call_from_its_decision_span():
     )
     assert assessment.latency is not None and assessment.latency.trials == 6
     assert assessment.latency.p50[0] > 0 and assessment.latency.result in ("within", "undecided")
+
+
+def test_tool_calls_per_trial_for_tool_path_decisions(write, cli):
+    records = [
+        {
+            "case": f"c{c}",
+            "trial": t,
+            "outcome": "decision",
+            "tools": ["search", "book", "pay"][: 1 + (c + t) % 3],
+        }
+        for c in range(4)
+        for t in range(10)
+    ]
+    report = json.loads(
+        cli("assess", "--trials", write("t.jsonl", records), "--format", "json").stdout
+    )
+    calls = report["tool_calls"]
+    assert (
+        calls["trials"] == 40
+        and calls["p50"]["estimate"] == 2.0
+        and calls["p95"]["estimate"] == 3.0
+    )
+    labels = json.loads(
+        cli(
+            "assess",
+            "--trials",
+            write("l.jsonl", trial_records(stable_answers())),
+            "--format",
+            "json",
+        ).stdout
+    )
+    assert labels["tool_calls"] is None

@@ -8,7 +8,7 @@ from enum import Enum
 
 from .policy import Policy
 from .relations import RelationResult
-from .stats import ChangeRate, Latency, PassRate, Stability
+from .stats import ChangeRate, PassRate, Quantiles, Stability
 
 
 class Status(str, Enum):
@@ -180,8 +180,10 @@ class Findings:
     pass_rate: PassRate | None
     """The pooled pass rate judged against the policy's required rate, when one is required."""
     invariants: InvariantCounts
-    latency: Latency | None
-    """Latency quantiles of the trials that recorded one (None when none did)."""
+    latency: Quantiles | None
+    """Quantiles quantiles of the trials that recorded one (None when none did)."""
+    tool_calls: Quantiles | None
+    """Tools called per trial, for tool-path decisions (the same quantile statistics)."""
 
     @property
     def cases_without_repeats(self) -> int:

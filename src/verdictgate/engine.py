@@ -21,7 +21,7 @@ from .assessment import (
 )
 from .evidence import ERROR, MISSING, Evidence
 from .policy import Policy
-from .stats import change_rate, latency, pass_rate
+from .stats import Quantiles, change_rate, pass_rate, quantile_stats
 from .suite import Contract, Suite
 from .trial_model import NoDecision, Trial, decision_text
 
@@ -183,7 +183,8 @@ def _findings(
             if policy.pass_rate is not None
             else None
         ),
-        latency=latency(latencies, policy.max_p95_ms, policy.confidence),
+        latency=quantile_stats(latencies, policy.max_p95_ms, policy.confidence),
+        tool_calls=_tool_calls(evidence, policy.confidence),
         invariants=InvariantCounts(
             dict(sorted(evidence.invariant_failures.items())),
             dict(sorted(evidence.invariant_warnings.items())),
@@ -194,6 +195,24 @@ def _findings(
             {r: (t.passed, t.judged) for r, t in sorted(routes.items()) if t.judged},
         ),
     )
+
+
+def _tool_calls(evidence: Evidence, confidence: float) -> Quantiles | None:
+    """Tools called per decided trial (tool-path decisions only): p50 and p95 with intervals."""
+    lengths = {
+        key: len(decision)
+        for key, decision in enumerate(evidence.keys)
+        if isinstance(decision, tuple)
+    }
+    if not lengths:
+        return None
+    counts = [
+        float(lengths[slot])
+        for case in evidence.cases.values()
+        for slot in case.slots
+        if slot in lengths
+    ]
+    return quantile_stats(counts, None, confidence)
 
 
 def _flip_pairs(flip_counts: Counter[tuple[int, int]], evidence: Evidence) -> tuple[FlipPair, ...]:

@@ -161,8 +161,9 @@ def trials_needed_for_pass_rate(required: float, confidence: float = 0.95) -> in
 
 
 @dataclass(frozen=True)
-class Latency:
-    """Latency quantiles of the trials, each (estimate, low, high), and a threshold's result."""
+class Quantiles:
+    """p50 and p95 of a measure over trials (latency in ms, tools per call), each
+    (estimate, low, high), and the result against a p95 threshold when one is set."""
 
     trials: int
     p50: tuple[float, float, float]
@@ -173,10 +174,10 @@ class Latency:
     else `undecided`; None without a threshold."""
 
 
-def latency(
+def quantile_stats(
     values: list[float], max_p95_ms: float | None, confidence: float = 0.95
-) -> Latency | None:
-    """p50 and p95 with distribution-free intervals, judged against `max_p95_ms`."""
+) -> Quantiles | None:
+    """p50 and p95 with distribution-free intervals, judged against a p95 threshold."""
     ordered = sorted(values)
     p50 = quantile_interval(ordered, 0.5, confidence)
     p95 = quantile_interval(ordered, 0.95, confidence)
@@ -187,7 +188,7 @@ def latency(
         result = (
             "within" if p95[2] < max_p95_ms else "exceeded" if p95[1] > max_p95_ms else "undecided"
         )
-    return Latency(len(ordered), p50, p95, max_p95_ms, result)
+    return Quantiles(len(ordered), p50, p95, max_p95_ms, result)
 
 
 def difference_interval(

@@ -32,15 +32,20 @@ def _finite(value: float) -> float | None:
     return value if math.isfinite(value) else None
 
 
-def _latency(a: Assessment) -> dict[str, Any] | None:
-    if a.latency is None:
+def _quantiles(stats) -> dict[str, Any] | None:
+    if stats is None:
         return None
     quantiles = {
         name: {"estimate": e, "ci_low": _finite(low), "ci_high": _finite(high)}
-        for name, (e, low, high) in (("p50", a.latency.p50), ("p95", a.latency.p95))
+        for name, (e, low, high) in (("p50", stats.p50), ("p95", stats.p95))
     }
-    return {"trials": a.latency.trials, **quantiles, "max_p95_ms": a.latency.max_p95_ms,
-            "result": a.latency.result}  # fmt: skip
+    return {"trials": stats.trials, **quantiles}
+
+
+def _latency(a: Assessment) -> dict[str, Any] | None:
+    if a.latency is None:
+        return None
+    return {**_quantiles(a.latency), "max_p95_ms": a.latency.max_p95_ms, "result": a.latency.result}
 
 
 def report_document(assessment: Assessment) -> dict[str, Any]:
@@ -135,6 +140,7 @@ def report_document(assessment: Assessment) -> dict[str, Any]:
             },
         },
         "latency": _latency(a),
+        "tool_calls": _quantiles(a.tool_calls),
         "invariants": {"failed": dict(a.invariants.failed), "warned": dict(a.invariants.warned)},
         "cases": [
             {

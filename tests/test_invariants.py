@@ -102,3 +102,21 @@ def test_invariants_travel_on_decision_spans_and_in_trial_files(tmp_path, cli):
     report = json.loads(cli("assess", "--trials", str(path), "--format", "json").stdout)
     assert report["invariants"]["failed"] == {"known": len(ROUTES)}
     assert "invariant_blocked" in {r["code"] for r in report["reasons"]}
+
+
+def test_a_judge_runs_only_where_invariants_held_and_feeds_the_pass_rate():
+    judged = []
+
+    def judge(output, given) -> bool:
+        judged.append(output)
+        return output != "hold"  # the judge dislikes one route
+
+    blocks_escalate = Invariant("not_escalate", lambda output, given: output != "escalate")
+    policy = verdictgate.Policy(pass_rate=0.5)
+    assessment = verdictgate.run(
+        agent, SUITE, policy, repeats=20, invariants=[blocks_escalate], judge=judge
+    )
+    assert len(judged) == 80 and "escalate" not in judged  # the 20 blocked trials skipped the judge
+    assert (assessment.passes.passed, assessment.passes.judged) == (60, 80)
+    assert assessment.pass_rate.result.value == "reliable"
+    assert "invariant_blocked" in assessment.reason_codes

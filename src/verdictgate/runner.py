@@ -68,6 +68,7 @@ def run(
     quality_gate: bool = False,
     invariants: Sequence[Invariant] = (),
     relations: Sequence[Relation | str] = (),
+    judge: Callable[[Any, str], bool] | None = None,
 ) -> Assessment:
     """Call `agent` on every suite case as often as the policy needs, then assess the trials.
 
@@ -80,7 +81,8 @@ def run(
     route, the run stops there, before paying for repeats, and is rejected (`quality_failed`).
     Each of `relations` (built-in names or Relation objects) then calls the agent once per case
     on the transformed input and compares with the case's first decision; those extra calls
-    are not trials of the run.
+    are not trials of the run. `judge(output, input) -> bool` is the expensive tier: it runs
+    only on trials no blocking invariant failed, and its verdicts feed the pass rate.
     """
     checked = [as_relation(relation) for relation in relations]
     agent = from_callable(agent)
@@ -109,7 +111,9 @@ def run(
             sink.add(trial)
 
     processor.watch(run_id, watch)
-    recording = _Recording(run_id, suite, pipeline.tracer_provider, timeout, tuple(invariants))
+    recording = _Recording(
+        run_id, suite, pipeline.tracer_provider, timeout, tuple(invariants), judge
+    )
     rounds = (
         [[c for c in calls if c.index == 0], [c for c in calls if c.index > 0]]
         if quality_gate
@@ -219,11 +223,19 @@ class _Recording:
     tracer_provider: Any
     timeout: float | None
     invariants: tuple[Invariant, ...] = ()
+    judge: Callable[[Any, str], bool] | None = None
 
     def record(self, recorder: DecisionRecorder, answer: Any, given: str) -> None:
-        """Record an answer with the invariants it broke."""
+        """Record an answer with the invariants it broke and, only when no blocking invariant
+        failed (cheapest tier first), the judge's verdict; a judge that raises fails the trial."""
         broken = evaluate(self.invariants, answer, given) if self.invariants else ((), ())
-        recorder.record(answer, broken)
+        passed = None
+        if self.judge is not None and not broken[0]:
+            try:
+                passed = bool(self.judge(answer, given))
+            except Exception:
+                passed = False
+        recorder.record(answer, broken, passed)
 
     @contextmanager
     def call(self, call: Call) -> Iterator[DecisionRecorder]:

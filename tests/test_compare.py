@@ -9,6 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from conftest import stable_answers, suite_document, trial_records
+from test_snapshot import snapshot
 from verdictgate.stats import difference_interval
 
 
@@ -69,16 +70,7 @@ def test_compare_a_snapshot_with_a_later_build_on_a_targeted_route(cli, write, t
     suite = write("s.json", suite_document(targets={"approve": 0.2}))
     trials = write("t.jsonl", trial_records(stable_answers(pairs_per_case=40)))
     baseline = tmp_path / "baseline.json"
-    made = cli(
-        "snapshot",
-        "--trials",
-        trials,
-        "--suite",
-        suite,
-        "--accept-reference",
-        "--output",
-        str(baseline),
-    )
+    made = snapshot(cli, trials, suite, baseline)
     assert made.exit_code == 0, made.output
     later = stable_answers(pairs_per_case=40)
     later["approve-0"] = ["approve", "deny"] * 40

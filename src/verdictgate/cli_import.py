@@ -76,21 +76,14 @@ def import_options(command: Callable) -> Callable:
 def assess_command(trials_path, suite_path, isolation, tolerance, precision, pass_rate, max_p95_ms, fmt,
                    output, **sources) -> None:  # fmt: skip
     """Assess evidence collected elsewhere; makes no calls."""
-    from .importers import SOURCES, ImportOptions, read_source
-
-    chosen = [kind for kind in SOURCES if sources.get(kind) is not None]
-    if len(chosen) + (trials_path is not None) != 1:
-        flags = ", ".join(f"--{kind.replace('_', '-')}" for kind in ("trials", *SOURCES))
-        raise click.UsageError(f"give exactly one of {flags}")
+    kind = _source_kind(sources, trials_path, trials_allowed=True)
     suite = suite_from(suite_path)
     policy = policy_for(suite, tolerance, precision, pass_rate, max_p95_ms)
     if trials_path is not None:
         assessment = evidence_for(trials=trials_path, agent_spec=None, suite=suite, policy=policy,
                                isolation=isolation or "unknown")  # fmt: skip
     else:
-        kind = chosen[0]
-        options = ImportOptions(**{k: v for k, v in sources.items() if k not in SOURCES})
-        imported = read_source(kind, sources[kind], options, suite)
+        imported = _read(kind, sources, suite)
         assessment = assess_imported(imported, sources[kind], suite, policy, isolation)
     emit(assessment, fmt, output)
     sys.exit(assessment.status.exit_code)
@@ -106,17 +99,10 @@ def assess_command(trials_path, suite_path, isolation, tolerance, precision, pas
 @handles_errors
 def convert_command(target, suite_path, output, **sources) -> None:
     """Write evidence from another tool as verdictgate.trials/v1, to archive it in one format."""
-    from .importers import SOURCES, ImportOptions, read_source
-
-    chosen = [kind for kind in SOURCES if sources.get(kind) is not None]
-    if len(chosen) != 1:
-        raise click.UsageError(
-            "give exactly one source: " + ", ".join(f"--{k.replace('_', '-')}" for k in SOURCES)
-        )
-    options = ImportOptions(**{k: v for k, v in sources.items() if k not in SOURCES})
+    kind = _source_kind(sources, None, trials_allowed=False)
     suite = suite_from(suite_path)
-    imported = read_source(chosen[0], sources[chosen[0]], options, suite)
-    name, point = (suite.name, suite.point) if suite else (Path(sources[chosen[0]]).stem, None)
+    imported = _read(kind, sources, suite)
+    name, point = (suite.name, suite.point) if suite else (Path(sources[kind]).stem, None)
     stream = open(output, "wb") if output else sys.stdout.buffer  # noqa: SIM115 - closed below
     try:
         writer = TrialWriter(stream, name, point)
@@ -126,6 +112,26 @@ def convert_command(target, suite_path, output, **sources) -> None:
         if output:
             stream.close()
     click.echo(f"verdictgate: wrote {writer.written} trials", err=True)
+
+
+def _source_kind(sources: dict, trials_path: str | None, *, trials_allowed: bool) -> str | None:
+    """The one evidence source the flags name: an importer kind, or None for --trials."""
+    from .importers import SOURCES
+
+    kinds = [kind for kind in SOURCES if sources.get(kind) is not None]
+    if len(kinds) + (trials_path is not None) != 1:
+        named = ("trials", *SOURCES) if trials_allowed else SOURCES
+        flags = ", ".join(f"--{kind.replace('_', '-')}" for kind in named)
+        raise click.UsageError(f"give exactly one of {flags}")
+    return kinds[0] if kinds else None
+
+
+def _read(kind: str, sources: dict, suite: Suite | None):
+    """Read the chosen source with the import options given beside it."""
+    from .importers import SOURCES, ImportOptions, read_source
+
+    options = ImportOptions(**{k: v for k, v in sources.items() if k not in SOURCES})
+    return read_source(kind, sources[kind], options, suite)
 
 
 def assess_imported(

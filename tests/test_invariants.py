@@ -117,6 +117,8 @@ def test_a_judge_runs_only_where_invariants_held_and_feeds_the_pass_rate():
         agent, SUITE, policy, repeats=20, invariants=[blocks_escalate], judge=judge
     )
     assert len(judged) == 80 and "escalate" not in judged  # the 20 blocked trials skipped the judge
-    assert (assessment.passes.passed, assessment.passes.judged) == (60, 80)
+    assert assessment.passes.skipped == 20
+    # a blocked trial fails whatever a judge would have said: 60 of 100 pass
+    assert (assessment.passes.passed, assessment.passes.judged) == (60, 100)
     assert assessment.pass_rate.result.value == "reliable"
     assert "invariant_blocked" in assessment.reason_codes

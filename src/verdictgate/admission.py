@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 
 from .assessment import Assessment, Findings, Isolation, Reason, RouteStability, Status
-from .stats import ChangeRate, PassRate, Reliability, Stability, pairs_to_qualify
+from .stats import ChangeRate, PassRate, Quantiles, Reliability, Stability, pairs_to_qualify
 
 REJECTING = frozenset(
     {
@@ -20,9 +20,11 @@ REJECTING = frozenset(
         "contract_under_cased",
         "dominant_decision",
         "pass_rate_unreliable",
+        "route_pass_rate_unreliable",
         "quality_failed",
         "invariant_blocked",
         "latency_exceeded",
+        "tool_calls_exceeded",
         "relation_violated",
         "relations_vacuous",
     }
@@ -150,17 +152,30 @@ def _reasons(f: Findings):
             f"{percent(dominance.share)} of {dominance.cases} cases first decided "
             f"{dominance.verdict}: the probes collapsed onto one decision",
         )
-    timing = f.latency
+    timing, tools = f.latency, f.tool_calls
     if timing is not None and timing.result == "exceeded":
         yield Reason(
             "latency_exceeded",
-            f"the p95 latency is above {timing.max_p95_ms:g} ms: {_p95(timing)}",
+            f"the p95 latency is above {timing.max_p95:g} ms: {_p95(timing, 'ms')}",
+        )
+    if tools is not None and tools.result == "exceeded":
+        yield Reason(
+            "tool_calls_exceeded",
+            f"the p95 of tools called per trial is above {tools.max_p95:g}: {_p95(tools, 'tools')}",
         )
     rate = f.pass_rate
     if rate is not None and rate.result is Reliability.UNRELIABLE:
         yield Reason(
             "pass_rate_unreliable",
             f"the pass rate is below the required {percent(rate.required)}: {_passes(rate)}",
+        )
+    if low_routes := f.passes.unreliable_routes():
+        yield Reason(
+            "route_pass_rate_unreliable",
+            "routes whose pass rate is below the required rate: "
+            + "; ".join(
+                f"{route} ({_passes(f.passes.route_rates[route])})" for route in low_routes
+            ),
         )
     if pooled.result is Stability.UNDECIDED:
         yield Reason(
@@ -183,11 +198,21 @@ def _reasons(f: Findings):
     if timing is not None and timing.result == "undecided":
         yield Reason(
             "latency_undecided",
-            f"not yet shown under {timing.max_p95_ms:g} ms at p95: {_p95(timing)}",
+            f"not yet shown under {timing.max_p95:g} ms at p95: {_p95(timing, 'ms')}",
         )
     if f.policy.max_p95_ms is not None and timing is None:
         yield Reason(
             "latency_undecided", "a latency threshold is set but no trial recorded a latency"
+        )
+    if tools is not None and tools.result == "undecided":
+        yield Reason(
+            "tool_calls_undecided",
+            f"not yet shown under {tools.max_p95:g} tools per trial at p95: {_p95(tools, 'tools')}",
+        )
+    if f.policy.max_p95_tool_calls is not None and tools is None:
+        yield Reason(
+            "tool_calls_undecided",
+            "a tool-call threshold is set but no trial decided a tool path",
         )
     if trials.errors or trials.missing:
         yield Reason("incomplete", _incomplete(f))
@@ -204,9 +229,9 @@ def _reasons(f: Findings):
         )
 
 
-def _p95(timing) -> str:
-    estimate, low, high = timing.p95
-    return f"p95 {estimate:g} ms of {timing.trials} trials, CI [{low:g}, {high:g}] ms"
+def _p95(stats: Quantiles, unit: str) -> str:
+    estimate, low, high = stats.p95
+    return f"p95 {estimate:g} {unit} of {stats.trials} trials, CI [{low:g}, {high:g}] {unit}"
 
 
 def _passes(rate: PassRate) -> str:
@@ -313,8 +338,14 @@ def _next_steps(f: Findings):
                 f"route {route.route}", route.change, route.cases, f.policy.confidence
             )
     rate = f.pass_rate
-    if rate is not None and rate.result is Reliability.UNRELIABLE:
-        yield "Fix the failing cases before freezing a baseline: the evaluator fails too many trials."
+    if (rate is not None and rate.result is Reliability.UNRELIABLE) or f.passes.unreliable_routes():
+        failing = [
+            c.case for c in f.cases if c.pass_rate and c.pass_rate.result is Reliability.UNRELIABLE
+        ]
+        yield (
+            "Fix the failing cases before freezing a baseline: the evaluator fails too many trials"
+            + (f" (shown below the required rate: {', '.join(failing[:5])})." if failing else ".")
+        )
     if rate is not None and rate.result is Reliability.UNDECIDED and rate.judged:
         total = pairs_to_qualify(
             rate.judged - rate.passed, rate.judged, 1 - rate.required, f.policy.confidence

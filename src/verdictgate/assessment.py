@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import Enum
 
 from .policy import Policy
 from .relations import RelationResult
-from .stats import ChangeRate, PassRate, Quantiles, Stability
+from .stats import ChangeRate, PassRate, Quantiles, Reliability, Stability
 
 
 class Status(str, Enum):
@@ -143,6 +143,11 @@ class CaseResult:
     flips: int
     verdict: str | None
     """The decision every decided trial agreed on; None when they disagree or none decided."""
+    passed: int = 0
+    judged: int = 0
+    """Trials an evaluator judged, and passed."""
+    pass_rate: PassRate | None = None
+    """Its pass rate against the required rate, when one is required and a trial was judged."""
 
 
 @dataclass(frozen=True)
@@ -153,6 +158,18 @@ class PassCounts:
     judged: int
     routes: Mapping[str, tuple[int, int]]
     """route -> (passed, judged), for routes with judged trials."""
+    route_rates: Mapping[str, PassRate] = field(default_factory=dict)
+    """route -> its pass rate against the required rate, when one is required."""
+    skipped: int = 0
+    """Trials whose expensive tiers (semantic, judge) were skipped: a cheaper one failed."""
+
+    def unreliable_routes(self) -> tuple[str, ...]:
+        """Routes whose pass rate is shown below the required rate."""
+        return tuple(
+            route
+            for route, rate in self.route_rates.items()
+            if rate.result is Reliability.UNRELIABLE
+        )
 
 
 @dataclass(frozen=True)

@@ -53,10 +53,7 @@ def main() -> None:
 def run_command(
     agent_spec,
     suite_path,
-    tolerance,
-    precision,
-    pass_rate,
-    max_p95_ms,
+    policy_of,
     fmt,
     output,
     **agent_options,
@@ -65,7 +62,7 @@ def run_command(
     if agent_spec is None:
         raise click.UsageError("--agent is required")
     suite = suite_from(suite_path)
-    policy = policy_for(suite, tolerance, precision, pass_rate, max_p95_ms)
+    policy = policy_of(suite)
     assessment = evidence_for(
         trials=None, agent_spec=agent_spec, suite=suite, policy=policy, **agent_options
     )
@@ -176,10 +173,7 @@ def snapshot_command(
     suite_path,
     accept_reference,
     output,
-    tolerance,
-    precision,
-    pass_rate,
-    max_p95_ms,
+    policy_of,
     fmt,
     **agent_options,
 ) -> None:
@@ -187,7 +181,7 @@ def snapshot_command(
     if not accept_reference:
         raise click.UsageError("a baseline must be approved: pass --accept-reference")
     suite = suite_from(suite_path)
-    policy = policy_for(suite, tolerance, precision, pass_rate, max_p95_ms)
+    policy = policy_of(suite)
     assessment = evidence_for(trials=trials_path, suite=suite, policy=policy, **agent_options)
     try:
         document = make_snapshot(assessment, suite, approved=accept_reference)

@@ -15,7 +15,6 @@ from .cli_options import (
     evidence_for,
     handles_errors,
     output_options,
-    policy_for,
     policy_options,
     suite_from,
 )
@@ -73,12 +72,11 @@ def import_options(command: Callable) -> Callable:
 @policy_options
 @output_options
 @handles_errors
-def assess_command(trials_path, suite_path, isolation, tolerance, precision, pass_rate, max_p95_ms, fmt,
-                   output, **sources) -> None:  # fmt: skip
+def assess_command(trials_path, suite_path, isolation, policy_of, fmt, output, **sources) -> None:
     """Assess evidence collected elsewhere; makes no calls."""
     kind = _source_kind(sources, trials_path, trials_allowed=True)
     suite = suite_from(suite_path)
-    policy = policy_for(suite, tolerance, precision, pass_rate, max_p95_ms)
+    policy = policy_of(suite)
     if trials_path is not None:
         assessment = evidence_for(trials=trials_path, agent_spec=None, suite=suite, policy=policy,
                                isolation=isolation or "unknown")  # fmt: skip

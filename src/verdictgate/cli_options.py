@@ -54,8 +54,10 @@ def policy_for(
     tolerance: float | None,
     precision: str | None,
     pass_rate: float | None = None,
-    max_p95_ms: float | None = None,
+    **thresholds: float | None,
 ) -> Policy:
+    """The policy from the command's options, falling back to the suite's tolerance and rate;
+    `thresholds` are the quantile thresholds (max_p95_ms, max_p95_tool_calls) that were given."""
     if tolerance is not None and precision is not None:
         raise click.UsageError("use --tolerance or --precision, not both")
     if precision is not None:
@@ -66,7 +68,8 @@ def policy_for(
         if pass_rate is None and suite is not None:
             pass_rate = suite.pass_rate
         policy = Policy.with_tolerance(tolerance, pass_rate)
-        return policy if max_p95_ms is None else replace(policy, max_p95_ms=max_p95_ms)
+        given = {name: value for name, value in thresholds.items() if value is not None}
+        return replace(policy, **given)
     except ValueError as error:
         raise click.BadParameter(str(error), param_hint="--tolerance") from None
 
@@ -154,24 +157,43 @@ def run_options(command: Callable) -> Callable:
 
 
 def policy_options(command: Callable) -> Callable:
-    command = click.option(
-        "--max-p95-ms",
-        type=float,
-        help="Require the 95th-percentile latency to be shown under this many milliseconds.",
-    )(command)
-    command = click.option(
-        "--pass-rate",
-        type=float,
-        help="Require the evaluator pass rate to be shown above this (e.g. 0.9).",
-    )(command)
-    command = click.option(
-        "--precision",
-        type=click.Choice(list(PRECISION_PRESETS)),
-        help="cheap 0.10, balanced 0.05, strict 0.01.",
-    )(command)
-    return click.option("--tolerance", type=float, help="Tolerated change rate between reruns.")(
-        command
-    )
+    """The policy options; the command receives `policy_of(suite) -> Policy` in their place."""
+
+    @functools.wraps(command)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        given = {name: kwargs.pop(name) for name in _POLICY_OPTIONS}
+        kwargs["policy_of"] = lambda suite: policy_for(suite, **given)
+        return command(*args, **kwargs)
+
+    decorated = wrapper
+    for option in [
+        click.option(
+            "--max-p95-tool-calls",
+            type=float,
+            help="Require the 95th-percentile of tools called per trial to be shown under this.",
+        ),
+        click.option(
+            "--max-p95-ms",
+            type=float,
+            help="Require the 95th-percentile latency to be shown under this many milliseconds.",
+        ),
+        click.option(
+            "--pass-rate",
+            type=float,
+            help="Require the evaluator pass rate to be shown above this (e.g. 0.9).",
+        ),
+        click.option(
+            "--precision",
+            type=click.Choice(list(PRECISION_PRESETS)),
+            help="cheap 0.10, balanced 0.05, strict 0.01.",
+        ),
+        click.option("--tolerance", type=float, help="Tolerated change rate between reruns."),
+    ]:
+        decorated = option(decorated)
+    return decorated
+
+
+_POLICY_OPTIONS = ("tolerance", "precision", "pass_rate", "max_p95_ms", "max_p95_tool_calls")
 
 
 def output_options(command: Callable) -> Callable:

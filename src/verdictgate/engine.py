@@ -21,7 +21,7 @@ from .assessment import (
 )
 from .evidence import ERROR, MISSING, Evidence
 from .policy import Policy
-from .stats import Quantiles, change_rate, pass_rate, quantile_stats
+from .stats import PassRate, Quantiles, change_rate, pass_rate, quantile_stats
 from .suite import Contract, Suite
 from .trial_model import NoDecision, Trial, decision_text
 
@@ -124,6 +124,9 @@ def _findings(
                 pairs,
                 flips,
                 verdict,
+                passed,
+                judged,
+                _judged_rate(passed, judged, policy),
             )
         )
 
@@ -184,7 +187,7 @@ def _findings(
             else None
         ),
         latency=quantile_stats(latencies, policy.max_p95_ms, policy.confidence),
-        tool_calls=_tool_calls(evidence, policy.confidence),
+        tool_calls=_tool_calls(evidence, policy),
         invariants=InvariantCounts(
             dict(sorted(evidence.invariant_failures.items())),
             dict(sorted(evidence.invariant_warnings.items())),
@@ -193,11 +196,24 @@ def _findings(
             pooled.passed,
             pooled.judged,
             {r: (t.passed, t.judged) for r, t in sorted(routes.items()) if t.judged},
+            {
+                r: rate
+                for r, t in sorted(routes.items())
+                if (rate := _judged_rate(t.passed, t.judged, policy)) is not None
+            },
+            evidence.evaluations_skipped,
         ),
     )
 
 
-def _tool_calls(evidence: Evidence, confidence: float) -> Quantiles | None:
+def _judged_rate(passed: int, judged: int, policy: Policy) -> PassRate | None:
+    """A pass rate against the required rate, for a case or route with judged trials."""
+    if policy.pass_rate is None or not judged:
+        return None
+    return pass_rate(passed, judged, policy.pass_rate, policy.confidence)
+
+
+def _tool_calls(evidence: Evidence, policy: Policy) -> Quantiles | None:
     """Tools called per decided trial (tool-path decisions only): p50 and p95 with intervals."""
     lengths = {
         key: len(decision)
@@ -212,7 +228,7 @@ def _tool_calls(evidence: Evidence, confidence: float) -> Quantiles | None:
         for slot in case.slots
         if slot in lengths
     ]
-    return quantile_stats(counts, None, confidence)
+    return quantile_stats(counts, policy.max_p95_tool_calls, policy.confidence)
 
 
 def _flip_pairs(flip_counts: Counter[tuple[int, int]], evidence: Evidence) -> tuple[FlipPair, ...]:

@@ -72,6 +72,8 @@ class Evidence:
         self.error_types: Counter[str] = Counter()
         self.invariant_failures: Counter[str] = Counter()
         self.invariant_warnings: Counter[str] = Counter()
+        self.evaluations_skipped = 0
+        """Trials whose expensive tiers were skipped because a cheaper one failed."""
         self._broken: dict[tuple[str, str, int], tuple[tuple[str, ...], tuple[str, ...]]] = {}
         for trial in trials:
             self.add(trial)
@@ -88,18 +90,40 @@ class Evidence:
             trial.passed,
             trial.latency_ms,
         )
-        if new and (trial.invariants_failed or trial.invariants_warned):
-            self.note_invariants(
-                trial.run, trial.case, trial.index, trial.invariants_failed, trial.invariants_warned
+        if new and (trial.invariants_failed or trial.invariants_warned or trial.evaluation_skipped):
+            self.note_tiers(
+                trial.run,
+                trial.case,
+                trial.index,
+                trial.invariants_failed,
+                trial.invariants_warned,
+                trial.evaluation_skipped,
             )
 
-    def note_invariants(
-        self, run: str, case: str, index: int, failed: tuple[str, ...], warned: tuple[str, ...]
+    def note_tiers(
+        self,
+        run: str,
+        case: str,
+        index: int,
+        failed: tuple[str, ...],
+        warned: tuple[str, ...],
+        skipped: bool = False,
     ) -> None:
-        """Count the invariants a newly recorded trial broke (call once, for its first record)."""
+        """Count what the tiers found on a newly recorded trial (call once, for its first
+        record): the invariants it broke, and whether its expensive tiers were skipped. A
+        blocking failure fails the trial, whatever an evaluator said."""
         self.invariant_failures.update(failed)
         self.invariant_warnings.update(warned)
+        self.evaluations_skipped += bool(skipped)
         self._broken[(run, case, index)] = (tuple(failed), tuple(warned))
+        evidence = self.cases.get((run, case))
+        if failed and evidence is not None:
+            judgements = evidence.judgements
+            if judgements is None:
+                judgements = evidence.judgements = bytearray()
+            if len(judgements) <= index:
+                judgements.extend(bytes(index + 1 - len(judgements)))
+            judgements[index] = 1
 
     def record(
         self,

@@ -30,10 +30,13 @@ from . import conventions as names
 from .agent import InvalidReturn, decision_from_return
 from .assessment import Isolation
 from .fingerprints import fingerprint, fingerprint_key
-from .invariants import Invariant, evaluate
+from .invariants import Invariant
 from .policy import Policy
 from .spans import decision_attributes, run_attributes
 from .suite import Suite
+from .tiers import TierOutcome, Tiers
+
+NOTHING_CHECKED = TierOutcome()
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -109,14 +112,9 @@ class DecisionRecorder:
             self._span.set_attribute(names.CASE_ID, fingerprint(text, self._key))
             self._case_named = True
 
-    def record(
-        self,
-        answer: Any,
-        broken: tuple[tuple[str, ...], tuple[str, ...]] = ((), ()),
-        passed: bool | None = None,
-    ) -> None:
-        """Record the agent's answer, the names of the blocking and warning invariants it broke,
-        and an evaluator's verdict if there is one; an answer that is not a decision is an
+    def record(self, answer: Any, tiers: TierOutcome = NOTHING_CHECKED) -> None:
+        """Record the agent's answer and what the assertion tiers found on it (names of broken
+        invariants, the verdict, a similarity, a skip); an answer that is not a decision is an
         `invalid_return` error."""
         try:
             decision = decision_from_return(answer)
@@ -124,13 +122,16 @@ class DecisionRecorder:
             self.record_error("invalid_return")
             return
         attributes = decision_attributes(decision)
-        failed, warned = broken
-        if failed:
-            attributes[names.INVARIANT_FAILED] = list(failed)
-        if warned:
-            attributes[names.INVARIANT_WARNED] = list(warned)
-        if passed is not None:
-            attributes[names.PASSED] = bool(passed)
+        if tiers.failed:
+            attributes[names.INVARIANT_FAILED] = list(tiers.failed)
+        if tiers.warned:
+            attributes[names.INVARIANT_WARNED] = list(tiers.warned)
+        if tiers.passed is not None:
+            attributes[names.PASSED] = tiers.passed
+        if tiers.similarity is not None:
+            attributes[names.SEMANTIC_SIMILARITY] = float(tiers.similarity)
+        if tiers.skipped:
+            attributes[names.EVALUATION_SKIPPED] = True
         self._finish(attributes)
 
     def record_error(self, error_type: str) -> None:
@@ -219,8 +220,10 @@ def decision_point(
     `verdict(result)` picks the decision out of the return value (default: the value itself);
     `input(*args, **kwargs)` picks the input text (default: the first string argument). The
     function's return value and exceptions are passed through unchanged. `invariants` are
-    checked on (result, input text); only the names of those broken are recorded.
+    checked on (result, input text); only the names of those broken are recorded, and the
+    trial passes when no blocking one broke.
     """
+    tiers = Tiers(tuple(invariants))
 
     def record(recorder: DecisionRecorder, result: Any, given: str | None) -> None:
         try:
@@ -228,7 +231,7 @@ def decision_point(
         except Exception:
             recorder.record_error("verdict_unreadable")
             return
-        recorder.record(answer, evaluate(invariants, result, given) if invariants else ((), ()))
+        recorder.record(answer, tiers.check(result, given))
 
     def pick_input(args: tuple, kwargs: dict) -> str | None:
         if input is not None:

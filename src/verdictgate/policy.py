@@ -21,6 +21,8 @@ class Policy:
     """The evaluator pass rate trials must be shown to exceed, when one is required."""
     max_p95_ms: float | None = None
     """The 95th-percentile latency trials must be shown to stay under, when one is set."""
+    max_p95_tool_calls: float | None = None
+    """The 95th-percentile tools called per trial must be shown to stay under, when one is set."""
 
     def __post_init__(self) -> None:
         if not 0.0 < self.tolerance < 1.0:
@@ -31,6 +33,10 @@ class Policy:
             )
         if self.max_p95_ms is not None and not self.max_p95_ms > 0:
             raise ValueError(f"a latency threshold must be positive, got {self.max_p95_ms}")
+        if self.max_p95_tool_calls is not None and not self.max_p95_tool_calls > 0:
+            raise ValueError(
+                f"a tool-call threshold must be positive, got {self.max_p95_tool_calls}"
+            )
         if self.pass_rate is not None and not 0.0 < self.pass_rate < 1.0:
             raise ValueError(f"a required pass rate must be between 0 and 1, got {self.pass_rate}")
         if not 0.0 < self.dominance_threshold <= 1.0:

@@ -20,7 +20,7 @@ from .evidence import Evidence
 from .fingerprints import fingerprint_mode
 from .policy import Policy
 from .publish import Publisher
-from .spans import RunDeclaration, invariant_fields, run_declaration, trial_fields
+from .spans import RunDeclaration, run_declaration, tier_fields, trial_fields
 from .suite import Suite
 from .trial_model import Trial
 
@@ -137,20 +137,25 @@ class EvidenceProcessor(SpanProcessor):
                     suite=attributes.get(names.SUITE), point=attributes.get(names.POINT)
                 )
             passed = attributes.get(names.PASSED)
+            passed = passed if isinstance(passed, bool) else None
             is_new = state.evidence.record(
-                run, case, index, decision, expected, error_type,
-                passed if isinstance(passed, bool) else None, latency_ms,
-            )  # fmt: skip
-            if is_new and (
-                names.INVARIANT_FAILED in attributes or names.INVARIANT_WARNED in attributes
-            ):
-                state.evidence.note_invariants(run, case, index, *invariant_fields(attributes))
+                run, case, index, decision, expected, error_type, passed, latency_ms
+            )
+            tiers = tier_fields(attributes)
+            if is_new and (tiers[0] or tiers[1] or tiers[2]):
+                state.evidence.note_tiers(run, case, index, *tiers)
             watcher = self._watchers.get(run) if is_new and self._watchers else None
             window = self._canary_window
             if window is not None and time.monotonic() - state.opened >= window:
                 due = self._runs.pop(run)
         if watcher is not None:
-            watcher(Trial(case, index, decision, run, expected, error_type))
+            failed, warned, skipped = tiers
+            watcher(
+                Trial(
+                    case, index, decision, run, expected, error_type, passed, failed, warned,
+                    latency_ms, skipped,
+                )
+            )  # fmt: skip
         if due is not None:
             self._finish(run, due, None)
 

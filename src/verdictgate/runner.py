@@ -19,12 +19,14 @@ from .agent import Agent, decision_from_return, from_callable
 from .assessment import Assessment
 from .errors import PlanError
 from .instrument import DecisionRecorder, decision, evaluation_run, trial
-from .invariants import Invariant, evaluate
+from .invariants import Invariant
 from .plan import RunPlan, plan_run
 from .policy import Policy
 from .relations import Relation, RelationResult, as_relation, encode_routes
+from .semantic import SemanticCheck, bundled_embedder
 from .suite import Case, Suite
 from .telemetry import Telemetry
+from .tiers import Judge, Tiers
 from .trial_model import Trial, decision_text
 
 
@@ -68,7 +70,8 @@ def run(
     quality_gate: bool = False,
     invariants: Sequence[Invariant] = (),
     relations: Sequence[Relation | str] = (),
-    judge: Callable[[Any, str], bool] | None = None,
+    judge: Judge | None = None,
+    semantic: SemanticCheck | bool = False,
 ) -> Assessment:
     """Call `agent` on every suite case as often as the policy needs, then assess the trials.
 
@@ -81,10 +84,15 @@ def run(
     route, the run stops there, before paying for repeats, and is rejected (`quality_failed`).
     Each of `relations` (built-in names or Relation objects) then calls the agent once per case
     on the transformed input and compares with the case's first decision; those extra calls
-    are not trials of the run. `judge(output, input) -> bool` is the expensive tier: it runs
-    only on trials no blocking invariant failed, and its verdicts feed the pass rate.
+    are not trials of the run.
+
+    The assertion tiers run on every answer, cheapest first: `invariants`, then `semantic`
+    (True: the suite's calibrated threshold against each case's `reference`, with the bundled
+    offline model; or your own SemanticCheck), then `judge(output, input) -> bool`. A tier runs
+    only when the cheaper ones passed; the trial passes when all that ran passed.
     """
     checked = [as_relation(relation) for relation in relations]
+    tiers = Tiers(tuple(invariants), _semantic_check(semantic, suite), judge)
     agent = from_callable(agent)
     policy = policy or Policy.with_tolerance(suite.tolerance, suite.pass_rate)
     without_input = [case.id for case in suite.cases if case.input is None]
@@ -111,9 +119,7 @@ def run(
             sink.add(trial)
 
     processor.watch(run_id, watch)
-    recording = _Recording(
-        run_id, suite, pipeline.tracer_provider, timeout, tuple(invariants), judge
-    )
+    recording = _Recording(run_id, suite, pipeline.tracer_provider, timeout, tiers)
     rounds = (
         [[c for c in calls if c.index == 0], [c for c in calls if c.index > 0]]
         if quality_gate
@@ -214,6 +220,23 @@ def _missed_routes(suite: Suite, first_answers: dict[str, Trial]) -> list[str]:
     )
 
 
+def _semantic_check(semantic: SemanticCheck | bool, suite: Suite) -> SemanticCheck | None:
+    """The semantic tier a run asked for; True builds it from the suite, refused before any
+    call when the suite has no calibrated threshold or a case has no reference."""
+    if semantic is False or isinstance(semantic, SemanticCheck):
+        return semantic or None
+    if suite.semantic is None:
+        raise PlanError(
+            "the semantic tier needs a calibrated threshold: run `verdictgate calibrate` first"
+        )
+    references = suite.references()
+    if without := [case.id for case in suite.cases if case.id not in references]:
+        raise PlanError(
+            f"the semantic tier needs a reference for every case: {without[0]} has none"
+        )
+    return SemanticCheck(suite.semantic.threshold, references, bundled_embedder())
+
+
 @dataclass(frozen=True)
 class _Recording:
     """Where and how each call of one run is recorded."""
@@ -222,20 +245,11 @@ class _Recording:
     suite: Suite
     tracer_provider: Any
     timeout: float | None
-    invariants: tuple[Invariant, ...] = ()
-    judge: Callable[[Any, str], bool] | None = None
+    tiers: Tiers
 
-    def record(self, recorder: DecisionRecorder, answer: Any, given: str) -> None:
-        """Record an answer with the invariants it broke and, only when no blocking invariant
-        failed (cheapest tier first), the judge's verdict; a judge that raises fails the trial."""
-        broken = evaluate(self.invariants, answer, given) if self.invariants else ((), ())
-        passed = None
-        if self.judge is not None and not broken[0]:
-            try:
-                passed = bool(self.judge(answer, given))
-            except Exception:
-                passed = False
-        recorder.record(answer, broken, passed)
+    def record(self, recorder: DecisionRecorder, answer: Any, call: Call) -> None:
+        """Record an answer with what the assertion tiers found on it."""
+        recorder.record(answer, self.tiers.check(answer, call.case.input, call.case.id))
 
     @contextmanager
     def call(self, call: Call) -> Iterator[DecisionRecorder]:
@@ -292,7 +306,7 @@ def _run_threads(agent: Agent, calls, recording: _Recording, concurrency, advanc
                 except Exception as error:
                     recorder.record_error(type(error).__name__)
                 else:
-                    recording.record(recorder, answer, call.case.input)
+                    recording.record(recorder, answer, call)
         finally:
             otel_context.detach(token)
 
@@ -317,7 +331,7 @@ async def _run_async(agent: Agent, calls, recording: _Recording, concurrency, ad
                 except Exception as error:
                     recorder.record_error(type(error).__name__)
                 else:
-                    recording.record(recorder, answer, call.case.input)
+                    recording.record(recorder, answer, call)
         advance()
 
     await asyncio.gather(*(one(call) for call in calls))

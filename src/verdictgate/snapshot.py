@@ -60,6 +60,7 @@ def make_snapshot(assessment: Assessment, suite: Suite, *, approved: bool) -> di
             "dominance_threshold": assessment.policy.dominance_threshold,
             "pass_rate": assessment.policy.pass_rate,
             "max_p95_ms": assessment.policy.max_p95_ms,
+            "max_p95_tool_calls": assessment.policy.max_p95_tool_calls,
         },
         "fingerprints": assessment.run.fingerprints,
         "verdicts": {case.case: case.verdict for case in assessment.cases},

@@ -55,6 +55,11 @@ def run_attributes(
         names.ISOLATION: isolation.value,
         **({names.PASS_RATE_REQUIRED: policy.pass_rate} if policy.pass_rate is not None else {}),
         **({names.MAX_P95_MS: policy.max_p95_ms} if policy.max_p95_ms is not None else {}),
+        **(
+            {names.MAX_P95_TOOL_CALLS: policy.max_p95_tool_calls}
+            if policy.max_p95_tool_calls is not None
+            else {}
+        ),
     }
 
 
@@ -102,6 +107,7 @@ def run_declaration(attributes: Mapping[str, Any]) -> RunDeclaration:
         ),
         pass_rate=_optional_number(attributes, names.PASS_RATE_REQUIRED),
         max_p95_ms=_optional_number(attributes, names.MAX_P95_MS),
+        max_p95_tool_calls=_optional_number(attributes, names.MAX_P95_TOOL_CALLS),
     )
     suite = Suite(
         name=str(attributes.get(names.SUITE, Suite.name)),
@@ -207,9 +213,11 @@ def trial_from_attributes(attributes: Mapping[str, Any]) -> Trial:
     return Trial(case, index, decision, run, expected, error_type)
 
 
-def invariant_fields(attributes: Mapping[str, Any]) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """The names of the blocking and warning invariants a decision span says were broken."""
+def tier_fields(attributes: Mapping[str, Any]) -> tuple[tuple[str, ...], tuple[str, ...], bool]:
+    """What a decision span says the tiers found: the blocking and warning invariants broken,
+    and whether the expensive tiers were skipped."""
     return (
         _strings(attributes.get(names.INVARIANT_FAILED)),
         _strings(attributes.get(names.INVARIANT_WARNED)),
+        attributes.get(names.EVALUATION_SKIPPED) is True,
     )

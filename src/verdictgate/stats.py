@@ -168,14 +168,14 @@ class Quantiles:
     trials: int
     p50: tuple[float, float, float]
     p95: tuple[float, float, float]
-    max_p95_ms: float | None
+    max_p95: float | None
     result: str | None
     """`within` if the p95 interval is wholly below the threshold, `exceeded` if wholly above,
     else `undecided`; None without a threshold."""
 
 
 def quantile_stats(
-    values: list[float], max_p95_ms: float | None, confidence: float = 0.95
+    values: list[float], max_p95: float | None, confidence: float = 0.95
 ) -> Quantiles | None:
     """p50 and p95 with distribution-free intervals, judged against a p95 threshold."""
     ordered = sorted(values)
@@ -184,11 +184,9 @@ def quantile_stats(
     if p50 is None or p95 is None:
         return None
     result = None
-    if max_p95_ms is not None:
-        result = (
-            "within" if p95[2] < max_p95_ms else "exceeded" if p95[1] > max_p95_ms else "undecided"
-        )
-    return Quantiles(len(ordered), p50, p95, max_p95_ms, result)
+    if max_p95 is not None:
+        result = "within" if p95[2] < max_p95 else "exceeded" if p95[1] > max_p95 else "undecided"
+    return Quantiles(len(ordered), p50, p95, max_p95, result)
 
 
 def difference_interval(

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 
 from .fingerprints import fingerprint, fingerprint_key
+from .semantic import Calibration
 
 
 def _frozen_map(value: Mapping) -> Mapping:
@@ -64,13 +65,19 @@ class Case:
     id: str
     input: str | None = None
     expected: str | None = None
+    reference: str | None = None
+    """A known-good output, for the semantic tier (stays in process, like the input)."""
 
     @classmethod
     def from_input(
-        cls, text: str, expected: str | None = None, key: str | bytes | None = None
+        cls,
+        text: str,
+        expected: str | None = None,
+        key: str | bytes | None = None,
+        reference: str | None = None,
     ) -> Case:
         """A case identified by the fingerprint of its input (keyed by `key` or the environment)."""
-        return cls(fingerprint(text, fingerprint_key(key)), text, expected)
+        return cls(fingerprint(text, fingerprint_key(key)), text, expected, reference)
 
 
 @dataclass(frozen=True)
@@ -84,6 +91,8 @@ class Suite:
     tolerance: float | None = None
     pass_rate: float | None = None
     """The evaluator pass rate its trials must be shown to exceed, when one is required."""
+    semantic: Calibration | None = None
+    """The semantic tier's calibrated similarity threshold (`verdictgate calibrate`)."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "cases", tuple(self.cases))
@@ -92,6 +101,10 @@ class Suite:
             if case.id in seen:
                 raise ValueError(f"case {case.id!r} appears twice in suite {self.name!r}")
             seen.add(case.id)
+
+    def references(self) -> dict[str, str]:
+        """Each case id mapped to its reference output, where one is given."""
+        return {case.id: case.reference for case in self.cases if case.reference is not None}
 
     def expected_by_case(self) -> dict[str, str]:
         """Each case id mapped to its expected route, where one is given."""

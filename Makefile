@@ -4,14 +4,26 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
+SEMANTIC_STAMP := $(VENV)/.semantic-stamp
+# The semantic extra's torch: the CPU build of 2.13.0 (a plain `torch` requirement would pull a
+# CUDA build of several GB where no CPU wheel is at hand).
+TORCH ?= torch==2.13.0
 EXAMPLE := examples/payment_suite.json
 
-.PHONY: demo test bench proto clean
+.PHONY: demo test semantic bench proto clean
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[dev]'
 	@touch $(STAMP)
+
+# Optional: the semantic tier's model (verdictgate[semantic]); its tests are skipped without it.
+semantic: $(SEMANTIC_STAMP)
+
+$(SEMANTIC_STAMP): $(STAMP)
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check '$(TORCH)'
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[dev,semantic]'
+	@touch $(SEMANTIC_STAMP)
 
 demo: $(STAMP)
 	@echo "== 1. plan: what the suite needs before any call"

@@ -34,9 +34,9 @@ ERRORS = [
     (["run", "--suite", "{suite}", "--agent", "nowhere.py:make"], "no such file"),
     (
         ["run", "--suite", "{suite}", "--agent", "json:nothing_here"],
-        "'nothing_here' is not a callable",
+        "json has no 'nothing_here'",
     ),
-    (["run", "--suite", "{suite}", "--agent", "no_colon"], "FILE.py:FACTORY"),
+    (["run", "--suite", "{suite}", "--agent", "no_colon"], "FILE.py:NAME"),
     (["plan", "--observed", "9/3"], "FLIPS/PAIRS"),
     (
         ["snapshot", "--trials", "{trials}", "--suite", "{suite}", "--output", "{out}"],

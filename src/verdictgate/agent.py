@@ -95,35 +95,48 @@ def _tool_path(value: Any) -> tuple[str, ...]:
     return tuple(value)
 
 
-def load_factory(spec: str) -> Callable[[], Any]:
-    """Load `FILE.py:FACTORY` or `module:FACTORY` and return the factory callable."""
+def load_attribute(spec: str, option: str) -> Any:
+    """Load NAME from `FILE.py:NAME` or `module:NAME`; errors name `option`."""
     source, sep, name = spec.rpartition(":")
     if not sep or not source or not name:
-        raise InputError("expected FILE.py:FACTORY or module:FACTORY", field="--agent")
+        raise InputError("expected FILE.py:NAME or module:NAME", field=option)
     if source.endswith(".py"):
-        path = Path(source)
-        if not path.is_file():
-            raise InputError("no such file", path=source, field="--agent")
-        module_name = f"_verdictgate_agent_{path.stem}"
-        spec_obj = importlib.util.spec_from_file_location(module_name, path)
-        if spec_obj is None or spec_obj.loader is None:
-            raise InputError("cannot load as a Python module", path=source, field="--agent")
-        module = importlib.util.module_from_spec(spec_obj)
-        sys.modules[module_name] = module
-        try:
-            spec_obj.loader.exec_module(module)
-        except Exception as error:
-            raise InputError(
-                f"cannot load: {type(error).__name__}: {error}", path=source, field="--agent"
-            ) from None
+        module = _load_file(Path(source), option)
     else:
         try:
             module = importlib.import_module(source)
         except Exception as error:
-            raise InputError(
-                f"cannot import module {source!r} ({error})", field="--agent"
-            ) from None
-    factory = getattr(module, name, None)
+            raise InputError(f"cannot import module {source!r} ({error})", field=option) from None
+    if not hasattr(module, name):
+        raise InputError(f"{source} has no {name!r}", field=option)
+    return getattr(module, name)
+
+
+def _load_file(path: Path, option: str) -> Any:
+    """A Python file as a module, loaded once however many options name it."""
+    if not path.is_file():
+        raise InputError("no such file", path=str(path), field=option)
+    module_name = f"_verdictgate_user_{path.resolve()}".replace(".", "_").replace("/", "_")
+    if module_name in sys.modules:
+        return sys.modules[module_name]
+    spec_obj = importlib.util.spec_from_file_location(module_name, path)
+    if spec_obj is None or spec_obj.loader is None:
+        raise InputError("cannot load as a Python module", path=str(path), field=option)
+    module = importlib.util.module_from_spec(spec_obj)
+    sys.modules[module_name] = module
+    try:
+        spec_obj.loader.exec_module(module)
+    except Exception as error:
+        del sys.modules[module_name]
+        raise InputError(
+            f"cannot load: {type(error).__name__}: {error}", path=str(path), field=option
+        ) from None
+    return module
+
+
+def load_factory(spec: str) -> Callable[[], Any]:
+    """Load `FILE.py:FACTORY` or `module:FACTORY` and return the factory callable."""
+    factory = load_attribute(spec, "--agent")
     if not callable(factory):
-        raise InputError(f"{name!r} is not a callable in {source}", field="--agent")
+        raise InputError(f"{spec.rpartition(':')[2]!r} is not a callable", field="--agent")
     return factory

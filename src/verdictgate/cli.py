@@ -10,6 +10,7 @@ from typing import Any
 
 import click
 
+from .cli_calibrate import calibrate_command
 from .cli_import import assess_command, convert_command
 from .cli_options import (
     FORMATS,
@@ -330,6 +331,7 @@ def _comparison_text(comparison, *, markdown: bool) -> str:
 
 
 main.add_command(assess_command)
+main.add_command(calibrate_command)
 main.add_command(convert_command)
 main.add_command(serve_command)
 main.add_command(status_command)

@@ -14,11 +14,12 @@ from urllib.parse import urlparse
 
 import click
 
-from .agent import from_callable, from_factory, load_factory
+from .agent import from_callable, from_factory, load_attribute, load_factory
 from .assessment import Assessment, Isolation, RunInfo
 from .engine import assess
 from .errors import USAGE_EXIT, InputError, VerdictgateError
 from .fingerprints import fingerprint_mode
+from .invariants import Invariant
 from .policy import PRECISION_PRESETS, Policy
 from .reports import RENDERERS
 from .reports.json_report import report_document
@@ -145,6 +146,25 @@ def run_options(command: Callable) -> Callable:
                 help="Call each case once first; stop before repeats if any misses its route.",
             ),
             click.option(
+                "--invariant",
+                "invariant_specs",
+                multiple=True,
+                metavar="FILE.py:NAME|module:NAME",
+                help="An Invariant, or a list of them, checked on every answer (repeatable).",
+            ),
+            click.option(
+                "--semantic",
+                is_flag=True,
+                help="Compare each answer with its case's reference at the suite's calibrated "
+                "threshold (needs verdictgate[semantic]).",
+            ),
+            click.option(
+                "--judge",
+                "judge_spec",
+                metavar="FILE.py:NAME|module:NAME",
+                help="judge(output, input) -> bool, run only where the cheaper tiers passed.",
+            ),
+            click.option(
                 "--otlp-endpoint",
                 metavar="URL",
                 help="Export decision, run and admission spans, metrics and the evaluation "
@@ -219,6 +239,9 @@ def evidence_for(
     run_id: str | None = None,
     quality_gate: bool = False,
     relations: tuple[str, ...] = (),
+    invariant_specs: tuple[str, ...] = (),
+    semantic: bool = False,
+    judge_spec: str | None = None,
 ) -> Assessment:
     """Assess a trials file, or run an agent on the suite, under one policy."""
     if (trials is None) == (agent_spec is None):
@@ -262,7 +285,26 @@ def evidence_for(
             run_id=run_id,
             quality_gate=quality_gate,
             relations=relations,
+            invariants=[i for spec in invariant_specs for i in _invariants(spec)],
+            semantic=semantic,
+            judge=None if judge_spec is None else _judge(judge_spec),
         )
+
+
+def _invariants(spec: str) -> list[Invariant]:
+    """The Invariant, or list of Invariants, that `--invariant SPEC` names."""
+    found = load_attribute(spec, "--invariant")
+    items = list(found) if isinstance(found, (list, tuple)) else [found]
+    if not items or not all(isinstance(item, Invariant) for item in items):
+        raise InputError("must name an Invariant or a list of Invariants", field="--invariant")
+    return items
+
+
+def _judge(spec: str) -> Callable[[Any, Any], bool]:
+    judge = load_attribute(spec, "--judge")
+    if not callable(judge):
+        raise InputError("must name a callable judge(output, input) -> bool", field="--judge")
+    return judge
 
 
 @contextmanager

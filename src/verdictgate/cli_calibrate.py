@@ -1,0 +1,48 @@
+"""`verdictgate calibrate`: the semantic tier's threshold from known-good outputs."""
+
+from __future__ import annotations
+
+import json
+
+import click
+
+from .calibration_file import read_known_good, store_calibration
+from .cli_options import handles_errors, suite_from
+from .errors import InputError
+from .semantic import bundled_embedder, calibrate
+
+
+@click.command("calibrate")
+@click.option("--suite", "suite_path", required=True, type=click.Path(dir_okay=False))
+@click.option(
+    "--outputs",
+    "outputs_path",
+    required=True,
+    type=click.Path(dir_okay=False),
+    help='Known-good outputs, JSON Lines: {"case": ID or "input": TEXT, "output": TEXT}.',
+)
+@click.option(
+    "--output",
+    type=click.Path(dir_okay=False),
+    help="Write the calibrated suite here (default: update the suite file in place).",
+)
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text")
+@handles_errors
+def calibrate_command(suite_path, outputs_path, output, fmt) -> None:
+    """Set the semantic tier's threshold: mean minus two standard deviations of the similarity
+    of known-good outputs to their cases' references. Runs the bundled model offline."""
+    suite = suite_from(suite_path)
+    pairs = read_known_good(outputs_path, suite)
+    try:
+        calibration = calibrate(pairs, bundled_embedder())
+    except ValueError as error:
+        raise InputError(str(error), path=outputs_path) from None
+    written = store_calibration(suite_path, calibration, output)
+    if fmt == "json":
+        click.echo(json.dumps({**calibration.document(), "suite": written}, indent=2))
+        return
+    click.echo(
+        f"threshold {calibration.threshold:.4f} = mean {calibration.mean:.4f} - 2 x sd "
+        f"{calibration.sd:.4f} over {calibration.samples} known-good outputs "
+        f"({calibration.model}); stored in {written}"
+    )

@@ -79,6 +79,12 @@ TRIALS_CONFLICTS = "verdictgate.trials.conflicts"
 INVARIANTS_BLOCKED = "verdictgate.invariants.blocked"
 INVARIANTS_WARNED = "verdictgate.invariants.warned"
 PASS_RATE_RESULT = "verdictgate.pass_rate.result"
+PASS_RATE_ROUTES_UNRELIABLE = "verdictgate.pass_rate.routes_unreliable"
+EVALUATIONS_SKIPPED = "verdictgate.evaluations.skipped"
+"""int: trials whose expensive tiers were skipped because a cheaper one failed."""
+LATENCY_RESULT = "verdictgate.latency.result"
+LATENCY_P95_MS = "verdictgate.latency.p95_ms"
+TOOL_CALLS_RESULT = "verdictgate.tool_calls.result"
 
 # Evaluation event (logs API), per the GenAI semantic conventions
 EVALUATION_EVENT = "gen_ai.evaluation.result"

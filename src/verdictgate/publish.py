@@ -37,6 +37,15 @@ def admission_attributes(assessment: Assessment) -> dict[str, Any]:
         names.INVARIANTS_BLOCKED: sorted(a.invariants.failed),
         names.INVARIANTS_WARNED: sorted(a.invariants.warned),
         **({names.PASS_RATE_RESULT: a.pass_rate.result.value} if a.pass_rate else {}),
+        names.PASS_RATE_ROUTES_UNRELIABLE: list(a.passes.unreliable_routes()),
+        names.EVALUATIONS_SKIPPED: a.passes.skipped,
+        **({names.LATENCY_P95_MS: a.latency.p95[0]} if a.latency else {}),
+        **({names.LATENCY_RESULT: a.latency.result} if a.latency and a.latency.result else {}),
+        **(
+            {names.TOOL_CALLS_RESULT: a.tool_calls.result}
+            if a.tool_calls and a.tool_calls.result
+            else {}
+        ),
         names.RELATIONS_VIOLATED: [
             f"{r.name}={route}" for r in a.run.relations for route in r.violated
         ],

@@ -43,8 +43,9 @@ _CHECK_CODES: dict[str, tuple[str, ...]] = {
         "contract_under_cased",
     ),
     "dominance": ("dominant_decision",),
-    "pass_rate": ("pass_rate_unreliable", "pass_rate_undecided"),
+    "pass_rate": ("pass_rate_unreliable", "route_pass_rate_unreliable", "pass_rate_undecided"),
     "latency": ("latency_exceeded", "latency_undecided"),
+    "tool_calls": ("tool_calls_exceeded", "tool_calls_undecided"),
 }
 
 _PASSING_MESSAGES: dict[str, str] = {
@@ -59,6 +60,7 @@ _PASSING_MESSAGES: dict[str, str] = {
     "dominance": "the probes did not collapse onto one decision",
     "pass_rate": "no pass rate required, or it is shown above the rate required",
     "latency": "no latency threshold set, or the p95 is shown under it",
+    "tool_calls": "no tool-call threshold set, or the p95 is shown under it",
 }
 
 

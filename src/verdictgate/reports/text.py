@@ -10,7 +10,7 @@ from rich.text import Text
 
 from ..admission import percent
 from ..assessment import Assessment, Status
-from ..stats import Stability
+from ..stats import PassRate, Quantiles, Stability
 
 _STATUS_STYLE = {
     Status.QUALIFIED: "bold green",
@@ -104,6 +104,45 @@ def _evidence_table(a: Assessment) -> Table:
     return _facts_table("Evidence", rows)
 
 
+def _quantile_row(stats: Quantiles, unit: str) -> str:
+    (p50, _, _), (p95, low, high) = stats.p50, stats.p95
+    judged = f" · p95 under {stats.max_p95:g}: {stats.result}" if stats.max_p95 is not None else ""
+    return f"p50 {p50:.4g}{unit}, p95 {p95:.4g}{unit} CI [{low:.4g}, {high:.4g}] of {stats.trials}{judged}"
+
+
+def _pass_row(passed: int, judged: int, rate: PassRate | None) -> str:
+    row = f"{passed} of {judged} passed"
+    if rate is not None:
+        row += (
+            f", CI [{percent(rate.ci_low)}, {percent(rate.ci_high)}] vs "
+            f"{percent(rate.required)}: {rate.result.value}"
+        )
+    return row
+
+
+def _tiers_table(a: Assessment) -> Table | None:
+    """Invariants, pass rates, relations, latency and tool calls: only what the run measured."""
+    rows = []
+    if a.invariants.failed or a.invariants.warned:
+        counts = [f"{n} blocked x{c}" for n, c in a.invariants.failed.items()]
+        counts += [f"{n} warned x{c}" for n, c in a.invariants.warned.items()]
+        rows.append(("invariants", ", ".join(counts)))
+    if a.passes.judged or a.pass_rate is not None:
+        skipped = f"; {a.passes.skipped} skipped the expensive tiers" if a.passes.skipped else ""
+        rows.append(
+            ("pass rate", _pass_row(a.passes.passed, a.passes.judged, a.pass_rate) + skipped)
+        )
+        for route, (passed, judged) in a.passes.routes.items():
+            rows.append((f"  {route}", _pass_row(passed, judged, a.passes.route_rates.get(route))))
+    for relation in a.run.relations:
+        rows.append((f"relation {relation.name}", relation.status))
+    if a.latency is not None:
+        rows.append(("latency", _quantile_row(a.latency, " ms")))
+    if a.tool_calls is not None:
+        rows.append(("tools per trial", _quantile_row(a.tool_calls, "")))
+    return _facts_table("Tiers", rows) if rows else None
+
+
 def assessment_view(a: Assessment) -> Group:
     """The whole report as one rich renderable."""
     parts: list = [Text(a.headline, style=_STATUS_STYLE[a.status]), Text("")]
@@ -116,6 +155,8 @@ def assessment_view(a: Assessment) -> Group:
         parts.append(Text("Flip pairs", style="bold"))
         parts += [Text(f"  {p.routes[0]} <-> {p.routes[1]}  x{p.count}") for p in a.flip_pairs]
     parts += [Text(""), _contract_table(a), _evidence_table(a)]
+    if (tiers := _tiers_table(a)) is not None:
+        parts.append(tiers)
     if a.next_steps:
         parts += [Text(""), Text("What to do next", style="bold")]
         parts += [Text(f"  {number}. {step}") for number, step in enumerate(a.next_steps, 1)]

@@ -12,12 +12,15 @@ import pytest
 from google.rpc import status_pb2
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceRequest,
     ExportTraceServiceResponse,
 )
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2_grpc import TraceServiceStub
 
+import verdictgate
+from otel_support import MemoryTelemetry
 from receiver_support import (
     SUITE,
     decision_span,
@@ -27,7 +30,7 @@ from receiver_support import (
     span,
     stable_run,
 )
-from verdictgate import Isolation, Policy, RunInfo, Status, assess
+from verdictgate import Case, Contract, Invariant, Isolation, Policy, RunInfo, Status, Suite, assess
 from verdictgate.otlp import extract_protobuf
 from verdictgate.receiver import Receiver
 from verdictgate.serve import Limits
@@ -45,8 +48,33 @@ def test_the_view_reads_what_the_full_otlp_message_holds():
     spans.append(decision_span("r", "c9", 1, None, None))
     got = extract(request(spans))
     assert len(got.trials) == 10 and got.other_spans == 1 and len(got.declarations) == 1
-    assert got.trials[8] == ("r", "c9", 0, ("search", "book"), None, None)
-    assert got.trials[9] == ("r", "c9", 1, None, None, "Boom")
+    assert got.trials[8] == ("r", "c9", 0, ("search", "book"), None, None, None, None, None)
+    assert got.trials[9] == ("r", "c9", 1, None, None, "Boom", None, None, None)
+
+
+def test_the_receiver_keeps_latency_verdicts_and_tiers_and_agrees_with_the_processor():
+    """The same decision spans, read in process and by the receiver, give one answer."""
+    memory = MemoryTelemetry()
+    suite = Suite("gate", "approval_gate",
+                  tuple(Case(f"{r}-{n}", f"please {r} {n}", r) for r in ("approve", "deny") for n in range(3)),
+                  Contract({"approve", "deny"}))  # fmt: skip
+    policy = Policy(pass_rate=0.6, max_p95_ms=10_000)
+    no_deny = Invariant("no_deny", lambda output, given: output != "deny" or "0" not in given)
+    local = verdictgate.run(
+        lambda text: text.split()[1], suite, policy, repeats=6, run_id="tiers",
+        telemetry=memory.telemetry, invariants=[no_deny], judge=lambda output, given: "2" not in given,
+    )  # fmt: skip
+    memory.telemetry.shutdown()
+    body = encode_spans(memory.spans.get_finished_spans()).SerializeToString()
+    receiver = Receiver(Store())
+    receiver.ingest(extract_protobuf(body))
+    received = receiver.assessment("tiers")
+    assert local.passes.skipped == 6 and local.invariants.failed == {"no_deny": 6}
+    assert received.passes == local.passes and received.invariants == local.invariants
+    assert received.pass_rate == local.pass_rate and received.status is local.status
+    assert received.latency.trials == local.latency.trials == 36
+    assert received.latency.p95[0] == pytest.approx(local.latency.p95[0], rel=1e-6)
+    assert received.reason_codes == local.reason_codes
 
 
 class Clock:
@@ -406,3 +434,27 @@ def test_tls_and_a_token_on_both_transports_and_the_status_client(cli, tmp_path)
         assert denied.exit_code == 2 and "token" in denied.stderr
     finally:
         server.stop()
+
+
+def test_a_store_made_before_the_tier_columns_gains_them_and_keeps_its_trials(tmp_path):
+    import sqlite3
+
+    path = tmp_path / "old.sqlite"
+    old_schema = """CREATE TABLE trials (run_id TEXT NOT NULL, case_id TEXT NOT NULL,
+        trial INTEGER NOT NULL, decision TEXT, expected TEXT, error_type TEXT,
+        duplicates INTEGER NOT NULL DEFAULT 0, conflict INTEGER NOT NULL DEFAULT 0,
+        batch INTEGER NOT NULL, PRIMARY KEY (run_id, case_id, trial)) WITHOUT ROWID;"""
+    with sqlite3.connect(path) as connection:
+        connection.executescript(old_schema)
+        connection.execute(
+            "INSERT INTO trials (run_id, case_id, trial, decision, batch) VALUES ('r', 'c', 0, 'l:a', 1)"
+        )
+    assert "passed" not in {
+        row[1] for row in sqlite3.connect(path).execute("PRAGMA table_info(trials)")
+    }
+    store = Store(path)
+    store.write([("r", "c", 1, "a", None, None, 12.5, True, None)])
+    evidence = store.evidence("r")
+    assert [trial.decision for trial in evidence.trials()] == ["a", "a"]
+    assert evidence.cases[("r", "c")].pass_counts() == (1, 1)
+    assert evidence.cases[("r", "c")].latency_values() == [12.5]

@@ -10,13 +10,33 @@ from typing import Any
 from google.protobuf.message import DecodeError
 
 from . import conventions as names
-from .spans import TrialFields, is_decision_span, trial_fields
+from .evidence import Evidence
+from .spans import is_decision_span, tier_fields, trial_fields
+from .trial_model import Decision
 from .v1.otlp_view_pb2 import ExportTraceRequestView
 
 MAX_ATTRIBUTE_VALUE = 4096
 """Longest string attribute value kept; a longer one makes its span rejected."""
 MAX_ARRAY_VALUES = 256
 """Most values in an array attribute (labels of a tool path, contract routes)."""
+
+
+ReceivedTrial = tuple[
+    str, str, int, Decision | None, str | None, str | None, float | None, bool | None, str | None
+]
+"""A decision span's trial fields, then its latency in ms, its verdict (`verdictgate.passed`)
+and what the tiers found as compact JSON `[failed, warned, skipped]` (None when nothing)."""
+
+
+def record_received(evidence: Evidence, trial: ReceivedTrial) -> bool:
+    """Add one received trial to `evidence` with its latency, verdict and tier results; True when
+    it was the first record of its identity."""
+    run, case, index, decision, expected, error_type, latency, passed, tiers = trial
+    new = evidence.record(run, case, index, decision, expected, error_type, passed, latency)
+    if new and tiers is not None:
+        failed, warned, skipped = json.loads(tiers)
+        evidence.note_tiers(run, case, index, tuple(failed), tuple(warned), bool(skipped))
+    return new
 
 
 class MalformedRequest(ValueError):
@@ -27,7 +47,7 @@ class MalformedRequest(ValueError):
 class Extract:
     """What one export request holds for verdictgate."""
 
-    trials: list[TrialFields] = field(default_factory=list)
+    trials: list[ReceivedTrial] = field(default_factory=list)
     declarations: list[dict[str, Any]] = field(default_factory=list)
     labels: dict[str, tuple[str | None, str | None]] = field(default_factory=dict)
     """run id -> (suite, point) as decision spans name them."""
@@ -35,7 +55,7 @@ class Extract:
     rejected: int = 0
     errors: list[str] = field(default_factory=list)
 
-    def add(self, name: str, attributes: dict[str, Any]) -> None:
+    def add(self, name: str, attributes: dict[str, Any], latency_ms: float | None = None) -> None:
         """Sort one span: a trial, a run declaration, another span, or a rejected one."""
         try:
             if name == names.RUN_SPAN:
@@ -44,7 +64,7 @@ class Extract:
                 self.declarations.append(attributes)
             elif is_decision_span(name, attributes):
                 fields = trial_fields(attributes)
-                self.trials.append(fields)
+                self.trials.append((*fields, latency_ms, *_verdict_and_tiers(attributes)))
                 if fields[0] not in self.labels:
                     self.labels[fields[0]] = (
                         attributes.get(names.SUITE),
@@ -56,6 +76,24 @@ class Extract:
             self.rejected += 1
             if len(self.errors) < 5:
                 self.errors.append(f"span {name!r}: {error}")
+
+
+def _verdict_and_tiers(attributes: dict[str, Any]) -> tuple[bool | None, str | None]:
+    passed = attributes.get(names.PASSED)
+    if (
+        names.INVARIANT_FAILED in attributes
+        or names.INVARIANT_WARNED in attributes
+        or (names.EVALUATION_SKIPPED in attributes)
+    ):
+        tiers = json.dumps(tier_fields(attributes), separators=(",", ":"))
+    else:
+        tiers = None
+    return (passed if type(passed) is bool else None), tiers
+
+
+def _latency_ms(start: int, end: int) -> float | None:
+    """A span's duration in milliseconds; None when its times are missing or reversed."""
+    return (end - start) / 1e6 if start and end >= start else None
 
 
 def _any_value(value: Any) -> Any:
@@ -86,6 +124,7 @@ _BY_OUTCOME = {
     "error": (names.ERROR_TYPE,),
 }
 _LABELS = (names.SUITE, names.POINT)
+_TIERS = (names.PASSED, names.INVARIANT_FAILED, names.INVARIANT_WARNED, names.EVALUATION_SKIPPED)
 
 
 def _read(view: Any, keys: tuple[str, ...], into: dict[str, Any]) -> None:
@@ -112,6 +151,7 @@ def _decision_view(view: Any, labels: dict) -> dict[str, Any]:
     attributes: dict[str, Any] = {}
     _read(view, _ALWAYS, attributes)
     _read(view, _BY_OUTCOME.get(attributes.get(names.OUTCOME), ()), attributes)
+    _read(view, _TIERS, attributes)
     if attributes.get(names.RUN_ID) not in labels:
         _read(view, _LABELS, attributes)
     return attributes
@@ -133,9 +173,11 @@ def extract_protobuf(body: bytes) -> Extract:
         for scope_spans in resource_spans.scope_spans:
             for span in scope_spans.spans:
                 name = span.name
+                latency = None
                 try:
                     if name.startswith(names.DECISION_SPAN_PREFIX):
                         attributes = _decision_view(span.attributes, extract.labels)
+                        latency = _latency_ms(span.start_time_unix_nano, span.end_time_unix_nano)
                     elif name == names.RUN_SPAN:
                         attributes = {
                             key: _any_value(value) for key, value in span.attributes.items()
@@ -148,7 +190,7 @@ def extract_protobuf(body: bytes) -> Extract:
                     if len(extract.errors) < 5:
                         extract.errors.append(f"span {name!r}: {error}")
                     continue
-                extract.add(name, attributes)
+                extract.add(name, attributes, latency)
     return extract
 
 
@@ -161,16 +203,16 @@ def extract_json(body: bytes) -> Extract:
     if not isinstance(document, dict):
         raise MalformedRequest("an OTLP/JSON export is an object with resourceSpans")
     extract = Extract()
-    for name, attributes in _json_spans(document):
+    for name, attributes, latency in _json_spans(document):
         if attributes is None:
             extract.rejected += 1
             extract.errors.append(f"span {name!r}: malformed attributes")
         else:
-            extract.add(name, attributes)
+            extract.add(name, attributes, latency)
     return extract
 
 
-def _json_spans(document: dict) -> Iterator[tuple[str, dict[str, Any] | None]]:
+def _json_spans(document: dict) -> Iterator[tuple[str, dict[str, Any] | None, float | None]]:
     for resource_spans in _json_list(document.get("resourceSpans")):
         for scope_spans in _json_list(resource_spans.get("scopeSpans")):
             for span in _json_list(scope_spans.get("spans")):
@@ -183,7 +225,17 @@ def _json_spans(document: dict) -> Iterator[tuple[str, dict[str, Any] | None]]:
                     }
                 except (KeyError, TypeError, ValueError, RecursionError):
                     attributes = None
-                yield name, attributes
+                yield name, attributes, _json_latency(span)
+
+
+def _json_latency(span: dict) -> float | None:
+    """Duration from the span's `startTimeUnixNano` / `endTimeUnixNano` (strings of digits)."""
+    try:
+        return _latency_ms(
+            int(span.get("startTimeUnixNano", 0)), int(span.get("endTimeUnixNano", 0))
+        )
+    except (TypeError, ValueError):
+        return None
 
 
 def _json_list(value: Any) -> list[dict]:

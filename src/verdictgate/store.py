@@ -14,7 +14,7 @@ from typing import Any
 
 from . import conventions as names
 from .evidence import Evidence
-from .spans import TrialFields
+from .otlp import ReceivedTrial, record_received
 from .trial_model import Decision, NoDecision
 
 SCHEMA = """
@@ -41,13 +41,20 @@ CREATE TABLE IF NOT EXISTS trials (
     duplicates INTEGER NOT NULL DEFAULT 0,
     conflict INTEGER NOT NULL DEFAULT 0,
     batch INTEGER NOT NULL,      -- the write that inserted it
+    latency_ms REAL,             -- the decision span's duration
+    passed INTEGER,              -- verdictgate.passed: 1, 0, or NULL when no tier judged it
+    tiers TEXT,                  -- JSON [failed, warned, skipped] when an invariant broke or a tier was skipped
     PRIMARY KEY (run_id, case_id, trial)
 ) WITHOUT ROWID;
 """
 
+ADDED_COLUMNS = {"latency_ms": "REAL", "passed": "INTEGER", "tiers": "TEXT"}
+"""Trial columns added after the first release: a store made before them gains them on open."""
+
 _INSERT = """
-INSERT OR IGNORE INTO trials (run_id, case_id, trial, decision, expected, error_type, batch)
-VALUES (?, ?, ?, ?, ?, ?, ?)
+INSERT OR IGNORE INTO trials
+    (run_id, case_id, trial, decision, expected, error_type, batch, latency_ms, passed, tiers)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 """
 _REPEAT = """
 UPDATE trials SET
@@ -109,6 +116,10 @@ class Store:
             self._connection.execute("PRAGMA journal_mode=WAL")
             self._connection.execute("PRAGMA synchronous=NORMAL")  # durable across process crashes
             self._connection.executescript(SCHEMA)
+            present = {row[1] for row in self._connection.execute("PRAGMA table_info(trials)")}
+            for column, kind in ADDED_COLUMNS.items():
+                if column not in present:
+                    self._connection.execute(f"ALTER TABLE trials ADD COLUMN {column} {kind}")
 
     def close(self) -> None:
         with self._lock:
@@ -116,7 +127,7 @@ class Store:
 
     def write(
         self,
-        trials: Iterable[TrialFields],
+        trials: Iterable[ReceivedTrial],
         declarations: Iterable[dict[str, Any]] = (),
         labels: dict[str, tuple[str | None, str | None]] | None = None,
         now: float | None = None,
@@ -128,12 +139,14 @@ class Store:
         now = time.time() if now is None else now
         batch = secrets.randbits(62)
         by_run: dict[str, list[tuple]] = {}
-        for run, case, index, decision, expected, error_type in trials:
+        for run, case, index, decision, expected, error_type, latency, passed, tiers in trials:
             key = "l:" + decision if type(decision) is str else encode_decision(decision)
             rows = by_run.get(run)
             if rows is None:
                 rows = by_run[run] = []
-            rows.append((run, case, index, key, expected, error_type, batch))
+            rows.append(
+                (run, case, index, key, expected, error_type, batch, latency, passed, tiers)
+            )
         declared = list(declarations)
         touched = set(by_run) | {str(d[names.RUN_ID]) for d in declared}
         labels = labels or {}
@@ -171,16 +184,20 @@ class Store:
         return touched
 
     def evidence(self, run_id: str) -> Evidence:
-        """Every kept trial of a run, with its duplicates and conflicts."""
+        """Every kept trial of a run, with its duplicates, conflicts, latency and tier results."""
         evidence = Evidence()
         with self._lock:
             rows = self._connection.execute(
-                "SELECT case_id, trial, decision, expected, error_type, duplicates, conflict"
-                " FROM trials WHERE run_id = ? ORDER BY case_id, trial",
+                "SELECT case_id, trial, decision, expected, error_type, duplicates, conflict,"
+                " latency_ms, passed, tiers FROM trials WHERE run_id = ? ORDER BY case_id, trial",
                 (run_id,),
             ).fetchall()
-        for case, index, decision, expected, error_type, duplicates, conflict in rows:
-            evidence.record(run_id, case, index, decode_decision(decision), expected, error_type)
+        for row in rows:
+            case, index, decision, expected, error_type, duplicates, conflict = row[:7]
+            latency, passed, tiers = row[7:]
+            passed = None if passed is None else bool(passed)
+            received = (run_id, case, index, decode_decision(decision), expected, error_type)
+            record_received(evidence, (*received, latency, passed, tiers))
             evidence.duplicates += duplicates
             if conflict:
                 evidence.conflicted.add((run_id, case, index))

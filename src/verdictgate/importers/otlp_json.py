@@ -7,7 +7,7 @@ from pathlib import Path
 
 from ..errors import InputError
 from ..evidence import Evidence
-from ..otlp import MalformedRequest, extract_json
+from ..otlp import MalformedRequest, extract_json, record_received
 from ..spans import run_declaration
 from ..suite import Case, Suite
 from . import Imported, ImportOptions
@@ -32,9 +32,9 @@ def read(path: Path, options: ImportOptions, suite: Suite | None, key: bytes | N
                 raise InputError(str(error), path=str(path), line=number) from None
             if extract.rejected:
                 raise InputError(extract.errors[0], path=str(path), line=number)
-            for run, case, index, decision, case_expected, error_type in extract.trials:
-                evidence.record(run, case, index, decision, case_expected, error_type)
-                expected.setdefault(case, case_expected)
+            for trial in extract.trials:
+                record_received(evidence, trial)
+                expected.setdefault(trial[1], trial[4])
             for attributes in extract.declarations:
                 isolation = run_declaration(attributes).isolation
     runs = sorted({run for run, _ in evidence.cases})

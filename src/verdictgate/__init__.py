@@ -23,7 +23,9 @@ if TYPE_CHECKING:
     from .policy import PRECISION_PRESETS, Policy
     from .processor import EvidenceProcessor
     from .publish import Publisher
+    from .relations import Relation
     from .runner import run
+    from .semantic import SemanticCheck, calibrate
     from .stats import Stability, change_rate, pairs_needed, pairs_to_qualify, wilson_interval
     from .suite import Case, Contract, Suite
     from .suite_file import load_suite
@@ -47,8 +49,10 @@ _EXPORTS: dict[str, str] = {
     "PlanError": "errors",
     "Policy": "policy",
     "Publisher": "publish",
+    "Relation": "relations",
     "RunInfo": "assessment",
     "RunPlan": "plan",
+    "SemanticCheck": "semantic",
     "Stability": "stats",
     "Status": "assessment",
     "Suite": "suite",
@@ -56,6 +60,7 @@ _EXPORTS: dict[str, str] = {
     "Trial": "trial_model",
     "VerdictgateError": "errors",
     "assess": "engine",
+    "calibrate": "semantic",
     "change_rate": "stats",
     "decision": "instrument",
     "decision_point": "instrument",
@@ -105,8 +110,10 @@ __all__ = [
     "PlanError",
     "Policy",
     "Publisher",
+    "Relation",
     "RunInfo",
     "RunPlan",
+    "SemanticCheck",
     "Stability",
     "Status",
     "Suite",
@@ -114,6 +121,7 @@ __all__ = [
     "Trial",
     "VerdictgateError",
     "assess",
+    "calibrate",
     "change_rate",
     "decision",
     "decision_point",

@@ -152,17 +152,13 @@ def _reasons(f: Findings):
             f"{percent(dominance.share)} of {dominance.cases} cases first decided "
             f"{dominance.verdict}: the probes collapsed onto one decision",
         )
-    timing, tools = f.latency, f.tool_calls
-    if timing is not None and timing.result == "exceeded":
-        yield Reason(
-            "latency_exceeded",
-            f"the p95 latency is above {timing.max_p95:g} ms: {_p95(timing, 'ms')}",
-        )
-    if tools is not None and tools.result == "exceeded":
-        yield Reason(
-            "tool_calls_exceeded",
-            f"the p95 of tools called per trial is above {tools.max_p95:g}: {_p95(tools, 'tools')}",
-        )
+    yield from _threshold_reasons(
+        "latency", f.latency, f.policy.max_p95_ms, "the p95 latency", "ms", "recorded a latency"
+    )
+    yield from _threshold_reasons(
+        "tool_calls", f.tool_calls, f.policy.max_p95_tool_calls,
+        "the p95 of tools called per trial", "tools", "decided a tool path",
+    )  # fmt: skip
     rate = f.pass_rate
     if rate is not None and rate.result is Reliability.UNRELIABLE:
         yield Reason(
@@ -195,25 +191,6 @@ def _reasons(f: Findings):
             if rate.judged
             else "a pass rate is required but no trial carries an evaluator's verdict",
         )
-    if timing is not None and timing.result == "undecided":
-        yield Reason(
-            "latency_undecided",
-            f"not yet shown under {timing.max_p95:g} ms at p95: {_p95(timing, 'ms')}",
-        )
-    if f.policy.max_p95_ms is not None and timing is None:
-        yield Reason(
-            "latency_undecided", "a latency threshold is set but no trial recorded a latency"
-        )
-    if tools is not None and tools.result == "undecided":
-        yield Reason(
-            "tool_calls_undecided",
-            f"not yet shown under {tools.max_p95:g} tools per trial at p95: {_p95(tools, 'tools')}",
-        )
-    if f.policy.max_p95_tool_calls is not None and tools is None:
-        yield Reason(
-            "tool_calls_undecided",
-            "a tool-call threshold is set but no trial decided a tool path",
-        )
     if trials.errors or trials.missing:
         yield Reason("incomplete", _incomplete(f))
     if f.run.in_progress:
@@ -227,6 +204,24 @@ def _reasons(f: Findings):
             "no_repeats",
             f"{f.cases_without_repeats} cases have fewer than 2 trials, so they form no rerun pair",
         )
+
+
+def _threshold_reasons(
+    measure: str, stats: Quantiles | None, threshold: float | None, what: str, unit: str, seen: str
+):
+    """`{measure}_exceeded` when the p95 interval is wholly above the threshold,
+    `{measure}_undecided` when it straddles it or no trial carried the measure."""
+    if stats is not None and stats.result == "exceeded":
+        yield Reason(
+            f"{measure}_exceeded", f"{what} is above {stats.max_p95:g} {unit}: {_p95(stats, unit)}"
+        )
+    elif stats is not None and stats.result == "undecided":
+        yield Reason(
+            f"{measure}_undecided",
+            f"{what} is not yet shown under {stats.max_p95:g} {unit}: {_p95(stats, unit)}",
+        )
+    elif threshold is not None and stats is None:
+        yield Reason(f"{measure}_undecided", f"a threshold is set on {what} but no trial {seen}")
 
 
 def _p95(stats: Quantiles, unit: str) -> str:

@@ -103,6 +103,15 @@ def test_the_quality_gate_stops_before_repeats(cli, agents, write):
     assert report["run"]["quality_failed"] == ["approve-0"] and report["trials"]["received"] == 6
 
 
+def test_the_quality_gate_stops_when_a_first_answer_fails_a_tier(cli, agents, suite):
+    result = cli("run", "--agent", f"{agents}:router", "--suite", suite, "--quality-gate",
+                 "--judge", f"{agents}:dislikes_deny", "--format", "json")  # fmt: skip
+    report = report_of(result)
+    assert result.exit_code == 1 and "quality_failed" in codes_of(report)
+    assert report["run"]["quality_failed"] == ["deny-0", "deny-1"]  # right route, judged bad
+    assert report["trials"]["received"] == 6
+
+
 def test_a_route_below_the_required_pass_rate_is_rejected_though_the_pool_is_not(write, cli):
     records = trial_records(stable_answers(pairs_per_case=20))
     for record in records:  # approve always passes, deny and review mostly

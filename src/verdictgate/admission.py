@@ -82,8 +82,9 @@ def _reasons(f: Findings):
     if f.run.quality_failed:
         yield Reason(
             "quality_failed",
-            f"{len(f.run.quality_failed)} cases missed their expected route on the first call, so "
-            "the run stopped before paying for repeats: " + ", ".join(f.run.quality_failed[:5]),
+            f"{len(f.run.quality_failed)} cases missed their expected route or failed a tier on "
+            "the first call, so the run stopped before paying for repeats: "
+            + ", ".join(f.run.quality_failed[:5]),
         )
     if f.invariants.failed:
         yield Reason(

@@ -81,7 +81,8 @@ def run(
     canary takes. An exception or a timeout becomes an error trial. `sink` receives every trial.
 
     With `quality_gate`, each case is called once first; if any answer misses the case's expected
-    route, the run stops there, before paying for repeats, and is rejected (`quality_failed`).
+    route or fails a tier, the run stops there, before paying for repeats, and is rejected
+    (`quality_failed`).
     Each of `relations` (built-in names or Relation objects) then calls the agent once per case
     on the transformed input and compares with the case's first decision; those extra calls
     are not trials of the run.
@@ -207,16 +208,15 @@ def _declare_relations(run_span: Any, results: list[RelationResult]) -> None:
 
 
 def _missed_routes(suite: Suite, first_answers: dict[str, Trial]) -> list[str]:
-    """Cases with an expected route whose first answer was something else (or an error)."""
+    """Cases whose first answer missed its expected route, errored, or failed a tier (a blocking
+    invariant, the semantic tier or the judge)."""
     return sorted(
         case.id
         for case in suite.cases
-        if case.expected is not None
-        and (
-            (trial := first_answers.get(case.id)) is None
-            or trial.decision is None
-            or decision_text(trial.decision) != case.expected
-        )
+        if (trial := first_answers.get(case.id)) is None
+        or trial.decision is None
+        or trial.passed is False
+        or (case.expected is not None and decision_text(trial.decision) != case.expected)
     )
 
 

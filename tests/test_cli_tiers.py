@@ -58,10 +58,13 @@ def codes_of(report: dict) -> set[str]:
     return {reason["code"] for reason in report["reasons"]}
 
 
-def test_a_blocking_invariant_rejects_and_the_judge_skips_blocked_trials(cli, agents, suite):
+def test_a_blocking_invariant_rejects_and_the_judge_skips_blocked_trials(
+    cli, agents, suite, tmp_path
+):
+    trials = str(tmp_path / "trials.jsonl")
     result = cli("run", "--agent", f"{agents}:router", "--suite", suite, "--repeats", "4",
                  "--invariant", f"{agents}:never_review", "--judge", f"{agents}:dislikes_deny",
-                 "--format", "json")  # fmt: skip
+                 "--trials-out", trials, "--format", "json")  # fmt: skip
     report = report_of(result)
     assert result.exit_code == 1 and "invariant_blocked" in codes_of(report)
     assert report["invariants"]["failed"] == {"never_review": 8}
@@ -69,6 +72,9 @@ def test_a_blocking_invariant_rejects_and_the_judge_skips_blocked_trials(cli, ag
     assert report["pass_rate"] | {"routes": None} == {
         "passed": 8, "judged": 24, "skipped": 8, "routes": None,
     }  # fmt: skip
+    again = report_of(cli("assess", "--trials", trials, "--suite", suite, "--format", "json"))
+    assert again["pass_rate"] == report["pass_rate"] and again["invariants"] == report["invariants"]
+    assert again["latency"]["trials"] == 24  # the trials file kept every tier's result
 
 
 def test_a_warning_invariant_is_reported_in_every_format_and_does_not_gate(cli, agents, suite):

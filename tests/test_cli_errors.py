@@ -53,6 +53,9 @@ def test_errors_exit_2_with_one_clear_line(cli, files, tmp_path, args, message):
     result = cli(*(arg.format(**values) for arg in args))
     assert result.exit_code == 2
     assert message in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1 and result.stderr.startswith(
+        "verdictgate: error:"
+    )
     assert "Traceback" not in result.output
     assert result.stdout == ""
 

@@ -16,6 +16,7 @@ from .cli_options import (
     FORMATS,
     emit,
     evidence_for,
+    fail,
     handles_errors,
     output_options,
     policy_for,
@@ -24,7 +25,7 @@ from .cli_options import (
     suite_from,
 )
 from .cli_receiver import serve_command, status_command
-from .errors import InputError
+from .errors import USAGE_EXIT, InputError
 from .plan import plan_run, repeats_for
 from .policy import PRECISION_PRESETS
 from .snapshot import (
@@ -39,7 +40,25 @@ from .suite import Suite
 from .suite_file import read_json
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+class _OneLineErrors(click.Group):
+    """Click's usage errors as one line on stderr (`verdictgate: error: ...`), exit 2."""
+
+    def main(self, *args: Any, **kwargs: Any) -> Any:
+        kwargs["standalone_mode"] = False
+        try:
+            code = super().main(*args, **kwargs)
+        except click.ClickException as error:
+            if isinstance(error, click.exceptions.NoArgsIsHelpError):  # bare `verdictgate`
+                click.echo(error.format_message(), err=True)
+                sys.exit(USAGE_EXIT)
+            fail(error.format_message().replace("\n", " "))
+        except click.Abort:
+            click.echo("verdictgate: aborted", err=True)
+            sys.exit(1)
+        sys.exit(code if isinstance(code, int) else 0)
+
+
+@click.group(cls=_OneLineErrors, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="verdictgate")
 def main() -> None:
     """Admit or refuse an agent's test run as a regression baseline."""

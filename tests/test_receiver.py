@@ -393,6 +393,29 @@ def test_final_admissions_and_canary_windows_are_published_over_otlp():
     assert len([r for r in collector.log_records() if r.event_name == names.EVALUATION_EVENT]) == 3
 
 
+def test_canary_windows_count_each_trial_once_in_the_trials_counter():
+    from verdictgate import conventions as names
+
+    memory = MemoryTelemetry()
+    clock = Clock()
+    receiver = Receiver(Store(), memory.telemetry.publisher, grace=30, window=10, clock=clock)
+    spans = stable_run("canary", 2, 4)
+    receiver.ingest(extract(request(spans[:4])))
+    clock.now += 11
+    receiver.tick()  # a window with 4 trials
+    receiver.ingest(extract(request(spans[4:])))
+    clock.now += 11
+    receiver.tick()  # a window with all 8
+    clock.now += 31
+    receiver.tick()  # final
+    memory.telemetry.flush()
+    admissions = [s for s in memory.spans.get_finished_spans() if s.name == names.ADMISSION_SPAN]
+    assert len(admissions) == 3
+    counted = memory.metric_points()[names.METRIC_TRIALS]
+    assert sum(point.value for point in counted) == 8
+    memory.telemetry.shutdown()
+
+
 def test_tls_and_a_token_on_both_transports_and_the_status_client(cli, tmp_path):
     import shutil
     import ssl

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Set as AbstractSet
 from typing import Any
 
@@ -91,9 +92,17 @@ class Publisher:
         self._trials = meter.create_counter(
             names.METRIC_TRIALS, unit="{trial}", description="trials assessed, by outcome"
         )
+        self._counted: dict[str, dict[str, int]] = {}
+        """Run id -> trials already added to the counter, for runs published before final."""
+        self._counted_lock = threading.Lock()
 
-    def publish(self, assessment: Assessment, contract_routes: AbstractSet[str]) -> None:
-        """Emit the admission span, the evaluation event in its context, and the metrics."""
+    def publish(
+        self, assessment: Assessment, contract_routes: AbstractSet[str], *, final: bool = True
+    ) -> None:
+        """Emit the admission span, the evaluation event in its context, and the metrics.
+
+        A run published more than once (a receiver's canary windows, then its final admission)
+        adds to the trials counter only what it had not counted yet; `final` forgets it."""
         with self._tracer.start_as_current_span(
             names.ADMISSION_SPAN,
             kind=SpanKind.INTERNAL,
@@ -109,6 +118,7 @@ class Publisher:
                 },
             )
         self._record_metrics(assessment, contract_routes)
+        self._count_trials(assessment, final)
 
     def _record_metrics(self, assessment: Assessment, contract_routes: AbstractSet[str]) -> None:
         base = {names.SUITE: assessment.run.suite, names.POINT: assessment.run.point}
@@ -126,11 +136,21 @@ class Publisher:
             label = route if route in contract_routes else names.OTHER_ROUTE
             low = wilson_interval(passed, judged, confidence)[0]
             self._pass_lower.set(low, {**base, names.ROUTE: label})
+
+    def _count_trials(self, assessment: Assessment, final: bool) -> None:
         trials = assessment.trials
-        for outcome, count in (
-            ("decision", trials.decisions),
-            ("no_decision", trials.no_decisions),
-            ("error", trials.errors),
-        ):
-            if count:
-                self._trials.add(count, {**base, names.OUTCOME: outcome})
+        counts = {
+            "decision": trials.decisions,
+            "no_decision": trials.no_decisions,
+            "error": trials.errors,
+        }
+        with self._counted_lock:
+            if final:
+                before = self._counted.pop(assessment.run.id, {})
+            else:
+                before = self._counted.get(assessment.run.id, {})
+                self._counted[assessment.run.id] = counts
+        base = {names.SUITE: assessment.run.suite, names.POINT: assessment.run.point}
+        for outcome, count in counts.items():
+            if count > before.get(outcome, 0):
+                self._trials.add(count - before.get(outcome, 0), {**base, names.OUTCOME: outcome})

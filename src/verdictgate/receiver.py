@@ -73,7 +73,7 @@ class Receiver:
                 mark = self._window_marks.setdefault(run.run_id, run.first_seen)
                 if now - mark >= self._window:
                     self._window_marks[run.run_id] = now
-                    self._publish(self.assessment_of(run), run)
+                    self._publish(self.assessment_of(run), run, final=False)
 
     def assessment(self, run_id: str) -> Assessment | None:
         """The current admission of a run (inconclusive `in_progress` until final); None if unknown."""
@@ -134,7 +134,7 @@ class Receiver:
         self._publish(assessment, run)
         self._notify()
 
-    def _publish(self, assessment: Assessment, run: StoredRun) -> None:
+    def _publish(self, assessment: Assessment, run: StoredRun, final: bool = True) -> None:
         """Publish an admission; metric routes are limited to the declared contract."""
         if self._publisher is None:
             return
@@ -143,7 +143,7 @@ class Receiver:
             if run.declaration is not None:
                 contract = run_declaration(run.declaration).suite.contract
                 routes = frozenset(contract.allowed | (contract.required or frozenset()))
-            self._publisher.publish(assessment, routes)
+            self._publisher.publish(assessment, routes, final=final)
             if self._flush is not None:
                 self._flush()
         except Exception:

@@ -393,6 +393,23 @@ def test_final_admissions_and_canary_windows_are_published_over_otlp():
     assert len([r for r in collector.log_records() if r.event_name == names.EVALUATION_EVENT]) == 3
 
 
+def test_a_run_holds_at_most_its_limit_of_trials_and_the_rest_are_rejected():
+    receiver = Receiver(Store(), max_trials_per_run=50)
+    first = extract(request(stable_run("big", 4, 10)))  # 40 trials
+    receiver.ingest(first)
+    assert first.rejected == 0
+    more = [
+        decision_span("big", f"c{c}", i, "approve", "approve")
+        for c in range(4)
+        for i in range(10, 20)
+    ]
+    second = extract(request([*more, *stable_run("small", 1, 4)]))
+    receiver.ingest(second)  # 40 more for `big`, room for 10; `small` is not affected
+    assert second.rejected == 30 and "limit of 50 trials: big" in second.errors[-1]
+    assert receiver.store.run("big").received == 50
+    assert receiver.store.run("small").received == 4
+
+
 def test_canary_windows_count_each_trial_once_in_the_trials_counter():
     from verdictgate import conventions as names
 

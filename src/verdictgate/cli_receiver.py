@@ -88,13 +88,21 @@ def _read_secret(path: str | None, option: str) -> str | None:
 )
 @click.option("--max-request-bytes", type=int, default=16 << 20, show_default=True)
 @click.option(
+    "--max-trials-per-run",
+    type=click.IntRange(min=1),
+    default=1_000_000,
+    show_default=True,
+    help="Trials one run may hold; spans beyond are rejected (OTLP partial success).",
+)
+@click.option(
     "--decoders",
     type=int,
     default=None,
     help="Processes that decode requests beside the store (default: one if there are 2+ cores).",
 )
 def serve_command(store_path, grpc_listen, http_listen, token_file, tls_cert, tls_key,
-                  publish_endpoint, grace, window, max_request_bytes, decoders) -> None:  # fmt: skip
+                  publish_endpoint, grace, window, max_request_bytes, max_trials_per_run,
+                  decoders) -> None:  # fmt: skip
     """Receive decision spans beside a collector; assess and publish each run."""
     from .receiver import Receiver
     from .serve import Limits, Server, Tls
@@ -113,6 +121,7 @@ def serve_command(store_path, grpc_listen, http_listen, token_file, tls_cert, tl
             grace=parse_duration(grace),
             window=parse_duration(window) if window else None,
             flush=publishing.flush if publishing else None,
+            max_trials_per_run=max_trials_per_run,
         )
         server = Server(
             receiver,

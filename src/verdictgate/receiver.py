@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable
 
 from .assessment import Assessment, Isolation, RunInfo
@@ -19,12 +20,17 @@ from .suite import Suite
 
 logger = logging.getLogger(__name__)
 
+DEFAULT_MAX_TRIALS_PER_RUN = 1_000_000
+"""Trials one run may hold in a receiver (a million trials assess in about two seconds)."""
+
 
 class Receiver:
     """Trials in, admissions out. A run is final when its declared plan is complete, or when
     `grace` seconds pass without news after its run span; a run without a run span (a canary) is
     final after `grace` idle seconds, and with `window` it is also assessed every `window`
-    seconds while it collects. Every final admission is published once.
+    seconds while it collects. Every final admission is published once. A run holds at most
+    `max_trials_per_run` trials; spans beyond that are rejected (partial success), so one sender
+    cannot grow a run's store and its assessment without bound.
     """
 
     def __init__(
@@ -36,6 +42,7 @@ class Receiver:
         window: float | None = None,
         flush: Callable[[], None] | None = None,
         clock: Callable[[], float] = time.time,
+        max_trials_per_run: int = DEFAULT_MAX_TRIALS_PER_RUN,
     ) -> None:
         self.store = store
         self._publisher = publisher
@@ -46,11 +53,13 @@ class Receiver:
         self._changed = threading.Condition()
         self._version = 0
         self._window_marks: dict[str, float] = {}
+        self._max_trials = max_trials_per_run
 
     def ingest(self, extract: Extract) -> None:
         """Commit what a request holds (returns after the commit), then finish any complete run."""
         if not extract.trials and not extract.declarations:
             return
+        self._cap(extract)
         touched = self.store.write(
             extract.trials, extract.declarations, extract.labels, now=self._clock()
         )
@@ -59,6 +68,30 @@ class Receiver:
             if run is not None and not run.final and _complete(run):
                 self._finish(run)
         self._notify()
+
+    def _cap(self, extract: Extract) -> None:
+        """Drop (and count as rejected) the trials a run has no room for."""
+        incoming = Counter(trial[0] for trial in extract.trials)
+        room = {}
+        for run_id, count in incoming.items():
+            stored = self.store.run(run_id)
+            free = self._max_trials - (stored.received if stored else 0)
+            if count > free:
+                room[run_id] = max(0, free)
+        if not room:
+            return
+        kept = []
+        for trial in extract.trials:
+            left = room.get(trial[0])
+            if left is None or left > 0:
+                kept.append(trial)
+                if left is not None:
+                    room[trial[0]] = left - 1
+        extract.rejected += len(extract.trials) - len(kept)
+        extract.errors.append(
+            f"runs at their limit of {self._max_trials} trials: " + ", ".join(sorted(room)[:3])
+        )
+        extract.trials = kept
 
     def tick(self) -> None:
         """Finish runs whose grace period is over; assess canary windows that are due."""

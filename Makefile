@@ -48,6 +48,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/import.py
 	$(BIN)/python benchmarks/processor.py
 	$(BIN)/python benchmarks/receiver.py
+	$(BIN)/python benchmarks/semantic.py
 
 proto: $(STAMP)
 	$(BIN)/python -m grpc_tools.protoc -Iproto --python_out=src proto/verdictgate/v1/verdictgate.proto proto/verdictgate/v1/otlp_view.proto

@@ -93,7 +93,6 @@ def run(
     only when the cheaper ones passed; the trial passes when all that ran passed.
     """
     checked = [as_relation(relation) for relation in relations]
-    tiers = Tiers(tuple(invariants), _semantic_check(semantic, suite), judge)
     agent = from_callable(agent)
     policy = policy or Policy.with_tolerance(suite.tolerance, suite.pass_rate)
     without_input = [case.id for case in suite.cases if case.input is None]
@@ -102,6 +101,7 @@ def run(
     if concurrency < 1:
         raise PlanError(f"--concurrency must be at least 1, got {concurrency}")
     plan = plan_run(suite, policy, repeats=repeats, budget=budget)
+    tiers = Tiers(tuple(invariants), _semantic_check(semantic, suite), judge)  # may load a model
     run_id = run_id or uuid.uuid4().hex
     calls = planned_calls(suite, plan)
     own_pipeline = telemetry is None

@@ -31,7 +31,8 @@ from receiver_support import (
     stable_run,
 )
 from verdictgate import Case, Contract, Invariant, Isolation, Policy, RunInfo, Status, Suite, assess
-from verdictgate.otlp import extract_protobuf
+from verdictgate import conventions as names
+from verdictgate.otlp import extract_json, extract_protobuf
 from verdictgate.receiver import Receiver
 from verdictgate.serve import Limits
 from verdictgate.store import Store
@@ -50,6 +51,31 @@ def test_the_view_reads_what_the_full_otlp_message_holds():
     assert len(got.trials) == 10 and got.other_spans == 1 and len(got.declarations) == 1
     assert got.trials[8] == ("r", "c9", 0, ("search", "book"), None, None, None, None, None)
     assert got.trials[9] == ("r", "c9", 1, None, None, "Boom", None, None, None)
+
+
+@given(
+    st.integers(0, 2**63), st.integers(0, 2**63), st.sampled_from([None, True, False]),
+    st.lists(st.sampled_from(["no_ids", "mentions_ticket"]), max_size=2, unique=True),
+)  # fmt: skip
+def test_latency_verdict_and_tiers_read_alike_from_protobuf_and_json(start, end, passed, failed):
+    from google.protobuf.json_format import MessageToJson
+
+    attributes = {names.PASSED: passed} if passed is not None else {}
+    if failed:
+        attributes[names.INVARIANT_FAILED] = failed
+    one = decision_span("r", "c", 0, "approve", "approve")
+    one.attributes.extend(span("x", attributes).attributes)
+    one.start_time_unix_nano, one.end_time_unix_nano = start, end
+    body = request([one])
+    from_protobuf = extract_protobuf(body.SerializeToString()).trials[0]
+    from_json = extract_json(MessageToJson(body).encode()).trials[0]
+    assert from_protobuf == from_json
+    latency, got_passed, tiers = from_protobuf[6:]
+    assert latency == ((end - start) / 1e6 if start and end >= start else None)
+    assert got_passed is passed
+    assert (tiers is None) == (not failed)
+    if failed:
+        assert json.loads(tiers) == [failed, [], False]
 
 
 def test_the_receiver_keeps_latency_verdicts_and_tiers_and_agrees_with_the_processor():

@@ -94,3 +94,21 @@ def test_serve_refuses_bad_settings_before_listening(cli, tmp_path, args, messag
     result = cli("serve", "--store", str(tmp_path / "s.sqlite"), *args)
     assert result.exit_code == 2
     assert message in result.stderr
+
+
+def test_an_unreachable_otlp_endpoint_is_refused_before_any_call(cli, files, tmp_path):
+    import socket
+
+    with socket.socket() as probe:  # a port nothing listens on once this socket is closed
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    calls = tmp_path / "calls.txt"
+    agent = tmp_path / "agent.py"
+    agent.write_text(
+        f"def make():\n    def call(text):\n        open({str(calls)!r}, 'a').write('x')\n"
+        "        return 'approve'\n    return call\n"
+    )
+    result = cli("run", "--suite", files["suite"], "--agent", f"{agent}:make",
+                 "--otlp-endpoint", f"http://127.0.0.1:{port}")  # fmt: skip
+    assert result.exit_code == 2 and f"cannot connect to 127.0.0.1:{port}" in result.stderr
+    assert not calls.exists()

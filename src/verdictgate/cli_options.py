@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import json
+import socket
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -313,11 +314,13 @@ def telemetry_for(endpoint: str | None) -> Iterator[Any]:
     if endpoint is None:
         yield None
         return
-    if urlparse(endpoint).scheme not in ("http", "https") or not urlparse(endpoint).netloc:
+    address = urlparse(endpoint)
+    if address.scheme not in ("http", "https") or not address.hostname:
         raise InputError(
             f"expected http://HOST:PORT or https://HOST:PORT, got {endpoint!r}",
             field="--otlp-endpoint",
         )
+    _reachable(address.hostname, address.port or 4317)
     from .telemetry import Telemetry
 
     telemetry = Telemetry.otlp(endpoint)
@@ -325,6 +328,18 @@ def telemetry_for(endpoint: str | None) -> Iterator[Any]:
         yield telemetry
     finally:
         telemetry.shutdown()
+
+
+def _reachable(host: str, port: int) -> None:
+    """Refuse, before any agent call, an endpoint nothing listens on: its spans would be lost
+    and the exporters' retries would hold the exit for half a minute."""
+    try:
+        socket.create_connection((host, port), timeout=3).close()
+    except OSError as error:
+        reason = error.strerror or type(error).__name__
+        raise InputError(
+            f"cannot connect to {host}:{port} ({reason})", field="--otlp-endpoint"
+        ) from None
 
 
 @contextmanager

@@ -51,6 +51,15 @@ class CaseEvidence:
         passed = self.judgements.count(2)
         return passed, passed + self.judgements.count(1)
 
+    def judge(self, index: int, passed: bool) -> None:
+        """Set the evaluator's verdict on one trial index."""
+        judgements = self.judgements
+        if judgements is None:
+            judgements = self.judgements = bytearray()
+        if len(judgements) <= index:
+            judgements.extend(bytes(index + 1 - len(judgements)))
+        judgements[index] = 2 if passed else 1
+
     def received(self) -> int:
         """Number of trial indices that hold a record."""
         return len(self.slots) - self.slots.count(MISSING)
@@ -118,12 +127,7 @@ class Evidence:
         self._broken[(run, case, index)] = (tuple(failed), tuple(warned))
         evidence = self.cases.get((run, case))
         if failed and evidence is not None:
-            judgements = evidence.judgements
-            if judgements is None:
-                judgements = evidence.judgements = bytearray()
-            if len(judgements) <= index:
-                judgements.extend(bytes(index + 1 - len(judgements)))
-            judgements[index] = 1
+            evidence.judge(index, False)
 
     def record(
         self,
@@ -190,12 +194,7 @@ class Evidence:
                     latencies.extend([math.nan] * (index + 1 - len(latencies)))
                 latencies[index] = latency
             if passed is not None:
-                judgements = evidence.judgements
-                if judgements is None:
-                    judgements = evidence.judgements = bytearray()
-                if len(judgements) <= index:
-                    judgements.extend(bytes(index + 1 - len(judgements)))
-                judgements[index] = 2 if passed else 1
+                evidence.judge(index, passed)
             if slot == ERROR:
                 kind = error_type or "error"
                 self.error_types[kind] += 1

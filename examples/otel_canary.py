@@ -6,7 +6,7 @@
 The router is instrumented once with `@decision_point`; it would run the same way in
 production, where the spans cost nothing extra. The canary sets a trial scope around each call,
 declares the run with `evaluation_run`, and the EvidenceProcessor on the tracer provider
-assesses the run when that span ends, then publishes the `verdictgate.admission` span, the
+assesses the run on its worker thread when that span ends, then publishes the `verdictgate.admission` span, the
 `gen_ai.evaluation.result` event and the metrics through the same providers.
 """
 
@@ -49,10 +49,14 @@ def route(message: str) -> str:
     return "merchant_dispute"
 
 
-def configure(endpoint: str | None) -> tuple[TracerProvider, MeterProvider, LoggerProvider]:
-    """Global SDK providers: the EvidenceProcessor first, then OTLP export when asked."""
+def configure(
+    endpoint: str | None, processor: verdictgate.EvidenceProcessor
+) -> tuple[TracerProvider, MeterProvider, LoggerProvider]:
+    """Global SDK providers: the EvidenceProcessor first (so the admission it publishes at
+    shutdown still reaches the exporting processor after it), then OTLP export when asked."""
     resource = Resource.create({"service.name": "payment-router-canary"})
     tracer_provider = TracerProvider(resource=resource)
+    tracer_provider.add_span_processor(processor)
     readers = []
     logger_provider = LoggerProvider(resource=resource)
     if endpoint:
@@ -74,12 +78,11 @@ def configure(endpoint: str | None) -> tuple[TracerProvider, MeterProvider, Logg
 
 def canary(endpoint: str | None = None) -> verdictgate.Assessment:
     """Run every suite case as often as the policy needs through the router; return the admission."""
-    tracer_provider, meter_provider, logger_provider = configure(endpoint)
     admitted: list[verdictgate.Assessment] = []
     processor = verdictgate.EvidenceProcessor(
         verdictgate.Publisher(), on_assessment=admitted.append
     )
-    tracer_provider.add_span_processor(processor)
+    tracer_provider, meter_provider, logger_provider = configure(endpoint, processor)
 
     suite = verdictgate.load_suite(SUITE)
     policy = verdictgate.Policy.with_tolerance(suite.tolerance)
@@ -98,7 +101,7 @@ def canary(endpoint: str | None = None) -> verdictgate.Assessment:
                     run=run_id, case=case.id, index=index, expected=case.expected
                 ):
                     route(case.input)
-    tracer_provider.shutdown()  # flush spans, then the metrics and the event
+    tracer_provider.shutdown()  # the admission is published, then every span exported
     meter_provider.shutdown()
     logger_provider.shutdown()
     return admitted[-1]

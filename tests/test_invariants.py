@@ -79,7 +79,7 @@ def test_invariants_travel_on_decision_spans_and_in_trial_files(tmp_path, cli):
         for case in SUITE.cases:
             with verdictgate.trial(run="r", case=case.id, index=index, expected=case.expected):
                 decide(case.input)
-    provider.force_flush()
+    provider.shutdown()  # ends the canary run (no run span)
     assessment = processor.assessment("r")
     long_routes = [route for route in ROUTES if len(route) >= 5]
     assert assessment.invariants.warned == {"short": 2 * len(long_routes)}

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import threading
+import time
 from dataclasses import replace
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter, SpanExportResult
 
 from otel_support import MemoryTelemetry
 from verdictgate import (
@@ -15,8 +18,8 @@ from verdictgate import (
     Isolation,
     NoDecision,
     Policy,
+    Publisher,
     RunInfo,
-    Status,
     Suite,
     Trial,
     assess,
@@ -80,6 +83,7 @@ def test_processor_assessment_equals_assess_on_the_same_trials(table, rng, retri
         isolation=Isolation.FRESH_SESSION, tracer_provider=provider,
     ):  # fmt: skip
         emit(delivered, provider)
+    assert provider.force_flush()
     got = processor.assessment("run-1")
     info = RunInfo(
         "run-1", "s", "p", Isolation.FRESH_SESSION, fingerprint_mode(t.case for t in trials)
@@ -122,36 +126,6 @@ def test_a_malformed_decision_span_is_dropped_never_raised():
     assert processor.dropped == 2
 
 
-def test_canary_runs_without_a_run_span_are_assessed_on_flush():
-    seen = []
-    provider = TracerProvider()
-    processor = EvidenceProcessor(on_assessment=seen.append)
-    provider.add_span_processor(processor)
-    emit(
-        [
-            Trial(f"c{n}", i, "ab"[n % 2], "nightly", "ab"[n % 2])
-            for n in range(4)
-            for i in range(40)
-        ],
-        provider,
-    )
-    assert seen == []
-    provider.force_flush()
-    (assessment,) = seen
-    assert assessment.run.id == "nightly" and assessment.run.point == "p"
-    assert assessment.pooled.pairs == 80 and assessment.status is Status.QUALIFIED
-
-
-def test_a_canary_window_closes_after_its_duration():
-    seen = []
-    provider = TracerProvider()
-    processor = EvidenceProcessor(canary_window=0.0, on_assessment=seen.append)
-    provider.add_span_processor(processor)
-    emit([Trial("c", 0, "a", "w"), Trial("c", 1, "a", "w")], provider)
-    assert len(seen) == 2  # each decision closed a zero-length window
-    assert processor.assessment("w") is seen[-1]
-
-
 def test_watchers_see_each_new_trial_once():
     provider = TracerProvider()
     processor = EvidenceProcessor()
@@ -182,6 +156,7 @@ def test_metric_routes_outside_the_contract_fold_into_other():
     ):
         emit([Trial("c", i, "a", "r", "a") for i in range(4)], provider)
         emit([Trial("d", i, "q", "r", "not-in-contract") for i in range(4)], provider)
+    provider.force_flush()
     points = memory.metric_points()
     memory.telemetry.shutdown()
     routes = {dict(p.attributes).get(names.ROUTE) for p in points[names.METRIC_CHANGE_RATE_UPPER]}
@@ -206,6 +181,7 @@ def test_the_pass_rate_gauge_and_tier_fields_on_the_admission_span():
             ):
                 blocked = ("no_ids",) if index == 3 else ()
                 recorder.record("a", TierOutcome(blocked, passed=index not in (3, 5)))
+    provider.force_flush()
     points = memory.metric_points()
     memory.telemetry.shutdown()
     (admission,) = [s for s in memory.spans.get_finished_spans() if s.name == names.ADMISSION_SPAN]
@@ -219,3 +195,113 @@ def test_the_pass_rate_gauge_and_tier_fields_on_the_admission_span():
         set(dict(p.attributes)) <= {names.SUITE, names.POINT, names.ROUTE}
         for p in points[names.METRIC_PASS_RATE_LOWER]
     )
+
+
+def _canary(provider: TracerProvider, run: str = "canary-1", flush_each: bool = True) -> None:
+    """The README's canary: 2 cases x 4 trials, no run span, a flush after every trial."""
+    for index in range(4):
+        for case in ("c1", "c2"):
+            emit([Trial(case, index, "ab"[case == "c2"], run, "ab"[case == "c2"])], provider)
+            if flush_each:
+                assert provider.force_flush()
+
+
+def test_a_flush_after_every_trial_never_splits_a_canary_run():
+    seen = []
+    provider = TracerProvider()
+    processor = EvidenceProcessor(on_assessment=seen.append)
+    provider.add_span_processor(processor)
+    _canary(provider)
+    assert seen == [] and processor.assessment("canary-1") is None
+    provider.shutdown()
+    (assessment,) = seen
+    assert assessment.trials.received == 8 and assessment.trials.missing == 0
+    assert assessment.pooled.pairs == 4 and not assessment.run.in_progress
+    assert processor.assessment("canary-1") is assessment
+
+
+def test_a_canary_ends_after_its_idle_period_and_later_trials_are_late():
+    ended = threading.Event()
+    seen = []
+    provider = TracerProvider()
+    processor = EvidenceProcessor(idle=0.2, on_assessment=lambda a: (seen.append(a), ended.set()))
+    provider.add_span_processor(processor)
+    _canary(provider)
+    assert ended.wait(30), "the idle period never ended the canary"
+    (assessment,) = seen
+    assert assessment.trials.received == 8
+    emit([Trial("c1", 4, "a", "canary-1", "a")], provider)  # after the end: late, not a new run
+    provider.shutdown()
+    assert len(seen) == 1 and processor.late == 1
+
+
+def test_canary_windows_publish_interim_admissions_without_ending_the_run():
+    seen = []
+    provider = TracerProvider()
+    processor = EvidenceProcessor(idle=None, canary_window=0.05, on_assessment=seen.append)
+    provider.add_span_processor(processor)
+    _canary(provider)
+    deadline = time.monotonic() + 30
+    while not seen and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert seen and all(a.run.in_progress for a in seen)
+    assert [r.code for r in seen[0].reasons].count("in_progress") == 1
+    provider.shutdown()
+    final = seen[-1]
+    assert not final.run.in_progress and final.trials.received == 8
+    assert sum(not a.run.in_progress for a in seen) == 1
+
+
+class _BlockingExporter(SpanExporter):
+    """An exporter that holds every export until released (a collector that does not answer)."""
+
+    def __init__(self) -> None:
+        self.release = threading.Event()
+        self.entered = threading.Event()
+        self.exported: list[str] = []
+
+    def export(self, spans):
+        self.entered.set()
+        self.release.wait(5)
+        self.exported.extend(span.name for span in spans)
+        return SpanExportResult.SUCCESS
+
+    def shutdown(self):
+        self.release.set()
+
+
+def test_a_blocked_publisher_never_holds_the_instrumented_thread():
+    exporter = _BlockingExporter()
+    publishing = TracerProvider()
+    publishing.add_span_processor(SimpleSpanProcessor(exporter))  # exports in the publisher
+    provider = TracerProvider()
+    processor = EvidenceProcessor(Publisher(tracer_provider=publishing))
+    provider.add_span_processor(processor)
+    with evaluation_run(
+        run_id="r", suite=SUITE, policy=Policy(), planned_trials=4, tracer_provider=provider
+    ):
+        emit([Trial("c", i, "a", "r", "a") for i in range(4)], provider)
+    # The run span has ended and this thread goes on while the export is still held.
+    assert exporter.entered.wait(5) and exporter.exported == []
+    assert processor.force_flush(timeout_millis=50) is False  # honours its timeout
+    exporter.release.set()
+    assert processor.force_flush(timeout_millis=10_000) is True
+    assert exporter.exported == [names.ADMISSION_SPAN]
+    assert processor.assessment("r").trials.received == 4
+
+
+def test_after_shutdown_spans_are_ignored_and_shutdown_is_idempotent():
+    seen = []
+    provider = TracerProvider()
+    processor = EvidenceProcessor(on_assessment=seen.append)
+    provider.add_span_processor(processor)
+    _canary(provider, flush_each=False)
+    processor.shutdown()
+    processor.shutdown()
+    emit([Trial("c1", 9, "a", "canary-2", "a")], provider)
+    with evaluation_run(
+        run_id="r2", suite=SUITE, policy=Policy(), planned_trials=2, tracer_provider=provider
+    ):
+        pass
+    assert [a.run.id for a in seen] == ["canary-1"] and processor.late == 2
+    assert processor.force_flush() is True

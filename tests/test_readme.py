@@ -42,9 +42,11 @@ def test_the_python_quickstart_runs(capsys, monkeypatch):
 def test_the_opentelemetry_quickstart_runs_and_assesses_the_canary(capsys):
     namespace: dict = {"__name__": "readme"}
     exec(compile(PYTHON_BLOCKS[1], "README.md", "exec"), namespace)
-    assert capsys.readouterr().out == "inconclusive\n"
+    assert capsys.readouterr().out == "inconclusive 8\n"
     assessment = namespace["processor"].assessment("canary-1")
-    assert assessment.trials.received == 1 and assessment.coverage.observed == ("card_security",)
+    assert not assessment.run.in_progress and assessment.trials.missing == 0
+    assert assessment.pooled.pairs == 4
+    assert assessment.coverage.observed == ("card_security", "transfer_delay")
 
 
 @pytest.mark.parametrize("line", CLI_LINES)

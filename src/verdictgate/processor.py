@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import copy
 import logging
 import threading
 import time
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -14,63 +15,103 @@ from opentelemetry.context import Context
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
 
 from . import conventions as names
-from .assessment import Assessment, Isolation, RunInfo
-from .engine import assess
+from .assessment import Assessment
 from .evidence import Evidence
-from .fingerprints import fingerprint_mode
-from .policy import Policy
 from .publish import Publisher
-from .spans import RunDeclaration, run_declaration, tier_fields, trial_fields
-from .suite import Suite
+from .spans import (
+    RunDeclaration,
+    assess_declared,
+    metric_routes,
+    run_declaration,
+    tier_fields,
+    trial_fields,
+)
 from .trial_model import Trial
 
 logger = logging.getLogger(__name__)
 
 KEPT_ASSESSMENTS = 1000
-"""How many finished assessments the processor keeps for lookup by run id."""
+"""How many assessments (and ended run ids) the processor keeps for lookup by run id."""
+
+DEFAULT_IDLE_SECONDS = 30.0
+"""A canary run (no run span) ends after this long without a new trial; the receiver's
+`--grace` default."""
 
 
 @dataclass
 class _RunState:
+    """An open run: its evidence, the names its spans carry, and when it last heard of a trial."""
+
     evidence: Evidence = field(default_factory=Evidence)
     suite: str | None = None
     point: str | None = None
-    opened: float = field(default_factory=time.monotonic)
+    last_trial: float = field(default_factory=time.monotonic)
+    window_mark: float = field(default_factory=time.monotonic)
+
+
+@dataclass(frozen=True)
+class _Job:
+    """One assessment for the worker: a run that ended (final) or a canary window (interim)."""
+
+    run_id: str
+    state: _RunState
+    declaration: RunDeclaration | None
+    final: bool
 
 
 def _plain(attributes: Any) -> dict[str, Any]:
     """Span attributes as a plain dict (the SDK's mapping takes a lock on every read)."""
     if attributes is None:
         return {}
-    copy = getattr(attributes, "copy", None)
-    return copy() if copy is not None else dict(attributes)
+    copy_ = getattr(attributes, "copy", None)
+    return copy_() if copy_ is not None else dict(attributes)
 
 
 class EvidenceProcessor(SpanProcessor):
-    """Collects decision spans per run, synchronously in `on_end` (before any batching, so an
-    exporter's full queue never drops evidence), and assesses a run when its `verdictgate.run`
-    span ends. Runs without a run span (canaries) are assessed on `force_flush`, on `shutdown`,
-    or every `canary_window` seconds.
+    """Collects decision spans per run and publishes one admission when the run ends.
 
-    Memory grows with cases per open run, not with spans; it never raises into the caller.
+    Like the SDK's own processors, `on_end` only does constant-time bookkeeping on the caller's
+    thread (it records the trial before any batching, so a full export queue never drops
+    evidence); assessing and publishing happen on one worker thread. A run ends when its
+    `verdictgate.run` span ends; a canary without a run span ends after `idle` seconds without a
+    new trial (None: only at shutdown). With `canary_window`, an open canary is also assessed
+    every `canary_window` seconds: interim admissions (`in_progress`) that do not end it.
+
+    `force_flush` waits until every ended run has been assessed and published, and never ends
+    a run; `shutdown` ends every open run, publishes, and then ignores spans. Trials of a run
+    that already ended are counted in `late` and dropped. It never raises into the caller.
     """
 
     def __init__(
         self,
         publisher: Publisher | None = None,
         *,
+        idle: float | None = DEFAULT_IDLE_SECONDS,
         canary_window: float | None = None,
         on_assessment: Callable[[Assessment], None] | None = None,
     ) -> None:
+        for name, seconds in (("idle", idle), ("canary_window", canary_window)):
+            if seconds is not None and not seconds > 0:
+                raise ValueError(f"{name} must be a positive number of seconds, got {seconds!r}")
         self._publisher = publisher
+        self._idle = idle
         self._canary_window = canary_window
         self._on_assessment = on_assessment
         self._lock = threading.Lock()
+        self._changed = threading.Condition(self._lock)
         self._runs: dict[str, _RunState] = {}
+        self._ended: OrderedDict[str, None] = OrderedDict()
+        self._jobs: deque[_Job] = deque()
+        self._pending = 0
+        """Jobs queued or being worked on; force_flush waits for 0."""
+        self._stopping = False
+        self._worker: threading.Thread | None = None
         self._watchers: dict[str, Callable[[Trial], None]] = {}
         self._assessments: OrderedDict[str, Assessment] = OrderedDict()
         self.dropped = 0
         """Spans that looked like evidence but could not be read (malformed attributes)."""
+        self.late = 0
+        """Decision spans of a run that had already ended (or arriving after shutdown)."""
 
     # SpanProcessor interface
 
@@ -78,7 +119,7 @@ class EvidenceProcessor(SpanProcessor):
         """Nothing to do when a span starts."""
 
     def on_end(self, span: ReadableSpan) -> None:
-        """Read a decision or run span; any other span is ignored at the cost of a name check."""
+        """Record a decision span or end a run; any other span costs a name check."""
         name = span.name
         try:
             if name.startswith(names.DECISION_SPAN_PREFIX):
@@ -87,28 +128,37 @@ class EvidenceProcessor(SpanProcessor):
                     elapsed = (span.end_time or 0) - (span.start_time or 0)
                     self._add_trial(attributes, elapsed / 1e6 if elapsed > 0 else None)
             elif name == names.RUN_SPAN:
-                self._end_run(run_declaration(_plain(span.attributes)))
+                self._end_run(_plain(span.attributes))
         except Exception:  # never raise into the instrumented code
             self.dropped += 1
             logger.debug("verdictgate: unreadable span %s", name, exc_info=True)
 
-    def shutdown(self) -> None:
-        """Assess every run still open."""
-        self.force_flush()
-
     def force_flush(self, timeout_millis: int = 30000) -> bool:
-        """Assess every run still open (canary runs without a run span)."""
-        with self._lock:
-            open_runs = list(self._runs.items())
+        """Wait until every ended run is assessed and published; False if `timeout_millis`
+        passed first. Open runs stay open: a flush never changes a result."""
+        if threading.current_thread() is self._worker:
+            return True  # called from a publisher or callback on the worker: never wait on itself
+        with self._changed:
+            return self._changed.wait_for(lambda: self._pending == 0, timeout_millis / 1000)
+
+    def shutdown(self) -> None:
+        """End every open run, publish what is pending, stop the worker; later spans are ignored."""
+        with self._changed:
+            if self._stopping:
+                return
+            self._stopping = True
+            for run_id, state in self._runs.items():
+                self._queue(_Job(run_id, state, None, final=True))
             self._runs.clear()
-        for run_id, state in open_runs:
-            self._finish(run_id, state, None)
-        return True
+            worker = self._worker
+            self._changed.notify_all()
+        if worker is not None and worker is not threading.current_thread():
+            worker.join()
 
     # Queries
 
     def assessment(self, run_id: str) -> Assessment | None:
-        """The latest assessment of a run, if it has been assessed."""
+        """The latest assessment of a run (interim while a canary window is open), if any."""
         with self._lock:
             return self._assessments.get(run_id)
 
@@ -120,34 +170,32 @@ class EvidenceProcessor(SpanProcessor):
             else:
                 self._watchers[run_id] = on_trial
 
-    # Internals
-
-    def _end_run(self, declaration: RunDeclaration) -> None:
-        with self._lock:
-            state = self._runs.pop(declaration.run_id, None) or _RunState()
-        self._finish(declaration.run_id, state, declaration)
+    # The caller's side: bookkeeping only
 
     def _add_trial(self, attributes: dict[str, Any], latency_ms: float | None) -> None:
         run, case, index, decision, expected, error_type = trial_fields(attributes)
-        due: _RunState | None = None
+        passed = attributes.get(names.PASSED)
+        passed = passed if isinstance(passed, bool) else None
+        tiers = tier_fields(attributes)
         with self._lock:
+            if self._stopping or run in self._ended:
+                self.late += 1
+                return
             state = self._runs.get(run)
             if state is None:
                 state = self._runs[run] = _RunState(
                     suite=attributes.get(names.SUITE), point=attributes.get(names.POINT)
                 )
-            passed = attributes.get(names.PASSED)
-            passed = passed if isinstance(passed, bool) else None
+                if self._idle is not None or self._canary_window is not None:
+                    self._start_worker()
+                    self._changed.notify_all()  # a new deadline for the worker
+            state.last_trial = time.monotonic()
             is_new = state.evidence.record(
                 run, case, index, decision, expected, error_type, passed, latency_ms
             )
-            tiers = tier_fields(attributes)
             if is_new and (tiers[0] or tiers[1] or tiers[2]):
                 state.evidence.note_tiers(run, case, index, *tiers)
             watcher = self._watchers.get(run) if is_new and self._watchers else None
-            window = self._canary_window
-            if window is not None and time.monotonic() - state.opened >= window:
-                due = self._runs.pop(run)
         if watcher is not None:
             failed, warned, skipped = tiers
             watcher(
@@ -156,45 +204,102 @@ class EvidenceProcessor(SpanProcessor):
                     latency_ms, skipped,
                 )
             )  # fmt: skip
-        if due is not None:
-            self._finish(run, due, None)
 
-    def _finish(self, run_id: str, state: _RunState, declaration: RunDeclaration | None) -> None:
-        """Assess and publish one run; a failure is logged, never raised into the caller."""
+    def _end_run(self, attributes: dict[str, Any]) -> None:
+        declaration = run_declaration(attributes)  # a malformed run span is dropped here
+        run_id = declaration.run_id
+        with self._changed:
+            if self._stopping or run_id in self._ended:
+                self.late += 1
+                return
+            state = self._runs.pop(run_id, None) or _RunState()
+            self._queue(_Job(run_id, state, declaration, final=True))
+            self._changed.notify_all()
+
+    def _queue(self, job: _Job) -> None:
+        """Hand a job to the worker (the lock is held)."""
+        if job.final:
+            self._ended[job.run_id] = None
+            while len(self._ended) > KEPT_ASSESSMENTS:
+                self._ended.popitem(last=False)
+        self._jobs.append(job)
+        self._pending += 1
+        self._start_worker()
+
+    def _start_worker(self) -> None:
+        """Start the worker on first need (and again in a forked child, where it is gone)."""
+        if self._worker is None or not self._worker.is_alive():
+            self._worker = threading.Thread(
+                target=self._work, name="verdictgate-evidence", daemon=True
+            )
+            self._worker.start()
+
+    # The worker's side: assess and publish
+
+    def _work(self) -> None:
+        while True:
+            with self._changed:
+                while not self._jobs and not self._stopping:
+                    wait = self._due_jobs(time.monotonic())
+                    if wait is not None and wait <= 0:
+                        continue
+                    self._changed.wait(wait)
+                if not self._jobs and self._stopping:
+                    return
+                job = self._jobs.popleft()
+            try:
+                self._finish(job)
+            finally:
+                with self._changed:
+                    self._pending -= 1
+                    self._changed.notify_all()
+
+    def _due_jobs(self, now: float) -> float | None:
+        """Queue the canaries whose idle period ended and the windows that are due (the lock is
+        held); the seconds until the next deadline, or None when there is none. Costs one look at
+        each open run, only when a deadline passes or a run opens."""
+        next_deadline: float | None = None
+        for run_id, state in list(self._runs.items()):
+            deadlines = []
+            if self._idle is not None:
+                if now - state.last_trial >= self._idle:
+                    del self._runs[run_id]
+                    self._queue(_Job(run_id, state, None, final=True))
+                    return 0.0
+                deadlines.append(state.last_trial + self._idle)
+            if self._canary_window is not None:
+                if now - state.window_mark >= self._canary_window:
+                    state.window_mark = now
+                    interim = _RunState(copy.deepcopy(state.evidence), state.suite, state.point)
+                    self._queue(_Job(run_id, interim, None, final=False))
+                    return 0.0
+                deadlines.append(state.window_mark + self._canary_window)
+            for deadline in deadlines:
+                if next_deadline is None or deadline < next_deadline:
+                    next_deadline = deadline
+        return None if next_deadline is None else max(0.0, next_deadline - now)
+
+    def _finish(self, job: _Job) -> None:
+        """Assess and publish one job; a failure is logged, never raised."""
         try:
-            self._assess_and_publish(run_id, state, declaration)
+            state = job.state
+            assessment = assess_declared(
+                job.run_id,
+                state.evidence,
+                job.declaration,
+                suite=state.suite,
+                point=state.point,
+                in_progress=not job.final,
+            )
+            with self._lock:
+                self._assessments[job.run_id] = assessment
+                self._assessments.move_to_end(job.run_id)
+                while len(self._assessments) > KEPT_ASSESSMENTS:
+                    self._assessments.popitem(last=False)
+            if self._publisher is not None:
+                routes = metric_routes(job.declaration)
+                self._publisher.publish(assessment, routes, final=job.final)
+            if self._on_assessment is not None:
+                self._on_assessment(assessment)
         except Exception:
-            logger.warning("verdictgate: could not assess run %s", run_id, exc_info=True)
-
-    def _assess_and_publish(
-        self, run_id: str, state: _RunState, declaration: RunDeclaration | None
-    ) -> None:
-        """Runs outside the lock: publishing ends a span, which re-enters on_end."""
-        evidence = state.evidence
-        if declaration is None:
-            suite = Suite(name=state.suite or Suite.name, point=state.point or Suite.point)
-            policy, planned, isolation = Policy(), None, Isolation.UNKNOWN
-        else:
-            suite, policy = declaration.suite, declaration.policy
-            planned, isolation = declaration.planned_trials, declaration.isolation
-        quality_failed = declaration.quality_failed if declaration else ()
-        relations = declaration.relations if declaration else ()
-        info = RunInfo(
-            id=run_id,
-            suite=suite.name,
-            point=suite.point,
-            isolation=isolation,
-            fingerprints=fingerprint_mode(case for _, case in evidence.cases),
-            quality_failed=quality_failed,
-            relations=relations,
-        )
-        assessment = assess(evidence, suite, policy, run=info, planned_trials=planned)
-        with self._lock:
-            self._assessments[run_id] = assessment
-            self._assessments.move_to_end(run_id)
-            while len(self._assessments) > KEPT_ASSESSMENTS:
-                self._assessments.popitem(last=False)
-        if self._publisher is not None:
-            self._publisher.publish(assessment, suite.contract.allowed | suite.contract.required)
-        if self._on_assessment is not None:
-            self._on_assessment(assessment)
+            logger.warning("verdictgate: could not assess run %s", job.run_id, exc_info=True)

@@ -159,6 +159,8 @@ def run(
         processor.watch(run_id, None)
         if own_pipeline:
             pipeline.shutdown()
+        else:
+            processor.force_flush()  # the run span ended: wait for its assessment
     assessment = processor.assessment(run_id)
     if assessment is None:  # the processor failed to read its own run span: a bug, not input
         raise RuntimeError(f"run {run_id} was not assessed")

@@ -7,7 +7,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from . import conventions as names
-from .assessment import Isolation
+from .assessment import Assessment, Isolation, RunInfo
+from .engine import assess
+from .evidence import Evidence
+from .fingerprints import fingerprint_mode
 from .policy import Policy
 from .relations import RelationResult, decode_results
 from .suite import Contract, Suite
@@ -129,6 +132,53 @@ def run_declaration(attributes: Mapping[str, Any]) -> RunDeclaration:
             _strings(attributes.get(names.RELATIONS_HELD)),
         ),
     )
+
+
+def assess_declared(
+    run_id: str,
+    evidence: Evidence,
+    declaration: RunDeclaration | None,
+    *,
+    suite: str | None = None,
+    point: str | None = None,
+    in_progress: bool = False,
+) -> Assessment:
+    """Assess a run's evidence against what its run span declared; a run without one (a canary)
+    is judged by the default policy, named by the `suite` and `point` its decision spans carry."""
+    if declaration is None:
+        declaration = RunDeclaration(
+            run_id=run_id,
+            suite=Suite(name=suite or Suite.name, point=point or Suite.point),
+            policy=Policy(),
+            planned_cases=None,
+            planned_trials=None,
+            isolation=Isolation.UNKNOWN,
+        )
+    info = RunInfo(
+        id=run_id,
+        suite=declaration.suite.name,
+        point=declaration.suite.point,
+        isolation=declaration.isolation,
+        fingerprints=fingerprint_mode(case for _, case in evidence.cases),
+        in_progress=in_progress,
+        quality_failed=declaration.quality_failed,
+        relations=declaration.relations,
+    )
+    return assess(
+        evidence,
+        declaration.suite,
+        declaration.policy,
+        run=info,
+        planned_trials=declaration.planned_trials,
+    )
+
+
+def metric_routes(declaration: RunDeclaration | None) -> frozenset[str]:
+    """The routes a run's metrics may name: its declared contract's (none for a canary)."""
+    if declaration is None:
+        return frozenset()
+    contract = declaration.suite.contract
+    return frozenset(contract.allowed | (contract.required or frozenset()))
 
 
 def _number(attributes: Mapping[str, Any], key: str, default: float) -> float:

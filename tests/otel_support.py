@@ -43,7 +43,7 @@ class MemoryTelemetry:
 class OtlpCollector:
     """A local OTLP/gRPC server that keeps every request it receives (traces, metrics, logs)."""
 
-    def __init__(self) -> None:
+    def __init__(self, port: int = 0) -> None:
         self.traces: list = []
         self.metrics: list = []
         self.logs: list = []
@@ -68,7 +68,7 @@ class OtlpCollector:
         trace_service_pb2_grpc.add_TraceServiceServicer_to_server(Traces(), self.server)
         metrics_service_pb2_grpc.add_MetricsServiceServicer_to_server(Metrics(), self.server)
         logs_service_pb2_grpc.add_LogsServiceServicer_to_server(Logs(), self.server)
-        self.port = self.server.add_insecure_port("127.0.0.1:0")
+        self.port = self.server.add_insecure_port(f"127.0.0.1:{port}")
 
     def __enter__(self) -> OtlpCollector:
         self.server.start()

@@ -393,14 +393,13 @@ def test_a_server_with_worker_decoders_ingests_and_stays_up():
 def test_final_admissions_and_canary_windows_are_published_over_otlp():
     from otel_support import OtlpCollector
     from verdictgate import conventions as names
-    from verdictgate.telemetry import Telemetry
+    from verdictgate.forwarder import Forwarder, OtlpTarget
 
     with OtlpCollector() as collector:
-        publishing = Telemetry.otlp(f"http://127.0.0.1:{collector.port}", collect=False)
+        store = Store()
+        forwarder = Forwarder(store, OtlpTarget(f"http://127.0.0.1:{collector.port}"))
         clock = Clock()
-        receiver = Receiver(
-            Store(), publishing.publisher, grace=30, window=10, flush=publishing.flush, clock=clock
-        )
+        receiver = Receiver(store, forwarder, grace=30, window=10, clock=clock)
         receiver.ingest(extract(request([run_span("planned", 80), *stable_run("planned")])))
         receiver.ingest(extract(request(stable_run("canary", 2, 4))))  # no run span
         clock.now += 11
@@ -408,7 +407,8 @@ def test_final_admissions_and_canary_windows_are_published_over_otlp():
         assert not receiver.store.run("canary").final
         clock.now += 30
         receiver.tick()  # grace over: the canary is final
-        publishing.shutdown()
+        assert forwarder.drain() and store.outbox_size() == 0
+        forwarder.stop()
     admissions = [s for s in collector.spans() if s.name == names.ADMISSION_SPAN]
     runs = [
         next(a.value.string_value for a in s.attributes if a.key == names.RUN_ID)
@@ -438,10 +438,13 @@ def test_a_run_holds_at_most_its_limit_of_trials_and_the_rest_are_rejected():
 
 def test_canary_windows_count_each_trial_once_in_the_trials_counter():
     from verdictgate import conventions as names
+    from verdictgate.forwarder import Forwarder, PublisherTarget
 
     memory = MemoryTelemetry()
     clock = Clock()
-    receiver = Receiver(Store(), memory.telemetry.publisher, grace=30, window=10, clock=clock)
+    store = Store()
+    forwarder = Forwarder(store, PublisherTarget(memory.telemetry.publisher))
+    receiver = Receiver(store, forwarder, grace=30, window=10, clock=clock)
     spans = stable_run("canary", 2, 4)
     receiver.ingest(extract(request(spans[:4])))
     clock.now += 11
@@ -451,6 +454,7 @@ def test_canary_windows_count_each_trial_once_in_the_trials_counter():
     receiver.tick()  # a window with all 8
     clock.now += 31
     receiver.tick()  # final
+    assert forwarder.drain()
     memory.telemetry.flush()
     admissions = [s for s in memory.spans.get_finished_spans() if s.name == names.ADMISSION_SPAN]
     assert len(admissions) == 3

@@ -75,7 +75,8 @@ def _read_secret(path: str | None, option: str) -> str | None:
 @click.option(
     "--publish-endpoint",
     metavar="URL",
-    help="Publish admissions over OTLP/gRPC, e.g. back to the collector.",
+    help="Publish admissions over OTLP/gRPC, e.g. back to the collector (http:// or https://). "
+    "They wait in the store's outbox until delivered; ingest never waits for this target.",
 )
 @click.option(
     "--grace",
@@ -104,23 +105,23 @@ def serve_command(store_path, grpc_listen, http_listen, token_file, tls_cert, tl
                   publish_endpoint, grace, window, max_request_bytes, max_trials_per_run,
                   decoders) -> None:  # fmt: skip
     """Receive decision spans beside a collector; assess and publish each run."""
+    from .forwarder import Forwarder, OtlpTarget
     from .receiver import Receiver
     from .serve import Limits, Server, Tls
     from .store import Store
-    from .telemetry import Telemetry
 
     try:
         if (tls_cert is None) != (tls_key is None):
             raise click.UsageError("--tls-cert and --tls-key go together")
         token = _read_secret(token_file, "--token-file")
         tls = Tls(tls_cert, tls_key) if tls_cert else None
-        publishing = Telemetry.otlp(publish_endpoint, collect=False) if publish_endpoint else None
+        target = OtlpTarget(publish_endpoint) if publish_endpoint else None
+        store = Store(store_path)
         receiver = Receiver(
-            Store(store_path),
-            publishing.publisher if publishing else None,
+            store,
+            Forwarder(store, target) if target else None,
             grace=parse_duration(grace),
             window=parse_duration(window) if window else None,
-            flush=publishing.flush if publishing else None,
             max_trials_per_run=max_trials_per_run,
         )
         server = Server(
@@ -148,8 +149,6 @@ def serve_command(store_path, grpc_listen, http_listen, token_file, tls_cert, tl
     )
     stopped.wait()
     server.stop()
-    if publishing is not None:
-        publishing.shutdown()
 
 
 @click.command("status")

@@ -8,15 +8,12 @@ import time
 from collections import Counter
 from collections.abc import Callable
 
-from .assessment import Assessment, Isolation, RunInfo
-from .engine import assess
-from .fingerprints import fingerprint_mode
+from .assessment import Assessment
+from .forwarder import Forwarder
 from .otlp import Extract
-from .policy import Policy
-from .publish import Publisher
-from .spans import run_declaration
+from .publication import Publication, TrialTally
+from .spans import assess_declared, metric_routes, run_declaration
 from .store import Store, StoredRun
-from .suite import Suite
 
 logger = logging.getLogger(__name__)
 
@@ -28,7 +25,9 @@ class Receiver:
     """Trials in, admissions out. A run is final when its declared plan is complete, or when
     `grace` seconds pass without news after its run span; a run without a run span (a canary) is
     final after `grace` idle seconds, and with `window` it is also assessed every `window`
-    seconds while it collects. Every final admission is published once. A run holds at most
+    seconds while it collects. With a `forwarder`, each admission is staged in the store's
+    outbox in the same transaction that makes the run final, and delivered by the forwarder's
+    own thread: ingest never waits for the publish target. A run holds at most
     `max_trials_per_run` trials; spans beyond that are rejected (partial success), so one sender
     cannot grow a run's store and its assessment without bound.
     """
@@ -36,19 +35,18 @@ class Receiver:
     def __init__(
         self,
         store: Store,
-        publisher: Publisher | None = None,
+        forwarder: Forwarder | None = None,
         *,
         grace: float = 30.0,
         window: float | None = None,
-        flush: Callable[[], None] | None = None,
         clock: Callable[[], float] = time.time,
         max_trials_per_run: int = DEFAULT_MAX_TRIALS_PER_RUN,
     ) -> None:
         self.store = store
-        self._publisher = publisher
+        self.forwarder = forwarder
+        self._tally = TrialTally()
         self._grace = grace
         self._window = window
-        self._flush = flush
         self._clock = clock
         self._changed = threading.Condition()
         self._version = 0
@@ -106,7 +104,7 @@ class Receiver:
                 mark = self._window_marks.setdefault(run.run_id, run.first_seen)
                 if now - mark >= self._window:
                     self._window_marks[run.run_id] = now
-                    self._publish(self.assessment_of(run), run, final=False)
+                    self._stage_window(run)
 
     def assessment(self, run_id: str) -> Assessment | None:
         """The current admission of a run (inconclusive `in_progress` until final); None if unknown."""
@@ -115,27 +113,15 @@ class Receiver:
 
     def assessment_of(self, run: StoredRun) -> Assessment:
         """Assess a stored run as it stands."""
-        if run.declaration is not None:
-            declared = run_declaration(run.declaration)
-            suite, policy = declared.suite, declared.policy
-            planned, isolation = declared.planned_trials, declared.isolation
-            quality_failed, relations = declared.quality_failed, declared.relations
-        else:
-            suite = Suite(name=run.suite or Suite.name, point=run.point or Suite.point)
-            policy, planned, isolation = Policy(), None, Isolation.UNKNOWN
-            quality_failed, relations = (), ()
-        evidence = self.store.evidence(run.run_id)
-        info = RunInfo(
-            id=run.run_id,
-            suite=suite.name,
-            point=suite.point,
-            isolation=isolation,
-            fingerprints=fingerprint_mode(case for _, case in evidence.cases),
+        declaration = None if run.declaration is None else run_declaration(run.declaration)
+        return assess_declared(
+            run.run_id,
+            self.store.evidence(run.run_id),
+            declaration,
+            suite=run.suite,
+            point=run.point,
             in_progress=not run.final,
-            quality_failed=quality_failed,
-            relations=relations,
         )
-        return assess(evidence, suite, policy, run=info, planned_trials=planned)
 
     def wait(self, run_id: str, timeout: float) -> Assessment | None:
         """Wait until the run is final or `timeout` seconds pass; its admission then."""
@@ -160,29 +146,35 @@ class Receiver:
             return self._version
 
     def _finish(self, run: StoredRun) -> None:
+        """Make a run final; its admission is staged for publishing in the same commit, once."""
         final = StoredRun(**{**vars(run), "final": True})
         assessment = self.assessment_of(final)
-        self.store.set_status(run.run_id, assessment.status.value, final=True)
-        self._window_marks.pop(run.run_id, None)
-        self._publish(assessment, run)
-        self._notify()
+        publication = self._publication(assessment, run, final=True)
+        if self.store.finish(run.run_id, assessment.status.value, publication):
+            self._window_marks.pop(run.run_id, None)
+            self._staged()
+            self._notify()
 
-    def _publish(self, assessment: Assessment, run: StoredRun, final: bool = True) -> None:
-        """Publish an admission; metric routes are limited to the declared contract."""
-        if self._publisher is None:
-            return
-        try:
-            routes: frozenset[str] = frozenset()
-            if run.declaration is not None:
-                contract = run_declaration(run.declaration).suite.contract
-                routes = frozenset(contract.allowed | (contract.required or frozenset()))
-            self._publisher.publish(assessment, routes, final=final)
-            if self._flush is not None:
-                self._flush()
-        except Exception:
-            logger.warning(
-                "verdictgate: could not publish run %s", assessment.run.id, exc_info=True
-            )
+    def _stage_window(self, run: StoredRun) -> None:
+        """Stage an interim admission of an open canary."""
+        publication = self._publication(self.assessment_of(run), run, final=False)
+        if publication is not None:
+            self.store.stage(run.run_id, publication)
+            self._staged()
+
+    def _publication(self, assessment: Assessment, run: StoredRun, final: bool) -> str | None:
+        """The admission to stage (JSON), when the receiver publishes; metric routes are
+        limited to the declared contract."""
+        if self.forwarder is None:
+            return None
+        declaration = None if run.declaration is None else run_declaration(run.declaration)
+        return Publication.of(
+            assessment, metric_routes(declaration), self._tally, final=final
+        ).to_json()
+
+    def _staged(self) -> None:
+        if self.forwarder is not None:
+            self.forwarder.wake()
 
     def _notify(self) -> None:
         with self._changed:

@@ -79,6 +79,8 @@ class Server:
         self._threads: list[threading.Thread] = []
 
     def start(self) -> None:
+        if self.receiver.forwarder is not None:
+            self.receiver.forwarder.start()
         if self._grpc is not None:
             self._grpc.start()
         if self._http is not None:
@@ -95,6 +97,8 @@ class Server:
                 logger.warning("verdictgate: tick failed", exc_info=True)
 
     def stop(self) -> None:
+        """Stop within a few seconds whatever the publish target does; admissions not yet
+        delivered stay in the store's outbox for the next start."""
         self._stop.set()
         if self._grpc is not None:
             self._grpc.stop(grace=1).wait()
@@ -102,3 +106,5 @@ class Server:
             self._http.shutdown()
             self._http.server_close()
         self._ingest.decoder.close()
+        if self.receiver.forwarder is not None:
+            self.receiver.forwarder.stop()

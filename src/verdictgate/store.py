@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import secrets
 import sqlite3
 import threading
@@ -16,6 +17,8 @@ from . import conventions as names
 from .evidence import Evidence
 from .otlp import ReceivedTrial, record_received
 from .trial_model import Decision, NoDecision
+
+logger = logging.getLogger(__name__)
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (
@@ -46,7 +49,16 @@ CREATE TABLE IF NOT EXISTS trials (
     tiers TEXT,                  -- JSON [failed, warned, skipped] when an invariant broke or a tier was skipped
     PRIMARY KEY (run_id, case_id, trial)
 ) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS outbox (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    run_id TEXT NOT NULL,
+    body TEXT NOT NULL,          -- a Publication, JSON
+    sent INTEGER NOT NULL DEFAULT 0  -- the signals already delivered (bits)
+);
 """
+
+DEFAULT_OUTBOX_LIMIT = 100_000
+"""Admissions the outbox holds while the publish target is away; beyond, the oldest go."""
 
 ADDED_COLUMNS = {"latency_ms": "REAL", "passed": "INTEGER", "tiers": "TEXT"}
 """Trial columns added after the first release: a store made before them gains them on open."""
@@ -109,7 +121,10 @@ class Store:
     """Trials keyed (run, case, trial) in SQLite. A write returns only after its commit, so an
     acknowledged trial survives a crash of the process; a restart resumes every run."""
 
-    def __init__(self, path: str | Path = ":memory:") -> None:
+    def __init__(
+        self, path: str | Path = ":memory:", *, outbox_limit: int = DEFAULT_OUTBOX_LIMIT
+    ) -> None:
+        self.outbox_limit = outbox_limit
         self._connection = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None)
         self._lock = threading.Lock()
         with self._lock:
@@ -231,6 +246,61 @@ class Store:
                 "UPDATE runs SET status = ?, final = ? WHERE run_id = ?",
                 (status, int(final), run_id),
             )
+
+    def finish(self, run_id: str, status: str, publication: str | None) -> bool:
+        """Make a run final with its admission and stage that admission for publishing, in one
+        transaction; False (and nothing written) when the run was already final."""
+        with self._lock, self._transaction() as cursor:
+            cursor.execute(
+                "UPDATE runs SET status = ?, final = 1 WHERE run_id = ? AND final = 0",
+                (status, run_id),
+            )
+            if cursor.rowcount != 1:
+                return False
+            if publication is not None:
+                self._stage(cursor, run_id, publication)
+        return True
+
+    def stage(self, run_id: str, publication: str) -> None:
+        """Stage an interim admission (a canary window)."""
+        with self._lock, self._transaction() as cursor:
+            self._stage(cursor, run_id, publication)
+
+    def _stage(self, cursor: sqlite3.Cursor, run_id: str, body: str) -> None:
+        """Append to the outbox; the oldest entries beyond the limit are dropped, with a
+        warning."""
+        cursor.execute("INSERT INTO outbox (run_id, body) VALUES (?, ?)", (run_id, body))
+        (size,) = cursor.execute("SELECT COUNT(*) FROM outbox").fetchone()
+        over = size - self.outbox_limit
+        if over > 0:
+            cursor.execute(
+                "DELETE FROM outbox WHERE seq IN (SELECT seq FROM outbox ORDER BY seq LIMIT ?)",
+                (over,),
+            )
+            logger.warning(
+                "verdictgate: the outbox holds %d admissions, its limit; the oldest was dropped",
+                self.outbox_limit,
+            )
+
+    def outbox(self, limit: int) -> list[tuple[int, str, int]]:
+        """The oldest staged admissions: (seq, body, signals already sent)."""
+        with self._lock:
+            return self._connection.execute(
+                "SELECT seq, body, sent FROM outbox ORDER BY seq LIMIT ?", (limit,)
+            ).fetchall()
+
+    def mark_sent(self, seq: int, sent: int, complete: int) -> None:
+        """Record the signals of an entry delivered so far; a complete entry leaves the outbox."""
+        with self._lock, self._transaction() as cursor:
+            if (sent & complete) == complete:
+                cursor.execute("DELETE FROM outbox WHERE seq = ?", (seq,))
+            else:
+                cursor.execute("UPDATE outbox SET sent = ? WHERE seq = ?", (sent, seq))
+
+    def outbox_size(self) -> int:
+        """Admissions waiting to be published."""
+        with self._lock:
+            return self._connection.execute("SELECT COUNT(*) FROM outbox").fetchone()[0]
 
     def _transaction(self):
         return _Transaction(self._connection)

@@ -1,0 +1,197 @@
+"""One admission as plain values: what the admission span, the evaluation event and the metrics
+carry. Made once from an assessment, it can wait in a durable outbox and be sent again unchanged."""
+
+from __future__ import annotations
+
+import json
+import secrets
+import threading
+import time
+from collections.abc import Mapping
+from collections.abc import Set as AbstractSet
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from . import conventions as names
+from .assessment import Assessment, Status
+from .stats import Stability, wilson_interval
+
+GAUGES: dict[str, tuple[str, str]] = {
+    names.METRIC_ADMISSION: ("1", "1 when the last run was qualified"),
+    names.METRIC_INCONCLUSIVE: ("1", "1 when the last run was inconclusive"),
+    names.METRIC_CHANGE_RATE_UPPER: (
+        "1",
+        "upper bound of the change rate between reruns (pooled, and per route)",
+    ),
+    names.METRIC_PASS_RATE_LOWER: (
+        "1",
+        "lower bound of the evaluator pass rate (pooled, and per route)",
+    ),
+}
+"""Gauge name -> (unit, description)."""
+COUNTER = ("{trial}", "trials assessed, by outcome")
+"""Unit and description of the `verdictgate.trials` counter."""
+
+Attributes = dict[str, Any]
+Point = tuple[str, float, Attributes]
+"""(metric name, value, attributes) of one gauge data point."""
+
+
+def admission_attributes(assessment: Assessment) -> Attributes:
+    """Attributes of the `verdictgate.admission` span."""
+    a = assessment
+    return {
+        names.RUN_ID: a.run.id,
+        names.SUITE: a.run.suite,
+        names.POINT: a.run.point,
+        names.STATUS: a.status.value,
+        names.REASONS: list(a.reason_codes),
+        names.STABILITY_RESULT: a.pooled.result.value,
+        names.STABILITY_PAIRS: a.pooled.pairs,
+        names.STABILITY_FLIPS: a.pooled.flips,
+        names.STABILITY_CI_LOW: a.pooled.ci_low,
+        names.STABILITY_CI_HIGH: a.pooled.ci_high,
+        names.ROUTES_STOCHASTIC: list(a.routes_with(Stability.STOCHASTIC)),
+        names.ROUTES_UNDECIDED: list(a.routes_with(Stability.UNDECIDED)),
+        names.ROUTES_DETERMINISTIC: list(a.routes_with(Stability.DETERMINISTIC)),
+        names.TRIALS_EXPECTED: a.trials.expected,
+        names.TRIALS_RECEIVED: a.trials.received,
+        names.TRIALS_ERRORS: a.trials.errors,
+        names.TRIALS_CONFLICTS: a.trials.conflicts,
+        names.INVARIANTS_BLOCKED: sorted(a.invariants.failed),
+        names.INVARIANTS_WARNED: sorted(a.invariants.warned),
+        **({names.PASS_RATE_RESULT: a.pass_rate.result.value} if a.pass_rate else {}),
+        names.PASS_RATE_ROUTES_UNRELIABLE: list(a.passes.unreliable_routes()),
+        names.EVALUATIONS_SKIPPED: a.passes.skipped,
+        **({names.LATENCY_P95_MS: a.latency.p95[0]} if a.latency else {}),
+        **({names.LATENCY_RESULT: a.latency.result} if a.latency and a.latency.result else {}),
+        **(
+            {names.TOOL_CALLS_RESULT: a.tool_calls.result}
+            if a.tool_calls and a.tool_calls.result
+            else {}
+        ),
+        names.RELATIONS_VIOLATED: [
+            f"{r.name}={route}" for r in a.run.relations for route in r.violated
+        ],
+    }
+
+
+def _gauges(assessment: Assessment, contract_routes: AbstractSet[str]) -> list[Point]:
+    """The gauge points of an admission; routes outside the contract fold into `_other`."""
+    base = {names.SUITE: assessment.run.suite, names.POINT: assessment.run.point}
+
+    def label(route: str) -> Attributes:
+        return {**base, names.ROUTE: route if route in contract_routes else names.OTHER_ROUTE}
+
+    points: list[Point] = [
+        (names.METRIC_ADMISSION, int(assessment.status is Status.QUALIFIED), base),
+        (names.METRIC_INCONCLUSIVE, int(assessment.status is Status.INCONCLUSIVE), base),
+        (names.METRIC_CHANGE_RATE_UPPER, assessment.pooled.ci_high, base),
+    ]
+    points += [
+        (names.METRIC_CHANGE_RATE_UPPER, route.change.ci_high, label(route.route))
+        for route in assessment.routes
+    ]
+    passes, confidence = assessment.passes, assessment.policy.confidence
+    if passes.judged:
+        low = wilson_interval(passes.passed, passes.judged, confidence)[0]
+        points.append((names.METRIC_PASS_RATE_LOWER, low, base))
+    for route, (passed, judged) in passes.routes.items():
+        low = wilson_interval(passed, judged, confidence)[0]
+        points.append((names.METRIC_PASS_RATE_LOWER, low, label(route)))
+    return points
+
+
+def trial_counts(assessment: Assessment) -> dict[str, int]:
+    """Trials of an assessment by outcome, as the trials counter labels them."""
+    trials = assessment.trials
+    return {
+        "decision": trials.decisions,
+        "no_decision": trials.no_decisions,
+        "error": trials.errors,
+    }
+
+
+class TrialTally:
+    """What each run has already added to the trials counter, so that a run published more than
+    once (canary windows, then its final admission) counts every trial once."""
+
+    def __init__(self) -> None:
+        self._counted: dict[str, dict[str, int]] = {}
+        self._lock = threading.Lock()
+
+    def added(self, run_id: str, counts: Mapping[str, int], final: bool) -> dict[str, int]:
+        """The part of `counts` not counted yet; a final publication forgets the run."""
+        with self._lock:
+            before = self._counted.pop(run_id, {}) if final else self._counted.get(run_id, {})
+            if not final:
+                self._counted[run_id] = dict(counts)
+        return {
+            outcome: count - before.get(outcome, 0)
+            for outcome, count in counts.items()
+            if count > before.get(outcome, 0)
+        }
+
+
+@dataclass(frozen=True)
+class Publication:
+    """Everything one admission publishes; plain values, so it can be stored and sent again."""
+
+    run_id: str
+    suite: str
+    point: str
+    final: bool
+    time_unix_nano: int
+    trace_id: str
+    """32 hex digits: the admission span's trace, the same on every delivery attempt."""
+    span_id: str
+    span_attributes: Attributes
+    event_attributes: Attributes
+    gauges: list[Point]
+    trials_added: dict[str, int]
+    """Outcome -> trials to add to the counter."""
+
+    @classmethod
+    def of(
+        cls,
+        assessment: Assessment,
+        contract_routes: AbstractSet[str],
+        tally: TrialTally,
+        *,
+        final: bool = True,
+        now_ns: int | None = None,
+    ) -> Publication:
+        """The publication of an assessment; `tally` keeps each trial counted once per run."""
+        run = assessment.run
+        return cls(
+            run_id=run.id,
+            suite=run.suite,
+            point=run.point,
+            final=final,
+            time_unix_nano=time.time_ns() if now_ns is None else now_ns,
+            trace_id=secrets.token_hex(16),
+            span_id=secrets.token_hex(8),
+            span_attributes=admission_attributes(assessment),
+            event_attributes={
+                names.EVALUATION_NAME: names.EVALUATION_NAME_VALUE,
+                names.EVALUATION_SCORE_LABEL: assessment.status.value,
+                names.EVALUATION_SCORE_VALUE: assessment.pooled.ci_high,
+                names.RUN_ID: run.id,
+            },
+            gauges=_gauges(assessment, contract_routes),
+            trials_added=tally.added(run.id, trial_counts(assessment), final),
+        )
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), separators=(",", ":"))
+
+    @classmethod
+    def from_json(cls, text: str) -> Publication:
+        fields = json.loads(text)
+        fields["gauges"] = [tuple(point) for point in fields["gauges"]]
+        return cls(**fields)
+
+    @property
+    def metric_base(self) -> Attributes:
+        """The attributes every metric of this admission carries."""
+        return {names.SUITE: self.suite, names.POINT: self.point}

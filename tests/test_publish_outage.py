@@ -1,0 +1,156 @@
+"""Publishing never stalls senders: with the publish target down, the official exporter's
+exports succeed within its timeout; admissions wait in the durable outbox, survive a restart,
+and reach the collector when it appears, exactly as if it had been there all along."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExportResult
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+from otel_support import OtlpCollector
+from test_collector_e2e import free_port
+from test_otlp_export import attributes
+from verdictgate import Contract, Policy, Suite, decision, evaluation_run, trial
+from verdictgate import conventions as names
+
+SUITE = Suite("refunds", "refund_gate", (), Contract({"approve", "deny"}))
+RUNS = ("outage-1", "outage-2", "outage-3")
+
+
+def run_spans(run_id: str, flips: bool) -> list:
+    """The finished spans of one run: 2 cases x 6 trials, the second case flipping if asked."""
+    memory = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(memory))
+    with evaluation_run(
+        run_id=run_id, suite=SUITE, policy=Policy(tolerance=0.3), planned_trials=12,
+        tracer_provider=provider,
+    ):  # fmt: skip
+        for case, route in (("c1", "approve"), ("c2", "deny")):
+            for index in range(6):
+                with (
+                    trial(run=run_id, case=case, index=index, expected=route, suite=SUITE.name),
+                    decision(SUITE.point, tracer_provider=provider) as recorder,
+                ):
+                    recorder.record("approve" if flips and case == "c2" and index % 2 else route)
+    return list(memory.get_finished_spans())
+
+
+def serve(store: Path, grpc_port: int, publish_port: int) -> subprocess.Popen:
+    process = subprocess.Popen(
+        [sys.executable, "-m", "verdictgate", "serve", "--store", str(store),
+         "--grpc-listen", f"127.0.0.1:{grpc_port}", "--http-listen", f"127.0.0.1:{free_port()}",
+         "--publish-endpoint", f"http://127.0.0.1:{publish_port}", "--grace", "600s"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        exporter = OTLPSpanExporter(endpoint=f"127.0.0.1:{grpc_port}", insecure=True, timeout=1)
+        try:
+            if exporter.export([]) is SpanExportResult.SUCCESS:
+                return process
+        finally:
+            exporter.shutdown()
+        time.sleep(0.1)
+    process.kill()
+    raise RuntimeError("the receiver did not start")
+
+
+def stop(process: subprocess.Popen) -> tuple[float, str]:
+    """SIGTERM; the seconds it took to exit, and what it logged."""
+    began = time.monotonic()
+    process.send_signal(signal.SIGTERM)
+    _, stderr = process.communicate(timeout=30)
+    return time.monotonic() - began, stderr
+
+
+def export_runs(grpc_port: int, runs: list[list]) -> list[SpanExportResult]:
+    exporter = OTLPSpanExporter(endpoint=f"127.0.0.1:{grpc_port}", insecure=True, timeout=2)
+    try:
+        return [exporter.export(spans) for spans in runs]
+    finally:
+        exporter.shutdown()
+
+
+def wait_for_admissions(collector: OtlpCollector, count: int) -> None:
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        spans = [s for s in collector.spans() if s.name == names.ADMISSION_SPAN]
+        if len(spans) >= count and len(collector.log_records()) >= count:
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"{len(collector.spans())} spans reached the collector, want {count}")
+
+
+def published(collector: OtlpCollector) -> dict:
+    """What reached the collector, independent of when: admission spans and events by run,
+    the last value of every gauge series and the total of every counter series."""
+    spans = {
+        attributes(s.attributes)[names.RUN_ID]: attributes(s.attributes)
+        for s in collector.spans()
+        if s.name == names.ADMISSION_SPAN
+    }
+    events = {
+        attributes(r.attributes)[names.RUN_ID]: (r.event_name, attributes(r.attributes))
+        for r in collector.log_records()
+    }
+    gauges, totals = {}, {}
+    for request in collector.metrics:
+        for resource_metrics in request.resource_metrics:
+            for scope in resource_metrics.scope_metrics:
+                for metric in scope.metrics:
+                    kind = metric.WhichOneof("data")
+                    for point in getattr(metric, kind).data_points:
+                        series = (metric.name, tuple(sorted(attributes(point.attributes).items())))
+                        value = point.as_int if point.HasField("as_int") else point.as_double
+                        if kind == "sum":
+                            totals[series] = value  # cumulative: the latest is the total
+                        else:
+                            gauges.setdefault(series, []).append((point.time_unix_nano, value))
+    last = {series: max(points)[1] for series, points in gauges.items()}
+    return {"spans": spans, "events": events, "gauges": last, "totals": totals}
+
+
+def test_an_unreachable_publish_target_never_stalls_senders_and_loses_no_admission(tmp_path):
+    runs = [run_spans(run, flips=run == RUNS[1]) for run in RUNS]  # the same spans twice
+    # The reference: the collector is there from the start.
+    publish_port = free_port()
+    with OtlpCollector(publish_port) as collector:
+        process = serve(tmp_path / "reference.sqlite", grpc_port := free_port(), publish_port)
+        assert export_runs(grpc_port, runs) == [SpanExportResult.SUCCESS] * 3
+        wait_for_admissions(collector, 3)
+        stop(process)
+    reference = published(collector)
+    assert set(reference["spans"]) == set(RUNS)
+    assert reference["spans"]["outage-2"][names.STATUS] == "rejected"
+
+    # The outage: nothing listens on the publish port.
+    publish_port = free_port()
+    store = tmp_path / "outage.sqlite"
+    process = serve(store, grpc_port := free_port(), publish_port)
+    results = export_runs(grpc_port, runs)  # each export gives up after its 2 s timeout
+    assert results == [SpanExportResult.SUCCESS] * 3
+    seconds, log = stop(process)
+    assert seconds < 10, f"shutdown took {seconds:.1f} s"  # generous; the figure is in the note
+    assert log.count("cannot publish admissions") == 1, log  # once per state change
+
+    # A restart while the target is still down, then the collector appears.
+    process = serve(store, grpc_port, publish_port)
+    time.sleep(1.0)  # a few attempts fail and back off
+    with OtlpCollector(publish_port) as collector:
+        wait_for_admissions(collector, 3)
+        _, log = stop(process)
+    assert log.count("cannot publish admissions") == 1, log
+    assert log.count("publishing to") == 1, log  # ... and once when it works again
+    after = published(collector)
+    assert len([s for s in collector.spans() if s.name == names.ADMISSION_SPAN]) == 3
+    for part in ("spans", "events", "gauges", "totals"):
+        assert after[part] == reference[part], part

@@ -151,6 +151,41 @@ def serve_command(store_path, grpc_listen, http_listen, token_file, tls_cert, tl
     server.stop()
 
 
+def _unreachable(endpoint: str, details: str, tls_ca: str | None) -> str:
+    """Why a receiver could not be reached, telling TLS failures apart."""
+    if "handshake" in details.lower():
+        if "WRONG_VERSION_NUMBER" in details:
+            return f"TLS handshake with {endpoint} failed: it does not speak TLS (drop --tls-ca)"
+        if "CERTIFICATE_VERIFY_FAILED" in details:
+            return (
+                f"TLS handshake with {endpoint} failed: its certificate is not signed by the CA "
+                f"in --tls-ca {tls_ca}"
+            )
+        return f"TLS handshake with {endpoint} failed ({details.rpartition(': ')[0] or details})"
+    if tls_ca is None and _speaks_tls(endpoint):
+        return f"{endpoint} speaks TLS: give the CA certificate that signed it with --tls-ca FILE"
+    return f"cannot reach a receiver at {endpoint}"
+
+
+def _speaks_tls(endpoint: str) -> bool:
+    """Whether a TLS handshake (unverified: only to tell what the port speaks) succeeds."""
+    import socket
+    import ssl
+
+    host, _, port = endpoint.rpartition(":")
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    context.check_hostname = False
+    context.verify_mode = ssl.CERT_NONE
+    try:
+        with (
+            socket.create_connection((host.strip("[]"), int(port)), timeout=5) as raw,
+            context.wrap_socket(raw),
+        ):
+            return True
+    except (OSError, ValueError):
+        return False
+
+
 @click.command("status")
 @click.option("--endpoint", required=True, help="HOST:PORT of `verdictgate serve` (its gRPC port).")
 @click.option("--run", "run_id", required=True, help="Run id.")
@@ -163,7 +198,11 @@ def serve_command(store_path, grpc_listen, http_listen, token_file, tls_cert, tl
     "--tls-ca", type=click.Path(dir_okay=False), help="PEM roots to verify a TLS receiver."
 )
 def status_command(endpoint, run_id, wait, fmt, token_file, tls_ca) -> None:
-    """The admission of a run held by a receiver; same report and exit codes as `assess`."""
+    """The admission of a run held by a receiver; same report and exit codes as `assess`.
+
+    With --wait, a run that has not appeared yet is waited for too (a CI job may start this
+    before its agents send anything)."""
+    os.environ.setdefault("GRPC_VERBOSITY", "NONE")  # one line of ours, not gRPC's handshake log
     import grpc
 
     from .serve_grpc import ADMISSION_SERVICE
@@ -202,8 +241,15 @@ def status_command(endpoint, run_id, wait, fmt, token_file, tls_ca) -> None:
                     if admission.final:
                         break
             except grpc.RpcError as error:
-                if error.code() != grpc.StatusCode.DEADLINE_EXCEEDED or admission is None:
+                if error.code() != grpc.StatusCode.DEADLINE_EXCEEDED:
                     raise
+                if admission is None:
+                    click.echo(
+                        f"verdictgate: error: no run {run_id!r} appeared at {endpoint} within "
+                        f"{wait:g} s",
+                        err=True,
+                    )
+                    sys.exit(USAGE_EXIT)
         else:
             admission = get_admission(
                 pb.GetAdmissionRequest(run_id=run_id, format=fmt), metadata=metadata, timeout=30
@@ -211,7 +257,7 @@ def status_command(endpoint, run_id, wait, fmt, token_file, tls_ca) -> None:
     except grpc.RpcError as error:
         problem = {
             grpc.StatusCode.NOT_FOUND: f"unknown run {run_id!r}",
-            grpc.StatusCode.UNAVAILABLE: f"cannot reach a receiver at {endpoint}",
+            grpc.StatusCode.UNAVAILABLE: _unreachable(endpoint, error.details() or "", tls_ca),
             grpc.StatusCode.UNAUTHENTICATED: "the receiver wants a valid --token-file",
         }.get(error.code(), f"{error.code().name}: {error.details()}")
         click.echo(f"verdictgate: error: {problem}", err=True)

@@ -65,13 +65,16 @@ class Admissions:
         return _admission_message(self._assessment(request.run_id, context), request.format)
 
     def WatchAdmission(self, request, context):
+        """Stream the run's admission as it changes until it is final; a run that has not
+        appeared yet is waited for (until the client's deadline)."""
         self._check(context)
         version = self._receiver.version
         while context.is_active():
-            assessment = self._assessment(request.run_id, context)
-            yield _admission_message(assessment, request.format)
-            if not assessment.run.in_progress:
-                return
+            assessment = self._receiver.assessment(request.run_id)
+            if assessment is not None:
+                yield _admission_message(assessment, request.format)
+                if not assessment.run.in_progress:
+                    return
             version = self._receiver.changes(version, timeout=1.0)
 
     def ListRuns(self, request, context):

@@ -1,0 +1,105 @@
+"""`verdictgate status` as a CI job uses it: started before its run exists, and against TLS
+receivers it cannot verify, always one clear line and a documented exit code."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from receiver_support import request, run_span, stable_run
+from verdictgate.otlp import extract_protobuf
+from verdictgate.receiver import Receiver
+from verdictgate.serve import Server, Tls
+from verdictgate.store import Store
+
+BINARY = str(Path(sys.executable).parent / "verdictgate")
+
+
+def status(*args: str) -> subprocess.Popen:
+    return subprocess.Popen(
+        [BINARY, "status", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+
+
+@pytest.fixture
+def server():
+    served = Server(Receiver(Store()), grpc_listen="127.0.0.1:0", http_listen="127.0.0.1:0")
+    served.start()
+    yield served
+    served.stop()
+
+
+def test_status_wait_waits_for_a_run_that_has_not_started(server):
+    endpoint = f"127.0.0.1:{server.grpc_port}"
+    waiting = status("--endpoint", endpoint, "--run", "later", "--wait", "60", "--format", "json")
+    time.sleep(1.0)  # the CI job started `status` first; the agents send after
+    assert waiting.poll() is None, waiting.communicate()
+    body = request([run_span("later", 80), *stable_run("later")]).SerializeToString()
+    server.receiver.ingest(extract_protobuf(body))
+    stdout, stderr = waiting.communicate(timeout=60)
+    assert waiting.returncode == 3, stderr  # final: 40 pairs are too few to qualify
+    report = json.loads(stdout)
+    assert report["status"] == "inconclusive" and report["trials"]["received"] == 80
+    assert "in_progress" not in [reason["code"] for reason in report["reasons"]]
+
+
+def test_status_wait_on_a_run_that_never_appears_says_so(server):
+    endpoint = f"127.0.0.1:{server.grpc_port}"
+    waiting = status("--endpoint", endpoint, "--run", "never", "--wait", "1")
+    stdout, stderr = waiting.communicate(timeout=60)
+    assert waiting.returncode == 2 and stdout == ""
+    assert stderr == f"verdictgate: error: no run 'never' appeared at {endpoint} within 1 s\n"
+
+
+def test_status_without_wait_on_an_unknown_run(server):
+    endpoint = f"127.0.0.1:{server.grpc_port}"
+    _, stderr = status("--endpoint", endpoint, "--run", "nope").communicate(timeout=60)
+    assert stderr == "verdictgate: error: unknown run 'nope'\n"
+
+
+def certificate(folder: Path, name: str) -> tuple[Path, Path]:
+    cert, key = folder / f"{name}.pem", folder / f"{name}.key"
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=localhost",
+         "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1", "-keyout", str(key), "-out", str(cert)],
+        check=True, capture_output=True,
+    )  # fmt: skip
+    return cert, key
+
+
+@pytest.mark.skipif(shutil.which("openssl") is None, reason="openssl makes the test certificates")
+def test_tls_failures_are_named_as_tls_failures(tmp_path, server):
+    cert, key = certificate(tmp_path, "receiver")
+    other, _ = certificate(tmp_path, "other")
+    tls = Server(
+        Receiver(Store()), grpc_listen="127.0.0.1:0", http_listen="127.0.0.1:0",
+        tls=Tls(str(cert), str(key)),
+    )  # fmt: skip
+    tls.start()
+    try:
+        secure, plain = f"127.0.0.1:{tls.grpc_port}", f"127.0.0.1:{server.grpc_port}"
+        cases = [
+            ([secure], f"{secure} speaks TLS: give the CA certificate that signed it with --tls-ca FILE"),
+            ([secure, "--tls-ca", str(other)],
+             f"TLS handshake with {secure} failed: its certificate is not signed by the CA in --tls-ca {other}"),
+            ([plain, "--tls-ca", str(cert)],
+             f"TLS handshake with {plain} failed: it does not speak TLS (drop --tls-ca)"),
+        ]  # fmt: skip
+        for (endpoint, *extra), message in cases:
+            client = status("--endpoint", endpoint, "--run", "r", *extra)
+            stdout, stderr = client.communicate(timeout=60)
+            assert (client.returncode, stdout, stderr) == (
+                2,
+                "",
+                f"verdictgate: error: {message}\n",
+            )
+        trusted = status("--endpoint", secure, "--run", "r", "--tls-ca", str(cert))
+        assert trusted.communicate(timeout=60)[1] == "verdictgate: error: unknown run 'r'\n"
+    finally:
+        tls.stop()

@@ -5,7 +5,9 @@ BatchSpanProcessor feeding an exporter that discards (what any instrumented serv
 pays), with and without the processor in front. Each decision is a decorated router call inside
 a trial scope. The pipelines take turns in rounds so that drift of the machine hits both; the
 ratio of the medians is printed. Then 1,000,000 decisions over 1,000 cases go through the
-pipeline with the processor, and the growth of resident memory is read from /proc.
+pipeline with the processor, and the growth of resident memory is read from /proc. Last, the
+wall time of the instrumented thread's run-span end, when the publisher's exporter answers at
+once and when it blocks for a second (the admission is published on the processor's worker).
 
     python benchmarks/processor.py [--decisions 100000] [--rounds 5] [--memory-decisions 1000000]
 """
@@ -18,9 +20,23 @@ import statistics
 import time
 
 from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
+from opentelemetry.sdk.trace.export import (
+    BatchSpanProcessor,
+    SimpleSpanProcessor,
+    SpanExporter,
+    SpanExportResult,
+)
 
-from verdictgate import EvidenceProcessor, decision_point, trial
+from verdictgate import (
+    Contract,
+    EvidenceProcessor,
+    Policy,
+    Publisher,
+    Suite,
+    decision_point,
+    evaluation_run,
+    trial,
+)
 
 ROUTES = ["card_security", "cash_withdrawal", "duplicate_charge", "merchant_dispute"]
 
@@ -78,6 +94,54 @@ def decide_without_sdk(decisions: int) -> float:
     return (time.thread_time() - start) / decisions
 
 
+class SlowExporter(SpanExporter):
+    """An exporter whose every export takes `seconds` (a collector that is slow to answer)."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+
+    def export(self, spans):
+        time.sleep(self.seconds)
+        return SpanExportResult.SUCCESS
+
+    def shutdown(self) -> None:
+        pass
+
+
+def run_span_end(export_seconds: float, repeats: int) -> tuple[float, float]:
+    """Median wall seconds of a run span's end on the instrumented thread, and of the wait
+    for its admission to be published (`force_flush`), with a publisher whose exporter takes
+    `export_seconds`."""
+    publishing = TracerProvider()
+    publishing.add_span_processor(SimpleSpanProcessor(SlowExporter(export_seconds)))
+    provider = TracerProvider()
+    processor = EvidenceProcessor(Publisher(tracer_provider=publishing))
+    provider.add_span_processor(processor)
+    suite = Suite("bench", "payment_router", (), Contract(set(ROUTES)))
+
+    @decision_point("payment_router", tracer_provider=provider)
+    def router(message: str) -> str:
+        return ROUTES[len(message) % len(ROUTES)]
+
+    ends, published = [], []
+    for number in range(repeats):
+        run = evaluation_run(
+            run_id=f"end-{number}", suite=suite, policy=Policy(), planned_trials=8,
+            tracer_provider=provider,
+        )  # fmt: skip
+        with run:
+            for index in range(8):
+                with trial(run=f"end-{number}", index=index // 4, case=f"c{index % 4}"):
+                    router(f"message {index % 4}")
+            start = time.perf_counter()
+        ended = time.perf_counter()
+        processor.force_flush()
+        ends.append(ended - start)
+        published.append(time.perf_counter() - start)
+    provider.shutdown()
+    return statistics.median(ends), statistics.median(published)
+
+
 def rss_mib() -> float:
     with open("/proc/self/status") as status:
         for line in status:
@@ -130,6 +194,13 @@ def main() -> None:
         f"{args.memory_decisions:,} decisions over 1,000 cases: RSS {before:.0f} -> {after:.0f} MiB, "
         f"+{after - before:.1f} MiB (target < 50 MiB); assessed {assessment.trials.received:,} trials"
     )
+
+    fast_end, fast_published = run_span_end(0.0, 5)
+    slow_end, slow_published = run_span_end(1.0, 5)
+    print("run span end on the instrumented thread (median of 5 runs), admission published after")
+    print(f"  exporter answers at once:  {fast_end * 1e3:8.3f} ms   {fast_published * 1e3:8.1f} ms")
+    print(f"  exporter blocks for 1 s:   {slow_end * 1e3:8.3f} ms   {slow_published * 1e3:8.1f} ms")
+    print(f"  ratio of run span ends, blocked / at once: {slow_end / fast_end:.2f}")
 
 
 if __name__ == "__main__":

@@ -105,6 +105,9 @@ def serve_command(store_path, grpc_listen, http_listen, token_file, tls_cert, tl
                   publish_endpoint, grace, window, max_request_bytes, max_trials_per_run,
                   decoders) -> None:  # fmt: skip
     """Receive decision spans beside a collector; assess and publish each run."""
+    import logging
+
+    logging.basicConfig(format="%(asctime)s %(levelname)s %(message)s", level=logging.WARNING)
     from .forwarder import Forwarder, OtlpTarget
     from .receiver import Receiver
     from .serve import Limits, Server, Tls

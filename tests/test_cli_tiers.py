@@ -92,7 +92,13 @@ def test_a_violated_and_a_vacuous_relation_are_rejected(cli, agents, suite):
     violated = report_of(result)
     assert "relation_violated" in codes_of(violated)
     assert violated["relations"] == [
-        {"name": "case", "status": "violated", "violated": ["deny"], "held": ["approve", "review"]}
+        {
+            "name": "case",
+            "status": "violated",
+            "violated": ["deny"],
+            "held": ["approve", "review"],
+            "errored": [],
+        }
     ]
     vacuous = cli("run", "--agent", f"{agents}:router", "--suite", suite, "--repeats", "2",
                   "--relation", "whitespace", "--format", "json")  # fmt: skip

@@ -26,8 +26,13 @@ def test_a_real_export_mixing_providers_is_refused_until_one_is_chosen(cli):
     )
 
 
-@pytest.mark.parametrize("provider", ["keyword-router", "stochastic-router"])
-def test_real_export_per_provider_follows_the_rules(cli, provider):
+@pytest.mark.parametrize(
+    ("provider", "exit_code"),
+    # no contract is declared, so the route the keyword router never returns is not judged: its
+    # 30 agreeing pairs leave the run undecided; the random one flips and is rejected
+    [("keyword-router", 3), ("stochastic-router", 1)],
+)
+def test_real_export_per_provider_follows_the_rules(cli, provider, exit_code):
     rows = [
         r
         for r in json.loads(REAL.read_text())["results"]["results"]
@@ -63,7 +68,7 @@ def test_real_export_per_provider_follows_the_rules(cli, provider):
     assert sorted(r["route"] for r in report["stability"]["routes"]) == sorted(
         {r["vars"]["expected_route"] for r in rows}
     )
-    assert result.exit_code == 1  # the keyword router misses a route; the random one flips
+    assert result.exit_code == exit_code
 
 
 def row(test: int, index: int, output, *, provider="p", prompt_id="x", failure=None, response=True):

@@ -124,14 +124,14 @@ def test_tiers_without_an_evaluator_decide_nothing_and_invariants_alone_decide_p
     assert Tiers((Invariant("any", lambda o, i: True),)).check("x", "in").passed is True
 
 
-def test_a_semantic_or_judge_call_that_raises_fails_the_trial():
+def test_a_semantic_or_judge_call_that_raises_is_an_error_not_a_failure():
     def broken(texts):
         raise RuntimeError("model crashed")
 
-    assert (
-        Tiers(semantic=SemanticCheck(0.5, {"c": "r"}, broken)).check("r", "in", "c").passed is False
-    )
-    assert Tiers(judge=lambda o, i: 1 / 0).check("r", "in").passed is False
+    semantic = Tiers(semantic=SemanticCheck(0.5, {"c": "r"}, broken)).check("r", "in", "c")
+    assert (semantic.passed, semantic.error) == (None, "semantic:RuntimeError")
+    judged = Tiers(judge=lambda o, i: 1 / 0).check("r", "in")
+    assert (judged.passed, judged.error) == (None, "judge:ZeroDivisionError")
 
 
 SUITE = {

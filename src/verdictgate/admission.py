@@ -126,11 +126,11 @@ def _reasons(f: Findings):
             "no case is intended for required routes: "
             + _with_critical(coverage.missing_intended, coverage.critical_missing),
         )
-    if coverage.missing_observed:
+    if unreached := _unreached(f):
         yield Reason(
             "contract_missing_observed",
             "no trial reached required routes: "
-            + _with_critical(coverage.missing_observed, coverage.critical_missing),
+            + _with_critical(unreached, coverage.critical_missing),
         )
     if coverage.unknown:
         yield Reason(
@@ -192,7 +192,7 @@ def _reasons(f: Findings):
             if rate.judged
             else "a pass rate is required but no trial carries an evaluator's verdict",
         )
-    if trials.errors or trials.missing:
+    if trials.errors or trials.missing or _relation_errors(f):
         yield Reason("incomplete", _incomplete(f))
     if f.run.in_progress:
         yield Reason(
@@ -241,6 +241,23 @@ def _with_critical(routes: tuple[str, ...], critical: tuple[str, ...]) -> str:
     return ", ".join(f"{route} (critical)" if route in critical else route for route in routes)
 
 
+def _unreached(f: Findings) -> tuple[str, ...]:
+    """Required routes no trial reached, as evidence of a problem: the cases meant for them
+    returned answers (or there are none). A route whose cases' trials all errored or never
+    arrived (a judge that was down, say) is not shown unreached: the run is incomplete instead."""
+    answered = {case.route for case in f.cases if case.trials > case.errors}
+    return tuple(
+        route
+        for route in f.coverage.missing_observed
+        if route in answered or route in f.coverage.missing_intended
+    )
+
+
+def _relation_errors(f: Findings) -> list[str]:
+    """`relation on routes` for each relation with a check that errored (not a violation)."""
+    return [f"{r.name} on {', '.join(r.errored)}" for r in f.run.relations if r.errored]
+
+
 def _incomplete(f: Findings) -> str:
     parts = []
     if f.trials.errors:
@@ -248,16 +265,23 @@ def _incomplete(f: Findings) -> str:
         parts.append(f"{f.trials.errors} trials errored ({kinds})")
     if f.trials.missing:
         parts.append(f"{f.trials.missing} of {f.trials.expected} planned trials were not received")
+    if relation_errors := _relation_errors(f):
+        parts.append("relation checks errored: " + "; ".join(relation_errors))
     return " and ".join(parts)
 
 
 def _headline(f: Findings, status: Status, reasons: list[Reason]) -> str:
     if status is Status.QUALIFIED:
         pooled = f.pooled
+        coverage = (
+            f"all {len(f.coverage.required)} required routes were reached"
+            if f.coverage.declared
+            else "no contract was declared, so route coverage was not judged"
+        )
         return (
             f"Qualified: {pooled.pairs} rerun pairs, {pooled.flips} changed; the change rate is "
             f"below {percent(pooled.tolerance)} (95% upper bound {percent(pooled.ci_high)}) and "
-            f"all {len(f.coverage.required)} required routes were reached."
+            f"{coverage}."
         )
     more = f" (+{len(reasons) - 1} more)" if len(reasons) > 1 else ""
     return f"{status.value.capitalize()}: {reasons[0].message}{more}."
@@ -307,7 +331,7 @@ def _next_steps(f: Findings):
         yield "Find the cases that change between reruns (see flip pairs) and make their decisions repeatable."
     for route in coverage.missing_intended:
         yield f"Add at least one case whose expected route is {route}."
-    for route in coverage.missing_observed:
+    for route in _unreached(f):
         if route not in coverage.missing_intended:
             yield (
                 f"No trial returned {route} although {coverage.intended.get(route, 0)} cases intend it: "
@@ -353,7 +377,7 @@ def _next_steps(f: Findings):
             )
     if f.run.in_progress:
         yield "Wait for the run to finish (`verdictgate status --wait SECONDS`)."
-    elif trials.errors or trials.missing:
+    elif trials.errors or trials.missing or _relation_errors(f):
         yield f"Fix what failed and rerun the missing trials: {_incomplete(f)}."
     if f.cases_without_repeats:
         yield (

@@ -42,6 +42,9 @@ RELATIONS_VIOLATED = "verdictgate.relations.violated"
 RELATIONS_HELD = "verdictgate.relations.held"
 """string[]: relation names, and `name=route` pairs where a relation broke or held."""
 """string[]: cases whose first answer missed their expected route (run --quality-gate)."""
+RELATIONS_ERRORED = "verdictgate.relations.errored"
+"""string[]: `name=route` pairs where a relation could not be checked (a transform or agent
+call raised, or the case's first answer errored): a fault, never a violation."""
 
 # Decision span
 CASE_ID = "verdictgate.case.id"

@@ -241,14 +241,29 @@ def _flip_pairs(flip_counts: Counter[tuple[int, int]], evidence: Evidence) -> tu
 
 
 def _coverage(contract: Contract, route_cases: Mapping[str, int], observed: set[str]) -> Coverage:
-    required = sorted(contract.required or ()) if contract.declared else sorted(route_cases)
+    """Coverage against a declared contract. Without one (no `allowed`) nothing is required:
+    no route is missing, unknown or under-cased, and only the dominance check applies."""
+    if not contract.declared:
+        return Coverage(
+            declared=False,
+            required=(),
+            intended={},
+            observed=tuple(sorted(observed)),
+            missing_intended=(),
+            missing_observed=(),
+            unknown=(),
+            under_cased=(),
+            critical_missing=(),
+            minimum_cases=dict(contract.minimum_cases),
+        )
+    required = sorted(contract.required or ())
     intended = {route: route_cases.get(route, 0) for route in required}
     missing_intended = [route for route in required if intended[route] == 0]
     missing_observed = [route for route in required if route not in observed]
     acceptable = set(contract.allowed) | {
         str(NoDecision(reason)) for reason in contract.allowed_no_decisions
     }
-    unknown = sorted(observed - acceptable) if contract.declared else []
+    unknown = sorted(observed - acceptable)
     under_cased = [
         route
         for route, minimum in contract.minimum_cases.items()
@@ -256,7 +271,7 @@ def _coverage(contract: Contract, route_cases: Mapping[str, int], observed: set[
     ]
     missing = set(missing_intended) | set(missing_observed)
     return Coverage(
-        declared=contract.declared,
+        declared=True,
         required=tuple(required),
         intended=intended,
         observed=tuple(sorted(observed)),

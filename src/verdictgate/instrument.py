@@ -115,11 +115,15 @@ class DecisionRecorder:
     def record(self, answer: Any, tiers: TierOutcome = NOTHING_CHECKED) -> None:
         """Record the agent's answer and what the assertion tiers found on it (names of broken
         invariants, the verdict, a similarity, a skip); an answer that is not a decision is an
-        `invalid_return` error."""
+        `invalid_return` error, and a tier that raised (`tiers.error`, e.g. `judge:TimeoutError`)
+        makes the trial an error of that type: a fault, not a verdict on the answer."""
         try:
             decision = decision_from_return(answer)
         except InvalidReturn:
             self.record_error("invalid_return")
+            return
+        if tiers.error is not None:
+            self.record_error(tiers.error)
             return
         attributes = decision_attributes(decision)
         if tiers.failed:

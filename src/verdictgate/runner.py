@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import sys
 import threading
 import uuid
@@ -170,25 +171,67 @@ def run(
 def _check_relations(
     agent: Agent, suite: Suite, first_answers: dict[str, Trial], checked: list[Relation], timeout
 ) -> list[RelationResult]:
-    """Call the agent once per case and relation on the transformed input; a changed or failed
-    answer breaks the relation on that case's route."""
+    """Call the agent once per case and relation on the transformed input; a changed answer (or
+    one that is not a decision) breaks the relation on that case's route.
+
+    A transform or agent call that raises, or a case whose first answer was an error, cannot be
+    checked: the route is errored, a fault rather than a verdict, logged once per error type."""
+    log = logging.getLogger(__name__)
+    logged: set[str] = set()
+
+    def fault(relation: Relation, stage: str, kind: str) -> None:
+        error_type = f"{stage}:{kind}"
+        if error_type not in logged:  # the type only: a message may quote the input
+            logged.add(error_type)
+            log.warning(
+                "relation %s: the %s raised %s, so the relation is errored there, not violated; "
+                "logged once per error type",
+                relation.name,
+                stage,
+                kind,
+            )
+
     results = []
     for relation in checked:
         violated: set[str] = set()
         held: set[str] = set()
+        errored: set[str] = set()
         for case in suite.cases:
+            route = case.expected or "(no route)"
+            try:
+                transformed = relation.transform(case.input)
+            except Exception as error:
+                fault(relation, "transform", type(error).__name__)
+                errored.add(route)
+                continue
+            if transformed == case.input:
+                continue  # not exercised on this case
             first = first_answers.get(case.id)
-            transformed = relation.transform(case.input)
-            if first is None or first.decision is None or transformed == case.input:
+            if first is None or first.decision is None:
+                errored.add(route)  # nothing to compare with: the run counts that error
                 continue
             try:
                 answer = _call_answer(agent, transformed, timeout)
+            except (_Timeout, asyncio.TimeoutError):
+                fault(relation, "agent", "timeout")
+                errored.add(route)
+                continue
+            except Exception as error:
+                fault(relation, "agent", type(error).__name__)
+                errored.add(route)
+                continue
+            try:
                 kept = decision_from_return(answer) == first.decision
-            except Exception:
+            except Exception:  # an answer that is not a decision changed it
                 kept = False
-            (held if kept else violated).add(case.expected or "(no route)")
+            (held if kept else violated).add(route)
         results.append(
-            RelationResult(relation.name, tuple(sorted(violated)), tuple(sorted(held - violated)))
+            RelationResult(
+                relation.name,
+                tuple(sorted(violated)),
+                tuple(sorted(held - violated - errored)),
+                tuple(sorted(errored - violated)),
+            )
         )
     return results
 
@@ -207,18 +250,25 @@ def _declare_relations(run_span: Any, results: list[RelationResult]) -> None:
     run_span.set_attribute(
         names.RELATIONS_HELD, [p for r in results for p in encode_routes(r, r.held)]
     )
+    run_span.set_attribute(
+        names.RELATIONS_ERRORED, [p for r in results for p in encode_routes(r, r.errored)]
+    )
 
 
 def _missed_routes(suite: Suite, first_answers: dict[str, Trial]) -> list[str]:
-    """Cases whose first answer missed its expected route, errored, or failed a tier (a blocking
-    invariant, the semantic tier or the judge)."""
+    """Cases whose first answer is a decision that missed its expected route or failed a tier
+    (a blocking invariant, the semantic tier or the judge). An errored first answer (the agent
+    raised or timed out, or a tier faulted) says nothing about quality: the run goes on, and
+    the error makes it incomplete rather than rejected."""
     return sorted(
         case.id
         for case in suite.cases
-        if (trial := first_answers.get(case.id)) is None
-        or trial.decision is None
-        or trial.passed is False
-        or (case.expected is not None and decision_text(trial.decision) != case.expected)
+        if (trial := first_answers.get(case.id)) is not None
+        and trial.decision is not None
+        and (
+            trial.passed is False
+            or (case.expected is not None and decision_text(trial.decision) != case.expected)
+        )
     )
 
 

@@ -130,6 +130,7 @@ def run_declaration(attributes: Mapping[str, Any]) -> RunDeclaration:
             _strings(attributes.get(names.RELATIONS_REQUESTED)),
             _strings(attributes.get(names.RELATIONS_VIOLATED)),
             _strings(attributes.get(names.RELATIONS_HELD)),
+            _strings(attributes.get(names.RELATIONS_ERRORED)),
         ),
     )
 

@@ -64,12 +64,33 @@ _PASSING_MESSAGES: dict[str, str] = {
 }
 
 
+def _not_shown(assessment: Assessment, name: str) -> str | None:
+    """What a check with no reason of its own says when errors left it unshown: relations that
+    could not be checked, required routes whose cases' trials all errored or never arrived."""
+    if name == "contract" and (unknown := assessment.coverage.missing_observed):
+        return (
+            "not yet shown: no trial reached required routes whose cases' trials all errored or "
+            "were not received: " + ", ".join(unknown)
+        )
+    if name == "relations" and (errored := [r for r in assessment.run.relations if r.errored]):
+        return (
+            "no relation was violated, but some could not be checked (a transform or the agent "
+            "raised, or the first answer errored): "
+            + "; ".join(f"{r.name} on {', '.join(r.errored)}" for r in errored)
+        )
+    return None
+
+
 def checks(assessment: Assessment) -> list[Check]:
     """Every check of the admission rule, with its result and the reason behind it."""
     by_code = {reason.code: reason for reason in assessment.reasons}
     result: list[Check] = []
     for name, codes in _CHECK_CODES.items():
         found = [by_code[code] for code in codes if code in by_code]
+        if not found and (unshown := _not_shown(assessment, name)):
+            # no evidence of a problem, yet not shown either: incomplete, like an error trial
+            result.append(Check(name, CheckResult.UNDECIDED, unshown))
+            continue
         if not found:
             message = (
                 f"{interval(assessment.pooled)}, below {percent(assessment.pooled.tolerance)}"

@@ -80,7 +80,13 @@ def report_document(assessment: Assessment) -> dict[str, Any]:
             "quality_failed": list(a.run.quality_failed),
         },
         "relations": [
-            {"name": r.name, "status": r.status, "violated": list(r.violated), "held": list(r.held)}
+            {
+                "name": r.name,
+                "status": r.status,
+                "violated": list(r.violated),
+                "held": list(r.held),
+                "errored": list(r.errored),
+            }
             for r in a.run.relations
         ],
         "policy": {

@@ -135,7 +135,10 @@ def _tiers_table(a: Assessment) -> Table | None:
         for route, (passed, judged) in a.passes.routes.items():
             rows.append((f"  {route}", _pass_row(passed, judged, a.passes.route_rates.get(route))))
     for relation in a.run.relations:
-        rows.append((f"relation {relation.name}", relation.status))
+        status = relation.status
+        if relation.errored:  # a check that could not be made: a fault, not a verdict
+            status += " (could not be checked on " + ", ".join(relation.errored) + ")"
+        rows.append((f"relation {relation.name}", status))
     if a.latency is not None:
         rows.append(("latency", _quantile_row(a.latency, " ms")))
     if a.tool_calls is not None:

@@ -305,3 +305,71 @@ def test_after_shutdown_spans_are_ignored_and_shutdown_is_idempotent():
         pass
     assert [a.run.id for a in seen] == ["canary-1"] and processor.late == 2
     assert processor.force_flush() is True
+
+
+def test_a_declared_run_is_never_ended_for_idleness_however_slow_its_trials():
+    seen = []
+    provider = TracerProvider()
+    processor = EvidenceProcessor(idle=0.05, canary_window=0.05, on_assessment=seen.append)
+    provider.add_span_processor(processor)
+    with evaluation_run(
+        run_id="slow", suite=SUITE, policy=Policy(), planned_trials=4, tracer_provider=provider
+    ):
+        for index in range(4):
+            emit([Trial("c", index, "a", "slow", "a")], provider)
+            time.sleep(0.2)  # four idle periods between trials
+            assert processor.force_flush() and seen == []  # neither ended nor windowed
+    assert processor.force_flush()
+    (assessment,) = seen
+    assert assessment.trials.received == 4 and processor.late == 0
+    assert assessment.trials.expected == 4  # judged by its declaration, not as a canary
+
+
+def test_a_forked_child_starts_empty_and_never_publishes_the_parents_runs():
+    import os
+
+    seen = []
+    provider = TracerProvider()
+    processor = EvidenceProcessor(on_assessment=seen.append)
+    provider.add_span_processor(processor)
+    _canary(provider, flush_each=False)
+    read, write = os.pipe()
+    child = os.fork()
+    if child == 0:  # the child: shut down, report what it published, leave at once
+        processor.shutdown()
+        os.write(write, str(len(seen)).encode())
+        os._exit(0)
+    os.close(write)
+    published_by_child = os.read(read, 16).decode()
+    os.waitpid(child, 0)
+    provider.shutdown()
+    assert published_by_child == "0"
+    assert [a.run.id for a in seen] == ["canary-1"] and seen[0].trials.received == 8
+
+
+def test_a_flush_from_the_workers_own_callback_returns_instead_of_waiting_on_itself():
+    results = []
+    provider = TracerProvider()
+    processor = EvidenceProcessor(on_assessment=lambda a: results.append(provider.force_flush()))
+    provider.add_span_processor(processor)
+    with evaluation_run(
+        run_id="r", suite=SUITE, policy=Policy(), planned_trials=2, tracer_provider=provider
+    ):
+        emit([Trial("c", 0, "a", "r", "a"), Trial("c", 1, "a", "r", "a")], provider)
+    assert processor.force_flush(timeout_millis=10_000)
+    assert results == [False]  # it could not wait for its own job, and did not hang
+
+
+def test_a_window_snapshot_is_not_changed_by_later_trials():
+    from verdictgate import Evidence
+
+    evidence = Evidence([Trial("c", 0, "a", "r", "a", latency_ms=5.0, passed=True)])
+    frozen = evidence.snapshot()
+    evidence.add(Trial("c", 1, "b", "r", "a", latency_ms=7.0, passed=False))
+    evidence.add(Trial("c", 0, "b", "r", "a"))  # a conflict
+    evidence.add(Trial("d", 0, None, "r", "a", "Boom"))
+    assert [t.decision for t in frozen.trials()] == ["a"]
+    assert frozen.conflicts == 0 and not frozen.error_types
+    assert frozen.cases[("r", "c")].latency_values() == [5.0]
+    assert frozen.cases[("r", "c")].pass_counts() == (1, 1)
+    assert [t.decision for t in evidence.trials()] == ["a", "b", None]

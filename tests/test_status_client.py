@@ -103,3 +103,64 @@ def test_tls_failures_are_named_as_tls_failures(tmp_path, server):
         assert trusted.communicate(timeout=60)[1] == "verdictgate: error: unknown run 'r'\n"
     finally:
         tls.stop()
+
+
+def test_status_wait_started_before_the_receiver_is_up(tmp_path):
+    from test_collector_e2e import free_port
+
+    port = free_port()
+    waiting = status("--endpoint", f"127.0.0.1:{port}", "--run", "early", "--wait", "60")
+    time.sleep(1.5)  # nothing listens yet: the client keeps trying
+    assert waiting.poll() is None, waiting.communicate()
+    served = Server(Receiver(Store()), grpc_listen=f"127.0.0.1:{port}", http_listen="127.0.0.1:0")
+    served.start()
+    try:
+        body = request([run_span("early", 80), *stable_run("early")]).SerializeToString()
+        served.receiver.ingest(extract_protobuf(body))
+        stdout, stderr = waiting.communicate(timeout=60)
+    finally:
+        served.stop()
+    assert waiting.returncode == 3, stderr
+    assert "Inconclusive" in stdout and "in_progress" not in stdout
+
+
+def test_watchers_never_starve_exports(server):
+    """20 `status --wait` streams on runs that have not started hold no thread exports need."""
+    import threading
+
+    import grpc
+    from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
+    from opentelemetry.sdk.trace.export import SpanExportResult
+
+    from test_publish_outage import run_spans
+    from verdictgate.serve_grpc import ADMISSION_SERVICE
+    from verdictgate.v1 import verdictgate_pb2 as pb
+
+    endpoint = f"127.0.0.1:{server.grpc_port}"
+    channel = grpc.insecure_channel(endpoint)
+    watch = channel.unary_stream(
+        f"/{ADMISSION_SERVICE}/WatchAdmission",
+        request_serializer=pb.WatchAdmissionRequest.SerializeToString,
+        response_deserializer=pb.Admission.FromString,
+    )
+    finals: list[str] = []
+
+    def watcher(number: int) -> None:
+        for admission in watch(pb.WatchAdmissionRequest(run_id=f"job-{number}"), timeout=60):
+            if admission.final:
+                finals.append(admission.run_id)
+
+    threads = [threading.Thread(target=watcher, args=(n,)) for n in range(20)]
+    for thread in threads:
+        thread.start()
+    time.sleep(0.5)
+    exporter = OTLPSpanExporter(endpoint=endpoint, insecure=True, timeout=5)
+    try:
+        results = [exporter.export(run_spans(f"job-{n}", flips=False)) for n in range(20)]
+    finally:
+        exporter.shutdown()
+    for thread in threads:
+        thread.join(60)
+    channel.close()
+    assert results == [SpanExportResult.SUCCESS] * 20
+    assert sorted(finals) == sorted(f"job-{n}" for n in range(20))

@@ -8,6 +8,7 @@ import signal
 import sys
 import threading
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -145,13 +146,24 @@ def serve_command(store_path, grpc_listen, http_listen, token_file, tls_cert, tl
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, lambda *_: stopped.set())
     server.start()
+    publishing_to = (
+        f"; publishing to {publish_endpoint} ({store.outbox_size()} admissions waiting)"
+        if publish_endpoint
+        else ""
+    )
     click.echo(
         f"verdictgate: receiving OTLP on grpc {grpc_listen.rpartition(':')[0]}:{server.grpc_port}, "
-        f"http {http_listen.rpartition(':')[0]}:{server.http_port}; store {store_path}",
+        f"http {http_listen.rpartition(':')[0]}:{server.http_port}; store {store_path}"
+        + publishing_to,
         err=True,
     )
     stopped.wait()
     server.stop()
+    if publish_endpoint and (waiting := store.outbox_size()):
+        click.echo(
+            f"verdictgate: stopped; {waiting} admissions wait in the outbox for the next start",
+            err=True,
+        )
 
 
 def _unreachable(endpoint: str, details: str, tls_ca: str | None) -> str:
@@ -168,6 +180,40 @@ def _unreachable(endpoint: str, details: str, tls_ca: str | None) -> str:
     if tls_ca is None and _speaks_tls(endpoint):
         return f"{endpoint} speaks TLS: give the CA certificate that signed it with --tls-ca FILE"
     return f"cannot reach a receiver at {endpoint}"
+
+
+def _watch_until_final(watch: Any, wait: float, is_tls_failure: Any) -> Any:
+    """Follow a run's admission until it is final or `wait` seconds pass; the last admission
+    seen (None if the run never appeared). A receiver that is not up yet, restarts, or has too
+    many watchers is tried again each second; a TLS failure is not (waiting cannot mend it)."""
+    import time
+
+    import grpc
+
+    deadline = time.monotonic() + wait
+    admission = None
+    while (remaining := deadline - time.monotonic()) > 0:
+        try:
+            for admission in watch(remaining):
+                if admission.final:
+                    return admission
+            return admission
+        except grpc.RpcError as error:
+            code = error.code()
+            if code == grpc.StatusCode.DEADLINE_EXCEEDED:
+                return admission
+            transient = code == grpc.StatusCode.RESOURCE_EXHAUSTED or (
+                code == grpc.StatusCode.UNAVAILABLE and not is_tls_failure(error.details() or "")
+            )
+            if not transient:
+                raise
+            time.sleep(min(1.0, max(0.0, deadline - time.monotonic())))
+    return admission
+
+
+def _is_tls_failure(endpoint: str, details: str, tls_ca: str | None) -> bool:
+    """Whether an unavailable receiver failed its TLS handshake (or wants TLS we did not use)."""
+    return "handshake" in details.lower() or (tls_ca is None and _speaks_tls(endpoint))
 
 
 def _speaks_tls(endpoint: str) -> bool:
@@ -235,24 +281,22 @@ def status_command(endpoint, run_id, wait, fmt, token_file, tls_ca) -> None:
     )
     try:
         if wait > 0:
-            admission = None
-            stream = watch_admission(
-                pb.WatchAdmissionRequest(run_id=run_id, format=fmt), metadata=metadata, timeout=wait
+            admission = _watch_until_final(
+                lambda timeout: watch_admission(
+                    pb.WatchAdmissionRequest(run_id=run_id, format=fmt),
+                    metadata=metadata,
+                    timeout=timeout,
+                ),
+                wait,
+                lambda details: _is_tls_failure(endpoint, details, tls_ca),
             )
-            try:
-                for admission in stream:
-                    if admission.final:
-                        break
-            except grpc.RpcError as error:
-                if error.code() != grpc.StatusCode.DEADLINE_EXCEEDED:
-                    raise
-                if admission is None:
-                    click.echo(
-                        f"verdictgate: error: no run {run_id!r} appeared at {endpoint} within "
-                        f"{wait:g} s",
-                        err=True,
-                    )
-                    sys.exit(USAGE_EXIT)
+            if admission is None:
+                click.echo(
+                    f"verdictgate: error: no run {run_id!r} appeared at {endpoint} within "
+                    f"{wait:g} s",
+                    err=True,
+                )
+                sys.exit(USAGE_EXIT)
         else:
             admission = get_admission(
                 pb.GetAdmissionRequest(run_id=run_id, format=fmt), metadata=metadata, timeout=30

@@ -87,6 +87,32 @@ class Evidence:
         for trial in trials:
             self.add(trial)
 
+    def snapshot(self) -> Evidence:
+        """A copy that later records leave unchanged: containers and per-case arrays are
+        copied (a memory copy each), decisions and names are shared."""
+        copy = Evidence.__new__(Evidence)
+        copy.__dict__.update(self.__dict__)
+        copy._key_ids = dict(self._key_ids)
+        copy.keys = list(self.keys)
+        copy.cases = {
+            key: CaseEvidence(
+                case.run,
+                case.case,
+                case.expected,
+                case.slots[:],
+                None if case.error_types is None else dict(case.error_types),
+                None if case.latencies is None else case.latencies[:],
+                None if case.judgements is None else case.judgements[:],
+            )
+            for key, case in self.cases.items()
+        }
+        copy.conflicted = set(self.conflicted)
+        copy.error_types = Counter(self.error_types)
+        copy.invariant_failures = Counter(self.invariant_failures)
+        copy.invariant_warnings = Counter(self.invariant_warnings)
+        copy._broken = dict(self._broken)
+        return copy
+
     def add(self, trial: Trial) -> None:
         """Record one trial."""
         new = self.record(

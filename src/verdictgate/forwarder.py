@@ -97,7 +97,12 @@ def _any_value(value: Any) -> AnyValue:
 
 
 def _key_values(attributes: Mapping[str, Any]) -> list[KeyValue]:
-    return [KeyValue(key=key, value=_any_value(value)) for key, value in attributes.items()]
+    """OTLP key-values; a None value is left out, as the SDK leaves it out."""
+    return [
+        KeyValue(key=key, value=_any_value(value))
+        for key, value in attributes.items()
+        if value is not None
+    ]
 
 
 class OtlpTarget:
@@ -130,10 +135,12 @@ class OtlpTarget:
             LOGS: logs_service_pb2_grpc.LogsServiceStub(self._channel).Export,
             METRICS: metrics_service_pb2_grpc.MetricsServiceStub(self._channel).Export,
         }
-        from opentelemetry.sdk.resources import Resource as SdkResource  # reads OTEL_RESOURCE_*
+        from opentelemetry.sdk.resources import Resource as SdkResource
 
-        resource = SdkResource.create({names.SERVICE_NAME: "verdictgate"})
-        self._resource = Resource(attributes=_key_values(dict(resource.attributes)))
+        resource = dict(SdkResource.create().attributes)  # OTEL_RESOURCE_ATTRIBUTES, _SERVICE_NAME
+        if str(resource.get(names.SERVICE_NAME, "")).startswith("unknown_service"):
+            resource[names.SERVICE_NAME] = "verdictgate"
+        self._resource = Resource(attributes=_key_values(resource))
         self._scope = InstrumentationScope(name=names.INSTRUMENTATION_SCOPE)
         self._started_ns = time.time_ns()
         self._totals: dict[tuple[str, str, str], int] = {}
@@ -196,6 +203,7 @@ class OtlpTarget:
             attributes=_key_values(publication.event_attributes),
             trace_id=trace_id,
             span_id=span_id,
+            flags=1,  # sampled, as the admission span was
         )
         return {
             TRACES: trace_service_pb2.ExportTraceServiceRequest(
@@ -258,7 +266,7 @@ class OtlpTarget:
             counted.append(
                 metrics_pb2.NumberDataPoint(
                     attributes=_key_values(attributes),
-                    start_time_unix_nano=self._started_ns,
+                    start_time_unix_nano=min(self._started_ns, when),
                     time_unix_nano=when,
                     as_int=self._totals[stream],
                 )
@@ -328,8 +336,14 @@ class Forwarder:
                 self._recovered()
                 return True
             for seq, body, sent in entries:
+                try:
+                    publication = Publication.from_json(body)
+                except (ValueError, TypeError, KeyError):  # never blocks the outbox's head
+                    logger.error("verdictgate: outbox entry %d is unreadable; dropped", seq)
+                    self.store.mark_sent(seq, ALL_SIGNALS, ALL_SIGNALS)
+                    continue
                 pending = ALL_SIGNALS & ~sent
-                done, failure = self.target.deliver(seq, Publication.from_json(body), pending)
+                done, failure = self.target.deliver(seq, publication, pending)
                 self.store.mark_sent(seq, sent | done, ALL_SIGNALS)
                 if failure is not None:
                     self._failed(failure)
@@ -365,7 +379,7 @@ class Forwarder:
                 self._wake.wait()
                 continue
             low, high = self._backoff
-            delay = min(high, low * 2**failures) * random.uniform(0.5, 1.0)
+            delay = min(high, low * 2 ** min(failures, 32)) * random.uniform(0.5, 1.0)
             failures += 1
             self._stop.wait(delay)
 

@@ -29,6 +29,9 @@ class Limits:
     retry_after_seconds: int = 1
     decoders: int = 0
     """Worker processes that decode request bodies (0: decode in the serving threads)."""
+    max_watchers: int = 64
+    """`status --wait` streams open at once; each holds a thread of its own, beside the ones
+    exports use, so watchers never starve ingest."""
 
 
 class Busy(Exception):

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-import copy
 import logging
+import os
 import threading
 import time
+import weakref
 from collections import OrderedDict, deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -37,6 +38,9 @@ DEFAULT_IDLE_SECONDS = 30.0
 """A canary run (no run span) ends after this long without a new trial; the receiver's
 `--grace` default."""
 
+SHUTDOWN_SECONDS = 30.0
+"""How long `shutdown` waits for the worker to publish what is pending."""
+
 
 @dataclass
 class _RunState:
@@ -47,6 +51,9 @@ class _RunState:
     point: str | None = None
     last_trial: float = field(default_factory=time.monotonic)
     window_mark: float = field(default_factory=time.monotonic)
+    declaration: RunDeclaration | None = None
+    """What the run's span declared when it started: such a run ends with its span, never for
+    idleness, and has no canary windows."""
 
 
 @dataclass(frozen=True)
@@ -97,15 +104,12 @@ class EvidenceProcessor(SpanProcessor):
         self._idle = idle
         self._canary_window = canary_window
         self._on_assessment = on_assessment
-        self._lock = threading.Lock()
-        self._changed = threading.Condition(self._lock)
-        self._runs: dict[str, _RunState] = {}
         self._ended: OrderedDict[str, None] = OrderedDict()
-        self._jobs: deque[_Job] = deque()
-        self._pending = 0
-        """Jobs queued or being worked on; force_flush waits for 0."""
         self._stopping = False
-        self._worker: threading.Thread | None = None
+        self._fresh_state()
+        if hasattr(os, "register_at_fork"):  # a forked child starts empty, as the SDK's do
+            this = weakref.ref(self)
+            os.register_at_fork(after_in_child=lambda: (p := this()) and p._fresh_state())
         self._watchers: dict[str, Callable[[Trial], None]] = {}
         self._assessments: OrderedDict[str, Assessment] = OrderedDict()
         self.dropped = 0
@@ -113,10 +117,33 @@ class EvidenceProcessor(SpanProcessor):
         self.late = 0
         """Decision spans of a run that had already ended (or arriving after shutdown)."""
 
+    def _fresh_state(self) -> None:
+        """New locks, no open runs, no jobs, no worker (at start, and in a forked child)."""
+        self._lock = threading.Lock()
+        self._changed = threading.Condition(self._lock)
+        self._runs: dict[str, _RunState] = {}
+        self._jobs: deque[_Job] = deque()
+        self._pending = 0
+        """Jobs queued or being worked on; force_flush waits for 0."""
+        self._worker: threading.Thread | None = None
+
     # SpanProcessor interface
 
     def on_start(self, span: Span, parent_context: Context | None = None) -> None:
-        """Nothing to do when a span starts."""
+        """Note a run span that opens: its run ends with that span, never for idleness."""
+        if span.name != names.RUN_SPAN:
+            return
+        try:
+            declaration = run_declaration(_plain(span.attributes))
+        except Exception:  # read again, and counted, when the span ends
+            return
+        with self._lock:
+            if self._stopping or declaration.run_id in self._ended:
+                return
+            state = self._runs.get(declaration.run_id)
+            if state is None:
+                state = self._runs[declaration.run_id] = _RunState()
+            state.declaration = declaration
 
     def on_end(self, span: ReadableSpan) -> None:
         """Record a decision span or end a run; any other span costs a name check."""
@@ -137,23 +164,27 @@ class EvidenceProcessor(SpanProcessor):
         """Wait until every ended run is assessed and published; False if `timeout_millis`
         passed first. Open runs stay open: a flush never changes a result."""
         if threading.current_thread() is self._worker:
-            return True  # called from a publisher or callback on the worker: never wait on itself
+            return False  # from a publisher or callback on the worker: never wait on itself
         with self._changed:
             return self._changed.wait_for(lambda: self._pending == 0, timeout_millis / 1000)
 
     def shutdown(self) -> None:
         """End every open run, publish what is pending, stop the worker; later spans are ignored."""
         with self._changed:
-            if self._stopping:
-                return
-            self._stopping = True
-            for run_id, state in self._runs.items():
-                self._queue(_Job(run_id, state, None, final=True))
-            self._runs.clear()
+            if not self._stopping:
+                self._stopping = True
+                for run_id, state in self._runs.items():
+                    self._queue(_Job(run_id, state, state.declaration, final=True))
+                self._runs.clear()
             worker = self._worker
             self._changed.notify_all()
         if worker is not None and worker is not threading.current_thread():
-            worker.join()
+            worker.join(SHUTDOWN_SECONDS)
+            if worker.is_alive():
+                logger.warning(
+                    "verdictgate: %d runs not yet published after %g s at shutdown",
+                    self._pending, SHUTDOWN_SECONDS,
+                )  # fmt: skip
 
     # Queries
 
@@ -227,7 +258,7 @@ class EvidenceProcessor(SpanProcessor):
         self._start_worker()
 
     def _start_worker(self) -> None:
-        """Start the worker on first need (and again in a forked child, where it is gone)."""
+        """Start the worker on first need."""
         if self._worker is None or not self._worker.is_alive():
             self._worker = threading.Thread(
                 target=self._work, name="verdictgate-evidence", daemon=True
@@ -260,6 +291,8 @@ class EvidenceProcessor(SpanProcessor):
         each open run, only when a deadline passes or a run opens."""
         next_deadline: float | None = None
         for run_id, state in list(self._runs.items()):
+            if state.declaration is not None:
+                continue  # ends with its run span
             deadlines = []
             if self._idle is not None:
                 if now - state.last_trial >= self._idle:
@@ -270,7 +303,7 @@ class EvidenceProcessor(SpanProcessor):
             if self._canary_window is not None:
                 if now - state.window_mark >= self._canary_window:
                     state.window_mark = now
-                    interim = _RunState(copy.deepcopy(state.evidence), state.suite, state.point)
+                    interim = _RunState(state.evidence.snapshot(), state.suite, state.point)
                     self._queue(_Job(run_id, interim, None, final=False))
                     return 0.0
                 deadlines.append(state.window_mark + self._canary_window)

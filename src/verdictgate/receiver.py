@@ -52,6 +52,7 @@ class Receiver:
         self._version = 0
         self._window_marks: dict[str, float] = {}
         self._max_trials = max_trials_per_run
+        self._finishing = threading.Lock()
 
     def ingest(self, extract: Extract) -> None:
         """Commit what a request holds (returns after the commit), then finish any complete run."""
@@ -146,21 +147,30 @@ class Receiver:
             return self._version
 
     def _finish(self, run: StoredRun) -> None:
-        """Make a run final; its admission is staged for publishing in the same commit, once."""
-        final = StoredRun(**{**vars(run), "final": True})
-        assessment = self.assessment_of(final)
-        publication = self._publication(assessment, run, final=True)
-        if self.store.finish(run.run_id, assessment.status.value, publication):
+        """Make a run final; its admission is staged for publishing in the same commit, once.
+        Finishing is serialised, so two requests completing one run publish it once."""
+        with self._finishing:
+            current = self.store.run(run.run_id)
+            if current is None or current.final:
+                return
+            final = StoredRun(**{**vars(current), "final": True})
+            assessment = self.assessment_of(final)
+            publication = self._publication(assessment, current, final=True)
+            self.store.finish(run.run_id, assessment.status.value, publication)
             self._window_marks.pop(run.run_id, None)
-            self._staged()
-            self._notify()
+        self._staged()
+        self._notify()
 
     def _stage_window(self, run: StoredRun) -> None:
-        """Stage an interim admission of an open canary."""
-        publication = self._publication(self.assessment_of(run), run, final=False)
-        if publication is not None:
-            self.store.stage(run.run_id, publication)
-            self._staged()
+        """Stage an interim admission of an open canary (never after its final one)."""
+        with self._finishing:
+            current = self.store.run(run.run_id)
+            if current is None or current.final or self.forwarder is None:
+                return
+            publication = self._publication(self.assessment_of(current), current, final=False)
+            if publication is not None:
+                self.store.stage(run.run_id, publication)
+        self._staged()
 
     def _publication(self, assessment: Assessment, run: StoredRun, final: bool) -> str | None:
         """The admission to stage (JSON), when the receiver publishes; metric routes are

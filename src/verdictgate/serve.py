@@ -54,13 +54,17 @@ class Server:
         self._grpc = None
         if grpc_listen:
             self._grpc = grpc.server(
-                futures.ThreadPoolExecutor(max_workers=limits.max_in_flight + 4),
+                futures.ThreadPoolExecutor(
+                    max_workers=limits.max_in_flight + 4 + limits.max_watchers
+                ),
                 options=[("grpc.max_receive_message_length", limits.max_request_bytes)],
             )
             self._grpc.add_generic_rpc_handlers(
                 (export_handler(ingest, token), *ignored_signals_handlers())
             )
-            self._grpc.add_generic_rpc_handlers((admission_handlers(Admissions(receiver, token)),))
+            self._grpc.add_generic_rpc_handlers(
+                (admission_handlers(Admissions(receiver, token, limits.max_watchers)),)
+            )
             if tls is None:
                 self.grpc_port = self._grpc.add_insecure_port(grpc_listen)
             else:

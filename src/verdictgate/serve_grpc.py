@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import sqlite3
+import threading
 
 import grpc
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
@@ -45,9 +46,12 @@ def _admission_message(assessment: Assessment, fmt: str) -> pb.Admission:
 
 
 class Admissions:
-    def __init__(self, receiver: Receiver, token: str | None) -> None:
+    """The admission query API; at most `max_watchers` WatchAdmission streams at once."""
+
+    def __init__(self, receiver: Receiver, token: str | None, max_watchers: int = 64) -> None:
         self._receiver = receiver
         self._token = token
+        self._watchers = threading.BoundedSemaphore(max_watchers)
 
     def _check(self, context: grpc.ServicerContext) -> None:
         metadata = dict(context.invocation_metadata())
@@ -68,6 +72,16 @@ class Admissions:
         """Stream the run's admission as it changes until it is final; a run that has not
         appeared yet is waited for (until the client's deadline)."""
         self._check(context)
+        if not self._watchers.acquire(blocking=False):
+            context.abort(
+                grpc.StatusCode.RESOURCE_EXHAUSTED, "too many runs watched at once, retry later"
+            )
+        try:
+            yield from self._watch(request, context)
+        finally:
+            self._watchers.release()
+
+    def _watch(self, request, context):
         version = self._receiver.version
         while context.is_active():
             assessment = self._receiver.assessment(request.run_id)

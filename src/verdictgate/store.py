@@ -52,13 +52,15 @@ CREATE TABLE IF NOT EXISTS trials (
 CREATE TABLE IF NOT EXISTS outbox (
     seq INTEGER PRIMARY KEY AUTOINCREMENT,
     run_id TEXT NOT NULL,
+    final INTEGER NOT NULL,      -- 0 for a canary window's interim admission
     body TEXT NOT NULL,          -- a Publication, JSON
     sent INTEGER NOT NULL DEFAULT 0  -- the signals already delivered (bits)
 );
 """
 
 DEFAULT_OUTBOX_LIMIT = 100_000
-"""Admissions the outbox holds while the publish target is away; beyond, the oldest go."""
+"""Admissions the outbox holds while the publish target is away; beyond, the oldest interim
+ones go first, then the oldest."""
 
 ADDED_COLUMNS = {"latency_ms": "REAL", "passed": "INTEGER", "tiers": "TEXT"}
 """Trial columns added after the first release: a store made before them gains them on open."""
@@ -135,6 +137,10 @@ class Store:
             for column, kind in ADDED_COLUMNS.items():
                 if column not in present:
                     self._connection.execute(f"ALTER TABLE trials ADD COLUMN {column} {kind}")
+            (self._outbox_size,) = self._connection.execute(
+                "SELECT COUNT(*) FROM outbox"
+            ).fetchone()
+        self._outbox_full = False
 
     def close(self) -> None:
         with self._lock:
@@ -258,27 +264,40 @@ class Store:
             if cursor.rowcount != 1:
                 return False
             if publication is not None:
-                self._stage(cursor, run_id, publication)
+                self._stage(cursor, run_id, publication, final=True)
         return True
 
-    def stage(self, run_id: str, publication: str) -> None:
-        """Stage an interim admission (a canary window)."""
+    def stage(self, run_id: str, publication: str) -> bool:
+        """Stage an interim admission (a canary window) of a run that is not final; False (and
+        nothing staged) once it is."""
         with self._lock, self._transaction() as cursor:
-            self._stage(cursor, run_id, publication)
+            cursor.execute("SELECT final FROM runs WHERE run_id = ?", (run_id,))
+            row = cursor.fetchone()
+            if row is None or row[0]:
+                return False
+            self._stage(cursor, run_id, publication, final=False)
+        return True
 
-    def _stage(self, cursor: sqlite3.Cursor, run_id: str, body: str) -> None:
-        """Append to the outbox; the oldest entries beyond the limit are dropped, with a
-        warning."""
-        cursor.execute("INSERT INTO outbox (run_id, body) VALUES (?, ?)", (run_id, body))
-        (size,) = cursor.execute("SELECT COUNT(*) FROM outbox").fetchone()
-        over = size - self.outbox_limit
-        if over > 0:
-            cursor.execute(
-                "DELETE FROM outbox WHERE seq IN (SELECT seq FROM outbox ORDER BY seq LIMIT ?)",
-                (over,),
-            )
+    def _stage(self, cursor: sqlite3.Cursor, run_id: str, body: str, final: bool) -> None:
+        """Append to the outbox; beyond its limit the oldest interim admission is dropped (the
+        oldest admission when there is none), with one warning while it stays full."""
+        cursor.execute(
+            "INSERT INTO outbox (run_id, final, body) VALUES (?, ?, ?)", (run_id, int(final), body)
+        )
+        self._outbox_size += 1
+        if self._outbox_size <= self.outbox_limit:
+            self._outbox_full = False
+            return
+        cursor.execute(
+            "DELETE FROM outbox WHERE seq = COALESCE("
+            "(SELECT MIN(seq) FROM outbox WHERE final = 0), (SELECT MIN(seq) FROM outbox))"
+        )
+        self._outbox_size -= cursor.rowcount
+        if not self._outbox_full:
+            self._outbox_full = True
             logger.warning(
-                "verdictgate: the outbox holds %d admissions, its limit; the oldest was dropped",
+                "verdictgate: the outbox holds %d admissions, its limit: the oldest are dropped "
+                "until the publish target takes them",
                 self.outbox_limit,
             )
 
@@ -294,13 +313,14 @@ class Store:
         with self._lock, self._transaction() as cursor:
             if (sent & complete) == complete:
                 cursor.execute("DELETE FROM outbox WHERE seq = ?", (seq,))
+                self._outbox_size -= cursor.rowcount
             else:
                 cursor.execute("UPDATE outbox SET sent = ? WHERE seq = ?", (sent, seq))
 
     def outbox_size(self) -> int:
         """Admissions waiting to be published."""
         with self._lock:
-            return self._connection.execute("SELECT COUNT(*) FROM outbox").fetchone()[0]
+            return self._outbox_size
 
     def _transaction(self):
         return _Transaction(self._connection)

@@ -1,0 +1,123 @@
+"""The receiver's outbox and forwarder: bounded, in order, never stuck on one bad entry, and
+never stopped by a long outage."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+
+from otel_support import OtlpCollector
+from test_otlp_export import attributes
+from verdictgate import Contract, RunInfo, Suite, Trial, assess
+from verdictgate import conventions as names
+from verdictgate.forwarder import ALL_SIGNALS, Forwarder, OtlpTarget
+from verdictgate.publication import Publication, TrialTally
+from verdictgate.store import Store
+
+SUITE = Suite("refunds", "refund_gate", (), Contract({"approve"}))
+
+
+def publication(run: str, final: bool = True, now_ns: int | None = None) -> str:
+    trials = [Trial("c", i, "approve", run, "approve") for i in range(4)]
+    assessment = assess(trials, SUITE, run=RunInfo(run, SUITE.name, SUITE.point))
+    return Publication.of(
+        assessment, {"approve"}, TrialTally(), final=final, now_ns=now_ns
+    ).to_json()
+
+
+def open_run(store: Store, run: str) -> None:
+    store.write([(run, "c", 0, "approve", "approve", None, None, None, None)])
+
+
+class FlakyTarget:
+    """Fails `failures` times, then delivers; remembers what it delivered, in order."""
+
+    def __init__(self, failures: int) -> None:
+        self.failures = failures
+        self.attempts = 0
+        self.delivered: list[str] = []
+        self.done = threading.Event()
+
+    def deliver(self, seq, publication, pending):
+        self.attempts += 1
+        if self.attempts <= self.failures:
+            return 0, "UNAVAILABLE: down"
+        self.delivered.append(publication.run_id)
+        self.done.set()
+        return ALL_SIGNALS, None
+
+    def close(self):
+        pass
+
+
+def test_the_outbox_drops_interim_admissions_first_and_warns_once(caplog):
+    store = Store(outbox_limit=3)
+    for run in ("w1", "w2"):
+        open_run(store, run)
+        assert store.stage(run, publication(run, final=False))
+    with caplog.at_level(logging.WARNING):
+        for run in ("f1", "f2", "f3"):
+            open_run(store, run)
+            assert store.finish(run, "qualified", publication(run))
+    kept = [Publication.from_json(body).run_id for _, body, _ in store.outbox(10)]
+    assert kept == ["f1", "f2", "f3"] and store.outbox_size() == 3
+    assert sum("outbox holds 3" in r.getMessage() for r in caplog.records) == 1
+    assert not store.finish("f1", "rejected", publication("f1"))  # final once
+    assert not store.stage("f1", publication("f1", final=False))  # nothing after the final one
+
+
+def test_an_unreadable_entry_is_dropped_and_never_blocks_the_ones_behind_it(caplog):
+    store = Store()
+    for run in ("a", "b"):
+        open_run(store, run)
+    store.finish("a", "qualified", '{"not": "a publication"}')
+    store.finish("b", "qualified", publication("b"))
+    target = FlakyTarget(0)
+    with caplog.at_level(logging.ERROR):
+        assert Forwarder(store, target).drain()
+    assert target.delivered == ["b"] and store.outbox_size() == 0
+    assert any("unreadable" in r.getMessage() for r in caplog.records)
+
+
+def test_a_long_outage_never_stops_the_forwarder():
+    store = Store()
+    open_run(store, "late")
+    store.finish("late", "qualified", publication("late"))
+    target = FlakyTarget(2000)  # far past where 2 ** failures once overflowed a float
+    forwarder = Forwarder(store, target, backoff=(1e-300, 1e-300))
+    forwarder.start()
+    try:
+        assert target.done.wait(120), f"{target.attempts} attempts, then nothing"
+    finally:
+        forwarder.stop()
+    assert target.delivered == ["late"] and store.outbox_size() == 0
+
+
+def test_a_replayed_admission_keeps_its_time_and_a_counter_start_before_it(monkeypatch):
+    monkeypatch.setenv("OTEL_SERVICE_NAME", "gate-receiver")
+    staged_ns = time.time_ns() - 3_600 * 10**9  # staged an hour before this process started
+    store = Store()
+    open_run(store, "old")
+    store.finish("old", "qualified", publication("old", now_ns=staged_ns))
+    with OtlpCollector() as collector:
+        target = OtlpTarget(f"http://127.0.0.1:{collector.port}")
+        assert Forwarder(store, target).drain()
+        target.close()
+    (span,) = collector.spans()
+    assert span.start_time_unix_nano == staged_ns
+    (record,) = collector.log_records()
+    assert record.time_unix_nano == staged_ns and record.span_id == span.span_id
+    resource = collector.traces[0].resource_spans[0].resource
+    assert attributes(resource.attributes)[names.SERVICE_NAME] == "gate-receiver"
+    sums = [
+        point
+        for request in collector.metrics
+        for rm in request.resource_metrics
+        for scope in rm.scope_metrics
+        for metric in scope.metrics
+        if metric.name == names.METRIC_TRIALS
+        for point in metric.sum.data_points
+    ]
+    assert sums and all(p.start_time_unix_nano <= p.time_unix_nano == staged_ns for p in sums)
+    assert sum(p.as_int for p in sums) == 4

@@ -224,7 +224,7 @@ def test_a_canary_ends_after_its_idle_period_and_later_trials_are_late():
     ended = threading.Event()
     seen = []
     provider = TracerProvider()
-    processor = EvidenceProcessor(idle=0.2, on_assessment=lambda a: (seen.append(a), ended.set()))
+    processor = EvidenceProcessor(idle=1.0, on_assessment=lambda a: (seen.append(a), ended.set()))
     provider.add_span_processor(processor)
     _canary(provider)
     assert ended.wait(30), "the idle period never ended the canary"

@@ -14,13 +14,13 @@ import verdictgate
 from conftest import suite_document
 from verdictgate import Status, Suite
 from verdictgate import conventions as names
-from verdictgate.assessment import Isolation
+from verdictgate.assessment import Isolation, RelationResult
 from verdictgate.policy import Policy
-from verdictgate.relations import Relation, RelationResult, decode_results
+from verdictgate.relations import Relation
 from verdictgate.reports.checks import CheckResult, checks
 from verdictgate.runner import _declare_relations
 from verdictgate.semantic import SemanticCheck
-from verdictgate.spans import run_attributes, run_declaration
+from verdictgate.spans import decode_results, run_attributes, run_declaration
 from verdictgate.suite import Case, Contract
 from verdictgate.trial_model import Trial
 

@@ -7,7 +7,6 @@ from dataclasses import dataclass, field
 from enum import Enum
 
 from .policy import Policy
-from .relations import RelationResult
 from .stats import ChangeRate, PassRate, Quantiles, Reliability, Stability
 
 
@@ -39,6 +38,32 @@ class Reason:
 
     code: str
     message: str
+
+
+@dataclass(frozen=True)
+class RelationResult:
+    """Per relation, the routes whose cases kept (held) or changed (violated) their decision,
+    and those where the check could not be made (errored): the transform or the agent raised,
+    or the case's first answer was an error. Each route is in at most one list: violated wins,
+    then errored; a route is held only when every case checked on it held.
+
+    A relation that changed no input was not exercised: it proves nothing, so it never counts
+    as held. An errored check is a fault, not a verdict: it is neither violated nor vacuous.
+    """
+
+    name: str
+    violated: tuple[str, ...] = ()
+    held: tuple[str, ...] = ()
+    errored: tuple[str, ...] = ()
+
+    @property
+    def status(self) -> str:
+        """`violated`, `errored`, `held` or `not_exercised`, in that order of precedence."""
+        if self.violated:
+            return "violated"
+        if self.errored:
+            return "errored"
+        return "held" if self.held else "not_exercised"
 
 
 @dataclass(frozen=True)

@@ -9,8 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import InputError
-from .semantic import Calibration
-from .suite import Suite
+from .suite import Calibration, Suite
 from .suite_file import SUITE_SCHEMA, read_json
 
 

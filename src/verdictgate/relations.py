@@ -26,32 +26,6 @@ BUILT_IN: dict[str, Relation] = {
 """Normalisations: whitespace collapsed, letters lowered, punctuation removed."""
 
 
-@dataclass(frozen=True)
-class RelationResult:
-    """Per relation, the routes whose cases kept (held) or changed (violated) their decision,
-    and those where the check could not be made (errored): the transform or the agent raised,
-    or the case's first answer was an error. Each route is in at most one list: violated wins,
-    then errored; a route is held only when every case checked on it held.
-
-    A relation that changed no input was not exercised: it proves nothing, so it never counts
-    as held. An errored check is a fault, not a verdict: it is neither violated nor vacuous.
-    """
-
-    name: str
-    violated: tuple[str, ...] = ()
-    held: tuple[str, ...] = ()
-    errored: tuple[str, ...] = ()
-
-    @property
-    def status(self) -> str:
-        """`violated`, `errored`, `held` or `not_exercised`, in that order of precedence."""
-        if self.violated:
-            return "violated"
-        if self.errored:
-            return "errored"
-        return "held" if self.held else "not_exercised"
-
-
 def as_relation(relation: Relation | str) -> Relation:
     """A Relation, or a built-in by name."""
     if isinstance(relation, Relation):
@@ -59,25 +33,3 @@ def as_relation(relation: Relation | str) -> Relation:
     if relation not in BUILT_IN:
         raise ValueError(f"unknown relation {relation!r}; built in: {', '.join(BUILT_IN)}")
     return BUILT_IN[relation]
-
-
-def encode_routes(result: RelationResult, routes: tuple[str, ...]) -> list[str]:
-    """`name=route` strings, as the run span carries them."""
-    return [f"{result.name}={route}" for route in routes]
-
-
-def decode_results(
-    requested: tuple[str, ...],
-    violated: tuple[str, ...],
-    held: tuple[str, ...],
-    errored: tuple[str, ...] = (),
-) -> tuple[RelationResult, ...]:
-    """The results a run span declares (`name=route` pairs grouped by relation name)."""
-
-    def routes(pairs: tuple[str, ...], name: str) -> tuple[str, ...]:
-        return tuple(sorted(p.partition("=")[2] for p in pairs if p.partition("=")[0] == name))
-
-    return tuple(
-        RelationResult(n, routes(violated, n), routes(held, n), routes(errored, n))
-        for n in requested
-    )

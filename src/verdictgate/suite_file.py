@@ -8,8 +8,7 @@ from typing import Any
 
 from .errors import InputError
 from .fingerprints import fingerprint, fingerprint_key
-from .semantic import BUNDLED_MODEL, Calibration
-from .suite import Case, Contract, Suite
+from .suite import BUNDLED_MODEL, Calibration, Case, Contract, Suite
 
 SUITE_SCHEMA = "verdictgate.suite/v1"
 AGENTVERITY_SUITE_SCHEMA = "agentverity.decision-suite/v1"

@@ -162,7 +162,7 @@ def main() -> None:
         finally:
             server.terminate()
             server.wait(30)
-        from verdictgate.store import Store
+        from verdictgate.receiver.store import Store
 
         stored = sum(run.received for run in Store(store).runs())
     rate = args.spans / elapsed

@@ -18,8 +18,8 @@ from pathlib import Path
 
 import verdictgate
 from verdictgate import Invariant
-from verdictgate.calibration_file import read_known_good
-from verdictgate.semantic import SemanticCheck, bundled_embedder, calibrate
+from verdictgate.tiers.calibration_file import read_known_good
+from verdictgate.tiers.semantic import SemanticCheck, bundled_embedder, calibrate
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 

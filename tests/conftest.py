@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from verdictgate.cli import main
+from verdictgate.cli.main import main
 
 ROUTES = ["approve", "deny", "review"]
 SHARED = Path(__file__).resolve().parents[2] / "shared"

@@ -13,7 +13,7 @@ from opentelemetry.sdk._logs.export import InMemoryLogRecordExporter
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from verdictgate.telemetry import Telemetry
+from verdictgate.otel.telemetry import Telemetry
 
 
 @dataclass

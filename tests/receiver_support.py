@@ -10,11 +10,11 @@ from opentelemetry.proto.common.v1.common_pb2 import AnyValue, ArrayValue, KeyVa
 from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans, Span
 
 from verdictgate import Contract, Isolation, Policy, Suite
-from verdictgate import conventions as names
-from verdictgate.receiver import Receiver
-from verdictgate.serve import Limits, Server
-from verdictgate.spans import decision_attributes, run_attributes
-from verdictgate.store import Store
+from verdictgate.otel import conventions as names
+from verdictgate.otel.spans import decision_attributes, run_attributes
+from verdictgate.receiver.receiver import Receiver
+from verdictgate.receiver.server import Limits, Server
+from verdictgate.receiver.store import Store
 
 SUITE = Suite("gate", "approval_gate", (), Contract({"approve", "deny"}))
 

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from verdictgate import conventions as names
+from verdictgate.otel import conventions as names
 
 CONFIG = Path(__file__).resolve().parents[1] / "collector-config"
 COLLECTOR_FILES = ["gateway.yaml", "cloudwatch.yaml", "scale.yaml"]

@@ -27,8 +27,8 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
 from test_collector_e2e import free_port
 from verdictgate import Contract, Policy, Suite, decision, evaluation_run, trial
-from verdictgate.ingest import TRACE_SERVICE
-from verdictgate.store import Store
+from verdictgate.receiver.ingest import TRACE_SERVICE
+from verdictgate.receiver.store import Store
 
 RUNS, CASES, TRIALS = 12, 4, 20
 

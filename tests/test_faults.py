@@ -13,15 +13,15 @@ import pytest
 import verdictgate
 from conftest import suite_document
 from verdictgate import Status, Suite
-from verdictgate import conventions as names
 from verdictgate.assessment import Isolation, RelationResult
+from verdictgate.otel import conventions as names
+from verdictgate.otel.spans import decode_results, run_attributes, run_declaration
 from verdictgate.policy import Policy
-from verdictgate.relations import Relation
 from verdictgate.reports.checks import CheckResult, checks
-from verdictgate.runner import _declare_relations
-from verdictgate.semantic import SemanticCheck
-from verdictgate.spans import decode_results, run_attributes, run_declaration
+from verdictgate.runner.runner import _declare_relations
 from verdictgate.suite import Case, Contract
+from verdictgate.tiers.relations import Relation
+from verdictgate.tiers.semantic import SemanticCheck
 from verdictgate.trial_model import Trial
 
 ROUTES = ("approve", "deny", "review")
@@ -116,7 +116,7 @@ def test_a_judge_that_is_down_makes_every_trial_an_error_not_a_failure(
     assert report["trials"]["errors"] == report["trials"]["received"] == 156
     assert report["trials"]["error_types"] == {"judge:ConnectionError": 156}
     assert report["pass_rate"]["judged"] == 0 and report["pass_rate"]["passed"] == 0
-    records = fault_records(caplog, "verdictgate.tiers")
+    records = fault_records(caplog, "verdictgate.tiers.tiers")
     assert len(records) == 1  # 156 faults, one line
     message = records[0].getMessage()
     assert "judge" in message and "ConnectionError" in message
@@ -143,7 +143,7 @@ def test_a_judge_that_raises_on_some_calls_errors_only_those_trials(
     assert (report["pass_rate"]["passed"], report["pass_rate"]["judged"]) == (104, 104)
     by_case = {case["case"]: case for case in report["cases"]}
     assert by_case["deny-0"]["errors"] == 26 and by_case["approve-0"]["errors"] == 0
-    assert [r.getMessage() for r in fault_records(caplog, "verdictgate.tiers")] == [
+    assert [r.getMessage() for r in fault_records(caplog, "verdictgate.tiers.tiers")] == [
         "the judge tier raised TimeoutError: its trials are recorded as errors "
         "(judge:TimeoutError), not as failures; logged once per error type"
     ]
@@ -180,20 +180,20 @@ def test_the_quality_gate_still_stops_on_a_judged_failure_next_to_a_fault():
 
 
 def test_each_tiers_instance_logs_each_error_type_once(caplog):
-    caplog.set_level(logging.WARNING, logger="verdictgate.tiers")
+    caplog.set_level(logging.WARNING, logger="verdictgate.tiers.tiers")
     kinds = iter([ConnectionError, ConnectionError, ValueError, ConnectionError, ValueError])
 
     def judge(output, given):
         raise next(kinds)(SECRET)
 
-    tiers = verdictgate.tiers.Tiers(judge=judge)
+    tiers = verdictgate.tiers.tiers.Tiers(judge=judge)
     outcomes = [tiers.check("approve", "input text") for _ in range(5)]
     assert [o.error for o in outcomes] == [
         "judge:ConnectionError", "judge:ConnectionError", "judge:ValueError",
         "judge:ConnectionError", "judge:ValueError",
     ]  # fmt: skip
     assert all(o.passed is None for o in outcomes)
-    messages = [r.getMessage() for r in fault_records(caplog, "verdictgate.tiers")]
+    messages = [r.getMessage() for r in fault_records(caplog, "verdictgate.tiers.tiers")]
     assert len(messages) == 2
     assert "ConnectionError" in messages[0] and "ValueError" in messages[1]
     assert SECRET not in caplog.text and "input text" not in caplog.text
@@ -208,7 +208,7 @@ def bag_of_words(texts):
 
 
 def test_a_semantic_tier_whose_embedding_raises_makes_error_trials(caplog):
-    caplog.set_level(logging.WARNING, logger="verdictgate.tiers")
+    caplog.set_level(logging.WARNING, logger="verdictgate.tiers.tiers")
 
     def broken_embed(texts):
         raise RuntimeError(SECRET)
@@ -227,7 +227,7 @@ def test_a_semantic_tier_whose_embedding_raises_makes_error_trials(caplog):
     assert judged == []  # a faulted semantic tier does not go on to the judge
     assert assessment.status is Status.INCONCLUSIVE and "incomplete" in assessment.reason_codes
     assert assessment.passes.judged == 0 and assessment.passes.skipped == 0
-    assert len(fault_records(caplog, "verdictgate.tiers")) == 1
+    assert len(fault_records(caplog, "verdictgate.tiers.tiers")) == 1
     assert SECRET not in caplog.text
 
 
@@ -252,7 +252,7 @@ def test_a_semantic_embedding_that_fails_on_some_texts_errors_only_those():
 
 def test_a_semantic_miss_is_still_a_failure_not_an_error():
     check = SemanticCheck(0.5, {"c": "reply about approve"}, bag_of_words)
-    outcome = verdictgate.tiers.Tiers(semantic=check).check("deny", "in", "c")
+    outcome = verdictgate.tiers.tiers.Tiers(semantic=check).check("deny", "in", "c")
     assert (outcome.passed, outcome.error) == (False, None)
 
 
@@ -260,7 +260,7 @@ def test_a_semantic_miss_is_still_a_failure_not_an_error():
 
 
 def test_a_relation_whose_transform_raises_is_errored_not_violated_nor_vacuous(caplog):
-    caplog.set_level(logging.WARNING, logger="verdictgate.runner")
+    caplog.set_level(logging.WARNING, logger="verdictgate.runner.runner")
 
     def explode(text: str) -> str:
         raise ValueError(SECRET + text)
@@ -278,7 +278,7 @@ def test_a_relation_whose_transform_raises_is_errored_not_violated_nor_vacuous(c
     assert any("relation checks errored" in step for step in assessment.next_steps)
     relations_check = next(c for c in checks(assessment) if c.name == "relations")
     assert relations_check.result is CheckResult.UNDECIDED
-    records = fault_records(caplog, "verdictgate.runner")
+    records = fault_records(caplog, "verdictgate.runner.runner")
     assert len(records) == 1 and "transform" in records[0].getMessage()
     assert "ValueError" in records[0].getMessage() and SECRET not in caplog.text
 
@@ -301,7 +301,7 @@ def test_an_agent_that_raises_only_on_the_transformed_input_errors_the_relation(
         {"name": "punctuation", "status": "not_exercised", "violated": [], "held": [],
          "errored": []},
     ]  # fmt: skip
-    records = fault_records(caplog, "verdictgate.runner")
+    records = fault_records(caplog, "verdictgate.runner.runner")
     assert [r.getMessage() for r in records] == [
         "relation case: the agent raised RuntimeError, so the relation is errored there, "
         "not violated; logged once per error type"

@@ -10,10 +10,10 @@ import time
 from otel_support import OtlpCollector
 from test_otlp_export import attributes
 from verdictgate import Contract, RunInfo, Suite, Trial, assess
-from verdictgate import conventions as names
-from verdictgate.forwarder import ALL_SIGNALS, Forwarder, OtlpTarget
-from verdictgate.publication import Publication, TrialTally
-from verdictgate.store import Store
+from verdictgate.otel import conventions as names
+from verdictgate.otel.publication import Publication, TrialTally
+from verdictgate.receiver.forwarder import ALL_SIGNALS, Forwarder, OtlpTarget
+from verdictgate.receiver.store import Store
 
 SUITE = Suite("refunds", "refund_gate", (), Contract({"approve"}))
 

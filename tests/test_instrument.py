@@ -11,7 +11,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 import verdictgate
 from verdictgate import NoDecision, decision, decision_point, trial
-from verdictgate import conventions as names
+from verdictgate.otel import conventions as names
 
 
 @pytest.fixture

@@ -9,7 +9,7 @@ import pytest
 import verdictgate
 from otel_support import MemoryTelemetry
 from verdictgate import Case, Contract, Suite
-from verdictgate import conventions as names
+from verdictgate.otel import conventions as names
 
 INPUTS = {
     "approve": "Customer Ada Lovelace, account 4711, asks to approve refund of 12 EUR",

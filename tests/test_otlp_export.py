@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 from otel_support import OtlpCollector
-from verdictgate import conventions as names
+from verdictgate.otel import conventions as names
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 

@@ -27,9 +27,9 @@ from verdictgate import (
     evaluation_run,
     trial,
 )
-from verdictgate import conventions as names
 from verdictgate.fingerprints import fingerprint_mode
-from verdictgate.tiers import TierOutcome
+from verdictgate.otel import conventions as names
+from verdictgate.tiers.tiers import TierOutcome
 
 CONTRACT = Contract({"a", "b", "c"}, targets={"a": 0.2}, allowed_no_decisions={"refused"})
 SUITE = Suite(name="s", point="p", contract=CONTRACT)

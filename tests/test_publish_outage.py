@@ -19,7 +19,7 @@ from otel_support import OtlpCollector
 from test_collector_e2e import free_port
 from test_otlp_export import attributes
 from verdictgate import Contract, Policy, Suite, decision, evaluation_run, trial
-from verdictgate import conventions as names
+from verdictgate.otel import conventions as names
 
 SUITE = Suite("refunds", "refund_gate", (), Contract({"approve", "deny"}))
 RUNS = ("outage-1", "outage-2", "outage-3")

@@ -31,11 +31,11 @@ from receiver_support import (
     stable_run,
 )
 from verdictgate import Case, Contract, Invariant, Isolation, Policy, RunInfo, Status, Suite, assess
-from verdictgate import conventions as names
-from verdictgate.otlp import extract_json, extract_protobuf
-from verdictgate.receiver import Receiver
-from verdictgate.serve import Limits
-from verdictgate.store import Store
+from verdictgate.otel import conventions as names
+from verdictgate.receiver.otlp import extract_json, extract_protobuf
+from verdictgate.receiver.receiver import Receiver
+from verdictgate.receiver.server import Limits
+from verdictgate.receiver.store import Store
 
 
 def extract(export_request):
@@ -341,7 +341,7 @@ def shared_server():
 
 
 def test_extract_protobuf_refuses_garbage():
-    from verdictgate.otlp import MalformedRequest
+    from verdictgate.receiver.otlp import MalformedRequest
 
     with pytest.raises(MalformedRequest):
         extract_protobuf(b"\x0a\xff\xff\xff\xff\x0f")
@@ -361,8 +361,8 @@ def test_repeats_within_one_request_count_like_repeats_across_requests():
 
 
 def test_worker_decoders_give_the_same_result_and_errors_as_inline():
-    from verdictgate.decoding import Decoder, decode
-    from verdictgate.otlp import MalformedRequest
+    from verdictgate.receiver.decoding import Decoder, decode
+    from verdictgate.receiver.otlp import MalformedRequest
 
     body = request(
         [run_span("w", planned=400), *stable_run("w", cases=4, trials=100)]
@@ -392,8 +392,8 @@ def test_a_server_with_worker_decoders_ingests_and_stays_up():
 
 def test_final_admissions_and_canary_windows_are_published_over_otlp():
     from otel_support import OtlpCollector
-    from verdictgate import conventions as names
-    from verdictgate.forwarder import Forwarder, OtlpTarget
+    from verdictgate.otel import conventions as names
+    from verdictgate.receiver.forwarder import Forwarder, OtlpTarget
 
     with OtlpCollector() as collector:
         store = Store()
@@ -437,8 +437,8 @@ def test_a_run_holds_at_most_its_limit_of_trials_and_the_rest_are_rejected():
 
 
 def test_canary_windows_count_each_trial_once_in_the_trials_counter():
-    from verdictgate import conventions as names
-    from verdictgate.forwarder import Forwarder, PublisherTarget
+    from verdictgate.otel import conventions as names
+    from verdictgate.receiver.forwarder import Forwarder, PublisherTarget
 
     memory = MemoryTelemetry()
     clock = Clock()
@@ -468,7 +468,7 @@ def test_tls_and_a_token_on_both_transports_and_the_status_client(cli, tmp_path)
     import ssl
     import subprocess
 
-    from verdictgate.serve import Server, Tls
+    from verdictgate.receiver.server import Server, Tls
 
     if shutil.which("openssl") is None:
         pytest.skip("openssl is needed to make a test certificate")

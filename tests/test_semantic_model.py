@@ -43,7 +43,7 @@ def independent_threshold() -> float:
 
 
 def test_calibrate_reproduces_its_threshold_offline_and_stores_it(suite_copy, cli, monkeypatch):
-    from verdictgate import semantic
+    from verdictgate.tiers import semantic
 
     def no_network(*args, **kwargs):
         raise OSError("network use during an offline model load")

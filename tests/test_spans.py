@@ -8,8 +8,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from verdictgate import Contract, Isolation, NoDecision, Policy, Suite, Trial
-from verdictgate import conventions as names
-from verdictgate.spans import (
+from verdictgate.otel import conventions as names
+from verdictgate.otel.spans import (
     decision_attributes,
     run_attributes,
     run_declaration,

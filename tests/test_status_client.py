@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 
 from receiver_support import request, run_span, stable_run
-from verdictgate.otlp import extract_protobuf
-from verdictgate.receiver import Receiver
-from verdictgate.serve import Server, Tls
-from verdictgate.store import Store
+from verdictgate.receiver.otlp import extract_protobuf
+from verdictgate.receiver.receiver import Receiver
+from verdictgate.receiver.server import Server, Tls
+from verdictgate.receiver.store import Store
 
 BINARY = str(Path(sys.executable).parent / "verdictgate")
 
@@ -133,7 +133,7 @@ def test_watchers_never_starve_exports(server):
     from opentelemetry.sdk.trace.export import SpanExportResult
 
     from test_publish_outage import run_spans
-    from verdictgate.serve_grpc import ADMISSION_SERVICE
+    from verdictgate.receiver.grpc_api import ADMISSION_SERVICE
     from verdictgate.v1 import verdictgate_pb2 as pb
 
     endpoint = f"127.0.0.1:{server.grpc_port}"

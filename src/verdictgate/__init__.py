@@ -11,70 +11,70 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from .agent import Agent, from_callable, from_factory
     from .assessment import Assessment, Isolation, RunInfo, Status
     from .engine import assess
     from .errors import InputError, PlanError, VerdictgateError
     from .evidence import Evidence
     from .fingerprints import fingerprint
-    from .instrument import decision, decision_point, evaluation_run, trial
-    from .invariants import Invariant
+    from .otel.instrument import decision, decision_point, evaluation_run, trial
+    from .otel.processor import EvidenceProcessor
+    from .otel.publisher import Publisher
+    from .otel.telemetry import Telemetry
     from .plan import RunPlan, plan_run
     from .policy import PRECISION_PRESETS, Policy
-    from .processor import EvidenceProcessor
-    from .publish import Publisher
-    from .relations import Relation
-    from .runner import run
-    from .semantic import SemanticCheck, calibrate
+    from .runner.agent import Agent, from_callable, from_factory
+    from .runner.runner import run
     from .stats import Stability, change_rate, pairs_needed, pairs_to_qualify, wilson_interval
     from .suite import Case, Contract, Suite
     from .suite_file import load_suite
-    from .telemetry import Telemetry
+    from .tiers.invariants import Invariant
+    from .tiers.relations import Relation
+    from .tiers.semantic import SemanticCheck, calibrate
     from .trial_model import NoDecision, Outcome, Trial
     from .trials_file import read_trials
 
 _EXPORTS: dict[str, str] = {
-    "Agent": "agent",
+    "Agent": "runner.agent",
     "Assessment": "assessment",
     "Case": "suite",
     "Contract": "suite",
     "Evidence": "evidence",
-    "EvidenceProcessor": "processor",
+    "EvidenceProcessor": "otel.processor",
     "InputError": "errors",
-    "Invariant": "invariants",
+    "Invariant": "tiers.invariants",
     "Isolation": "assessment",
     "NoDecision": "trial_model",
     "Outcome": "trial_model",
     "PRECISION_PRESETS": "policy",
     "PlanError": "errors",
     "Policy": "policy",
-    "Publisher": "publish",
-    "Relation": "relations",
+    "Publisher": "otel.publisher",
+    "Relation": "tiers.relations",
     "RunInfo": "assessment",
     "RunPlan": "plan",
-    "SemanticCheck": "semantic",
+    "SemanticCheck": "tiers.semantic",
     "Stability": "stats",
     "Status": "assessment",
     "Suite": "suite",
-    "Telemetry": "telemetry",
+    "Telemetry": "otel.telemetry",
     "Trial": "trial_model",
     "VerdictgateError": "errors",
     "assess": "engine",
-    "calibrate": "semantic",
+    "calibrate": "tiers.semantic",
     "change_rate": "stats",
-    "decision": "instrument",
-    "decision_point": "instrument",
-    "evaluation_run": "instrument",
+    "decision": "otel.instrument",
+    "decision_point": "otel.instrument",
+    "evaluation_run": "otel.instrument",
     "fingerprint": "fingerprints",
-    "from_callable": "agent",
-    "from_factory": "agent",
+    "from_callable": "runner.agent",
+    "from_factory": "runner.agent",
     "load_suite": "suite_file",
     "pairs_needed": "stats",
     "pairs_to_qualify": "stats",
     "plan_run": "plan",
     "read_trials": "trials_file",
-    "run": "runner",
-    "trial": "instrument",
+    "run": "runner.runner",
+    "trial": "otel.instrument",
     "wilson_interval": "stats",
 }
 """Public name -> module. Loaded on first use, so `import verdictgate` for the decorator

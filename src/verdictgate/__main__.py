@@ -1,5 +1,5 @@
 """`python -m verdictgate` runs the CLI."""
 
-from .cli import main
+from .cli.main import main
 
 main()

@@ -7,8 +7,8 @@ from pathlib import Path
 
 from ..errors import InputError
 from ..evidence import Evidence
-from ..otlp import MalformedRequest, extract_json, record_received
-from ..spans import run_declaration
+from ..otel.spans import run_declaration
+from ..receiver.otlp import MalformedRequest, extract_json, record_received
 from ..suite import Case, Suite
 from . import Imported, ImportOptions
 

@@ -8,8 +8,13 @@ from pathlib import Path
 
 import click
 
-from .assessment import Assessment, Isolation, RunInfo
-from .cli_options import (
+from ..assessment import Assessment, Isolation, RunInfo
+from ..engine import assess
+from ..fingerprints import fingerprint_mode
+from ..policy import Policy
+from ..suite import Suite
+from ..trials_file import TrialWriter
+from .options import (
     ISOLATIONS,
     emit,
     evidence_for,
@@ -18,11 +23,6 @@ from .cli_options import (
     policy_options,
     suite_from,
 )
-from .engine import assess
-from .fingerprints import fingerprint_mode
-from .policy import Policy
-from .suite import Suite
-from .trials_file import TrialWriter
 
 
 def import_options(command: Callable) -> Callable:
@@ -114,7 +114,7 @@ def convert_command(target, suite_path, output, **sources) -> None:
 
 def _source_kind(sources: dict, trials_path: str | None, *, trials_allowed: bool) -> str | None:
     """The one evidence source the flags name: an importer kind, or None for --trials."""
-    from .importers import SOURCES
+    from ..importers import SOURCES
 
     kinds = [kind for kind in SOURCES if sources.get(kind) is not None]
     if len(kinds) + (trials_path is not None) != 1:
@@ -126,7 +126,7 @@ def _source_kind(sources: dict, trials_path: str | None, *, trials_allowed: bool
 
 def _read(kind: str, sources: dict, suite: Suite | None):
     """Read the chosen source with the import options given beside it."""
-    from .importers import SOURCES, ImportOptions, read_source
+    from ..importers import SOURCES, ImportOptions, read_source
 
     options = ImportOptions(**{k: v for k, v in sources.items() if k not in SOURCES})
     return read_source(kind, sources[kind], options, suite)

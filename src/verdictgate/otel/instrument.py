@@ -26,15 +26,15 @@ from weakref import WeakKeyDictionary
 from opentelemetry import trace
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
+from ..assessment import Isolation
+from ..fingerprints import fingerprint, fingerprint_key
+from ..policy import Policy
+from ..runner.agent import InvalidReturn, decision_from_return
+from ..suite import Suite
+from ..tiers.invariants import Invariant
+from ..tiers.tiers import TierOutcome, Tiers
 from . import conventions as names
-from .agent import InvalidReturn, decision_from_return
-from .assessment import Isolation
-from .fingerprints import fingerprint, fingerprint_key
-from .invariants import Invariant
-from .policy import Policy
 from .spans import decision_attributes, run_attributes
-from .suite import Suite
-from .tiers import TierOutcome, Tiers
 
 NOTHING_CHECKED = TierOutcome()
 

@@ -11,10 +11,10 @@ from http.server import ThreadingHTTPServer
 
 import grpc
 
+from .grpc_api import Admissions, admission_handlers, export_handler, ignored_signals_handlers
+from .http_api import http_handler
 from .ingest import Ingest, Limits
 from .receiver import Receiver
-from .serve_grpc import Admissions, admission_handlers, export_handler, ignored_signals_handlers
-from .serve_http import http_handler
 
 logger = logging.getLogger(__name__)
 

@@ -8,11 +8,11 @@ import time
 from collections import Counter
 from collections.abc import Callable
 
-from .assessment import Assessment
+from ..assessment import Assessment
+from ..otel.publication import Publication, TrialTally
+from ..otel.spans import assess_declared, metric_routes, run_declaration
 from .forwarder import Forwarder
 from .otlp import Extract
-from .publication import Publication, TrialTally
-from .spans import assess_declared, metric_routes, run_declaration
 from .store import Store, StoredRun
 
 logger = logging.getLogger(__name__)

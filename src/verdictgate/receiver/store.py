@@ -13,10 +13,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from . import conventions as names
-from .evidence import Evidence
+from ..evidence import Evidence
+from ..otel import conventions as names
+from ..trial_model import Decision, NoDecision
 from .otlp import ReceivedTrial, record_received
-from .trial_model import Decision, NoDecision
 
 logger = logging.getLogger(__name__)
 

@@ -14,7 +14,7 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter
 
 from . import conventions as names
 from .processor import EvidenceProcessor
-from .publish import Publisher
+from .publisher import Publisher
 
 EXPORT_INTERVAL_MS = 60_000
 """Metric export interval; a run flushes its metrics on shutdown whatever the interval."""

@@ -7,8 +7,8 @@ from collections.abc import Set as AbstractSet
 from opentelemetry import _logs, metrics, trace
 from opentelemetry.trace import SpanKind
 
+from ..assessment import Assessment
 from . import conventions as names
-from .assessment import Assessment
 from .publication import COUNTER, GAUGES, Publication, TrialTally
 
 

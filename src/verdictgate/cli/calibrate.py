@@ -6,10 +6,10 @@ import json
 
 import click
 
-from .calibration_file import read_known_good, store_calibration
-from .cli_options import handles_errors, suite_from
-from .errors import InputError
-from .semantic import bundled_embedder, calibrate
+from ..errors import InputError
+from ..tiers.calibration_file import read_known_good, store_calibration
+from ..tiers.semantic import bundled_embedder, calibrate
+from .options import handles_errors, suite_from
 
 
 @click.command("calibrate")

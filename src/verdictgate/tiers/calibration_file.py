@@ -8,9 +8,9 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from .errors import InputError
-from .suite import Calibration, Suite
-from .suite_file import SUITE_SCHEMA, read_json
+from ..errors import InputError
+from ..suite import Calibration, Suite
+from ..suite_file import SUITE_SCHEMA, read_json
 
 
 def read_known_good(path: str, suite: Suite) -> list[tuple[str, str]]:

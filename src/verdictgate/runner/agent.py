@@ -11,9 +11,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .assessment import Isolation
-from .errors import InputError
-from .trial_model import Decision, NoDecision
+from ..assessment import Isolation
+from ..errors import InputError
+from ..trial_model import Decision, NoDecision
 
 
 class InvalidReturn(TypeError):

@@ -28,10 +28,10 @@ from opentelemetry.proto.resource.v1.resource_pb2 import Resource
 from opentelemetry.proto.trace.v1 import trace_pb2
 from opentelemetry.util.re import parse_env_headers
 
-from . import conventions as names
-from .errors import InputError
-from .publication import COUNTER, GAUGES, Publication
-from .publish import Publisher
+from ..errors import InputError
+from ..otel import conventions as names
+from ..otel.publication import COUNTER, GAUGES, Publication
+from ..otel.publisher import Publisher
 from .store import Store
 
 logger = logging.getLogger(__name__)

@@ -10,9 +10,21 @@ from typing import Any
 
 import click
 
-from .cli_calibrate import calibrate_command
-from .cli_import import assess_command, convert_command
-from .cli_options import (
+from ..errors import USAGE_EXIT, InputError
+from ..plan import plan_run, repeats_for
+from ..policy import PRECISION_PRESETS
+from ..snapshot import (
+    SnapshotRefused,
+    baseline_from_document,
+    compare_to_baseline,
+    make_snapshot,
+    regression_document,
+)
+from ..stats import pairs_needed, pairs_to_qualify
+from ..suite import Suite
+from ..suite_file import read_json
+from .calibrate import calibrate_command
+from .options import (
     FORMATS,
     emit,
     evidence_for,
@@ -24,20 +36,8 @@ from .cli_options import (
     run_options,
     suite_from,
 )
-from .cli_receiver import serve_command, status_command
-from .errors import USAGE_EXIT, InputError
-from .plan import plan_run, repeats_for
-from .policy import PRECISION_PRESETS
-from .snapshot import (
-    SnapshotRefused,
-    baseline_from_document,
-    compare_to_baseline,
-    make_snapshot,
-    regression_document,
-)
-from .stats import pairs_needed, pairs_to_qualify
-from .suite import Suite
-from .suite_file import read_json
+from .receiver import serve_command, status_command
+from .sources import assess_command, convert_command
 
 
 class _OneLineErrors(click.Group):
@@ -151,7 +151,7 @@ def plan_command(
                 f"({2 * (total - pairs)} calls) if every one agrees"
             )
     if pass_rate is not None:
-        from .stats import trials_needed_for_pass_rate
+        from ..stats import trials_needed_for_pass_rate
 
         try:
             judged = trials_needed_for_pass_rate(pass_rate, confidence)
@@ -282,7 +282,7 @@ def _print_regression(regression) -> None:
 @handles_errors
 def compare_command(before, after, suite_path, fmt) -> None:
     """Drift across builds: change and pass rates after minus before; exit 1 on a regression."""
-    from .compare import compare, comparison_document
+    from ..compare import compare, comparison_document
 
     suite = suite_from(suite_path)
     before_summary, before_suite = _build_counts(before, suite)
@@ -299,10 +299,10 @@ def compare_command(before, after, suite_path, fmt) -> None:
 
 def _build_counts(path: str, suite: Suite | None):
     """A build's counts, from a snapshot or a trials file, and the suite a snapshot holds."""
-    from .compare import summary_from_document, summary_of
-    from .engine import assess
-    from .snapshot import SNAPSHOT_SCHEMA
-    from .trials_file import read_trials
+    from ..compare import summary_from_document, summary_of
+    from ..engine import assess
+    from ..snapshot import SNAPSHOT_SCHEMA
+    from ..trials_file import read_trials
 
     try:
         with open(path, "rb") as stream:

@@ -9,13 +9,13 @@ import threading
 import grpc
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 
-from .assessment import Assessment
+from ..assessment import Assessment
+from ..reports import RENDERERS
+from ..v1 import verdictgate_pb2 as pb
 from .decoding import DecoderUnavailable
 from .ingest import PROTOBUF, TRACE_SERVICE, Busy, Ingest, authorized
 from .otlp import MalformedRequest
 from .receiver import Receiver
-from .reports import RENDERERS
-from .v1 import verdictgate_pb2 as pb
 
 logger = logging.getLogger(__name__)
 

@@ -15,19 +15,19 @@ from urllib.parse import urlparse
 
 import click
 
-from .agent import from_callable, from_factory, load_attribute, load_factory
-from .assessment import Assessment, Isolation, RunInfo
-from .engine import assess
-from .errors import USAGE_EXIT, InputError, VerdictgateError
-from .fingerprints import fingerprint_mode
-from .invariants import Invariant
-from .policy import PRECISION_PRESETS, Policy
-from .reports import RENDERERS
-from .reports.json_report import report_document
-from .reports.text import render_text
-from .suite import Suite
-from .suite_file import load_suite
-from .trials_file import TrialWriter, read_trials
+from ..assessment import Assessment, Isolation, RunInfo
+from ..engine import assess
+from ..errors import USAGE_EXIT, InputError, VerdictgateError
+from ..fingerprints import fingerprint_mode
+from ..policy import PRECISION_PRESETS, Policy
+from ..reports import RENDERERS
+from ..reports.json_report import report_document
+from ..reports.text import render_text
+from ..runner.agent import from_callable, from_factory, load_attribute, load_factory
+from ..suite import Suite
+from ..suite_file import load_suite
+from ..tiers.invariants import Invariant
+from ..trials_file import TrialWriter, read_trials
 
 FORMATS = click.Choice(sorted(RENDERERS))
 ISOLATIONS = click.Choice([isolation.value for isolation in Isolation])
@@ -270,7 +270,9 @@ def evidence_for(
         raise InputError(
             f"FACTORY() failed: {type(error).__name__}: {error}", field="--agent"
         ) from None
-    from .runner import run as run_agent  # the OpenTelemetry SDK loads only when an agent runs
+    from ..runner.runner import (
+        run as run_agent,  # the OpenTelemetry SDK loads only when an agent runs
+    )
 
     with trials_writer(trials_out, suite) as sink, telemetry_for(otlp_endpoint) as telemetry:
         return run_agent(
@@ -321,7 +323,7 @@ def telemetry_for(endpoint: str | None) -> Iterator[Any]:
             field="--otlp-endpoint",
         )
     _reachable(address.hostname, address.port or 4317)
-    from .telemetry import Telemetry
+    from ..otel.telemetry import Telemetry
 
     telemetry = Telemetry.otlp(endpoint)
     try:

@@ -6,14 +6,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from ..assessment import Assessment, Isolation, RelationResult, RunInfo
+from ..engine import assess
+from ..evidence import Evidence
+from ..fingerprints import fingerprint_mode
+from ..policy import Policy
+from ..suite import Contract, Suite
+from ..trial_model import Decision, NoDecision, Trial, outcome_of
 from . import conventions as names
-from .assessment import Assessment, Isolation, RelationResult, RunInfo
-from .engine import assess
-from .evidence import Evidence
-from .fingerprints import fingerprint_mode
-from .policy import Policy
-from .suite import Contract, Suite
-from .trial_model import Decision, NoDecision, Trial, outcome_of
 
 
 @dataclass(frozen=True)

@@ -12,9 +12,9 @@ from collections.abc import Set as AbstractSet
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from ..assessment import Assessment, Status
+from ..stats import Stability, wilson_interval
 from . import conventions as names
-from .assessment import Assessment, Status
-from .stats import Stability, wilson_interval
 
 GAUGES: dict[str, tuple[str, str]] = {
     names.METRIC_ADMISSION: ("1", "1 when the last run was qualified"),

@@ -15,21 +15,21 @@ from typing import Any, Protocol
 
 from opentelemetry import context as otel_context
 
-from . import conventions as names
+from ..assessment import Assessment, RelationResult
+from ..errors import PlanError
+from ..otel import conventions as names
+from ..otel.instrument import DecisionRecorder, decision, evaluation_run, trial
+from ..otel.spans import encode_routes
+from ..otel.telemetry import Telemetry
+from ..plan import RunPlan, plan_run
+from ..policy import Policy
+from ..suite import Case, Suite
+from ..tiers.invariants import Invariant
+from ..tiers.relations import Relation, as_relation
+from ..tiers.semantic import SemanticCheck, bundled_embedder
+from ..tiers.tiers import Judge, Tiers
+from ..trial_model import Trial, decision_text
 from .agent import Agent, decision_from_return, from_callable
-from .assessment import Assessment, RelationResult
-from .errors import PlanError
-from .instrument import DecisionRecorder, decision, evaluation_run, trial
-from .invariants import Invariant
-from .plan import RunPlan, plan_run
-from .policy import Policy
-from .relations import Relation, as_relation
-from .semantic import SemanticCheck, bundled_embedder
-from .spans import encode_routes
-from .suite import Case, Suite
-from .telemetry import Telemetry
-from .tiers import Judge, Tiers
-from .trial_model import Trial, decision_text
 
 
 class TrialSink(Protocol):

@@ -9,11 +9,11 @@ from typing import Any
 
 from google.protobuf.message import DecodeError
 
-from . import conventions as names
-from .evidence import Evidence
-from .spans import is_decision_span, tier_fields, trial_fields
-from .trial_model import Decision
-from .v1.otlp_view_pb2 import ExportTraceRequestView
+from ..evidence import Evidence
+from ..otel import conventions as names
+from ..otel.spans import is_decision_span, tier_fields, trial_fields
+from ..trial_model import Decision
+from ..v1.otlp_view_pb2 import ExportTraceRequestView
 
 MAX_ATTRIBUTE_VALUE = 4096
 """Longest string attribute value kept; a longer one makes its span rejected."""

@@ -12,7 +12,7 @@ from typing import Any
 
 import click
 
-from .errors import USAGE_EXIT, InputError
+from ..errors import USAGE_EXIT, InputError
 
 FORMATS = click.Choice(["text", "json", "junit", "markdown"])
 _DURATION = re.compile(r"^(\d+(?:\.\d+)?)(ms|s|m|h)?$")
@@ -109,10 +109,10 @@ def serve_command(store_path, grpc_listen, http_listen, token_file, tls_cert, tl
     import logging
 
     logging.basicConfig(format="%(asctime)s %(levelname)s %(message)s", level=logging.WARNING)
-    from .forwarder import Forwarder, OtlpTarget
-    from .receiver import Receiver
-    from .serve import Limits, Server, Tls
-    from .store import Store
+    from ..receiver.forwarder import Forwarder, OtlpTarget
+    from ..receiver.receiver import Receiver
+    from ..receiver.server import Limits, Server, Tls
+    from ..receiver.store import Store
 
     try:
         if (tls_cert is None) != (tls_key is None):
@@ -254,8 +254,8 @@ def status_command(endpoint, run_id, wait, fmt, token_file, tls_ca) -> None:
     os.environ.setdefault("GRPC_VERBOSITY", "NONE")  # one line of ours, not gRPC's handshake log
     import grpc
 
-    from .serve_grpc import ADMISSION_SERVICE
-    from .v1 import verdictgate_pb2 as pb
+    from ..receiver.grpc_api import ADMISSION_SERVICE
+    from ..v1 import verdictgate_pb2 as pb
 
     try:
         token = _read_secret(token_file, "--token-file")

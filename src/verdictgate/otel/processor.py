@@ -15,10 +15,11 @@ from typing import Any
 from opentelemetry.context import Context
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
 
+from ..assessment import Assessment
+from ..evidence import Evidence
+from ..trial_model import Trial
 from . import conventions as names
-from .assessment import Assessment
-from .evidence import Evidence
-from .publish import Publisher
+from .publisher import Publisher
 from .spans import (
     RunDeclaration,
     assess_declared,
@@ -27,7 +28,6 @@ from .spans import (
     tier_fields,
     trial_fields,
 )
-from .trial_model import Trial
 
 logger = logging.getLogger(__name__)
 

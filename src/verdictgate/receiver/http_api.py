@@ -12,10 +12,10 @@ from typing import Any
 
 from google.rpc import code_pb2, status_pb2
 
+from ..reports.json_report import report_document
 from .decoding import JSON
 from .ingest import PROTOBUF, Busy, Ingest, authorized
 from .otlp import MalformedRequest
-from .reports.json_report import report_document
 
 logger = logging.getLogger(__name__)
 

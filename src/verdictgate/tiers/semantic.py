@@ -12,8 +12,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .errors import VerdictgateError
-from .suite import BUNDLED_MODEL, Calibration
+from ..errors import VerdictgateError
+from ..suite import BUNDLED_MODEL, Calibration
 
 Embed = Callable[[Sequence[str]], Sequence[Sequence[float]]]
 """Texts in, one embedding vector per text out."""

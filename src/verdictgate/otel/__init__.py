@@ -1,0 +1,1 @@
+"""The OpenTelemetry path: names, span encoding, instrumentation, the span processor and the publisher."""

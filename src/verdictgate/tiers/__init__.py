@@ -1,0 +1,1 @@
+"""The assertion tiers: invariants, the semantic tier, judges and metamorphic relations."""

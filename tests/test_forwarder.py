@@ -27,7 +27,7 @@ def publication(run: str, final: bool = True, now_ns: int | None = None) -> str:
 
 
 def open_run(store: Store, run: str) -> None:
-    store.write([(run, "c", 0, "approve", "approve", None, None, None, None)])
+    store.write([Trial("c", 0, "approve", run, "approve")])
 
 
 class FlakyTarget:

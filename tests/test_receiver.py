@@ -30,7 +30,18 @@ from receiver_support import (
     span,
     stable_run,
 )
-from verdictgate import Case, Contract, Invariant, Isolation, Policy, RunInfo, Status, Suite, assess
+from verdictgate import (
+    Case,
+    Contract,
+    Invariant,
+    Isolation,
+    Policy,
+    RunInfo,
+    Status,
+    Suite,
+    Trial,
+    assess,
+)
 from verdictgate.otel import conventions as names
 from verdictgate.receiver.otlp import extract_json, extract_protobuf
 from verdictgate.receiver.receiver import Receiver
@@ -49,8 +60,8 @@ def test_the_view_reads_what_the_full_otlp_message_holds():
     spans.append(decision_span("r", "c9", 1, None, None))
     got = extract(request(spans))
     assert len(got.trials) == 10 and got.other_spans == 1 and len(got.declarations) == 1
-    assert got.trials[8] == ("r", "c9", 0, ("search", "book"), None, None, None, None, None)
-    assert got.trials[9] == ("r", "c9", 1, None, None, "Boom", None, None, None)
+    assert got.trials[8] == Trial("c9", 0, ("search", "book"), "r")
+    assert got.trials[9] == Trial("c9", 1, None, "r", error_type="Boom")
 
 
 @given(
@@ -70,12 +81,10 @@ def test_latency_verdict_and_tiers_read_alike_from_protobuf_and_json(start, end,
     from_protobuf = extract_protobuf(body.SerializeToString()).trials[0]
     from_json = extract_json(MessageToJson(body).encode()).trials[0]
     assert from_protobuf == from_json
-    latency, got_passed, tiers = from_protobuf[6:]
-    assert latency == ((end - start) / 1e6 if start and end >= start else None)
-    assert got_passed is passed
-    assert (tiers is None) == (not failed)
-    if failed:
-        assert json.loads(tiers) == [failed, [], False]
+    assert from_protobuf.latency_ms == ((end - start) / 1e6 if start and end >= start else None)
+    assert from_protobuf.passed is passed
+    assert from_protobuf.invariants_failed == tuple(failed)
+    assert from_protobuf.invariants_warned == () and not from_protobuf.evaluation_skipped
 
 
 def test_the_receiver_keeps_latency_verdicts_and_tiers_and_agrees_with_the_processor():
@@ -523,7 +532,7 @@ def test_a_store_made_before_the_tier_columns_gains_them_and_keeps_its_trials(tm
         row[1] for row in sqlite3.connect(path).execute("PRAGMA table_info(trials)")
     }
     store = Store(path)
-    store.write([("r", "c", 1, "a", None, None, 12.5, True, None)])
+    store.write([Trial("c", 1, "a", "r", latency_ms=12.5, passed=True)])
     evidence = store.evidence("r")
     assert [trial.decision for trial in evidence.trials()] == ["a", "a"]
     assert evidence.cases[("r", "c")].pass_counts() == (1, 1)

@@ -15,7 +15,7 @@ from verdictgate.trials_file import TrialWriter
 
 names = st.text(
     alphabet=st.characters(codec="utf-8", exclude_categories=("Cs",)), min_size=1, max_size=12
-)
+).filter(str.strip)  # a blank label is not a decision
 decisions = st.one_of(
     names,
     st.none(),

@@ -8,6 +8,7 @@ from enum import Enum
 
 from .policy import Policy
 from .stats import ChangeRate, PassRate, Quantiles, Reliability, Stability
+from .trial_model import Isolation as Isolation  # a run's isolation is part of its RunInfo
 
 
 class Status(str, Enum):
@@ -21,15 +22,6 @@ class Status(str, Enum):
     def exit_code(self) -> int:
         """The CLI exit code: 0 qualified, 1 rejected, 3 inconclusive."""
         return {"qualified": 0, "rejected": 1, "inconclusive": 3}[self.value]
-
-
-class Isolation(str, Enum):
-    """How reruns of a case were kept apart; a shared session makes them dependent."""
-
-    FRESH_SESSION = "fresh-session"
-    FRESH_INSTANCE = "fresh-instance"
-    SHARED_SESSION = "shared-session"
-    UNKNOWN = "unknown"
 
 
 @dataclass(frozen=True)

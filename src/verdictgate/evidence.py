@@ -8,7 +8,7 @@ from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
-from .trial_model import Decision, NoDecision, Trial
+from .trial_model import Decision, Isolation, NoDecision, Trial
 
 MISSING = -2
 """Slot value of a trial index that no record has filled."""
@@ -51,6 +51,15 @@ class CaseEvidence:
         passed = self.judgements.count(2)
         return passed, passed + self.judgements.count(1)
 
+    def record_latency(self, index: int, latency_ms: float) -> None:
+        """Set the latency of one trial index."""
+        latencies = self.latencies
+        if latencies is None:
+            latencies = self.latencies = array("d")
+        if len(latencies) <= index:
+            latencies.extend([math.nan] * (index + 1 - len(latencies)))
+        latencies[index] = latency_ms
+
     def judge(self, index: int, passed: bool) -> None:
         """Set the evaluator's verdict on one trial index."""
         judgements = self.judgements
@@ -69,7 +78,8 @@ class Evidence:
     """A growing set of trials. The first record of an identity counts; a later one that
     disagrees is an integrity conflict, one that agrees a harmless duplicate.
 
-    Memory grows with cases and trial indices, never with duplicate records.
+    Every source hands in whole `Trial` records (`add`, `add_all`); `trials()` gives them back
+    whole. Memory grows with cases and trial indices, never with duplicate records.
     """
 
     def __init__(self, trials: Iterable[Trial] = ()) -> None:
@@ -83,9 +93,12 @@ class Evidence:
         self.invariant_warnings: Counter[str] = Counter()
         self.evaluations_skipped = 0
         """Trials whose expensive tiers were skipped because a cheaper one failed."""
-        self._broken: dict[tuple[str, str, int], tuple[tuple[str, ...], tuple[str, ...]]] = {}
-        for trial in trials:
-            self.add(trial)
+        self.isolation: dict[str, Isolation] = {}
+        """Run -> the isolation its records declared (the first declaration counts)."""
+        self._tiers: dict[tuple[str, str, int], tuple[tuple[str, ...], tuple[str, ...], bool]] = {}
+        """What the tiers found on the (rare) trials where an invariant broke or a tier was
+        skipped: (failed, warned, skipped)."""
+        self.add_all(trials)
 
     def snapshot(self) -> Evidence:
         """A copy that later records leave unchanged: containers and per-case arrays are
@@ -110,84 +123,31 @@ class Evidence:
         copy.error_types = Counter(self.error_types)
         copy.invariant_failures = Counter(self.invariant_failures)
         copy.invariant_warnings = Counter(self.invariant_warnings)
-        copy._broken = dict(self._broken)
+        copy._tiers = dict(self._tiers)
+        copy.isolation = dict(self.isolation)
         return copy
 
-    def add(self, trial: Trial) -> None:
-        """Record one trial."""
-        new = self.record(
-            trial.run,
-            trial.case,
-            trial.index,
-            trial.decision,
-            trial.expected,
-            trial.error_type,
-            trial.passed,
-            trial.latency_ms,
-        )
-        if new and (trial.invariants_failed or trial.invariants_warned or trial.evaluation_skipped):
-            self.note_tiers(
-                trial.run,
-                trial.case,
-                trial.index,
-                trial.invariants_failed,
-                trial.invariants_warned,
-                trial.evaluation_skipped,
-            )
+    def add(self, trial: Trial) -> bool:
+        """Record one trial; True when it was the first record of its identity."""
+        return self.add_all((trial,)) == 1
 
-    def note_tiers(
-        self,
-        run: str,
-        case: str,
-        index: int,
-        failed: tuple[str, ...],
-        warned: tuple[str, ...],
-        skipped: bool = False,
-    ) -> None:
-        """Count what the tiers found on a newly recorded trial (call once, for its first
-        record): the invariants it broke, and whether its expensive tiers were skipped. A
-        blocking failure fails the trial, whatever an evaluator said."""
-        self.invariant_failures.update(failed)
-        self.invariant_warnings.update(warned)
-        self.evaluations_skipped += bool(skipped)
-        self._broken[(run, case, index)] = (tuple(failed), tuple(warned))
-        evidence = self.cases.get((run, case))
-        if failed and evidence is not None:
-            evidence.judge(index, False)
-
-    def record(
-        self,
-        run: str,
-        case: str,
-        index: int,
-        decision: Decision | None,
-        expected: str | None = None,
-        error_type: str | None = None,
-        passed: bool | None = None,
-        latency_ms: float | None = None,
-    ) -> bool:
-        """Record one trial from its fields; True when it was the first record of its identity."""
-        trial = (index, decision, error_type, passed, latency_ms)
-        return self.record_case(run, case, (trial,), expected) == 1
-
-    def record_case(
-        self,
-        run: str,
-        case: str,
-        trials: Iterable[tuple[int, Decision | None, str | None, bool | None, float | None]],
-        expected: str | None = None,
-    ) -> int:
-        """Record trials `(index, decision, error_type, passed, latency_ms)` of one case; returns
-        how many were new."""
-        evidence = self.cases.get((run, case))
-        if evidence is None:
-            evidence = self.cases[(run, case)] = CaseEvidence(run, case, expected, array("i"))
-        elif evidence.expected is None:
-            evidence.expected = expected
-        slots = evidence.slots
+    def add_all(self, trials: Iterable[Trial]) -> int:
+        """Record trials (fastest when those of one case come together); how many were new."""
         key_ids = self._key_ids
+        cases = self.cases
+        evidence: CaseEvidence | None = None
         new = 0
-        for index, decision, error_type, passed, latency in trials:
+        for trial in trials:
+            run, case, index = trial.run, trial.case, trial.index
+            if evidence is None or evidence.case != case or evidence.run != run:
+                evidence = cases.get((run, case))
+                if evidence is None:
+                    evidence = cases[(run, case)] = CaseEvidence(
+                        run, case, trial.expected, array("i")
+                    )
+            if evidence.expected is None and trial.expected is not None:
+                evidence.expected = trial.expected
+            decision = trial.decision
             if decision is None:
                 slot = ERROR
             else:
@@ -195,6 +155,7 @@ class Evidence:
                 if slot is None:
                     slot = key_ids[decision] = len(self.keys)
                     self.keys.append(decision)
+            slots = evidence.slots
             filled = len(slots)
             if index == filled:
                 slots.append(slot)
@@ -212,22 +173,41 @@ class Evidence:
                     self.conflicted.add((run, case, index))
                 continue
             new += 1
-            if latency is not None:
-                latencies = evidence.latencies
-                if latencies is None:
-                    latencies = evidence.latencies = array("d")
-                if len(latencies) <= index:
-                    latencies.extend([math.nan] * (index + 1 - len(latencies)))
-                latencies[index] = latency
-            if passed is not None:
-                evidence.judge(index, passed)
+            if trial.latency_ms is not None:
+                evidence.record_latency(index, trial.latency_ms)
+            if trial.passed is not None:
+                evidence.judge(index, trial.passed)
             if slot == ERROR:
-                kind = error_type or "error"
+                kind = trial.error_type or "error"
                 self.error_types[kind] += 1
                 if evidence.error_types is None:
                     evidence.error_types = {}
                 evidence.error_types[index] = kind
+            if trial.invariants_failed or trial.invariants_warned or trial.evaluation_skipped:
+                self._note_tiers(evidence, trial)
+            if trial.isolation is not None and run not in self.isolation:
+                self.isolation[run] = trial.isolation
         return new
+
+    def _note_tiers(self, evidence: CaseEvidence, trial: Trial) -> None:
+        """Count what the tiers found on a new trial; a blocking failure fails the trial,
+        whatever an evaluator said."""
+        failed, warned = tuple(trial.invariants_failed), tuple(trial.invariants_warned)
+        self.invariant_failures.update(failed)
+        self.invariant_warnings.update(warned)
+        self.evaluations_skipped += bool(trial.evaluation_skipped)
+        self._tiers[(trial.run, trial.case, trial.index)] = (
+            failed,
+            warned,
+            bool(trial.evaluation_skipped),
+        )
+        if failed:
+            evidence.judge(trial.index, False)
+
+    def declared_isolation(self) -> Isolation:
+        """The isolation the records declared, when all runs declared the same; else unknown."""
+        declared = set(self.isolation.values())
+        return declared.pop() if len(declared) == 1 else Isolation.UNKNOWN
 
     @property
     def conflicts(self) -> int:
@@ -235,20 +215,40 @@ class Evidence:
         return len(self.conflicted)
 
     def trials(self) -> Iterator[Trial]:
-        """The kept trials (the first record of each identity), case by case in index order."""
+        """The kept trials (the first record of each identity), whole: decision, expected
+        route, error type, evaluator verdict, latency, tier results and the run's isolation;
+        case by case in index order."""
+        judged = {1: False, 2: True}
         for evidence in self.cases.values():
             errors = evidence.error_types or {}
+            latencies = evidence.latencies
+            judgements = evidence.judgements
+            isolation = self.isolation.get(evidence.run)
             for index, slot in enumerate(evidence.slots):
                 if slot == MISSING:
                     continue
-                decision = None if slot == ERROR else self.keys[slot]
+                latency = latencies[index] if latencies and index < len(latencies) else math.nan
+                failed, warned, skipped = self._tiers.get(
+                    (evidence.run, evidence.case, index), ((), (), False)
+                )
+                passed = (
+                    judged.get(judgements[index])
+                    if judgements and index < len(judgements)
+                    else None
+                )
                 yield Trial(
                     evidence.case,
                     index,
-                    decision,
+                    None if slot == ERROR else self.keys[slot],
                     evidence.run,
                     evidence.expected,
                     errors.get(index),
+                    passed=passed,
+                    invariants_failed=failed,
+                    invariants_warned=warned,
+                    latency_ms=None if math.isnan(latency) else latency,
+                    evaluation_skipped=skipped,
+                    isolation=isolation,
                 )
 
     def is_no_decision(self, key_id: int) -> bool:

@@ -1,9 +1,12 @@
-"""One trial of a bounded decision, and the key its decision compares by."""
+"""One trial of a bounded decision (the record every source produces), and its decision key."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
 from enum import Enum
+from typing import Any
+
+import msgspec
 
 
 class Outcome(str, Enum):
@@ -14,8 +17,16 @@ class Outcome(str, Enum):
     ERROR = "error"
 
 
-@dataclass(frozen=True)
-class NoDecision:
+class Isolation(str, Enum):
+    """How reruns of a case were kept apart; a shared session makes them dependent."""
+
+    FRESH_SESSION = "fresh-session"
+    FRESH_INSTANCE = "fresh-instance"
+    SHARED_SESSION = "shared-session"
+    UNKNOWN = "unknown"
+
+
+class NoDecision(msgspec.Struct, frozen=True, gc=False):
     """An agent's explicit refusal to decide, with a short machine reason (e.g. `refused`)."""
 
     reason: str = "unspecified"
@@ -26,6 +37,45 @@ class NoDecision:
 
 Decision = str | tuple[str, ...] | NoDecision
 """A decision key: a label, an ordered tool path, or a no-decision with its reason."""
+
+NO_TOOL_SELECTED = NoDecision("no_tool_selected")
+"""What an empty tool path decides: no tool was chosen."""
+
+
+class InvalidDecision(ValueError):
+    """A value that is not a decision (an empty label, a path with a non-string step, ...)."""
+
+
+def decision_from_value(value: Any) -> Decision:
+    """The one rule that turns a raw value into a decision key: a string that is not blank is a
+    label; a list or tuple of such strings is an ordered tool path, and an empty one is the
+    no-decision `no_tool_selected`; a NoDecision is itself; a mapping decides by its `verdict`
+    or its `tools`, or is `{kind: no_decision, reason}`. Anything else raises InvalidDecision."""
+    if isinstance(value, str):
+        if not value.strip():
+            raise InvalidDecision("an empty label is not a decision")
+        return value
+    if isinstance(value, NoDecision):
+        return value
+    if isinstance(value, (list, tuple)):
+        if not value:
+            return NO_TOOL_SELECTED
+        if not all(isinstance(step, str) and step.strip() for step in value):
+            raise InvalidDecision("a tool path holds non-empty tool names only")
+        return tuple(value)
+    if isinstance(value, Mapping):
+        if value.get("kind") == "no_decision":
+            reason = value.get("reason", "unspecified")
+            if not isinstance(reason, str) or not reason.strip():
+                raise InvalidDecision("a no-decision's reason is a string that is not blank")
+            return NoDecision(reason)
+        for key in ("verdict", "tools"):
+            if value.get(key) is not None:
+                return decision_from_value(value[key])
+        raise InvalidDecision(
+            "a mapping decides by its `verdict`, its `tools`, or {kind: no_decision, reason}"
+        )
+    raise InvalidDecision(f"a {type(value).__name__} is not a decision")
 
 
 def decision_text(decision: Decision) -> str:
@@ -44,13 +94,8 @@ def outcome_of(decision: Decision | None) -> Outcome:
     return Outcome.DECISION
 
 
-@dataclass(frozen=True)
-class Trial:
-    """One call of the decision point: identity (run, case, index), what it decided, what was meant.
-
-    `decision` is None exactly when the trial errored; `error_type` then names the error.
-    `case` is an explicit case id or an input fingerprint, never raw input.
-    """
+class _TrialIdentity(msgspec.Struct, frozen=True, gc=False):
+    """Who the trial is and what it decided (positional: `Trial(case, index, decision, run)`)."""
 
     case: str
     index: int
@@ -58,6 +103,17 @@ class Trial:
     run: str = "run"
     expected: str | None = None
     error_type: str | None = None
+
+
+class Trial(_TrialIdentity, frozen=True, gc=False, kw_only=True):
+    """One call of the decision point, as every source records it: identity (run, case, index),
+    what it decided, what was meant, and what the assertion tiers found.
+
+    `decision` is None exactly when the trial errored; `error_type` then names the error.
+    `case` is an explicit case id or an input fingerprint, never raw input. The fields after
+    `error_type` are keyword-only.
+    """
+
     passed: bool | None = None
     """An evaluator's verdict on the trial (e.g. promptfoo or DeepEval `success`), if any."""
     invariants_failed: tuple[str, ...] = ()
@@ -66,6 +122,8 @@ class Trial:
     latency_ms: float | None = None
     evaluation_skipped: bool = False
     """An expensive tier (semantic, judge) was skipped because a cheaper one failed."""
+    isolation: Isolation | None = None
+    """How the run kept reruns apart, where the source knows it (a run's declaration)."""
 
     @property
     def outcome(self) -> Outcome:

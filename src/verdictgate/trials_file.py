@@ -12,7 +12,15 @@ import msgspec
 
 from .errors import InputError
 from .evidence import MAX_TRIAL_INDEX, Evidence, TrialIndexError
-from .trial_model import Decision, NoDecision, Outcome, Trial
+from .trial_model import (
+    Decision,
+    InvalidDecision,
+    Isolation,
+    NoDecision,
+    Outcome,
+    Trial,
+    decision_from_value,
+)
 
 CHUNK_BYTES = 1 << 22
 DEFAULT_RUN = "run"
@@ -39,6 +47,7 @@ class TrialRecord(msgspec.Struct, gc=False):
     invariants_warned: list[str] | None = None
     latency_ms: float | None = None
     evaluation_skipped: bool | None = None
+    isolation: str | None = None
 
 
 class RunLabels(msgspec.Struct):
@@ -67,11 +76,15 @@ class TrialsSummary:
 def decision_of(record: TrialRecord) -> Decision | None:
     """The decision key a record carries, or a ValueError naming the field that is wrong."""
     if record.outcome == "decision":
-        if record.verdict is not None:
-            return record.verdict
-        if record.tools is not None:
-            return tuple(record.tools)
-        raise ValueError("verdict: outcome `decision` needs a `verdict` or `tools`")
+        value = record.verdict if record.verdict is not None else record.tools
+        if value is None:
+            raise ValueError("verdict: outcome `decision` needs a `verdict` or `tools`")
+        try:
+            return decision_from_value(value)
+        except InvalidDecision as error:
+            raise ValueError(
+                f"{'verdict' if record.verdict is not None else 'tools'}: {error}"
+            ) from None
     if record.outcome == "no_decision":
         return NoDecision(record.reason or "unspecified")
     return None
@@ -162,95 +175,57 @@ def _decode_each(chunk: bytes, first_line: int, path: str) -> list[TrialRecord |
 def _add_batch(
     records: list, first_line: int, evidence: Evidence, summary: TrialsSummary, path: str
 ) -> None:
-    """Add decoded records, one call per run of consecutive records of the same case."""
-    runs = summary.runs
-    group: list[tuple[int, Decision | None, str | None, bool | None, float | None]] = []
-    group_start = 0
-    current = None  # (run, case, expected) of the group being built
+    """Add a chunk's records as trials; an error names the line and field it comes from."""
+    trials = []
     for offset, record in enumerate(records):
-        if record is None:
-            continue
-        decision = record.verdict
-        try:
-            if decision is None or record.outcome != "decision":
-                decision = decision_of(record)
-        except ValueError as error:
-            field_name, _, problem = str(error).partition(": ")
-            raise InputError(
-                problem, path=path, line=first_line + offset, field=field_name
-            ) from None
-        identity = (record.run or DEFAULT_RUN, record.case)
-        if current is None or identity != current[:2]:
-            if group:
-                _flush(evidence, current, group, records, group_start, first_line, path)
-            current = (*identity, record.expected)
-            runs.add(identity[0])
-            group = []
-            group_start = offset
-        elif current[2] is None and record.expected is not None:
-            current = (*identity, record.expected)  # the first expected route given counts
-        if record.invariants_failed or record.invariants_warned or record.evaluation_skipped:
-            # rare: recorded one by one
-            if group:
-                _flush(evidence, current, group, records, group_start, first_line, path)
-                group = []
-            _record_one(evidence, identity, record, decision, path, first_line + offset)
-            group_start = offset + 1
-            continue
-        group.append((record.trial, decision, record.error_type, record.passed, record.latency_ms))
-    if group:
-        _flush(evidence, current, group, records, group_start, first_line, path)
-    summary.records += len(records) - records.count(None)
-
-
-def _record_one(
-    evidence: Evidence,
-    identity: tuple,
-    record: TrialRecord,
-    decision: Decision | None,
-    path: str,
-    line: int,
-) -> None:
-    """Record one trial and what the tiers found on it."""
-    run, case = identity
+        if record is not None:
+            try:
+                trials.append(_trial(record))
+            except ValueError as error:
+                field_name, _, problem = str(error).partition(": ")
+                raise InputError(
+                    problem, path=path, line=first_line + offset, field=field_name
+                ) from None
     try:
-        new = evidence.record(
-            run, case, record.trial, decision, record.expected, record.error_type, record.passed,
-            record.latency_ms,
-        )  # fmt: skip
-    except TrialIndexError as error:
-        raise InputError(str(error), path=path, line=line, field="trial") from None
-    if new:
-        evidence.note_tiers(
-            run,
-            case,
-            record.trial,
-            tuple(record.invariants_failed or ()),
-            tuple(record.invariants_warned or ()),
-            bool(record.evaluation_skipped),
-        )
-
-
-def _flush(
-    evidence: Evidence,
-    identity: tuple,
-    group: list,
-    records: list,
-    group_start: int,
-    first_line: int,
-    path: str,
-) -> None:
-    """Record one group; a bad trial index is reported at its own line."""
-    run, case, expected = identity
-    try:
-        evidence.record_case(run, case, group, expected)
+        evidence.add_all(trials)
     except TrialIndexError as error:
         offset = next(
             n
-            for n in range(group_start, len(records))
-            if records[n] is not None and not 0 <= records[n].trial <= MAX_TRIAL_INDEX
+            for n, record in enumerate(records)
+            if record is not None and not 0 <= record.trial <= MAX_TRIAL_INDEX
         )
         raise InputError(str(error), path=path, line=first_line + offset, field="trial") from None
+    summary.runs.update({trial.run for trial in trials})
+    summary.records += len(trials)
+
+
+_ISOLATIONS = {isolation.value: isolation for isolation in Isolation}
+
+
+def _trial(record: TrialRecord) -> Trial:
+    """The trial a record holds; a ValueError `field: problem` names what is wrong."""
+    decision = record.verdict if record.outcome == "decision" else None
+    if decision is None or not decision.strip():
+        decision = decision_of(record)
+    isolation = None
+    if record.isolation is not None:
+        isolation = _ISOLATIONS.get(record.isolation)
+        if isolation is None:
+            raise ValueError(f"isolation: unknown isolation {record.isolation!r}")
+    return Trial(
+        record.case,
+        record.trial,
+        decision,
+        record.run or DEFAULT_RUN,
+        record.expected,
+        record.error_type,
+        passed=record.passed,
+        invariants_failed=tuple(record.invariants_failed or ()),
+        invariants_warned=tuple(record.invariants_warned or ()),
+        latency_ms=record.latency_ms,
+        evaluation_skipped=bool(record.evaluation_skipped),
+        isolation=isolation,
+    )
 
 
 def trial_fields(trial: Trial, suite: str | None = None, point: str | None = None) -> dict:
@@ -273,18 +248,29 @@ def trial_fields(trial: Trial, suite: str | None = None, point: str | None = Non
         "invariants_warned": list(trial.invariants_warned) or None,
         "latency_ms": trial.latency_ms,
         "evaluation_skipped": trial.evaluation_skipped or None,
+        "isolation": trial.isolation.value if trial.isolation is not None else None,
     }
     return {name: value for name, value in fields.items() if value is not None}
 
 
 class TrialWriter:
-    """Writes trials as JSON Lines as they arrive (a runner sink)."""
+    """Writes trials as JSON Lines as they arrive (a runner sink). `isolation` is written on
+    records that do not carry their own (the runner knows how it isolated reruns)."""
 
-    def __init__(self, stream: IO[bytes], suite: str | None = None, point: str | None = None):
+    def __init__(
+        self,
+        stream: IO[bytes],
+        suite: str | None = None,
+        point: str | None = None,
+        isolation: Isolation | None = None,
+    ):
         self.stream, self.suite, self.point = stream, suite, point
+        self.isolation = None if isolation is Isolation.UNKNOWN else isolation
         self.written = 0
 
     def add(self, trial: Trial) -> None:
         """Append one trial record."""
+        if trial.isolation is None and self.isolation is not None:
+            trial = msgspec.structs.replace(trial, isolation=self.isolation)
         self.stream.write(_ENCODER.encode(trial_fields(trial, self.suite, self.point)) + b"\n")
         self.written += 1

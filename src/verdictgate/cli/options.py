@@ -124,9 +124,9 @@ def run_options(command: Callable) -> Callable:
             click.option(
                 "--isolation",
                 type=ISOLATIONS,
-                default="unknown",
-                show_default=True,
-                help="How reruns are isolated; fresh-instance calls FACTORY() for every trial.",
+                default=None,
+                help="How reruns are isolated; fresh-instance calls FACTORY() for every trial "
+                "(default: what a trials file records, else unknown).",
             ),
             click.option(
                 "--trials-out",
@@ -254,13 +254,14 @@ def evidence_for(
             id=run_ids[0] if len(run_ids) == 1 else ",".join(run_ids),
             suite=suite.name if suite else summary.suite or "suite",
             point=suite.point if suite else summary.point or "decision",
-            isolation=Isolation(isolation),
+            isolation=Isolation(isolation) if isolation else evidence.declared_isolation(),
             fingerprints=fingerprint_mode(case for _, case in evidence.cases),
         )
         return assess(evidence, suite, policy, run=info)
     if suite is None:
         raise click.UsageError("--agent needs --suite (the cases to call it with)")
     factory = load_factory(agent_spec)
+    isolation = isolation or Isolation.UNKNOWN.value
     try:
         if isolation == Isolation.FRESH_INSTANCE.value:
             agent = from_factory(factory, fresh_instance=True)
@@ -274,7 +275,10 @@ def evidence_for(
         run as run_agent,  # the OpenTelemetry SDK loads only when an agent runs
     )
 
-    with trials_writer(trials_out, suite) as sink, telemetry_for(otlp_endpoint) as telemetry:
+    with (
+        trials_writer(trials_out, suite, agent.isolation) as sink,
+        telemetry_for(otlp_endpoint) as telemetry,
+    ):
         return run_agent(
             agent,
             suite,
@@ -345,7 +349,9 @@ def _reachable(host: str, port: int) -> None:
 
 
 @contextmanager
-def trials_writer(path: str | None, suite: Suite) -> Iterator[TrialWriter | None]:
+def trials_writer(
+    path: str | None, suite: Suite, isolation: Isolation
+) -> Iterator[TrialWriter | None]:
     """A sink writing every trial to `path` as it arrives, or None without a path."""
     if path is None:
         yield None
@@ -355,7 +361,7 @@ def trials_writer(path: str | None, suite: Suite) -> Iterator[TrialWriter | None
     except OSError as error:
         raise InputError(f"cannot write trials ({error.strerror})", path=path) from None
     with stream:
-        yield TrialWriter(stream, suite.name, suite.point)
+        yield TrialWriter(stream, suite.name, suite.point, isolation)
 
 
 def suite_from(path: str | None) -> Suite | None:

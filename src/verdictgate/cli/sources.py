@@ -79,7 +79,7 @@ def assess_command(trials_path, suite_path, isolation, policy_of, fmt, output, *
     policy = policy_of(suite)
     if trials_path is not None:
         assessment = evidence_for(trials=trials_path, agent_spec=None, suite=suite, policy=policy,
-                               isolation=isolation or "unknown")  # fmt: skip
+                               isolation=isolation)  # fmt: skip
     else:
         imported = _read(kind, sources, suite)
         assessment = assess_imported(imported, sources[kind], suite, policy, isolation)
@@ -103,7 +103,7 @@ def convert_command(target, suite_path, output, **sources) -> None:
     name, point = (suite.name, suite.point) if suite else (Path(sources[kind]).stem, None)
     stream = open(output, "wb") if output else sys.stdout.buffer  # noqa: SIM115 - closed below
     try:
-        writer = TrialWriter(stream, name, point)
+        writer = TrialWriter(stream, name, point, imported.isolation)
         for trial in imported.evidence.trials():
             writer.add(trial)
     finally:

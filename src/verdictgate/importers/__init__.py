@@ -12,7 +12,7 @@ from ..assessment import Isolation
 from ..evidence import Evidence
 from ..fingerprints import fingerprint_key
 from ..suite import Case, Suite
-from ..trial_model import Decision
+from ..trial_model import Decision, InvalidDecision, decision_from_value
 
 
 @dataclass(frozen=True)
@@ -56,8 +56,8 @@ def pick(value: Any, dotted: str) -> Any:
 
 def decision_at(value: Any, path: str | None) -> Decision | None:
     """A decision read from a tool's output: the value itself, or, with a dotted `path`, what
-    the path names in it (JSON text is parsed first). A label is a non-empty string, a tool path
-    a list of strings; anything else is None (the caller records an unreadable decision)."""
+    the path names in it (JSON text is parsed first), by the one rule of `decision_from_value`;
+    None when it is not a decision (the caller records an unreadable decision)."""
     if path is not None:
         if isinstance(value, str):
             try:
@@ -65,11 +65,10 @@ def decision_at(value: Any, path: str | None) -> Decision | None:
             except json.JSONDecodeError:
                 return None
         value = pick(value, path)
-    if isinstance(value, str) and value:
-        return value
-    if isinstance(value, list) and value and all(isinstance(item, str) for item in value):
-        return tuple(value)
-    return None
+    try:
+        return decision_from_value(value)
+    except InvalidDecision:
+        return None
 
 
 SOURCES = ("agentverity", "promptfoo", "deepeval", "jsonl", "otlp_json")

@@ -11,22 +11,17 @@ from ..evidence import Evidence
 from ..fingerprints import fingerprint
 from ..suite import Case, Suite
 from ..suite_file import read_json
-from ..trial_model import Decision, NoDecision
-from . import Imported, ImportOptions
+from ..trial_model import Decision, Trial
+from . import Imported, ImportOptions, decision_at
 
 EVIDENCE_SCHEMA = "agentverity.evidence/v2"
 RUN_ID = "agentverity"
 
 
 def _observation(value: Any, field: str, source: str) -> Decision:
-    if isinstance(value, str) and value:
-        return value
-    if isinstance(value, list) and all(isinstance(tool, str) for tool in value):
-        return tuple(value)
-    if isinstance(value, dict) and value.get("kind") == "no_decision":
-        reason = value.get("reason")
-        if isinstance(reason, str) and reason:
-            return NoDecision(reason)
+    decision = decision_at(value, None)
+    if decision is not None:
+        return decision
     raise InputError(
         "an observation is a label, a list of tool names, or {kind: no_decision, reason}",
         path=source,
@@ -64,13 +59,15 @@ def read(path: Path, options: ImportOptions, suite: Suite | None, key: bytes | N
         case_id = fingerprint(raw["input"], key)
         if any(case.id == case_id for case in cases):
             raise InputError("the same input appears twice", path=source, field=field)
-        trials = [
-            (index, _observation(value, f"{field}.observations[{index}]", source), None, None, None)
+        evidence.add_all(
+            Trial(case_id, index, _observation(value, f"{field}.observations[{index}]", source),
+                  RUN_ID, expected, isolation=isolation)
             for index, value in enumerate(observations)
-        ]
-        trials += [
-            (len(observations) + n, None, "agentverity_error", None, None) for n in range(errors)
-        ]
-        evidence.record_case(RUN_ID, case_id, trials, expected)
+        )  # fmt: skip
+        evidence.add_all(
+            Trial(case_id, len(observations) + n, None, RUN_ID, expected, "agentverity_error",
+                  isolation=isolation)
+            for n in range(errors)
+        )  # fmt: skip
         cases.append(Case(case_id, None, expected))
     return Imported(evidence, tuple(cases), RUN_ID, isolation)

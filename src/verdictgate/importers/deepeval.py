@@ -14,7 +14,7 @@ from ..evidence import Evidence
 from ..fingerprints import fingerprint, fingerprint_key
 from ..suite import Case, Suite
 from ..suite_file import read_json
-from ..trial_model import Decision
+from ..trial_model import Decision, Trial
 from . import Imported, ImportOptions, decision_at
 
 RUN_ID = "deepeval"
@@ -28,7 +28,7 @@ def _tools(called: Any) -> Decision | None:
         tool.get("name") if isinstance(tool, dict) else getattr(tool, "name", tool)
         for tool in called
     ]
-    return tuple(names) if names and all(isinstance(name, str) for name in names) else None
+    return decision_at(names, None)
 
 
 def _order(name: str | None, order: Any, position: int) -> tuple[int, int]:
@@ -51,6 +51,7 @@ def _build(
         case_id = fingerprint(text, key)
         members.sort(key=lambda item: item[0])
         expected = decision_at(members[0][1].get("expectedOutput"), decision_path)
+        expected_text = expected if isinstance(expected, str) else None
         trials = []
         for index, (_, row) in enumerate(members):
             got = (
@@ -60,9 +61,11 @@ def _build(
             )
             success = row.get("success")
             passed = success if isinstance(success, bool) else None
-            trials.append((index, got, None if got is not None else "decision_path", passed, None))
-        expected_text = expected if isinstance(expected, str) else None
-        evidence.record_case(RUN_ID, case_id, trials, expected_text)
+            error_type = None if got is not None else "decision_path"
+            trials.append(
+                Trial(case_id, index, got, RUN_ID, expected_text, error_type, passed=passed)
+            )
+        evidence.add_all(trials)
         cases.append(Case(case_id, None, expected_text))
     return Imported(evidence, tuple(cases), RUN_ID)
 

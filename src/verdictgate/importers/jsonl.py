@@ -4,26 +4,15 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
 
 from ..errors import InputError
 from ..evidence import Evidence, TrialIndexError
 from ..fingerprints import fingerprint
 from ..suite import Case, Suite
-from ..trial_model import Decision, NoDecision
-from . import Imported, ImportOptions, pick
+from ..trial_model import Trial
+from . import Imported, ImportOptions, decision_at, pick
 
 RUN_ID = "jsonl"
-
-
-def _decision(value: Any) -> Decision | None:
-    if isinstance(value, str) and value:
-        return value
-    if isinstance(value, list) and value and all(isinstance(item, str) for item in value):
-        return tuple(value)
-    if isinstance(value, dict) and value.get("kind") == "no_decision":
-        return NoDecision(str(value.get("reason", "unspecified")))
-    return None
 
 
 def read(path: Path, options: ImportOptions, suite: Suite | None, key: bytes | None) -> Imported:
@@ -68,11 +57,10 @@ def read(path: Path, options: ImportOptions, suite: Suite | None, key: bytes | N
                 counters[(run, case)] = index + 1
             route = pick(row, options.expected_path) if options.expected_path else None
             route = route if isinstance(route, str) else None
-            decision = _decision(pick(row, options.decision_path))
+            decision = decision_at(pick(row, options.decision_path), None)
+            error_type = None if decision is not None else "decision_path"
             try:
-                evidence.record(
-                    run, case, index, decision, route, None if decision else "decision_path"
-                )
+                evidence.add(Trial(case, index, decision, run, route, error_type))
             except TrialIndexError as error:
                 raise InputError(
                     str(error), path=source, line=number, field=options.trial_path

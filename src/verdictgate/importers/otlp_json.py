@@ -8,7 +8,7 @@ from pathlib import Path
 from ..errors import InputError
 from ..evidence import Evidence
 from ..otel.spans import run_declaration
-from ..receiver.otlp import MalformedRequest, extract_json, record_received
+from ..receiver.otlp import MalformedRequest, extract_json
 from ..suite import Case, Suite
 from . import Imported, ImportOptions
 
@@ -32,11 +32,13 @@ def read(path: Path, options: ImportOptions, suite: Suite | None, key: bytes | N
                 raise InputError(str(error), path=str(path), line=number) from None
             if extract.rejected:
                 raise InputError(extract.errors[0], path=str(path), line=number)
+            evidence.add_all(extract.trials)
             for trial in extract.trials:
-                record_received(evidence, trial)
-                expected.setdefault(trial[1], trial[4])
+                expected.setdefault(trial.case, trial.expected)
             for attributes in extract.declarations:
-                isolation = run_declaration(attributes).isolation
+                declaration = run_declaration(attributes)
+                isolation = declaration.isolation
+                evidence.isolation.setdefault(declaration.run_id, isolation)
     runs = sorted({run for run, _ in evidence.cases})
     if not runs:
         raise InputError("holds no decision spans", path=str(path))

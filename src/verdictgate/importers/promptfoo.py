@@ -22,7 +22,7 @@ from ..errors import InputError
 from ..evidence import Evidence
 from ..fingerprints import fingerprint
 from ..suite import Case, Suite
-from ..trial_model import Decision
+from ..trial_model import Decision, Trial
 from . import Imported, ImportOptions, decision_at
 
 PROVIDER_ERROR = 2
@@ -230,11 +230,13 @@ def read(path: Path, options: ImportOptions, suite: Suite | None, key: bytes | N
             positions = [0] * len(ranked)
             for rank, row_number in enumerate(ranked):
                 positions[row_number] = rank
-        trials = [
-            (position, *trial, latency)
-            for position, trial, latency in zip(positions, test.trials, test.latencies, strict=True)
-        ]
-        evidence.record_case(eval_id, case.id, trials, case.expected)
+        evidence.add_all(
+            Trial(case.id, position, decision, eval_id, case.expected, error, passed=passed,
+                  latency_ms=latency)
+            for position, (decision, error, passed), latency in zip(
+                positions, test.trials, test.latencies, strict=True
+            )
+        )  # fmt: skip
         cases.append(Case(case.id, None, case.expected))
     return Imported(evidence, tuple(cases), eval_id)
 

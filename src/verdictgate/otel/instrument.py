@@ -26,13 +26,12 @@ from weakref import WeakKeyDictionary
 from opentelemetry import trace
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
-from ..assessment import Isolation
 from ..fingerprints import fingerprint, fingerprint_key
 from ..policy import Policy
-from ..runner.agent import InvalidReturn, decision_from_return
 from ..suite import Suite
 from ..tiers.invariants import Invariant
 from ..tiers.tiers import TierOutcome, Tiers
+from ..trial_model import InvalidDecision, Isolation, decision_from_value
 from . import conventions as names
 from .spans import decision_attributes, run_attributes
 
@@ -118,8 +117,8 @@ class DecisionRecorder:
         `invalid_return` error, and a tier that raised (`tiers.error`, e.g. `judge:TimeoutError`)
         makes the trial an error of that type: a fault, not a verdict on the answer."""
         try:
-            decision = decision_from_return(answer)
-        except InvalidReturn:
+            decision = decision_from_value(answer)
+        except InvalidDecision:
             self.record_error("invalid_return")
             return
         if tiers.error is not None:

@@ -25,8 +25,7 @@ from .spans import (
     assess_declared,
     metric_routes,
     run_declaration,
-    tier_fields,
-    trial_fields,
+    trial_from_attributes,
 )
 
 logger = logging.getLogger(__name__)
@@ -204,10 +203,8 @@ class EvidenceProcessor(SpanProcessor):
     # The caller's side: bookkeeping only
 
     def _add_trial(self, attributes: dict[str, Any], latency_ms: float | None) -> None:
-        run, case, index, decision, expected, error_type = trial_fields(attributes)
-        passed = attributes.get(names.PASSED)
-        passed = passed if isinstance(passed, bool) else None
-        tiers = tier_fields(attributes)
+        trial = trial_from_attributes(attributes, latency_ms)
+        run = trial.run
         with self._lock:
             if self._stopping or run in self._ended:
                 self.late += 1
@@ -221,20 +218,10 @@ class EvidenceProcessor(SpanProcessor):
                     self._start_worker()
                     self._changed.notify_all()  # a new deadline for the worker
             state.last_trial = time.monotonic()
-            is_new = state.evidence.record(
-                run, case, index, decision, expected, error_type, passed, latency_ms
-            )
-            if is_new and (tiers[0] or tiers[1] or tiers[2]):
-                state.evidence.note_tiers(run, case, index, *tiers)
+            is_new = state.evidence.add(trial)
             watcher = self._watchers.get(run) if is_new and self._watchers else None
         if watcher is not None:
-            failed, warned, skipped = tiers
-            watcher(
-                Trial(
-                    case, index, decision, run, expected, error_type, passed, failed, warned,
-                    latency_ms, skipped,
-                )
-            )  # fmt: skip
+            watcher(trial)
 
     def _end_run(self, attributes: dict[str, Any]) -> None:
         declaration = run_declaration(attributes)  # a malformed run span is dropped here

@@ -12,7 +12,14 @@ from ..evidence import Evidence
 from ..fingerprints import fingerprint_mode
 from ..policy import Policy
 from ..suite import Contract, Suite
-from ..trial_model import Decision, NoDecision, Trial, outcome_of
+from ..trial_model import (
+    Decision,
+    InvalidDecision,
+    NoDecision,
+    Trial,
+    decision_from_value,
+    outcome_of,
+)
 from . import conventions as names
 
 
@@ -221,12 +228,9 @@ def is_decision_span(name: str, attributes: Mapping[str, Any]) -> bool:
     return name.startswith(names.DECISION_SPAN_PREFIX) and names.OUTCOME in attributes
 
 
-TrialFields = tuple[str, str, int, "Decision | None", "str | None", "str | None"]
-"""(run, case, index, decision, expected, error_type) of one decision span."""
-
-
-def trial_fields(attributes: Mapping[str, Any]) -> TrialFields:
-    """Read a decision span's trial; a ValueError names the attribute that is wrong."""
+def trial_from_attributes(attributes: Mapping[str, Any], latency_ms: float | None = None) -> Trial:
+    """The whole trial a decision span records (with the span's duration as its latency); a
+    ValueError names the attribute that is wrong."""
     get = attributes.get
     run, case, index = get(names.RUN_ID), get(names.CASE_ID), get(names.TRIAL)
     if type(run) is not str or not run:
@@ -239,12 +243,15 @@ def trial_fields(attributes: Mapping[str, Any]) -> TrialFields:
     decision: Decision | None
     error_type = None
     if outcome == "decision":
-        decision = get(names.VERDICT)
-        if type(decision) is not str:
-            tools = get(names.TOOLS)
-            if not isinstance(tools, (list, tuple)):
-                raise ValueError(f"outcome decision needs {names.VERDICT} or {names.TOOLS}")
-            decision = tuple(str(tool) for tool in tools)
+        value = get(names.VERDICT)
+        if value is None:
+            value = get(names.TOOLS)
+        if value is None:
+            raise ValueError(f"outcome decision needs {names.VERDICT} or {names.TOOLS}")
+        try:
+            decision = decision_from_value(list(value) if isinstance(value, tuple) else value)
+        except InvalidDecision as error:
+            raise ValueError(f"{names.VERDICT}: {error}") from None
     elif outcome == "no_decision":
         decision = NoDecision(str(get(names.NO_DECISION_REASON, "unspecified")))
     elif outcome == "error":
@@ -254,22 +261,19 @@ def trial_fields(attributes: Mapping[str, Any]) -> TrialFields:
     else:
         raise ValueError(f"{names.OUTCOME} must be decision, no_decision or error, got {outcome!r}")
     expected = get(names.CASE_EXPECTED)
-    return run, case, index, decision, expected if type(expected) is str else None, error_type
-
-
-def trial_from_attributes(attributes: Mapping[str, Any]) -> Trial:
-    """The trial a decision span records; a ValueError names the attribute that is wrong."""
-    run, case, index, decision, expected, error_type = trial_fields(attributes)
-    return Trial(case, index, decision, run, expected, error_type)
-
-
-def tier_fields(attributes: Mapping[str, Any]) -> tuple[tuple[str, ...], tuple[str, ...], bool]:
-    """What a decision span says the tiers found: the blocking and warning invariants broken,
-    and whether the expensive tiers were skipped."""
-    return (
-        _strings(attributes.get(names.INVARIANT_FAILED)),
-        _strings(attributes.get(names.INVARIANT_WARNED)),
-        attributes.get(names.EVALUATION_SKIPPED) is True,
+    passed = get(names.PASSED)
+    return Trial(
+        case,
+        index,
+        decision,
+        run,
+        expected if type(expected) is str else None,
+        error_type,
+        passed=passed if type(passed) is bool else None,
+        invariants_failed=_strings(get(names.INVARIANT_FAILED)),
+        invariants_warned=_strings(get(names.INVARIANT_WARNED)),
+        latency_ms=latency_ms,
+        evaluation_skipped=get(names.EVALUATION_SKIPPED) is True,
     )
 
 

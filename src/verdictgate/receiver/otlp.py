@@ -9,34 +9,15 @@ from typing import Any
 
 from google.protobuf.message import DecodeError
 
-from ..evidence import Evidence
 from ..otel import conventions as names
-from ..otel.spans import is_decision_span, tier_fields, trial_fields
-from ..trial_model import Decision
+from ..otel.spans import is_decision_span, trial_from_attributes
+from ..trial_model import Trial
 from ..v1.otlp_view_pb2 import ExportTraceRequestView
 
 MAX_ATTRIBUTE_VALUE = 4096
 """Longest string attribute value kept; a longer one makes its span rejected."""
 MAX_ARRAY_VALUES = 256
 """Most values in an array attribute (labels of a tool path, contract routes)."""
-
-
-ReceivedTrial = tuple[
-    str, str, int, Decision | None, str | None, str | None, float | None, bool | None, str | None
-]
-"""A decision span's trial fields, then its latency in ms, its verdict (`verdictgate.passed`)
-and what the tiers found as compact JSON `[failed, warned, skipped]` (None when nothing)."""
-
-
-def record_received(evidence: Evidence, trial: ReceivedTrial) -> bool:
-    """Add one received trial to `evidence` with its latency, verdict and tier results; True when
-    it was the first record of its identity."""
-    run, case, index, decision, expected, error_type, latency, passed, tiers = trial
-    new = evidence.record(run, case, index, decision, expected, error_type, passed, latency)
-    if new and tiers is not None:
-        failed, warned, skipped = json.loads(tiers)
-        evidence.note_tiers(run, case, index, tuple(failed), tuple(warned), bool(skipped))
-    return new
 
 
 class MalformedRequest(ValueError):
@@ -47,7 +28,7 @@ class MalformedRequest(ValueError):
 class Extract:
     """What one export request holds for verdictgate."""
 
-    trials: list[ReceivedTrial] = field(default_factory=list)
+    trials: list[Trial] = field(default_factory=list)
     declarations: list[dict[str, Any]] = field(default_factory=list)
     labels: dict[str, tuple[str | None, str | None]] = field(default_factory=dict)
     """run id -> (suite, point) as decision spans name them."""
@@ -63,10 +44,10 @@ class Extract:
                     raise ValueError(f"{names.RUN_ID} is missing")
                 self.declarations.append(attributes)
             elif is_decision_span(name, attributes):
-                fields = trial_fields(attributes)
-                self.trials.append((*fields, latency_ms, *_verdict_and_tiers(attributes)))
-                if fields[0] not in self.labels:
-                    self.labels[fields[0]] = (
+                trial = trial_from_attributes(attributes, latency_ms)
+                self.trials.append(trial)
+                if trial.run not in self.labels:
+                    self.labels[trial.run] = (
                         attributes.get(names.SUITE),
                         attributes.get(names.POINT),
                     )
@@ -76,19 +57,6 @@ class Extract:
             self.rejected += 1
             if len(self.errors) < 5:
                 self.errors.append(f"span {name!r}: {error}")
-
-
-def _verdict_and_tiers(attributes: dict[str, Any]) -> tuple[bool | None, str | None]:
-    passed = attributes.get(names.PASSED)
-    if (
-        names.INVARIANT_FAILED in attributes
-        or names.INVARIANT_WARNED in attributes
-        or (names.EVALUATION_SKIPPED in attributes)
-    ):
-        tiers = json.dumps(tier_fields(attributes), separators=(",", ":"))
-    else:
-        tiers = None
-    return (passed if type(passed) is bool else None), tiers
 
 
 def _latency_ms(start: int, end: int) -> float | None:

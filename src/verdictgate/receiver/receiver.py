@@ -70,7 +70,7 @@ class Receiver:
 
     def _cap(self, extract: Extract) -> None:
         """Drop (and count as rejected) the trials a run has no room for."""
-        incoming = Counter(trial[0] for trial in extract.trials)
+        incoming = Counter(trial.run for trial in extract.trials)
         room = {}
         for run_id, count in incoming.items():
             stored = self.store.run(run_id)
@@ -81,11 +81,11 @@ class Receiver:
             return
         kept = []
         for trial in extract.trials:
-            left = room.get(trial[0])
+            left = room.get(trial.run)
             if left is None or left > 0:
                 kept.append(trial)
                 if left is not None:
-                    room[trial[0]] = left - 1
+                    room[trial.run] = left - 1
         extract.rejected += len(extract.trials) - len(kept)
         extract.errors.append(
             f"runs at their limit of {self._max_trials} trials: " + ", ".join(sorted(room)[:3])

@@ -15,8 +15,7 @@ from typing import Any
 
 from ..evidence import Evidence
 from ..otel import conventions as names
-from ..trial_model import Decision, NoDecision
-from .otlp import ReceivedTrial, record_received
+from ..trial_model import Decision, NoDecision, Trial
 
 logger = logging.getLogger(__name__)
 
@@ -148,7 +147,7 @@ class Store:
 
     def write(
         self,
-        trials: Iterable[ReceivedTrial],
+        trials: Iterable[Trial],
         declarations: Iterable[dict[str, Any]] = (),
         labels: dict[str, tuple[str | None, str | None]] | None = None,
         now: float | None = None,
@@ -160,14 +159,18 @@ class Store:
         now = time.time() if now is None else now
         batch = secrets.randbits(62)
         by_run: dict[str, list[tuple]] = {}
-        for run, case, index, decision, expected, error_type, latency, passed, tiers in trials:
+        for trial in trials:
+            decision = trial.decision
             key = "l:" + decision if type(decision) is str else encode_decision(decision)
-            rows = by_run.get(run)
+            rows = by_run.get(trial.run)
             if rows is None:
-                rows = by_run[run] = []
+                rows = by_run[trial.run] = []
             rows.append(
-                (run, case, index, key, expected, error_type, batch, latency, passed, tiers)
-            )
+                (
+                    trial.run, trial.case, trial.index, key, trial.expected, trial.error_type,
+                    batch, trial.latency_ms, trial.passed, _tiers_column(trial),
+                )
+            )  # fmt: skip
         declared = list(declarations)
         touched = set(by_run) | {str(d[names.RUN_ID]) for d in declared}
         labels = labels or {}
@@ -213,12 +216,8 @@ class Store:
                 " latency_ms, passed, tiers FROM trials WHERE run_id = ? ORDER BY case_id, trial",
                 (run_id,),
             ).fetchall()
-        for row in rows:
-            case, index, decision, expected, error_type, duplicates, conflict = row[:7]
-            latency, passed, tiers = row[7:]
-            passed = None if passed is None else bool(passed)
-            received = (run_id, case, index, decode_decision(decision), expected, error_type)
-            record_received(evidence, (*received, latency, passed, tiers))
+        evidence.add_all(_trial(run_id, row) for row in rows)
+        for case, index, *_, duplicates, conflict in (row[:7] for row in rows):
             evidence.duplicates += duplicates
             if conflict:
                 evidence.conflicted.add((run_id, case, index))
@@ -339,6 +338,33 @@ class _Transaction:
 
     def __exit__(self, kind, error, traceback) -> None:
         self._cursor.execute("ROLLBACK" if kind else "COMMIT")
+
+
+def _tiers_column(trial: Trial) -> str | None:
+    """What the tiers found, as compact JSON `[failed, warned, skipped]`; None when nothing."""
+    if not (trial.invariants_failed or trial.invariants_warned or trial.evaluation_skipped):
+        return None
+    tiers = [list(trial.invariants_failed), list(trial.invariants_warned), trial.evaluation_skipped]
+    return json.dumps(tiers, separators=(",", ":"))
+
+
+def _trial(run_id: str, row: tuple) -> Trial:
+    """A stored row as the trial it records."""
+    case, index, decision, expected, error_type, _, _, latency, passed, tiers = row
+    failed, warned, skipped = json.loads(tiers) if tiers else ((), (), False)
+    return Trial(
+        case,
+        index,
+        decode_decision(decision),
+        run_id,
+        expected,
+        error_type,
+        passed=None if passed is None else bool(passed),
+        invariants_failed=tuple(failed),
+        invariants_warned=tuple(warned),
+        latency_ms=latency,
+        evaluation_skipped=bool(skipped),
+    )
 
 
 def _repeats(rows: list[tuple], batch: int) -> list[tuple]:

@@ -13,11 +13,6 @@ from typing import Any
 
 from ..assessment import Isolation
 from ..errors import InputError
-from ..trial_model import Decision, NoDecision
-
-
-class InvalidReturn(TypeError):
-    """An agent returned something that is not a decision."""
 
 
 @dataclass(frozen=True)
@@ -64,35 +59,6 @@ def from_factory(
     if fresh_instance:
         return Agent(first, Isolation.FRESH_INSTANCE, factory)
     return Agent(first)
-
-
-def decision_from_return(value: Any) -> Decision:
-    """Read an agent's answer: a label, a dict with `verdict` or `tools`, a tool path, or NoDecision."""
-    if isinstance(value, NoDecision):
-        return value
-    if isinstance(value, str):
-        return _label(value)
-    if isinstance(value, dict):
-        if "verdict" in value and isinstance(value["verdict"], str):
-            return _label(value["verdict"])
-        if "tools" in value:
-            return _tool_path(value["tools"])
-        raise InvalidReturn("a dict answer needs a string `verdict` or a list `tools`")
-    if isinstance(value, (list, tuple)):
-        return _tool_path(value)
-    raise InvalidReturn(f"an agent answer cannot be a {type(value).__name__}")
-
-
-def _label(value: str) -> str:
-    if not value.strip():
-        raise InvalidReturn("an empty label is not a decision")
-    return value
-
-
-def _tool_path(value: Any) -> tuple[str, ...]:
-    if not isinstance(value, (list, tuple)) or not all(isinstance(t, str) for t in value):
-        raise InvalidReturn("a tool path must be a list of tool names")
-    return tuple(value)
 
 
 def load_attribute(spec: str, option: str) -> Any:

@@ -28,8 +28,8 @@ from ..tiers.invariants import Invariant
 from ..tiers.relations import Relation, as_relation
 from ..tiers.semantic import SemanticCheck, bundled_embedder
 from ..tiers.tiers import Judge, Tiers
-from ..trial_model import Trial, decision_text
-from .agent import Agent, decision_from_return, from_callable
+from ..trial_model import Trial, decision_from_value, decision_text
+from .agent import Agent, from_callable
 
 
 class TrialSink(Protocol):
@@ -222,7 +222,7 @@ def _check_relations(
                 errored.add(route)
                 continue
             try:
-                kept = decision_from_return(answer) == first.decision
+                kept = decision_from_value(answer) == first.decision
             except Exception:  # an answer that is not a decision changed it
                 kept = False
             (held if kept else violated).add(route)

@@ -133,76 +133,91 @@ class Evidence:
 
     def add_all(self, trials: Iterable[Trial]) -> int:
         """Record trials (fastest when those of one case come together); how many were new."""
-        key_ids = self._key_ids
-        cases = self.cases
+        key_ids, keys, cases = self._key_ids, self.keys, self.cases
         evidence: CaseEvidence | None = None
+        slots = array("i")
+        run = case = None
         new = 0
         for trial in trials:
-            run, case, index = trial.run, trial.case, trial.index
-            if evidence is None or evidence.case != case or evidence.run != run:
+            if trial.case != case or trial.run != run:
+                run, case = trial.run, trial.case
                 evidence = cases.get((run, case))
                 if evidence is None:
-                    evidence = cases[(run, case)] = CaseEvidence(
-                        run, case, trial.expected, array("i")
-                    )
-            if evidence.expected is None and trial.expected is not None:
-                evidence.expected = trial.expected
-            decision = trial.decision
+                    evidence = cases[(run, case)] = CaseEvidence(run, case, trial.expected, slots)
+                    slots = array("i")
+                elif evidence.expected is None:
+                    evidence.expected = trial.expected
+            assert evidence is not None
+            index, decision = trial.index, trial.decision
             if decision is None:
                 slot = ERROR
             else:
                 slot = key_ids.get(decision)
                 if slot is None:
-                    slot = key_ids[decision] = len(self.keys)
-                    self.keys.append(decision)
-            slots = evidence.slots
-            filled = len(slots)
+                    slot = key_ids[decision] = len(keys)
+                    keys.append(decision)
+            case_slots = evidence.slots
+            filled = len(case_slots)
             if index == filled:
-                slots.append(slot)
-            elif 0 <= index < filled and slots[index] == MISSING:
-                slots[index] = slot
+                case_slots.append(slot)
+            elif 0 <= index < filled and case_slots[index] == MISSING:
+                case_slots[index] = slot
             elif filled < index <= MAX_TRIAL_INDEX:
-                slots.extend([MISSING] * (index - filled))
-                slots.append(slot)
+                case_slots.extend([MISSING] * (index - filled))
+                case_slots.append(slot)
             elif not 0 <= index <= MAX_TRIAL_INDEX:
                 raise TrialIndexError(f"trial index {index} is outside 0..{MAX_TRIAL_INDEX}")
             else:
-                if slots[index] == slot:
+                if case_slots[index] == slot:
                     self.duplicates += 1
                 else:
                     self.conflicted.add((run, case, index))
                 continue
             new += 1
-            if trial.latency_ms is not None:
-                evidence.record_latency(index, trial.latency_ms)
-            if trial.passed is not None:
-                evidence.judge(index, trial.passed)
             if slot == ERROR:
-                kind = trial.error_type or "error"
-                self.error_types[kind] += 1
-                if evidence.error_types is None:
-                    evidence.error_types = {}
-                evidence.error_types[index] = kind
-            if trial.invariants_failed or trial.invariants_warned or trial.evaluation_skipped:
+                self._note_error(evidence, trial)
+            if (
+                trial.latency_ms is not None
+                or trial.passed is not None
+                or trial.invariants_failed
+                or trial.invariants_warned
+                or trial.evaluation_skipped
+                or trial.isolation is not None
+            ):
                 self._note_tiers(evidence, trial)
-            if trial.isolation is not None and run not in self.isolation:
-                self.isolation[run] = trial.isolation
         return new
 
+    def _note_error(self, evidence: CaseEvidence, trial: Trial) -> None:
+        kind = trial.error_type or "error"
+        self.error_types[kind] += 1
+        if evidence.error_types is None:
+            evidence.error_types = {}
+        evidence.error_types[trial.index] = kind
+
     def _note_tiers(self, evidence: CaseEvidence, trial: Trial) -> None:
-        """Count what the tiers found on a new trial; a blocking failure fails the trial,
-        whatever an evaluator said."""
+        """Keep what a new trial says beyond its decision: latency, an evaluator's verdict, what
+        the tiers found (a blocking failure fails the trial, whatever an evaluator said), and
+        its run's isolation (the first declaration counts)."""
+        index = trial.index
+        if trial.latency_ms is not None:
+            evidence.record_latency(index, trial.latency_ms)
+        if trial.passed is not None:
+            evidence.judge(index, trial.passed)
+        if trial.isolation is not None and trial.run not in self.isolation:
+            self.isolation[trial.run] = trial.isolation
         failed, warned = tuple(trial.invariants_failed), tuple(trial.invariants_warned)
+        if not (failed or warned or trial.evaluation_skipped):
+            return
         self.invariant_failures.update(failed)
         self.invariant_warnings.update(warned)
         self.evaluations_skipped += bool(trial.evaluation_skipped)
-        self._tiers[(trial.run, trial.case, trial.index)] = (
+        self._tiers[(trial.run, trial.case, index)] = (
             failed,
             warned,
             bool(trial.evaluation_skipped),
         )
         if failed:
-            evidence.judge(trial.index, False)
+            evidence.judge(index, False)
 
     def declared_isolation(self) -> Isolation:
         """The isolation the records declared, when all runs declared the same; else unknown."""

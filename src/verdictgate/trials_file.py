@@ -22,32 +22,22 @@ from .trial_model import (
     decision_from_value,
 )
 
-CHUNK_BYTES = 1 << 22
+CHUNK_BYTES = 1 << 20
+"""Bytes read and decoded at a time: a few thousand records, so memory stays flat."""
 DEFAULT_RUN = "run"
 
 
-class TrialRecord(msgspec.Struct, gc=False):
-    """The fields of a trials-file line that the engine reads; others are skipped unparsed.
+class TrialLine(Trial, frozen=True, gc=False, kw_only=True):
+    """A trials-file line, decoded straight into the trial record it is (no second object):
+    the file's `trial` is the record's `index`, its `verdict` the `decision` of most lines;
+    `outcome`, `tools` and `reason` set the decision of the others (`_settled`). Unknown
+    fields are skipped unparsed; `gc=False`, since records cannot form cycles."""
 
-    `gc=False`: records hold only strings, numbers and lists of strings, so they cannot form
-    cycles, and a million of them must not trigger garbage-collector passes.
-    """
-
-    case: str
-    trial: int
+    index: int = msgspec.field(name="trial")
+    decision: Decision | None = msgspec.field(default=None, name="verdict")
     outcome: Literal["decision", "no_decision", "error"]
-    run: str | None = None
-    verdict: str | None = None
     tools: list[str] | None = None
     reason: str | None = None
-    error_type: str | None = None
-    expected: str | None = None
-    passed: bool | None = None
-    invariants_failed: list[str] | None = None
-    invariants_warned: list[str] | None = None
-    latency_ms: float | None = None
-    evaluation_skipped: bool | None = None
-    isolation: str | None = None
 
 
 class RunLabels(msgspec.Struct):
@@ -57,7 +47,7 @@ class RunLabels(msgspec.Struct):
     point: str | None = None
 
 
-_DECODER = msgspec.json.Decoder(TrialRecord)
+_DECODER = msgspec.json.Decoder(TrialLine)
 _LABELS_DECODER = msgspec.json.Decoder(RunLabels)
 _ENCODER = msgspec.json.Encoder()
 _FIELD_IN_MESSAGE = re.compile(r" - at `\$\.?([^`]*)`$")
@@ -73,21 +63,21 @@ class TrialsSummary:
     point: str | None = None
 
 
-def decision_of(record: TrialRecord) -> Decision | None:
-    """The decision key a record carries, or a ValueError naming the field that is wrong."""
-    if record.outcome == "decision":
-        value = record.verdict if record.verdict is not None else record.tools
+def _settled(line: TrialLine) -> Trial:
+    """The trial a line holds when its verdict is not simply its decision: the decision its
+    tools, outcome or reason give. A ValueError `field: problem` names what is wrong."""
+    outcome, decision = line.outcome, line.decision
+    if outcome == "decision":
+        field_name, value = ("verdict", decision) if decision is not None else ("tools", line.tools)
         if value is None:
             raise ValueError("verdict: outcome `decision` needs a `verdict` or `tools`")
         try:
-            return decision_from_value(value)
+            return msgspec.structs.replace(line, decision=decision_from_value(value))
         except InvalidDecision as error:
-            raise ValueError(
-                f"{'verdict' if record.verdict is not None else 'tools'}: {error}"
-            ) from None
-    if record.outcome == "no_decision":
-        return NoDecision(record.reason or "unspecified")
-    return None
+            raise ValueError(f"{field_name}: {error}") from None
+    if outcome == "no_decision":
+        return msgspec.structs.replace(line, decision=NoDecision(line.reason or "unspecified"))
+    return msgspec.structs.replace(line, decision=None) if decision is not None else line
 
 
 def read_trials(
@@ -102,6 +92,7 @@ def read_trials(
             stream.seek(0)
             for line_number, records in _record_batches(stream, str(path)):
                 _add_batch(records, line_number, evidence, summary, str(path))
+        summary.runs = {run for run, _ in evidence.cases}
     except OSError as error:
         raise InputError(f"cannot read file ({error.strerror})", path=str(path)) from None
     return evidence, summary
@@ -116,7 +107,7 @@ def _labels(first_line: bytes) -> tuple[str | None, str | None]:
     return labels.suite, labels.point
 
 
-def _record_batches(stream: IO[bytes], path: str) -> Iterator[tuple[int, list[TrialRecord]]]:
+def _record_batches(stream: IO[bytes], path: str) -> Iterator[tuple[int, list[TrialLine]]]:
     """Yield (first line number, records) per chunk of whole lines.
 
     A chunk is decoded in one call; one with an error or blank lines is decoded again line by
@@ -147,9 +138,9 @@ def _record_batches(stream: IO[bytes], path: str) -> Iterator[tuple[int, list[Tr
         first_line += lines
 
 
-def _decode_each(chunk: bytes, first_line: int, path: str) -> list[TrialRecord | None]:
+def _decode_each(chunk: bytes, first_line: int, path: str) -> list[TrialLine | None]:
     """Decode line by line, keeping None for blank lines so positions match line numbers."""
-    records: list[TrialRecord | None] = []
+    records: list[TrialLine | None] = []
     for offset, line in enumerate(chunk.split(b"\n")):
         if not line.strip():
             records.append(None)
@@ -175,57 +166,32 @@ def _decode_each(chunk: bytes, first_line: int, path: str) -> list[TrialRecord |
 def _add_batch(
     records: list, first_line: int, evidence: Evidence, summary: TrialsSummary, path: str
 ) -> None:
-    """Add a chunk's records as trials; an error names the line and field it comes from."""
+    """Add a chunk's records; an error names the line and field it comes from."""
     trials = []
     for offset, record in enumerate(records):
-        if record is not None:
-            try:
-                trials.append(_trial(record))
-            except ValueError as error:
-                field_name, _, problem = str(error).partition(": ")
-                raise InputError(
-                    problem, path=path, line=first_line + offset, field=field_name
-                ) from None
+        if record is None:
+            continue
+        decision = record.decision
+        if record.outcome == "decision" and type(decision) is str and decision.strip():
+            trials.append(record)  # most lines: the record is the trial
+            continue
+        try:
+            trials.append(_settled(record))
+        except ValueError as error:
+            field_name, _, problem = str(error).partition(": ")
+            raise InputError(
+                problem, path=path, line=first_line + offset, field=field_name
+            ) from None
     try:
         evidence.add_all(trials)
     except TrialIndexError as error:
         offset = next(
             n
             for n, record in enumerate(records)
-            if record is not None and not 0 <= record.trial <= MAX_TRIAL_INDEX
+            if record is not None and not 0 <= record.index <= MAX_TRIAL_INDEX
         )
         raise InputError(str(error), path=path, line=first_line + offset, field="trial") from None
-    summary.runs.update({trial.run for trial in trials})
     summary.records += len(trials)
-
-
-_ISOLATIONS = {isolation.value: isolation for isolation in Isolation}
-
-
-def _trial(record: TrialRecord) -> Trial:
-    """The trial a record holds; a ValueError `field: problem` names what is wrong."""
-    decision = record.verdict if record.outcome == "decision" else None
-    if decision is None or not decision.strip():
-        decision = decision_of(record)
-    isolation = None
-    if record.isolation is not None:
-        isolation = _ISOLATIONS.get(record.isolation)
-        if isolation is None:
-            raise ValueError(f"isolation: unknown isolation {record.isolation!r}")
-    return Trial(
-        record.case,
-        record.trial,
-        decision,
-        record.run or DEFAULT_RUN,
-        record.expected,
-        record.error_type,
-        passed=record.passed,
-        invariants_failed=tuple(record.invariants_failed or ()),
-        invariants_warned=tuple(record.invariants_warned or ()),
-        latency_ms=record.latency_ms,
-        evaluation_skipped=bool(record.evaluation_skipped),
-        isolation=isolation,
-    )
 
 
 def trial_fields(trial: Trial, suite: str | None = None, point: str | None = None) -> dict:

@@ -20,9 +20,8 @@ from ..engine import assess
 from ..errors import USAGE_EXIT, InputError, VerdictgateError
 from ..fingerprints import fingerprint_mode
 from ..policy import PRECISION_PRESETS, Policy
-from ..reports import RENDERERS
+from ..reports import RENDERERS, render_text
 from ..reports.json_report import report_document
-from ..reports.text import render_text
 from ..runner.agent import from_callable, from_factory, load_attribute, load_factory
 from ..suite import Suite
 from ..suite_file import load_suite

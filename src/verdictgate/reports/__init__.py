@@ -8,7 +8,14 @@ from ..assessment import Assessment
 from .json_report import render_json
 from .junit import render_junit
 from .markdown import render_markdown
-from .text import render_text
+
+
+def render_text(assessment: Assessment, *, color: bool = False, width: int = 110) -> str:
+    """The terminal report (rich loads on first use: the other formats never pay for it)."""
+    from .text import render_text as render
+
+    return render(assessment, color=color, width=width)
+
 
 RENDERERS: dict[str, Callable[[Assessment], str]] = {
     "text": render_text,

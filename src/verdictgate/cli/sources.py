@@ -13,7 +13,7 @@ from ..engine import assess
 from ..fingerprints import fingerprint_mode
 from ..policy import Policy
 from ..suite import Suite
-from ..trials_file import TrialWriter
+from ..trials_file import TrialWriter, read_trials
 from .options import (
     ISOLATIONS,
     emit,
@@ -88,6 +88,12 @@ def assess_command(trials_path, suite_path, isolation, policy_of, fmt, output, *
 
 
 @click.command("convert")
+@click.option(
+    "--trials",
+    "trials_path",
+    type=click.Path(dir_okay=False),
+    help="A trials file to write again, normalised (one record per kept trial).",
+)
 @import_options
 @click.option("--to", "target", type=click.Choice(["trials"]), default="trials", show_default=True)
 @click.option(
@@ -95,16 +101,23 @@ def assess_command(trials_path, suite_path, isolation, policy_of, fmt, output, *
 )
 @click.option("--output", type=click.Path(dir_okay=False), help="Write here (default: stdout).")
 @handles_errors
-def convert_command(target, suite_path, output, **sources) -> None:
-    """Write evidence from another tool as verdictgate.trials/v1, to archive it in one format."""
-    kind = _source_kind(sources, None, trials_allowed=False)
+def convert_command(target, trials_path, suite_path, output, **sources) -> None:
+    """Write evidence as verdictgate.trials/v1, losslessly: every kept trial with its decision,
+    evaluator verdict, latency, tier results and the run's isolation."""
+    kind = _source_kind(sources, trials_path, trials_allowed=True)
     suite = suite_from(suite_path)
-    imported = _read(kind, sources, suite)
-    name, point = (suite.name, suite.point) if suite else (Path(sources[kind]).stem, None)
+    if kind is None:
+        evidence, summary = read_trials(trials_path)
+        name, point = summary.suite, summary.point
+        isolation = evidence.declared_isolation()
+    else:
+        imported = _read(kind, sources, suite)
+        evidence, isolation = imported.evidence, imported.isolation
+        name, point = (suite.name, suite.point) if suite else (Path(sources[kind]).stem, None)
     stream = open(output, "wb") if output else sys.stdout.buffer  # noqa: SIM115 - closed below
     try:
-        writer = TrialWriter(stream, name, point, imported.isolation)
-        for trial in imported.evidence.trials():
+        writer = TrialWriter(stream, name, point, isolation)
+        for trial in evidence.trials():
             writer.add(trial)
     finally:
         if output:

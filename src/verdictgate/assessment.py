@@ -32,6 +32,15 @@ class Reason:
     message: str
 
 
+class RelationStatus(str, Enum):
+    """What a metamorphic relation showed."""
+
+    VIOLATED = "violated"
+    ERRORED = "errored"
+    HELD = "held"
+    NOT_EXERCISED = "not_exercised"
+
+
 @dataclass(frozen=True)
 class RelationResult:
     """Per relation, the routes whose cases kept (held) or changed (violated) their decision,
@@ -49,13 +58,13 @@ class RelationResult:
     errored: tuple[str, ...] = ()
 
     @property
-    def status(self) -> str:
-        """`violated`, `errored`, `held` or `not_exercised`, in that order of precedence."""
+    def status(self) -> RelationStatus:
+        """Violated, errored, held or not exercised, in that order of precedence."""
         if self.violated:
-            return "violated"
+            return RelationStatus.VIOLATED
         if self.errored:
-            return "errored"
-        return "held" if self.held else "not_exercised"
+            return RelationStatus.ERRORED
+        return RelationStatus.HELD if self.held else RelationStatus.NOT_EXERCISED
 
 
 @dataclass(frozen=True)

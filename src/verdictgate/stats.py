@@ -160,6 +160,17 @@ def trials_needed_for_pass_rate(required: float, confidence: float = 0.95) -> in
     return pairs_needed(1.0 - required, confidence)  # by symmetry of the Wilson interval
 
 
+class Threshold(str, Enum):
+    """Where a p95 interval lies against its threshold."""
+
+    WITHIN = "within"
+    """Wholly below it."""
+    EXCEEDED = "exceeded"
+    """Wholly above it."""
+    UNDECIDED = "undecided"
+    """It straddles the threshold."""
+
+
 @dataclass(frozen=True)
 class Quantiles:
     """p50 and p95 of a measure over trials (latency in ms, tools per call), each
@@ -169,9 +180,8 @@ class Quantiles:
     p50: tuple[float, float, float]
     p95: tuple[float, float, float]
     max_p95: float | None
-    result: str | None
-    """`within` if the p95 interval is wholly below the threshold, `exceeded` if wholly above,
-    else `undecided`; None without a threshold."""
+    result: Threshold | None
+    """Against the threshold; None without one."""
 
 
 def quantile_stats(
@@ -183,9 +193,14 @@ def quantile_stats(
     p95 = quantile_interval(ordered, 0.95, confidence)
     if p50 is None or p95 is None:
         return None
-    result = None
+    result: Threshold | None = None
     if max_p95 is not None:
-        result = "within" if p95[2] < max_p95 else "exceeded" if p95[1] > max_p95 else "undecided"
+        if p95[2] < max_p95:
+            result = Threshold.WITHIN
+        elif p95[1] > max_p95:
+            result = Threshold.EXCEEDED
+        else:
+            result = Threshold.UNDECIDED
     return Quantiles(len(ordered), p50, p95, max_p95, result)
 
 

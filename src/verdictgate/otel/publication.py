@@ -64,9 +64,11 @@ def admission_attributes(assessment: Assessment) -> Attributes:
         names.PASS_RATE_ROUTES_UNRELIABLE: list(a.passes.unreliable_routes()),
         names.EVALUATIONS_SKIPPED: a.passes.skipped,
         **({names.LATENCY_P95_MS: a.latency.p95[0]} if a.latency else {}),
-        **({names.LATENCY_RESULT: a.latency.result} if a.latency and a.latency.result else {}),
         **(
-            {names.TOOL_CALLS_RESULT: a.tool_calls.result}
+            {names.LATENCY_RESULT: a.latency.result.value} if a.latency and a.latency.result else {}
+        ),
+        **(
+            {names.TOOL_CALLS_RESULT: a.tool_calls.result.value}
             if a.tool_calls and a.tool_calls.result
             else {}
         ),

@@ -45,7 +45,11 @@ def _quantiles(stats) -> dict[str, Any] | None:
 def _judged_quantiles(stats: Quantiles | None, threshold: str) -> dict[str, Any] | None:
     if stats is None:
         return None
-    return {**_quantiles(stats), threshold: stats.max_p95, "result": stats.result}
+    return {
+        **_quantiles(stats),
+        threshold: stats.max_p95,
+        "result": stats.result.value if stats.result else None,
+    }
 
 
 def _judgement(rate: PassRate | None) -> dict[str, Any]:
@@ -82,7 +86,7 @@ def report_document(assessment: Assessment) -> dict[str, Any]:
         "relations": [
             {
                 "name": r.name,
-                "status": r.status,
+                "status": r.status.value,
                 "violated": list(r.violated),
                 "held": list(r.held),
                 "errored": list(r.errored),

@@ -106,7 +106,11 @@ def _evidence_table(a: Assessment) -> Table:
 
 def _quantile_row(stats: Quantiles, unit: str) -> str:
     (p50, _, _), (p95, low, high) = stats.p50, stats.p95
-    judged = f" · p95 under {stats.max_p95:g}: {stats.result}" if stats.max_p95 is not None else ""
+    judged = (
+        f" · p95 under {stats.max_p95:g}: {stats.result.value if stats.result else ''}"
+        if stats.max_p95 is not None
+        else ""
+    )
     return f"p50 {p50:.4g}{unit}, p95 {p95:.4g}{unit} CI [{low:.4g}, {high:.4g}] of {stats.trials}{judged}"
 
 
@@ -135,7 +139,7 @@ def _tiers_table(a: Assessment) -> Table | None:
         for route, (passed, judged) in a.passes.routes.items():
             rows.append((f"  {route}", _pass_row(passed, judged, a.passes.route_rates.get(route))))
     for relation in a.run.relations:
-        status = relation.status
+        status = relation.status.value
         if relation.errored:  # a check that could not be made: a fault, not a verdict
             status += " (could not be checked on " + ", ".join(relation.errored) + ")"
         rows.append((f"relation {relation.name}", status))

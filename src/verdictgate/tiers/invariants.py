@@ -4,9 +4,15 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from enum import Enum
 from typing import Any
 
-SEVERITIES = ("block", "warn")
+
+class Severity(str, Enum):
+    """What a broken invariant does: `block` rejects the run, `warn` is reported."""
+
+    BLOCK = "block"
+    WARN = "warn"
 
 
 @dataclass(frozen=True)
@@ -16,11 +22,13 @@ class Invariant:
 
     name: str
     check: Callable[[Any, Any], bool]
-    severity: str = "block"
+    severity: Severity | str = "block"
 
     def __post_init__(self) -> None:
-        if self.severity not in SEVERITIES:
-            raise ValueError(f"severity must be block or warn, got {self.severity!r}")
+        try:
+            object.__setattr__(self, "severity", Severity(self.severity))
+        except ValueError:
+            raise ValueError(f"severity must be block or warn, got {self.severity!r}") from None
 
 
 def evaluate(
@@ -35,5 +43,5 @@ def evaluate(
         except Exception:
             held = False
         if not held:
-            (failed if invariant.severity == "block" else warned).append(invariant.name)
+            (failed if invariant.severity is Severity.BLOCK else warned).append(invariant.name)
     return tuple(failed), tuple(warned)

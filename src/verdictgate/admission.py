@@ -1,35 +1,97 @@
-"""The admission rule: findings in, status with every reason, a headline and next steps out."""
+"""The admission rule as one table: each reason code with its effect on the status, the report
+check it belongs to, its message and its next steps. Status, reasons, headline, next steps and
+the JUnit/Markdown checks are all derived from `RULES`."""
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from enum import Enum
 
-from .assessment import Assessment, Findings, Isolation, Reason, RouteStability, Status
-from .stats import ChangeRate, PassRate, Quantiles, Reliability, Stability, pairs_to_qualify
-
-REJECTING = frozenset(
-    {
-        "shared_session",
-        "integrity_conflict",
-        "pooled_stochastic",
-        "target_stochastic",
-        "route_stochastic",
-        "contract_missing_intended",
-        "contract_missing_observed",
-        "contract_unknown_decision",
-        "contract_under_cased",
-        "dominant_decision",
-        "pass_rate_unreliable",
-        "route_pass_rate_unreliable",
-        "quality_failed",
-        "invariant_blocked",
-        "latency_exceeded",
-        "tool_calls_exceeded",
-        "relation_violated",
-        "relations_vacuous",
-    }
+from .assessment import (
+    Assessment,
+    Findings,
+    Isolation,
+    Reason,
+    RelationStatus,
+    RouteStability,
+    Status,
 )
-"""Reason codes that are evidence of a problem; any one rejects the run."""
+from .stats import (
+    ChangeRate,
+    PassRate,
+    Quantiles,
+    Reliability,
+    Stability,
+    Threshold,
+    pairs_to_qualify,
+)
+
+
+class ReasonCode(str, Enum):
+    """Every reason a run is not qualified (REPORT.md: codes may be added, never renamed)."""
+
+    SHARED_SESSION = "shared_session"
+    QUALITY_FAILED = "quality_failed"
+    INVARIANT_BLOCKED = "invariant_blocked"
+    RELATION_VIOLATED = "relation_violated"
+    RELATIONS_VACUOUS = "relations_vacuous"
+    INTEGRITY_CONFLICT = "integrity_conflict"
+    POOLED_STOCHASTIC = "pooled_stochastic"
+    TARGET_STOCHASTIC = "target_stochastic"
+    ROUTE_STOCHASTIC = "route_stochastic"
+    CONTRACT_MISSING_INTENDED = "contract_missing_intended"
+    CONTRACT_MISSING_OBSERVED = "contract_missing_observed"
+    CONTRACT_UNKNOWN_DECISION = "contract_unknown_decision"
+    CONTRACT_UNDER_CASED = "contract_under_cased"
+    DOMINANT_DECISION = "dominant_decision"
+    LATENCY_EXCEEDED = "latency_exceeded"
+    TOOL_CALLS_EXCEEDED = "tool_calls_exceeded"
+    PASS_RATE_UNRELIABLE = "pass_rate_unreliable"
+    ROUTE_PASS_RATE_UNRELIABLE = "route_pass_rate_unreliable"
+    LATENCY_UNDECIDED = "latency_undecided"
+    TOOL_CALLS_UNDECIDED = "tool_calls_undecided"
+    POOLED_UNDECIDED = "pooled_undecided"
+    TARGET_UNDECIDED = "target_undecided"
+    PASS_RATE_UNDECIDED = "pass_rate_undecided"
+    INCOMPLETE = "incomplete"
+    IN_PROGRESS = "in_progress"
+    NO_REPEATS = "no_repeats"
+
+
+@dataclass(frozen=True)
+class Rule:
+    """One row of the admission rule."""
+
+    code: ReasonCode
+    effect: Status
+    """REJECTED (evidence of a problem) or INCONCLUSIVE (not enough evidence)."""
+    check: str
+    """The JUnit/Markdown check it belongs to (`stability.route` expands to one per route)."""
+    message: Callable[[Findings], str | None]
+    """The reason's plain-language message when it applies to the findings, else None."""
+    next_steps: Callable[[Findings], Iterable[str]]
+    """What to do about it."""
+
+
+CHECKS: dict[str, str] = {
+    "quality": "no quality gate failed",
+    "invariants": "no blocking invariant failed",
+    "relations": "no metamorphic relation requested, or every one held",
+    "isolation": "reruns were not declared to share a session",
+    "integrity": "no trial identity received conflicting records",
+    "completeness": "every planned trial was received without error",
+    "repeats": "every case has at least two trials",
+    "stability.pooled": "the pooled change rate is shown below the tolerance",
+    "stability.route": "every route is judged on its own interval",
+    "contract": "every required route was intended and reached; nothing outside the contract",
+    "dominance": "the probes did not collapse onto one decision",
+    "pass_rate": "no pass rate required, or it is shown above the rate required",
+    "latency": "no latency threshold set, or the p95 is shown under it",
+    "tool_calls": "no tool-call threshold set, or the p95 is shown under it",
+}
+"""Report check -> what it says when none of its reasons applies."""
 
 
 def percent(value: float) -> str:
@@ -45,24 +107,8 @@ def interval(change: ChangeRate) -> str:
     )
 
 
-def judge(findings: Findings) -> Assessment:
-    """Apply the admission rule: rejected beats inconclusive beats qualified."""
-    reasons = tuple(_reasons(findings))
-    codes = {reason.code for reason in reasons}
-    if codes & REJECTING:
-        status = Status.REJECTED
-    elif codes:
-        status = Status.INCONCLUSIVE
-    else:
-        status = Status.QUALIFIED
-    ordered = sorted(reasons, key=lambda reason: reason.code not in REJECTING)
-    return Assessment(
-        **vars(findings),
-        status=status,
-        reasons=tuple(ordered),
-        headline=_headline(findings, status, ordered),
-        next_steps=tuple(_next_steps(findings)),
-    )
+def _listing(items: Iterable[str]) -> str:
+    return ", ".join(items)
 
 
 def _routes_named(routes: list[RouteStability]) -> str:
@@ -72,162 +118,8 @@ def _routes_named(routes: list[RouteStability]) -> str:
     )
 
 
-def _reasons(f: Findings):
-    trials, pooled, coverage = f.trials, f.pooled, f.coverage
-    if f.run.isolation is Isolation.SHARED_SESSION:
-        yield Reason(
-            "shared_session",
-            "reruns shared one session, so they are not independent; such a run is never admitted",
-        )
-    if f.run.quality_failed:
-        yield Reason(
-            "quality_failed",
-            f"{len(f.run.quality_failed)} cases missed their expected route or failed a tier on "
-            "the first call, so the run stopped before paying for repeats: "
-            + ", ".join(f.run.quality_failed[:5]),
-        )
-    if f.invariants.failed:
-        yield Reason(
-            "invariant_blocked",
-            "blocking invariants failed: "
-            + ", ".join(f"{name} in {count} trials" for name, count in f.invariants.failed.items()),
-        )
-    relations = f.run.relations
-    if broken := [r for r in relations if r.status == "violated"]:
-        yield Reason(
-            "relation_violated",
-            "decisions changed under relations that must not change them: "
-            + "; ".join(f"{r.name} on {', '.join(r.violated)}" for r in broken),
-        )
-    if relations and all(r.status == "not_exercised" for r in relations):
-        yield Reason(
-            "relations_vacuous",
-            "the relations requested changed no input, so they tested nothing: "
-            + ", ".join(r.name for r in relations),
-        )
-    if trials.conflicts:
-        yield Reason(
-            "integrity_conflict",
-            f"{trials.conflicts} trial identities (run, case, trial) received conflicting records",
-        )
-    if pooled.result is Stability.STOCHASTIC:
-        yield Reason(
-            "pooled_stochastic",
-            f"the pooled change rate is above {percent(pooled.tolerance)}: {interval(pooled)}",
-        )
-    stochastic = [r for r in f.routes if r.change.result is Stability.STOCHASTIC]
-    if targeted := [r for r in stochastic if r.targeted]:
-        yield Reason("target_stochastic", "routes above their target: " + _routes_named(targeted))
-    if untargeted := [r for r in stochastic if not r.targeted]:
-        yield Reason("route_stochastic", "routes that flip on reruns: " + _routes_named(untargeted))
-    if coverage.missing_intended:
-        yield Reason(
-            "contract_missing_intended",
-            "no case is intended for required routes: "
-            + _with_critical(coverage.missing_intended, coverage.critical_missing),
-        )
-    if unreached := _unreached(f):
-        yield Reason(
-            "contract_missing_observed",
-            "no trial reached required routes: "
-            + _with_critical(unreached, coverage.critical_missing),
-        )
-    if coverage.unknown:
-        yield Reason(
-            "contract_unknown_decision",
-            "trials returned decisions outside the contract: " + ", ".join(coverage.unknown),
-        )
-    if coverage.under_cased:
-        yield Reason(
-            "contract_under_cased",
-            "routes with fewer cases than the contract asks: "
-            + ", ".join(
-                f"{route} ({coverage.intended.get(route, 0)} of {coverage.minimum_cases[route]})"
-                for route in coverage.under_cased
-            ),
-        )
-    if f.dominance.collapsed:
-        dominance = f.dominance
-        yield Reason(
-            "dominant_decision",
-            f"{percent(dominance.share)} of {dominance.cases} cases first decided "
-            f"{dominance.verdict}: the probes collapsed onto one decision",
-        )
-    yield from _threshold_reasons(
-        "latency", f.latency, f.policy.max_p95_ms, "the p95 latency", "ms", "recorded a latency"
-    )
-    yield from _threshold_reasons(
-        "tool_calls", f.tool_calls, f.policy.max_p95_tool_calls,
-        "the p95 of tools called per trial", "tools", "decided a tool path",
-    )  # fmt: skip
-    rate = f.pass_rate
-    if rate is not None and rate.result is Reliability.UNRELIABLE:
-        yield Reason(
-            "pass_rate_unreliable",
-            f"the pass rate is below the required {percent(rate.required)}: {_passes(rate)}",
-        )
-    if low_routes := f.passes.unreliable_routes():
-        yield Reason(
-            "route_pass_rate_unreliable",
-            "routes whose pass rate is below the required rate: "
-            + "; ".join(
-                f"{route} ({_passes(f.passes.route_rates[route])})" for route in low_routes
-            ),
-        )
-    if pooled.result is Stability.UNDECIDED:
-        yield Reason(
-            "pooled_undecided",
-            f"{interval(pooled)}: not enough to show the change rate is below "
-            f"{percent(pooled.tolerance)}",
-        )
-    undecided = [r for r in f.routes if r.targeted and r.change.result is Stability.UNDECIDED]
-    if undecided:
-        yield Reason(
-            "target_undecided", "routes not yet shown within target: " + _routes_named(undecided)
-        )
-    if rate is not None and rate.result is Reliability.UNDECIDED:
-        yield Reason(
-            "pass_rate_undecided",
-            f"not yet shown above the required pass rate {percent(rate.required)}: {_passes(rate)}"
-            if rate.judged
-            else "a pass rate is required but no trial carries an evaluator's verdict",
-        )
-    if trials.errors or trials.missing or _relation_errors(f):
-        yield Reason("incomplete", _incomplete(f))
-    if f.run.in_progress:
-        yield Reason(
-            "in_progress",
-            "the run is still collecting trials: its plan is not complete and its grace period "
-            "has not ended",
-        )
-    if f.cases_without_repeats:
-        yield Reason(
-            "no_repeats",
-            f"{f.cases_without_repeats} cases have fewer than 2 trials, so they form no rerun pair",
-        )
-
-
-def _threshold_reasons(
-    measure: str, stats: Quantiles | None, threshold: float | None, what: str, unit: str, seen: str
-):
-    """`{measure}_exceeded` when the p95 interval is wholly above the threshold,
-    `{measure}_undecided` when it straddles it or no trial carried the measure."""
-    if stats is not None and stats.result == "exceeded":
-        yield Reason(
-            f"{measure}_exceeded", f"{what} is above {stats.max_p95:g} {unit}: {_p95(stats, unit)}"
-        )
-    elif stats is not None and stats.result == "undecided":
-        yield Reason(
-            f"{measure}_undecided",
-            f"{what} is not yet shown under {stats.max_p95:g} {unit}: {_p95(stats, unit)}",
-        )
-    elif threshold is not None and stats is None:
-        yield Reason(f"{measure}_undecided", f"a threshold is set on {what} but no trial {seen}")
-
-
-def _p95(stats: Quantiles, unit: str) -> str:
-    estimate, low, high = stats.p95
-    return f"p95 {estimate:g} {unit} of {stats.trials} trials, CI [{low:g}, {high:g}] {unit}"
+def _with_critical(routes: tuple[str, ...], critical: tuple[str, ...]) -> str:
+    return _listing(f"{route} (critical)" if route in critical else route for route in routes)
 
 
 def _passes(rate: PassRate) -> str:
@@ -237,11 +129,12 @@ def _passes(rate: PassRate) -> str:
     )
 
 
-def _with_critical(routes: tuple[str, ...], critical: tuple[str, ...]) -> str:
-    return ", ".join(f"{route} (critical)" if route in critical else route for route in routes)
+def _p95(stats: Quantiles, unit: str) -> str:
+    estimate, low, high = stats.p95
+    return f"p95 {estimate:g} {unit} of {stats.trials} trials, CI [{low:g}, {high:g}] {unit}"
 
 
-def _unreached(f: Findings) -> tuple[str, ...]:
+def unreached(f: Findings) -> tuple[str, ...]:
     """Required routes no trial reached, as evidence of a problem: the cases meant for them
     returned answers (or there are none). A route whose cases' trials all errored or never
     arrived (a judge that was down, say) is not shown unreached: the run is incomplete instead."""
@@ -253,24 +146,287 @@ def _unreached(f: Findings) -> tuple[str, ...]:
     )
 
 
-def _relation_errors(f: Findings) -> list[str]:
+def relation_errors(f: Findings) -> list[str]:
     """`relation on routes` for each relation with a check that errored (not a violation)."""
-    return [f"{r.name} on {', '.join(r.errored)}" for r in f.run.relations if r.errored]
+    return [f"{r.name} on {_listing(r.errored)}" for r in f.run.relations if r.errored]
 
 
-def _incomplete(f: Findings) -> str:
+def _stochastic(f: Findings, targeted: bool) -> list[RouteStability]:
+    return [
+        r for r in f.routes if r.change.result is Stability.STOCHASTIC and r.targeted == targeted
+    ]
+
+
+def _flip_step(route: RouteStability) -> str:
+    flips = ", ".join(
+        f"{a} <-> {b} x{n}" for (a, b), n in ((p.routes, p.count) for p in route.flip_pairs)
+    )
+    return (
+        f"Make route {route.route} repeatable before freezing a baseline: it flipped {flips}."
+        " Look for sampling temperature, unordered tool results or time-dependent prompts."
+    )
+
+
+def _pairs_step(subject: str, change: ChangeRate, cases: int, confidence: float) -> str:
+    total = pairs_to_qualify(change.flips, change.pairs, change.tolerance, confidence)
+    if total is None:
+        return f"{subject.capitalize()} cannot be shown below {percent(change.tolerance)} by more reruns: reduce its changes."
+    more = total - change.pairs
+    per_case = 2 * math.ceil(more / max(cases, 1))
+    caveat = "" if change.flips == 0 else "; every further change raises that number"
+    return (
+        f"Collect {more} more rerun pairs for {subject} ({2 * more} calls, about {per_case} more "
+        f"trials per case): if they all agree, it is shown below {percent(change.tolerance)}{caveat}."
+    )
+
+
+def _incomplete(f: Findings) -> str | None:
     parts = []
     if f.trials.errors:
         kinds = ", ".join(f"{kind} x{n}" for kind, n in f.trials.error_types.items())
         parts.append(f"{f.trials.errors} trials errored ({kinds})")
     if f.trials.missing:
         parts.append(f"{f.trials.missing} of {f.trials.expected} planned trials were not received")
-    if relation_errors := _relation_errors(f):
-        parts.append("relation checks errored: " + "; ".join(relation_errors))
-    return " and ".join(parts)
+    if errored := relation_errors(f):
+        parts.append("relation checks errored: " + "; ".join(errored))
+    return " and ".join(parts) or None
 
 
-def _headline(f: Findings, status: Status, reasons: list[Reason]) -> str:
+def _threshold(
+    measure: str, unit: str, seen: str, result: Threshold
+) -> Callable[[Findings], str | None]:
+    """The message of `{measure}_exceeded` (the p95 interval wholly above its threshold) or
+    `{measure}_undecided` (straddling it, or a threshold that no trial gave a value for)."""
+
+    def message(f: Findings) -> str | None:
+        stats = f.latency if measure == "latency" else f.tool_calls
+        threshold = f.policy.max_p95_ms if measure == "latency" else f.policy.max_p95_tool_calls
+        what = "the p95 latency" if measure == "latency" else "the p95 of tools called per trial"
+        if stats is not None and stats.result is result:
+            above = "is above" if result is Threshold.EXCEEDED else "is not yet shown under"
+            return f"{what} {above} {stats.max_p95:g} {unit}: {_p95(stats, unit)}"
+        if result is Threshold.UNDECIDED and threshold is not None and stats is None:
+            return f"a threshold is set on {what} but no trial {seen}"
+        return None
+
+    return message
+
+
+def _threshold_step(measure: str) -> Callable[[Findings], Iterable[str]]:
+    def steps(f: Findings) -> Iterator[str]:
+        stats = f.latency if measure == "latency" else f.tool_calls
+        if stats is not None and stats.result is Threshold.EXCEEDED:
+            yield f"Bring the p95 {measure.replace('_', ' ')} under the threshold before freezing a baseline."
+        else:
+            yield f"Collect more timed trials: the p95 {measure.replace('_', ' ')} is not yet shown under its threshold."
+
+    return steps
+
+
+def _one(step: str) -> Callable[[Findings], Iterable[str]]:
+    return lambda f: (step,)
+
+
+def _fix_failing_cases(f: Findings) -> Iterator[str]:
+    failing = [
+        c.case for c in f.cases if c.pass_rate and c.pass_rate.result is Reliability.UNRELIABLE
+    ]
+    yield (
+        "Fix the failing cases before freezing a baseline: the evaluator fails too many trials"
+        + (f" (shown below the required rate: {', '.join(failing[:5])})." if failing else ".")
+    )
+
+
+def _more_judged(f: Findings) -> Iterator[str]:
+    rate = f.pass_rate
+    if rate is None or not rate.judged:
+        return
+    total = pairs_to_qualify(
+        rate.judged - rate.passed, rate.judged, 1 - rate.required, f.policy.confidence
+    )
+    if total is not None:
+        yield (
+            f"Collect {total - rate.judged} more judged trials: if they all pass, the pass rate "
+            f"is shown above {percent(rate.required)}."
+        )
+
+
+def _unreached_steps(f: Findings) -> Iterator[str]:
+    for route in unreached(f):
+        if route not in f.coverage.missing_intended:
+            yield (
+                f"No trial returned {route} although {f.coverage.intended.get(route, 0)} cases intend it: "
+                "check those cases and how the agent handles them."
+            )
+
+
+RULES: tuple[Rule, ...] = (
+    Rule(ReasonCode.SHARED_SESSION, Status.REJECTED, "isolation",
+         lambda f: "reruns shared one session, so they are not independent; such a run is never admitted"
+         if f.run.isolation is Isolation.SHARED_SESSION else None,
+         _one("Give every trial a fresh session (or a fresh agent instance) and declare that isolation.")),
+    Rule(ReasonCode.QUALITY_FAILED, Status.REJECTED, "quality",
+         lambda f: f"{len(f.run.quality_failed)} cases missed their expected route or failed a tier on "
+         "the first call, so the run stopped before paying for repeats: " + _listing(f.run.quality_failed[:5])
+         if f.run.quality_failed else None,
+         _one("Fix the decisions of the cases that missed their route first: a reliably wrong route "
+              "is still wrong, and repeating it proves nothing.")),
+    Rule(ReasonCode.INVARIANT_BLOCKED, Status.REJECTED, "invariants",
+         lambda f: "blocking invariants failed: "
+         + _listing(f"{name} in {count} trials" for name, count in f.invariants.failed.items())
+         if f.invariants.failed else None,
+         _one("Fix the outputs that break a blocking invariant; every valid output must hold it.")),
+    Rule(ReasonCode.RELATION_VIOLATED, Status.REJECTED, "relations",
+         lambda f: "decisions changed under relations that must not change them: "
+         + "; ".join(f"{r.name} on {_listing(r.violated)}" for r in f.run.relations
+                     if r.status is RelationStatus.VIOLATED)
+         if any(r.status is RelationStatus.VIOLATED for r in f.run.relations) else None,
+         _one("Make the decision depend on what the input means, not on its spelling or layout.")),
+    Rule(ReasonCode.RELATIONS_VACUOUS, Status.REJECTED, "relations",
+         lambda f: "the relations requested changed no input, so they tested nothing: "
+         + _listing(r.name for r in f.run.relations)
+         if f.run.relations and all(r.status is RelationStatus.NOT_EXERCISED for r in f.run.relations)
+         else None,
+         _one("Choose relations that change some inputs, or add inputs they apply to.")),
+    Rule(ReasonCode.INTEGRITY_CONFLICT, Status.REJECTED, "integrity",
+         lambda f: f"{f.trials.conflicts} trial identities (run, case, trial) received conflicting records"
+         if f.trials.conflicts else None,
+         lambda f: (f"Check the harness for reused run ids or re-executed retries: {f.trials.conflicts} "
+                    "trial identities got two different answers.",)),
+    Rule(ReasonCode.POOLED_STOCHASTIC, Status.REJECTED, "stability.pooled",
+         lambda f: f"the pooled change rate is above {percent(f.pooled.tolerance)}: {interval(f.pooled)}"
+         if f.pooled.result is Stability.STOCHASTIC else None,
+         lambda f: () if any(r.change.result is Stability.STOCHASTIC for r in f.routes) else
+         ("Find the cases that change between reruns (see flip pairs) and make their decisions repeatable.",)),
+    Rule(ReasonCode.TARGET_STOCHASTIC, Status.REJECTED, "stability.route",
+         lambda f: "routes above their target: " + _routes_named(routes)
+         if (routes := _stochastic(f, targeted=True)) else None,
+         lambda f: [_flip_step(route) for route in _stochastic(f, targeted=True)]),
+    Rule(ReasonCode.ROUTE_STOCHASTIC, Status.REJECTED, "stability.route",
+         lambda f: "routes that flip on reruns: " + _routes_named(routes)
+         if (routes := _stochastic(f, targeted=False)) else None,
+         lambda f: [_flip_step(route) for route in _stochastic(f, targeted=False)]),
+    Rule(ReasonCode.CONTRACT_MISSING_INTENDED, Status.REJECTED, "contract",
+         lambda f: "no case is intended for required routes: "
+         + _with_critical(f.coverage.missing_intended, f.coverage.critical_missing)
+         if f.coverage.missing_intended else None,
+         lambda f: [f"Add at least one case whose expected route is {r}." for r in f.coverage.missing_intended]),
+    Rule(ReasonCode.CONTRACT_MISSING_OBSERVED, Status.REJECTED, "contract",
+         lambda f: "no trial reached required routes: " + _with_critical(routes, f.coverage.critical_missing)
+         if (routes := unreached(f)) else None,
+         _unreached_steps),
+    Rule(ReasonCode.CONTRACT_UNKNOWN_DECISION, Status.REJECTED, "contract",
+         lambda f: "trials returned decisions outside the contract: " + _listing(f.coverage.unknown)
+         if f.coverage.unknown else None,
+         lambda f: [f"The agent returned {decision}, which the contract does not allow: fix the agent, "
+                    "or add it to the contract's allowed decisions (or allowed_no_decisions)."
+                    for decision in f.coverage.unknown]),
+    Rule(ReasonCode.CONTRACT_UNDER_CASED, Status.REJECTED, "contract",
+         lambda f: "routes with fewer cases than the contract asks: " + _listing(
+             f"{route} ({f.coverage.intended.get(route, 0)} of {f.coverage.minimum_cases[route]})"
+             for route in f.coverage.under_cased)
+         if f.coverage.under_cased else None,
+         lambda f: [f"Add {f.coverage.minimum_cases[r] - f.coverage.intended.get(r, 0)} more cases for route {r}: "
+                    f"it has {f.coverage.intended.get(r, 0)}, the contract asks for {f.coverage.minimum_cases[r]}."
+                    for r in f.coverage.under_cased]),
+    Rule(ReasonCode.DOMINANT_DECISION, Status.REJECTED, "dominance",
+         lambda f: f"{percent(f.dominance.share)} of {f.dominance.cases} cases first decided "
+         f"{f.dominance.verdict}: the probes collapsed onto one decision" if f.dominance.collapsed else None,
+         lambda f: (f"Most cases first decided {f.dominance.verdict}: add probes meant to reach the other "
+                    "routes, so the run says something about them.",)),
+    Rule(ReasonCode.LATENCY_EXCEEDED, Status.REJECTED, "latency",
+         _threshold("latency", "ms", "recorded a latency", Threshold.EXCEEDED), _threshold_step("latency")),
+    Rule(ReasonCode.TOOL_CALLS_EXCEEDED, Status.REJECTED, "tool_calls",
+         _threshold("tool_calls", "tools", "decided a tool path", Threshold.EXCEEDED),
+         _threshold_step("tool_calls")),
+    Rule(ReasonCode.PASS_RATE_UNRELIABLE, Status.REJECTED, "pass_rate",
+         lambda f: f"the pass rate is below the required {percent(rate.required)}: {_passes(rate)}"
+         if (rate := f.pass_rate) is not None and rate.result is Reliability.UNRELIABLE else None,
+         _fix_failing_cases),
+    Rule(ReasonCode.ROUTE_PASS_RATE_UNRELIABLE, Status.REJECTED, "pass_rate",
+         lambda f: "routes whose pass rate is below the required rate: " + "; ".join(
+             f"{route} ({_passes(f.passes.route_rates[route])})" for route in low)
+         if (low := f.passes.unreliable_routes()) else None,
+         _fix_failing_cases),
+    Rule(ReasonCode.LATENCY_UNDECIDED, Status.INCONCLUSIVE, "latency",
+         _threshold("latency", "ms", "recorded a latency", Threshold.UNDECIDED), _threshold_step("latency")),
+    Rule(ReasonCode.TOOL_CALLS_UNDECIDED, Status.INCONCLUSIVE, "tool_calls",
+         _threshold("tool_calls", "tools", "decided a tool path", Threshold.UNDECIDED),
+         _threshold_step("tool_calls")),
+    Rule(ReasonCode.POOLED_UNDECIDED, Status.INCONCLUSIVE, "stability.pooled",
+         lambda f: f"{interval(f.pooled)}: not enough to show the change rate is below "
+         f"{percent(f.pooled.tolerance)}" if f.pooled.result is Stability.UNDECIDED else None,
+         lambda f: (_pairs_step("the pooled change rate", f.pooled, len(f.cases), f.policy.confidence),)),
+    Rule(ReasonCode.TARGET_UNDECIDED, Status.INCONCLUSIVE, "stability.route",
+         lambda f: "routes not yet shown within target: " + _routes_named(routes)
+         if (routes := [r for r in f.routes if r.targeted and r.change.result is Stability.UNDECIDED])
+         else None,
+         lambda f: [_pairs_step(f"route {r.route}", r.change, r.cases, f.policy.confidence)
+                    for r in f.routes if r.targeted and r.change.result is Stability.UNDECIDED]),
+    Rule(ReasonCode.PASS_RATE_UNDECIDED, Status.INCONCLUSIVE, "pass_rate",
+         lambda f: (f"not yet shown above the required pass rate {percent(rate.required)}: {_passes(rate)}"
+                    if rate.judged else "a pass rate is required but no trial carries an evaluator's verdict")
+         if (rate := f.pass_rate) is not None and rate.result is Reliability.UNDECIDED else None,
+         _more_judged),
+    Rule(ReasonCode.INCOMPLETE, Status.INCONCLUSIVE, "completeness", _incomplete,
+         lambda f: () if f.run.in_progress else (f"Fix what failed and rerun the missing trials: {_incomplete(f)}.",)),
+    Rule(ReasonCode.IN_PROGRESS, Status.INCONCLUSIVE, "completeness",
+         lambda f: "the run is still collecting trials: its plan is not complete and its grace period "
+         "has not ended" if f.run.in_progress else None,
+         _one("Wait for the run to finish (`verdictgate status --wait SECONDS`).")),
+    Rule(ReasonCode.NO_REPEATS, Status.INCONCLUSIVE, "repeats",
+         lambda f: f"{f.cases_without_repeats} cases have fewer than 2 trials, so they form no rerun pair"
+         if f.cases_without_repeats else None,
+         _one("Repeat every case at least twice: `verdictgate run --repeats K`, or your harness's "
+              "repeat option (promptfoo `repeat`, DeepEval `-r`).")),
+)  # fmt: skip
+"""The admission rule, one row per reason code, in the order reasons are listed."""
+
+RULE_OF: dict[str, Rule] = {rule.code.value: rule for rule in RULES}
+"""Reason code -> its row."""
+
+
+def _advice(f: Findings) -> Iterator[str]:
+    """Next steps that are not about a reason: things worth knowing that do not gate."""
+    if f.invariants.warned:
+        yield "Warning invariants failed (reported, not gating): " + _listing(
+            f"{name} in {count} trials" for name, count in f.invariants.warned.items()
+        )
+    if f.run.fingerprints == "unkeyed":
+        yield (
+            "Set VERDICTGATE_FINGERPRINT_KEY: case ids are unkeyed SHA-256 fingerprints, and a short "
+            "input can be guessed from one."
+        )
+    if f.run.isolation is Isolation.UNKNOWN:
+        yield "Declare how reruns were isolated (fresh-session or fresh-instance); independence is assumed, not shown."
+
+
+def judge(findings: Findings) -> Assessment:
+    """Apply the admission rule: rejected beats inconclusive beats qualified."""
+    fired = [(rule, message) for rule in RULES if (message := rule.message(findings)) is not None]
+    effects = {rule.effect for rule, _ in fired}
+    status = (
+        Status.REJECTED
+        if Status.REJECTED in effects
+        else Status.INCONCLUSIVE
+        if effects
+        else Status.QUALIFIED
+    )
+    ordered = [r for r in fired if r[0].effect is Status.REJECTED] + [
+        r for r in fired if r[0].effect is not Status.REJECTED
+    ]
+    reasons = tuple(Reason(rule.code, message) for rule, message in ordered)
+    steps = [step for rule, _ in ordered for step in rule.next_steps(findings)]
+    return Assessment(
+        **vars(findings),
+        status=status,
+        reasons=reasons,
+        headline=_headline(findings, status, reasons),
+        next_steps=tuple(dict.fromkeys([*steps, *_advice(findings)])),
+    )
+
+
+def _headline(f: Findings, status: Status, reasons: tuple[Reason, ...]) -> str:
     if status is Status.QUALIFIED:
         pooled = f.pooled
         coverage = (
@@ -285,121 +441,3 @@ def _headline(f: Findings, status: Status, reasons: list[Reason]) -> str:
         )
     more = f" (+{len(reasons) - 1} more)" if len(reasons) > 1 else ""
     return f"{status.value.capitalize()}: {reasons[0].message}{more}."
-
-
-def _more_pairs(change: ChangeRate, confidence: float) -> int | None:
-    total = pairs_to_qualify(change.flips, change.pairs, change.tolerance, confidence)
-    return None if total is None else total - change.pairs
-
-
-def _next_steps(f: Findings):
-    trials, coverage, pooled = f.trials, f.coverage, f.pooled
-    if f.run.isolation is Isolation.SHARED_SESSION:
-        yield "Give every trial a fresh session (or a fresh agent instance) and declare that isolation."
-    if f.invariants.failed:
-        yield "Fix the outputs that break a blocking invariant; every valid output must hold it."
-    if f.invariants.warned:
-        yield "Warning invariants failed (reported, not gating): " + ", ".join(
-            f"{name} in {count} trials" for name, count in f.invariants.warned.items()
-        )
-    if any(r.status == "violated" for r in f.run.relations):
-        yield "Make the decision depend on what the input means, not on its spelling or layout."
-    if f.run.relations and all(r.status == "not_exercised" for r in f.run.relations):
-        yield "Choose relations that change some inputs, or add inputs they apply to."
-    if f.run.quality_failed:
-        yield (
-            "Fix the decisions of the cases that missed their route first: a reliably wrong route "
-            "is still wrong, and repeating it proves nothing."
-        )
-    if trials.conflicts:
-        yield (
-            f"Check the harness for reused run ids or re-executed retries: {trials.conflicts} "
-            "trial identities got two different answers."
-        )
-    for route in f.routes:
-        if route.change.result is Stability.STOCHASTIC:
-            flips = ", ".join(
-                f"{a} <-> {b} x{n}" for (a, b), n in ((p.routes, p.count) for p in route.flip_pairs)
-            )
-            yield (
-                f"Make route {route.route} repeatable before freezing a baseline: it flipped {flips}."
-                " Look for sampling temperature, unordered tool results or time-dependent prompts."
-            )
-    if pooled.result is Stability.STOCHASTIC and not any(
-        r.change.result is Stability.STOCHASTIC for r in f.routes
-    ):
-        yield "Find the cases that change between reruns (see flip pairs) and make their decisions repeatable."
-    for route in coverage.missing_intended:
-        yield f"Add at least one case whose expected route is {route}."
-    for route in _unreached(f):
-        if route not in coverage.missing_intended:
-            yield (
-                f"No trial returned {route} although {coverage.intended.get(route, 0)} cases intend it: "
-                "check those cases and how the agent handles them."
-            )
-    for decision in coverage.unknown:
-        yield (
-            f"The agent returned {decision}, which the contract does not allow: fix the agent, "
-            "or add it to the contract's allowed decisions (or allowed_no_decisions)."
-        )
-    for route in coverage.under_cased:
-        have, need = coverage.intended.get(route, 0), coverage.minimum_cases[route]
-        yield f"Add {need - have} more cases for route {route}: it has {have}, the contract asks for {need}."
-    if f.dominance.collapsed:
-        yield (
-            f"Most cases first decided {f.dominance.verdict}: add probes meant to reach the other "
-            "routes, so the run says something about them."
-        )
-    if pooled.result is Stability.UNDECIDED:
-        yield _pairs_step("the pooled change rate", pooled, len(f.cases), f.policy.confidence)
-    for route in f.routes:
-        if route.targeted and route.change.result is Stability.UNDECIDED:
-            yield _pairs_step(
-                f"route {route.route}", route.change, route.cases, f.policy.confidence
-            )
-    rate = f.pass_rate
-    if (rate is not None and rate.result is Reliability.UNRELIABLE) or f.passes.unreliable_routes():
-        failing = [
-            c.case for c in f.cases if c.pass_rate and c.pass_rate.result is Reliability.UNRELIABLE
-        ]
-        yield (
-            "Fix the failing cases before freezing a baseline: the evaluator fails too many trials"
-            + (f" (shown below the required rate: {', '.join(failing[:5])})." if failing else ".")
-        )
-    if rate is not None and rate.result is Reliability.UNDECIDED and rate.judged:
-        total = pairs_to_qualify(
-            rate.judged - rate.passed, rate.judged, 1 - rate.required, f.policy.confidence
-        )
-        if total is not None:
-            yield (
-                f"Collect {total - rate.judged} more judged trials: if they all pass, the pass rate "
-                f"is shown above {percent(rate.required)}."
-            )
-    if f.run.in_progress:
-        yield "Wait for the run to finish (`verdictgate status --wait SECONDS`)."
-    elif trials.errors or trials.missing or _relation_errors(f):
-        yield f"Fix what failed and rerun the missing trials: {_incomplete(f)}."
-    if f.cases_without_repeats:
-        yield (
-            "Repeat every case at least twice: `verdictgate run --repeats K`, or your harness's "
-            "repeat option (promptfoo `repeat`, DeepEval `-r`)."
-        )
-    if f.run.fingerprints == "unkeyed":
-        yield (
-            "Set VERDICTGATE_FINGERPRINT_KEY: case ids are unkeyed SHA-256 fingerprints, and a short "
-            "input can be guessed from one."
-        )
-    if f.run.isolation is Isolation.UNKNOWN:
-        yield "Declare how reruns were isolated (fresh-session or fresh-instance); independence is assumed, not shown."
-
-
-def _pairs_step(subject: str, change: ChangeRate, cases: int, confidence: float) -> str:
-    more = _more_pairs(change, confidence)
-    if more is None:
-        return f"{subject.capitalize()} cannot be shown below {percent(change.tolerance)} by more reruns: reduce its changes."
-    per_case = 2 * math.ceil(more / max(cases, 1))
-    caveat = "" if change.flips == 0 else "; every further change raises that number"
-    return (
-        f"Collect {more} more rerun pairs for {subject} ({2 * more} calls, about {per_case} more "
-        f"trials per case): if they all agree, it is shown below {percent(change.tolerance)}{caveat}."
-    )

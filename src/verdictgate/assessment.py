@@ -29,6 +29,7 @@ class Reason:
     """One machine code and its plain-language message."""
 
     code: str
+    """A reason code (`admission.ReasonCode`, a str enum)."""
     message: str
 
 
@@ -249,4 +250,6 @@ class Assessment(Findings):
 
     @property
     def reason_codes(self) -> tuple[str, ...]:
-        return tuple(reason.code for reason in self.reasons)
+        """The machine codes of every reason, as plain strings."""
+        return tuple(str(reason.code.value if isinstance(reason.code, Enum) else reason.code)
+                     for reason in self.reasons)  # fmt: skip

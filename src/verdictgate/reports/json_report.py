@@ -72,7 +72,10 @@ def report_document(assessment: Assessment) -> dict[str, Any]:
         "schema": REPORT_SCHEMA,
         "status": a.status.value,
         "exit_code": a.status.exit_code,
-        "reasons": [{"code": r.code, "message": r.message} for r in a.reasons],
+        "reasons": [
+            {"code": code, "message": r.message}
+            for code, r in zip(a.reason_codes, a.reasons, strict=True)
+        ],
         "headline": a.headline,
         "run": {
             "id": a.run.id,

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from verdictgate import Contract, Policy, Status, Suite, Trial, assess
 from verdictgate.admission import CHECKS, RULE_OF, RULES, ReasonCode
-from verdictgate.reports import render_junit, render_markdown
+from verdictgate.reports import render_junit, render_markdown, render_text
 from verdictgate.reports.checks import CheckResult, checks
 
 SPEC_CODES = [
@@ -86,6 +86,8 @@ def test_status_next_steps_and_checks_come_from_the_table(table, contract):
             assert results[name] is CheckResult.UNDECIDED
         else:
             assert results[name] in (CheckResult.PASSED, CheckResult.UNDECIDED)
+    assert all(type(reason.code) is str for reason in assessment.reasons)  # plain codes
+    assert "ReasonCode" not in render_text(assessment) + render_markdown(assessment)
     junit = render_junit(assessment)
     markdown = render_markdown(assessment)
     for check in checks(assessment):

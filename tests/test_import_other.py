@@ -11,7 +11,7 @@ import pytest
 from verdictgate import assess
 from verdictgate.importers.deepeval import evidence_from_deepeval
 
-FIXTURES = Path(__file__).parent / "fixtures"
+FIXTURES = Path(__file__).resolve().parents[1] / "examples"
 
 
 def report_of(cli, *args):

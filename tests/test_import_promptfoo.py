@@ -10,7 +10,7 @@ import pytest
 
 from conftest import SHARED
 
-FIXTURES = Path(__file__).parent / "fixtures" / "promptfoo"
+FIXTURES = Path(__file__).resolve().parents[1] / "examples" / "promptfoo"
 REAL = FIXTURES / "promptfoo-sample.json"
 
 

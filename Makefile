@@ -41,6 +41,7 @@ demo: $(STAMP)
 test: $(STAMP)
 	$(BIN)/ruff check src tests benchmarks examples
 	$(BIN)/ruff format --check src tests benchmarks examples
+	$(BIN)/mypy
 	$(BIN)/python -m pytest -q
 
 bench: $(STAMP)
@@ -51,7 +52,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/semantic.py
 
 proto: $(STAMP)
-	$(BIN)/python -m grpc_tools.protoc -Iproto --python_out=src proto/verdictgate/v1/verdictgate.proto proto/verdictgate/v1/otlp_view.proto
+	$(BIN)/python -m grpc_tools.protoc -Iproto --python_out=src --pyi_out=src proto/verdictgate/v1/verdictgate.proto proto/verdictgate/v1/otlp_view.proto
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache build src/*.egg-info

@@ -415,7 +415,7 @@ def judge(findings: Findings) -> Assessment:
     ordered = [r for r in fired if r[0].effect is Status.REJECTED] + [
         r for r in fired if r[0].effect is not Status.REJECTED
     ]
-    reasons = tuple(Reason(rule.code, message) for rule, message in ordered)
+    reasons = tuple(Reason(rule.code.value, message) for rule, message in ordered)
     steps = [step for rule, _ in ordered for step in rule.next_steps(findings)]
     return Assessment(
         **vars(findings),

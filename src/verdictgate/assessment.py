@@ -29,7 +29,7 @@ class Reason:
     """One machine code and its plain-language message."""
 
     code: str
-    """A reason code (`admission.ReasonCode`, a str enum)."""
+    """A reason code: the value of an `admission.ReasonCode`."""
     message: str
 
 
@@ -251,5 +251,4 @@ class Assessment(Findings):
     @property
     def reason_codes(self) -> tuple[str, ...]:
         """The machine codes of every reason, as plain strings."""
-        return tuple(str(reason.code.value if isinstance(reason.code, Enum) else reason.code)
-                     for reason in self.reasons)  # fmt: skip
+        return tuple(reason.code for reason in self.reasons)

@@ -113,7 +113,10 @@ def _findings(
         first = next((slot for slot in slots if slot >= 0), None)
         if first is not None:
             first_decisions[first] += 1
-        verdict = decision_text(evidence.keys[first]) if len(counts) == 1 else None
+        # one distinct decision means some slot holds it, so `first` is set
+        verdict = (
+            decision_text(evidence.keys[first]) if first is not None and len(counts) == 1 else None
+        )
         cases.append(
             CaseResult(
                 case_evidence.case,

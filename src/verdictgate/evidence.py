@@ -32,10 +32,10 @@ class CaseEvidence:
     run: str
     case: str
     expected: str | None
-    slots: array
+    slots: array[int]
     error_types: dict[int, str] | None = None
     """Trial index -> error type, for the (rare) error slots."""
-    latencies: array | None = None
+    latencies: array[float] | None = None
     """Per trial index, milliseconds (NaN where none was recorded); made on first use."""
     judgements: bytearray | None = None
     """Per trial index: 0 not judged, 1 an evaluator failed it, 2 passed (made on first use)."""
@@ -135,6 +135,7 @@ class Evidence:
         """Record trials (fastest when those of one case come together); how many were new."""
         key_ids, keys, cases = self._key_ids, self.keys, self.cases
         evidence: CaseEvidence | None = None
+        slot: int | None  # an annotation only: no work per record
         slots = array("i")
         run = case = None
         new = 0
@@ -171,7 +172,7 @@ class Evidence:
                 if case_slots[index] == slot:
                     self.duplicates += 1
                 else:
-                    self.conflicted.add((run, case, index))
+                    self.conflicted.add((trial.run, trial.case, index))
                 continue
             new += 1
             if slot == ERROR:

@@ -141,19 +141,24 @@ def _contract(raw: Any, fail) -> Contract:
         raw.get("targets", raw.get("stability_targets")), "contract.targets", fail, float
     )
     minimum_cases = _numbers(raw.get("minimum_cases"), "contract.minimum_cases", fail, int)
-    contract_fields = {
-        "required": None if required is None else _labels(required, "contract.required", fail),
-        "critical": _labels(raw.get("critical"), "contract.critical", fail),
-        "allowed_no_decisions": _labels(
-            raw.get("allowed_no_decisions"), "contract.allowed_no_decisions", fail
-        ),
-    }
-    for name in ("required", "critical"):
-        outside = sorted((contract_fields[name] or frozenset()) - allowed) if allowed else []
+    required_routes = None if required is None else _labels(required, "contract.required", fail)
+    critical = _labels(raw.get("critical"), "contract.critical", fail)
+    allowed_no_decisions = _labels(
+        raw.get("allowed_no_decisions"), "contract.allowed_no_decisions", fail
+    )
+    for name, routes in (("required", required_routes), ("critical", critical)):
+        outside = sorted((routes or frozenset()) - allowed) if allowed else []
         if outside:
             raise fail(f"contract.{name}", f"routes not in allowed: {', '.join(outside)}")
     try:
-        return Contract(allowed, targets=targets, minimum_cases=minimum_cases, **contract_fields)
+        return Contract(
+            allowed,
+            required=required_routes,
+            critical=critical,
+            targets=targets,
+            minimum_cases=minimum_cases,
+            allowed_no_decisions=allowed_no_decisions,
+        )
     except ValueError as error:
         raise fail("contract", str(error)) from None
 
@@ -168,7 +173,11 @@ def _case(raw: Any, number: int, key: bytes | None, contract: Contract, fail) ->
     explicit = raw.get("id")
     if explicit is not None:
         explicit = _text(explicit, f"{field}.id", fail)
-    if explicit is None and text is None:
+    if explicit is not None:
+        case_id = explicit
+    elif text is not None:
+        case_id = fingerprint(text, key)
+    else:
         raise fail(field, "needs an `id` or an `input`")
     expected = raw.get("expected")
     if expected is not None:
@@ -180,5 +189,4 @@ def _case(raw: Any, number: int, key: bytes | None, contract: Contract, fail) ->
     reference = raw.get("reference")
     if reference is not None:
         reference = _text(reference, f"{field}.reference", fail)
-    case_id = explicit if explicit is not None else fingerprint(text, key)
     return Case(id=case_id, input=text, expected=expected, reference=reference)

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Literal
+from typing import IO
 
 import msgspec
 
@@ -35,7 +35,7 @@ class TrialLine(Trial, frozen=True, gc=False, kw_only=True):
 
     index: int = msgspec.field(name="trial")
     decision: Decision | None = msgspec.field(default=None, name="verdict")
-    outcome: Literal["decision", "no_decision", "error"]
+    outcome: Outcome  # decoded by value: the same type as the `Trial.outcome` it shadows
     tools: list[str] | None = None
     reason: str | None = None
 
@@ -47,8 +47,8 @@ class RunLabels(msgspec.Struct):
     point: str | None = None
 
 
-_DECODER = msgspec.json.Decoder(TrialLine)
-_LABELS_DECODER = msgspec.json.Decoder(RunLabels)
+_DECODER: msgspec.json.Decoder[TrialLine] = msgspec.json.Decoder(TrialLine)
+_LABELS_DECODER: msgspec.json.Decoder[RunLabels] = msgspec.json.Decoder(RunLabels)
 _ENCODER = msgspec.json.Encoder()
 _FIELD_IN_MESSAGE = re.compile(r" - at `\$\.?([^`]*)`$")
 
@@ -67,7 +67,7 @@ def _settled(line: TrialLine) -> Trial:
     """The trial a line holds when its verdict is not simply its decision: the decision its
     tools, outcome or reason give. A ValueError `field: problem` names what is wrong."""
     outcome, decision = line.outcome, line.decision
-    if outcome == "decision":
+    if outcome is Outcome.DECISION:
         field_name, value = ("verdict", decision) if decision is not None else ("tools", line.tools)
         if value is None:
             raise ValueError("verdict: outcome `decision` needs a `verdict` or `tools`")
@@ -75,7 +75,7 @@ def _settled(line: TrialLine) -> Trial:
             return msgspec.structs.replace(line, decision=decision_from_value(value))
         except InvalidDecision as error:
             raise ValueError(f"{field_name}: {error}") from None
-    if outcome == "no_decision":
+    if outcome is Outcome.NO_DECISION:
         return msgspec.structs.replace(line, decision=NoDecision(line.reason or "unspecified"))
     return msgspec.structs.replace(line, decision=None) if decision is not None else line
 
@@ -107,7 +107,9 @@ def _labels(first_line: bytes) -> tuple[str | None, str | None]:
     return labels.suite, labels.point
 
 
-def _record_batches(stream: IO[bytes], path: str) -> Iterator[tuple[int, list[TrialLine]]]:
+def _record_batches(
+    stream: IO[bytes], path: str
+) -> Iterator[tuple[int, Sequence[TrialLine | None]]]:
     """Yield (first line number, records) per chunk of whole lines.
 
     A chunk is decoded in one call; one with an error or blank lines is decoded again line by
@@ -128,13 +130,15 @@ def _record_batches(stream: IO[bytes], path: str) -> Iterator[tuple[int, list[Tr
             continue
         chunk, carry = data[:cut], data[cut:]
         lines = chunk.count(b"\n")
+        decoded: list[TrialLine] | None
         try:
-            records = _DECODER.decode_lines(chunk)
+            decoded = _DECODER.decode_lines(chunk)
         except (msgspec.ValidationError, msgspec.DecodeError):
-            records = None
-        if records is None or len(records) != lines:  # an error, or blank lines to keep count of
-            records = _decode_each(chunk, first_line, path)
-        yield first_line, records
+            decoded = None
+        if decoded is None or len(decoded) != lines:  # an error, or blank lines to keep count of
+            yield first_line, _decode_each(chunk, first_line, path)
+        else:
+            yield first_line, decoded
         first_line += lines
 
 
@@ -164,15 +168,20 @@ def _decode_each(chunk: bytes, first_line: int, path: str) -> list[TrialLine | N
 
 
 def _add_batch(
-    records: list, first_line: int, evidence: Evidence, summary: TrialsSummary, path: str
+    records: Sequence[TrialLine | None],
+    first_line: int,
+    evidence: Evidence,
+    summary: TrialsSummary,
+    path: str,
 ) -> None:
     """Add a chunk's records; an error names the line and field it comes from."""
-    trials = []
+    trials: list[Trial] = []
+    decision_outcome = Outcome.DECISION
     for offset, record in enumerate(records):
         if record is None:
             continue
         decision = record.decision
-        if record.outcome == "decision" and type(decision) is str and decision.strip():
+        if record.outcome is decision_outcome and type(decision) is str and decision.strip():
             trials.append(record)  # most lines: the record is the trial
             continue
         try:

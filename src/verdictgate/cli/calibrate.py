@@ -7,9 +7,10 @@ import json
 import click
 
 from ..errors import InputError
+from ..suite_file import load_suite
 from ..tiers.calibration_file import read_known_good, store_calibration
 from ..tiers.semantic import bundled_embedder, calibrate
-from .options import handles_errors, suite_from
+from .options import handles_errors
 
 
 @click.command("calibrate")
@@ -31,7 +32,7 @@ from .options import handles_errors, suite_from
 def calibrate_command(suite_path, outputs_path, output, fmt) -> None:
     """Set the semantic tier's threshold: mean minus two standard deviations of the similarity
     of known-good outputs to their cases' references. Runs the bundled model offline."""
-    suite = suite_from(suite_path)
+    suite = load_suite(suite_path)  # --suite is required
     pairs = read_known_good(outputs_path, suite)
     try:
         calibration = calibrate(pairs, bundled_embedder())

@@ -22,7 +22,7 @@ from ..snapshot import (
 )
 from ..stats import pairs_needed, pairs_to_qualify
 from ..suite import Suite
-from ..suite_file import read_json
+from ..suite_file import load_suite, read_json
 from .calibrate import calibrate_command
 from .options import (
     FORMATS,
@@ -200,7 +200,7 @@ def snapshot_command(
     """Freeze a qualified, approved run as a baseline (fingerprints only, never inputs)."""
     if not accept_reference:
         raise click.UsageError("a baseline must be approved: pass --accept-reference")
-    suite = suite_from(suite_path)
+    suite = load_suite(suite_path)  # --suite is required
     policy = policy_of(suite)
     assessment = evidence_for(trials=trials_path, suite=suite, policy=policy, **agent_options)
     try:
@@ -231,7 +231,7 @@ def check_command(snapshot_path, trials_path, suite_path, fmt, output, **agent_o
     baseline = baseline_from_document(read_json(snapshot_path), snapshot_path)
     suite = baseline.suite
     if suite_path is not None:
-        given = suite_from(suite_path)
+        given = load_suite(suite_path)
         suite = Suite(
             given.name, given.point, given.cases, baseline.suite.contract, given.tolerance
         )

@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlparse
 
 import click
@@ -27,6 +27,9 @@ from ..suite import Suite
 from ..suite_file import load_suite
 from ..tiers.invariants import Invariant
 from ..trials_file import TrialWriter, read_trials
+
+if TYPE_CHECKING:
+    from ..tiers.tiers import Judge
 
 FORMATS = click.Choice(sorted(RENDERERS))
 ISOLATIONS = click.Choice([isolation.value for isolation in Isolation])
@@ -229,7 +232,7 @@ def evidence_for(
     agent_spec: str | None,
     suite: Suite | None,
     policy: Policy,
-    isolation: str,
+    isolation: str | None,
     repeats: int | None = None,
     budget: int | None = None,
     concurrency: int = 1,
@@ -244,9 +247,7 @@ def evidence_for(
     judge_spec: str | None = None,
 ) -> Assessment:
     """Assess a trials file, or run an agent on the suite, under one policy."""
-    if (trials is None) == (agent_spec is None):
-        raise click.UsageError("give exactly one of --trials or --agent")
-    if trials is not None:
+    if trials is not None and agent_spec is None:
         evidence, summary = read_trials(trials)
         run_ids = sorted(summary.runs) or ["run"]
         info = RunInfo(
@@ -257,6 +258,8 @@ def evidence_for(
             fingerprints=fingerprint_mode(case for _, case in evidence.cases),
         )
         return assess(evidence, suite, policy, run=info)
+    if agent_spec is None or trials is not None:
+        raise click.UsageError("give exactly one of --trials or --agent")
     if suite is None:
         raise click.UsageError("--agent needs --suite (the cases to call it with)")
     factory = load_factory(agent_spec)
@@ -306,10 +309,11 @@ def _invariants(spec: str) -> list[Invariant]:
     return items
 
 
-def _judge(spec: str) -> Callable[[Any, Any], bool]:
-    judge = load_attribute(spec, "--judge")
-    if not callable(judge):
+def _judge(spec: str) -> Judge:
+    found = load_attribute(spec, "--judge")
+    if not callable(found):
         raise InputError("must name a callable judge(output, input) -> bool", field="--judge")
+    judge: Judge = found
     return judge
 
 

@@ -263,7 +263,7 @@ def status_command(endpoint, run_id, wait, fmt, token_file, tls_ca) -> None:
     except (InputError, OSError) as error:
         click.echo(f"verdictgate: error: {error}", err=True)
         sys.exit(USAGE_EXIT)
-    metadata = [("authorization", f"Bearer {token}")] if token else []
+    metadata: tuple[tuple[str, str], ...] = (("authorization", f"Bearer {token}"),) if token else ()
     channel = (
         grpc.secure_channel(endpoint, grpc.ssl_channel_credentials(roots))
         if roots

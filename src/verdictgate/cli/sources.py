@@ -77,7 +77,7 @@ def assess_command(trials_path, suite_path, isolation, policy_of, fmt, output, *
     kind = _source_kind(sources, trials_path, trials_allowed=True)
     suite = suite_from(suite_path)
     policy = policy_of(suite)
-    if trials_path is not None:
+    if kind is None:  # --trials
         assessment = evidence_for(trials=trials_path, agent_spec=None, suite=suite, policy=policy,
                                isolation=isolation)  # fmt: skip
     else:

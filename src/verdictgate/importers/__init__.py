@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -74,10 +75,14 @@ def decision_at(value: Any, path: str | None) -> Decision | None:
 SOURCES = ("agentverity", "promptfoo", "deepeval", "jsonl", "otlp_json")
 """The source kinds, each read by the module of the same name."""
 
+Reader = Callable[[Path, ImportOptions, Suite | None, bytes | None], Imported]
+"""The `read(path, options, suite, key)` function of each importer module."""
+
 
 def read_source(
     kind: str, path: str | Path, options: ImportOptions, suite: Suite | None
 ) -> Imported:
     """Read one source file of `kind` (case ids keyed by VERDICTGATE_FINGERPRINT_KEY)."""
-    module = importlib.import_module(f".{kind}", __name__)
-    return module.read(Path(path), options, suite, fingerprint_key())
+    module = importlib.import_module(f".{kind}", __name__)  # imported only when asked for
+    read: Reader = module.read
+    return read(Path(path), options, suite, fingerprint_key())

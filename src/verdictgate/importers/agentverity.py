@@ -44,7 +44,7 @@ def read(path: Path, options: ImportOptions, suite: Suite | None, key: bytes | N
     except ValueError:
         raise InputError("unknown isolation", path=source, field="isolation") from None
     evidence = Evidence()
-    cases = []
+    cases: list[Case] = []
     for number, raw in enumerate(raw_cases):
         field = f"cases[{number}]"
         if not isinstance(raw, dict) or not isinstance(raw.get("input"), str):

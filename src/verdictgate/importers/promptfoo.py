@@ -91,7 +91,7 @@ _ROWS_START = b'\n    "results": ['
 _ROW_SEPARATOR = b"\n      },\n      {"
 _ROWS_END = b"\n      }\n    ]"
 _CHUNK = 1 << 24
-_ROW_DECODER = msgspec.json.Decoder(Row)
+_ROW_DECODER: msgspec.json.Decoder[Row] = msgspec.json.Decoder(Row)
 _EVAL_ID = re.compile(rb'"evalId": "([^"\\]*)"')
 
 
@@ -132,14 +132,15 @@ def _stream_rows(stream: BinaryIO, source: str) -> Iterator[Row] | None:
     return rows()
 
 
-def _export(data: bytes, source: str) -> _Export:
+def _export(data: bytes, source: str) -> tuple[_Export, list[Row]]:
+    """The decoded export and its result rows (an export without `results` is refused)."""
     try:
-        export = msgspec.json.decode(data, type=_Export)
+        export: _Export = msgspec.json.decode(data, type=_Export)
     except (msgspec.ValidationError, msgspec.DecodeError) as error:
         raise InputError(f"not a promptfoo export: {error}", path=source) from None
     if export.results is None:
         raise InputError("not a promptfoo export: no `results`", path=source, field="results")
-    return export
+    return export, export.results.results
 
 
 def _repeat_indices(export: _Export) -> dict[str, int]:
@@ -198,8 +199,8 @@ def read(path: Path, options: ImportOptions, suite: Suite | None, key: bytes | N
         whole = None
         if rows is None:  # a compact or otherwise laid-out export: decoded in one piece
             stream.seek(0)
-            whole = _export(stream.read(), source)
-            eval_id, rows = whole.evalId or eval_id, iter(whole.results.results)
+            whole, whole_rows = _export(stream.read(), source)
+            eval_id, rows = whole.evalId or eval_id, iter(whole_rows)
         tests, providers, prompts, kept = _group(rows, options)
     if not kept:
         wanted = options.provider or options.prompt_id
@@ -210,7 +211,7 @@ def read(path: Path, options: ImportOptions, suite: Suite | None, key: bytes | N
     _only_one(prompts, "--prompt-id", "prompts", source)
     repeats: dict[str, int] = {}
     if any(trace for test in tests.values() for trace in test.trace_ids):
-        repeats = _repeat_indices(whole or _export(path.read_bytes(), source))
+        repeats = _repeat_indices(whole or _export(path.read_bytes(), source)[0])
     by_input = {case.input: case for case in suite.cases if case.input} if suite else {}
     by_input.update({case.id: case for case in suite.cases} if suite else {})  # or by explicit id
     if suite is not None:
@@ -223,8 +224,9 @@ def read(path: Path, options: ImportOptions, suite: Suite | None, key: bytes | N
     for text, test in tests.items():
         case = by_input.get(text) or Case(fingerprint(text, key), None, test.expected)
         indexed = [repeats.get(trace) if trace else None for trace in test.trace_ids]
-        if repeats and all(index is not None for index in indexed):
-            positions = indexed
+        known = [index for index in indexed if index is not None]
+        if repeats and len(known) == len(indexed):  # every row has its repeat index
+            positions = known
         else:
             ranked = sorted(range(len(test.order)), key=test.order.__getitem__)
             positions = [0] * len(ranked)

@@ -108,7 +108,13 @@ class EvidenceProcessor(SpanProcessor):
         self._fresh_state()
         if hasattr(os, "register_at_fork"):  # a forked child starts empty, as the SDK's do
             this = weakref.ref(self)
-            os.register_at_fork(after_in_child=lambda: (p := this()) and p._fresh_state())
+
+            def fresh_in_child() -> None:
+                processor = this()
+                if processor is not None:
+                    processor._fresh_state()
+
+            os.register_at_fork(after_in_child=fresh_in_child)
         self._watchers: dict[str, Callable[[Trial], None]] = {}
         self._assessments: OrderedDict[str, Assessment] = OrderedDict()
         self.dropped = 0

@@ -200,7 +200,7 @@ def _optional_number(attributes: Mapping[str, Any], key: str) -> float | None:
 
 
 def _count(attributes: Mapping[str, Any], key: str) -> int | None:
-    value = attributes.get(key)
+    value: object = attributes.get(key)
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:

@@ -5,8 +5,10 @@ from __future__ import annotations
 import logging
 import sqlite3
 import threading
+from collections.abc import Iterator
 
 import grpc
+from google.protobuf.message import Message
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 
 from ..assessment import Assessment
@@ -54,8 +56,7 @@ class Admissions:
         self._watchers = threading.BoundedSemaphore(max_watchers)
 
     def _check(self, context: grpc.ServicerContext) -> None:
-        metadata = dict(context.invocation_metadata())
-        if not authorized(metadata.get("authorization"), self._token):
+        if not authorized(_authorization(context), self._token):
             context.abort(grpc.StatusCode.UNAUTHENTICATED, "a bearer token is required")
 
     def _assessment(self, run_id: str, context: grpc.ServicerContext) -> Assessment:
@@ -64,11 +65,15 @@ class Admissions:
             context.abort(grpc.StatusCode.NOT_FOUND, f"unknown run {run_id!r}")
         return assessment
 
-    def GetAdmission(self, request, context):
+    def GetAdmission(
+        self, request: pb.GetAdmissionRequest, context: grpc.ServicerContext
+    ) -> pb.Admission:
         self._check(context)
         return _admission_message(self._assessment(request.run_id, context), request.format)
 
-    def WatchAdmission(self, request, context):
+    def WatchAdmission(
+        self, request: pb.WatchAdmissionRequest, context: grpc.ServicerContext
+    ) -> Iterator[pb.Admission]:
         """Stream the run's admission as it changes until it is final; a run that has not
         appeared yet is waited for (until the client's deadline)."""
         self._check(context)
@@ -81,7 +86,9 @@ class Admissions:
         finally:
             self._watchers.release()
 
-    def _watch(self, request, context):
+    def _watch(
+        self, request: pb.WatchAdmissionRequest, context: grpc.ServicerContext
+    ) -> Iterator[pb.Admission]:
         version = self._receiver.version
         while context.is_active():
             assessment = self._receiver.assessment(request.run_id)
@@ -91,7 +98,9 @@ class Admissions:
                     return
             version = self._receiver.changes(version, timeout=1.0)
 
-    def ListRuns(self, request, context):
+    def ListRuns(
+        self, request: pb.ListRunsRequest, context: grpc.ServicerContext
+    ) -> pb.ListRunsResponse:
         self._check(context)
         return pb.ListRunsResponse(
             runs=[
@@ -109,10 +118,15 @@ class Admissions:
         )
 
 
-def export_handler(ingest: Ingest, token: str | None):
+def _authorization(context: grpc.ServicerContext) -> str | None:
+    """The call's authorization header (gRPC gives bytes only for keys ending in `-bin`)."""
+    header = dict(context.invocation_metadata()).get("authorization")
+    return header if isinstance(header, str) else None
+
+
+def export_handler(ingest: Ingest, token: str | None) -> grpc.GenericRpcHandler:
     def export(body: bytes, context: grpc.ServicerContext) -> ExportTraceServiceResponse:
-        metadata = dict(context.invocation_metadata())
-        if not authorized(metadata.get("authorization"), token):
+        if not authorized(_authorization(context), token):
             context.abort(grpc.StatusCode.UNAUTHENTICATED, "a bearer token is required")
         try:
             return ingest.export(body, PROTOBUF)
@@ -126,13 +140,14 @@ def export_handler(ingest: Ingest, token: str | None):
             logger.error("verdictgate: store error: %s", error)
             context.abort(grpc.StatusCode.UNAVAILABLE, "store unavailable, retry later")
 
+    handler: grpc.RpcMethodHandler[bytes, ExportTraceServiceResponse]
     handler = grpc.unary_unary_rpc_method_handler(
         export, request_deserializer=None, response_serializer=lambda m: m.SerializeToString()
     )
     return grpc.method_handlers_generic_handler(TRACE_SERVICE, {"Export": handler})
 
 
-def ignored_signals_handlers() -> list:
+def ignored_signals_handlers() -> list[grpc.GenericRpcHandler]:
     """Metrics and logs sent here (e.g. by `verdictgate run --otlp-endpoint`) are accepted and
     dropped, so exporters do not retry them; only traces carry evidence."""
     from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceResponse
@@ -140,7 +155,8 @@ def ignored_signals_handlers() -> list:
         ExportMetricsServiceResponse,
     )
 
-    handlers = []
+    handlers: list[grpc.GenericRpcHandler] = []
+    handler: grpc.RpcMethodHandler[bytes, Message]
     for service, response in (
         ("opentelemetry.proto.collector.metrics.v1.MetricsService", ExportMetricsServiceResponse()),
         ("opentelemetry.proto.collector.logs.v1.LogsService", ExportLogsServiceResponse()),
@@ -157,7 +173,7 @@ def ignored_signals_handlers() -> list:
 def admission_handlers(admissions: Admissions) -> grpc.GenericRpcHandler:
     """The AdmissionService methods, with the generated message classes as their codecs."""
 
-    def serialize(message) -> bytes:
+    def serialize(message: Message) -> bytes:
         return message.SerializeToString()
 
     return grpc.method_handlers_generic_handler(

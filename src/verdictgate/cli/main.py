@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -229,15 +230,20 @@ def snapshot_command(
 def check_command(snapshot_path, trials_path, suite_path, fmt, output, **agent_options) -> None:
     """Re-apply the gate to new evidence, then list what changed against the baseline."""
     baseline = baseline_from_document(read_json(snapshot_path), snapshot_path)
+    if agent_options.get("agent_spec") is not None and suite_path is None:
+        raise click.UsageError(
+            "check --agent needs --suite: the snapshot keeps the cases' fingerprints, not their "
+            "inputs"
+        )
     suite = baseline.suite
     if suite_path is not None:
-        given = load_suite(suite_path)
-        suite = Suite(
-            given.name, given.point, given.cases, baseline.suite.contract, given.tolerance
-        )
-    assessment = evidence_for(
-        trials=trials_path, suite=suite, policy=baseline.policy, **agent_options
-    )
+        # the given suite whole (cases, references, calibration, pass rate), under the
+        # baseline's contract: the contract is what the baseline froze
+        suite = replace(load_suite(suite_path), contract=baseline.suite.contract)
+    policy = baseline.policy
+    if policy.pass_rate is None and suite.pass_rate is not None:
+        policy = replace(policy, pass_rate=suite.pass_rate)  # a rate the given suite requires
+    assessment = evidence_for(trials=trials_path, suite=suite, policy=policy, **agent_options)
     regression = compare_to_baseline(baseline, assessment)
     emit(assessment, fmt, output, {"check": regression_document(regression)})
     if fmt == "text":

@@ -1,13 +1,56 @@
-"""Errors a user can cause; each renders as one clear line naming file, line and field."""
+"""Errors a user can cause; each renders as one clear line naming file, line and field.
+
+An error about an argument names it by its Python name (`budget`); the CLI renders the same
+error with its option (`--budget`), so the library never speaks in command-line flags."""
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 USAGE_EXIT = 2
 """Exit code for bad flags and unreadable or malformed input."""
 
+Namer = Callable[[str], str]
+"""How an argument is named: as a Python parameter, or as a CLI option."""
+
+
+def python_name(argument: str) -> str:
+    return argument
+
+
+def cli_option(argument: str) -> str:
+    """`max_p95_ms` -> `--max-p95-ms`."""
+    return "--" + argument.replace("_", "-")
+
 
 class VerdictgateError(Exception):
-    """Base of every error verdictgate raises on purpose."""
+    """Base of every error verdictgate raises on purpose. `problem` may name the `arguments`
+    it is about as `{argument}` placeholders; without one, the first argument leads it."""
+
+    def __init__(self, problem: str, *, arguments: tuple[str, ...] = ()) -> None:
+        self.problem = problem
+        self.arguments = arguments
+        super().__init__(problem)
+
+    def _placed(self) -> bool:
+        """Whether the problem names its arguments in place (`{argument}`)."""
+        return any("{" + argument + "}" in self.problem for argument in self.arguments)
+
+    def _problem(self, name: Namer) -> str:
+        """The problem with each `{argument}` named by `name` (other braces left alone)."""
+        text = self.problem
+        for argument in self.arguments:
+            text = text.replace("{" + argument + "}", name(argument))
+        return text
+
+    def render(self, name: Namer = python_name) -> str:
+        """The one line that describes the error, arguments named by `name`."""
+        if self.arguments and not self._placed():
+            return f"{name(self.arguments[0])}: {self._problem(name)}"
+        return self._problem(name)
+
+    def __str__(self) -> str:
+        return self.render(python_name)
 
 
 class InputError(VerdictgateError):
@@ -20,21 +63,23 @@ class InputError(VerdictgateError):
         path: str | None = None,
         line: int | None = None,
         field: str | None = None,
+        arguments: tuple[str, ...] = (),
     ) -> None:
-        self.problem = problem
         self.path = path
         self.line = line
         self.field = field
-        super().__init__(str(self))
+        super().__init__(problem, arguments=arguments)
 
-    def __str__(self) -> str:
+    def render(self, name: Namer = python_name) -> str:
         where = ":".join(
             part for part in (self.path, str(self.line) if self.line else None) if part
         )
         parts = [where] if where else []
         if self.field:
             parts.append(f"field {self.field}")
-        parts.append(self.problem)
+        elif self.arguments and not self._placed():
+            parts.append(f"field {name(self.arguments[0])}")
+        parts.append(self._problem(name))
         return ": ".join(parts)
 
 

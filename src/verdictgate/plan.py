@@ -37,7 +37,7 @@ def plan_run(
     needed = pairs_needed(policy.tolerance, policy.confidence)
     if repeats is not None:
         if repeats < 1:
-            raise PlanError(f"--repeats must be at least 1, got {repeats}")
+            raise PlanError(f"must be at least 1, got {repeats}", arguments=("repeats",))
         per_case = dict.fromkeys((case.id for case in suite.cases), repeats)
     else:
         base = repeats_for(needed, len(suite.cases))
@@ -51,6 +51,7 @@ def plan_run(
     if budget is not None and plan.calls > budget:
         raise PlanError(
             f"the plan needs {plan.calls} calls ({len(suite.cases)} cases) but the budget is "
-            f"{budget}: raise --budget, loosen --tolerance, or set --repeats explicitly"
+            f"{budget}: raise {{budget}}, loosen {{tolerance}}, or set {{repeats}} explicitly",
+            arguments=("budget", "tolerance", "repeats"),
         )
     return plan

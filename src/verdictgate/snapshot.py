@@ -35,7 +35,9 @@ def contract_document(contract: Contract) -> dict[str, Any]:
 def make_snapshot(assessment: Assessment, suite: Suite, *, approved: bool) -> dict[str, Any]:
     """The baseline document for a qualified, approved run; never holds raw inputs."""
     if not approved:
-        raise SnapshotRefused("a baseline must be approved: pass --accept-reference")
+        raise SnapshotRefused(
+            "a baseline must be approved: pass {accept_reference}", arguments=("accept_reference",)
+        )
     if assessment.status is not Status.QUALIFIED:
         raise SnapshotRefused(
             f"the run is {assessment.status.value}, and only a qualified run can become a baseline"

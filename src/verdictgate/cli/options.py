@@ -17,16 +17,17 @@ import click
 
 from ..assessment import Assessment, Isolation, RunInfo
 from ..engine import assess
-from ..errors import USAGE_EXIT, InputError, VerdictgateError
+from ..errors import USAGE_EXIT, InputError, VerdictgateError, cli_option
 from ..fingerprints import fingerprint_mode
 from ..policy import PRECISION_PRESETS, Policy
 from ..reports import RENDERERS, render_text
 from ..reports.json_report import report_document
-from ..runner.agent import from_callable, from_factory, load_attribute, load_factory
+from ..runner.agent import from_callable, from_factory
 from ..suite import Suite
 from ..suite_file import load_suite
 from ..tiers.invariants import Invariant
 from ..trials_file import TrialWriter, read_trials
+from .loading import load_attribute, load_factory
 
 if TYPE_CHECKING:
     from ..tiers.tiers import Judge
@@ -48,7 +49,7 @@ def handles_errors(command: Callable) -> Callable:
         try:
             return command(*args, **kwargs)
         except VerdictgateError as error:
-            fail(str(error))
+            fail(error.render(cli_option))
 
     return wrapper
 

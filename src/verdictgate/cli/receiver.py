@@ -12,7 +12,7 @@ from typing import Any
 
 import click
 
-from ..errors import USAGE_EXIT, InputError
+from ..errors import USAGE_EXIT, InputError, cli_option
 
 FORMATS = click.Choice(["text", "json", "junit", "markdown"])
 _DURATION = re.compile(r"^(\d+(?:\.\d+)?)(ms|s|m|h)?$")
@@ -140,7 +140,8 @@ def serve_command(store_path, grpc_listen, http_listen, token_file, tls_cert, tl
             ),
         )
     except (InputError, OSError, RuntimeError) as error:
-        click.echo(f"verdictgate: error: {error}", err=True)
+        message = error.render(cli_option) if isinstance(error, InputError) else error
+        click.echo(f"verdictgate: error: {message}", err=True)
         sys.exit(USAGE_EXIT)
     stopped = threading.Event()
     for signum in (signal.SIGINT, signal.SIGTERM):

@@ -19,7 +19,10 @@ def read(path: Path, options: ImportOptions, suite: Suite | None, key: bytes | N
     """One trial a line; without --trial-path, a case's trials are numbered in file order. A
     decision the path cannot read is an error trial (`decision_path`)."""
     if options.case_path is None or options.decision_path is None:
-        raise InputError("--jsonl needs --case-path and --decision-path", field="--case-path")
+        raise InputError(
+            "{jsonl} needs {case_path} and {decision_path}",
+            arguments=("jsonl", "case_path", "decision_path"),
+        )
     source = str(path)
     known = {case.id for case in suite.cases} if suite else set()
     by_input = {case.input: case.id for case in suite.cases if case.input} if suite else {}

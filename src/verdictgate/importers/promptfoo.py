@@ -162,12 +162,13 @@ def _json_lines(stream: BinaryIO, source: str) -> Iterator[Row]:
                 ) from None
 
 
-def _only_one(values: set[str], option: str, what: str, source: str) -> None:
+def _only_one(values: set[str], argument: str, what: str, source: str) -> None:
     if len(values) > 1:
         raise InputError(
-            f"the export mixes {len(values)} {what} ({', '.join(sorted(values))}); choose one with {option}",
+            f"the export mixes {len(values)} {what} ({', '.join(sorted(values))}); choose one "
+            f"with {{{argument}}}",
             path=source,
-            field=option,
+            arguments=(argument,),
         )
 
 
@@ -201,14 +202,21 @@ def read(path: Path, options: ImportOptions, suite: Suite | None, key: bytes | N
             stream.seek(0)
             whole, whole_rows = _export(stream.read(), source)
             eval_id, rows = whole.evalId or eval_id, iter(whole_rows)
-        tests, providers, prompts, kept = _group(rows, options)
+        seen = _Seen()
+        tests, providers, prompts, kept = _group(rows, options, seen)
     if not kept:
-        wanted = options.provider or options.prompt_id
-        field_name = "--provider" if options.provider else "--prompt-id"
-        raise InputError(f"no row matches {wanted!r}" if wanted else "the export has no rows", path=source,
-                         field=field_name if wanted else "results")  # fmt: skip
-    _only_one(providers, "--provider", "providers", source)
-    _only_one(prompts, "--prompt-id", "prompts", source)
+        if not (options.provider or options.prompt_id):
+            raise InputError("the export has no rows", path=source, field="results")
+        argument = "provider" if options.provider else "prompt_id"
+        present = seen.providers if options.provider else seen.prompts
+        raise InputError(
+            f"no row matches {options.provider or options.prompt_id!r}; the export has "
+            + ", ".join(sorted(present)),
+            path=source,
+            arguments=(argument,),
+        )
+    _only_one(providers, "provider", "providers", source)
+    _only_one(prompts, "prompt_id", "prompts", source)
     repeats: dict[str, int] = {}
     if any(trace for test in tests.values() for trace in test.trace_ids):
         repeats = _repeat_indices(whole or _export(path.read_bytes(), source)[0])
@@ -217,8 +225,8 @@ def read(path: Path, options: ImportOptions, suite: Suite | None, key: bytes | N
     if suite is not None:
         unmatched = sum(len(test.order) for text, test in tests.items() if text not in by_input)
         if unmatched:
-            raise InputError(f"{unmatched} rows match no suite case by input (--case-by {options.case_by})",
-                             path=source, field="--suite")  # fmt: skip
+            raise InputError(f"{unmatched} rows match no suite case by input ({{case_by}} {options.case_by})",
+                             path=source, arguments=("suite", "case_by"))  # fmt: skip
     evidence = Evidence()
     cases = []
     for text, test in tests.items():
@@ -243,16 +251,27 @@ def read(path: Path, options: ImportOptions, suite: Suite | None, key: bytes | N
     return Imported(evidence, tuple(cases), eval_id)
 
 
+@dataclass
+class _Seen:
+    """What an export holds besides its kept rows: every provider (id and label) and prompt."""
+
+    providers: set[str] = field(default_factory=set)
+    prompts: set[str] = field(default_factory=set)
+
+
 def _group(
-    rows: Iterator[Row], options: ImportOptions
+    rows: Iterator[Row], options: ImportOptions, seen: _Seen
 ) -> tuple[dict[str, _Test], set[str], set[str], int]:
-    """Rows grouped by test (one provider and prompt after filtering), with what was seen."""
+    """Rows grouped by test (one provider and prompt after filtering), with what was kept;
+    `seen` collects every provider and prompt, kept or not."""
     tests: dict[str, _Test] = {}
     providers: set[str] = set()
     prompts: set[str] = set()
     shared: dict[Any, Any] = {}  # one object per distinct decision
     kept = 0
     for row in rows:
+        seen.providers.update(row.provider_names())
+        seen.prompts.add(row.promptId or "")
         if options.provider is not None and options.provider not in row.provider_names():
             continue
         if options.prompt_id is not None and row.promptId != options.prompt_id:

@@ -116,7 +116,7 @@ class OtlpTarget:
         if url.scheme not in ("http", "https") or not url.netloc:
             raise InputError(
                 f"expected http://HOST:PORT or https://HOST:PORT, got {endpoint!r}",
-                field="--publish-endpoint",
+                arguments=("publish_endpoint",),
             )
         self.endpoint = endpoint
         self._timeout = timeout

@@ -108,7 +108,7 @@ def run(
     if without_input:
         raise PlanError(f"cases without an input cannot be run: {', '.join(without_input[:3])}")
     if concurrency < 1:
-        raise PlanError(f"--concurrency must be at least 1, got {concurrency}")
+        raise PlanError(f"must be at least 1, got {concurrency}", arguments=("concurrency",))
     plan = plan_run(suite, policy, repeats=repeats, budget=budget)
     tiers = Tiers(tuple(invariants), _semantic_check(semantic, suite), judge)  # may load a model
     run_id = run_id or uuid.uuid4().hex

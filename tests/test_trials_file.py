@@ -35,7 +35,7 @@ trials = st.builds(
 
 
 @settings(max_examples=150)
-@given(st.lists(trials, max_size=40))
+@given(st.lists(trials, min_size=1, max_size=40))
 def test_written_trials_read_back_to_the_same_assessment(tmp_path_factory, batch):
     path = tmp_path_factory.mktemp("t") / "trials.jsonl"
     with open(path, "wb") as stream:
@@ -128,3 +128,22 @@ def test_writer_records_error_types():
         "case": "c", "trial": 3, "outcome": "error", "run": "r", "suite": "s", "point": "p",
         "error_type": "TimeoutError", "expected": "deny",
     }  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        ("", "holds no trial records (one JSON object a line)"),
+        ("\n\n", "holds no trial records (one JSON object a line)"),
+        ('{\n  "schema": "verdictgate.suite/v1",\n  "name": "s",\n  "cases": []\n}\n',
+         "is a suite file, not trial records (pass it as --suite)"),
+        ('{"cases": [], "contract": {}, "schema": "agentverity.decision-suite/v1"}\n',
+         "is a suite file, not trial records (pass it as --suite)"),
+    ],
+)  # fmt: skip
+def test_an_empty_or_suite_shaped_trials_file_is_one_line(cli, tmp_path, content, message):
+    path = tmp_path / "t.jsonl"
+    path.write_text(content)
+    result = cli("assess", "--trials", str(path))
+    assert result.exit_code == 2
+    assert result.stderr == f"verdictgate: error: {path}: {message}\n"

@@ -88,6 +88,8 @@ def read_trials(
     summary = TrialsSummary()
     try:
         with open(path, "rb") as stream:
+            _refuse_a_suite(stream.read(1 << 16), str(path))
+            stream.seek(0)
             summary.suite, summary.point = _labels(stream.readline())
             stream.seek(0)
             for line_number, records in _record_batches(stream, str(path)):
@@ -95,7 +97,22 @@ def read_trials(
         summary.runs = {run for run, _ in evidence.cases}
     except OSError as error:
         raise InputError(f"cannot read file ({error.strerror})", path=str(path)) from None
+    if not summary.records:
+        raise InputError("holds no trial records (one JSON object a line)", path=str(path))
     return evidence, summary
+
+
+_SUITE_SCHEMA = re.compile(rb'^\s*\{[^\n]*\n?.*?"schema"\s*:\s*"[a-z.-]*suite/v1"', re.S)
+
+
+def _refuse_a_suite(head: bytes, path: str) -> None:
+    """A suite given where trial records belong is named as such, not as bad JSON."""
+    if _SUITE_SCHEMA.match(head) and b'"trial"' not in head:
+        raise InputError(
+            "is a suite file, not trial records (pass it as {suite})",
+            path=path,
+            arguments=("suite",),
+        )
 
 
 def _labels(first_line: bytes) -> tuple[str | None, str | None]:

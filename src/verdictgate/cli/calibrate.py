@@ -14,20 +14,25 @@ from .options import handles_errors
 
 
 @click.command("calibrate")
-@click.option("--suite", "suite_path", required=True, type=click.Path(dir_okay=False))
+@click.option(
+    "--suite", "suite_path", required=True, type=click.Path(dir_okay=False),
+    help="The suite to calibrate; the threshold is stored in it (required).",
+)  # fmt: skip
 @click.option(
     "--outputs",
     "outputs_path",
     required=True,
     type=click.Path(dir_okay=False),
-    help='Known-good outputs, JSON Lines: {"case": ID or "input": TEXT, "output": TEXT}.',
+    help='Known-good outputs, JSON Lines: {"case": ID or "input": TEXT, "output": TEXT} (required).',
 )
 @click.option(
     "--output",
     type=click.Path(dir_okay=False),
     help="Write the calibrated suite here (default: update the suite file in place).",
 )
-@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text")
+@click.option(
+    "--format", "fmt", type=click.Choice(["text", "json"]), default="text", help="Output format."
+)
 @handles_errors
 def calibrate_command(suite_path, outputs_path, output, fmt) -> None:
     """Set the semantic tier's threshold: mean minus two standard deviations of the similarity

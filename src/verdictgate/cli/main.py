@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import sys
 from dataclasses import replace
@@ -62,12 +63,25 @@ class _OneLineErrors(click.Group):
 @click.group(cls=_OneLineErrors, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="verdictgate")
 def main() -> None:
-    """Admit or refuse an agent's test run as a regression baseline."""
+    """Admit or refuse an agent's test run as a regression baseline.
+
+    \b
+    Where to start:
+      verdictgate plan --suite SUITE.json           what a run needs, before any call
+      verdictgate run --agent FILE.py:FACTORY --suite SUITE.json
+                                                    call the agent and assess its answers
+      verdictgate assess --promptfoo RESULTS.json   (or --deepeval, --trials, ...) assess
+                                                    results you already have, no model call
+    Exit codes: 0 qualified, 1 rejected, 3 inconclusive, 2 usage or input error.
+    """
 
 
 @main.command("run")
-@run_options
-@click.option("--suite", "suite_path", required=True, type=click.Path(dir_okay=False))
+@functools.partial(run_options, agent_required=True)
+@click.option(
+    "--suite", "suite_path", required=True, type=click.Path(dir_okay=False),
+    help="The cases to call the agent with, and their contract (required).",
+)  # fmt: skip
 @policy_options
 @output_options
 @handles_errors
@@ -80,8 +94,6 @@ def run_command(
     **agent_options,
 ) -> None:
     """Call an agent on every suite case, repeatedly, and assess the trials."""
-    if agent_spec is None:
-        raise click.UsageError("--agent is required")
     suite = suite_from(suite_path)
     policy = policy_of(suite)
     assessment = evidence_for(
@@ -106,7 +118,10 @@ def _parse_observed(value: str) -> tuple[int, int]:
 
 @main.command("plan")
 @click.option("--tolerance", type=float, help="Tolerated change rate (default 0.05).")
-@click.option("--precision", type=click.Choice(list(PRECISION_PRESETS)))
+@click.option(
+    "--precision", type=click.Choice(list(PRECISION_PRESETS)),
+    help="A preset tolerance instead of --tolerance.",
+)  # fmt: skip
 @click.option(
     "--suite", "suite_path", type=click.Path(dir_okay=False), help="Size repeats for this suite."
 )
@@ -117,8 +132,9 @@ def _parse_observed(value: str) -> tuple[int, int]:
 @click.option("--repeats", type=int, help="With --suite: trials per case instead of sizing.")
 @click.option("--budget", type=int, help="With --suite: refuse a plan above this many calls.")
 @click.option(
-    "--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True
-)
+    "--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True,
+    help="Output format.",
+)  # fmt: skip
 @handles_errors
 def plan_command(
     tolerance, precision, suite_path, observed, pass_rate, repeats, budget, fmt
@@ -177,17 +193,29 @@ def plan_command(
 
 
 @main.command("snapshot")
-@click.option("--trials", "trials_path", type=click.Path(dir_okay=False))
+@click.option(
+    "--trials", "trials_path", type=click.Path(dir_okay=False),
+    help="The trials file of the run to freeze; or give --agent.",
+)  # fmt: skip
 @run_options
-@click.option("--suite", "suite_path", required=True, type=click.Path(dir_okay=False))
+@click.option(
+    "--suite", "suite_path", required=True, type=click.Path(dir_okay=False),
+    help="The suite whose contract the baseline freezes (required).",
+)  # fmt: skip
 @click.option(
     "--accept-reference", is_flag=True, help="Approve this run as the regression baseline."
 )
 @click.option(
-    "--output", required=True, type=click.Path(dir_okay=False), help="Baseline file to write."
+    "--output",
+    required=True,
+    type=click.Path(dir_okay=False),
+    help="Baseline file to write (required).",
 )
 @policy_options
-@click.option("--format", "fmt", type=FORMATS, default="text", show_default=True)
+@click.option(
+    "--format", "fmt", type=FORMATS, default="text", show_default=True,
+    help="Report format; every format is rendered from the same assessment.",
+)  # fmt: skip
 @handles_errors
 def snapshot_command(
     trials_path,
@@ -216,8 +244,17 @@ def snapshot_command(
 
 
 @main.command("check")
-@click.option("--snapshot", "snapshot_path", required=True, type=click.Path(dir_okay=False))
-@click.option("--trials", "trials_path", type=click.Path(dir_okay=False))
+@click.option(
+    "--snapshot",
+    "snapshot_path",
+    required=True,
+    type=click.Path(dir_okay=False),
+    help="The baseline `verdictgate snapshot` wrote (required).",
+)
+@click.option(
+    "--trials", "trials_path", type=click.Path(dir_okay=False),
+    help="New trials to check against the baseline; or give --agent.",
+)  # fmt: skip
 @run_options
 @click.option(
     "--suite",
@@ -270,21 +307,24 @@ def _print_regression(regression) -> None:
 
 @main.command("compare")
 @click.option(
-    "--before", required=True, type=click.Path(dir_okay=False), help="Trials file or snapshot."
+    "--before",
+    required=True,
+    type=click.Path(dir_okay=False),
+    help="Trials file or snapshot (required).",
 )
 @click.option(
-    "--after", required=True, type=click.Path(dir_okay=False), help="Trials file or snapshot."
+    "--after",
+    required=True,
+    type=click.Path(dir_okay=False),
+    help="Trials file or snapshot (required).",
 )
 @click.option(
     "--suite", "suite_path", type=click.Path(dir_okay=False), help="Contract and targets."
 )
 @click.option(
-    "--format",
-    "fmt",
-    type=click.Choice(["text", "json", "markdown"]),
-    default="text",
-    show_default=True,
-)
+    "--format", "fmt", type=click.Choice(["text", "json", "markdown"]), default="text",
+    show_default=True, help="Output format.",
+)  # fmt: skip
 @handles_errors
 def compare_command(before, after, suite_path, fmt) -> None:
     """Drift across builds: change and pass rates after minus before; exit 1 on a regression."""

@@ -96,15 +96,17 @@ def emit(assessment: Assessment, fmt: str, output: str | None, extra: dict | Non
         raise InputError(f"cannot write report ({error.strerror})", path=output) from None
 
 
-def run_options(command: Callable) -> Callable:
+def run_options(command: Callable, *, agent_required: bool = False) -> Callable:
     """Options shared by every command that can call an agent."""
     for option in reversed(
         [
             click.option(
                 "--agent",
                 "agent_spec",
+                required=agent_required,
                 metavar="FILE.py:FACTORY|module:FACTORY",
-                help="FACTORY() returns the agent callable.",
+                help="FACTORY() returns the agent callable"
+                + (" (required)." if agent_required else "; or give --trials."),
             ),
             click.option(
                 "--repeats", type=int, help="Trials per case (default: sized from the tolerance)."
@@ -224,7 +226,10 @@ def output_options(command: Callable) -> Callable:
     command = click.option(
         "--output", type=click.Path(dir_okay=False), help="Write the report here."
     )(command)
-    return click.option("--format", "fmt", type=FORMATS, default="text", show_default=True)(command)
+    return click.option(
+        "--format", "fmt", type=FORMATS, default="text", show_default=True,
+        help="Report format; all are rendered from the same assessment.",
+    )(command)  # fmt: skip
 
 
 def evidence_for(

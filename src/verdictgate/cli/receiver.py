@@ -88,7 +88,10 @@ def _read_secret(path: str | None, option: str) -> str | None:
 @click.option(
     "--window", help="Also assess canary runs (no run span) every DURATION while they collect."
 )
-@click.option("--max-request-bytes", type=int, default=16 << 20, show_default=True)
+@click.option(
+    "--max-request-bytes", type=int, default=16 << 20, show_default=True,
+    help="Largest request body, after decompression; a larger one is refused (413).",
+)  # fmt: skip
 @click.option(
     "--max-trials-per-run",
     type=click.IntRange(min=1),
@@ -237,13 +240,25 @@ def _speaks_tls(endpoint: str) -> bool:
 
 
 @click.command("status")
-@click.option("--endpoint", required=True, help="HOST:PORT of `verdictgate serve` (its gRPC port).")
-@click.option("--run", "run_id", required=True, help="Run id.")
+@click.option(
+    "--endpoint", required=True, help="HOST:PORT of `verdictgate serve`, its gRPC port (required)."
+)
+@click.option("--run", "run_id", required=True, help="Run id (required).")
 @click.option(
     "--wait", type=float, default=0.0, help="Seconds to wait for the run to become final."
 )
-@click.option("--format", "fmt", type=FORMATS, default="text", show_default=True)
-@click.option("--token-file", type=click.Path(dir_okay=False))
+@click.option(
+    "--format",
+    "fmt",
+    type=FORMATS,
+    default="text",
+    show_default=True,
+    help="Report format, as for `assess`.",
+)
+@click.option(
+    "--token-file", type=click.Path(dir_okay=False),
+    help="A file holding the receiver's bearer token.",
+)  # fmt: skip
 @click.option(
     "--tls-ca", type=click.Path(dir_okay=False), help="PEM roots to verify a TLS receiver."
 )

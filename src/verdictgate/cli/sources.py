@@ -62,7 +62,10 @@ def import_options(command: Callable) -> Callable:
     help="verdictgate.trials/v1 JSON Lines.",
 )
 @import_options
-@click.option("--suite", "suite_path", type=click.Path(dir_okay=False))
+@click.option(
+    "--suite", "suite_path", type=click.Path(dir_okay=False),
+    help="The suite to match cases to, with its contract (default: the file's own cases).",
+)  # fmt: skip
 @click.option(
     "--isolation",
     type=ISOLATIONS,
@@ -95,7 +98,10 @@ def assess_command(trials_path, suite_path, isolation, policy_of, fmt, output, *
     help="A trials file to write again, normalised (one record per kept trial).",
 )
 @import_options
-@click.option("--to", "target", type=click.Choice(["trials"]), default="trials", show_default=True)
+@click.option(
+    "--to", "target", type=click.Choice(["trials"]), default="trials", show_default=True,
+    help="The format to write: verdictgate.trials/v1.",
+)  # fmt: skip
 @click.option(
     "--suite", "suite_path", type=click.Path(dir_okay=False), help="Match cases to a suite."
 )

@@ -30,7 +30,7 @@ ERRORS = [
         "give exactly one of --trials, --agentverity, --promptfoo, --deepeval, --jsonl, --otlp-json",
     ),
     (["assess", "--trials", "{trials}", "--format", "yaml"], "Invalid value for '--format'"),
-    (["run", "--suite", "{suite}"], "--agent is required"),
+    (["run", "--suite", "{suite}"], "Missing option '--agent'"),
     (["run", "--suite", "{suite}", "--agent", "nowhere.py:make"], "no such file"),
     (
         ["run", "--suite", "{suite}", "--agent", "json:nothing_here"],

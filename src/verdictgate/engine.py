@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 
 from . import admission
 from .assessment import (
@@ -19,7 +19,7 @@ from .assessment import (
     RunInfo,
     TrialCounts,
 )
-from .evidence import ERROR, MISSING, Evidence
+from .evidence import ERROR, MISSING, CaseEvidence, Evidence
 from .policy import Policy
 from .stats import PassRate, Quantiles, change_rate, pass_rate, quantile_stats
 from .suite import Contract, Suite
@@ -62,89 +62,92 @@ class _Tally:
         self.judged = 0
 
 
-def _findings(
-    evidence: Evidence, suite: Suite, policy: Policy, run: RunInfo, planned: int | None
-) -> Findings:
-    contract = suite.contract
-    suite_expected = suite.expected_by_case()
-    pooled = _Tally()
-    routes: dict[str, _Tally] = {}
-    key_counts: Counter[int] = Counter()
-    first_decisions: Counter[int] = Counter()
-    cases: list[CaseResult] = []
-    seen_cases: set[str] = set()
-    received = 0
-    latencies: list[float] = []
-    longest: Counter[str | None] = Counter()
-    case_routes: list[str | None] = []
+def _case_pairs(slots: Sequence[int]) -> tuple[int, int, Counter[tuple[int, int]]]:
+    """(pairs, flips, flips by unordered pair of decision keys) of one case's trial slots."""
+    pairs = flips = 0
+    flip_counts: Counter[tuple[int, int]] = Counter()
+    for a, b in zip(slots[0::2], slots[1::2], strict=False):
+        if a >= 0 and b >= 0:
+            pairs += 1
+            if a != b:
+                flips += 1
+                flip_counts[(a, b) if a < b else (b, a)] += 1
+    return pairs, flips, flip_counts
 
-    for case_evidence in evidence.cases.values():
-        slots = case_evidence.slots
-        route = suite_expected.get(case_evidence.case, case_evidence.expected)
+
+class _Scan:
+    """One pass over the evidence: pooled and per-route tallies, decision counts, per-case
+    results, and what sizing a missing plan needs."""
+
+    def __init__(self) -> None:
+        self.pooled = _Tally()
+        self.routes: dict[str, _Tally] = {}
+        self.key_counts: Counter[int] = Counter()
+        self.first_decisions: Counter[int] = Counter()
+        self.cases: list[CaseResult] = []
+        self.seen_cases: set[str] = set()
+        self.received = 0
+        self.latencies: list[float] = []
+        self.longest: Counter[str | None] = Counter()
+        self.case_routes: list[str | None] = []
+
+    def add(self, case: CaseEvidence, route: str | None, keys: list, policy: Policy) -> None:
+        """Tally one case of the evidence, judged as intended for `route`."""
+        slots = case.slots
         counts = Counter(slots)
         counts.pop(MISSING, None)
         errors = counts.pop(ERROR, 0)
-        key_counts.update(counts)
+        self.key_counts.update(counts)
         trials_received = errors + sum(counts.values())
-        received += trials_received
-        longest[route] = max(longest[route], len(slots))
-        case_routes.append(route)
-        seen_cases.add(case_evidence.case)
-
-        pairs = flips = 0
-        flip_counts: Counter[tuple[int, int]] = Counter()
-        for a, b in zip(slots[0::2], slots[1::2], strict=False):
-            if a >= 0 and b >= 0:
-                pairs += 1
-                if a != b:
-                    flips += 1
-                    flip_counts[(a, b) if a < b else (b, a)] += 1
-        tallies = [pooled, routes.setdefault(route, _Tally())] if route else [pooled]
-        passed, judged = case_evidence.pass_counts()
-        latencies.extend(case_evidence.latency_values())
+        self.received += trials_received
+        self.longest[route] = max(self.longest[route], len(slots))
+        self.case_routes.append(route)
+        self.seen_cases.add(case.case)
+        pairs, flips, flip_counts = _case_pairs(slots)
+        passed, judged = case.pass_counts()
+        self.latencies.extend(case.latency_values())
+        tallies = [self.pooled, self.routes.setdefault(route, _Tally())] if route else [self.pooled]
         for tally in tallies:
-            tally.case_ids.add(case_evidence.case)
+            tally.case_ids.add(case.case)
             tally.pairs += pairs
             tally.flips += flips
             tally.flip_counts.update(flip_counts)
             tally.passed += passed
             tally.judged += judged
-
         first = next((slot for slot in slots if slot >= 0), None)
         if first is not None:
-            first_decisions[first] += 1
+            self.first_decisions[first] += 1
         # one distinct decision means some slot holds it, so `first` is set
-        verdict = (
-            decision_text(evidence.keys[first]) if first is not None and len(counts) == 1 else None
-        )
-        cases.append(
+        verdict = decision_text(keys[first]) if first is not None and len(counts) == 1 else None
+        self.cases.append(
             CaseResult(
-                case_evidence.case,
-                case_evidence.run,
-                route,
-                trials_received,
-                errors,
-                pairs,
-                flips,
-                verdict,
-                passed,
-                judged,
-                _judged_rate(passed, judged, policy),
+                case.case, case.run, route, trials_received, errors, pairs, flips, verdict,
+                passed, judged, _judged_rate(passed, judged, policy),
             )
+        )  # fmt: skip
+
+    def add_unseen(self, suite: Suite) -> None:
+        """Suite cases with no trial at all: listed, and counted in their route."""
+        for case in suite.cases:
+            if case.id not in self.seen_cases:
+                self.cases.append(CaseResult(case.id, None, case.expected, 0, 0, 0, 0, None))
+                if case.expected:
+                    self.routes.setdefault(case.expected, _Tally()).case_ids.add(case.id)
+
+    def planned(self, suite: Suite) -> int:
+        """Trials expected without a plan: every case as many as the longest of its route."""
+        overall = max(self.longest.values(), default=0)
+        return sum(self.longest[route] for route in self.case_routes) + sum(
+            self.longest.get(case.expected, overall)
+            for case in suite.cases
+            if case.id not in self.seen_cases
         )
 
-    for case in suite.cases:
-        if case.id not in seen_cases:
-            cases.append(CaseResult(case.id, None, case.expected, 0, 0, 0, 0, None))
-            if case.expected:
-                routes.setdefault(case.expected, _Tally()).case_ids.add(case.id)
-    if planned is None:
-        overall = max(longest.values(), default=0)
-        planned = sum(longest[route] for route in case_routes) + sum(
-            longest.get(case.expected, overall) for case in suite.cases if case.id not in seen_cases
-        )
 
-    route_results = tuple(
+def _route_results(
+    scan: _Scan, evidence: Evidence, contract: Contract, policy: Policy
+) -> tuple[RouteStability, ...]:
+    return tuple(
         RouteStability(
             route,
             len(tally.case_ids),
@@ -157,55 +160,77 @@ def _findings(
             route in contract.targets,
             _flip_pairs(tally.flip_counts, evidence),
         )
-        for route, tally in sorted(routes.items())
+        for route, tally in sorted(scan.routes.items())
     )
-    no_decisions = sum(n for key, n in key_counts.items() if evidence.is_no_decision(key))
-    decided = sum(key_counts.values())
+
+
+def _trial_counts(scan: _Scan, evidence: Evidence, planned: int) -> TrialCounts:
+    no_decisions = sum(n for key, n in scan.key_counts.items() if evidence.is_no_decision(key))
+    decided = sum(scan.key_counts.values())
+    return TrialCounts(
+        expected=planned,
+        received=scan.received,
+        decisions=decided - no_decisions,
+        no_decisions=no_decisions,
+        errors=sum(evidence.error_types.values()),
+        conflicts=evidence.conflicts,
+        duplicates=evidence.duplicates,
+        error_types=dict(sorted(evidence.error_types.items())),
+    )
+
+
+def _pass_counts(scan: _Scan, evidence: Evidence, policy: Policy) -> PassCounts:
+    routes = sorted(scan.routes.items())
+    return PassCounts(
+        scan.pooled.passed,
+        scan.pooled.judged,
+        {r: (t.passed, t.judged) for r, t in routes if t.judged},
+        {
+            r: rate
+            for r, t in routes
+            if (rate := _judged_rate(t.passed, t.judged, policy)) is not None
+        },
+        evidence.evaluations_skipped,
+    )
+
+
+def _findings(
+    evidence: Evidence, suite: Suite, policy: Policy, run: RunInfo, planned: int | None
+) -> Findings:
+    contract = suite.contract
+    suite_expected = suite.expected_by_case()
+    scan = _Scan()
+    for case_evidence in evidence.cases.values():
+        route = suite_expected.get(case_evidence.case, case_evidence.expected)
+        scan.add(case_evidence, route, evidence.keys, policy)
+    scan.add_unseen(suite)
+    pooled = scan.pooled
     return Findings(
         run=run,
         policy=policy,
-        trials=TrialCounts(
-            expected=planned,
-            received=received,
-            decisions=decided - no_decisions,
-            no_decisions=no_decisions,
-            errors=sum(evidence.error_types.values()),
-            conflicts=evidence.conflicts,
-            duplicates=evidence.duplicates,
-            error_types=dict(sorted(evidence.error_types.items())),
-        ),
+        trials=_trial_counts(scan, evidence, scan.planned(suite) if planned is None else planned),
         pooled=change_rate(pooled.flips, pooled.pairs, policy.tolerance, policy.confidence),
-        routes=route_results,
+        routes=_route_results(scan, evidence, contract, policy),
         flip_pairs=_flip_pairs(pooled.flip_counts, evidence),
         coverage=_coverage(
             contract,
-            {route: len(tally.case_ids) for route, tally in routes.items()},
-            {decision_text(evidence.keys[key]) for key in key_counts},
+            {route: len(tally.case_ids) for route, tally in scan.routes.items()},
+            {decision_text(evidence.keys[key]) for key in scan.key_counts},
         ),
-        dominance=_dominance(first_decisions, evidence, policy.dominance_threshold),
-        cases=tuple(sorted(cases, key=lambda c: (c.case, c.run or ""))),
+        dominance=_dominance(scan.first_decisions, evidence, policy.dominance_threshold),
+        cases=tuple(sorted(scan.cases, key=lambda c: (c.case, c.run or ""))),
         pass_rate=(
             pass_rate(pooled.passed, pooled.judged, policy.pass_rate, policy.confidence)
             if policy.pass_rate is not None
             else None
         ),
-        latency=quantile_stats(latencies, policy.max_p95_ms, policy.confidence),
+        latency=quantile_stats(scan.latencies, policy.max_p95_ms, policy.confidence),
         tool_calls=_tool_calls(evidence, policy),
         invariants=InvariantCounts(
             dict(sorted(evidence.invariant_failures.items())),
             dict(sorted(evidence.invariant_warnings.items())),
         ),
-        passes=PassCounts(
-            pooled.passed,
-            pooled.judged,
-            {r: (t.passed, t.judged) for r, t in sorted(routes.items()) if t.judged},
-            {
-                r: rate
-                for r, t in sorted(routes.items())
-                if (rate := _judged_rate(t.passed, t.judged, policy)) is not None
-            },
-            evidence.evaluations_skipped,
-        ),
+        passes=_pass_counts(scan, evidence, policy),
     )
 
 

@@ -104,11 +104,7 @@ def run(
     checked = [as_relation(relation) for relation in relations]
     agent = from_callable(agent)
     policy = policy or Policy.with_tolerance(suite.tolerance, suite.pass_rate)
-    without_input = [case.id for case in suite.cases if case.input is None]
-    if without_input:
-        raise PlanError(f"cases without an input cannot be run: {', '.join(without_input[:3])}")
-    if concurrency < 1:
-        raise PlanError(f"must be at least 1, got {concurrency}", arguments=("concurrency",))
+    _refuse_before_any_call(suite, concurrency)
     plan = plan_run(suite, policy, repeats=repeats, budget=budget)
     tiers = Tiers(tuple(invariants), _semantic_check(semantic, suite), judge)  # may load a model
     run_id = run_id or uuid.uuid4().hex
@@ -147,23 +143,15 @@ def run(
             ) as run_span,
             _progress_bar(len(calls), progress) as advance,
         ):
-            for number, batch in enumerate(rounds):
-                if agent.is_async:
-                    asyncio.run(_run_async(agent, batch, recording, concurrency, advance))
-                else:
-                    _run_threads(agent, batch, recording, concurrency, advance)
-                failed = (
-                    _missed_routes(suite, first_answers) if quality_gate and number == 0 else []
+            stopped = _call_in_rounds(
+                agent, rounds, recording, concurrency, advance,
+                (lambda: _missed_routes(suite, first_answers)) if quality_gate else None,
+                run_span,
+            )  # fmt: skip
+            if not stopped and checked:
+                _declare_relations(
+                    run_span, _check_relations(agent, suite, first_answers, checked, timeout)
                 )
-                if failed:
-                    run_span.set_attribute(names.QUALITY_FAILED, failed)
-                    run_span.set_attribute(names.PLAN_TRIALS, len(batch))
-                    break
-            else:
-                if checked:
-                    _declare_relations(
-                        run_span, _check_relations(agent, suite, first_answers, checked, timeout)
-                    )
     finally:
         processor.watch(run_id, None)
         if own_pipeline:
@@ -174,6 +162,39 @@ def run(
     if assessment is None:  # the processor failed to read its own run span: a bug, not input
         raise RuntimeError(f"run {run_id} was not assessed")
     return assessment
+
+
+def _refuse_before_any_call(suite: Suite, concurrency: int) -> None:
+    """What makes a run impossible, found before the first call."""
+    without_input = [case.id for case in suite.cases if case.input is None]
+    if without_input:
+        raise PlanError(f"cases without an input cannot be run: {', '.join(without_input[:3])}")
+    if concurrency < 1:
+        raise PlanError(f"must be at least 1, got {concurrency}", arguments=("concurrency",))
+
+
+def _call_in_rounds(
+    agent: Agent,
+    rounds: list[list[Call]],
+    recording: _Recording,
+    concurrency: int,
+    advance: Callable[[], None],
+    quality_gate: Callable[[], list[str]] | None,
+    run_span: Any,
+) -> bool:
+    """Make the calls round by round; after the first, the quality gate (when asked for) may
+    stop the run: the cases it names go on the run span, and True is returned."""
+    for number, batch in enumerate(rounds):
+        if agent.is_async:
+            asyncio.run(_run_async(agent, batch, recording, concurrency, advance))
+        else:
+            _run_threads(agent, batch, recording, concurrency, advance)
+        failed = quality_gate() if quality_gate is not None and number == 0 else []
+        if failed:
+            run_span.set_attribute(names.QUALITY_FAILED, failed)
+            run_span.set_attribute(names.PLAN_TRIALS, len(batch))
+            return True
+    return False
 
 
 def _check_relations(

@@ -85,9 +85,7 @@ def test_runner_through_a_real_collector_to_the_receiver(cli, tmp_path):
             "--format",
             "json",
         )
-    assert admitted is not None and not admitted.run.in_progress, (
-        tmp_path / "rotel.log"
-    ).read_text()
+    assert admitted is not None and not admitted.in_progress, (tmp_path / "rotel.log").read_text()
     offline = cli("assess", "--trials", str(trials), "--suite", str(EXAMPLES / "payment_suite.json"),
                   "--format", "json", "--isolation", "fresh-instance")  # fmt: skip
     expected = json.loads(offline.stdout)

@@ -160,7 +160,7 @@ def test_the_quality_gate_does_not_reject_first_answers_the_judge_could_not_grad
         return keyword_gate(text)
 
     assessment = verdictgate.run(gate, gate_suite(), quality_gate=True, judge=down)
-    assert assessment.run.quality_failed == ()
+    assert assessment.quality_failed == ()
     assert "quality_failed" not in assessment.reason_codes
     assert assessment.status is Status.INCONCLUSIVE and "incomplete" in assessment.reason_codes
     assert len(calls) == assessment.trials.errors == 156  # it went on to the repeats
@@ -174,7 +174,7 @@ def test_the_quality_gate_still_stops_on_a_judged_failure_next_to_a_fault():
         return output != "deny"  # deny answers are judged bad
 
     assessment = verdictgate.run(keyword_gate, gate_suite(), quality_gate=True, judge=judge)
-    assert assessment.run.quality_failed == ("deny-0", "deny-1")
+    assert assessment.quality_failed == ("deny-0", "deny-1")
     assert assessment.status is Status.REJECTED and assessment.trials.received == 6
     assert dict(assessment.trials.error_types) == {"judge:ConnectionError": 2}
 
@@ -267,7 +267,7 @@ def test_a_relation_whose_transform_raises_is_errored_not_violated_nor_vacuous(c
 
     suite = gate_suite("Please {route} request {n}")
     assessment = verdictgate.run(keyword_gate, suite, relations=[Relation("explode", explode)])
-    (result,) = assessment.run.relations
+    (result,) = assessment.relations
     assert result == RelationResult("explode", (), (), ROUTES)
     assert result.status == "errored"
     codes = set(assessment.reason_codes)
@@ -326,7 +326,7 @@ def test_a_violation_still_wins_over_an_errored_case():
 
     suite = gate_suite("Please {route} request {n}")
     assessment = verdictgate.run(flaky, suite, relations=["case"])
-    (result,) = assessment.run.relations
+    (result,) = assessment.relations
     assert (result.violated, result.held, result.errored) == (("approve",), ("review",), ("deny",))
     assert result.status == "violated"
     assert assessment.status is Status.REJECTED and "relation_violated" in assessment.reason_codes
@@ -338,7 +338,7 @@ def test_a_relation_on_cases_whose_first_answer_errored_is_errored_not_vacuous()
 
     suite = gate_suite("Please {route} request {n}")
     assessment = verdictgate.run(keyword_gate, suite, relations=["case"], judge=down)
-    (result,) = assessment.run.relations
+    (result,) = assessment.relations
     assert result.status == "errored" and result.errored == ROUTES
     assert "relations_vacuous" not in assessment.reason_codes
     assert assessment.status is Status.INCONCLUSIVE

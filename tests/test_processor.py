@@ -216,7 +216,7 @@ def test_a_flush_after_every_trial_never_splits_a_canary_run():
     provider.shutdown()
     (assessment,) = seen
     assert assessment.trials.received == 8 and assessment.trials.missing == 0
-    assert assessment.pooled.pairs == 4 and not assessment.run.in_progress
+    assert assessment.pooled.pairs == 4 and not assessment.in_progress
     assert processor.assessment("canary-1") is assessment
 
 
@@ -244,12 +244,12 @@ def test_canary_windows_publish_interim_admissions_without_ending_the_run():
     deadline = time.monotonic() + 30
     while not seen and time.monotonic() < deadline:
         time.sleep(0.01)
-    assert seen and all(a.run.in_progress for a in seen)
+    assert seen and all(a.in_progress for a in seen)
     assert [r.code for r in seen[0].reasons].count("in_progress") == 1
     provider.shutdown()
     final = seen[-1]
-    assert not final.run.in_progress and final.trials.received == 8
-    assert sum(not a.run.in_progress for a in seen) == 1
+    assert not final.in_progress and final.trials.received == 8
+    assert sum(not a.in_progress for a in seen) == 1
 
 
 class _BlockingExporter(SpanExporter):

@@ -44,7 +44,7 @@ def test_the_opentelemetry_quickstart_runs_and_assesses_the_canary(capsys):
     exec(compile(PYTHON_BLOCKS[1], "README.md", "exec"), namespace)
     assert capsys.readouterr().out == "inconclusive 8\n"
     assessment = namespace["processor"].assessment("canary-1")
-    assert not assessment.run.in_progress and assessment.trials.missing == 0
+    assert not assessment.in_progress and assessment.trials.missing == 0
     assert assessment.pooled.pairs == 4
     assert assessment.coverage.observed == ("card_security", "transfer_delay")
 

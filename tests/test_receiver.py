@@ -128,7 +128,7 @@ def test_a_run_is_final_when_its_plan_is_complete_and_equals_assess():
     assert early.status is Status.INCONCLUSIVE and "in_progress" in early.reason_codes
     receiver.ingest(extract(request(spans[40:])))
     final = receiver.assessment("r1")
-    assert not final.run.in_progress and receiver.store.run("r1").final
+    assert not final.in_progress and receiver.store.run("r1").final
     trials = receiver.store.evidence("r1")
     info = RunInfo("r1", "gate", "approval_gate", Isolation.FRESH_SESSION, "case-ids")
     assert final == assess(trials, SUITE, Policy(), run=info, planned_trials=80)
@@ -155,7 +155,7 @@ def test_after_the_grace_period_missing_trials_are_reported():
     clock.now += 31
     receiver.tick()
     assessment = receiver.assessment("r1")
-    assert receiver.store.run("r1").final and not assessment.run.in_progress
+    assert receiver.store.run("r1").final and not assessment.in_progress
     assert "incomplete" in assessment.reason_codes and assessment.trials.missing == 20
 
 

@@ -189,7 +189,7 @@ def test_the_quality_gate_stops_before_paying_for_repeats():
     assessment = verdictgate.run(wrong_on_review, gate_suite(), quality_gate=True)
     assert len(calls) == 6  # one call per case, then it stopped
     assert assessment.status is Status.REJECTED and assessment.reason_codes[0] == "quality_failed"
-    assert assessment.run.quality_failed == ("review-0", "review-1")
+    assert assessment.quality_failed == ("review-0", "review-1")
     assert assessment.trials.expected == 6 and "incomplete" not in assessment.reason_codes
 
 
@@ -208,18 +208,18 @@ def test_metamorphic_relations_violated_held_and_vacuous():
         Contract(frozenset(ROUTES)),
     )  # fmt: skip
     broken = verdictgate.run(case_sensitive, suite, relations=["case", "punctuation"])
-    results = {r.name: r for r in broken.run.relations}
+    results = {r.name: r for r in broken.relations}
     assert results["case"].status == "violated" and results["case"].violated == ("deny",)
     assert results["punctuation"].status == "held"
     assert broken.status is Status.REJECTED and "relation_violated" in broken.reason_codes
     robust = verdictgate.run(
         lambda text: keyword_gate(text.lower()), suite, relations=["case", "punctuation"]
     )
-    assert {r.status for r in robust.run.relations} == {
+    assert {r.status for r in robust.relations} == {
         "held"
     } and robust.status is Status.QUALIFIED
     vacuous = verdictgate.run(
         keyword_gate, gate_suite(), relations=["whitespace"]
     )  # inputs already normal
-    assert vacuous.run.relations[0].status == "not_exercised"
+    assert vacuous.relations[0].status == "not_exercised"
     assert "relations_vacuous" in vacuous.reason_codes and vacuous.status is Status.REJECTED

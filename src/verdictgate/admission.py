@@ -148,7 +148,7 @@ def unreached(f: Findings) -> tuple[str, ...]:
 
 def relation_errors(f: Findings) -> list[str]:
     """`relation on routes` for each relation with a check that errored (not a violation)."""
-    return [f"{r.name} on {_listing(r.errored)}" for r in f.run.relations if r.errored]
+    return [f"{r.name} on {_listing(r.errored)}" for r in f.relations if r.errored]
 
 
 def _stochastic(f: Findings, targeted: bool) -> list[RouteStability]:
@@ -266,9 +266,9 @@ RULES: tuple[Rule, ...] = (
          if f.run.isolation is Isolation.SHARED_SESSION else None,
          _one("Give every trial a fresh session (or a fresh agent instance) and declare that isolation.")),
     Rule(ReasonCode.QUALITY_FAILED, Status.REJECTED, "quality",
-         lambda f: f"{len(f.run.quality_failed)} cases missed their expected route or failed a tier on "
-         "the first call, so the run stopped before paying for repeats: " + _listing(f.run.quality_failed[:5])
-         if f.run.quality_failed else None,
+         lambda f: f"{len(f.quality_failed)} cases missed their expected route or failed a tier on "
+         "the first call, so the run stopped before paying for repeats: " + _listing(f.quality_failed[:5])
+         if f.quality_failed else None,
          _one("Fix the decisions of the cases that missed their route first: a reliably wrong route "
               "is still wrong, and repeating it proves nothing.")),
     Rule(ReasonCode.INVARIANT_BLOCKED, Status.REJECTED, "invariants",
@@ -278,14 +278,14 @@ RULES: tuple[Rule, ...] = (
          _one("Fix the outputs that break a blocking invariant; every valid output must hold it.")),
     Rule(ReasonCode.RELATION_VIOLATED, Status.REJECTED, "relations",
          lambda f: "decisions changed under relations that must not change them: "
-         + "; ".join(f"{r.name} on {_listing(r.violated)}" for r in f.run.relations
+         + "; ".join(f"{r.name} on {_listing(r.violated)}" for r in f.relations
                      if r.status is RelationStatus.VIOLATED)
-         if any(r.status is RelationStatus.VIOLATED for r in f.run.relations) else None,
+         if any(r.status is RelationStatus.VIOLATED for r in f.relations) else None,
          _one("Make the decision depend on what the input means, not on its spelling or layout.")),
     Rule(ReasonCode.RELATIONS_VACUOUS, Status.REJECTED, "relations",
          lambda f: "the relations requested changed no input, so they tested nothing: "
-         + _listing(r.name for r in f.run.relations)
-         if f.run.relations and all(r.status is RelationStatus.NOT_EXERCISED for r in f.run.relations)
+         + _listing(r.name for r in f.relations)
+         if f.relations and all(r.status is RelationStatus.NOT_EXERCISED for r in f.relations)
          else None,
          _one("Choose relations that change some inputs, or add inputs they apply to.")),
     Rule(ReasonCode.INTEGRITY_CONFLICT, Status.REJECTED, "integrity",
@@ -369,10 +369,10 @@ RULES: tuple[Rule, ...] = (
          if (rate := f.pass_rate) is not None and rate.result is Reliability.UNDECIDED else None,
          _more_judged),
     Rule(ReasonCode.INCOMPLETE, Status.INCONCLUSIVE, "completeness", _incomplete,
-         lambda f: () if f.run.in_progress else (f"Fix what failed and rerun the missing trials: {_incomplete(f)}.",)),
+         lambda f: () if f.in_progress else (f"Fix what failed and rerun the missing trials: {_incomplete(f)}.",)),
     Rule(ReasonCode.IN_PROGRESS, Status.INCONCLUSIVE, "completeness",
          lambda f: "the run is still collecting trials: its plan is not complete and its grace period "
-         "has not ended" if f.run.in_progress else None,
+         "has not ended" if f.in_progress else None,
          _one("Wait for the run to finish (`verdictgate status --wait SECONDS`).")),
     Rule(ReasonCode.NO_REPEATS, Status.INCONCLUSIVE, "repeats",
          lambda f: f"{f.cases_without_repeats} cases have fewer than 2 trials, so they form no rerun pair"

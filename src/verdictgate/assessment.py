@@ -78,12 +78,6 @@ class RunInfo:
     isolation: Isolation = Isolation.UNKNOWN
     fingerprints: str = "case-ids"
     """`keyed` (HMAC), `unkeyed` (plain SHA-256) or `case-ids` (explicit ids)."""
-    in_progress: bool = False
-    """The run is still collecting trials (a receiver's answer before the run is final)."""
-    quality_failed: tuple[str, ...] = ()
-    """Cases whose first answer missed their expected route; the run stopped before repeats."""
-    relations: tuple[RelationResult, ...] = ()
-    """The metamorphic relations the run checked, and where each held or broke."""
 
 
 @dataclass(frozen=True)
@@ -228,6 +222,12 @@ class Findings:
     """Quantiles quantiles of the trials that recorded one (None when none did)."""
     tool_calls: Quantiles | None
     """Tools called per trial, for tool-path decisions (the same quantile statistics)."""
+    in_progress: bool
+    """The run is still collecting trials (a receiver's answer before the run is final)."""
+    quality_failed: tuple[str, ...]
+    """Cases whose first answer missed their expected route; the run stopped before repeats."""
+    relations: tuple[RelationResult, ...]
+    """The metamorphic relations the run checked, and where each held or broke."""
 
     @property
     def cases_without_repeats(self) -> int:

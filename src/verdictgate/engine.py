@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import replace
 
 from . import admission
 from .assessment import (
@@ -15,6 +16,7 @@ from .assessment import (
     FlipPair,
     InvariantCounts,
     PassCounts,
+    RelationResult,
     RouteStability,
     RunInfo,
     TrialCounts,
@@ -33,18 +35,26 @@ def assess(
     *,
     run: RunInfo | None = None,
     planned_trials: int | None = None,
+    in_progress: bool = False,
+    quality_failed: tuple[str, ...] = (),
+    relations: tuple[RelationResult, ...] = (),
 ) -> Assessment:
     """Assess trials against a suite's contract and a policy.
 
     `planned_trials` is how many trials the run meant to collect. When it is unknown, every case
     is expected to have as many trials as the longest case of its route (a run sizes repeats per
-    route), so holes, short cases and suite cases with no trial count as missing.
+    route), so holes, short cases and suite cases with no trial count as missing. What the run
+    itself reported goes in as it is: still collecting (`in_progress`), the cases its quality
+    gate stopped on, and the relations it checked.
     """
     evidence = trials if isinstance(trials, Evidence) else Evidence(trials)
     suite = suite or Suite()
     policy = policy or Policy.with_tolerance(suite.tolerance, suite.pass_rate)
     run = run or RunInfo(suite=suite.name, point=suite.point)
     findings = _findings(evidence, suite, policy, run, planned_trials)
+    findings = replace(
+        findings, in_progress=in_progress, quality_failed=quality_failed, relations=relations
+    )
     return admission.judge(findings)
 
 
@@ -231,6 +241,9 @@ def _findings(
             dict(sorted(evidence.invariant_warnings.items())),
         ),
         passes=_pass_counts(scan, evidence, policy),
+        in_progress=False,
+        quality_failed=(),
+        relations=(),
     )
 
 

@@ -73,7 +73,7 @@ def admission_attributes(assessment: Assessment) -> Attributes:
             else {}
         ),
         names.RELATIONS_VIOLATED: [
-            f"{r.name}={route}" for r in a.run.relations for route in r.violated
+            f"{r.name}={route}" for r in a.relations for route in r.violated
         ],
     }
 

@@ -167,9 +167,6 @@ def assess_declared(
         point=declaration.suite.point,
         isolation=declaration.isolation,
         fingerprints=fingerprint_mode(case for _, case in evidence.cases),
-        in_progress=in_progress,
-        quality_failed=declaration.quality_failed,
-        relations=declaration.relations,
     )
     return assess(
         evidence,
@@ -177,6 +174,9 @@ def assess_declared(
         declaration.policy,
         run=info,
         planned_trials=declaration.planned_trials,
+        in_progress=in_progress,
+        quality_failed=declaration.quality_failed,
+        relations=declaration.relations,
     )
 
 

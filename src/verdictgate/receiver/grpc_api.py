@@ -35,7 +35,7 @@ def _admission_message(assessment: Assessment, fmt: str) -> pb.Admission:
         status=assessment.status.value,
         reasons=list(assessment.reason_codes),
         headline=assessment.headline,
-        final=not assessment.run.in_progress,
+        final=not assessment.in_progress,
         exit_code=assessment.status.exit_code,
         trials_expected=assessment.trials.expected,
         trials_received=assessment.trials.received,
@@ -94,7 +94,7 @@ class Admissions:
             assessment = self._receiver.assessment(request.run_id)
             if assessment is not None:
                 yield _admission_message(assessment, request.format)
-                if not assessment.run.in_progress:
+                if not assessment.in_progress:
                     return
             version = self._receiver.changes(version, timeout=1.0)
 

@@ -36,7 +36,7 @@ def _not_shown(assessment: Assessment, name: str) -> str | None:
             "not yet shown: no trial reached required routes whose cases' trials all errored or "
             "were not received: " + ", ".join(unknown)
         )
-    if name == "relations" and (errored := [r for r in assessment.run.relations if r.errored]):
+    if name == "relations" and (errored := [r for r in assessment.relations if r.errored]):
         return (
             "no relation was violated, but some could not be checked (a transform or the agent "
             "raised, or the first answer errored): "

@@ -78,8 +78,8 @@ def report_document(assessment: Assessment) -> dict[str, Any]:
             "point": a.run.point,
             "isolation": a.run.isolation.value,
             "fingerprints": a.run.fingerprints,
-            "in_progress": a.run.in_progress,
-            "quality_failed": list(a.run.quality_failed),
+            "in_progress": a.in_progress,
+            "quality_failed": list(a.quality_failed),
         },
         "relations": [
             {
@@ -89,7 +89,7 @@ def report_document(assessment: Assessment) -> dict[str, Any]:
                 "held": list(r.held),
                 "errored": list(r.errored),
             }
-            for r in a.run.relations
+            for r in a.relations
         ],
         "policy": {
             "tolerance": a.policy.tolerance,

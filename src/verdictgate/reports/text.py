@@ -139,7 +139,7 @@ def _tiers_table(a: Assessment) -> Table | None:
         )
         for route, (passed, judged) in a.passes.routes.items():
             rows.append((f"  {route}", _pass_row(passed, judged, a.passes.route_rates.get(route))))
-    for relation in a.run.relations:
+    for relation in a.relations:
         status = relation.status.value
         if relation.errored:  # a check that could not be made: a fault, not a verdict
             status += " (could not be checked on " + ", ".join(relation.errored) + ")"

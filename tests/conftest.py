@@ -11,7 +11,6 @@ from click.testing import CliRunner
 from verdictgate.cli.main import main
 
 ROUTES = ["approve", "deny", "review"]
-SHARED = Path(__file__).resolve().parents[2] / "shared"
 
 
 def suite_document(cases_per_route: int = 2, **contract) -> dict:

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
-from conftest import SHARED
+from agentverity_support import agentverity_report
 
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 EVIDENCE = {
     "schema": "agentverity.evidence/v2",
     "isolation": "fresh-session",
@@ -68,17 +70,31 @@ def test_malformed_evidence_is_one_line_with_the_field(cli, write, change, field
     )
 
 
-@pytest.mark.skipif(
-    not (SHARED / "fixtures/agentverity").is_dir(),
-    reason="shared fixtures are not beside the checkout",
-)
-def test_agentverity_own_example_gives_its_numbers(cli):
-    """AgentVerity reports 3/9 flips, stochastic, on its imported_evidence.json."""
-    path = SHARED / "fixtures/agentverity/imported_evidence.json"
-    result = cli("assess", "--agentverity", str(path), "--format", "json")
-    report = json.loads(result.stdout)
-    pooled = report["stability"]["pooled"]
-    assert (pooled["pairs"], pooled["flips"], pooled["result"]) == (9, 3, "stochastic")
-    card = next(r for r in report["stability"]["routes"] if r["route"] == "card_security")
-    assert card["ci_low"] == pytest.approx(0.438, abs=1e-3) and card["ci_high"] == 1.0
-    assert result.exit_code == 1
+def test_agentverity_and_verdictgate_agree_on_the_same_evidence(cli, tmp_path):
+    """The same evidence file, assessed by AgentVerity itself and by verdictgate: the same pairs,
+    flips and route results, intervals within 1e-3 (AgentVerity rounds z to 1.96)."""
+    evidence = str(EXAMPLES / "agentverity" / "evidence.json")
+    suite = str(EXAMPLES / "agentverity" / "decision_suite.json")
+    theirs = agentverity_report("--evidence", evidence, "--suite", suite, tmp=tmp_path)
+    result = cli("assess", "--agentverity", evidence, "--suite", suite, "--format", "json")
+    ours = json.loads(result.stdout)
+    pooled = ours["stability"]["pooled"]
+    assert (pooled["pairs"], pooled["flips"]) == (
+        theirs["meter"]["pair_trials"],
+        theirs["meter"]["pair_flips"],
+    )
+    routes = {r["route"]: r for r in ours["stability"]["routes"]}
+    assert set(routes) == {r["decision"] for r in theirs["route_stability"]["routes"]}
+    for route in theirs["route_stability"]["routes"]:
+        mine = routes[route["decision"]]
+        assert (mine["pairs"], mine["flips"]) == (route["pair_trials"], route["pair_flips"])
+        assert mine["ci_low"] == pytest.approx(route["ci_low"], abs=1e-3)
+        assert mine["ci_high"] == pytest.approx(route["ci_high"], abs=1e-3)
+    for result_name in ("stochastic", "undecided", "deterministic"):
+        assert sorted(r for r, v in routes.items() if v["result"] == result_name) == sorted(
+            theirs["route_stability"][result_name]
+        ), result_name
+    assert ours["stability"]["flip_pairs"] == [
+        {"routes": sorted(p["decisions"]), "count": p["count"]}
+        for p in theirs["route_stability"]["flip_pairs"]
+    ]

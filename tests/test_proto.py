@@ -16,10 +16,15 @@ def test_generated_code_is_not_stale(tmp_path):
         for name in ("verdictgate.proto", "otlp_view.proto")
     ]
     status = protoc.main(
-        ["protoc", f"-I{ROOT / 'proto'}", f"--python_out={tmp_path}", *protos]
+        ["protoc", f"-I{ROOT / 'proto'}", f"--python_out={tmp_path}", f"--pyi_out={tmp_path}", *protos]
     )  # fmt: skip
     assert status == 0
-    for name in ("verdictgate_pb2.py", "otlp_view_pb2.py"):
+    for name in (
+        "verdictgate_pb2.py",
+        "otlp_view_pb2.py",
+        "verdictgate_pb2.pyi",
+        "otlp_view_pb2.pyi",
+    ):
         fresh = (tmp_path / "verdictgate" / "v1" / name).read_text()
         committed = (ROOT / "src" / "verdictgate" / "v1" / name).read_text()
         assert committed == fresh, f"{name} is stale: run `make proto`"
@@ -32,6 +37,7 @@ def test_the_trial_message_carries_every_trials_file_field():
     assert fields == {
         "run", "suite", "point", "case", "trial", "outcome", "verdict", "tools", "reason", "error_type",
         "expected", "invariants_failed", "invariants_warned", "passed", "latency_ms",
+        "evaluation_skipped", "isolation",
     }  # fmt: skip
 
 

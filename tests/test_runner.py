@@ -215,9 +215,7 @@ def test_metamorphic_relations_violated_held_and_vacuous():
     robust = verdictgate.run(
         lambda text: keyword_gate(text.lower()), suite, relations=["case", "punctuation"]
     )
-    assert {r.status for r in robust.relations} == {
-        "held"
-    } and robust.status is Status.QUALIFIED
+    assert {r.status for r in robust.relations} == {"held"} and robust.status is Status.QUALIFIED
     vacuous = verdictgate.run(
         keyword_gate, gate_suite(), relations=["whitespace"]
     )  # inputs already normal

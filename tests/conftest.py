@@ -78,3 +78,22 @@ def cli():
         return runner.invoke(main, list(args), catch_exceptions=False)
 
     return invoke
+
+
+@pytest.fixture
+def title_suite(write) -> str:
+    """Two cases per route, inputs in title case (`Request approve 0`), so `case` changes them."""
+    document = suite_document()
+    for case in document["cases"]:
+        case["input"] = case["input"].capitalize()
+    return write("suite.json", document)
+
+
+def report_of(result) -> dict:
+    """The JSON report a CLI result printed."""
+    return json.loads(result.stdout)
+
+
+def codes_of(report: dict) -> set[str]:
+    """The reason codes of a JSON report."""
+    return {reason["code"] for reason in report["reasons"]}

@@ -6,29 +6,18 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
-from opentelemetry.proto.common.v1.common_pb2 import AnyValue, ArrayValue, KeyValue
+from opentelemetry.proto.common.v1.common_pb2 import KeyValue
 from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans, Span
 
 from verdictgate import Contract, Isolation, Policy, Suite
 from verdictgate.otel import conventions as names
 from verdictgate.otel.spans import decision_attributes, run_attributes
+from verdictgate.receiver.forwarder import any_value
 from verdictgate.receiver.receiver import Receiver
 from verdictgate.receiver.server import Limits, Server
 from verdictgate.receiver.store import Store
 
 SUITE = Suite("gate", "approval_gate", (), Contract({"approve", "deny"}))
-
-
-def any_value(value) -> AnyValue:
-    if isinstance(value, bool):
-        return AnyValue(bool_value=value)
-    if isinstance(value, int):
-        return AnyValue(int_value=value)
-    if isinstance(value, float):
-        return AnyValue(double_value=value)
-    if isinstance(value, (list, tuple)):
-        return AnyValue(array_value=ArrayValue(values=[any_value(v) for v in value]))
-    return AnyValue(string_value=str(value))
 
 
 def span(name: str, attributes: dict) -> Span:

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
 
-from conftest import stable_answers, suite_document, trial_records
+from conftest import codes_of, report_of, stable_answers, suite_document, trial_records
 
 AGENTS = '''
 from verdictgate import Invariant
@@ -41,28 +40,11 @@ def agents(tmp_path: Path) -> str:
     return str(path)
 
 
-@pytest.fixture
-def suite(write) -> str:
-    """Two cases per route, inputs in title case (`Request approve 0`)."""
-    document = suite_document()
-    for case in document["cases"]:
-        case["input"] = case["input"].capitalize()
-    return write("suite.json", document)
-
-
-def report_of(result) -> dict:
-    return json.loads(result.stdout)
-
-
-def codes_of(report: dict) -> set[str]:
-    return {reason["code"] for reason in report["reasons"]}
-
-
 def test_a_blocking_invariant_rejects_and_the_judge_skips_blocked_trials(
-    cli, agents, suite, tmp_path
+    cli, agents, title_suite, tmp_path
 ):
     trials = str(tmp_path / "trials.jsonl")
-    result = cli("run", "--agent", f"{agents}:router", "--suite", suite, "--repeats", "4",
+    result = cli("run", "--agent", f"{agents}:router", "--suite", title_suite, "--repeats", "4",
                  "--invariant", f"{agents}:never_review", "--judge", f"{agents}:dislikes_deny",
                  "--trials-out", trials, "--format", "json")  # fmt: skip
     report = report_of(result)
@@ -72,13 +54,15 @@ def test_a_blocking_invariant_rejects_and_the_judge_skips_blocked_trials(
     assert report["pass_rate"] | {"routes": None} == {
         "passed": 8, "judged": 24, "skipped": 8, "routes": None,
     }  # fmt: skip
-    again = report_of(cli("assess", "--trials", trials, "--suite", suite, "--format", "json"))
+    again = report_of(cli("assess", "--trials", trials, "--suite", title_suite, "--format", "json"))
     assert again["pass_rate"] == report["pass_rate"] and again["invariants"] == report["invariants"]
     assert again["latency"]["trials"] == 24  # the trials file kept every tier's result
 
 
-def test_a_warning_invariant_is_reported_in_every_format_and_does_not_gate(cli, agents, suite):
-    args = ["run", "--agent", f"{agents}:router", "--suite", suite, "--repeats", "26",
+def test_a_warning_invariant_is_reported_in_every_format_and_does_not_gate(
+    cli, agents, title_suite
+):
+    args = ["run", "--agent", f"{agents}:router", "--suite", title_suite, "--repeats", "26",
             "--invariant", f"{agents}:short_reply"]  # fmt: skip
     for fmt in ("json", "text", "markdown", "junit"):
         result = cli(*args, "--format", fmt)
@@ -86,8 +70,8 @@ def test_a_warning_invariant_is_reported_in_every_format_and_does_not_gate(cli, 
         assert "short_reply" in result.stdout, fmt
 
 
-def test_a_violated_and_a_vacuous_relation_are_rejected(cli, agents, suite):
-    result = cli("run", "--agent", f"{agents}:case_sensitive_router", "--suite", suite,
+def test_a_violated_and_a_vacuous_relation_are_rejected(cli, agents, title_suite):
+    result = cli("run", "--agent", f"{agents}:case_sensitive_router", "--suite", title_suite,
                  "--repeats", "2", "--relation", "case", "--format", "json")  # fmt: skip
     violated = report_of(result)
     assert "relation_violated" in codes_of(violated)
@@ -100,7 +84,7 @@ def test_a_violated_and_a_vacuous_relation_are_rejected(cli, agents, suite):
             "errored": [],
         }
     ]
-    vacuous = cli("run", "--agent", f"{agents}:router", "--suite", suite, "--repeats", "2",
+    vacuous = cli("run", "--agent", f"{agents}:router", "--suite", title_suite, "--repeats", "2",
                   "--relation", "whitespace", "--format", "json")  # fmt: skip
     assert vacuous.exit_code == 1 and "relations_vacuous" in codes_of(report_of(vacuous))
 
@@ -115,8 +99,8 @@ def test_the_quality_gate_stops_before_repeats(cli, agents, write):
     assert report["run"]["quality_failed"] == ["approve-0"] and report["trials"]["received"] == 6
 
 
-def test_the_quality_gate_stops_when_a_first_answer_fails_a_tier(cli, agents, suite):
-    result = cli("run", "--agent", f"{agents}:router", "--suite", suite, "--quality-gate",
+def test_the_quality_gate_stops_when_a_first_answer_fails_a_tier(cli, agents, title_suite):
+    result = cli("run", "--agent", f"{agents}:router", "--suite", title_suite, "--quality-gate",
                  "--judge", f"{agents}:dislikes_deny", "--format", "json")  # fmt: skip
     report = report_of(result)
     assert result.exit_code == 1 and "quality_failed" in codes_of(report)
@@ -172,11 +156,11 @@ def test_a_tool_call_threshold_on_label_decisions_is_undecided(write, cli):
     assert result.exit_code == 3 and codes_of(report_of(result)) == {"tool_calls_undecided"}
 
 
-def test_tier_options_name_what_is_wrong(cli, agents, suite):
-    bad_invariant = cli("run", "--agent", f"{agents}:router", "--suite", suite,
+def test_tier_options_name_what_is_wrong(cli, agents, title_suite):
+    bad_invariant = cli("run", "--agent", f"{agents}:router", "--suite", title_suite,
                         "--invariant", f"{agents}:router")  # fmt: skip
     assert bad_invariant.exit_code == 2
     assert "field --invariant: must name an Invariant" in bad_invariant.stderr
-    bad_judge = cli("run", "--agent", f"{agents}:router", "--suite", suite,
+    bad_judge = cli("run", "--agent", f"{agents}:router", "--suite", title_suite,
                     "--judge", f"{agents}:never_there")  # fmt: skip
     assert bad_judge.exit_code == 2 and "field --judge" in bad_judge.stderr

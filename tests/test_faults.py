@@ -4,14 +4,13 @@ without a declared contract requires nothing."""
 
 from __future__ import annotations
 
-import json
 import logging
 from pathlib import Path
 
 import pytest
 
 import verdictgate
-from conftest import suite_document
+from conftest import codes_of, report_of, suite_document
 from verdictgate import Status, Suite
 from verdictgate.assessment import Isolation, RelationResult
 from verdictgate.otel import conventions as names
@@ -58,23 +57,6 @@ def agents(tmp_path: Path) -> str:
     path = tmp_path / "fault_agents.py"
     path.write_text(AGENTS)
     return str(path)
-
-
-@pytest.fixture
-def title_suite(write) -> str:
-    """Two cases per route, inputs in title case (`Request approve 0`), so `case` changes them."""
-    document = suite_document()
-    for case in document["cases"]:
-        case["input"] = case["input"].capitalize()
-    return write("suite.json", document)
-
-
-def report_of(result) -> dict:
-    return json.loads(result.stdout)
-
-
-def codes_of(report: dict) -> set[str]:
-    return {reason["code"] for reason in report["reasons"]}
 
 
 def gate_suite(inputs: str = "please {route} request {n}", contract: bool = True) -> Suite:

@@ -84,7 +84,8 @@ class PublisherTarget:
         """Nothing in flight to stop."""
 
 
-def _any_value(value: Any) -> AnyValue:
+def any_value(value: Any) -> AnyValue:
+    """A Python attribute value as an OTLP AnyValue."""
     if isinstance(value, bool):
         return AnyValue(bool_value=value)
     if isinstance(value, int):
@@ -92,14 +93,14 @@ def _any_value(value: Any) -> AnyValue:
     if isinstance(value, float):
         return AnyValue(double_value=value)
     if isinstance(value, (list, tuple)):
-        return AnyValue(array_value=ArrayValue(values=[_any_value(v) for v in value]))
+        return AnyValue(array_value=ArrayValue(values=[any_value(v) for v in value]))
     return AnyValue(string_value=str(value))
 
 
 def _key_values(attributes: Mapping[str, Any]) -> list[KeyValue]:
     """OTLP key-values; a None value is left out, as the SDK leaves it out."""
     return [
-        KeyValue(key=key, value=_any_value(value))
+        KeyValue(key=key, value=any_value(value))
         for key, value in attributes.items()
         if value is not None
     ]

@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from .errors import InputError, PlanError, VerdictgateError
     from .evidence import Evidence
     from .fingerprints import fingerprint
+    from .importers.deepeval import evidence_from_deepeval
     from .otel.instrument import decision, decision_point, evaluation_run, trial
     from .otel.processor import EvidenceProcessor
     from .otel.publisher import Publisher
@@ -65,6 +66,7 @@ _EXPORTS: dict[str, str] = {
     "decision": "otel.instrument",
     "decision_point": "otel.instrument",
     "evaluation_run": "otel.instrument",
+    "evidence_from_deepeval": "importers.deepeval",
     "fingerprint": "fingerprints",
     "from_callable": "runner.agent",
     "from_factory": "runner.agent",
@@ -126,6 +128,7 @@ __all__ = [
     "decision",
     "decision_point",
     "evaluation_run",
+    "evidence_from_deepeval",
     "fingerprint",
     "from_callable",
     "from_factory",

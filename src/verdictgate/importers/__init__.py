@@ -1,4 +1,8 @@
-"""Importers: evidence other tools already collected, read into the same Trial records."""
+"""Importers: evidence other tools already collected, read into the same Trial records.
+
+Internal: the public API is what `verdictgate` exports. Its modules may be imported (the tests
+do), but they can change between releases.
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,8 @@
-"""Renderers: every output format drawn from one Assessment."""
+"""Renderers: every output format drawn from one Assessment.
+
+Internal: the public API is what `verdictgate` exports. Its modules may be imported (the tests
+do), but they can change between releases.
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Every documented command runs as pasted: each fenced block of docs/*.md, in order, file by
+"""Every documented command runs as pasted: each fenced block of README.md and docs/*.md, in order, file by
 file. Python blocks run in one fresh interpreter per file (they build on each other); a
 `verdictgate` line must exit with the code its `# exit N` comment states (0 when none); YAML
 blocks must parse. A block whose info string says `no-test: REASON` is skipped for that named
@@ -20,7 +20,7 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
-DOCS = sorted((ROOT / "docs").glob("*.md"))
+DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 FENCE = re.compile(r"^```([^\n]*)\n(.*?)^```", re.S | re.M)
 NOT_RUN = {
     "promptfoo": "needs Node.js and a promptfoo run",

@@ -1,26 +1,13 @@
-"""The README quickstart works as written: its Python example and every CLI line."""
+"""The README quickstarts print what they say (tests/test_docs.py runs every README block)."""
 
 from __future__ import annotations
 
-import os
 import re
-import shlex
-import subprocess
-import sys
 from pathlib import Path
-
-import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 README = (ROOT / "README.md").read_text()
 BLOCKS = re.findall(r"```(\w+)\n(.*?)```", README, re.S)
-CLI_LINES = [
-    line
-    for language, body in BLOCKS
-    if language == "bash"
-    for line in body.splitlines()
-    if line.startswith("verdictgate ")
-]
 
 
 def test_the_readme_names_the_two_setup_commands():
@@ -47,16 +34,3 @@ def test_the_opentelemetry_quickstart_runs_and_assesses_the_canary(capsys):
     assert not assessment.in_progress and assessment.trials.missing == 0
     assert assessment.pooled.pairs == 4
     assert assessment.coverage.observed == ("card_security", "transfer_delay")
-
-
-@pytest.mark.parametrize("line", CLI_LINES)
-def test_every_cli_line_runs_with_its_documented_exit_code(line):
-    command, _, comment = line.partition("#")
-    expected = int(re.search(r"exit (\d)", comment).group(1))
-    binary = Path(sys.executable).parent / "verdictgate"
-    words = shlex.split(command)
-    result = subprocess.run(
-        [str(binary), *words[1:]], cwd=ROOT, capture_output=True, text=True, env={**os.environ}
-    )
-    assert result.returncode == expected, result.stderr
-    assert "Traceback" not in result.stderr

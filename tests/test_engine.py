@@ -223,3 +223,20 @@ def test_simulated_agents_at_the_tolerance_are_rarely_certified_deterministic():
             f"true change rate {true_rate:.3f}: certified deterministic in {rate:.2%} of {runs} runs"
         )
         assert rate <= limit
+
+
+def test_the_least_independent_declared_isolation_counts():
+    from verdictgate import Isolation
+
+    def trials(run: str, isolation: Isolation) -> list[Trial]:
+        return [Trial(f"c{n}", i, "a", run, "a", isolation=isolation)
+                for n in range(3) for i in range(60)]  # fmt: skip
+
+    fresh = assess(trials("r1", Isolation.FRESH_INSTANCE))
+    assert fresh.run.isolation is Isolation.FRESH_INSTANCE  # read from the records
+    mixed = assess(trials("r1", Isolation.FRESH_INSTANCE) + trials("r2", Isolation.SHARED_SESSION))
+    assert (
+        mixed.run.isolation is Isolation.SHARED_SESSION and "shared_session" in mixed.reason_codes
+    )
+    flipped = trials("r1", Isolation.SHARED_SESSION)[:1] + trials("r1", Isolation.FRESH_SESSION)[1:]
+    assert assess(flipped).run.isolation is Isolation.SHARED_SESSION  # whatever the line order

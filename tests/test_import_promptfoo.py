@@ -240,3 +240,12 @@ def test_promptfoo_success_is_the_evaluator_verdict_on_each_trial(cli):
     )
     assert report["pass_rate"]["judged"] == len(rows)
     assert report["pass_rate"]["passed"] == sum(1 for r in rows if r["success"])
+
+
+def test_a_file_that_is_not_a_promptfoo_export_is_refused(cli, tmp_path):
+    path = tmp_path / "trials.jsonl"
+    path.write_text("".join(
+        json.dumps({"case": f"c{n}", "trial": n, "outcome": "decision"}) + "\n" for n in range(4)
+    ))  # fmt: skip
+    result = cli("assess", "--promptfoo", str(path))
+    assert result.exit_code == 2 and "not a promptfoo export" in result.stderr

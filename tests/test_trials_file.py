@@ -147,3 +147,49 @@ def test_an_empty_or_suite_shaped_trials_file_is_one_line(cli, tmp_path, content
     result = cli("assess", "--trials", str(path))
     assert result.exit_code == 2
     assert result.stderr == f"verdictgate: error: {path}: {message}\n"
+
+
+def test_a_case_takes_its_expected_route_from_any_of_its_records(cli, tmp_path):
+    path = tmp_path / "t.jsonl"
+    lines = [{"case": "c", "trial": 0, "outcome": "error", "error_type": "Timeout"}]
+    lines += [{"case": "c", "trial": i, "outcome": "decision", "verdict": "x", "expected": "x"}
+              for i in range(1, 6)]  # fmt: skip
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    evidence, _ = read_trials(path)
+    assert [case.expected for case in evidence.cases.values()] == ["x"]
+    converted = cli("convert", "--trials", str(path))
+    assert all(json.loads(line).get("expected") == "x" for line in converted.stdout.splitlines())
+
+
+def test_lines_whose_verdict_is_not_their_decision_settle_into_readable_records(cli, tmp_path):
+    path = tmp_path / "t.jsonl"
+    lines = [
+        {"case": "c", "trial": 0, "outcome": "decision", "tools": []},
+        {"case": "c", "trial": 1, "outcome": "error", "verdict": "x", "error_type": "Boom"},
+        {"case": "c", "trial": 2, "outcome": "no_decision", "reason": "refused"},
+    ]
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    out = tmp_path / "again.jsonl"
+    assert cli("convert", "--trials", str(path), "--output", str(out)).exit_code == 0
+    again = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [(r["outcome"], r.get("reason"), r.get("verdict")) for r in again] == [
+        ("no_decision", "no_tool_selected", None),
+        ("error", None, None),
+        ("no_decision", "refused", None),
+    ]
+    assert cli("assess", "--trials", str(out)).exit_code == 3  # readable again
+    path.write_text(json.dumps({"case": "c", "trial": 0, "outcome": "decision",
+                                "verdict": {"verdict": "x"}}) + "\n")  # fmt: skip
+    bad = cli("assess", "--trials", str(path))
+    assert bad.exit_code == 2 and f"{path}:1: field verdict:" in bad.stderr
+
+
+def test_a_json_document_given_as_trials_is_named_by_its_schema(cli, tmp_path):
+    path = tmp_path / "baseline.json"
+    path.write_text(json.dumps({"schema": "verdictgate.snapshot/v1",
+                                "suite": {"schema": "verdictgate.suite/v1"}}, indent=2))  # fmt: skip
+    result = cli("assess", "--trials", str(path))
+    assert result.stderr == (
+        f"verdictgate: error: {path}: is a verdictgate.snapshot/v1 document, not trial records "
+        "(one JSON object a line)\n"
+    )

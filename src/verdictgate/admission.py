@@ -215,7 +215,13 @@ def _threshold(
 def _threshold_step(measure: str) -> Callable[[Findings], Iterable[str]]:
     def steps(f: Findings) -> Iterator[str]:
         stats = f.latency if measure == "latency" else f.tool_calls
-        if stats is not None and stats.result is Threshold.EXCEEDED:
+        if stats is None:
+            yield (
+                "Record each trial's latency (decision spans are timed; trials files carry "
+                "latency_ms)" if measure == "latency"
+                else "A tool-call threshold needs decisions that are tool paths: record the tools called"
+            )  # fmt: skip
+        elif stats.result is Threshold.EXCEEDED:
             yield f"Bring the p95 {measure.replace('_', ' ')} under the threshold before freezing a baseline."
         else:
             yield f"Collect more timed trials: the p95 {measure.replace('_', ' ')} is not yet shown under its threshold."

@@ -50,7 +50,9 @@ def assess(
     evidence = trials if isinstance(trials, Evidence) else Evidence(trials)
     suite = suite or Suite()
     policy = policy or Policy.with_tolerance(suite.tolerance, suite.pass_rate)
-    run = run or RunInfo(suite=suite.name, point=suite.point)
+    run = run or RunInfo(
+        suite=suite.name, point=suite.point, isolation=evidence.declared_isolation()
+    )
     findings = _findings(evidence, suite, policy, run, planned_trials)
     findings = replace(
         findings, in_progress=in_progress, quality_failed=quality_failed, relations=relations

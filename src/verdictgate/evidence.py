@@ -18,6 +18,15 @@ MAX_TRIAL_INDEX = (1 << 20) - 1
 """Largest trial index accepted; beyond it an index is a data error, not a plan."""
 
 
+_DEPENDENCE = {
+    Isolation.FRESH_INSTANCE: 0,
+    Isolation.FRESH_SESSION: 0,
+    Isolation.UNKNOWN: 1,
+    Isolation.SHARED_SESSION: 2,
+}
+"""How little a declared isolation shows the reruns were independent."""
+
+
 class TrialIndexError(ValueError):
     """A trial index outside 0..MAX_TRIAL_INDEX."""
 
@@ -94,7 +103,8 @@ class Evidence:
         self.evaluations_skipped = 0
         """Trials whose expensive tiers were skipped because a cheaper one failed."""
         self.isolation: dict[str, Isolation] = {}
-        """Run -> the isolation its records declared (the first declaration counts)."""
+        """Run -> the isolation its records declared; when they disagree, the least independent
+        (shared-session, then unknown, then a fresh one) counts."""
         self._tiers: dict[tuple[str, str, int], tuple[tuple[str, ...], tuple[str, ...], bool]] = {}
         """What the tiers found on the (rare) trials where an invariant broke or a tier was
         skipped: (failed, warned, skipped)."""
@@ -146,9 +156,9 @@ class Evidence:
                 if evidence is None:
                     evidence = cases[(run, case)] = CaseEvidence(run, case, trial.expected, slots)
                     slots = array("i")
-                elif evidence.expected is None:
-                    evidence.expected = trial.expected
             assert evidence is not None
+            if evidence.expected is None and trial.expected is not None:
+                evidence.expected = trial.expected  # the first expected route given counts
             index, decision = trial.index, trial.decision
             if decision is None:
                 slot = ERROR
@@ -198,14 +208,14 @@ class Evidence:
     def _note_tiers(self, evidence: CaseEvidence, trial: Trial) -> None:
         """Keep what a new trial says beyond its decision: latency, an evaluator's verdict, what
         the tiers found (a blocking failure fails the trial, whatever an evaluator said), and
-        its run's isolation (the first declaration counts)."""
+        its run's isolation."""
         index = trial.index
         if trial.latency_ms is not None:
             evidence.record_latency(index, trial.latency_ms)
         if trial.passed is not None:
             evidence.judge(index, trial.passed)
-        if trial.isolation is not None and trial.run not in self.isolation:
-            self.isolation[trial.run] = trial.isolation
+        if trial.isolation is not None and self.isolation.get(trial.run) is not trial.isolation:
+            self.declare_isolation(trial.run, trial.isolation)
         failed, warned = tuple(trial.invariants_failed), tuple(trial.invariants_warned)
         if not (failed or warned or trial.evaluation_skipped):
             return
@@ -220,10 +230,22 @@ class Evidence:
         if failed:
             evidence.judge(index, False)
 
+    def declare_isolation(self, run: str, isolation: Isolation) -> None:
+        """Record how a run isolated its reruns; of two declarations the least independent
+        counts, so a shared session once declared is never hidden by another declaration."""
+        current = self.isolation.get(run)
+        if current is None or _DEPENDENCE[isolation] > _DEPENDENCE[current]:
+            self.isolation[run] = isolation
+
     def declared_isolation(self) -> Isolation:
-        """The isolation the records declared, when all runs declared the same; else unknown."""
-        declared = set(self.isolation.values())
-        return declared.pop() if len(declared) == 1 else Isolation.UNKNOWN
+        """The least independent isolation any run declared (unknown when none declared)."""
+        return max(self.isolation.values(), key=_DEPENDENCE.__getitem__, default=Isolation.UNKNOWN)
+
+    def note_repeats(self, duplicates: int, conflicted: Iterable[tuple[str, str, int]]) -> None:
+        """Count repeated records that a store already de-duplicated: harmless duplicates, and
+        identities whose records disagreed."""
+        self.duplicates += duplicates
+        self.conflicted.update(conflicted)
 
     @property
     def conflicts(self) -> int:

@@ -34,7 +34,8 @@ class TrialLine(Trial, frozen=True, gc=False, kw_only=True):
     fields are skipped unparsed; `gc=False`, since records cannot form cycles."""
 
     index: int = msgspec.field(name="trial")
-    decision: Decision | None = msgspec.field(default=None, name="verdict")
+    decision: str | None = msgspec.field(default=None, name="verdict")
+    # (a file's verdict is a label, a string; a tool path is `tools`, a no-decision `reason`)
     outcome: Outcome  # decoded by value: the same type as the `Trial.outcome` it shadows
     tools: list[str] | None = None
     reason: str | None = None
@@ -65,19 +66,29 @@ class TrialsSummary:
 
 def _settled(line: TrialLine) -> Trial:
     """The trial a line holds when its verdict is not simply its decision: the decision its
-    tools, outcome or reason give. A ValueError `field: problem` names what is wrong."""
+    tools, outcome or reason give, as a plain Trial. A ValueError `field: problem` names what is
+    wrong."""
     outcome, decision = line.outcome, line.decision
     if outcome is Outcome.DECISION:
         field_name, value = ("verdict", decision) if decision is not None else ("tools", line.tools)
         if value is None:
             raise ValueError("verdict: outcome `decision` needs a `verdict` or `tools`")
         try:
-            return msgspec.structs.replace(line, decision=decision_from_value(value))
+            return _as_trial(line, decision_from_value(value))
         except InvalidDecision as error:
             raise ValueError(f"{field_name}: {error}") from None
     if outcome is Outcome.NO_DECISION:
-        return msgspec.structs.replace(line, decision=NoDecision(line.reason or "unspecified"))
-    return msgspec.structs.replace(line, decision=None) if decision is not None else line
+        return _as_trial(line, NoDecision(line.reason or "unspecified"))
+    return _as_trial(line, None)
+
+
+def _as_trial(line: TrialLine, decision: Decision | None) -> Trial:
+    return Trial(
+        line.case, line.index, decision, line.run, line.expected, line.error_type,
+        passed=line.passed, invariants_failed=line.invariants_failed,
+        invariants_warned=line.invariants_warned, latency_ms=line.latency_ms,
+        evaluation_skipped=line.evaluation_skipped, isolation=line.isolation,
+    )  # fmt: skip
 
 
 def read_trials(
@@ -88,8 +99,6 @@ def read_trials(
     summary = TrialsSummary()
     try:
         with open(path, "rb") as stream:
-            _refuse_a_suite(stream.read(1 << 16), str(path))
-            stream.seek(0)
             summary.suite, summary.point = _labels(stream.readline())
             stream.seek(0)
             for line_number, records in _record_batches(stream, str(path)):
@@ -97,22 +106,35 @@ def read_trials(
         summary.runs = {run for run, _ in evidence.cases}
     except OSError as error:
         raise InputError(f"cannot read file ({error.strerror})", path=str(path)) from None
+    except InputError as error:
+        if error.line == 1:
+            _refuse_a_document(Path(path))
+        raise
     if not summary.records:
         raise InputError("holds no trial records (one JSON object a line)", path=str(path))
     return evidence, summary
 
 
-_SUITE_SCHEMA = re.compile(rb'^\s*\{[^\n]*\n?.*?"schema"\s*:\s*"[a-z.-]*suite/v1"', re.S)
-
-
-def _refuse_a_suite(head: bytes, path: str) -> None:
-    """A suite given where trial records belong is named as such, not as bad JSON."""
-    if _SUITE_SCHEMA.match(head) and b'"trial"' not in head:
+def _refuse_a_document(path: Path) -> None:
+    """A JSON document given where trial records belong (a suite, a snapshot, an export) is
+    named as what it is, not as bad JSON on line 1."""
+    if path.stat().st_size > 64 << 20:
+        return
+    try:
+        document = msgspec.json.decode(path.read_bytes())
+    except msgspec.DecodeError:
+        return
+    if not isinstance(document, dict) or {"case", "trial"} <= document.keys():
+        return  # a one-line trials file: its own error stands
+    schema = document.get("schema")
+    if isinstance(schema, str) and schema.endswith("suite/v1"):
         raise InputError(
             "is a suite file, not trial records (pass it as {suite})",
-            path=path,
+            path=str(path),
             arguments=("suite",),
         )
+    kind = f"a {schema} document" if isinstance(schema, str) else "one JSON document"
+    raise InputError(f"is {kind}, not trial records (one JSON object a line)", path=str(path))
 
 
 def _labels(first_line: bytes) -> tuple[str | None, str | None]:

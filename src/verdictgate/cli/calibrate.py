@@ -16,14 +16,14 @@ from .options import handles_errors
 @click.command("calibrate")
 @click.option(
     "--suite", "suite_path", required=True, type=click.Path(dir_okay=False),
-    help="The suite to calibrate; the threshold is stored in it (required).",
+    help="The suite to calibrate; the threshold is stored in it.",
 )  # fmt: skip
 @click.option(
     "--outputs",
     "outputs_path",
     required=True,
     type=click.Path(dir_okay=False),
-    help='Known-good outputs, JSON Lines: {"case": ID or "input": TEXT, "output": TEXT} (required).',
+    help='Known-good outputs, JSON Lines: {"case": ID or "input": TEXT, "output": TEXT}.',
 )
 @click.option(
     "--output",

@@ -80,7 +80,7 @@ def main() -> None:
 @functools.partial(run_options, agent_required=True)
 @click.option(
     "--suite", "suite_path", required=True, type=click.Path(dir_okay=False),
-    help="The cases to call the agent with, and their contract (required).",
+    help="The cases to call the agent with, and their contract.",
 )  # fmt: skip
 @policy_options
 @output_options
@@ -200,7 +200,7 @@ def plan_command(
 @run_options
 @click.option(
     "--suite", "suite_path", required=True, type=click.Path(dir_okay=False),
-    help="The suite whose contract the baseline freezes (required).",
+    help="The suite whose contract the baseline freezes.",
 )  # fmt: skip
 @click.option(
     "--accept-reference", is_flag=True, help="Approve this run as the regression baseline."
@@ -209,7 +209,7 @@ def plan_command(
     "--output",
     required=True,
     type=click.Path(dir_okay=False),
-    help="Baseline file to write (required).",
+    help="Baseline file to write.",
 )
 @policy_options
 @click.option(
@@ -249,7 +249,7 @@ def snapshot_command(
     "snapshot_path",
     required=True,
     type=click.Path(dir_okay=False),
-    help="The baseline `verdictgate snapshot` wrote (required).",
+    help="The baseline `verdictgate snapshot` wrote.",
 )
 @click.option(
     "--trials", "trials_path", type=click.Path(dir_okay=False),
@@ -310,13 +310,13 @@ def _print_regression(regression) -> None:
     "--before",
     required=True,
     type=click.Path(dir_okay=False),
-    help="Trials file or snapshot (required).",
+    help="Trials file or snapshot.",
 )
 @click.option(
     "--after",
     required=True,
     type=click.Path(dir_okay=False),
-    help="Trials file or snapshot (required).",
+    help="Trials file or snapshot.",
 )
 @click.option(
     "--suite", "suite_path", type=click.Path(dir_okay=False), help="Contract and targets."

@@ -106,7 +106,7 @@ def run_options(command: Callable, *, agent_required: bool = False) -> Callable:
                 required=agent_required,
                 metavar="FILE.py:FACTORY|module:FACTORY",
                 help="FACTORY() returns the agent callable"
-                + (" (required)." if agent_required else "; or give --trials."),
+                + ("." if agent_required else "; or give --trials."),
             ),
             click.option(
                 "--repeats", type=int, help="Trials per case (default: sized from the tolerance)."
@@ -131,7 +131,7 @@ def run_options(command: Callable, *, agent_required: bool = False) -> Callable:
                 type=ISOLATIONS,
                 default=None,
                 help="How reruns are isolated; fresh-instance calls FACTORY() for every trial "
-                "(default: what a trials file records, else unknown).",
+                "(default: unknown; with --trials, what the file records).",
             ),
             click.option(
                 "--trials-out",

@@ -240,10 +240,8 @@ def _speaks_tls(endpoint: str) -> bool:
 
 
 @click.command("status")
-@click.option(
-    "--endpoint", required=True, help="HOST:PORT of `verdictgate serve`, its gRPC port (required)."
-)
-@click.option("--run", "run_id", required=True, help="Run id (required).")
+@click.option("--endpoint", required=True, help="HOST:PORT of `verdictgate serve`, its gRPC port.")
+@click.option("--run", "run_id", required=True, help="Run id.")
 @click.option(
     "--wait", type=float, default=0.0, help="Seconds to wait for the run to become final."
 )

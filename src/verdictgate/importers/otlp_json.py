@@ -17,7 +17,6 @@ def read(path: Path, options: ImportOptions, suite: Suite | None, key: bytes | N
     """Every decision span of every line; the run is the first run id seen."""
     evidence = Evidence()
     expected: dict[str, str | None] = {}
-    isolation = None
     try:
         stream = path.open("rb")
     except OSError as error:
@@ -37,10 +36,9 @@ def read(path: Path, options: ImportOptions, suite: Suite | None, key: bytes | N
                 expected.setdefault(trial.case, trial.expected)
             for attributes in extract.declarations:
                 declaration = run_declaration(attributes)
-                isolation = declaration.isolation
-                evidence.isolation.setdefault(declaration.run_id, isolation)
+                evidence.declare_isolation(declaration.run_id, declaration.isolation)
     runs = sorted({run for run, _ in evidence.cases})
     if not runs:
         raise InputError("holds no decision spans", path=str(path))
     cases = tuple(Case(case, None, route) for case, route in expected.items())
-    return Imported(evidence, cases, ",".join(runs), isolation or Imported.isolation)
+    return Imported(evidence, cases, ",".join(runs), evidence.declared_isolation())

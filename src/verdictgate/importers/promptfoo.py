@@ -204,6 +204,8 @@ def read(path: Path, options: ImportOptions, suite: Suite | None, key: bytes | N
             eval_id, rows = whole.evalId or eval_id, iter(whole_rows)
         seen = _Seen()
         tests, providers, prompts, kept = _group(rows, options, seen)
+    if kept and not seen.providers:
+        raise InputError("names no provider on any row: not a promptfoo export", path=source)
     if not kept:
         if not (options.provider or options.prompt_id):
             raise InputError("the export has no rows", path=source, field="results")

@@ -218,10 +218,9 @@ class Store:
                 (run_id,),
             ).fetchall()
         evidence.add_all(_trial(run_id, row) for row in rows)
-        for case, index, *_, duplicates, conflict in (row[:7] for row in rows):
-            evidence.duplicates += duplicates
-            if conflict:
-                evidence.conflicted.add((run_id, case, index))
+        evidence.note_repeats(
+            sum(row[5] for row in rows), ((run_id, row[0], row[1]) for row in rows if row[6])
+        )
         return evidence
 
     def runs(self) -> list[StoredRun]:

@@ -43,6 +43,7 @@ from verdictgate import (
     assess,
 )
 from verdictgate.otel import conventions as names
+from verdictgate.otel.spans import run_attributes
 from verdictgate.receiver.otlp import extract_json, extract_protobuf
 from verdictgate.receiver.receiver import Receiver
 from verdictgate.receiver.server import Limits
@@ -192,7 +193,8 @@ def test_grpc_and_http_transports(tmp_path):
         runs = json.loads(urllib.request.urlopen(f"{url}/v1/runs").read())["runs"]
         assert runs[0]["run_id"] == "r1" and runs[0]["final"] and runs[0]["trials_received"] == 80
         report = json.loads(urllib.request.urlopen(f"{url}/v1/runs/r1").read())
-        assert report["status"] == "inconclusive" and report["trials"]["duplicates"] == 80
+        assert report["status"] == "inconclusive" and report["trials"]["duplicates"] == 0
+        assert report["trials"]["late"] == 80  # the resend came after the run was final
         assert report["run"]["in_progress"] is False
 
 
@@ -537,3 +539,51 @@ def test_a_store_made_before_the_tier_columns_gains_them_and_keeps_its_trials(tm
     assert [trial.decision for trial in evidence.trials()] == ["a", "a"]
     assert evidence.cases[("r", "c")].pass_counts() == (1, 1)
     assert evidence.cases[("r", "c")].latency_values() == [12.5]
+
+
+def test_the_first_run_span_wins_and_a_different_second_one_is_a_conflict():
+    receiver = Receiver(Store())
+    honest = run_span("r", planned=80)
+    receiver.ingest(extract(request([honest, *stable_run("r", trials=10)])))
+    lenient_suite = Suite("gate", "approval_gate", (), Contract({"approve", "deny"}))
+    lenient = span(names.RUN_SPAN, run_attributes("r", lenient_suite, Policy(tolerance=0.6), 40,
+                                                   Isolation.FRESH_SESSION))  # fmt: skip
+    receiver.ingest(extract(request([lenient, honest])))  # a rival declaration, then a retry
+    assessment = receiver.assessment("r")
+    assert assessment.policy.tolerance == Policy().tolerance  # the first declaration stands
+    assert "declaration_conflict" in assessment.reason_codes
+    assert assessment.status is Status.REJECTED
+
+
+def test_records_after_a_run_is_final_are_late_and_never_change_its_admission():
+    clock = Clock()
+    receiver = Receiver(Store(), grace=30, clock=clock)
+    receiver.ingest(extract(request([run_span("r", planned=80), *stable_run("r", trials=10)])))
+    clock.now += 31
+    receiver.tick()  # grace over: final, incomplete
+    published = receiver.assessment("r")
+    assert not published.in_progress and "incomplete" in published.reason_codes
+    receiver.ingest(extract(request(stable_run("r", trials=20)[40:])))  # the rest, too late
+    after = receiver.assessment("r")
+    assert after.trials.late == 40 and after.trials.received == published.trials.received
+    assert after.status is published.status and after.reason_codes == published.reason_codes
+
+
+def test_the_tick_reads_open_runs_only(monkeypatch):
+    clock = Clock()
+    store = Store()
+    receiver = Receiver(store, grace=30, clock=clock)
+    for n in range(50):
+        receiver.ingest(extract(request([run_span(f"done-{n}", 80), *stable_run(f"done-{n}")])))
+    receiver.ingest(extract(request(stable_run("canary", 2, 4))))
+    monkeypatch.setattr(store, "runs", lambda: pytest.fail("the tick scanned every run"))
+    assert [run.run_id for run in store.open_runs()] == ["canary"]
+    clock.now += 31
+    receiver.tick()
+    assert store.run("canary").final and store.open_runs() == []
+
+
+def test_the_store_file_is_readable_by_its_owner_only(tmp_path):
+    path = tmp_path / "store.sqlite"
+    Store(path).close()
+    assert oct(path.stat().st_mode & 0o777) == "0o600"

@@ -38,6 +38,7 @@ class ReasonCode(str, Enum):
     RELATION_VIOLATED = "relation_violated"
     RELATIONS_VACUOUS = "relations_vacuous"
     INTEGRITY_CONFLICT = "integrity_conflict"
+    DECLARATION_CONFLICT = "declaration_conflict"
     POOLED_STOCHASTIC = "pooled_stochastic"
     TARGET_STOCHASTIC = "target_stochastic"
     ROUTE_STOCHASTIC = "route_stochastic"
@@ -299,6 +300,10 @@ RULES: tuple[Rule, ...] = (
          if f.trials.conflicts else None,
          lambda f: (f"Check the harness for reused run ids or re-executed retries: {f.trials.conflicts} "
                     "trial identities got two different answers.",)),
+    Rule(ReasonCode.DECLARATION_CONFLICT, Status.REJECTED, "integrity",
+         lambda f: "a second run span declared this run differently (contract, policy or plan); "
+         "the first declaration was kept" if f.declaration_conflict else None,
+         _one("Give every run its own run id: two senders declared the same run differently.")),
     Rule(ReasonCode.POOLED_STOCHASTIC, Status.REJECTED, "stability.pooled",
          lambda f: f"the pooled change rate is above {percent(f.pooled.tolerance)}: {interval(f.pooled)}"
          if f.pooled.result is Stability.STOCHASTIC else None,

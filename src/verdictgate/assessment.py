@@ -92,6 +92,8 @@ class TrialCounts:
     conflicts: int
     duplicates: int
     error_types: Mapping[str, int]
+    late: int = 0
+    """Records that reached a receiver after the run was final: counted, never assessed."""
 
     @property
     def missing(self) -> int:
@@ -228,6 +230,8 @@ class Findings:
     """Cases whose first answer missed their expected route; the run stopped before repeats."""
     relations: tuple[RelationResult, ...]
     """The metamorphic relations the run checked, and where each held or broke."""
+    declaration_conflict: bool
+    """A second run span declared the run differently (the first declaration was kept)."""
 
     @property
     def cases_without_repeats(self) -> int:

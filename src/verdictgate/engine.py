@@ -38,6 +38,8 @@ def assess(
     in_progress: bool = False,
     quality_failed: tuple[str, ...] = (),
     relations: tuple[RelationResult, ...] = (),
+    late: int = 0,
+    declaration_conflict: bool = False,
 ) -> Assessment:
     """Assess trials against a suite's contract and a policy.
 
@@ -45,7 +47,8 @@ def assess(
     is expected to have as many trials as the longest case of its route (a run sizes repeats per
     route), so holes, short cases and suite cases with no trial count as missing. What the run
     itself reported goes in as it is: still collecting (`in_progress`), the cases its quality
-    gate stopped on, and the relations it checked.
+    gate stopped on, and the relations it checked; a receiver adds the records that came after
+    the run was final (`late`) and whether a second run span contradicted the first.
     """
     evidence = trials if isinstance(trials, Evidence) else Evidence(trials)
     suite = suite or Suite()
@@ -55,7 +58,12 @@ def assess(
     )
     findings = _findings(evidence, suite, policy, run, planned_trials)
     findings = replace(
-        findings, in_progress=in_progress, quality_failed=quality_failed, relations=relations
+        findings,
+        in_progress=in_progress,
+        quality_failed=quality_failed,
+        relations=relations,
+        declaration_conflict=declaration_conflict,
+        trials=replace(findings.trials, late=late),
     )
     return admission.judge(findings)
 
@@ -246,6 +254,7 @@ def _findings(
         in_progress=False,
         quality_failed=(),
         relations=(),
+        declaration_conflict=False,
     )
 
 

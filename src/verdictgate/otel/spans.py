@@ -149,6 +149,8 @@ def assess_declared(
     suite: str | None = None,
     point: str | None = None,
     in_progress: bool = False,
+    late: int = 0,
+    declaration_conflict: bool = False,
 ) -> Assessment:
     """Assess a run's evidence against what its run span declared; a run without one (a canary)
     is judged by the default policy, named by the `suite` and `point` its decision spans carry."""
@@ -177,6 +179,8 @@ def assess_declared(
         in_progress=in_progress,
         quality_failed=declaration.quality_failed,
         relations=declaration.relations,
+        late=late,
+        declaration_conflict=declaration_conflict,
     )
 
 

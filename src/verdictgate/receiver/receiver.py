@@ -95,9 +95,7 @@ class Receiver:
     def tick(self) -> None:
         """Finish runs whose grace period is over; assess canary windows that are due."""
         now = self._clock()
-        for run in self.store.runs():
-            if run.final:
-                continue
+        for run in self.store.open_runs():
             quiet_since = max(run.last_seen, run.declared_at or 0.0)
             if now - quiet_since >= self._grace:
                 self._finish(run)
@@ -122,6 +120,8 @@ class Receiver:
             suite=run.suite,
             point=run.point,
             in_progress=not run.final,
+            late=run.late,
+            declaration_conflict=run.declaration_conflict,
         )
 
     def wait(self, run_id: str, timeout: float) -> Assessment | None:

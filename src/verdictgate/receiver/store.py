@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import secrets
 import sqlite3
 import threading
@@ -31,7 +32,9 @@ CREATE TABLE IF NOT EXISTS runs (
     last_seen REAL NOT NULL,
     status TEXT,                 -- the latest admission
     final INTEGER NOT NULL DEFAULT 0,
-    received INTEGER NOT NULL DEFAULT 0
+    received INTEGER NOT NULL DEFAULT 0,
+    late INTEGER NOT NULL DEFAULT 0,            -- records that arrived after the run was final
+    declaration_conflict INTEGER NOT NULL DEFAULT 0  -- a second, different run span arrived
 );
 CREATE TABLE IF NOT EXISTS trials (
     run_id TEXT NOT NULL,
@@ -61,8 +64,20 @@ DEFAULT_OUTBOX_LIMIT = 100_000
 """Admissions the outbox holds while the publish target is away; beyond, the oldest interim
 ones go first, then the oldest."""
 
-ADDED_COLUMNS = {"latency_ms": "REAL", "passed": "INTEGER", "tiers": "TEXT"}
-"""Trial columns added after the first release: a store made before them gains them on open."""
+ADDED_COLUMNS = {
+    "trials": {"latency_ms": "REAL", "passed": "INTEGER", "tiers": "TEXT"},
+    "runs": {
+        "late": "INTEGER NOT NULL DEFAULT 0",
+        "declaration_conflict": "INTEGER NOT NULL DEFAULT 0",
+    },
+}
+"""Columns added after the first release: a store made before them gains them on open."""
+OPEN_RUNS_INDEX = "CREATE INDEX IF NOT EXISTS runs_open ON runs (first_seen) WHERE final = 0"
+"""Open runs, so the tick's cost follows the work in flight, not the store's history."""
+_RUN_COLUMNS = (
+    "run_id, suite, point, declaration, planned_trials, declared_at, first_seen, last_seen,"
+    " status, final, received, late, declaration_conflict"
+)
 
 _INSERT = """
 INSERT OR IGNORE INTO trials
@@ -116,6 +131,10 @@ class StoredRun:
     status: str | None
     final: bool
     received: int
+    late: int = 0
+    """Records that arrived after the run was final: counted, never stored."""
+    declaration_conflict: bool = False
+    """A second run span declared the run differently; the first declaration was kept."""
 
 
 class Store:
@@ -126,16 +145,22 @@ class Store:
         self, path: str | Path = ":memory:", *, outbox_limit: int = DEFAULT_OUTBOX_LIMIT
     ) -> None:
         self.outbox_limit = outbox_limit
+        if str(path) != ":memory:" and not Path(path).exists():
+            os.close(os.open(path, os.O_CREAT | os.O_WRONLY, 0o600))  # trial data: owner only
         self._connection = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None)
         self._lock = threading.Lock()
         with self._lock:
             self._connection.execute("PRAGMA journal_mode=WAL")
             self._connection.execute("PRAGMA synchronous=NORMAL")  # durable across process crashes
             self._connection.executescript(SCHEMA)
-            present = {row[1] for row in self._connection.execute("PRAGMA table_info(trials)")}
-            for column, kind in ADDED_COLUMNS.items():
-                if column not in present:
-                    self._connection.execute(f"ALTER TABLE trials ADD COLUMN {column} {kind}")
+            for table, columns in ADDED_COLUMNS.items():
+                present = {
+                    row[1] for row in self._connection.execute(f"PRAGMA table_info({table})")
+                }
+                for column, kind in columns.items():
+                    if column not in present:
+                        self._connection.execute(f"ALTER TABLE {table} ADD COLUMN {column} {kind}")
+            self._connection.execute(OPEN_RUNS_INDEX)
             self._outbox_size: int
             (self._outbox_size,) = self._connection.execute(
                 "SELECT COUNT(*) FROM outbox"
@@ -186,19 +211,14 @@ class Store:
                     (run_id, suite, point, now, now),
                 )
             for attributes in declared:
-                cursor.execute(
-                    "UPDATE runs SET declaration = ?, planned_trials = ?, declared_at = ?,"
-                    " suite = COALESCE(?, suite), point = COALESCE(?, point) WHERE run_id = ?",
-                    (
-                        json.dumps(attributes),
-                        attributes.get(names.PLAN_TRIALS),
-                        now,
-                        attributes.get(names.SUITE),
-                        attributes.get(names.POINT),
-                        attributes[names.RUN_ID],
-                    ),
-                )
+                _declare(cursor, attributes, now)
             for run_id, rows in by_run.items():
+                cursor.execute("SELECT final FROM runs WHERE run_id = ?", (run_id,))
+                if cursor.fetchone()[0]:  # final: its admission is frozen; count, never store
+                    cursor.execute(
+                        "UPDATE runs SET late = late + ? WHERE run_id = ?", (len(rows), run_id)
+                    )
+                    continue
                 cursor.executemany(_INSERT, rows)
                 inserted = cursor.rowcount
                 cursor.execute(
@@ -227,9 +247,15 @@ class Store:
         """Every run, oldest first."""
         with self._lock:
             rows = self._connection.execute(
-                "SELECT r.run_id, r.suite, r.point, r.declaration, r.planned_trials, r.declared_at,"
-                " r.first_seen, r.last_seen, r.status, r.final, r.received"
-                " FROM runs r ORDER BY r.first_seen"
+                f"SELECT {_RUN_COLUMNS} FROM runs ORDER BY first_seen"
+            ).fetchall()
+        return [_stored_run(row) for row in rows]
+
+    def open_runs(self) -> list[StoredRun]:
+        """The runs not yet final, oldest first (read through an index of open runs only)."""
+        with self._lock:
+            rows = self._connection.execute(
+                f"SELECT {_RUN_COLUMNS} FROM runs WHERE final = 0 ORDER BY first_seen"
             ).fetchall()
         return [_stored_run(row) for row in rows]
 
@@ -237,9 +263,7 @@ class Store:
         """One run, or None when unknown."""
         with self._lock:
             row = self._connection.execute(
-                "SELECT r.run_id, r.suite, r.point, r.declaration, r.planned_trials, r.declared_at,"
-                " r.first_seen, r.last_seen, r.status, r.final, r.received"
-                " FROM runs r WHERE r.run_id = ?",
+                f"SELECT {_RUN_COLUMNS} FROM runs WHERE run_id = ?",
                 (run_id,),
             ).fetchone()
         return None if row is None else _stored_run(row)
@@ -379,6 +403,30 @@ def _repeats(rows: list[tuple], batch: int) -> list[tuple]:
     return parameters
 
 
+def _declare(cursor: sqlite3.Cursor, attributes: dict[str, Any], now: float) -> None:
+    """The first run span of a run declares it; a later, different one is an integrity
+    conflict (the first stays), an identical one a harmless repeat."""
+    run_id, text = attributes[names.RUN_ID], json.dumps(attributes, sort_keys=True)
+    cursor.execute(
+        "UPDATE runs SET declaration = ?, planned_trials = ?, declared_at = ?,"
+        " suite = COALESCE(?, suite), point = COALESCE(?, point)"
+        " WHERE run_id = ? AND declaration IS NULL",
+        (
+            text,
+            attributes.get(names.PLAN_TRIALS),
+            now,
+            attributes.get(names.SUITE),
+            attributes.get(names.POINT),
+            run_id,
+        ),
+    )
+    if cursor.rowcount == 0:
+        cursor.execute(
+            "UPDATE runs SET declaration_conflict = 1 WHERE run_id = ? AND declaration != ?",
+            (run_id, text),
+        )
+
+
 def _stored_run(row: tuple) -> StoredRun:
     declaration = json.loads(row[3]) if row[3] else None
     return StoredRun(
@@ -393,4 +441,6 @@ def _stored_run(row: tuple) -> StoredRun:
         status=row[8],
         final=bool(row[9]),
         received=row[10],
+        late=row[11],
+        declaration_conflict=bool(row[12]),
     )

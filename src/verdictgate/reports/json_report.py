@@ -109,6 +109,7 @@ def report_document(assessment: Assessment) -> dict[str, Any]:
             "error_types": dict(a.trials.error_types),
             "conflicts": a.trials.conflicts,
             "duplicates": a.trials.duplicates,
+            "late": a.trials.late,
         },
         "stability": {
             "pooled": _change(a.pooled),

@@ -49,6 +49,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/import.py
 	$(BIN)/python benchmarks/processor.py
 	$(BIN)/python benchmarks/receiver.py
+	$(BIN)/python benchmarks/receiver_idle.py
 	$(BIN)/python benchmarks/semantic.py
 
 proto: $(STAMP)

@@ -1,0 +1,89 @@
+"""What `verdictgate serve` costs at rest with a long history: idle CPU and RSS while it holds
+100,000 finished runs, and the latency of `verdictgate status` for one of them.
+
+    python benchmarks/receiver_idle.py [--runs 100000] [--seconds 20]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import socket
+import sqlite3
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from verdictgate.receiver.store import Store
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().split(")")[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def rss_mib(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    raise RuntimeError("no VmRSS")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=100_000)
+    parser.add_argument("--seconds", type=float, default=20.0)
+    args = parser.parse_args()
+    store = Path(tempfile.mkdtemp()) / "store.sqlite"
+    Store(store).close()
+    day_ago = time.time() - 86_400
+    with sqlite3.connect(store) as connection:  # finished runs, as a day of canaries leaves them
+        connection.executemany(
+            "INSERT INTO runs (run_id, suite, point, first_seen, last_seen, status, final)"
+            " VALUES (?, 'payments', 'router', ?, ?, 'qualified', 1)",
+            [(f"run-{n}", day_ago, day_ago) for n in range(args.runs)],
+        )
+    grpc_port = free_port()
+    server = subprocess.Popen(
+        [sys.executable, "-m", "verdictgate", "serve", "--store", str(store),
+         "--grpc-listen", f"127.0.0.1:{grpc_port}", "--http-listen", f"127.0.0.1:{free_port()}"],
+        stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+        time.sleep(5)  # start-up
+        cpu, start = cpu_seconds(server.pid), time.monotonic()
+        time.sleep(args.seconds)
+        busy = (cpu_seconds(server.pid) - cpu) / (time.monotonic() - start)
+        print(f"{args.runs:,} finished runs in the store, idle for {args.seconds:g} s:")
+        print(
+            f"  CPU {busy * 100:.2f}% of a core (target <= 1%), RSS {rss_mib(server.pid):.0f} MiB"
+        )
+        latencies = []
+        for _ in range(5):
+            began = time.perf_counter()
+            subprocess.run(
+                [sys.executable, "-m", "verdictgate", "status", "--endpoint",
+                 f"127.0.0.1:{grpc_port}", "--run", f"run-{args.runs // 2}"],
+                capture_output=True, check=False,
+            )  # fmt: skip
+            latencies.append(time.perf_counter() - began)
+        print(
+            f"  `verdictgate status` of one run: median {statistics.median(latencies) * 1e3:.0f} ms"
+            " (a new process each time, start-up included)"
+        )
+    finally:
+        server.terminate()
+        server.wait()
+
+
+if __name__ == "__main__":
+    main()

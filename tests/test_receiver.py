@@ -23,6 +23,7 @@ import verdictgate
 from otel_support import MemoryTelemetry
 from receiver_support import (
     SUITE,
+    any_value,
     decision_span,
     request,
     run_span,
@@ -587,3 +588,64 @@ def test_the_store_file_is_readable_by_its_owner_only(tmp_path):
     path = tmp_path / "store.sqlite"
     Store(path).close()
     assert oct(path.stat().st_mode & 0o777) == "0o600"
+
+
+@pytest.mark.parametrize(
+    ("attribute", "value"),
+    [
+        (names.ISOLATION, "bogus"),
+        (names.TOLERANCE, "0.05"),
+        (names.TOLERANCE, float("nan")),
+        (names.TOLERANCE, -1.0),
+        (names.CONFIDENCE, 2.0),
+        (names.PLAN_TRIALS, "ten"),
+        (names.PLAN_TRIALS, -1),
+        (names.PLAN_TRIALS, 1.5),
+        (names.PLAN_TRIALS, [1, 2]),
+        (names.CONTRACT_TARGETS, ["deny"]),
+        (names.RUN_ID, ""),
+    ],
+)  # fmt: skip
+def test_a_malformed_run_span_is_rejected_alone_and_other_runs_still_finish(attribute, value):
+    clock = Clock()
+    receiver = Receiver(Store(), grace=30, clock=clock)
+    poison = run_span("poison", planned=8)
+    for item in poison.attributes:
+        if item.key == attribute:
+            item.value.CopyFrom(any_value(value))
+    got = extract(request([poison, run_span("ok", planned=80), *stable_run("ok", trials=10)]))
+    assert got.rejected == 1 and "verdictgate.run" in got.errors[0]
+    assert len(got.declarations) == 1 and len(got.trials) == 40  # the rest of the request stays
+    receiver.ingest(got)
+    clock.now += 31
+    receiver.tick()
+    assert receiver.store.run("ok").final and receiver.store.run("poison") is None
+
+
+def test_a_run_span_keeps_only_its_declaration_never_content():
+    attributes = {"gen_ai.input.messages": "my card number is 4111", "user.email": "a@b.c"}
+    noisy = run_span("r", planned=8)
+    noisy.attributes.extend(span("x", attributes).attributes)
+    receiver = Receiver(Store())
+    receiver.ingest(extract(request([noisy])))
+    declaration = receiver.store.run("r").declaration
+    assert declaration is not None and set(declaration) <= names.RUN_SPAN_ATTRIBUTES
+    assert "4111" not in json.dumps(declaration) and "a@b.c" not in json.dumps(declaration)
+
+
+def test_one_run_that_cannot_be_assessed_never_stops_the_tick(caplog):
+    clock = Clock()
+    store = Store()
+    receiver = Receiver(store, grace=30, clock=clock)
+    receiver.ingest(extract(request([run_span("bad", 80), *stable_run("bad", trials=2)])))
+    receiver.ingest(extract(request([run_span("good", 80), *stable_run("good", trials=2)])))
+    with store._lock:  # a declaration stored by an older release that a newer one cannot read
+        store._connection.execute(
+            "UPDATE runs SET declaration = ? WHERE run_id = 'bad'",
+            (json.dumps({names.RUN_ID: "bad", names.TOLERANCE: "oops"}),),
+        )
+    clock.now += 31
+    receiver.tick()
+    receiver.tick()
+    assert store.run("good").final and not store.run("bad").final
+    assert sum("run bad cannot be assessed" in r.getMessage() for r in caplog.records) == 1

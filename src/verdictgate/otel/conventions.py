@@ -108,3 +108,14 @@ OTHER_ROUTE = "_other"
 """Metric value of `verdictgate.route` for any route outside the contract."""
 
 SERVICE_NAME = "service.name"
+
+RUN_SPAN_ATTRIBUTES = frozenset(
+    {
+        RUN_ID, SUITE, POINT, PLAN_CASES, PLAN_TRIALS, CONTRACT_ALLOWED, CONTRACT_REQUIRED,
+        CONTRACT_CRITICAL, CONTRACT_TARGETS, CONTRACT_MINIMUM_CASES, CONTRACT_ALLOWED_NO_DECISIONS,
+        TOLERANCE, CONFIDENCE, DOMINANCE_THRESHOLD, ISOLATION, PASS_RATE_REQUIRED, MAX_P95_MS,
+        MAX_P95_TOOL_CALLS, QUALITY_FAILED, RELATIONS_REQUESTED, RELATIONS_VIOLATED,
+        RELATIONS_HELD, RELATIONS_ERRORED,
+    }
+)  # fmt: skip
+"""What a run span declares; a receiver keeps these and nothing else of it (never content)."""

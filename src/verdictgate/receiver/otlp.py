@@ -10,7 +10,7 @@ from typing import Any
 from google.protobuf.message import DecodeError
 
 from ..otel import conventions as names
-from ..otel.spans import is_decision_span, trial_from_attributes
+from ..otel.spans import is_decision_span, run_declaration, trial_from_attributes
 from ..trial_model import Trial
 from ..v1.otlp_view_pb2 import ExportTraceRequestView
 
@@ -40,9 +40,9 @@ class Extract:
         """Sort one span: a trial, a run declaration, another span, or a rejected one."""
         try:
             if name == names.RUN_SPAN:
-                if not isinstance(attributes.get(names.RUN_ID), str):
-                    raise ValueError(f"{names.RUN_ID} is missing")
-                self.declarations.append(attributes)
+                declared = {k: v for k, v in attributes.items() if k in names.RUN_SPAN_ATTRIBUTES}
+                run_declaration(declared)  # checked at the door: a bad one is rejected alone
+                self.declarations.append(declared)
             elif is_decision_span(name, attributes):
                 trial = trial_from_attributes(attributes, latency_ms)
                 self.trials.append(trial)

@@ -53,6 +53,8 @@ class Receiver:
         self._window_marks: dict[str, float] = {}
         self._max_trials = max_trials_per_run
         self._finishing = threading.Lock()
+        self._failing: set[str] = set()
+        """Runs whose assessment failed, each logged once."""
 
     def ingest(self, extract: Extract) -> None:
         """Commit what a request holds (returns after the commit), then finish any complete run."""
@@ -96,14 +98,24 @@ class Receiver:
         """Finish runs whose grace period is over; assess canary windows that are due."""
         now = self._clock()
         for run in self.store.open_runs():
-            quiet_since = max(run.last_seen, run.declared_at or 0.0)
-            if now - quiet_since >= self._grace:
-                self._finish(run)
-            elif self._window is not None and run.declaration is None:
-                mark = self._window_marks.setdefault(run.run_id, run.first_seen)
-                if now - mark >= self._window:
-                    self._window_marks[run.run_id] = now
-                    self._stage_window(run)
+            try:
+                self._tick_one(run, now)
+            except Exception:  # one bad run never stops the others
+                if run.run_id not in self._failing:
+                    self._failing.add(run.run_id)
+                    logger.warning(
+                        "verdictgate: run %s cannot be assessed", run.run_id, exc_info=True
+                    )
+
+    def _tick_one(self, run: StoredRun, now: float) -> None:
+        quiet_since = max(run.last_seen, run.declared_at or 0.0)
+        if now - quiet_since >= self._grace:
+            self._finish(run)
+        elif self._window is not None and run.declaration is None:
+            mark = self._window_marks.setdefault(run.run_id, run.first_seen)
+            if now - mark >= self._window:
+                self._window_marks[run.run_id] = now
+                self._stage_window(run)
 
     def assessment(self, run_id: str) -> Assessment | None:
         """The current admission of a run (inconclusive `in_progress` until final); None if unknown."""

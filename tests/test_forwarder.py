@@ -33,6 +33,8 @@ def open_run(store: Store, run: str) -> None:
 class FlakyTarget:
     """Fails `failures` times, then delivers; remembers what it delivered, in order."""
 
+    endpoint = "a flaky target"
+
     def __init__(self, failures: int) -> None:
         self.failures = failures
         self.attempts = 0

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass
 
 from . import admission
 from .assessment import (
@@ -56,16 +56,8 @@ def assess(
     run = run or RunInfo(
         suite=suite.name, point=suite.point, isolation=evidence.declared_isolation()
     )
-    findings = _findings(evidence, suite, policy, run, planned_trials)
-    findings = replace(
-        findings,
-        in_progress=in_progress,
-        quality_failed=quality_failed,
-        relations=relations,
-        declaration_conflict=declaration_conflict,
-        trials=replace(findings.trials, late=late),
-    )
-    return admission.judge(findings)
+    reported = _Reported(in_progress, quality_failed, relations, late, declaration_conflict)
+    return admission.judge(_findings(evidence, suite, policy, run, planned_trials, reported))
 
 
 class _Tally:
@@ -184,7 +176,7 @@ def _route_results(
     )
 
 
-def _trial_counts(scan: _Scan, evidence: Evidence, planned: int) -> TrialCounts:
+def _trial_counts(scan: _Scan, evidence: Evidence, planned: int, late: int) -> TrialCounts:
     no_decisions = sum(n for key, n in scan.key_counts.items() if evidence.is_no_decision(key))
     decided = sum(scan.key_counts.values())
     return TrialCounts(
@@ -196,6 +188,7 @@ def _trial_counts(scan: _Scan, evidence: Evidence, planned: int) -> TrialCounts:
         conflicts=evidence.conflicts,
         duplicates=evidence.duplicates,
         error_types=dict(sorted(evidence.error_types.items())),
+        late=late,
     )
 
 
@@ -214,8 +207,24 @@ def _pass_counts(scan: _Scan, evidence: Evidence, policy: Policy) -> PassCounts:
     )
 
 
+@dataclass(frozen=True)
+class _Reported:
+    """What the run itself (or its receiver) reported besides its trials."""
+
+    in_progress: bool
+    quality_failed: tuple[str, ...]
+    relations: tuple[RelationResult, ...]
+    late: int
+    declaration_conflict: bool
+
+
 def _findings(
-    evidence: Evidence, suite: Suite, policy: Policy, run: RunInfo, planned: int | None
+    evidence: Evidence,
+    suite: Suite,
+    policy: Policy,
+    run: RunInfo,
+    planned: int | None,
+    reported: _Reported,
 ) -> Findings:
     contract = suite.contract
     suite_expected = suite.expected_by_case()
@@ -228,7 +237,9 @@ def _findings(
     return Findings(
         run=run,
         policy=policy,
-        trials=_trial_counts(scan, evidence, scan.planned(suite) if planned is None else planned),
+        trials=_trial_counts(
+            scan, evidence, scan.planned(suite) if planned is None else planned, reported.late
+        ),
         pooled=change_rate(pooled.flips, pooled.pairs, policy.tolerance, policy.confidence),
         routes=_route_results(scan, evidence, contract, policy),
         flip_pairs=_flip_pairs(pooled.flip_counts, evidence),
@@ -251,10 +262,10 @@ def _findings(
             dict(sorted(evidence.invariant_warnings.items())),
         ),
         passes=_pass_counts(scan, evidence, policy),
-        in_progress=False,
-        quality_failed=(),
-        relations=(),
-        declaration_conflict=False,
+        in_progress=reported.in_progress,
+        quality_failed=reported.quality_failed,
+        relations=reported.relations,
+        declaration_conflict=reported.declaration_conflict,
     )
 
 

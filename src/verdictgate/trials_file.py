@@ -24,7 +24,6 @@ from .trial_model import (
 
 CHUNK_BYTES = 1 << 20
 """Bytes read and decoded at a time: a few thousand records, so memory stays flat."""
-DEFAULT_RUN = "run"
 
 
 class TrialLine(Trial, frozen=True, gc=False, kw_only=True):

@@ -60,6 +60,9 @@ wait for those rather than being dropped."""
 class Target(Protocol):
     """Where staged admissions go."""
 
+    endpoint: str
+    """What the logs call it."""
+
     def deliver(self, seq: int, publication: Publication, pending: int) -> tuple[int, str | None]:
         """Send the `pending` signals of outbox entry `seq`; returns the signals now done
         (delivered, or refused for good) and, when some must be tried again later, why."""
@@ -75,6 +78,7 @@ class PublisherTarget:
 
     def __init__(self, publisher: Publisher) -> None:
         self.publisher = publisher
+        self.endpoint = "an in-process publisher"
 
     def deliver(self, seq: int, publication: Publication, pending: int) -> tuple[int, str | None]:
         self.publisher.emit(publication)
@@ -389,7 +393,7 @@ class Forwarder:
             logger.warning(
                 "verdictgate: cannot publish admissions to %s (%s); %d kept in the outbox, "
                 "retrying with backoff",
-                getattr(self.target, "endpoint", "the target"), reason, self.store.outbox_size(),
+                self.target.endpoint, reason, self.store.outbox_size(),
             )  # fmt: skip
         self.failing = reason
 
@@ -397,6 +401,6 @@ class Forwarder:
         if self.failing is not None:
             logger.warning(
                 "verdictgate: publishing to %s again; the outbox is delivered",
-                getattr(self.target, "endpoint", "the target"),
+                self.target.endpoint,
             )
         self.failing = None

@@ -7,10 +7,11 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable
+from dataclasses import replace
 
 from ..assessment import Assessment
 from ..otel.publication import Publication, TrialTally
-from ..otel.spans import assess_declared, metric_routes, run_declaration
+from ..otel.spans import assess_declared, metric_routes
 from .forwarder import Forwarder
 from .otlp import Extract
 from .store import Store, StoredRun
@@ -124,11 +125,10 @@ class Receiver:
 
     def assessment_of(self, run: StoredRun) -> Assessment:
         """Assess a stored run as it stands."""
-        declaration = None if run.declaration is None else run_declaration(run.declaration)
         return assess_declared(
             run.run_id,
             self.store.evidence(run.run_id),
-            declaration,
+            run.declared,
             suite=run.suite,
             point=run.point,
             in_progress=not run.final,
@@ -165,8 +165,7 @@ class Receiver:
             current = self.store.run(run.run_id)
             if current is None or current.final:
                 return
-            final = StoredRun(**{**vars(current), "final": True})
-            assessment = self.assessment_of(final)
+            assessment = self.assessment_of(replace(current, final=True))
             publication = self._publication(assessment, current, final=True)
             self.store.finish(run.run_id, assessment.status.value, publication)
             self._window_marks.pop(run.run_id, None)
@@ -189,9 +188,8 @@ class Receiver:
         limited to the declared contract."""
         if self.forwarder is None:
             return None
-        declaration = None if run.declaration is None else run_declaration(run.declaration)
         return Publication.of(
-            assessment, metric_routes(declaration), self._tally, final=final
+            assessment, metric_routes(run.declared), self._tally, final=final
         ).to_json()
 
     def _staged(self) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import os
@@ -16,6 +17,7 @@ from typing import Any
 
 from ..evidence import Evidence
 from ..otel import conventions as names
+from ..otel.spans import RunDeclaration, run_declaration
 from ..trial_model import Decision, NoDecision, Trial
 
 logger = logging.getLogger(__name__)
@@ -135,6 +137,11 @@ class StoredRun:
     """Records that arrived after the run was final: counted, never stored."""
     declaration_conflict: bool = False
     """A second run span declared the run differently; the first declaration was kept."""
+
+    @functools.cached_property
+    def declared(self) -> RunDeclaration | None:
+        """The declaration read (once) from the stored run-span attributes, if any."""
+        return None if self.declaration is None else run_declaration(self.declaration)
 
 
 class Store:
@@ -267,14 +274,6 @@ class Store:
                 (run_id,),
             ).fetchone()
         return None if row is None else _stored_run(row)
-
-    def set_status(self, run_id: str, status: str, final: bool) -> None:
-        """Record the latest admission of a run."""
-        with self._lock, self._transaction() as cursor:
-            cursor.execute(
-                "UPDATE runs SET status = ?, final = ? WHERE run_id = ?",
-                (status, int(final), run_id),
-            )
 
     def finish(self, run_id: str, status: str, publication: str | None) -> bool:
         """Make a run final with its admission and stage that admission for publishing, in one

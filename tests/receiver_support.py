@@ -12,7 +12,7 @@ from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans, Sp
 from verdictgate import Contract, Isolation, Policy, Suite
 from verdictgate.otel import conventions as names
 from verdictgate.otel.spans import decision_attributes, run_attributes
-from verdictgate.receiver.forwarder import any_value
+from verdictgate.receiver.otlp_target import any_value
 from verdictgate.receiver.receiver import Receiver
 from verdictgate.receiver.server import Limits, Server
 from verdictgate.receiver.store import Store

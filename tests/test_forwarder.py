@@ -12,7 +12,8 @@ from test_otlp_export import attributes
 from verdictgate import Contract, RunInfo, Suite, Trial, assess
 from verdictgate.otel import conventions as names
 from verdictgate.otel.publication import Publication, TrialTally
-from verdictgate.receiver.forwarder import ALL_SIGNALS, Forwarder, OtlpTarget
+from verdictgate.receiver.forwarder import ALL_SIGNALS, Forwarder
+from verdictgate.receiver.otlp_target import OtlpTarget
 from verdictgate.receiver.store import Store
 
 SUITE = Suite("refunds", "refund_gate", (), Contract({"approve"}))

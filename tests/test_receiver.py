@@ -405,7 +405,8 @@ def test_a_server_with_worker_decoders_ingests_and_stays_up():
 def test_final_admissions_and_canary_windows_are_published_over_otlp():
     from otel_support import OtlpCollector
     from verdictgate.otel import conventions as names
-    from verdictgate.receiver.forwarder import Forwarder, OtlpTarget
+    from verdictgate.receiver.forwarder import Forwarder
+    from verdictgate.receiver.otlp_target import OtlpTarget
 
     with OtlpCollector() as collector:
         store = Store()

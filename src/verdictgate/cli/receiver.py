@@ -112,7 +112,8 @@ def serve_command(store_path, grpc_listen, http_listen, token_file, tls_cert, tl
     import logging
 
     logging.basicConfig(format="%(asctime)s %(levelname)s %(message)s", level=logging.WARNING)
-    from ..receiver.forwarder import Forwarder, OtlpTarget
+    from ..receiver.forwarder import Forwarder
+    from ..receiver.otlp_target import OtlpTarget
     from ..receiver.receiver import Receiver
     from ..receiver.server import Limits, Server, Tls
     from ..receiver.store import Store

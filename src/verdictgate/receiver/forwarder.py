@@ -1,36 +1,15 @@
 """Delivering the receiver's admissions: a thread drains the store's durable outbox, in order,
-into a target (an OTLP endpoint), retrying with backoff; ingest never waits for it."""
+into a target (an OTLP endpoint, see `otlp_target`), retrying with backoff; ingest never waits
+for it."""
 
 from __future__ import annotations
 
 import logging
-import os
 import random
 import threading
-import time
-from collections.abc import Mapping
-from typing import Any, Protocol
-from urllib.parse import urlparse
+from typing import Protocol
 
-import grpc
-from opentelemetry.proto.collector.logs.v1 import logs_service_pb2, logs_service_pb2_grpc
-from opentelemetry.proto.collector.metrics.v1 import metrics_service_pb2, metrics_service_pb2_grpc
-from opentelemetry.proto.collector.trace.v1 import trace_service_pb2, trace_service_pb2_grpc
-from opentelemetry.proto.common.v1.common_pb2 import (
-    AnyValue,
-    ArrayValue,
-    InstrumentationScope,
-    KeyValue,
-)
-from opentelemetry.proto.logs.v1 import logs_pb2
-from opentelemetry.proto.metrics.v1 import metrics_pb2
-from opentelemetry.proto.resource.v1.resource_pb2 import Resource
-from opentelemetry.proto.trace.v1 import trace_pb2
-from opentelemetry.util.re import parse_env_headers
-
-from ..errors import InputError
-from ..otel import conventions as names
-from ..otel.publication import COUNTER, GAUGES, Publication
+from ..otel.publication import Publication
 from ..otel.publisher import Publisher
 from .store import Store
 
@@ -39,22 +18,6 @@ logger = logging.getLogger(__name__)
 TRACES, LOGS, METRICS = 1, 2, 4
 """The signals of one publication, as bits of the outbox's `sent` column."""
 ALL_SIGNALS = TRACES | LOGS | METRICS
-
-RETRYABLE = frozenset(
-    {
-        grpc.StatusCode.CANCELLED,
-        grpc.StatusCode.DEADLINE_EXCEEDED,
-        grpc.StatusCode.ABORTED,
-        grpc.StatusCode.OUT_OF_RANGE,
-        grpc.StatusCode.UNAVAILABLE,
-        grpc.StatusCode.DATA_LOSS,
-        grpc.StatusCode.RESOURCE_EXHAUSTED,
-        grpc.StatusCode.UNAUTHENTICATED,
-        grpc.StatusCode.PERMISSION_DENIED,
-    }
-)
-"""OTLP's retryable codes, and the two an operator fixes (a token, a permission): admissions
-wait for those rather than being dropped."""
 
 
 class Target(Protocol):
@@ -86,222 +49,6 @@ class PublisherTarget:
 
     def close(self) -> None:
         """Nothing in flight to stop."""
-
-
-def any_value(value: Any) -> AnyValue:
-    """A Python attribute value as an OTLP AnyValue."""
-    if isinstance(value, bool):
-        return AnyValue(bool_value=value)
-    if isinstance(value, int):
-        return AnyValue(int_value=value)
-    if isinstance(value, float):
-        return AnyValue(double_value=value)
-    if isinstance(value, (list, tuple)):
-        return AnyValue(array_value=ArrayValue(values=[any_value(v) for v in value]))
-    return AnyValue(string_value=str(value))
-
-
-def _key_values(attributes: Mapping[str, Any]) -> list[KeyValue]:
-    """OTLP key-values; a None value is left out, as the SDK leaves it out."""
-    return [
-        KeyValue(key=key, value=any_value(value))
-        for key, value in attributes.items()
-        if value is not None
-    ]
-
-
-class OtlpTarget:
-    """An OTLP/gRPC endpoint (`http://` plain, `https://` TLS with the system's roots or
-    `OTEL_EXPORTER_OTLP_CERTIFICATE`; headers from `OTEL_EXPORTER_OTLP_HEADERS`). Each attempt
-    sends the bytes the publication made the first time, so a retry repeats the same span id;
-    the trials counter is cumulative from the target's start, so a repeat never adds twice."""
-
-    def __init__(self, endpoint: str, *, timeout: float = 5.0) -> None:
-        url = urlparse(endpoint)
-        if url.scheme not in ("http", "https") or not url.netloc:
-            raise InputError(
-                f"expected http://HOST:PORT or https://HOST:PORT, got {endpoint!r}",
-                arguments=("publish_endpoint",),
-            )
-        self.endpoint = endpoint
-        self._timeout = timeout
-        if url.scheme == "https":
-            roots = None
-            if certificate := os.environ.get("OTEL_EXPORTER_OTLP_CERTIFICATE"):
-                with open(certificate, "rb") as stream:
-                    roots = stream.read()
-            self._channel = grpc.secure_channel(url.netloc, grpc.ssl_channel_credentials(roots))
-        else:
-            self._channel = grpc.insecure_channel(url.netloc)
-        headers = parse_env_headers(os.environ.get("OTEL_EXPORTER_OTLP_HEADERS", ""), liberal=True)
-        self._metadata = [(key.lower(), value) for key, value in headers.items()]
-        self._exports = {
-            TRACES: trace_service_pb2_grpc.TraceServiceStub(self._channel).Export,
-            LOGS: logs_service_pb2_grpc.LogsServiceStub(self._channel).Export,
-            METRICS: metrics_service_pb2_grpc.MetricsServiceStub(self._channel).Export,
-        }
-        from opentelemetry.sdk.resources import Resource as SdkResource
-
-        resource = dict(SdkResource.create().attributes)  # OTEL_RESOURCE_ATTRIBUTES, _SERVICE_NAME
-        if str(resource.get(names.SERVICE_NAME, "")).startswith("unknown_service"):
-            resource[names.SERVICE_NAME] = "verdictgate"
-        self._resource = Resource(attributes=_key_values(resource))
-        self._scope = InstrumentationScope(name=names.INSTRUMENTATION_SCOPE)
-        self._started_ns = time.time_ns()
-        self._totals: dict[tuple[str, str, str], int] = {}
-        self._encoded: tuple[int, dict[int, Any]] | None = None
-        """The requests of the entry being delivered (entries are delivered one at a time)."""
-
-    def deliver(self, seq: int, publication: Publication, pending: int) -> tuple[int, str | None]:
-        if self._encoded is None or self._encoded[0] != seq:
-            self._encoded = (seq, self._requests(publication))
-        done = 0
-        for signal, request in self._encoded[1].items():
-            if not pending & signal:
-                continue
-            try:
-                response = self._exports[signal](
-                    request, timeout=self._timeout, metadata=self._metadata
-                )
-            except grpc.RpcError as error:
-                code = error.code() if hasattr(error, "code") else grpc.StatusCode.UNKNOWN
-                if code in RETRYABLE:
-                    return (
-                        done,
-                        f"{code.name}: {error.details() if hasattr(error, 'details') else ''}",
-                    )
-                logger.error(
-                    "verdictgate: %s refused an admission of run %s for good (%s); OTLP says not "
-                    "to retry it",
-                    self.endpoint, publication.run_id, code.name,
-                )  # fmt: skip
-            else:
-                rejected = _rejected(response)
-                if rejected:
-                    logger.warning(
-                        "verdictgate: %s rejected %d items of run %s's admission",
-                        self.endpoint, rejected, publication.run_id,
-                    )  # fmt: skip
-            done |= signal
-        return done, None
-
-    def close(self) -> None:
-        self._channel.close()
-
-    def _requests(self, publication: Publication) -> dict[int, Any]:
-        """The three export requests of a publication (made once per entry)."""
-        when = publication.time_unix_nano
-        trace_id, span_id = bytes.fromhex(publication.trace_id), bytes.fromhex(publication.span_id)
-        span = trace_pb2.Span(
-            trace_id=trace_id,
-            span_id=span_id,
-            name=names.ADMISSION_SPAN,
-            kind=trace_pb2.Span.SpanKind.SPAN_KIND_INTERNAL,
-            start_time_unix_nano=when,
-            end_time_unix_nano=when,
-            attributes=_key_values(publication.span_attributes),
-        )
-        record = logs_pb2.LogRecord(
-            time_unix_nano=when,
-            observed_time_unix_nano=when,
-            event_name=names.EVALUATION_EVENT,
-            attributes=_key_values(publication.event_attributes),
-            trace_id=trace_id,
-            span_id=span_id,
-            flags=1,  # sampled, as the admission span was
-        )
-        return {
-            TRACES: trace_service_pb2.ExportTraceServiceRequest(
-                resource_spans=[
-                    trace_pb2.ResourceSpans(
-                        resource=self._resource,
-                        scope_spans=[trace_pb2.ScopeSpans(scope=self._scope, spans=[span])],
-                    )
-                ]
-            ),
-            LOGS: logs_service_pb2.ExportLogsServiceRequest(
-                resource_logs=[
-                    logs_pb2.ResourceLogs(
-                        resource=self._resource,
-                        scope_logs=[logs_pb2.ScopeLogs(scope=self._scope, log_records=[record])],
-                    )
-                ]
-            ),
-            METRICS: metrics_service_pb2.ExportMetricsServiceRequest(
-                resource_metrics=[
-                    metrics_pb2.ResourceMetrics(
-                        resource=self._resource,
-                        scope_metrics=[
-                            metrics_pb2.ScopeMetrics(
-                                scope=self._scope, metrics=self._metrics(publication)
-                            )
-                        ],
-                    )
-                ]
-            ),
-        }
-
-    def _metrics(self, publication: Publication) -> list[metrics_pb2.Metric]:
-        """Gauges as they stood at the admission; the trials counter as a cumulative sum."""
-        when = publication.time_unix_nano
-        by_name: dict[str, list[metrics_pb2.NumberDataPoint]] = {}
-        for name, value, attributes in publication.gauges:
-            point = metrics_pb2.NumberDataPoint(
-                attributes=_key_values(attributes), time_unix_nano=when
-            )
-            if isinstance(value, int):
-                point.as_int = value
-            else:
-                point.as_double = value
-            by_name.setdefault(name, []).append(point)
-        metrics = [
-            metrics_pb2.Metric(
-                name=name,
-                unit=GAUGES[name][0],
-                description=GAUGES[name][1],
-                gauge=metrics_pb2.Gauge(data_points=points),
-            )
-            for name, points in by_name.items()
-        ]
-        counted = []
-        for outcome, added in publication.trials_added.items():
-            stream = (publication.suite, publication.point, outcome)
-            self._totals[stream] = self._totals.get(stream, 0) + added
-            attributes = {**publication.metric_base, names.OUTCOME: outcome}
-            counted.append(
-                metrics_pb2.NumberDataPoint(
-                    attributes=_key_values(attributes),
-                    start_time_unix_nano=min(self._started_ns, when),
-                    time_unix_nano=when,
-                    as_int=self._totals[stream],
-                )
-            )
-        if counted:
-            unit, description = COUNTER
-            metrics.append(
-                metrics_pb2.Metric(
-                    name=names.METRIC_TRIALS,
-                    unit=unit,
-                    description=description,
-                    sum=metrics_pb2.Sum(
-                        data_points=counted,
-                        aggregation_temporality=metrics_pb2.AGGREGATION_TEMPORALITY_CUMULATIVE,
-                        is_monotonic=True,
-                    ),
-                )
-            )
-        return metrics
-
-
-def _rejected(response: Any) -> int:
-    """Items an OTLP partial success says were rejected."""
-    if not response.HasField("partial_success"):
-        return 0
-    partial = response.partial_success
-    for field in ("rejected_spans", "rejected_log_records", "rejected_data_points"):
-        if hasattr(partial, field):
-            return int(getattr(partial, field))
-    return 0
 
 
 class Forwarder:

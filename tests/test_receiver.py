@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import gzip
 import json
+import threading
 import urllib.error
 import urllib.request
+from collections import Counter
 
 import grpc
 import pytest
@@ -43,12 +45,14 @@ from verdictgate import (
     Trial,
     assess,
 )
+from verdictgate.evidence import Evidence, compact_gaps
 from verdictgate.otel import conventions as names
 from verdictgate.otel.spans import run_attributes
 from verdictgate.receiver.otlp import extract_json, extract_protobuf
 from verdictgate.receiver.receiver import Receiver
 from verdictgate.receiver.server import Limits
 from verdictgate.receiver.store import Store
+from verdictgate.v1 import verdictgate_pb2 as pb
 
 
 def extract(export_request):
@@ -650,3 +654,206 @@ def test_one_run_that_cannot_be_assessed_never_stops_the_tick(caplog):
     receiver.tick()
     assert store.run("good").final and not store.run("bad").final
     assert sum("run bad cannot be assessed" in r.getMessage() for r in caplog.records) == 1
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.dictionaries(
+        st.integers(0, 3),
+        st.dictionaries(st.integers(0, 5000), st.sampled_from(["a", "b", None]), min_size=1),
+        min_size=1,
+    )
+)
+def test_compacting_gaps_never_changes_the_statistics(cases):
+    """The receiver compacts long gaps of missing pairs; every figure stays that of the real
+    indices (pairs, flips, received, expected, errors)."""
+    trials = [
+        Trial(f"c{case}", index, decision, "r", "a", None if decision else "Boom")
+        for case, indices in sorted(cases.items())
+        for index, decision in sorted(indices.items())
+    ]
+    store = Store()
+    store.write(trials, [], {}, now=1.0)
+    compacted = assess(store.evidence("r"))
+    plain = assess(Evidence(trials))
+    assert compacted.pooled == plain.pooled
+    assert compacted.trials == plain.trials
+    assert [c.pairs for c in compacted.cases] == [c.pairs for c in plain.cases]
+    assert compacted.status is plain.status and compacted.reason_codes == plain.reason_codes
+
+
+def test_compact_gaps_keeps_pairs_and_order():
+    indices = [1, 2, 3, 900, 901, 5000]
+    compacted = list(compact_gaps(indices))
+    assert compacted == sorted(compacted)
+    assert [i & 1 for i in compacted] == [i & 1 for i in indices]
+    pairs = lambda xs: {(a >> 1) for a in xs for b in xs if a != b and a >> 1 == b >> 1}  # noqa: E731
+    assert len(pairs(compacted)) == len(pairs(indices)) == 2
+    assert max(compacted) < 16
+
+
+def test_watchers_share_one_assessment_per_change_and_sleep_through_other_runs():
+    assessed: Counter[str] = Counter()
+    asked: Counter[str] = Counter()
+
+    class Counting(Receiver):
+        def assessment_of(self, run):
+            assessed[run.run_id] += 1
+            return super().assessment_of(run)
+
+        def cached_assessment(self, run_id):
+            asked[run_id] += 1
+            return super().cached_assessment(run_id)
+
+    receiver = Counting(Store(), assess_interval=0.0)
+    receiver.ingest(extract(request([run_span("w", planned=80), *stable_run("w", trials=20)[:40]])))
+    seen: list[list] = [[] for _ in range(20)]
+    started = threading.Barrier(21)
+
+    def watcher(n):
+        for number, cached in enumerate(receiver.watch("w", poll=60)):
+            seen[n].append(cached.assessment)
+            if number == 0:
+                started.wait()
+
+    threads = [threading.Thread(target=watcher, args=(n,), daemon=True) for n in range(20)]
+    for thread in threads:
+        thread.start()
+    started.wait(timeout=10)
+    assert assessed["w"] == 1  # twenty watchers, one assessment
+    asked_before = asked["w"]
+    for n in range(30):  # busy traffic of another run never wakes them
+        receiver.ingest(extract(request(stable_run(f"other-{n}", cases=1, trials=2))))
+    assert asked["w"] == asked_before
+    receiver.ingest(extract(request(stable_run("w", trials=20)[40:])))  # completes the plan
+    for thread in threads:
+        thread.join(timeout=10)
+    assert all(not watched[-1].in_progress for watched in seen)
+    assert all(watched[-1] is seen[0][-1] for watched in seen)  # one final assessment, shared
+    assert assessed["w"] <= 3
+
+
+def test_an_open_run_is_reassessed_at_a_bounded_rate():
+    ticks = [0.0]
+    receiver = Receiver(Store())
+    receiver._cache._clock = lambda: ticks[0]  # a clock the test drives
+    receiver.ingest(extract(request(stable_run("r", cases=1, trials=2))))
+    first = receiver.assessment("r")
+    receiver.ingest(extract(request([decision_span("r", "c0", 2, "approve", "approve")])))
+    assert receiver.assessment("r") is first  # changed, but assessed less than a second ago
+    ticks[0] += 1.0
+    assert receiver.assessment("r").trials.received == 3
+
+
+def test_a_run_with_200k_distinct_labels_gets_a_bounded_report_over_grpc():
+    with running_server() as server:
+        trials = [Trial(f"case-{n}", 0, f"label-{n}", "wide", f"route-{n}") for n in range(200_000)]
+        server.receiver.store.write(trials, [], {}, now=1.0)
+        channel = grpc.insecure_channel(f"127.0.0.1:{server.grpc_port}")  # the 4 MiB default
+        get = channel.unary_unary(
+            "/verdictgate.v1.AdmissionService/GetAdmission",
+            request_serializer=pb.GetAdmissionRequest.SerializeToString,
+            response_deserializer=pb.Admission.FromString,
+        )
+        for fmt in ("json", "text"):
+            admission = get(pb.GetAdmissionRequest(run_id="wide", format=fmt), timeout=120)
+            assert len(admission.report) < 1 << 20
+            assert admission.trials_received == 200_000
+            assert "bounded" in admission.report or fmt == "json"
+        report = json.loads(get(pb.GetAdmissionRequest(run_id="wide"), timeout=60).report)
+        channel.close()
+    assert report["omitted"]["cases"] == 200_000 - len(report["cases"])
+    assert report["omitted"]["routes"] == 200_000 - len(report["stability"]["routes"])
+    observed = report["coverage"]["observed"]
+    assert report["omitted"]["observed"] == 200_000 - len(observed) > 0
+    assert all(len(reason["message"]) < 4000 for reason in report["reasons"])
+
+
+def test_sender_chosen_suite_names_never_grow_the_metric_series():
+    from otel_support import OtlpCollector
+    from verdictgate.otel.publication import OVERFLOW, MetricLabels
+    from verdictgate.receiver.forwarder import Forwarder
+    from verdictgate.receiver.otlp_target import OtlpTarget
+
+    with OtlpCollector() as collector:
+        store = Store()
+        forwarder = Forwarder(store, OtlpTarget(f"http://127.0.0.1:{collector.port}"))
+        clock = Clock()
+        receiver = Receiver(store, forwarder, grace=30, clock=clock,
+                            metric_labels=MetricLabels(limit=5))  # fmt: skip
+        for n in range(31):
+            suite = Suite(f"suite-{n}", "approval_gate", (), Contract({"approve", "deny"}))
+            spans = [run_span(f"r{n}", 8, suite), *stable_run(f"r{n}", cases=2, trials=4)]
+            receiver.ingest(extract(request(spans)))
+        assert forwarder.drain()
+        forwarder.stop()
+    labels = [
+        {a.key: a.value for a in point.attributes}
+        for request in collector.metrics
+        for resource_metrics in request.resource_metrics
+        for scope in resource_metrics.scope_metrics
+        for metric in scope.metrics
+        for point in (*metric.gauge.data_points, *metric.sum.data_points)
+    ]
+    suites = {a[names.SUITE].string_value for a in labels if names.SUITE in a}
+    assert len(suites) == 5
+    assert any(a.get(OVERFLOW) and a[OVERFLOW].bool_value for a in labels)
+    spans = [s for s in collector.spans() if s.name == names.ADMISSION_SPAN]
+    assert len(spans) == 31  # spans still name every suite
+
+
+def test_metric_suites_can_be_listed_by_name():
+    from verdictgate.otel.publication import OVERFLOW, MetricLabels
+
+    labels = MetricLabels({"payments"})
+    assert labels.base("payments", "router") == {names.SUITE: "payments", names.POINT: "router"}
+    assert labels.base("made-up", "router") == {OVERFLOW: True}
+
+
+def test_runs_are_listed_a_page_at_a_time_over_both_transports():
+    with running_server() as server:
+        for n in range(25):
+            server.receiver.store.write([Trial("c", 0, "a", f"run-{n:02}")], [], {}, now=n)
+        url = f"http://127.0.0.1:{server.http_port}/v1/runs"
+        listed, token = [], ""
+        while True:
+            page = json.loads(
+                urllib.request.urlopen(f"{url}?page_size=10&page_token={token}").read()
+            )
+            listed += [run["run_id"] for run in page["runs"]]
+            token = page["next_page_token"]
+            assert len(page["runs"]) <= 10
+            if not token:
+                break
+        assert listed == [f"run-{n:02}" for n in range(25)]
+        with pytest.raises(urllib.error.HTTPError) as bad:
+            urllib.request.urlopen(f"{url}?page_token=bogus")
+        assert bad.value.code == 400
+        channel = grpc.insecure_channel(f"127.0.0.1:{server.grpc_port}")
+        list_runs = channel.unary_unary(
+            "/verdictgate.v1.AdmissionService/ListRuns",
+            request_serializer=pb.ListRunsRequest.SerializeToString,
+            response_deserializer=pb.ListRunsResponse.FromString,
+        )
+        first = list_runs(pb.ListRunsRequest(page_size=20), timeout=10)
+        rest = list_runs(pb.ListRunsRequest(page_token=first.next_page_token), timeout=10)
+        assert [r.run_id for r in (*first.runs, *rest.runs)] == listed and not rest.next_page_token
+        with pytest.raises(grpc.RpcError) as refused:
+            list_runs(pb.ListRunsRequest(page_token="bogus"), timeout=10)
+        assert refused.value.code() is grpc.StatusCode.INVALID_ARGUMENT
+        channel.close()
+
+
+def test_retention_deletes_old_finished_runs_only():
+    clock = Clock()
+    store = Store()
+    receiver = Receiver(store, grace=30, clock=clock, retain=3600)
+    for n in range(250):
+        receiver.ingest(extract(request([run_span(f"old-{n}", 8), *stable_run(f"old-{n}", 2, 4)])))
+    clock.now += 7200
+    receiver.ingest(extract(request([run_span("recent", 8), *stable_run("recent", 2, 4)])))
+    receiver.ingest(extract(request(stable_run("open", 2, 2))))  # still collecting
+    receiver.tick()
+    assert {run.run_id for run in store.runs()} == {"recent", "open"}
+    assert store.evidence("old-0").cases == {}
+    assert receiver.assessment("recent").trials.received == 8

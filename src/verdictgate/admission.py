@@ -108,14 +108,24 @@ def interval(change: ChangeRate) -> str:
     )
 
 
-def _listing(items: Iterable[str]) -> str:
-    return ", ".join(items)
+LISTED = 10
+"""Most names a message lists; the rest are counted ("and 12 more"), so a run with thousands of
+labels still gets short reasons (the report's tables hold the detail)."""
+
+
+def _listing(items: Iterable[str], separator: str = ", ") -> str:
+    items = list(items)
+    shown = separator.join(items[:LISTED])
+    return shown + (f" and {len(items) - LISTED} more" if len(items) > LISTED else "")
 
 
 def _routes_named(routes: list[RouteStability]) -> str:
-    return "; ".join(
-        f"{route.route} ({interval(route.change)}, tolerance {percent(route.change.tolerance)})"
-        for route in routes
+    return _listing(
+        (
+            f"{route.route} ({interval(route.change)}, tolerance {percent(route.change.tolerance)})"
+            for route in routes
+        ),
+        "; ",
     )
 
 
@@ -159,7 +169,7 @@ def _stochastic(f: Findings, targeted: bool) -> list[RouteStability]:
 
 
 def _flip_step(route: RouteStability) -> str:
-    flips = ", ".join(
+    flips = _listing(
         f"{a} <-> {b} x{n}" for (a, b), n in ((p.routes, p.count) for p in route.flip_pairs)
     )
     return (
@@ -184,12 +194,13 @@ def _pairs_step(subject: str, change: ChangeRate, cases: int, confidence: float)
 def _incomplete(f: Findings) -> str | None:
     parts = []
     if f.trials.errors:
-        kinds = ", ".join(f"{kind} x{n}" for kind, n in f.trials.error_types.items())
+        ranked = sorted(f.trials.error_types.items(), key=lambda item: -item[1])
+        kinds = _listing(f"{kind} x{n}" for kind, n in ranked)
         parts.append(f"{f.trials.errors} trials errored ({kinds})")
     if f.trials.missing:
         parts.append(f"{f.trials.missing} of {f.trials.expected} planned trials were not received")
     if errored := relation_errors(f):
-        parts.append("relation checks errored: " + "; ".join(errored))
+        parts.append("relation checks errored: " + _listing(errored, "; "))
     return " and ".join(parts) or None
 
 
@@ -285,8 +296,8 @@ RULES: tuple[Rule, ...] = (
          _one("Fix the outputs that break a blocking invariant; every valid output must hold it.")),
     Rule(ReasonCode.RELATION_VIOLATED, Status.REJECTED, "relations",
          lambda f: "decisions changed under relations that must not change them: "
-         + "; ".join(f"{r.name} on {_listing(r.violated)}" for r in f.relations
-                     if r.status is RelationStatus.VIOLATED)
+         + _listing((f"{r.name} on {_listing(r.violated)}" for r in f.relations
+                     if r.status is RelationStatus.VIOLATED), "; ")
          if any(r.status is RelationStatus.VIOLATED for r in f.relations) else None,
          _one("Make the decision depend on what the input means, not on its spelling or layout.")),
     Rule(ReasonCode.RELATIONS_VACUOUS, Status.REJECTED, "relations",
@@ -355,8 +366,8 @@ RULES: tuple[Rule, ...] = (
          if (rate := f.pass_rate) is not None and rate.result is Reliability.UNRELIABLE else None,
          _fix_failing_cases),
     Rule(ReasonCode.ROUTE_PASS_RATE_UNRELIABLE, Status.REJECTED, "pass_rate",
-         lambda f: "routes whose pass rate is below the required rate: " + "; ".join(
-             f"{route} ({_passes(f.passes.route_rates[route])})" for route in low)
+         lambda f: "routes whose pass rate is below the required rate: " + _listing((
+             f"{route} ({_passes(f.passes.route_rates[route])})" for route in low), "; ")
          if (low := f.passes.unreliable_routes()) else None,
          _fix_failing_cases),
     Rule(ReasonCode.LATENCY_UNDECIDED, Status.INCONCLUSIVE, "latency",

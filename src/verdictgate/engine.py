@@ -112,7 +112,7 @@ class _Scan:
         self.key_counts.update(counts)
         trials_received = errors + sum(counts.values())
         self.received += trials_received
-        self.longest[route] = max(self.longest[route], len(slots))
+        self.longest[route] = max(self.longest[route], case.length())
         self.case_routes.append(route)
         self.seen_cases.add(case.case)
         pairs, flips, flip_counts = _case_pairs(slots)

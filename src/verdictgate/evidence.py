@@ -48,6 +48,13 @@ class CaseEvidence:
     """Per trial index, milliseconds (NaN where none was recorded); made on first use."""
     judgements: bytearray | None = None
     """Per trial index: 0 not judged, 1 an evaluator failed it, 2 passed (made on first use)."""
+    extent: int | None = None
+    """Trial indices the case really spans when its source compacted long gaps of missing pairs
+    (`compact_gaps`); None when the slots are the indices themselves."""
+
+    def length(self) -> int:
+        """How many trial indices the case spans: its largest index plus one."""
+        return len(self.slots) if self.extent is None else self.extent
 
     def latency_values(self) -> list[float]:
         """The recorded latencies of this case's kept trials."""
@@ -81,6 +88,23 @@ class CaseEvidence:
     def received(self) -> int:
         """Number of trial indices that hold a record."""
         return len(self.slots) - self.slots.count(MISSING)
+
+
+def compact_gaps(indices: Iterable[int]) -> Iterator[int]:
+    """Indices of one case, in ascending order, with every run of missing pairs shortened to a
+    single missing pair.
+
+    Pairs, counts, order and the pairing (0,1), (2,3)... are kept, so the statistics are those
+    of the original indices; memory then follows the trials received, not the largest index a
+    sender chose (a case holding only index 2**20-1 needs four slots, not a million).
+    """
+    previous_pair = compact_pair = -1
+    for index in indices:
+        pair = index >> 1
+        if pair != previous_pair:
+            compact_pair += min(pair - previous_pair, 2)
+            previous_pair = pair
+        yield (compact_pair << 1) | (index & 1)
 
 
 class Evidence:
@@ -126,6 +150,7 @@ class Evidence:
                 None if case.error_types is None else dict(case.error_types),
                 None if case.latencies is None else case.latencies[:],
                 None if case.judgements is None else case.judgements[:],
+                case.extent,
             )
             for key, case in self.cases.items()
         }

@@ -15,15 +15,15 @@ import click
 from ..errors import USAGE_EXIT, InputError, cli_option
 
 FORMATS = click.Choice(["text", "json", "junit", "markdown"])
-_DURATION = re.compile(r"^(\d+(?:\.\d+)?)(ms|s|m|h)?$")
-_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, None: 1.0}
+_DURATION = re.compile(r"^(\d+(?:\.\d+)?)(ms|s|m|h|d)?$")
+_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, None: 1.0}
 
 
 def parse_duration(value: str) -> float:
-    """`90`, `90s`, `5m`, `1h`, `500ms` -> seconds."""
+    """`90`, `90s`, `5m`, `1h`, `30d`, `500ms` -> seconds."""
     match = _DURATION.match(value.strip())
     if match is None:
-        raise click.BadParameter(f"expected a duration like 30s, 5m or 1h, got {value!r}")
+        raise click.BadParameter(f"expected a duration like 30s, 5m, 1h or 30d, got {value!r}")
     return float(match.group(1)) * _UNITS[match.group(2)]
 
 
@@ -105,13 +105,34 @@ def _read_secret(path: str | None, option: str) -> str | None:
     default=None,
     help="Processes that decode requests beside the store (default: one if there are 2+ cores).",
 )
+@click.option(
+    "--retain",
+    metavar="DURATION",
+    help="Delete runs finished longer ago than DURATION (e.g. 30d); default: keep every run.",
+)
+@click.option(
+    "--metric-suite",
+    "metric_suites",
+    multiple=True,
+    metavar="NAME",
+    help="A suite whose name metrics may carry (repeatable); others go to the overflow series "
+    "(otel.metric.overflow=true). Default: the first --max-metric-suites suites seen.",
+)
+@click.option(
+    "--max-metric-suites",
+    type=click.IntRange(min=1),
+    default=50,
+    show_default=True,
+    help="Distinct (suite, point) label pairs metrics carry when --metric-suite is not given.",
+)
 def serve_command(store_path, grpc_listen, http_listen, token_file, tls_cert, tls_key,
                   publish_endpoint, grace, window, max_request_bytes, max_trials_per_run,
-                  decoders) -> None:  # fmt: skip
+                  decoders, retain, metric_suites, max_metric_suites) -> None:  # fmt: skip
     """Receive decision spans beside a collector; assess and publish each run."""
     import logging
 
     logging.basicConfig(format="%(asctime)s %(levelname)s %(message)s", level=logging.WARNING)
+    from ..otel.publication import MetricLabels
     from ..receiver.forwarder import Forwarder
     from ..receiver.otlp_target import OtlpTarget
     from ..receiver.receiver import Receiver
@@ -131,6 +152,8 @@ def serve_command(store_path, grpc_listen, http_listen, token_file, tls_cert, tl
             grace=parse_duration(grace),
             window=parse_duration(window) if window else None,
             max_trials_per_run=max_trials_per_run,
+            retain=parse_duration(retain) if retain else None,
+            metric_labels=MetricLabels(set(metric_suites) or None, max_metric_suites),
         )
         server = Server(
             receiver,

@@ -78,11 +78,44 @@ def admission_attributes(assessment: Assessment) -> Attributes:
     }
 
 
-def _gauges(assessment: Assessment, contract_routes: AbstractSet[str]) -> list[Point]:
+OVERFLOW = "otel.metric.overflow"
+"""The attribute of the series that holds what a cardinality limit turned away, as the
+OpenTelemetry SDK names it."""
+
+
+class MetricLabels:
+    """The (suite, point) label values metrics may carry, so senders cannot grow the number of
+    series without bound: the `allowed` suites when given, else the first `limit` pairs seen.
+    Any other pair is published on the overflow series (`otel.metric.overflow=true`), as the
+    OpenTelemetry SDK does beyond its cardinality limit; spans always carry the real names."""
+
+    def __init__(self, allowed: AbstractSet[str] | None = None, limit: int = 50) -> None:
+        self._allowed = allowed
+        self._limit = limit
+        self._seen: set[tuple[str, str]] = set()
+        self._lock = threading.Lock()
+
+    def base(self, suite: str, point: str) -> Attributes:
+        """The attributes a run's metrics carry."""
+        pair = (suite, point)
+        with self._lock:
+            if self._allowed is not None:
+                admitted = suite in self._allowed
+            else:
+                admitted = pair in self._seen or len(self._seen) < self._limit
+            if admitted:
+                self._seen.add(pair)
+        return {names.SUITE: suite, names.POINT: point} if admitted else {OVERFLOW: True}
+
+
+def _gauges(
+    assessment: Assessment, contract_routes: AbstractSet[str], base: Attributes
+) -> list[Point]:
     """The gauge points of an admission; routes outside the contract fold into `_other`."""
-    base = {names.SUITE: assessment.run.suite, names.POINT: assessment.run.point}
 
     def label(route: str) -> Attributes:
+        if OVERFLOW in base:
+            return base
         return {**base, names.ROUTE: route if route in contract_routes else names.OTHER_ROUTE}
 
     points: list[Point] = [
@@ -152,6 +185,8 @@ class Publication:
     gauges: list[Point]
     trials_added: dict[str, int]
     """Outcome -> trials to add to the counter."""
+    metric_base: Attributes
+    """The attributes every metric of this admission carries (`MetricLabels.base`)."""
 
     @classmethod
     def of(
@@ -162,9 +197,16 @@ class Publication:
         *,
         final: bool = True,
         now_ns: int | None = None,
+        labels: MetricLabels | None = None,
     ) -> Publication:
-        """The publication of an assessment; `tally` keeps each trial counted once per run."""
+        """The publication of an assessment; `tally` keeps each trial counted once per run;
+        `labels` bounds the label values of its metrics (default: the run's own names)."""
         run = assessment.run
+        base = (
+            labels.base(run.suite, run.point)
+            if labels is not None
+            else {names.SUITE: run.suite, names.POINT: run.point}
+        )
         return cls(
             run_id=run.id,
             suite=run.suite,
@@ -180,8 +222,9 @@ class Publication:
                 names.EVALUATION_SCORE_VALUE: assessment.pooled.ci_high,
                 names.RUN_ID: run.id,
             },
-            gauges=_gauges(assessment, contract_routes),
+            gauges=_gauges(assessment, contract_routes, base),
             trials_added=tally.added(run.id, trial_counts(assessment), final),
+            metric_base=base,
         )
 
     def to_json(self) -> str:
@@ -191,9 +234,7 @@ class Publication:
     def from_json(cls, text: str) -> Publication:
         fields = json.loads(text)
         fields["gauges"] = [tuple(point) for point in fields["gauges"]]
+        fields.setdefault(  # staged by a release before metric labels were bounded
+            "metric_base", {names.SUITE: fields["suite"], names.POINT: fields["point"]}
+        )
         return cls(**fields)
-
-    @property
-    def metric_base(self) -> Attributes:
-        """The attributes every metric of this admission carries."""
-        return {names.SUITE: self.suite, names.POINT: self.point}

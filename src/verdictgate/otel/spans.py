@@ -8,7 +8,7 @@ from typing import Any
 
 from ..assessment import Assessment, Isolation, RelationResult, RunInfo
 from ..engine import assess
-from ..evidence import Evidence
+from ..evidence import MAX_TRIAL_INDEX, Evidence
 from ..fingerprints import fingerprint_mode
 from ..policy import Policy
 from ..suite import Contract, Suite
@@ -234,15 +234,23 @@ def is_decision_span(name: str, attributes: Mapping[str, Any]) -> bool:
 
 def trial_from_attributes(attributes: Mapping[str, Any], latency_ms: float | None = None) -> Trial:
     """The whole trial a decision span records (with the span's duration as its latency); a
-    ValueError names the attribute that is wrong."""
+    ValueError names the attribute that is wrong.
+
+    Values are typed strictly, as OpenTelemetry types them: the trial index is an integer in
+    0..MAX_TRIAL_INDEX (never a double, a bool or a string of digits), the outcome is one of
+    the three, and an attribute the trial uses that is present has its own type (a string, a
+    bool, or an array of strings), or the span is malformed.
+    """
     get = attributes.get
     run, case, index = get(names.RUN_ID), get(names.CASE_ID), get(names.TRIAL)
     if type(run) is not str or not run:
-        raise ValueError(f"{names.RUN_ID} is missing")
+        raise ValueError(f"{names.RUN_ID} is missing" + _got(run))
     if type(case) is not str or not case:
-        raise ValueError(f"{names.CASE_ID} is missing")
-    if type(index) is not int or index < 0:
-        raise ValueError(f"{names.TRIAL} must be a non-negative integer, got {index!r}")
+        raise ValueError(f"{names.CASE_ID} is missing" + _got(case))
+    if type(index) is not int or not 0 <= index <= MAX_TRIAL_INDEX:
+        raise ValueError(
+            f"{names.TRIAL} must be an integer in 0..{MAX_TRIAL_INDEX}, got {index!r:.60}"
+        )
     outcome = get(names.OUTCOME)
     decision: Decision | None
     error_type = None
@@ -250,35 +258,82 @@ def trial_from_attributes(attributes: Mapping[str, Any], latency_ms: float | Non
         value = get(names.VERDICT)
         if value is None:
             value = get(names.TOOLS)
-        if value is None:
-            raise ValueError(f"outcome decision needs {names.VERDICT} or {names.TOOLS}")
+            if value is None:
+                raise ValueError(f"outcome decision needs {names.VERDICT} or {names.TOOLS}")
+            if not isinstance(value, (list, tuple)):
+                raise ValueError(f"{names.TOOLS} must be an array of strings, got {value!r:.60}")
+            value = list(value)
+        elif type(value) is not str:
+            raise ValueError(f"{names.VERDICT} must be a string, got {value!r:.60}")
         try:
-            decision = decision_from_value(list(value) if isinstance(value, tuple) else value)
+            decision = decision_from_value(value)
         except InvalidDecision as error:
             raise ValueError(f"{names.VERDICT}: {error}") from None
     elif outcome == "no_decision":
-        decision = NoDecision(str(get(names.NO_DECISION_REASON, "unspecified")))
+        reason = _optional_text(attributes, names.NO_DECISION_REASON)
+        decision = NoDecision("unspecified" if reason is None else reason)
     elif outcome == "error":
         decision = None
-        error_type = get(names.ERROR_TYPE)
-        error_type = None if error_type is None else str(error_type)
+        error_type = _optional_text(attributes, names.ERROR_TYPE)
+    elif outcome is None:
+        raise ValueError(f"{names.OUTCOME} is missing")
     else:
-        raise ValueError(f"{names.OUTCOME} must be decision, no_decision or error, got {outcome!r}")
-    expected = get(names.CASE_EXPECTED)
-    passed = get(names.PASSED)
+        raise ValueError(
+            f"{names.OUTCOME} must be decision, no_decision or error, got {outcome!r:.60}"
+        )
+    # the common case first: each absent, or of its type
+    expected, passed = get(names.CASE_EXPECTED), get(names.PASSED)
+    skipped = get(names.EVALUATION_SKIPPED)
+    failed, warned = get(names.INVARIANT_FAILED), get(names.INVARIANT_WARNED)
+    if expected is not None and type(expected) is not str:
+        _optional_text(attributes, names.CASE_EXPECTED)
+    if passed is not None and type(passed) is not bool:
+        _optional_flag(attributes, names.PASSED)
+    if skipped is not None and type(skipped) is not bool:
+        _optional_flag(attributes, names.EVALUATION_SKIPPED)
     return Trial(
         case,
         index,
         decision,
         run,
-        expected if type(expected) is str else None,
+        expected,
         error_type,
-        passed=passed if type(passed) is bool else None,
-        invariants_failed=_strings(get(names.INVARIANT_FAILED)),
-        invariants_warned=_strings(get(names.INVARIANT_WARNED)),
+        passed=passed,
+        invariants_failed=() if failed is None else _names(attributes, names.INVARIANT_FAILED),
+        invariants_warned=() if warned is None else _names(attributes, names.INVARIANT_WARNED),
         latency_ms=latency_ms,
-        evaluation_skipped=get(names.EVALUATION_SKIPPED) is True,
+        evaluation_skipped=skipped is True,
     )
+
+
+def _got(value: object) -> str:
+    return "" if value is None else f" (got {value!r:.60})"
+
+
+def _optional_text(attributes: Mapping[str, Any], key: str) -> str | None:
+    value = attributes.get(key)
+    if value is None or type(value) is str:
+        return value
+    raise ValueError(f"{key} must be a string, got {value!r:.60}")
+
+
+def _optional_flag(attributes: Mapping[str, Any], key: str) -> bool | None:
+    value = attributes.get(key)
+    if value is None or type(value) is bool:
+        return value
+    raise ValueError(f"{key} must be a bool, got {value!r:.60}")
+
+
+def _names(attributes: Mapping[str, Any], key: str) -> tuple[str, ...]:
+    """A string array attribute (a lone string is one name)."""
+    value = attributes.get(key)
+    if value is None:
+        return ()
+    if type(value) is str:
+        return (value,)
+    if isinstance(value, (list, tuple)) and all(type(item) is str for item in value):
+        return tuple(value)
+    raise ValueError(f"{key} must be an array of strings, got {value!r:.60}")
 
 
 def encode_routes(result: RelationResult, routes: tuple[str, ...]) -> list[str]:

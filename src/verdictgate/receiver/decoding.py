@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import multiprocessing
+import threading
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 
-from .otlp import Extract, extract_json, extract_protobuf
+from .otlp import Extract, MalformedRequest, extract_json, extract_protobuf
 
 JSON = "application/json"
 INLINE_BELOW = 32 << 10
@@ -18,19 +19,25 @@ class DecoderUnavailable(Exception):
 
 
 def decode(body: bytes, content_type: str) -> Extract:
-    """Decode one export body (raises MalformedRequest for a body that is not OTLP)."""
-    return extract_json(body) if content_type == JSON else extract_protobuf(body)
+    """Decode one export body (raises MalformedRequest for a body that is not OTLP, including
+    one nested too deep or holding numbers too large to read)."""
+    try:
+        return extract_json(body) if content_type == JSON else extract_protobuf(body)
+    except (RecursionError, OverflowError) as error:
+        raise MalformedRequest(f"cannot read the body: {type(error).__name__}") from None
 
 
 class Decoder:
     """Decodes in `workers` processes (none: in the calling thread).
 
     Reading spans is Python work that holds the GIL; in another process it runs on another core
-    while this one commits the previous request to SQLite (which releases the GIL).
+    while this one commits the previous request to SQLite (which releases the GIL). A worker that
+    dies breaks its pool: the requests it held get DecoderUnavailable and the pool is replaced.
     """
 
     def __init__(self, workers: int = 0) -> None:
         self._workers = workers
+        self._lock = threading.Lock()
         self._pool = self._start() if workers else None
 
     def _start(self) -> ProcessPoolExecutor:
@@ -43,9 +50,18 @@ class Decoder:
         try:
             return pool.submit(decode, body, content_type).result()
         except BrokenProcessPool:
-            self._pool = self._start()
+            self._replace(pool)
             raise DecoderUnavailable() from None
 
+    def _replace(self, broken: ProcessPoolExecutor) -> None:
+        """Start a new pool once, however many requests saw the old one break."""
+        with self._lock:
+            if self._pool is broken:
+                self._pool = self._start()
+        broken.shutdown(wait=False, cancel_futures=True)
+
     def close(self) -> None:
-        if self._pool is not None:
-            self._pool.shutdown(cancel_futures=True)
+        with self._lock:
+            pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.shutdown(cancel_futures=True)

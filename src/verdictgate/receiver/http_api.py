@@ -1,4 +1,11 @@
-"""The HTTP side of `verdictgate serve`: OTLP/HTTP `/v1/traces` and the `/v1/runs` JSON mirror."""
+"""The OTLP side of `verdictgate serve`'s HTTP port: `POST /v1/traces` and the `/v1/runs` JSON
+mirror, served by the bounded server of http_server.py.
+
+An export is checked in the order that costs a hostile sender the most and the receiver the
+least: path, token, content type and encoding, framing; then it is admitted (a slot and its
+declared bytes, fairly per client); only then is its body read, decompressed and decoded. A
+request refused before its body is read is answered at once and its connection closed.
+"""
 
 from __future__ import annotations
 
@@ -7,56 +14,101 @@ import logging
 import re
 import sqlite3
 import zlib
-from http.server import BaseHTTPRequestHandler
+from collections.abc import Callable
 from typing import Any
+from urllib.parse import parse_qs, unquote, urlsplit
 
 from google.rpc import code_pb2, status_pb2
 
-from ..reports.json_report import report_document
-from .decoding import JSON
-from .ingest import PROTOBUF, Busy, Ingest, authorized
+from .decoding import JSON, DecoderUnavailable
+from .http_server import HttpError, RequestHandler
+from .ingest import PROTOBUF, Busy, Client, Ingest, authorized, report_unexpected
 from .otlp import MalformedRequest
 
 logger = logging.getLogger(__name__)
 
-
-def _inflate(body: bytes, limit: int) -> bytes:
-    """Decompress gzip without ever holding more than `limit` bytes (a gzip bomb stops here)."""
-    inflater = zlib.decompressobj(wbits=31)
-    try:
-        data = inflater.decompress(body, limit + 1)
-    except zlib.error as error:
-        raise MalformedRequest(f"invalid gzip body: {error}") from None
-    if len(data) > limit:
-        raise _TooLarge()
-    return data
+_GZIP_MAGIC = b"\x1f\x8b"
 
 
-class _TooLarge(Exception):
-    pass
+def _gunzip(body: bytes, limit: int, reserve: Callable[[int], None]) -> bytes:
+    """Decompress a gzip body: every member of a concatenation, each with its CRC and length
+    checked, nothing after the last; never more than `limit` bytes out (a gzip bomb stops
+    there), each piece `reserve`d before it is kept."""
+    if not body:
+        raise MalformedRequest("invalid gzip body: empty")
+    out = bytearray()
+    rest = body
+    while rest:
+        if rest[:2] != _GZIP_MAGIC:
+            raise MalformedRequest("invalid gzip body: data after the last member")
+        inflater = zlib.decompressobj(wbits=31)
+        pending = rest
+        while not inflater.eof:
+            try:
+                piece = inflater.decompress(pending, limit - len(out) + 1)
+            except zlib.error as error:
+                raise MalformedRequest(f"invalid gzip body: {error}") from None
+            if len(out) + len(piece) > limit:
+                raise HttpError(413, "request too large after decompression")
+            reserve(len(piece))
+            out += piece
+            pending = inflater.unconsumed_tail
+            if not piece and not pending:
+                break
+        if not inflater.eof:
+            raise MalformedRequest("invalid gzip body: truncated (no CRC and length trailer)")
+        rest = inflater.unused_data
+    return bytes(out)
+
+
+def _gzipped(values: list[str]) -> bool | None:
+    """Whether the Content-Encoding header(s) say gzip; None for any coding but gzip and
+    identity (and for gzip applied twice)."""
+    codings = [c.strip().lower() for value in values for c in value.split(",")]
+    codings = [c for c in codings if c and c != "identity"]
+    if not codings:
+        return False
+    return True if codings in (["gzip"], ["x-gzip"]) else None
 
 
 _RUN_PATH = re.compile(r"^/v1/runs/([^/?]+)$")
+_GRPC_CODES = {
+    400: code_pb2.INVALID_ARGUMENT,
+    401: code_pb2.UNAUTHENTICATED,
+    404: code_pb2.NOT_FOUND,
+    408: code_pb2.DEADLINE_EXCEEDED,
+    411: code_pb2.INVALID_ARGUMENT,
+    413: code_pb2.RESOURCE_EXHAUSTED,
+    415: code_pb2.INVALID_ARGUMENT,
+    429: code_pb2.RESOURCE_EXHAUSTED,
+    500: code_pb2.INTERNAL,
+    501: code_pb2.UNIMPLEMENTED,
+    503: code_pb2.UNAVAILABLE,
+}
 
 
-class OtlpHttpHandler(BaseHTTPRequestHandler):
+class OtlpHttpHandler(RequestHandler):
     """OTLP/HTTP `POST /v1/traces` and the JSON query API (`/v1/runs`, `/v1/runs/{id}`); a bound
     subclass (`http_handler`) supplies the ingest path and the token."""
 
     ingest: Ingest
     token: str | None = None
-    protocol_version = "HTTP/1.1"
     server_version = "verdictgate"
+    reply_type = JSON
+    """The format of this request's answers: the request's own content type, JSON otherwise."""
 
     def log_message(self, format: str, *args: Any) -> None:
         logger.debug("http: " + format, *args)
 
     def _send(self, code: int, body: bytes, content_type: str, headers: dict | None = None) -> None:
+        closing = self.will_close()
         self.send_response(code)
         self.send_header("Content-Type", content_type)
         self.send_header("Content-Length", str(len(body)))
         for name, value in (headers or {}).items():
             self.send_header(name, value)
+        if closing:
+            self.send_header("Connection", "close")
         self.end_headers()
         self.wfile.write(body)
 
@@ -73,94 +125,104 @@ class OtlpHttpHandler(BaseHTTPRequestHandler):
     def authorized(self) -> bool:
         return authorized(self.headers.get("Authorization"), self.token)
 
+    def client(self) -> Client:
+        """Who sends this request, for fairness: its peer host and user agent."""
+        return str(self.client_address[0]), (self.headers.get("User-Agent") or "")[:256]
+
+    def serve_one(self) -> None:
+        self.reply_type = JSON
+        super().serve_one()
+
+    def fail(self, error: Exception) -> None:
+        """Every exception becomes an answer: client errors 4xx, retryable ones 429 / 503 with
+        `Retry-After`, anything unplanned 500 (logged, its details kept out of the answer)."""
+        retry = {"Retry-After": str(self.ingest.limits.retry_after_seconds)}
+        headers: dict[str, str] = {}
+        if isinstance(error, HttpError):
+            code, message = error.status, error.message
+        elif isinstance(error, MalformedRequest):
+            code, message = 400, str(error)
+        elif isinstance(error, Busy):
+            code, message, headers = 429, str(error), retry
+        elif isinstance(error, DecoderUnavailable):
+            code, message, headers = 503, "decoder restarting, retry later", retry
+        elif isinstance(error, sqlite3.Error):
+            logger.error("verdictgate: store error: %s", error)
+            code, message, headers = 503, "store unavailable, retry later", retry
+        else:
+            report_unexpected(error, f"{self.command} {self.path}")
+            code, message = 500, "internal error"
+        self._status(
+            code, _GRPC_CODES.get(code, code_pb2.UNKNOWN), message, self.reply_type, headers
+        )
+
     def do_POST(self) -> None:
         content_type = (self.headers.get("Content-Type") or "").split(";")[0].strip().lower()
-        reply_type = JSON if content_type == JSON else PROTOBUF
-        length = self.headers.get("Content-Length")
+        self.reply_type = JSON if content_type == JSON else PROTOBUF
         if self.path != "/v1/traces":
-            self._discard(length)
-            return self._status(404, code_pb2.NOT_FOUND, "only /v1/traces", reply_type)
+            return self._status(404, code_pb2.NOT_FOUND, "only /v1/traces", self.reply_type)
         if not self.authorized():
-            self._discard(length)
             return self._status(
-                401, code_pb2.UNAUTHENTICATED, "a bearer token is required", reply_type
+                401, code_pb2.UNAUTHENTICATED, "a bearer token is required", self.reply_type
             )
         if content_type not in (PROTOBUF, JSON):
-            self._discard(length)
             return self._status(
                 415,
                 code_pb2.INVALID_ARGUMENT,
                 "use application/x-protobuf or application/json",
-                reply_type,
+                self.reply_type,
             )
-        if length is None or not length.isdigit():
-            self.close_connection = True
+        gzipped = _gzipped(self.headers.get_all("Content-Encoding") or [])
+        if gzipped is None:
             return self._status(
-                411, code_pb2.INVALID_ARGUMENT, "Content-Length is required", reply_type
+                415,
+                code_pb2.INVALID_ARGUMENT,
+                "unsupported Content-Encoding: use gzip or identity",
+                self.reply_type,
+                {"Accept-Encoding": "gzip, identity"},
             )
-        if int(length) > self.ingest.limits.max_request_bytes:
-            self.close_connection = True
-            return self._status(413, code_pb2.RESOURCE_EXHAUSTED, "request too large", reply_type)
-        body = self.rfile.read(int(length))
-        try:
-            if (self.headers.get("Content-Encoding") or "").lower() == "gzip":
-                body = _inflate(body, self.ingest.limits.max_request_bytes)
-            response = self.ingest.export(body, content_type)
-        except _TooLarge:
-            return self._status(
-                413,
-                code_pb2.RESOURCE_EXHAUSTED,
-                "request too large after decompression",
-                reply_type,
-            )
-        except MalformedRequest as error:
-            return self._status(400, code_pb2.INVALID_ARGUMENT, str(error), reply_type)
-        except Busy:
-            return self._status(
-                429,
-                code_pb2.RESOURCE_EXHAUSTED,
-                "receiver busy, retry later",
-                reply_type,
-                {"Retry-After": str(self.ingest.limits.retry_after_seconds)},
-            )
-        except sqlite3.Error:
-            return self._status(
-                503,
-                code_pb2.UNAVAILABLE,
-                "store unavailable, retry later",
-                reply_type,
-                {"Retry-After": str(self.ingest.limits.retry_after_seconds)},
-            )
-        if reply_type == JSON:
+        limit = self.ingest.limits.max_request_bytes
+        length = self.request_length(limit)
+        with self.ingest.admit(self.client(), length or 0) as ticket:
+            body = self.read_body(limit, ticket.reserve)
+            if gzipped:
+                body = _gunzip(body, limit, ticket.reserve)
+            response = self.ingest.export(body, content_type, ticket.client, ticket)
+        if self.reply_type == JSON:
             from google.protobuf.json_format import MessageToJson
 
             self._send(200, MessageToJson(response).encode(), JSON)
         else:
             self._send(200, response.SerializeToString(), PROTOBUF)
 
-    def _discard(self, length: str | None) -> None:
-        if length and length.isdigit() and int(length) <= self.ingest.limits.max_request_bytes:
-            self.rfile.read(int(length))
-        else:
-            self.close_connection = True
-
     def do_GET(self) -> None:
+        """`/v1/runs` (paged: `page_size`, `page_token`) and `/v1/runs/{id}` (the JSON report)."""
         if not self.authorized():
             return self._status(401, code_pb2.UNAUTHENTICATED, "a bearer token is required", JSON)
-        if self.path == "/v1/runs":
-            runs = [
+        url = urlsplit(self.path)
+        if url.path == "/v1/runs":
+            query = parse_qs(url.query)
+            try:
+                size = int(query.get("page_size", ["0"])[0])
+                runs, next_token = self.ingest.receiver.store.page(
+                    query.get("page_token", [""])[0], size
+                )
+            except ValueError as error:
+                return self._status(400, code_pb2.INVALID_ARGUMENT, str(error), JSON)
+            listed = [
                 {"run_id": r.run_id, "suite": r.suite, "point": r.point, "status": r.status,
                  "final": r.final, "trials_received": r.received, "trials_expected": r.planned_trials}
-                for r in self.ingest.receiver.store.runs()
+                for r in runs
             ]  # fmt: skip
-            return self._send(200, json.dumps({"runs": runs}).encode(), JSON)
-        match = _RUN_PATH.match(self.path)
-        assessment = self.ingest.receiver.assessment(match.group(1)) if match else None
-        if assessment is None:
+            document = {"runs": listed, "next_page_token": next_token}
+            return self._send(200, json.dumps(document).encode(), JSON)
+        match = _RUN_PATH.match(url.path)
+        cached = self.ingest.receiver.cached_assessment(unquote(match.group(1))) if match else None
+        if cached is None:
             return self._status(404, code_pb2.NOT_FOUND, "unknown run", JSON)
-        self._send(200, json.dumps(report_document(assessment)).encode(), JSON)
+        self._send(200, cached.report("json").encode(), JSON)
 
 
-def http_handler(ingest: Ingest, token: str | None) -> type[BaseHTTPRequestHandler]:
-    """The handler class a server instantiates per connection, bound to `ingest` and `token`."""
+def http_handler(ingest: Ingest, token: str | None) -> type[OtlpHttpHandler]:
+    """The handler class the server instantiates per connection, bound to `ingest` and `token`."""
     return type("Handler", (OtlpHttpHandler,), {"ingest": ingest, "token": token})

@@ -6,20 +6,27 @@ import logging
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import replace
 
 from ..assessment import Assessment
-from ..otel.publication import Publication, TrialTally
+from ..otel.publication import MetricLabels, Publication, TrialTally
 from ..otel.spans import assess_declared, metric_routes
 from .forwarder import Forwarder
 from .otlp import Extract
 from .store import Store, StoredRun
+from .watch import AssessmentCache, CachedAssessment, RunSignals, RunVersion, run_version
 
 logger = logging.getLogger(__name__)
 
 DEFAULT_MAX_TRIALS_PER_RUN = 1_000_000
 """Trials one run may hold in a receiver (a million trials assess in about two seconds)."""
+
+
+RETENTION_EVERY = 60.0
+"""Seconds between two retention passes."""
+RETENTION_BATCH = 100
+"""Runs one retention transaction deletes (`Store.forget_finished`'s default)."""
 
 
 class Receiver:
@@ -42,18 +49,24 @@ class Receiver:
         window: float | None = None,
         clock: Callable[[], float] = time.time,
         max_trials_per_run: int = DEFAULT_MAX_TRIALS_PER_RUN,
+        assess_interval: float = 1.0,
+        metric_labels: MetricLabels | None = None,
+        retain: float | None = None,
     ) -> None:
         self.store = store
         self.forwarder = forwarder
         self._tally = TrialTally()
+        self._labels = metric_labels or MetricLabels()
         self._grace = grace
         self._window = window
         self._clock = clock
-        self._changed = threading.Condition()
-        self._version = 0
+        self._signals = RunSignals()
+        self._cache = AssessmentCache(self.assessment_of, interval=assess_interval)
         self._window_marks: dict[str, float] = {}
         self._max_trials = max_trials_per_run
         self._finishing = threading.Lock()
+        self._retain = retain
+        self._next_retention = 0.0
         self._failing: set[str] = set()
         """Runs whose assessment failed, each logged once."""
 
@@ -69,7 +82,7 @@ class Receiver:
             run = self.store.run(run_id)
             if run is not None and not run.final and _complete(run):
                 self._finish(run)
-        self._notify()
+        self._signals.notify(touched)
 
     def _cap(self, extract: Extract) -> None:
         """Drop (and count as rejected) the trials a run has no room for."""
@@ -96,8 +109,16 @@ class Receiver:
         extract.trials = kept
 
     def tick(self) -> None:
-        """Finish runs whose grace period is over; assess canary windows that are due."""
+        """Finish runs whose grace period is over; assess canary windows that are due; with
+        `retain`, delete runs finished longer ago than that (at most once a minute, through an
+        index of finished runs by age: the cost follows what is deleted, not the history)."""
         now = self._clock()
+        if self._retain is not None and now >= self._next_retention:
+            self._next_retention = now + RETENTION_EVERY
+            while (
+                self.store.forget_finished(now - self._retain, RETENTION_BATCH) == RETENTION_BATCH
+            ):
+                pass
         for run in self.store.open_runs():
             try:
                 self._tick_one(run, now)
@@ -119,12 +140,19 @@ class Receiver:
                 self._stage_window(run)
 
     def assessment(self, run_id: str) -> Assessment | None:
-        """The current admission of a run (inconclusive `in_progress` until final); None if unknown."""
+        """The current admission of a run (inconclusive `in_progress` until final); None if
+        unknown. Cached per run version; an open run is re-assessed at most every
+        `assess_interval` seconds."""
+        cached = self.cached_assessment(run_id)
+        return None if cached is None else cached.assessment
+
+    def cached_assessment(self, run_id: str) -> CachedAssessment | None:
+        """The run's cached assessment with its rendered reports; None if unknown."""
         run = self.store.run(run_id)
-        return None if run is None else self.assessment_of(run)
+        return None if run is None else self._cache.get(run)
 
     def assessment_of(self, run: StoredRun) -> Assessment:
-        """Assess a stored run as it stands."""
+        """Assess a stored run as it stands (uncached)."""
         return assess_declared(
             run.run_id,
             self.store.evidence(run.run_id),
@@ -136,27 +164,35 @@ class Receiver:
             declaration_conflict=run.declaration_conflict,
         )
 
+    def watch(
+        self, run_id: str, active: Callable[[], bool] = lambda: True, poll: float = 1.0
+    ) -> Iterator[CachedAssessment]:
+        """Each new admission of a run until it is final (a run not seen yet is waited for),
+        while `active()` (asked at least every `poll` seconds); woken only by changes of this
+        run."""
+        with self._signals.watching(run_id) as changed:
+            last = None
+            while active():
+                cached = self.cached_assessment(run_id)
+                if cached is not None and cached is not last:
+                    last = cached
+                    yield cached
+                    if not cached.assessment.in_progress:
+                        return
+                stale = cached is not None and cached.version != self._version_of(run_id)
+                changed(self._cache.retry_in(cached) if stale and cached else poll)
+
+    def _version_of(self, run_id: str) -> RunVersion | None:
+        run = self.store.run(run_id)
+        return None if run is None else run_version(run)
+
     def wait(self, run_id: str, timeout: float) -> Assessment | None:
         """Wait until the run is final or `timeout` seconds pass; its admission then."""
         deadline = time.monotonic() + timeout
-        version = self.version
-        while True:
-            run = self.store.run(run_id)
-            remaining = deadline - time.monotonic()
-            if run is None or run.final or remaining <= 0:
-                return None if run is None else self.assessment_of(run)
-            version = self.changes(version, min(remaining, 1.0))
-
-    def changes(self, since: int, timeout: float) -> int:
-        """Block until something changed after version `since` (or timeout); the new version."""
-        with self._changed:
-            self._changed.wait_for(lambda: self._version != since, timeout=timeout)
-            return self._version
-
-    @property
-    def version(self) -> int:
-        with self._changed:
-            return self._version
+        latest = None
+        for cached in self.watch(run_id, lambda: time.monotonic() < deadline):
+            latest = cached.assessment
+        return latest if latest is not None else self.assessment(run_id)
 
     def _finish(self, run: StoredRun) -> None:
         """Make a run final; its admission is staged for publishing in the same commit, once.
@@ -167,10 +203,10 @@ class Receiver:
                 return
             assessment = self.assessment_of(replace(current, final=True))
             publication = self._publication(assessment, current, final=True)
-            self.store.finish(run.run_id, assessment.status.value, publication)
+            self.store.finish(run.run_id, assessment.status.value, publication, self._clock())
             self._window_marks.pop(run.run_id, None)
         self._staged()
-        self._notify()
+        self._signals.notify((run.run_id,))
 
     def _stage_window(self, run: StoredRun) -> None:
         """Stage an interim admission of an open canary (never after its final one)."""
@@ -189,17 +225,12 @@ class Receiver:
         if self.forwarder is None:
             return None
         return Publication.of(
-            assessment, metric_routes(run.declared), self._tally, final=final
+            assessment, metric_routes(run.declared), self._tally, final=final, labels=self._labels
         ).to_json()
 
     def _staged(self) -> None:
         if self.forwarder is not None:
             self.forwarder.wake()
-
-    def _notify(self) -> None:
-        with self._changed:
-            self._version += 1
-            self._changed.notify_all()
 
 
 def _complete(run: StoredRun) -> bool:

@@ -1,4 +1,5 @@
-"""`verdictgate serve`: OTLP/gRPC and OTLP/HTTP receivers plus the admission query API."""
+"""`verdictgate serve`: OTLP/gRPC and OTLP/HTTP receivers plus the admission query API, each
+bounded by `Limits`."""
 
 from __future__ import annotations
 
@@ -7,12 +8,13 @@ import ssl
 import threading
 from concurrent import futures
 from dataclasses import dataclass
-from http.server import ThreadingHTTPServer
+from typing import Any
 
 import grpc
 
 from .grpc_api import Admissions, admission_handlers, export_handler, ignored_signals_handlers
 from .http_api import http_handler
+from .http_server import BoundedHttpServer
 from .ingest import Ingest, Limits
 from .receiver import Receiver
 
@@ -29,6 +31,30 @@ class Tls:
     def read(self) -> tuple[bytes, bytes]:
         with open(self.key_path, "rb") as key, open(self.cert_path, "rb") as cert:
             return key.read(), cert.read()
+
+
+def grpc_options(limits: Limits) -> list[tuple[str, Any]]:
+    """gRPC server options from `limits`: message size, handshake deadline, keepalive and idle
+    connections, and what clients may ping."""
+
+    def ms(seconds: float) -> int:
+        return max(1, int(seconds * 1000))
+
+    return [
+        ("grpc.max_receive_message_length", limits.max_request_bytes),
+        ("grpc.server_handshake_timeout_ms", ms(limits.header_timeout_seconds)),
+        ("grpc.keepalive_time_ms", ms(limits.grpc_keepalive_seconds)),
+        ("grpc.keepalive_timeout_ms", ms(limits.grpc_keepalive_timeout_seconds)),
+        ("grpc.keepalive_permit_without_calls", 1),
+        ("grpc.http2.max_pings_without_data", 0),  # the server's own keepalive pings
+        ("grpc.max_connection_idle_ms", ms(limits.grpc_max_connection_idle_seconds)),
+        ("grpc.http2.min_ping_interval_without_data_ms", ms(limits.grpc_min_ping_interval_seconds)),
+        ("grpc.http2.max_ping_strikes", 2),
+        # streams on one connection: beyond, a client queues them (the server-wide cap,
+        # maximum_concurrent_rpcs, refuses with RESOURCE_EXHAUSTED instead)
+        ("grpc.max_concurrent_streams", max(100, limits.concurrent_rpcs())),
+        ("grpc.so_reuseport", 0),  # a second server on the same port is an error, not a sharer
+    ]
 
 
 class Server:
@@ -53,14 +79,14 @@ class Server:
         self.grpc_port = self.http_port = None
         self._grpc = None
         if grpc_listen:
+            rpcs = limits.concurrent_rpcs()
             self._grpc = grpc.server(
-                futures.ThreadPoolExecutor(
-                    max_workers=limits.max_in_flight + 4 + limits.max_watchers
-                ),
-                options=[("grpc.max_receive_message_length", limits.max_request_bytes)],
+                futures.ThreadPoolExecutor(max_workers=rpcs, thread_name_prefix="verdictgate-grpc"),
+                options=grpc_options(limits),
+                maximum_concurrent_rpcs=rpcs,
             )
             self._grpc.add_generic_rpc_handlers(
-                (export_handler(ingest, token), *ignored_signals_handlers())
+                (export_handler(ingest, token), *ignored_signals_handlers(token))
             )
             self._grpc.add_generic_rpc_handlers(
                 (admission_handlers(Admissions(receiver, token, limits.max_watchers)),)
@@ -73,12 +99,13 @@ class Server:
         self._http = None
         if http_listen:
             host, _, port = http_listen.rpartition(":")
-            self._http = ThreadingHTTPServer((host, int(port)), http_handler(ingest, token))
-            self._http.daemon_threads = True
+            context = None
             if tls is not None:
                 context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
                 context.load_cert_chain(tls.cert_path, tls.key_path)
-                self._http.socket = context.wrap_socket(self._http.socket, server_side=True)
+            self._http = BoundedHttpServer(
+                (host.strip("[]"), int(port)), http_handler(ingest, token), limits, context
+            )
             self.http_port = self._http.server_address[1]
         self._threads: list[threading.Thread] = []
 

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import base64
 import functools
+import itertools
 import json
 import logging
 import os
@@ -15,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..evidence import Evidence
+from ..evidence import Evidence, compact_gaps
 from ..otel import conventions as names
 from ..otel.spans import RunDeclaration, run_declaration
 from ..trial_model import Decision, NoDecision, Trial
@@ -36,7 +38,8 @@ CREATE TABLE IF NOT EXISTS runs (
     final INTEGER NOT NULL DEFAULT 0,
     received INTEGER NOT NULL DEFAULT 0,
     late INTEGER NOT NULL DEFAULT 0,            -- records that arrived after the run was final
-    declaration_conflict INTEGER NOT NULL DEFAULT 0  -- a second, different run span arrived
+    declaration_conflict INTEGER NOT NULL DEFAULT 0, -- a second, different run span arrived
+    finished_at REAL             -- when the run became final
 );
 CREATE TABLE IF NOT EXISTS trials (
     run_id TEXT NOT NULL,
@@ -62,6 +65,12 @@ CREATE TABLE IF NOT EXISTS outbox (
 );
 """
 
+CACHE_KIB = 65536
+"""SQLite's page cache (64 MiB, against its 2 MiB default): inserts into a large trials table
+then rarely read pages back from disk."""
+DEFAULT_PAGE_SIZE = 100
+MAX_PAGE_SIZE = 1000
+"""Runs in one page of `/v1/runs` and ListRuns: by default, and at most."""
 DEFAULT_OUTBOX_LIMIT = 100_000
 """Admissions the outbox holds while the publish target is away; beyond, the oldest interim
 ones go first, then the oldest."""
@@ -71,11 +80,18 @@ ADDED_COLUMNS = {
     "runs": {
         "late": "INTEGER NOT NULL DEFAULT 0",
         "declaration_conflict": "INTEGER NOT NULL DEFAULT 0",
+        "finished_at": "REAL",
     },
 }
 """Columns added after the first release: a store made before them gains them on open."""
-OPEN_RUNS_INDEX = "CREATE INDEX IF NOT EXISTS runs_open ON runs (first_seen) WHERE final = 0"
-"""Open runs, so the tick's cost follows the work in flight, not the store's history."""
+INDEXES = (
+    "CREATE INDEX IF NOT EXISTS runs_open ON runs (first_seen) WHERE final = 0",
+    "CREATE INDEX IF NOT EXISTS runs_finished ON runs (finished_at) WHERE final = 1",
+    "CREATE INDEX IF NOT EXISTS runs_listed ON runs (first_seen, run_id)",
+)
+"""Open runs (the tick's cost follows the work in flight, not the store's history), finished
+runs by age (retention deletes the oldest without a scan), and every run in listing order
+(a page of `/v1/runs` reads that page only)."""
 _RUN_COLUMNS = (
     "run_id, suite, point, declaration, planned_trials, declared_at, first_seen, last_seen,"
     " status, final, received, late, declaration_conflict"
@@ -93,6 +109,10 @@ UPDATE trials SET
 WHERE run_id = ? AND case_id = ? AND trial = ? AND batch != ?
 """
 """A record whose identity an earlier write already holds: a duplicate, or a conflict."""
+_SPARSE_CASES = """
+SELECT case_id FROM trials WHERE run_id = ? GROUP BY case_id HAVING MAX(trial) >= 2 * COUNT(*) + 2
+"""
+"""Cases whose largest index is far beyond their trials: their gaps are compacted on reading."""
 
 
 def encode_decision(decision: Decision | None) -> str | None:
@@ -159,6 +179,7 @@ class Store:
         with self._lock:
             self._connection.execute("PRAGMA journal_mode=WAL")
             self._connection.execute("PRAGMA synchronous=NORMAL")  # durable across process crashes
+            self._connection.execute(f"PRAGMA cache_size=-{CACHE_KIB}")
             self._connection.executescript(SCHEMA)
             for table, columns in ADDED_COLUMNS.items():
                 present = {
@@ -167,7 +188,11 @@ class Store:
                 for column, kind in columns.items():
                     if column not in present:
                         self._connection.execute(f"ALTER TABLE {table} ADD COLUMN {column} {kind}")
-            self._connection.execute(OPEN_RUNS_INDEX)
+            self._connection.execute(  # runs finished by a release before `finished_at`
+                "UPDATE runs SET finished_at = last_seen WHERE final = 1 AND finished_at IS NULL"
+            )
+            for index in INDEXES:
+                self._connection.execute(index)
             self._outbox_size: int
             (self._outbox_size,) = self._connection.execute(
                 "SELECT COUNT(*) FROM outbox"
@@ -244,7 +269,13 @@ class Store:
                 " latency_ms, passed, tiers FROM trials WHERE run_id = ? ORDER BY case_id, trial",
                 (run_id,),
             ).fetchall()
+            sparse = {
+                case for (case,) in self._connection.execute(_SPARSE_CASES, (run_id,)).fetchall()
+            }
+        rows, extents = _compacted(rows, sparse)
         evidence.add_all(_trial(run_id, row) for row in rows)
+        for case, extent in extents.items():
+            evidence.cases[(run_id, case)].extent = extent
         evidence.note_repeats(
             sum(row[5] for row in rows), ((run_id, row[0], row[1]) for row in rows if row[6])
         )
@@ -254,9 +285,39 @@ class Store:
         """Every run, oldest first."""
         with self._lock:
             rows = self._connection.execute(
-                f"SELECT {_RUN_COLUMNS} FROM runs ORDER BY first_seen"
+                f"SELECT {_RUN_COLUMNS} FROM runs ORDER BY first_seen, run_id"
             ).fetchall()
         return [_stored_run(row) for row in rows]
+
+    def page(self, token: str = "", size: int = DEFAULT_PAGE_SIZE) -> tuple[list[StoredRun], str]:
+        """One page of runs, oldest first, and the token of the next page ("" after the last).
+        Reads only the page, through the listing index; a token that is not one of ours raises
+        ValueError."""
+        size = min(max(size, 1), MAX_PAGE_SIZE) if size else DEFAULT_PAGE_SIZE
+        parameters: tuple[float, str] | tuple[()] = _cursor(token) if token else ()
+        where = "WHERE (first_seen, run_id) > (?, ?)" if token else ""
+        with self._lock:
+            rows = self._connection.execute(
+                f"SELECT {_RUN_COLUMNS} FROM runs {where} ORDER BY first_seen, run_id LIMIT ?",
+                (*parameters, size + 1),
+            ).fetchall()
+        runs = [_stored_run(row) for row in rows[:size]]
+        last = runs[-1] if len(rows) > size else None
+        return runs, "" if last is None else _token((last.first_seen, last.run_id))
+
+    def forget_finished(self, before: float, limit: int = 100) -> int:
+        """Delete up to `limit` runs finished before `before` (epoch seconds), with their
+        trials; how many. Admissions already staged in the outbox are kept."""
+        with self._lock, self._transaction() as cursor:
+            cursor.execute(
+                "SELECT run_id FROM runs WHERE final = 1 AND finished_at < ?"
+                " ORDER BY finished_at LIMIT ?",
+                (before, limit),
+            )
+            doomed = [(run_id,) for (run_id,) in cursor.fetchall()]
+            cursor.executemany("DELETE FROM trials WHERE run_id = ?", doomed)
+            cursor.executemany("DELETE FROM runs WHERE run_id = ?", doomed)
+        return len(doomed)
 
     def open_runs(self) -> list[StoredRun]:
         """The runs not yet final, oldest first (read through an index of open runs only)."""
@@ -275,13 +336,16 @@ class Store:
             ).fetchone()
         return None if row is None else _stored_run(row)
 
-    def finish(self, run_id: str, status: str, publication: str | None) -> bool:
+    def finish(
+        self, run_id: str, status: str, publication: str | None, now: float | None = None
+    ) -> bool:
         """Make a run final with its admission and stage that admission for publishing, in one
         transaction; False (and nothing written) when the run was already final."""
         with self._lock, self._transaction() as cursor:
             cursor.execute(
-                "UPDATE runs SET status = ?, final = 1 WHERE run_id = ? AND final = 0",
-                (status, run_id),
+                "UPDATE runs SET status = ?, final = 1, finished_at = ?"
+                " WHERE run_id = ? AND final = 0",
+                (status, time.time() if now is None else now, run_id),
             )
             if cursor.rowcount != 1:
                 return False
@@ -369,6 +433,39 @@ def _tiers_column(trial: Trial) -> str | None:
         return None
     tiers = [list(trial.invariants_failed), list(trial.invariants_warned), trial.evaluation_skipped]
     return json.dumps(tiers, separators=(",", ":"))
+
+
+def _token(cursor: tuple[float, str]) -> str:
+    """A page token: the listing position (first_seen, run_id) of a page's last run."""
+    return base64.urlsafe_b64encode(json.dumps(cursor).encode()).decode()
+
+
+def _cursor(token: str) -> tuple[float, str]:
+    try:
+        first_seen, run_id = json.loads(base64.urlsafe_b64decode(token.encode()))
+    except (ValueError, TypeError, UnicodeError):
+        raise ValueError("page_token is not one this receiver gave") from None
+    if not isinstance(first_seen, (int, float)) or not isinstance(run_id, str):
+        raise ValueError("page_token is not one this receiver gave")
+    return float(first_seen), run_id
+
+
+def _compacted(rows: list[tuple], sparse: set[str]) -> tuple[list[tuple], dict[str, int]]:
+    """Rows (ordered by case, trial) with the gaps of the `sparse` cases shortened
+    (compact_gaps), and the real extent of each of those cases."""
+    if not sparse:
+        return rows, {}
+    extents: dict[str, int] = {}
+    out = list(rows)
+    for case, group in itertools.groupby(range(len(rows)), key=lambda n: rows[n][0]):
+        if case not in sparse:
+            continue
+        positions = list(group)
+        indices = [rows[n][1] for n in positions]
+        for n, index in zip(positions, compact_gaps(indices), strict=True):
+            out[n] = (case, index, *rows[n][2:])
+        extents[case] = indices[-1] + 1
+    return out, extents
 
 
 def _trial(run_id: str, row: tuple) -> Trial:

@@ -8,6 +8,7 @@ from typing import Any
 
 from ..assessment import Assessment, FlipPair
 from ..stats import ChangeRate, PassRate, Quantiles
+from .bounds import bounded
 
 REPORT_SCHEMA = "verdictgate.report/v1"
 
@@ -63,8 +64,9 @@ def _judgement(rate: PassRate | None) -> dict[str, Any]:
 
 
 def report_document(assessment: Assessment) -> dict[str, Any]:
-    """The report as a JSON-ready dict."""
-    a = assessment
+    """The report as a JSON-ready dict, bounded (`bounds.bounded`): `omitted` counts what each
+    bounded part left out."""
+    a, omitted = bounded(assessment)
     coverage = a.coverage
     return {
         "schema": REPORT_SCHEMA,
@@ -177,6 +179,7 @@ def report_document(assessment: Assessment) -> dict[str, Any]:
             for c in a.cases
         ],
         "next_steps": list(a.next_steps),
+        "omitted": omitted.counts,
     }
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from ..admission import percent
 from ..assessment import Assessment, Status
+from .bounds import bounded
 from .checks import CheckResult, checks
 
 _MARK = {
@@ -24,8 +25,8 @@ def _cell(text: str) -> str:
 
 
 def render_markdown(assessment: Assessment) -> str:
-    """The assessment as a Markdown summary: headline, checks, routes, next steps."""
-    a = assessment
+    """The assessment as a Markdown summary: headline, checks, routes, next steps (bounded)."""
+    a, omitted = bounded(assessment)
     lines = [
         f"## {_MARK[a.status]} verdictgate: {a.status.value} — {_cell(a.run.suite)} / {_cell(a.run.point)}",
         "",
@@ -64,4 +65,6 @@ def render_markdown(assessment: Assessment) -> str:
         ]
     if a.next_steps:
         lines += ["", "### What to do next", ""] + [f"- {_cell(step)}" for step in a.next_steps]
+    if note := omitted.sentence():
+        lines += ["", f"_{_cell(note)}_"]
     return "\n".join(lines) + "\n"

@@ -11,6 +11,7 @@ from rich.text import Text
 from ..admission import percent
 from ..assessment import Assessment, Status
 from ..stats import PassRate, Quantiles, Stability
+from .bounds import bounded
 
 _STATUS_STYLE = {
     Status.QUALIFIED: "bold green",
@@ -151,8 +152,9 @@ def _tiers_table(a: Assessment) -> Table | None:
     return _facts_table("Tiers", rows) if rows else None
 
 
-def assessment_view(a: Assessment) -> Group:
-    """The whole report as one rich renderable."""
+def assessment_view(assessment: Assessment) -> Group:
+    """The whole report as one rich renderable (bounded: what it leaves out is stated)."""
+    a, omitted = bounded(assessment)
     parts: list = [Text(a.headline, style=_STATUS_STYLE[a.status]), Text("")]
     if a.reasons:
         parts.append(Text("Reasons", style="bold"))
@@ -168,6 +170,8 @@ def assessment_view(a: Assessment) -> Group:
     if a.next_steps:
         parts += [Text(""), Text("What to do next", style="bold")]
         parts += [Text(f"  {number}. {step}") for number, step in enumerate(a.next_steps, 1)]
+    if note := omitted.sentence():
+        parts += [Text(""), Text(note)]
     return Group(*parts)
 
 

@@ -66,3 +66,65 @@ class ExportTraceRequestView(_message.Message):
     RESOURCE_SPANS_FIELD_NUMBER: _ClassVar[int]
     resource_spans: _containers.RepeatedCompositeFieldContainer[ResourceSpansView]
     def __init__(self, resource_spans: _Optional[_Iterable[_Union[ResourceSpansView, _Mapping]]] = ...) -> None: ...
+
+class SpanEntries(_message.Message):
+    __slots__ = ("name", "start_time_unix_nano", "end_time_unix_nano", "attributes")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    START_TIME_UNIX_NANO_FIELD_NUMBER: _ClassVar[int]
+    END_TIME_UNIX_NANO_FIELD_NUMBER: _ClassVar[int]
+    ATTRIBUTES_FIELD_NUMBER: _ClassVar[int]
+    name: bytes
+    start_time_unix_nano: int
+    end_time_unix_nano: int
+    attributes: _containers.RepeatedScalarFieldContainer[bytes]
+    def __init__(self, name: _Optional[bytes] = ..., start_time_unix_nano: _Optional[int] = ..., end_time_unix_nano: _Optional[int] = ..., attributes: _Optional[_Iterable[bytes]] = ...) -> None: ...
+
+class ScopeSpansEntries(_message.Message):
+    __slots__ = ("spans",)
+    SPANS_FIELD_NUMBER: _ClassVar[int]
+    spans: _containers.RepeatedCompositeFieldContainer[SpanEntries]
+    def __init__(self, spans: _Optional[_Iterable[_Union[SpanEntries, _Mapping]]] = ...) -> None: ...
+
+class ResourceSpansEntries(_message.Message):
+    __slots__ = ("scope_spans",)
+    SCOPE_SPANS_FIELD_NUMBER: _ClassVar[int]
+    scope_spans: _containers.RepeatedCompositeFieldContainer[ScopeSpansEntries]
+    def __init__(self, scope_spans: _Optional[_Iterable[_Union[ScopeSpansEntries, _Mapping]]] = ...) -> None: ...
+
+class ExportTraceRequestEntries(_message.Message):
+    __slots__ = ("resource_spans",)
+    RESOURCE_SPANS_FIELD_NUMBER: _ClassVar[int]
+    resource_spans: _containers.RepeatedCompositeFieldContainer[ResourceSpansEntries]
+    def __init__(self, resource_spans: _Optional[_Iterable[_Union[ResourceSpansEntries, _Mapping]]] = ...) -> None: ...
+
+class RawKeyValue(_message.Message):
+    __slots__ = ("key", "value")
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    VALUE_FIELD_NUMBER: _ClassVar[int]
+    key: bytes
+    value: RawAnyValue
+    def __init__(self, key: _Optional[bytes] = ..., value: _Optional[_Union[RawAnyValue, _Mapping]] = ...) -> None: ...
+
+class RawAnyValue(_message.Message):
+    __slots__ = ("string_value", "bool_value", "int_value", "double_value", "array_value", "kvlist_value", "bytes_value")
+    STRING_VALUE_FIELD_NUMBER: _ClassVar[int]
+    BOOL_VALUE_FIELD_NUMBER: _ClassVar[int]
+    INT_VALUE_FIELD_NUMBER: _ClassVar[int]
+    DOUBLE_VALUE_FIELD_NUMBER: _ClassVar[int]
+    ARRAY_VALUE_FIELD_NUMBER: _ClassVar[int]
+    KVLIST_VALUE_FIELD_NUMBER: _ClassVar[int]
+    BYTES_VALUE_FIELD_NUMBER: _ClassVar[int]
+    string_value: bytes
+    bool_value: bool
+    int_value: int
+    double_value: float
+    array_value: RawArrayValue
+    kvlist_value: bytes
+    bytes_value: bytes
+    def __init__(self, string_value: _Optional[bytes] = ..., bool_value: _Optional[bool] = ..., int_value: _Optional[int] = ..., double_value: _Optional[float] = ..., array_value: _Optional[_Union[RawArrayValue, _Mapping]] = ..., kvlist_value: _Optional[bytes] = ..., bytes_value: _Optional[bytes] = ...) -> None: ...
+
+class RawArrayValue(_message.Message):
+    __slots__ = ("values",)
+    VALUES_FIELD_NUMBER: _ClassVar[int]
+    values: _containers.RepeatedCompositeFieldContainer[RawAnyValue]
+    def __init__(self, values: _Optional[_Iterable[_Union[RawAnyValue, _Mapping]]] = ...) -> None: ...

@@ -95,8 +95,12 @@ class WatchAdmissionRequest(_message.Message):
     def __init__(self, run_id: _Optional[str] = ..., format: _Optional[str] = ...) -> None: ...
 
 class ListRunsRequest(_message.Message):
-    __slots__ = ()
-    def __init__(self) -> None: ...
+    __slots__ = ("page_size", "page_token")
+    PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    page_size: int
+    page_token: str
+    def __init__(self, page_size: _Optional[int] = ..., page_token: _Optional[str] = ...) -> None: ...
 
 class RunSummary(_message.Message):
     __slots__ = ("run_id", "suite", "point", "status", "final", "trials_received", "trials_expected")
@@ -117,7 +121,9 @@ class RunSummary(_message.Message):
     def __init__(self, run_id: _Optional[str] = ..., suite: _Optional[str] = ..., point: _Optional[str] = ..., status: _Optional[str] = ..., final: _Optional[bool] = ..., trials_received: _Optional[int] = ..., trials_expected: _Optional[int] = ...) -> None: ...
 
 class ListRunsResponse(_message.Message):
-    __slots__ = ("runs",)
+    __slots__ = ("runs", "next_page_token")
     RUNS_FIELD_NUMBER: _ClassVar[int]
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
     runs: _containers.RepeatedCompositeFieldContainer[RunSummary]
-    def __init__(self, runs: _Optional[_Iterable[_Union[RunSummary, _Mapping]]] = ...) -> None: ...
+    next_page_token: str
+    def __init__(self, runs: _Optional[_Iterable[_Union[RunSummary, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...

@@ -1,0 +1,757 @@
+"""A bounded HTTP/1.1 server that holds against any sender.
+
+- **Waiting costs no thread.** One poller thread accepts connections and reads, without
+  blocking, what they send until a whole request head has arrived: TLS handshakes, request
+  heads and idle keep-alive connections all wait there, each under a deadline. A connection
+  must complete its head within `header_timeout_seconds` of its accept (or of its first byte
+  after an idle keep-alive) and is closed otherwise, so silent, slow and dribbling sockets cost
+  a file descriptor for a few seconds and nothing more. A keep-alive connection idle for
+  `idle_timeout_seconds` is closed. A head over 32 KiB is answered 431.
+- **Bounded work.** A listen backlog of `http_backlog`; at most `max_connections` open (one
+  more is answered 503 with `Retry-After` and closed). A request whose head is complete waits in
+  a queue of `http_queue` for one of `http_workers` threads; when the queue is full it is
+  answered 503 with `Retry-After` at once.
+- **The handler decides when to read the body** (after it checked the sender and admitted the
+  request), with `read_body`: `Content-Length` or chunked transfer coding (decoded here,
+  bounded, strict), all within `body_timeout_seconds` (408 after). Responses are written within
+  the same timeout.
+- **Lingering close.** A connection closed after an answer (for instance a refusal whose body
+  was never read) has its write side shut and whatever the client still sends read and dropped
+  by the poller for up to two seconds, so the client reads the answer rather than a reset.
+
+Handlers subclass `RequestHandler` (a `BaseHTTPRequestHandler` driven one request at a time);
+every exception a handler lets out becomes an answer through its `fail` method.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import heapq
+import itertools
+import logging
+import math
+import queue
+import re
+import select
+import selectors
+import socket
+import ssl
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from http.server import BaseHTTPRequestHandler
+from typing import Any
+
+from .ingest import Limits, report_unexpected
+
+logger = logging.getLogger(__name__)
+
+MAX_HEAD_BYTES = 32 << 10
+"""The request line and headers together."""
+LINGER_SECONDS = 2.0
+KEEP_ALIVE_WAIT = 0.002
+"""How long a worker that just answered waits for the same connection's next request."""
+_RECV = 64 << 10
+_HEAD_END = re.compile(rb"\r?\n\r?\n")
+_CHUNK_SIZE = re.compile(rb"([0-9A-Fa-f]{1,15})[ \t]*(;[^\r\n]*)?\r?\n")
+_MAX_CHUNK_LINE = 4096
+_MAX_TRAILER_LINES = 32
+
+
+class HttpError(Exception):
+    """A request the HTTP layer refuses, with its status (bad framing, too large, too slow)."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+
+
+class ClientGone(Exception):
+    """The client closed or reset its connection, or stopped reading: nothing more to say."""
+
+
+def _timed_out() -> HttpError:
+    return HttpError(408, "the request body did not arrive in time")
+
+
+class _Reader:
+    """The connection's input: a buffer the poller fills without blocking, read by handlers
+    with blocking receives that never run past `deadline` (time.monotonic())."""
+
+    def __init__(self, sock: socket.socket) -> None:
+        self.sock = sock
+        self.buffer = bytearray()
+        self.deadline = math.inf
+
+    def _wait(self) -> None:
+        remaining = self.deadline - time.monotonic()
+        if remaining <= 0:
+            raise _timed_out()
+        self.sock.settimeout(remaining)
+
+    def _recv(self) -> bytes:
+        self._wait()
+        try:
+            return self.sock.recv(_RECV)
+        except TimeoutError:
+            raise _timed_out() from None
+        except (OSError, ValueError):
+            raise ClientGone() from None
+
+    def _take(self, size: int) -> bytes:
+        data = bytes(self.buffer[:size])
+        del self.buffer[:size]
+        return data
+
+    def readline(self, limit: int = -1) -> bytes:
+        """A line with its newline, at most `limit` bytes; what is left at end of stream."""
+        while True:
+            end = self.buffer.find(b"\n")
+            if end >= 0 and (limit < 0 or end < limit):
+                return self._take(end + 1)
+            if 0 <= limit <= len(self.buffer):
+                return self._take(limit)
+            data = self._recv()
+            if not data:
+                return self._take(len(self.buffer))
+            self.buffer += data
+
+    def read(self, size: int) -> bytes:
+        """Exactly `size` bytes (raises ClientGone if the stream ends before)."""
+        if len(self.buffer) >= size:
+            return self._take(size)
+        out = bytearray(size)
+        view = memoryview(out)
+        have = len(self.buffer)
+        view[:have] = self.buffer
+        self.buffer.clear()
+        while have < size:
+            self._wait()
+            try:
+                got = self.sock.recv_into(view[have:], size - have)
+            except TimeoutError:
+                raise _timed_out() from None
+            except (OSError, ValueError):
+                raise ClientGone() from None
+            if not got:
+                raise ClientGone()
+            have += got
+        return bytes(out)
+
+    def pump(self) -> bool:
+        """Take what has arrived without blocking (the socket is non-blocking); False at the
+        end of the stream or on an error."""
+        while len(self.buffer) <= MAX_HEAD_BYTES:
+            try:
+                data = self.sock.recv(_RECV)
+            except (BlockingIOError, ssl.SSLWantReadError, ssl.SSLWantWriteError):
+                return True
+            except (OSError, ValueError):
+                return False
+            if not data:
+                return False
+            self.buffer += data
+        return True
+
+
+class _Writer:
+    """The connection's output: writes are gathered and sent on `flush` (one send for a
+    response's head and body), within `timeout` seconds in all."""
+
+    def __init__(self, sock: socket.socket, timeout: float) -> None:
+        self._sock = sock
+        self._timeout = timeout
+        self._pending: list[bytes] = []
+
+    def write(self, data: bytes) -> int:
+        self._pending.append(bytes(data))
+        return len(data)
+
+    def discard(self) -> None:
+        """Forget what was written and not sent (a failed answer, replaced by another)."""
+        self._pending.clear()
+
+    def flush(self) -> None:
+        if not self._pending:
+            return
+        data = b"".join(self._pending)
+        self._pending.clear()
+        try:
+            self._sock.settimeout(self._timeout)
+            self._sock.sendall(data)  # the timeout bounds the whole call
+        except (OSError, ValueError):
+            raise ClientGone() from None
+
+
+class RequestHandler(BaseHTTPRequestHandler):
+    """Serves one connection's requests, one at a time, each on whichever worker is free.
+
+    Unlike its base class it does not serve the connection from its constructor: the server
+    calls `serve_one` for each request whose head has arrived. Subclasses implement `do_*`
+    methods as usual, read a body with `request_length` and `read_body`, and may override
+    `fail` to answer exceptions in their own format.
+    """
+
+    protocol_version = "HTTP/1.1"
+
+    def __init__(
+        self,
+        sock: socket.socket,
+        client_address: Any,
+        server: BoundedHttpServer,
+        reader: _Reader,
+        writer: _Writer,
+    ) -> None:  # the base constructor would serve the whole connection at once
+        self.request = self.connection = sock
+        self.client_address = client_address
+        self.server = server  # type: ignore[assignment]
+        self.limits = server.limits
+        self.rfile = reader  # type: ignore[assignment]
+        self.wfile = writer  # type: ignore[assignment]
+        self._reader = reader
+        self._writer = writer
+        self.close_connection = True
+        self.responded = False
+        self._parsed = False
+        self._body_read = False
+        self._expect_continue = False
+
+    def serve_one(self) -> None:
+        """Serve the request whose head is in the buffer; every exception becomes an answer
+        (or, if the client is gone, a closed connection)."""
+        self.close_connection = True
+        self.responded = self._parsed = self._body_read = self._expect_continue = False
+        try:
+            try:
+                self.handle_one_request()
+            except ClientGone:
+                raise
+            except Exception as error:
+                self.close_connection = True
+                if self.responded:
+                    logger.debug("http: failed after answering", exc_info=error)
+                else:
+                    self._writer.discard()
+                    self.fail(error)
+            self.wfile.flush()
+        except ClientGone:
+            self.close_connection = True
+        if self.body_left():
+            self.close_connection = True
+
+    def fail(self, error: Exception) -> None:
+        """Answer an exception a handler let out (subclasses give the body their format)."""
+        status = error.status if isinstance(error, HttpError) else 500
+        message = error.message if isinstance(error, HttpError) else "internal error"
+        if status == 500:
+            logger.error("http: unexpected error", exc_info=error)
+        self.send_error(status, message)
+
+    def parse_request(self) -> bool:
+        self._parsed = super().parse_request()
+        return self._parsed
+
+    def handle_expect_100(self) -> bool:
+        """`100 Continue` is sent only when the body is about to be read, so a request refused
+        before (unauthenticated, busy) is answered without the client sending its body."""
+        self._expect_continue = True
+        return True
+
+    def send_response(self, code: int, message: str | None = None) -> None:
+        self.responded = True
+        super().send_response(code, message)
+
+    def body_left(self) -> bool:
+        """Whether this request has a body that was not read (its connection then closes)."""
+        if not self._parsed or self._body_read:
+            return False
+        if self.headers.get("Transfer-Encoding") is not None:
+            return True
+        length = self.headers.get("Content-Length")
+        return length is not None and length.strip() != "0"
+
+    def will_close(self) -> bool:
+        """Whether the connection closes after this answer (then say `Connection: close`)."""
+        if self.body_left():
+            self.close_connection = True
+        return self.close_connection
+
+    def request_length(self, limit: int) -> int | None:
+        """The body's declared length, None when it is chunked; raises HttpError: 400 for
+        conflicting or malformed framing, 411 when there is none, 413 over `limit`, 501 for a
+        transfer coding other than chunked."""
+        codings = [
+            coding.strip().lower()
+            for value in self.headers.get_all("Transfer-Encoding") or []
+            for coding in value.split(",")
+        ]
+        lengths = self.headers.get_all("Content-Length") or []
+        if codings:
+            if codings != ["chunked"]:
+                raise HttpError(501, "only the chunked transfer coding is supported")
+            if lengths:
+                raise HttpError(400, "Content-Length and Transfer-Encoding together")
+            return None
+        if not lengths:
+            raise HttpError(411, "Content-Length is required")
+        values = {value.strip() for value in lengths}
+        value = next(iter(values))
+        if len(values) != 1 or not (value.isascii() and value.isdigit()):
+            raise HttpError(400, "invalid Content-Length")
+        length = int(value)
+        if length > limit:
+            raise HttpError(413, "request too large")
+        return length
+
+    def read_body(self, limit: int, reserve: Callable[[int], None] | None = None) -> bytes:
+        """Read the request body within the body timeout: `Content-Length` bytes or the
+        decoded chunks (at most `limit`; `reserve` is told each chunk's size before it is
+        read, and may refuse it by raising). Raises HttpError (400, 408, 411, 413, 501) or
+        ClientGone."""
+        length = self.request_length(limit)
+        self._reader.deadline = time.monotonic() + self.limits.body_timeout_seconds
+        if self._expect_continue:
+            self._expect_continue = False
+            self.wfile.write(b"HTTP/1.1 100 Continue\r\n\r\n")
+            self.wfile.flush()
+        body = self._reader.read(length) if length is not None else self._chunks(limit, reserve)
+        self._body_read = True
+        return body
+
+    def _chunks(self, limit: int, reserve: Callable[[int], None] | None) -> bytes:
+        body = bytearray()
+        while True:
+            line = self._reader.readline(_MAX_CHUNK_LINE)
+            match = _CHUNK_SIZE.fullmatch(line)
+            if match is None:
+                raise HttpError(400, "malformed chunked body")
+            size = int(match.group(1), 16)
+            if size == 0:
+                break
+            if len(body) + size > limit:
+                raise HttpError(413, "request too large")
+            if reserve is not None:
+                reserve(size)
+            body += self._reader.read(size)
+            if self._reader.readline(3) not in (b"\r\n", b"\n"):
+                raise HttpError(400, "malformed chunked body")
+        for _ in range(_MAX_TRAILER_LINES):  # trailer fields are read and ignored
+            line = self._reader.readline(_MAX_CHUNK_LINE)
+            if line in (b"\r\n", b"\n"):
+                return bytes(body)
+            if not line.endswith(b"\n"):
+                break
+        raise HttpError(400, "malformed chunked body trailer")
+
+
+_HANDSHAKE, _HEAD, _BUSY, _LINGER, _CLOSED = range(5)
+
+
+class _Connection:
+    __slots__ = (
+        "address", "deadline", "discarded", "handler", "idle", "reader", "scanned", "sock",
+        "state", "writer",
+    )  # fmt: skip
+
+    def __init__(self, sock: socket.socket, address: Any, state: int, deadline: float,
+                 write_timeout: float) -> None:  # fmt: skip
+        self.sock = sock
+        self.address = address
+        self.state = state
+        self.deadline = deadline
+        self.reader = _Reader(sock)
+        self.writer = _Writer(sock, write_timeout)
+        self.handler: RequestHandler | None = None
+        self.idle = False
+        """Kept alive and waiting for the first byte of its next request."""
+        self.scanned = 0
+        self.discarded = 0
+
+
+def _busy_answer(retry_after: int) -> bytes:
+    body = b"receiver busy, retry later\n"
+    return (
+        b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/plain\r\n"
+        b"Retry-After: %d\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s"
+        % (retry_after, len(body), body)
+    )
+
+
+_TOO_LARGE_HEAD = b"HTTP/1.1 431 Request Header Fields Too Large\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+
+
+class BoundedHttpServer:
+    """Serves `handler_class` requests with a poller thread (`serve_forever`) and a fixed pool
+    of worker threads, within `limits` (see the module docstring)."""
+
+    def __init__(
+        self,
+        address: tuple[str, int],
+        handler_class: type[RequestHandler],
+        limits: Limits,
+        tls: ssl.SSLContext | None = None,
+    ) -> None:
+        self.limits = limits
+        self._handler_class = handler_class
+        self._tls = tls
+        family = socket.AF_INET6 if ":" in address[0] else socket.AF_INET
+        self._listener = socket.create_server(
+            address, family=family, backlog=max(1, limits.http_backlog)
+        )
+        self._listener.setblocking(False)
+        self.server_address = self._listener.getsockname()
+        self._selector = selectors.DefaultSelector()
+        self._waker, self._wake_end = socket.socketpair()
+        for end in (self._waker, self._wake_end):
+            end.setblocking(False)
+        self._selector.register(self._listener, selectors.EVENT_READ, None)
+        self._selector.register(self._wake_end, selectors.EVENT_READ, self._wake_end)
+        self._connections: set[_Connection] = set()
+        self._deadlines: list[tuple[float, int, _Connection]] = []
+        self._sequence = itertools.count()
+        self._queue: queue.Queue[_Connection | None] = queue.Queue(max(1, limits.http_queue))
+        self._returned: deque[tuple[_Connection, bool]] = deque()
+        self._stopping = False
+        self._serving = False
+        self._stopped = threading.Event()
+        self._accept_paused_until = 0.0
+        self._warned_accept = False
+        self._workers = [
+            threading.Thread(target=self._work, name=f"verdictgate-http-{n}", daemon=True)
+            for n in range(max(1, limits.http_workers))
+        ]
+        for worker in self._workers:
+            worker.start()
+
+    # -- the poller thread ---------------------------------------------------------------
+
+    def serve_forever(self) -> None:
+        self._serving = True
+        try:
+            while not self._stopping:
+                now = time.monotonic()
+                timeout = 5.0
+                if self._deadlines:
+                    timeout = min(timeout, max(0.0, self._deadlines[0][0] - now))
+                if self._accept_paused_until:
+                    timeout = min(timeout, max(0.0, self._accept_paused_until - now))
+                for key, _ in self._selector.select(timeout):
+                    self._guarded(self._event, key.data)
+                self._guarded(self._expire)
+                self._guarded(self._resume_accepting)
+        finally:
+            for connection in list(self._connections):
+                if connection.state != _BUSY:
+                    self._close(connection)
+            self._stopped.set()
+
+    def _event(self, data: Any) -> None:
+        if data is None:
+            self._accept()
+        elif data is self._wake_end:
+            self._take_back()
+        else:
+            self._ready(data)
+
+    def _guarded(self, step: Callable[..., None], *args: Any) -> None:
+        """Run one step of the poller: an error in it closes the connection concerned (if
+        any) and is logged, never stopping the server."""
+        try:
+            step(*args)
+        except Exception as error:
+            report_unexpected(error, "the HTTP poller")
+            for connection in args:
+                if isinstance(connection, _Connection):
+                    self._close(connection)
+
+    def _accept(self) -> None:
+        for _ in range(64):
+            try:
+                sock, address = self._listener.accept()
+            except (BlockingIOError, InterruptedError):
+                return
+            except OSError as error:  # out of file descriptors or memory: try again shortly
+                if not self._warned_accept:
+                    self._warned_accept = True
+                    logger.warning("verdictgate: http accept failed: %s", error)
+                self._selector.unregister(self._listener)
+                self._accept_paused_until = time.monotonic() + 0.1
+                return
+            sock.setblocking(False)
+            if len(self._connections) >= self.limits.max_connections:
+                self._refuse_connection(sock)
+                continue
+            with contextlib.suppress(OSError):
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            deadline = time.monotonic() + self.limits.header_timeout_seconds
+            state = _HEAD
+            if self._tls is not None:
+                sock = self._tls.wrap_socket(sock, server_side=True, do_handshake_on_connect=False)
+                state = _HANDSHAKE
+            connection = _Connection(
+                sock, address, state, deadline, self.limits.body_timeout_seconds
+            )
+            self._connections.add(connection)
+            self._watch(connection, selectors.EVENT_READ)
+            self._set_deadline(connection, deadline)
+
+    def _resume_accepting(self) -> None:
+        if self._accept_paused_until and time.monotonic() >= self._accept_paused_until:
+            self._accept_paused_until = 0.0
+            self._selector.register(self._listener, selectors.EVENT_READ, None)
+
+    def _refuse_connection(self, sock: socket.socket) -> None:
+        """One connection too many: a quick 503 (not over TLS: no handshake yet), then close."""
+        try:
+            if self._tls is None:
+                sock.send(_busy_answer(self.limits.retry_after_seconds))
+                sock.shutdown(socket.SHUT_WR)
+                sock.recv(_RECV)  # what already arrived, so closing does not reset
+        except OSError:
+            pass
+        sock.close()
+
+    def _watch(self, connection: _Connection, events: int) -> None:
+        try:
+            self._selector.modify(connection.sock, events, connection)
+        except KeyError:
+            self._selector.register(connection.sock, events, connection)
+
+    def _unwatch(self, connection: _Connection) -> None:
+        with contextlib.suppress(KeyError, ValueError):
+            self._selector.unregister(connection.sock)
+
+    def _set_deadline(self, connection: _Connection, deadline: float) -> None:
+        connection.deadline = deadline
+        heapq.heappush(self._deadlines, (deadline, next(self._sequence), connection))
+        if len(self._deadlines) > 4 * len(self._connections) + 64:  # drop stale entries
+            self._deadlines = [
+                (c.deadline, next(self._sequence), c)
+                for c in self._connections
+                if c.state in (_HANDSHAKE, _HEAD, _LINGER)
+            ]
+            heapq.heapify(self._deadlines)
+
+    def _expire(self) -> None:
+        now = time.monotonic()
+        while self._deadlines and self._deadlines[0][0] <= now:
+            deadline, _, connection = heapq.heappop(self._deadlines)
+            if connection.deadline == deadline and connection.state in (_HANDSHAKE, _HEAD, _LINGER):
+                self._close(connection)
+
+    def _ready(self, connection: _Connection) -> None:
+        if connection.state == _HANDSHAKE:
+            self._handshake(connection)
+        elif connection.state == _HEAD:
+            self._check_head(connection, connection.reader.pump())
+        elif connection.state == _LINGER:
+            self._discard(connection)
+
+    def _handshake(self, connection: _Connection) -> None:
+        sock = connection.sock
+        assert isinstance(sock, ssl.SSLSocket)
+        try:
+            sock.do_handshake()
+        except ssl.SSLWantReadError:
+            return self._watch(connection, selectors.EVENT_READ)
+        except ssl.SSLWantWriteError:
+            return self._watch(connection, selectors.EVENT_WRITE)
+        except (OSError, ValueError) as error:
+            logger.debug("http: TLS handshake with %s failed: %s", connection.address, error)
+            return self._close(connection)
+        connection.state = _HEAD
+        self._watch(connection, selectors.EVENT_READ)
+        self._check_head(connection, connection.reader.pump())
+
+    def _check_head(self, connection: _Connection, alive: bool) -> None:
+        buffer = connection.reader.buffer
+        if buffer:
+            if connection.idle:  # the next request began: its head is now due
+                connection.idle = False
+                self._set_deadline(
+                    connection, time.monotonic() + self.limits.header_timeout_seconds
+                )
+            end = _HEAD_END.search(buffer, max(0, connection.scanned - 3))
+            if end is not None and end.start() <= MAX_HEAD_BYTES:
+                return self._dispatch(connection)
+            connection.scanned = len(buffer)
+            if len(buffer) > MAX_HEAD_BYTES:
+                return self._answer_and_close(connection, _TOO_LARGE_HEAD)
+        if not alive:
+            self._close(connection)
+
+    def _dispatch(self, connection: _Connection) -> None:
+        self._unwatch(connection)
+        connection.state = _BUSY
+        connection.scanned = 0
+        try:
+            self._queue.put_nowait(connection)
+        except queue.Full:
+            self._answer_and_close(connection, _busy_answer(self.limits.retry_after_seconds))
+
+    def _answer_and_close(self, connection: _Connection, answer: bytes) -> None:
+        try:
+            connection.sock.setblocking(False)
+            connection.sock.send(answer)
+        except (OSError, ValueError):
+            return self._close(connection)
+        self._linger(connection)
+
+    def _linger(self, connection: _Connection) -> None:
+        """Shut the write side and drop what the client still sends until it closes."""
+        try:
+            connection.sock.setblocking(False)
+            connection.sock.shutdown(socket.SHUT_WR)
+        except (OSError, ValueError):
+            return self._close(connection)
+        connection.state = _LINGER
+        connection.reader.buffer.clear()
+        self._watch(connection, selectors.EVENT_READ)
+        self._set_deadline(connection, time.monotonic() + LINGER_SECONDS)
+        self._discard(connection)
+
+    def _discard(self, connection: _Connection) -> None:
+        while connection.discarded < self.limits.max_request_bytes:
+            try:
+                data = connection.sock.recv(_RECV)
+            except (BlockingIOError, InterruptedError):
+                return
+            except (OSError, ValueError):
+                break
+            if not data:
+                break
+            connection.discarded += len(data)
+        self._close(connection)
+
+    def _close(self, connection: _Connection) -> None:
+        if connection.state == _CLOSED:
+            return
+        connection.state = _CLOSED
+        self._unwatch(connection)
+        self._connections.discard(connection)
+        with contextlib.suppress(OSError):
+            connection.sock.close()
+
+    def _take_back(self) -> None:
+        try:
+            while self._wake_end.recv(4096):
+                pass
+        except (BlockingIOError, InterruptedError):
+            pass
+        while self._returned:
+            connection, keep = self._returned.popleft()
+            if connection.state != _BUSY:
+                continue
+            if self._stopping:
+                self._close(connection)
+            elif not keep:
+                if connection.handler is not None and connection.handler.responded:
+                    self._linger(connection)
+                else:
+                    self._close(connection)
+            else:
+                self._park(connection)
+
+    def _park(self, connection: _Connection) -> None:
+        """Keep a connection alive between requests, without a thread."""
+        try:
+            connection.sock.setblocking(False)
+        except (OSError, ValueError):
+            return self._close(connection)
+        connection.state = _HEAD
+        connection.idle = True
+        self._watch(connection, selectors.EVENT_READ)
+        self._set_deadline(connection, time.monotonic() + self.limits.idle_timeout_seconds)
+        alive = True
+        if isinstance(connection.sock, ssl.SSLSocket) and connection.sock.pending():
+            alive = connection.reader.pump()  # decrypted bytes the selector cannot see
+        self._check_head(connection, alive)
+
+    # -- the workers --------------------------------------------------------------------
+
+    def _work(self) -> None:
+        while True:
+            connection = self._queue.get()
+            if connection is None:
+                return
+            keep = False
+            try:
+                keep = self._serve(connection)
+            except BaseException:  # the handler answers what it can; this is a last resort
+                logger.exception("verdictgate: http worker failed")
+            self._returned.append((connection, keep))
+            with contextlib.suppress(OSError):
+                self._waker.send(b"\0")
+
+    def _serve(self, connection: _Connection) -> bool:
+        handler = connection.handler
+        if handler is None:
+            handler = connection.handler = self._handler_class(
+                connection.sock, connection.address, self, connection.reader, connection.writer
+            )
+        while True:
+            connection.reader.deadline = connection.deadline
+            handler.serve_one()
+            if handler.close_connection or self._stopping:
+                return False
+            if not self._queue.empty() or not self._next_request_here(connection):
+                return True  # back to the poller until its next request arrives
+
+    def _next_request_here(self, connection: _Connection) -> bool:
+        """Whether the connection's next request head arrives within `KEEP_ALIVE_WAIT`: a
+        sender that exports back to back is then served on, without a round trip through the
+        poller (taken only when no other request waits for a worker)."""
+        try:
+            if hasattr(select, "poll"):  # no FD_SETSIZE limit
+                waiting = select.poll()
+                waiting.register(connection.sock, select.POLLIN)
+                ready = bool(waiting.poll(KEEP_ALIVE_WAIT * 1000))
+            else:
+                ready = bool(select.select([connection.sock], [], [], KEEP_ALIVE_WAIT)[0])
+            if not ready:
+                return False
+            connection.sock.setblocking(False)
+        except (OSError, ValueError):
+            return False
+        connection.reader.pump()
+        end = _HEAD_END.search(connection.reader.buffer)
+        if end is None or end.start() > MAX_HEAD_BYTES:
+            return False  # the poller waits for the rest (or the end of the stream)
+        connection.deadline = time.monotonic() + self.limits.header_timeout_seconds
+        return True
+
+    # -- stopping -----------------------------------------------------------------------
+
+    def shutdown(self) -> None:
+        """Stop serving: waiting connections are closed, requests being served are cut off."""
+        self._stopping = True
+        with contextlib.suppress(OSError):
+            self._waker.send(b"\0")
+        if self._serving:
+            self._stopped.wait(10)
+        for connection in list(self._connections):
+            if connection.state == _BUSY:
+                with contextlib.suppress(OSError, ValueError):
+                    connection.sock.shutdown(socket.SHUT_RDWR)
+        while True:
+            try:
+                waiting = self._queue.get_nowait()
+            except queue.Empty:
+                break
+            if waiting is not None:
+                waiting.sock.close()
+        for _ in self._workers:
+            try:
+                self._queue.put_nowait(None)
+            except queue.Full:
+                break
+
+    def server_close(self) -> None:
+        for connection in list(self._connections):
+            connection.sock.close()
+        self._connections.clear()
+        for sock in (self._listener, self._waker, self._wake_end):
+            sock.close()
+        self._selector.close()

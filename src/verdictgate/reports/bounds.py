@@ -1,0 +1,113 @@
+"""Bounded reports: a run with thousands of labels or cases still gets a report of a few hundred
+rows. Every renderer draws from `bounded(assessment)`; what it leaves out is counted in
+`Omitted`, which the reports state (the JSON report's `omitted` object), never silently.
+
+Kept first: the rows that explain the status (flipping, errored and failing cases; stochastic
+and targeted routes; the most frequent labels). Counts by label keep their top entries and fold
+the rest into one `(other)` entry, so their totals still add up.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any, TypeVar
+
+from ..assessment import Assessment, CaseResult, RouteStability
+from ..stats import Stability
+
+MAX_LABELS = 100
+"""Most routes, labels and names a report lists in one table or list."""
+MAX_CASES = 1000
+"""Most cases a report lists."""
+OTHER = "(other)"
+"""The entry that holds what a bounded count by label left out."""
+
+T = TypeVar("T")
+
+
+@dataclass
+class Omitted:
+    """How many entries each bounded part of a report left out (only parts that lost some)."""
+
+    counts: dict[str, int] = field(default_factory=dict)
+
+    def sentence(self) -> str | None:
+        """What was left out, in words (None when nothing was)."""
+        if not self.counts:
+            return None
+        parts = ", ".join(f"{n} {name.replace('_', ' ')}" for name, n in self.counts.items())
+        return f"Not listed (the report is bounded): {parts}."
+
+    def keep(
+        self, name: str, items: Sequence[T], limit: int, rank: Callable[[T], Any]
+    ) -> tuple[T, ...]:
+        """The `limit` highest-ranked items, in their original order."""
+        if len(items) <= limit:
+            return tuple(items)
+        self.counts[name] = self.counts.get(name, 0) + len(items) - limit
+        chosen = sorted(range(len(items)), key=lambda n: rank(items[n]))[:limit]
+        return tuple(items[n] for n in sorted(chosen))
+
+    def first(self, name: str, items: Sequence[T], limit: int = MAX_LABELS) -> tuple[T, ...]:
+        """The first `limit` items."""
+        return self.keep(name, items, limit, lambda _: 0)
+
+    def top(self, name: str, counts: Mapping[str, int], limit: int = MAX_LABELS) -> dict[str, int]:
+        """The `limit` - 1 largest counts and one OTHER entry holding the rest."""
+        if len(counts) <= limit:
+            return dict(counts)
+        ranked = sorted(counts.items(), key=lambda item: -item[1])
+        self.counts[name] = len(counts) - (limit - 1)
+        return {**dict(ranked[: limit - 1]), OTHER: sum(n for _, n in ranked[limit - 1 :])}
+
+
+def _case_rank(case: CaseResult) -> tuple[bool, bool, bool]:
+    failing = case.pass_rate is not None and case.pass_rate.passed < case.pass_rate.judged
+    return (not case.flips, not case.errors, not failing)
+
+
+def _route_rank(route: RouteStability) -> tuple[bool, bool, int]:
+    return (route.change.result is not Stability.STOCHASTIC, not route.targeted, -route.cases)
+
+
+def bounded(a: Assessment) -> tuple[Assessment, Omitted]:
+    """The assessment with every list and count by label bounded; what was left out."""
+    o = Omitted()
+    routes = o.keep("routes", a.routes, MAX_LABELS, _route_rank)
+    routes = tuple(replace(r, flip_pairs=o.first("flip_pairs", r.flip_pairs)) for r in routes)
+    c = a.coverage
+    coverage = replace(
+        c,
+        required=o.first("required", c.required),
+        intended=o.top("intended", c.intended),
+        observed=o.first("observed", c.observed),
+        missing_intended=o.first("missing_intended", c.missing_intended),
+        missing_observed=o.first("missing_observed", c.missing_observed),
+        unknown=o.first("unknown", c.unknown),
+        under_cased=o.first("under_cased", c.under_cased),
+        critical_missing=o.first("critical_missing", c.critical_missing),
+    )
+    passes = a.passes
+    kept_routes = set(o.first("pass_rate_routes", tuple(passes.routes)))
+    passes = replace(
+        passes,
+        routes={route: n for route, n in passes.routes.items() if route in kept_routes},
+        route_rates={r: rate for r, rate in passes.route_rates.items() if r in kept_routes},
+    )
+    result = replace(
+        a,
+        routes=routes,
+        flip_pairs=o.first("flip_pairs", a.flip_pairs),
+        coverage=coverage,
+        cases=o.keep("cases", a.cases, MAX_CASES, _case_rank),
+        passes=passes,
+        trials=replace(a.trials, error_types=o.top("error_types", a.trials.error_types)),
+        invariants=replace(
+            a.invariants,
+            failed=o.top("invariants_failed", a.invariants.failed),
+            warned=o.top("invariants_warned", a.invariants.warned),
+        ),
+        next_steps=o.first("next_steps", a.next_steps, 20),
+    )
+    return result, o

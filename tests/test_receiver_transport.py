@@ -1,0 +1,627 @@
+"""The receiver's transports against hostile senders, through the real wire: slow and silent
+sockets, floods of connections, bodies refused before they are read, every gzip and chunked
+oddity, failures inside, and one sender that would take every slot."""
+
+from __future__ import annotations
+
+import contextlib
+import gzip
+import http.client
+import json
+import multiprocessing
+import os
+import select
+import signal
+import socket
+import sqlite3
+import threading
+import time
+
+import grpc
+import pytest
+from google.rpc import error_details_pb2, status_pb2
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+    ExportTraceServiceRequest,
+    ExportTraceServiceResponse,
+)
+
+from receiver_support import request, run_span, running_server, stable_run
+from verdictgate.receiver.decoding import DecoderUnavailable
+from verdictgate.receiver.ingest import Busy, Gate
+from verdictgate.receiver.server import Limits
+
+PROTOBUF = "application/x-protobuf"
+METRICS = "/opentelemetry.proto.collector.metrics.v1.MetricsService/Export"
+LOGS = "/opentelemetry.proto.collector.logs.v1.LogsService/Export"
+TRACES = "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
+
+
+def body_of(run: str, cases: int = 1, trials: int = 2) -> bytes:
+    return request(stable_run(run, cases, trials)).SerializeToString()
+
+
+def head(
+    length: int | None = None, *, path: str = "/v1/traces", method: str = "POST", **headers: str
+) -> bytes:
+    """A request head; header names are given with `_` for `-`."""
+    lines = [f"{method} {path} HTTP/1.1", "Host: receiver"]
+    if method == "POST":
+        lines.append(f"Content-Type: {PROTOBUF}")
+    if length is not None:
+        lines.append(f"Content-Length: {length}")
+    lines += [f"{name.replace('_', '-')}: {value}" for name, value in headers.items()]
+    return ("\r\n".join(lines) + "\r\n\r\n").encode()
+
+
+def connect(server, timeout: float = 5.0) -> socket.socket:
+    return socket.create_connection(("127.0.0.1", server.http_port), timeout=timeout)
+
+
+def answer(sock: socket.socket, method: str = "POST") -> http.client.HTTPResponse:
+    """Read one response from `sock` (within the socket's timeout)."""
+    response = http.client.HTTPResponse(sock, method=method)
+    response.begin()
+    response.read()
+    return response
+
+
+def closed(sock: socket.socket, within: float = 5.0) -> bool:
+    """Whether the server closes `sock` within `within` seconds (what it sends is dropped)."""
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        ready, _, _ = select.select([sock], [], [], max(0.0, deadline - time.monotonic()))
+        if ready:
+            try:
+                if not sock.recv(65536):
+                    return True
+            except ConnectionError:
+                return True
+    return False
+
+
+def post(server, body: bytes, *, headers: dict | None = None, chunked: bool = False):
+    connection = http.client.HTTPConnection("127.0.0.1", server.http_port, timeout=10)
+    try:
+        payload = iter([body[: len(body) // 2], body[len(body) // 2 :]]) if chunked else body
+        connection.request(
+            "POST", "/v1/traces", payload, {"Content-Type": PROTOBUF, **(headers or {})},
+            encode_chunked=chunked,
+        )  # fmt: skip
+        response = connection.getresponse()
+        return response.status, dict(response.getheaders()), response.read()
+    finally:
+        connection.close()
+
+
+def wait_until(condition, within: float = 5.0) -> None:
+    deadline = time.monotonic() + within
+    while not condition():
+        assert time.monotonic() < deadline, "the condition did not hold in time"
+        time.sleep(0.01)
+
+
+def grpc_call(server, method: str, body: bytes, token: str | None = None):
+    channel = grpc.insecure_channel(f"127.0.0.1:{server.grpc_port}")
+    try:
+        call = channel.unary_unary(method, request_serializer=None, response_deserializer=None)
+        metadata = [("authorization", f"Bearer {token}")] if token else None
+        return call(body, timeout=5, metadata=metadata)
+    finally:
+        channel.close()
+
+
+# -- slow, silent and numerous connections ---------------------------------------------------
+
+
+def test_silent_sockets_are_closed_by_the_header_timeout_and_exports_go_on():
+    from opentelemetry.exporter.otlp.proto.http import Compression
+    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+    from opentelemetry.sdk.trace.export import SpanExportResult
+
+    from test_publish_outage import run_spans
+
+    with running_server(limits=Limits(header_timeout_seconds=1.0)) as server:
+        silent = [connect(server) for _ in range(200)]
+        try:
+            exporter = OTLPSpanExporter(
+                endpoint=f"http://127.0.0.1:{server.http_port}/v1/traces",
+                compression=Compression.Gzip, timeout=5,
+            )  # fmt: skip
+            assert (
+                exporter.export(run_spans("beside-silent", flips=False)) is SpanExportResult.SUCCESS
+            )
+            exporter.shutdown()
+            assert all(closed(sock) for sock in silent)
+        finally:
+            for sock in silent:
+                sock.close()
+        assert server.receiver.assessment("beside-silent").trials.received == 12
+
+
+def test_a_dribbled_head_is_cut_off_at_the_header_deadline():
+    with (
+        running_server(limits=Limits(header_timeout_seconds=1.0)) as server,
+        connect(server) as sock,
+    ):
+        sock.sendall(b"POST /v1/traces HTTP/1.1\r\n")
+        deadline = time.monotonic() + 6
+        cut = False
+        while not cut and time.monotonic() < deadline:
+            try:
+                sock.sendall(b"X")  # one byte at a time, never a whole head
+            except OSError:
+                cut = True
+            cut = cut or closed(sock, within=0.1)
+        assert cut
+
+
+def test_a_slow_body_is_answered_408_and_closed():
+    with running_server(limits=Limits(body_timeout_seconds=1.0)) as server, connect(server) as sock:
+        sock.sendall(head(100) + b"0123456789")
+        assert answer(sock).status == 408
+        assert closed(sock)
+
+
+def test_keep_alive_serves_several_requests_and_idle_connections_time_out():
+    with running_server(limits=Limits(idle_timeout_seconds=0.5)) as server, connect(server) as sock:
+        for run in ("ka-1", "ka-2"):
+            body = body_of(run)
+            sock.sendall(head(len(body)) + body)
+            assert answer(sock).status == 200
+        sock.sendall(head(path="/v1/runs", method="GET") * 2)  # pipelined
+        assert answer(sock, "GET").status == answer(sock, "GET").status == 200
+        assert closed(sock)
+        assert server.receiver.assessment("ka-2").trials.received == 2
+
+
+def test_200_connections_at_once_are_accepted_and_answered():
+    with running_server() as server:
+        sockets = [socket.socket() for _ in range(200)]
+        try:
+            for sock in sockets:
+                sock.setblocking(False)
+                sock.connect_ex(("127.0.0.1", server.http_port))
+            pending, deadline = set(sockets), time.monotonic() + 10
+            while pending and time.monotonic() < deadline:
+                _, ready, _ = select.select([], list(pending), [], 1)
+                pending -= set(ready)
+            assert not pending
+            assert all(sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR) == 0 for sock in sockets)
+            for sock in sockets:
+                sock.setblocking(True)
+                sock.settimeout(10)
+                sock.sendall(head(path="/v1/runs", method="GET", Connection="close"))
+            assert [answer(sock, "GET").status for sock in sockets] == [200] * 200
+        finally:
+            for sock in sockets:
+                sock.close()
+
+
+def test_a_connection_beyond_the_limit_gets_a_quick_503():
+    with running_server(limits=Limits(max_connections=2)) as server:
+        held = [connect(server), connect(server)]
+        try:
+            wait_until(lambda: len(server._http._connections) == 2)
+            with connect(server) as third:
+                third.sendall(head(path="/v1/runs", method="GET"))
+                refused = answer(third, "GET")
+            assert refused.status == 503 and refused.getheader("Retry-After") == "1"
+        finally:
+            for sock in held:
+                sock.close()
+
+
+def test_a_full_worker_queue_answers_503_at_once():
+    limits = Limits(http_workers=1, http_queue=1, body_timeout_seconds=5)
+    with running_server(limits=limits) as server:
+        body = body_of("queued")
+        with connect(server) as first, connect(server) as second, connect(server) as third:
+            first.sendall(head(len(body)))  # admitted; the only worker waits for its body
+            wait_until(lambda: server._ingest.gate.in_use()[0] == 1)
+            second.sendall(head(path="/v1/runs", method="GET"))
+            wait_until(lambda: server._http._queue.qsize() == 1)
+            third.sendall(head(path="/v1/runs", method="GET"))
+            refused = answer(third, "GET")
+            assert refused.status == 503 and refused.getheader("Retry-After") == "1"
+            first.sendall(body)
+            assert answer(first).status == 200
+            assert answer(second, "GET").status == 200
+
+
+def test_over_tls_handshakes_wait_without_a_thread_and_keep_alive_works(tmp_path):
+    import shutil
+    import ssl
+    import subprocess
+
+    from verdictgate.receiver.receiver import Receiver
+    from verdictgate.receiver.server import Server, Tls
+    from verdictgate.receiver.store import Store
+
+    if shutil.which("openssl") is None:
+        pytest.skip("openssl is needed to make a test certificate")
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
+         "-days", "1", "-subj", "/CN=localhost", "-addext", "subjectAltName=IP:127.0.0.1",
+         "-keyout", str(key), "-out", str(cert)],
+        check=True, capture_output=True,
+    )  # fmt: skip
+    server = Server(
+        Receiver(Store()), grpc_listen=None, http_listen="127.0.0.1:0",
+        tls=Tls(str(cert), str(key)), limits=Limits(header_timeout_seconds=1.0, http_workers=1),
+    )  # fmt: skip
+    server.start()
+    try:
+        silent = [connect(server) for _ in range(5)]  # more than the one worker
+        plaintext = connect(server)
+        plaintext.sendall(head(path="/v1/runs", method="GET"))
+        context = ssl.create_default_context(cafile=str(cert))
+        client = http.client.HTTPSConnection(
+            "127.0.0.1", server.http_port, context=context, timeout=5
+        )
+        sockets = []
+        for run in ("tls-1", "tls-2"):
+            client.request("POST", "/v1/traces", body_of(run), {"Content-Type": PROTOBUF})
+            reply = client.getresponse()
+            assert reply.status == 200 and reply.read() == b""
+            sockets.append(client.sock)
+        assert sockets[0] is sockets[1]  # one connection, kept alive
+        client.close()
+        assert all(closed(sock) for sock in [*silent, plaintext])
+        assert server.receiver.assessment("tls-2").trials.received == 2
+    finally:
+        server.stop()
+
+
+# -- refused before the body is read ---------------------------------------------------------
+
+
+def test_an_unauthenticated_16_mib_request_is_answered_401_without_its_body():
+    with running_server(token="s3cret") as server, connect(server) as sock:
+        sock.sendall(head(16 << 20))  # the body is never sent: the answer must come anyway
+        refused = answer(sock)
+        assert refused.status == 401 and refused.getheader("Connection") == "close"
+        assert status_pb2.Status.FromString(refused.read() or b"") is not None
+        assert closed(sock)
+
+
+def test_expect_100_continue_is_sent_only_to_an_admitted_request():
+    body = body_of("expect")
+    with running_server(token="s3cret") as server:
+        with connect(server) as sock:
+            sock.sendall(head(len(body), Expect="100-continue"))
+            assert answer(sock).status == 401  # no 100 first: the body need not be sent
+        with connect(server) as sock:
+            sock.sendall(head(len(body), Expect="100-continue", Authorization="Bearer s3cret"))
+            assert sock.recv(25) == b"HTTP/1.1 100 Continue\r\n\r\n"
+            sock.sendall(body)
+            assert answer(sock).status == 200
+
+
+def test_a_full_gate_answers_429_without_reading_the_body():
+    with running_server(limits=Limits(max_in_flight=0)) as server, connect(server) as sock:
+        sock.sendall(head(8 << 20))
+        busy = answer(sock)
+        assert busy.status == 429 and busy.getheader("Retry-After") == "1"
+        assert closed(sock)
+
+
+def test_an_exhausted_byte_budget_answers_429_without_reading_the_body():
+    body = body_of("budget", 4, 10)
+    limits = Limits(max_request_bytes=len(body), max_bytes_in_flight=len(body))
+    with running_server(limits=limits) as server:
+        with connect(server) as holder, connect(server) as other:
+            holder.sendall(head(len(body), User_Agent="holder"))
+            wait_until(lambda: server._ingest.gate.in_use()[1] == len(body))
+            other.sendall(head(10, User_Agent="other"))
+            busy = answer(other)
+            assert busy.status == 429 and busy.getheader("Retry-After") == "1"
+            holder.sendall(body)
+            assert answer(holder).status == 200
+        assert server._ingest.gate.in_use() == (0, 0, 0)
+        status, _, _ = post(server, body_of("after"), headers={"User-Agent": "other"})
+        assert status == 200
+
+
+# -- bodies ------------------------------------------------------------------------------------
+
+
+def test_every_member_of_a_multi_member_gzip_body_is_read():
+    body = gzip.compress(body_of("member-1")) + gzip.compress(body_of("member-2", 2, 3))
+    with running_server() as server:
+        status, _, _ = post(server, body, headers={"Content-Encoding": "gzip"})
+        assert status == 200
+        assert server.receiver.assessment("member-1").trials.received == 2
+        assert server.receiver.assessment("member-2").trials.received == 6
+
+
+def bad_crc(data: bytes) -> bytes:
+    return data[:-8] + bytes([data[-8] ^ 0xFF]) + data[-7:]
+
+
+@pytest.mark.parametrize(
+    ("make", "status"),
+    [
+        (lambda data: data[:-8], 400),  # no CRC and length trailer
+        (lambda data: data[:-4], 400),  # CRC, no length
+        (bad_crc, 400),
+        (lambda data: data + b"trailing garbage", 400),
+        (lambda data: data + b"\x00" * 8, 400),
+        (lambda data: data + gzip.compress(b"x")[:-8], 400),  # a truncated second member
+        (lambda data: b"", 400),
+        (lambda data: data + gzip.compress(b"\x00" * (2 << 20)), 413),  # the cap spans members
+    ],
+    ids=["no-trailer", "no-length", "bad-crc", "garbage", "zeros", "truncated-member", "empty",
+         "bomb-in-second-member"],
+)  # fmt: skip
+def test_a_broken_gzip_body_is_refused(make, status):
+    with running_server(limits=Limits(max_request_bytes=1 << 20)) as server:
+        got, _, payload = post(
+            server, make(gzip.compress(body_of("gz"))), headers={"Content-Encoding": "gzip"}
+        )
+        assert got == status and status_pb2.Status.FromString(payload).message
+        assert server.receiver.assessment("gz") is None
+        assert post(server, body_of("ok"))[0] == 200  # still serving
+
+
+@pytest.mark.parametrize("encoding", ["zstd", "br", "deflate", "x-custom", "gzip, gzip"])
+def test_an_unsupported_content_encoding_is_415(encoding):
+    with running_server() as server:
+        status, headers, _ = post(server, body_of("enc"), headers={"Content-Encoding": encoding})
+        assert status == 415 and "gzip" in headers["Accept-Encoding"]
+        assert post(server, body_of("enc"), headers={"Content-Encoding": "identity"})[0] == 200
+
+
+def test_a_chunked_body_is_accepted_and_gzip_may_be_chunked_too():
+    with running_server() as server:
+        assert post(server, body_of("chunked", 2, 3), chunked=True)[0] == 200
+        zipped = gzip.compress(body_of("chunked-gz"))
+        assert post(server, zipped, chunked=True, headers={"Content-Encoding": "gzip"})[0] == 200
+        assert server.receiver.assessment("chunked").trials.received == 6
+        assert server.receiver.assessment("chunked-gz").trials.received == 2
+
+
+@pytest.mark.parametrize(
+    ("framing", "status"),
+    [
+        (b"Transfer-Encoding: chunked\r\n\r\nzz\r\n", 400),
+        (b"Transfer-Encoding: chunked\r\n\r\n0x5\r\nabcde\r\n0\r\n\r\n", 400),
+        (b"Transfer-Encoding: chunked\r\n\r\n5\r\nabcdefgh\r\n0\r\n\r\n", 400),
+        (b"Transfer-Encoding: chunked\r\nContent-Length: 5\r\n\r\n", 400),
+        (b"Transfer-Encoding: gzip, chunked\r\n\r\n", 501),
+        (b"Content-Length: 5\r\nContent-Length: 6\r\n\r\n", 400),
+        (b"Content-Length: -5\r\n\r\n", 400),
+        (b"\r\n", 411),
+    ],
+)
+def test_malformed_framing_is_refused(framing, status):
+    start = b"POST /v1/traces HTTP/1.1\r\nHost: r\r\nContent-Type: application/x-protobuf\r\n"
+    with running_server() as server, connect(server) as sock:
+        sock.sendall(start + framing)
+        assert answer(sock).status == status
+
+
+def test_a_chunked_body_is_bounded_by_the_request_limit():
+    with running_server(limits=Limits(max_request_bytes=1000)) as server, connect(server) as sock:
+        sock.sendall(head(Transfer_Encoding="chunked") + b"800\r\n" + b"x" * 2048 + b"\r\n")
+        assert answer(sock).status == 413
+
+
+def test_json_nested_5000_deep_is_400_not_a_dropped_connection():
+    nested = b'{"resourceSpans": [' + b"[" * 5000 + b"]" * 5000 + b"]}"
+    with running_server() as server:
+        status, _, payload = post(server, nested, headers={"Content-Type": "application/json"})
+        assert status == 400 and "message" in json.loads(payload)
+
+
+# -- every failure is an answer ----------------------------------------------------------------
+
+
+def retry_info(error: grpc.RpcError) -> error_details_pb2.RetryInfo:
+    """The RetryInfo in a gRPC error's status details (where the Collector looks)."""
+    metadata = dict(error.trailing_metadata())
+    status = status_pb2.Status.FromString(metadata["grpc-status-details-bin"])
+    info = error_details_pb2.RetryInfo()
+    assert status.details[0].Unpack(info)
+    assert error_details_pb2.RetryInfo.FromString(metadata["google.rpc.retryinfo-bin"]) == info
+    return info
+
+
+def test_a_busy_grpc_export_is_resource_exhausted_with_retry_info():
+    with (
+        running_server(limits=Limits(max_in_flight=0)) as server,
+        pytest.raises(grpc.RpcError) as busy,
+    ):
+        grpc_call(server, TRACES, body_of("busy"))
+    assert busy.value.code() is grpc.StatusCode.RESOURCE_EXHAUSTED
+    assert retry_info(busy.value).retry_delay.seconds == 1
+
+
+def test_a_decoder_that_is_unavailable_is_503_and_unavailable_with_retry_hints(monkeypatch):
+    def unavailable(body, content_type):
+        raise DecoderUnavailable()
+
+    with running_server() as server:
+        monkeypatch.setattr(server._ingest.decoder, "decode", unavailable)
+        status, headers, _ = post(server, body_of("dead"))
+        assert status == 503 and headers["Retry-After"] == "1"
+        with pytest.raises(grpc.RpcError) as failed:
+            grpc_call(server, TRACES, body_of("dead"))
+        assert failed.value.code() is grpc.StatusCode.UNAVAILABLE
+        assert retry_info(failed.value).retry_delay.seconds == 1
+
+
+def test_a_killed_decoder_process_is_503_then_the_pool_is_back():
+    big = request([run_span("big", 400), *stable_run("big", 4, 100)]).SerializeToString()
+    assert len(big) > 32 << 10  # decoded in the worker
+    with running_server(limits=Limits(decoders=1)) as server:
+        assert post(server, big)[0] == 200
+        workers = multiprocessing.active_children()
+        assert workers
+        for worker in workers:
+            os.kill(worker.pid, signal.SIGKILL)
+            worker.join(5)
+        status, headers, payload = post(server, big)
+        assert status == 503 and headers["Retry-After"] == "1"
+        assert "retry" in status_pb2.Status.FromString(payload).message
+        assert post(server, big)[0] == 200
+
+
+def test_an_unexpected_error_is_500_and_internal_logged_once(monkeypatch, caplog):
+    def broken(extract):
+        raise RuntimeError("a detail only the log may hold")
+
+    with running_server() as server:
+        monkeypatch.setattr(server.receiver, "ingest", broken)
+        status, _, payload = post(server, body_of("boom"))
+        assert status == 500
+        assert status_pb2.Status.FromString(payload).message == "internal error"
+        with pytest.raises(grpc.RpcError) as failed:
+            grpc_call(server, TRACES, body_of("boom"))
+        assert failed.value.code() is grpc.StatusCode.INTERNAL
+        assert failed.value.details() == "internal error"
+        assert post(server, body_of("boom"))[0] == 500
+    logged = [r for r in caplog.records if r.levelname == "ERROR" and "unexpected" in r.message]
+    assert len(logged) == 1 and logged[0].exc_info is not None
+
+
+def test_a_store_failure_while_querying_is_503(monkeypatch):
+    def failing(*args):
+        raise sqlite3.OperationalError("disk I/O error")
+
+    with running_server() as server:
+        for listing in ("runs", "page"):  # whichever the query API reads
+            if hasattr(server.receiver.store, listing):
+                monkeypatch.setattr(server.receiver.store, listing, failing)
+        with connect(server) as sock:
+            sock.sendall(head(path="/v1/runs", method="GET"))
+            failed = answer(sock, "GET")
+        assert failed.status == 503 and failed.getheader("Retry-After") == "1"
+
+
+# -- gRPC ------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("method", [METRICS, LOGS])
+def test_metrics_and_logs_need_the_token_too(method):
+    with running_server(token="s3cret") as server:
+        with pytest.raises(grpc.RpcError) as denied:
+            grpc_call(server, method, b"\xff" * 1000)
+        assert denied.value.code() is grpc.StatusCode.UNAUTHENTICATED
+        assert grpc_call(server, method, b"", token="s3cret") == b""
+
+
+def test_grpc_calls_beyond_the_limit_are_refused_by_grpc():
+    from verdictgate.receiver.grpc_api import ADMISSION_SERVICE
+    from verdictgate.v1 import verdictgate_pb2 as pb
+
+    with running_server(limits=Limits(grpc_max_concurrent_rpcs=1)) as server:
+        channel = grpc.insecure_channel(f"127.0.0.1:{server.grpc_port}")
+        watch = channel.unary_stream(
+            f"/{ADMISSION_SERVICE}/WatchAdmission",
+            request_serializer=pb.WatchAdmissionRequest.SerializeToString,
+            response_deserializer=pb.Admission.FromString,
+        )
+        assert post(server, request([run_span("open", 80), *stable_run("open", 1, 2)])
+                    .SerializeToString())[0] == 200  # fmt: skip
+        waiting = watch(pb.WatchAdmissionRequest(run_id="open"), timeout=30)
+        try:
+            assert next(waiting).run_id == "open"  # the one call allowed is in progress
+            with pytest.raises(grpc.RpcError) as refused:
+                grpc_call(server, TRACES, body_of("many"))
+            assert refused.value.code() is grpc.StatusCode.RESOURCE_EXHAUSTED
+        finally:
+            waiting.cancel()
+            channel.close()
+
+
+def test_a_silent_grpc_connection_is_closed_by_the_handshake_timeout():
+    with running_server(limits=Limits(header_timeout_seconds=1.0)) as server:
+        with socket.create_connection(("127.0.0.1", server.grpc_port), timeout=5) as sock:
+            assert closed(sock)
+        exported = ExportTraceServiceResponse.FromString(
+            grpc_call(server, TRACES, ExportTraceServiceRequest().SerializeToString())
+        )
+        assert not exported.HasField("partial_success")
+
+
+# -- fairness --------------------------------------------------------------------------------
+
+HOG, OTHER = ("10.0.0.1", "collector"), ("10.0.0.2", "agent")
+
+
+def test_the_gate_keeps_a_slot_for_another_client():
+    gate = Gate(slots=4, budget=1000, request_bytes=100)
+    held = [gate.admit(HOG, 10) for _ in range(3)]
+    with pytest.raises(Busy):
+        gate.admit(HOG, 10)  # a lone client may take all but one slot
+    other = gate.admit(OTHER, 10)
+    held[0].release()
+    with pytest.raises(Busy):
+        gate.admit(HOG, 10)  # two clients now: at most (4 - 1) // 2 = 1 each; the hog has 2
+    held[1].release()
+    with pytest.raises(Busy):
+        gate.admit(HOG, 10)
+    held[2].release()
+    again = gate.admit(HOG, 10)
+    assert gate.in_use() == (2, 20, 2)
+    other.release()
+    again.release()
+    assert gate.in_use() == (0, 0, 0)
+
+
+def test_the_gate_keeps_the_bytes_of_one_request_for_another_client():
+    gate = Gate(slots=16, budget=400, request_bytes=100)
+    held = [gate.admit(HOG, 100) for _ in range(3)]
+    with pytest.raises(Busy):
+        gate.admit(HOG, 100)  # 300 of 400 bytes: one largest request stays free
+    other = gate.admit(OTHER, 100)  # a first request needs only the global room
+    with pytest.raises(Busy):
+        gate.admit(("10.0.0.3", "late"), 1)  # the budget is full
+    with pytest.raises(Busy):
+        other.reserve(1)  # a body that grows must fit too
+    for ticket in [*held, other]:
+        ticket.release()
+    assert gate.in_use() == (0, 0, 0)
+    with pytest.raises(Busy):
+        Gate(slots=0, budget=400).admit(OTHER, 0)
+
+
+def test_the_gate_stays_consistent_under_threads():
+    gate = Gate(slots=8, budget=10_000, request_bytes=1000)
+    peak = [0]
+
+    def client(number: int) -> None:
+        for size in range(200):
+            try:
+                with gate.admit((f"10.0.0.{number % 3}", "x"), size):
+                    peak[0] = max(peak[0], gate.in_use()[0])
+            except Busy:
+                pass
+
+    threads = [threading.Thread(target=client, args=(n,)) for n in range(12)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert gate.in_use() == (0, 0, 0) and 1 <= peak[0] <= 8
+
+
+def test_one_client_with_many_connections_cannot_stop_another_from_exporting():
+    body = body_of("fair")
+    limits = Limits(max_in_flight=4, body_timeout_seconds=5)
+    with running_server(limits=limits) as server:
+        hogs = [connect(server) for _ in range(4)]
+        try:
+            for sock in hogs[:3]:
+                sock.sendall(head(len(body), User_Agent="hog"))  # admitted, bodies never sent
+            wait_until(lambda: server._ingest.gate.in_use()[0] == 3)
+            hogs[3].sendall(head(len(body), User_Agent="hog"))
+            assert answer(hogs[3]).status == 429  # beyond its share
+            status, _, _ = post(server, body, headers={"User-Agent": "other"})
+            assert status == 200
+            assert server.receiver.assessment("fair").trials.received == 2
+        finally:
+            for sock in hogs:
+                with contextlib.suppress(OSError):
+                    sock.close()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import gzip
 import json
 import threading
+import time
 import urllib.error
 import urllib.request
 from collections import Counter
@@ -755,11 +756,11 @@ def test_a_run_with_200k_distinct_labels_gets_a_bounded_report_over_grpc():
             request_serializer=pb.GetAdmissionRequest.SerializeToString,
             response_deserializer=pb.Admission.FromString,
         )
-        for fmt in ("json", "text"):
+        for fmt in ("json", "text", "junit", "markdown"):
             admission = get(pb.GetAdmissionRequest(run_id="wide", format=fmt), timeout=120)
             assert len(admission.report) < 1 << 20
             assert admission.trials_received == 200_000
-            assert "bounded" in admission.report or fmt == "json"
+            assert "bounded" in admission.report or fmt in ("json", "junit")
         report = json.loads(get(pb.GetAdmissionRequest(run_id="wide"), timeout=60).report)
         channel.close()
     assert report["omitted"]["cases"] == 200_000 - len(report["cases"])
@@ -798,16 +799,31 @@ def test_sender_chosen_suite_names_never_grow_the_metric_series():
     suites = {a[names.SUITE].string_value for a in labels if names.SUITE in a}
     assert len(suites) == 5
     assert any(a.get(OVERFLOW) and a[OVERFLOW].bool_value for a in labels)
+    overflow_totals = []
+    for export in collector.metrics:  # one point per series in each export
+        for resource_metrics in export.resource_metrics:
+            for scope in resource_metrics.scope_metrics:
+                for metric in scope.metrics:
+                    points = [*metric.gauge.data_points, *metric.sum.data_points]
+                    keys = [tuple(sorted(str(a).strip() for a in p.attributes)) for p in points]
+                    assert len(keys) == len(set(keys)), metric.name
+                    overflow_totals += [
+                        p.as_int for p in metric.sum.data_points
+                        if any(a.key == OVERFLOW for a in p.attributes)
+                    ]  # fmt: skip
+    assert overflow_totals == sorted(overflow_totals)  # a cumulative counter never goes down
     spans = [s for s in collector.spans() if s.name == names.ADMISSION_SPAN]
     assert len(spans) == 31  # spans still name every suite
 
 
-def test_metric_suites_can_be_listed_by_name():
+def test_metric_suites_can_be_listed_by_name_and_their_points_stay_bounded():
     from verdictgate.otel.publication import OVERFLOW, MetricLabels
 
-    labels = MetricLabels({"payments"})
+    labels = MetricLabels({"payments"}, limit=3)
     assert labels.base("payments", "router") == {names.SUITE: "payments", names.POINT: "router"}
     assert labels.base("made-up", "router") == {OVERFLOW: True}
+    points = [labels.base("payments", f"point-{n}") for n in range(10)]
+    assert sum(OVERFLOW not in point for point in points) == 2  # with "router": 3 pairs
 
 
 def test_runs_are_listed_a_page_at_a_time_over_both_transports():
@@ -857,3 +873,39 @@ def test_retention_deletes_old_finished_runs_only():
     assert {run.run_id for run in store.runs()} == {"recent", "open"}
     assert store.evidence("old-0").cases == {}
     assert receiver.assessment("recent").trials.received == 8
+
+
+def test_the_trial_limit_of_a_run_holds_under_concurrent_requests():
+    receiver = Receiver(Store(), max_trials_per_run=10)
+    write = receiver.store.write
+
+    def slow_write(*args, **kwargs):  # widens the window between reading the room and using it
+        time.sleep(0.02)
+        return write(*args, **kwargs)
+
+    receiver.store.write = slow_write
+    extracts = [
+        extract(request([decision_span("r", f"c{n}", i, "approve", "approve") for i in range(6)]))
+        for n in range(12)
+    ]
+    threads = [threading.Thread(target=receiver.ingest, args=(e,)) for e in extracts]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert receiver.store.run("r").received == 10
+    assert sum(e.rejected for e in extracts) == 72 - 10
+
+
+def test_a_run_that_cannot_be_assessed_never_fails_the_request_that_completes_it(caplog):
+    receiver = Receiver(Store())
+    receiver.ingest(extract(request([run_span("bad", 8), *stable_run("bad", 2, 2)])))
+    with receiver.store._lock:  # a declaration an older release accepted
+        receiver.store._connection.execute(
+            "UPDATE runs SET declaration = ? WHERE run_id = 'bad'",
+            (json.dumps({names.RUN_ID: "bad", names.ISOLATION: "bogus"}),),
+        )
+    got = extract(request(stable_run("bad", 2, 4)))  # completes the plan
+    receiver.ingest(got)  # the request's trials are committed; it does not raise
+    assert receiver.store.run("bad").received == 8
+    assert sum("run bad cannot be assessed" in r.getMessage() for r in caplog.records) == 1

@@ -50,6 +50,13 @@ def wait_final(server, run_id: str, timeout: float = 10.0):
         (names.CONFIDENCE, 2.0),
         (names.PLAN_TRIALS, [1, 2]),
         (names.CONTRACT_TARGETS, ["deny"]),
+        (names.TOLERANCE, -1.0),
+        (names.PLAN_TRIALS, "ten"),
+        (names.PLAN_TRIALS, -1),
+        (names.PLAN_TRIALS, 1.5),
+        (names.RUN_ID, ""),
+        (names.CONTRACT_MINIMUM_CASES, ["approve=1_000"]),
+        (names.CONTRACT_TARGETS, ["approve= 0.1"]),
     ],
 )  # fmt: skip
 def test_a_malformed_run_span_is_rejected_alone_and_later_runs_still_finish(attribute, value):
@@ -161,3 +168,18 @@ def test_content_on_a_run_span_is_never_stored(tmp_path):
     assert b"4111" not in raw and b"a@b.c" not in raw
     assert oct(store.stat().st_mode & 0o777) == "0o600"
     assert "4111" not in json.dumps(declaration)
+
+
+def test_a_run_span_after_the_end_never_changes_what_was_published():
+    lenient_suite = Suite("gate", "approval_gate", (), Contract({"approve", "deny"}))
+    rival = span(names.RUN_SPAN, run_attributes("canary", lenient_suite, Policy(tolerance=0.6),
+                                                 8, Isolation.FRESH_SESSION))  # fmt: skip
+    with running_server(grace=0.3) as server:
+        export(server, stable_run("canary", cases=2, trials=4))
+        published = wait_final(server, "canary")
+        export(server, [rival])
+        after = server.receiver.assessment("canary")
+    assert not published.in_progress
+    assert after.policy.tolerance == published.policy.tolerance
+    assert (after.status, after.reason_codes) == (published.status, published.reason_codes)
+    assert after.trials.late == 1

@@ -14,8 +14,12 @@ import select
 import signal
 import socket
 import sqlite3
+import subprocess
+import sys
+import textwrap
 import threading
 import time
+import types
 
 import grpc
 import pytest
@@ -155,10 +159,14 @@ def test_a_dribbled_head_is_cut_off_at_the_header_deadline():
         assert cut
 
 
-def test_a_slow_body_is_answered_408_and_closed():
-    with running_server(limits=Limits(body_timeout_seconds=1.0)) as server, connect(server) as sock:
-        sock.sendall(head(100) + b"0123456789")
-        assert answer(sock).status == 408
+@pytest.mark.parametrize("chunked", [False, True], ids=["content-length", "chunked"])
+def test_a_slow_body_is_answered_503_with_retry_after_and_closed(chunked):
+    """503, not 408: OTLP/HTTP exporters retry 429, 502, 503 and 504 only."""
+    start = head(Transfer_Encoding="chunked") + b"64\r\n" if chunked else head(100)
+    with running_server(limits=Limits(body_timeout_seconds=0.5)) as server, connect(server) as sock:
+        sock.sendall(start + b"0123456789")
+        slow = answer(sock)
+        assert slow.status == 503 and slow.getheader("Retry-After") == "1"
         assert closed(sock)
 
 
@@ -195,6 +203,90 @@ def test_200_connections_at_once_are_accepted_and_answered():
         finally:
             for sock in sockets:
                 sock.close()
+
+
+def test_a_host_beyond_its_connection_limit_gets_a_quick_503_and_others_are_served():
+    with running_server(limits=Limits(max_connections_per_host=3)) as server:
+        held = [connect(server) for _ in range(3)]
+        try:
+            wait_until(lambda: len(server._http._connections) == 3)
+            with connect(server) as fourth:
+                fourth.sendall(head(path="/v1/runs", method="GET"))
+                refused = answer(fourth, "GET")
+                assert refused.status == 503 and refused.getheader("Retry-After") == "1"
+                assert closed(fourth)
+            try:  # another loopback address is another host (Linux routes all of 127/8)
+                other = socket.create_connection(
+                    ("127.0.0.1", server.http_port), timeout=5, source_address=("127.0.0.2", 0)
+                )
+            except OSError:
+                other = None
+            if other is not None:
+                with other:
+                    body = body_of("other-host")
+                    other.sendall(head(len(body)) + body)
+                    assert answer(other).status == 200
+            held.pop().close()  # a slot of the host's own is free again
+            wait_until(lambda: len(server._http._connections) == 2)
+            with connect(server) as again:
+                again.sendall(head(path="/v1/runs", method="GET"))
+                assert answer(again, "GET").status == 200
+        finally:
+            for sock in held:
+                sock.close()
+
+
+_SERVE_UNDER_256_FILES = textwrap.dedent(
+    """
+    import resource, sys
+    resource.setrlimit(resource.RLIMIT_NOFILE, (256, 256))
+    from verdictgate.receiver.receiver import Receiver
+    from verdictgate.receiver.server import Limits, Server
+    from verdictgate.receiver.store import Store
+    server = Server(Receiver(Store()), grpc_listen="127.0.0.1:0", http_listen="127.0.0.1:0",
+                    limits=Limits(header_timeout_seconds=30))
+    server.start()
+    print(server.grpc_port, server.http_port, flush=True)
+    sys.stdin.read()
+    server.stop()
+    """
+)
+
+
+@pytest.mark.skipif(not hasattr(os, "fork") or sys.platform == "darwin", reason="Linux rlimits")
+def test_idle_http_sockets_cannot_take_the_file_descriptors_grpc_needs():
+    """Under a 256-file limit HTTP holds at most 128 connections: more are refused (503), and
+    gRPC still gets a descriptor for its connection."""
+    child = subprocess.Popen(
+        [sys.executable, "-c", _SERVE_UNDER_256_FILES],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    sockets: list[socket.socket] = []
+    try:
+        assert child.stdout is not None
+        grpc_port, http_port = map(int, child.stdout.readline().split())
+        for _ in range(300):
+            sock = socket.create_connection(("127.0.0.1", http_port), timeout=5)
+            sock.setblocking(False)
+            sockets.append(sock)
+        refused: set[socket.socket] = set()
+        deadline = time.monotonic() + 10  # until the server took them all (or failed to)
+        while len(refused) < 300 - 128 and time.monotonic() < deadline:
+            ready, _, _ = select.select([s for s in sockets if s not in refused], [], [], 0.2)
+            for sock in ready:
+                with contextlib.suppress(OSError):
+                    if sock.recv(65536).startswith(b"HTTP/1.1 503"):
+                        refused.add(sock)
+        exported = grpc_call(
+            types.SimpleNamespace(grpc_port=grpc_port), TRACES, body_of("beside-idle-sockets")
+        )
+        assert not ExportTraceServiceResponse.FromString(exported).HasField("partial_success")
+        assert len(refused) >= 300 - 128
+    finally:
+        for sock in sockets:
+            sock.close()
+        _, errors = child.communicate("", timeout=20)
+    assert "serving at most 128 HTTP connections, not 1024" in errors
 
 
 def test_a_connection_beyond_the_limit_gets_a_quick_503():
@@ -281,6 +373,7 @@ def test_an_unauthenticated_16_mib_request_is_answered_401_without_its_body():
         sock.sendall(head(16 << 20))  # the body is never sent: the answer must come anyway
         refused = answer(sock)
         assert refused.status == 401 and refused.getheader("Connection") == "close"
+        assert refused.getheader("WWW-Authenticate") == "Bearer"
         assert status_pb2.Status.FromString(refused.read() or b"") is not None
         assert closed(sock)
 
@@ -321,6 +414,54 @@ def test_an_exhausted_byte_budget_answers_429_without_reading_the_body():
         assert server._ingest.gate.in_use() == (0, 0, 0)
         status, _, _ = post(server, body_of("after"), headers={"User-Agent": "other"})
         assert status == 200
+
+
+def test_chunks_announced_but_not_sent_hold_no_bytes_of_the_budget():
+    """One client announcing 1 MiB chunks on 4 requests, 10 bytes sent each, must not fill the
+    4 MiB budget: bytes are reserved as read, so others' HTTP and gRPC exports go through."""
+    limits = Limits(max_request_bytes=1 << 20, max_bytes_in_flight=4 << 20, body_timeout_seconds=10)
+    with running_server(token="s3cret", limits=limits) as server:
+        hogs = [connect(server) for _ in range(4)]
+        try:
+            for sock in hogs:
+                sock.sendall(
+                    head(Transfer_Encoding="chunked", User_Agent="hog", Authorization="Bearer s3cret")
+                    + b"FFFFF\r\n" + b"x" * 10
+                )  # fmt: skip
+            wait_until(lambda: server._ingest.gate.in_use()[0] == 4)
+            body = body_of("beside-announced", 8, 20)
+            assert 40_000 < len(body) < 64 << 10
+            status, _, _ = post(
+                server, body, headers={"User-Agent": "other", "Authorization": "Bearer s3cret"}
+            )
+            assert status == 200
+            exported = grpc_call(server, TRACES, body_of("grpc-beside-announced"), token="s3cret")
+            assert not ExportTraceServiceResponse.FromString(exported).HasField("partial_success")
+            assert server._ingest.gate.in_use()[:2] == (4, 40)  # the bytes that came, no more
+        finally:
+            for sock in hogs:
+                sock.close()
+
+
+def test_a_growing_chunked_body_is_held_to_its_clients_share():
+    """A client's share is `(budget - reserve) / clients` bytes, however its requests came to
+    hold them: growing chunks past it is 429 with Retry-After, and others still get in."""
+    limits = Limits(max_request_bytes=64 << 10, max_bytes_in_flight=256 << 10)  # share: 192 KiB
+    chunk = b"%x\r\n" % (60 << 10) + b"x" * (60 << 10)
+    with running_server(limits=limits) as server:
+        hogs = [connect(server) for _ in range(4)]
+        try:
+            for number, sock in enumerate(hogs[:3], 1):
+                sock.sendall(head(Transfer_Encoding="chunked", User_Agent="hog") + chunk)
+                wait_until(lambda n=number: server._ingest.gate.in_use()[:2] == (n, n * 60 << 10))
+            hogs[3].sendall(head(Transfer_Encoding="chunked", User_Agent="hog") + chunk)
+            refused = answer(hogs[3])
+            assert refused.status == 429 and refused.getheader("Retry-After") == "1"
+            status, _, _ = post(server, body_of("beside-grown", 8, 20), headers={"User-Agent": "b"})
+            assert status == 200
+        finally:
+            for sock in hogs:
+                sock.close()
 
 
 # -- bodies ------------------------------------------------------------------------------------
@@ -485,6 +626,68 @@ def test_an_unexpected_error_is_500_and_internal_logged_once(monkeypatch, caplog
     assert len(logged) == 1 and logged[0].exc_info is not None
 
 
+def admission_call(server, method: str, request, token: str | None = None):
+    from verdictgate.receiver.grpc_api import ADMISSION_SERVICE
+    from verdictgate.v1 import verdictgate_pb2 as pb
+
+    channel = grpc.insecure_channel(f"127.0.0.1:{server.grpc_port}")
+    try:
+        reply = pb.ListRunsResponse if method == "ListRuns" else pb.Admission
+        make = channel.unary_stream if method == "WatchAdmission" else channel.unary_unary
+        call = make(
+            f"/{ADMISSION_SERVICE}/{method}",
+            request_serializer=type(request).SerializeToString,
+            response_deserializer=reply.FromString,
+        )
+        metadata = [("authorization", f"Bearer {token}")] if token else None
+        result = call(request, timeout=5, metadata=metadata)
+        return list(result) if method == "WatchAdmission" else result
+    finally:
+        channel.close()
+
+
+def test_query_failures_are_unavailable_with_retry_info_or_internal(monkeypatch, caplog):
+    """The query API on both transports: a store error is retryable (UNAVAILABLE with
+    RetryInfo, 503 with Retry-After), anything else INTERNAL / 500 "internal error", logged once
+    with its traceback; never UNKNOWN with the exception's text."""
+    from verdictgate.v1 import verdictgate_pb2 as pb
+
+    def store_error(*args):
+        raise sqlite3.OperationalError("disk I/O error")
+
+    def bug(*args):
+        raise RuntimeError("a detail only the log may hold")
+
+    calls = [
+        ("GetAdmission", pb.GetAdmissionRequest(run_id="q")),
+        ("WatchAdmission", pb.WatchAdmissionRequest(run_id="q")),
+        ("ListRuns", pb.ListRunsRequest()),
+    ]
+    with running_server(token="s3cret") as server:
+        auth = {"Authorization": "Bearer s3cret"}
+        for failure, code in ((store_error, grpc.StatusCode.UNAVAILABLE), (bug, grpc.StatusCode.INTERNAL)):  # fmt: skip
+            monkeypatch.setattr(server.receiver, "cached_assessment", failure)
+            monkeypatch.setattr(server.receiver.store, "page", failure)
+            for method, message in calls:
+                with pytest.raises(grpc.RpcError) as failed:
+                    admission_call(server, method, message, token="s3cret")
+                assert failed.value.code() is code, method
+                if code is grpc.StatusCode.UNAVAILABLE:
+                    assert retry_info(failed.value).retry_delay.seconds == 1
+                else:
+                    assert failed.value.details() == "internal error"
+            for path in ("/v1/runs/q", "/v1/runs"):
+                with connect(server) as sock:
+                    sock.sendall(head(path=path, method="GET", **auth))
+                    got = answer(sock, "GET")
+                if code is grpc.StatusCode.UNAVAILABLE:
+                    assert got.status == 503 and got.getheader("Retry-After") == "1"
+                else:
+                    assert got.status == 500
+    logged = [r for r in caplog.records if r.levelname == "ERROR" and "unexpected" in r.message]
+    assert len(logged) == 1 and logged[0].exc_info is not None
+
+
 def test_a_store_failure_while_querying_is_503(monkeypatch):
     def failing(*args):
         raise sqlite3.OperationalError("disk I/O error")
@@ -509,6 +712,60 @@ def test_metrics_and_logs_need_the_token_too(method):
             grpc_call(server, method, b"\xff" * 1000)
         assert denied.value.code() is grpc.StatusCode.UNAUTHENTICATED
         assert grpc_call(server, method, b"", token="s3cret") == b""
+
+
+def test_unauthenticated_calls_that_never_send_their_message_hold_no_thread():
+    """More unauthenticated calls than `grpc_max_concurrent_rpcs`, none sending its message, on
+    every service: each is refused UNAUTHENTICATED at once, so an export still gets through."""
+    from verdictgate.receiver.grpc_api import ADMISSION_SERVICE
+
+    stall = threading.Event()
+
+    def never():
+        stall.wait()
+        return
+        yield
+
+    methods = [
+        (TRACES, False), (METRICS, False), (f"/{ADMISSION_SERVICE}/GetAdmission", False),
+        (f"/{ADMISSION_SERVICE}/WatchAdmission", True), (f"/{ADMISSION_SERVICE}/ListRuns", False),
+        ("/no.such.Service/Method", False),
+    ]  # fmt: skip
+    with running_server(token="s3cret", limits=Limits(grpc_max_concurrent_rpcs=4)) as server:
+        channels = [grpc.insecure_channel(f"127.0.0.1:{server.grpc_port}") for _ in range(3)]
+        calls = []
+        try:
+            for number in range(12):
+                method, streaming = methods[number % len(methods)]
+                channel = channels[number % len(channels)]
+                if streaming:
+                    call = channel.stream_stream(method)(never(), timeout=30)
+                else:
+                    call = channel.stream_unary(method).future(never(), timeout=30)
+                calls.append(call)
+            with contextlib.suppress(AssertionError):
+                wait_until(lambda: all(call.done() for call in calls))
+            exported = None
+            deadline = time.monotonic() + 5  # a slot frees just after its call's status is sent
+            while exported is None:
+                try:
+                    exported = grpc_call(server, TRACES, body_of("beside-stalled"), token="s3cret")
+                except grpc.RpcError as error:
+                    busy = error.code() is grpc.StatusCode.RESOURCE_EXHAUSTED
+                    if not busy or time.monotonic() > deadline:
+                        raise
+                    time.sleep(0.05)
+            assert not ExportTraceServiceResponse.FromString(exported).HasField("partial_success")
+            assert all(call.done() for call in calls)
+            codes = {call.code() for call in calls}  # beyond the cap at once, gRPC refuses
+            assert grpc.StatusCode.UNAUTHENTICATED in codes
+            assert codes <= {grpc.StatusCode.UNAUTHENTICATED, grpc.StatusCode.RESOURCE_EXHAUSTED}
+        finally:
+            stall.set()
+            for call in calls:
+                call.cancel()
+            for channel in channels:
+                channel.close()
 
 
 def test_grpc_calls_beyond_the_limit_are_refused_by_grpc():
@@ -543,6 +800,58 @@ def test_a_silent_grpc_connection_is_closed_by_the_handshake_timeout():
             grpc_call(server, TRACES, ExportTraceServiceRequest().SerializeToString())
         )
         assert not exported.HasField("partial_success")
+
+
+# -- HTTP semantics --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "allow"),
+    [("GET", "/v1/traces", "POST"), ("PUT", "/v1/traces", "POST"), ("POST", "/v1/runs", "GET"),
+     ("DELETE", "/v1/runs/some-run", "GET"), ("HEAD", "/v1/runs", "GET")],
+)  # fmt: skip
+def test_another_method_on_a_known_path_is_405_with_allow(method, path, allow):
+    with running_server() as server, connect(server) as sock:
+        sock.sendall(head(0 if method in ("POST", "PUT") else None, path=path, method=method))
+        refused = http.client.HTTPResponse(sock, method=method)
+        refused.begin()
+        payload = refused.read()
+        assert refused.status == 405 and refused.getheader("Allow") == allow
+        if method == "HEAD":
+            return
+        if refused.getheader("Content-Type") == PROTOBUF:
+            assert "use" in status_pb2.Status.FromString(payload).message
+        else:
+            assert "use" in json.loads(payload)["message"]
+        sock.sendall(head(path="/v1/runs", method="GET"))  # the connection stays usable
+        assert answer(sock, "GET").status == 200
+
+
+def test_other_methods_elsewhere_are_404_and_401_asks_for_a_bearer_token():
+    with running_server(token="s3cret") as server:
+        with connect(server) as sock:
+            sock.sendall(head(path="/elsewhere", method="OPTIONS"))
+            assert answer(sock, "OPTIONS").status == 404
+        with connect(server) as sock:
+            sock.sendall(head(path="/v1/runs", method="GET"))
+            refused = answer(sock, "GET")
+            assert refused.status == 401 and refused.getheader("WWW-Authenticate") == "Bearer"
+
+
+@pytest.mark.parametrize(
+    "garbage",
+    [b"HELLO\r\n\r\n", b"\x16\x03\x01\x02\x00 \xff\xfe\r\n\r\n", b"GET /v1/runs\r\n\r\n",
+     b"GET /v1/runs HTTP/1.1 extra\r\n\r\n", b"GET /v1/runs HTTX/1.1\r\n\r\n"],
+    ids=["one-word", "binary", "http-0.9", "four-words", "bad-version"],
+)  # fmt: skip
+def test_a_malformed_request_line_is_a_plain_400_and_closed(garbage):
+    with running_server() as server, connect(server) as sock:
+        sock.sendall(garbage)
+        refused = answer(sock, "GET")
+        assert refused.status == 400
+        assert refused.getheader("Content-Type").startswith("text/plain")
+        assert refused.getheader("Connection") == "close"
+        assert closed(sock)
 
 
 # -- fairness --------------------------------------------------------------------------------
@@ -585,6 +894,23 @@ def test_the_gate_keeps_the_bytes_of_one_request_for_another_client():
     assert gate.in_use() == (0, 0, 0)
     with pytest.raises(Busy):
         Gate(slots=0, budget=400).admit(OTHER, 0)
+
+
+def test_a_growing_request_is_held_to_its_clients_share_like_an_admitted_one():
+    gate = Gate(slots=16, budget=400, request_bytes=100)  # reserve 100: one client may hold 300
+    first, second = gate.admit(HOG, 0), gate.admit(HOG, 0)
+    first.reserve(200)
+    with pytest.raises(Busy):
+        second.reserve(101)  # 301 > 300, although the budget has 200 free
+    second.reserve(100)
+    other = gate.admit(OTHER, 0)  # two clients: 150 each; the hog holds 300 and may not grow
+    with pytest.raises(Busy):
+        first.reserve(1)
+    other.reserve(100)  # its only request: held to the budget alone, as at admission
+    assert gate.in_use() == (3, 400, 2)
+    for ticket in (first, second, other):
+        ticket.release()
+    assert gate.in_use() == (0, 0, 0)
 
 
 def test_the_gate_stays_consistent_under_threads():

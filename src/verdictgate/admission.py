@@ -113,14 +113,15 @@ LISTED = 10
 labels still gets short reasons (the report's tables hold the detail)."""
 
 
-def _listing(items: Iterable[str], separator: str = ", ") -> str:
+def listing(items: Iterable[str], separator: str = ", ") -> str:
+    """Names joined, at most LISTED of them, then how many more."""
     items = list(items)
     shown = separator.join(items[:LISTED])
     return shown + (f" and {len(items) - LISTED} more" if len(items) > LISTED else "")
 
 
 def _routes_named(routes: list[RouteStability]) -> str:
-    return _listing(
+    return listing(
         (
             f"{route.route} ({interval(route.change)}, tolerance {percent(route.change.tolerance)})"
             for route in routes
@@ -130,7 +131,7 @@ def _routes_named(routes: list[RouteStability]) -> str:
 
 
 def _with_critical(routes: tuple[str, ...], critical: tuple[str, ...]) -> str:
-    return _listing(f"{route} (critical)" if route in critical else route for route in routes)
+    return listing(f"{route} (critical)" if route in critical else route for route in routes)
 
 
 def _passes(rate: PassRate) -> str:
@@ -159,7 +160,7 @@ def unreached(f: Findings) -> tuple[str, ...]:
 
 def relation_errors(f: Findings) -> list[str]:
     """`relation on routes` for each relation with a check that errored (not a violation)."""
-    return [f"{r.name} on {_listing(r.errored)}" for r in f.relations if r.errored]
+    return [f"{r.name} on {listing(r.errored)}" for r in f.relations if r.errored]
 
 
 def _stochastic(f: Findings, targeted: bool) -> list[RouteStability]:
@@ -169,7 +170,7 @@ def _stochastic(f: Findings, targeted: bool) -> list[RouteStability]:
 
 
 def _flip_step(route: RouteStability) -> str:
-    flips = _listing(
+    flips = listing(
         f"{a} <-> {b} x{n}" for (a, b), n in ((p.routes, p.count) for p in route.flip_pairs)
     )
     return (
@@ -195,12 +196,12 @@ def _incomplete(f: Findings) -> str | None:
     parts = []
     if f.trials.errors:
         ranked = sorted(f.trials.error_types.items(), key=lambda item: -item[1])
-        kinds = _listing(f"{kind} x{n}" for kind, n in ranked)
+        kinds = listing(f"{kind} x{n}" for kind, n in ranked)
         parts.append(f"{f.trials.errors} trials errored ({kinds})")
     if f.trials.missing:
         parts.append(f"{f.trials.missing} of {f.trials.expected} planned trials were not received")
     if errored := relation_errors(f):
-        parts.append("relation checks errored: " + _listing(errored, "; "))
+        parts.append("relation checks errored: " + listing(errored, "; "))
     return " and ".join(parts) or None
 
 
@@ -285,24 +286,24 @@ RULES: tuple[Rule, ...] = (
          _one("Give every trial a fresh session (or a fresh agent instance) and declare that isolation.")),
     Rule(ReasonCode.QUALITY_FAILED, Status.REJECTED, "quality",
          lambda f: f"{len(f.quality_failed)} cases missed their expected route or failed a tier on "
-         "the first call, so the run stopped before paying for repeats: " + _listing(f.quality_failed[:5])
+         "the first call, so the run stopped before paying for repeats: " + listing(f.quality_failed[:5])
          if f.quality_failed else None,
          _one("Fix the decisions of the cases that missed their route first: a reliably wrong route "
               "is still wrong, and repeating it proves nothing.")),
     Rule(ReasonCode.INVARIANT_BLOCKED, Status.REJECTED, "invariants",
          lambda f: "blocking invariants failed: "
-         + _listing(f"{name} in {count} trials" for name, count in f.invariants.failed.items())
+         + listing(f"{name} in {count} trials" for name, count in f.invariants.failed.items())
          if f.invariants.failed else None,
          _one("Fix the outputs that break a blocking invariant; every valid output must hold it.")),
     Rule(ReasonCode.RELATION_VIOLATED, Status.REJECTED, "relations",
          lambda f: "decisions changed under relations that must not change them: "
-         + _listing((f"{r.name} on {_listing(r.violated)}" for r in f.relations
+         + listing((f"{r.name} on {listing(r.violated)}" for r in f.relations
                      if r.status is RelationStatus.VIOLATED), "; ")
          if any(r.status is RelationStatus.VIOLATED for r in f.relations) else None,
          _one("Make the decision depend on what the input means, not on its spelling or layout.")),
     Rule(ReasonCode.RELATIONS_VACUOUS, Status.REJECTED, "relations",
          lambda f: "the relations requested changed no input, so they tested nothing: "
-         + _listing(r.name for r in f.relations)
+         + listing(r.name for r in f.relations)
          if f.relations and all(r.status is RelationStatus.NOT_EXERCISED for r in f.relations)
          else None,
          _one("Choose relations that change some inputs, or add inputs they apply to.")),
@@ -338,13 +339,13 @@ RULES: tuple[Rule, ...] = (
          if (routes := unreached(f)) else None,
          _unreached_steps),
     Rule(ReasonCode.CONTRACT_UNKNOWN_DECISION, Status.REJECTED, "contract",
-         lambda f: "trials returned decisions outside the contract: " + _listing(f.coverage.unknown)
+         lambda f: "trials returned decisions outside the contract: " + listing(f.coverage.unknown)
          if f.coverage.unknown else None,
          lambda f: [f"The agent returned {decision}, which the contract does not allow: fix the agent, "
                     "or add it to the contract's allowed decisions (or allowed_no_decisions)."
                     for decision in f.coverage.unknown]),
     Rule(ReasonCode.CONTRACT_UNDER_CASED, Status.REJECTED, "contract",
-         lambda f: "routes with fewer cases than the contract asks: " + _listing(
+         lambda f: "routes with fewer cases than the contract asks: " + listing(
              f"{route} ({f.coverage.intended.get(route, 0)} of {f.coverage.minimum_cases[route]})"
              for route in f.coverage.under_cased)
          if f.coverage.under_cased else None,
@@ -366,7 +367,7 @@ RULES: tuple[Rule, ...] = (
          if (rate := f.pass_rate) is not None and rate.result is Reliability.UNRELIABLE else None,
          _fix_failing_cases),
     Rule(ReasonCode.ROUTE_PASS_RATE_UNRELIABLE, Status.REJECTED, "pass_rate",
-         lambda f: "routes whose pass rate is below the required rate: " + _listing((
+         lambda f: "routes whose pass rate is below the required rate: " + listing((
              f"{route} ({_passes(f.passes.route_rates[route])})" for route in low), "; ")
          if (low := f.passes.unreliable_routes()) else None,
          _fix_failing_cases),
@@ -411,7 +412,7 @@ RULE_OF: dict[str, Rule] = {rule.code.value: rule for rule in RULES}
 def _advice(f: Findings) -> Iterator[str]:
     """Next steps that are not about a reason: things worth knowing that do not gate."""
     if f.invariants.warned:
-        yield "Warning invariants failed (reported, not gating): " + _listing(
+        yield "Warning invariants failed (reported, not gating): " + listing(
             f"{name} in {count} trials" for name, count in f.invariants.warned.items()
         )
     if f.run.fingerprints == "unkeyed":

@@ -85,9 +85,10 @@ OpenTelemetry SDK names it."""
 
 class MetricLabels:
     """The (suite, point) label values metrics may carry, so senders cannot grow the number of
-    series without bound: the `allowed` suites when given, else the first `limit` pairs seen.
-    Any other pair is published on the overflow series (`otel.metric.overflow=true`), as the
-    OpenTelemetry SDK does beyond its cardinality limit; spans always carry the real names."""
+    series without bound: the first `limit` pairs seen, of the `allowed` suites when given. Any
+    other run is published on the overflow series (`otel.metric.overflow=true`, its admission
+    gauges only), as the OpenTelemetry SDK does beyond its cardinality limit; spans always carry
+    the real names."""
 
     def __init__(self, allowed: AbstractSet[str] | None = None, limit: int = 50) -> None:
         self._allowed = allowed
@@ -99,10 +100,9 @@ class MetricLabels:
         """The attributes a run's metrics carry."""
         pair = (suite, point)
         with self._lock:
-            if self._allowed is not None:
-                admitted = suite in self._allowed
-            else:
-                admitted = pair in self._seen or len(self._seen) < self._limit
+            admitted = (self._allowed is None or suite in self._allowed) and (
+                pair in self._seen or len(self._seen) < self._limit
+            )
             if admitted:
                 self._seen.add(pair)
         return {names.SUITE: suite, names.POINT: point} if admitted else {OVERFLOW: True}
@@ -111,29 +111,34 @@ class MetricLabels:
 def _gauges(
     assessment: Assessment, contract_routes: AbstractSet[str], base: Attributes
 ) -> list[Point]:
-    """The gauge points of an admission; routes outside the contract fold into `_other`."""
+    """The gauge points of an admission, one per series; routes outside the contract fold into
+    `_other` (the highest change-rate bound and the lowest pass-rate bound among them)."""
 
     def label(route: str) -> Attributes:
-        if OVERFLOW in base:
-            return base
-        return {**base, names.ROUTE: route if route in contract_routes else names.OTHER_ROUTE}
+        return {**base, names.ROUTE: route}
 
     points: list[Point] = [
         (names.METRIC_ADMISSION, int(assessment.status is Status.QUALIFIED), base),
         (names.METRIC_INCONCLUSIVE, int(assessment.status is Status.INCONCLUSIVE), base),
         (names.METRIC_CHANGE_RATE_UPPER, assessment.pooled.ci_high, base),
     ]
-    points += [
-        (names.METRIC_CHANGE_RATE_UPPER, route.change.ci_high, label(route.route))
-        for route in assessment.routes
-    ]
     passes, confidence = assessment.passes, assessment.policy.confidence
     if passes.judged:
         low = wilson_interval(passes.passed, passes.judged, confidence)[0]
         points.append((names.METRIC_PASS_RATE_LOWER, low, base))
+    if OVERFLOW in base:
+        return points  # one point per gauge: the overflow series has no routes
+    upper: dict[str, float] = {}  # routes outside the contract share `_other`: the worst counts
+    for stability in assessment.routes:
+        name = stability.route if stability.route in contract_routes else names.OTHER_ROUTE
+        upper[name] = max(upper.get(name, 0.0), stability.change.ci_high)
+    lower: dict[str, float] = {}
     for route, (passed, judged) in passes.routes.items():
+        name = route if route in contract_routes else names.OTHER_ROUTE
         low = wilson_interval(passed, judged, confidence)[0]
-        points.append((names.METRIC_PASS_RATE_LOWER, low, label(route)))
+        lower[name] = min(lower.get(name, 1.0), low)
+    points += [(names.METRIC_CHANGE_RATE_UPPER, v, label(r)) for r, v in upper.items()]
+    points += [(names.METRIC_PASS_RATE_LOWER, v, label(r)) for r, v in lower.items()]
     return points
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -79,15 +80,21 @@ def _strings(value: Any) -> tuple[str, ...]:
         return (value,)
     if not isinstance(value, (list, tuple)):
         raise ValueError(f"expected a list of strings, got {value!r}")
-    return tuple(str(item) for item in value)
+    if not all(isinstance(item, str) for item in value):
+        raise ValueError(f"expected a list of strings, got {value!r:.80}")
+    return tuple(value)
+
+
+_NUMBER = {int: re.compile(r"[0-9]+"), float: re.compile(r"[0-9]+(\.[0-9]*)?([eE][-+]?[0-9]+)?")}
+"""How the `route=value` pairs of a run span write their numbers (no signs, spaces or `_`)."""
 
 
 def _parse_pairs(value: Any, kind: type) -> dict[str, Any]:
     parsed = {}
     for item in _strings(value):
         route, sep, number = item.rpartition("=")
-        if not sep or not route:
-            raise ValueError(f"expected route=value, got {item!r}")
+        if not sep or not route or not _NUMBER[kind].fullmatch(number):
+            raise ValueError(f"expected route={kind.__name__}, got {item!r:.80}")
         parsed[route] = kind(number)
     return parsed
 

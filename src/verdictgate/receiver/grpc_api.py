@@ -1,11 +1,18 @@
-"""The gRPC side of `verdictgate serve`: OTLP TraceService export and the admission query API."""
+"""The gRPC side of `verdictgate serve`: OTLP TraceService export and the admission query API.
+
+The token is checked by one interceptor (`TokenCheck`) for every service, before any request
+message is read; the handlers below assume it is installed (`Server` does so whenever a token is
+set). Every outcome is a status: retryable failures (busy, decoder restarting, store errors)
+carry `RetryInfo`, anything unplanned is INTERNAL "internal error", logged once per kind.
+"""
 
 from __future__ import annotations
 
 import logging
 import sqlite3
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any, NoReturn, TypeVar
 
 import grpc
 from google.protobuf import duration_pb2
@@ -21,6 +28,8 @@ from .receiver import Receiver
 from .watch import CachedAssessment
 
 logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 ADMISSION_SERVICE = "verdictgate.v1.AdmissionService"
 """The query API of proto/verdictgate/v1/verdictgate.proto, registered by hand below so that
@@ -49,26 +58,108 @@ def _admission_message(cached: CachedAssessment, fmt: str) -> pb.Admission:
     )
 
 
-class Admissions:
-    """The admission query API; at most `max_watchers` WatchAdmission streams at once."""
+class TokenCheck(grpc.ServerInterceptor):
+    """Refuses a call without the bearer token (`authorization` metadata) before any of its
+    request message is read, for every service and method, known or not.
 
-    def __init__(self, receiver: Receiver, token: str | None, max_watchers: int = 64) -> None:
-        self._receiver = receiver
+    grpc-python reads a unary request's message on a pool thread before it calls the handler,
+    so a handler that checks the token cannot stop a caller that never sends its message: such
+    calls would hold every thread (and every `maximum_concurrent_rpcs` slot) for as long as
+    their clients like. A refused call is therefore given a *request-streaming* handler whose
+    behaviour aborts UNAUTHENTICATED at once, without touching the request stream; its thread
+    is free again immediately.
+
+    What remains: a caller *with* the token that stalls its message still holds a thread until
+    it sends, cancels, its deadline passes or its connection dies (keepalive); token holders
+    are trusted that far, and are bounded by `grpc_max_concurrent_rpcs`.
+    """
+
+    def __init__(self, token: str) -> None:
         self._token = token
-        self._watchers = threading.BoundedSemaphore(max_watchers)
 
-    def _check(self, context: grpc.ServicerContext) -> None:
-        if not authorized(_authorization(context), self._token):
-            context.abort(grpc.StatusCode.UNAUTHENTICATED, "a bearer token is required")
+    def intercept_service(
+        self,
+        continuation: Callable[[grpc.HandlerCallDetails], grpc.RpcMethodHandler | None],
+        handler_call_details: grpc.HandlerCallDetails,
+    ) -> grpc.RpcMethodHandler | None:
+        metadata = handler_call_details.invocation_metadata or ()
+        if authorized(_single(metadata, "authorization"), self._token):
+            return continuation(handler_call_details)
+        handler = continuation(handler_call_details)
+        if handler is not None and handler.response_streaming:
+            return _REFUSE_STREAM
+        return _REFUSE_UNARY
+
+
+def _refuse(requests: Any, context: grpc.ServicerContext) -> NoReturn:
+    context.abort(grpc.StatusCode.UNAUTHENTICATED, "a bearer token is required")
+    raise AssertionError("unreachable")  # abort raises
+
+
+def _refuse_stream(requests: Any, context: grpc.ServicerContext) -> Iterator[Any]:
+    _refuse(requests, context)
+    yield  # a generator, as a response-streaming behaviour is
+
+
+_REFUSE_UNARY: grpc.RpcMethodHandler[Any, Any] = grpc.stream_unary_rpc_method_handler(_refuse)
+_REFUSE_STREAM: grpc.RpcMethodHandler[Any, Any] = grpc.stream_stream_rpc_method_handler(
+    _refuse_stream
+)
+
+
+def _single(metadata: Sequence[tuple[str, Any]], key: str) -> str | None:
+    """A metadata value given exactly once, as text (gRPC gives bytes only for keys ending in
+    `-bin`); None when it is missing, repeated or binary."""
+    values = [value for name, value in metadata if name == key]
+    return values[0] if len(values) == 1 and isinstance(values[0], str) else None
+
+
+def _abort_failure(
+    context: grpc.ServicerContext, error: Exception, where: str, retry_after: int
+) -> NoReturn:
+    """Answer an exception no status was planned for: a store error UNAVAILABLE with RetryInfo,
+    anything else INTERNAL "internal error" (logged once per kind with its traceback)."""
+    if isinstance(error, sqlite3.Error):
+        logger.error("verdictgate: store error: %s", error)
+        _abort_retryable(
+            context, grpc.StatusCode.UNAVAILABLE, "store unavailable, retry later", retry_after
+        )
+    else:
+        report_unexpected(error, where)
+        context.abort(grpc.StatusCode.INTERNAL, "internal error")
+    raise AssertionError("unreachable")  # abort raises
+
+
+class Admissions:
+    """The admission query API; at most `max_watchers` WatchAdmission streams at once. The
+    token is checked by `TokenCheck`; a failure inside is UNAVAILABLE with RetryInfo (store
+    errors) or INTERNAL."""
+
+    def __init__(self, receiver: Receiver, max_watchers: int = 64, retry_after: int = 1) -> None:
+        self._receiver = receiver
+        self._watchers = threading.BoundedSemaphore(max_watchers)
+        self._retry_after = retry_after
+
+    def _guarded(self, context: grpc.ServicerContext, where: str, step: Callable[[], T]) -> T:
+        """`step()`, its exceptions answered (context.abort raises, so it is called outside
+        the handler that caught them)."""
+        try:
+            return step()
+        except Exception as error:
+            failure = error
+        _abort_failure(context, failure, where, self._retry_after)
 
     def GetAdmission(
         self, request: pb.GetAdmissionRequest, context: grpc.ServicerContext
     ) -> pb.Admission:
-        self._check(context)
-        cached = self._receiver.cached_assessment(request.run_id)
-        if cached is None:
+        def get() -> pb.Admission | None:
+            cached = self._receiver.cached_assessment(request.run_id)
+            return None if cached is None else _admission_message(cached, request.format)
+
+        admission = self._guarded(context, "GetAdmission", get)
+        if admission is None:
             context.abort(grpc.StatusCode.NOT_FOUND, f"unknown run {request.run_id!r}")
-        return _admission_message(cached, request.format)
+        return admission
 
     def WatchAdmission(
         self, request: pb.WatchAdmissionRequest, context: grpc.ServicerContext
@@ -76,48 +167,55 @@ class Admissions:
         """Stream the run's admission as it changes until it is final; a run that has not
         appeared yet is waited for (until the client's deadline). Woken only by changes of this
         run; every watcher of a run shares one assessment per change."""
-        self._check(context)
         if not self._watchers.acquire(blocking=False):
             context.abort(
                 grpc.StatusCode.RESOURCE_EXHAUSTED, "too many runs watched at once, retry later"
             )
+        changes = self._receiver.watch(request.run_id, context.is_active)
+
+        def following() -> pb.Admission | None:
+            cached = next(changes, None)
+            return None if cached is None else _admission_message(cached, request.format)
+
         try:
-            for cached in self._receiver.watch(request.run_id, context.is_active):
-                yield _admission_message(cached, request.format)
+            while (admission := self._guarded(context, "WatchAdmission", following)) is not None:
+                yield admission
         finally:
+            close = getattr(changes, "close", None)  # a generator: leave its watch at once
+            if close is not None:
+                close()
             self._watchers.release()
 
     def ListRuns(
         self, request: pb.ListRunsRequest, context: grpc.ServicerContext
     ) -> pb.ListRunsResponse:
         """One page of runs, oldest first (`page_size`, `page_token`)."""
-        self._check(context)
-        try:
-            runs, next_token = self._receiver.store.page(request.page_token, request.page_size)
-        except ValueError as error:
-            context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(error))
-        return pb.ListRunsResponse(
-            runs=[
-                pb.RunSummary(
-                    run_id=run.run_id,
-                    suite=run.suite or "",
-                    point=run.point or "",
-                    status=run.status or "",
-                    final=run.final,
-                    trials_received=run.received,
-                    trials_expected=run.planned_trials or 0,
-                )
-                for run in runs
-            ],
-            next_page_token=next_token,
-        )
 
+        def page() -> pb.ListRunsResponse | str:
+            try:
+                runs, next_token = self._receiver.store.page(request.page_token, request.page_size)
+            except ValueError as error:
+                return str(error)
+            return pb.ListRunsResponse(
+                runs=[
+                    pb.RunSummary(
+                        run_id=run.run_id,
+                        suite=run.suite or "",
+                        point=run.point or "",
+                        status=run.status or "",
+                        final=run.final,
+                        trials_received=run.received,
+                        trials_expected=run.planned_trials or 0,
+                    )
+                    for run in runs
+                ],
+                next_page_token=next_token,
+            )
 
-def _authorization(context: grpc.ServicerContext) -> str | None:
-    """The call's authorization header (gRPC gives bytes only for keys ending in `-bin`); None
-    when there is none or more than one."""
-    headers = [value for key, value in context.invocation_metadata() if key == "authorization"]
-    return headers[0] if len(headers) == 1 and isinstance(headers[0], str) else None
+        listed = self._guarded(context, "ListRuns", page)
+        if isinstance(listed, str):
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, listed)
+        return listed
 
 
 def _client(context: grpc.ServicerContext) -> Client:
@@ -149,15 +247,14 @@ def _abort_retryable(
     context.abort(code, message)
 
 
-def export_handler(ingest: Ingest, token: str | None) -> grpc.GenericRpcHandler:
+def export_handler(ingest: Ingest) -> grpc.GenericRpcHandler:
     """TraceService/Export: every outcome is a status, never a dropped call. Client errors are
     INVALID_ARGUMENT; a busy receiver RESOURCE_EXHAUSTED and a restarting decoder or failing
-    store UNAVAILABLE, both with RetryInfo; anything unplanned INTERNAL (logged)."""
+    store UNAVAILABLE, both with RetryInfo; anything unplanned INTERNAL (logged). The token is
+    checked before, by `TokenCheck`."""
     retry_after = ingest.limits.retry_after_seconds
 
     def export(body: bytes, context: grpc.ServicerContext) -> ExportTraceServiceResponse:
-        if not authorized(_authorization(context), token):
-            context.abort(grpc.StatusCode.UNAUTHENTICATED, "a bearer token is required")
         try:
             return ingest.export(body, PROTOBUF, _client(context))
         except MalformedRequest as error:
@@ -186,10 +283,10 @@ def export_handler(ingest: Ingest, token: str | None) -> grpc.GenericRpcHandler:
     return grpc.method_handlers_generic_handler(TRACE_SERVICE, {"Export": handler})
 
 
-def ignored_signals_handlers(token: str | None) -> list[grpc.GenericRpcHandler]:
+def ignored_signals_handlers() -> list[grpc.GenericRpcHandler]:
     """Metrics and logs sent here (e.g. by `verdictgate run --otlp-endpoint`) are accepted and
     dropped, so exporters do not retry them; only traces carry evidence. They need the token
-    like every other call."""
+    like every other call (`TokenCheck`)."""
     from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceResponse
     from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (
         ExportMetricsServiceResponse,
@@ -197,8 +294,6 @@ def ignored_signals_handlers(token: str | None) -> list[grpc.GenericRpcHandler]:
 
     def drop(response: Message) -> Callable[[bytes, grpc.ServicerContext], Message]:
         def export(body: bytes, context: grpc.ServicerContext) -> Message:
-            if not authorized(_authorization(context), token):
-                context.abort(grpc.StatusCode.UNAUTHENTICATED, "a bearer token is required")
             return response
 
         return export

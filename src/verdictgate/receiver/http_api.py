@@ -2,9 +2,14 @@
 mirror, served by the bounded server of http_server.py.
 
 An export is checked in the order that costs a hostile sender the most and the receiver the
-least: path, token, content type and encoding, framing; then it is admitted (a slot and its
-declared bytes, fairly per client); only then is its body read, decompressed and decoded. A
-request refused before its body is read is answered at once and its connection closed.
+least: path and method, token, content type and encoding, framing; then it is admitted (a slot
+and its declared bytes, fairly per client); only then is its body read, decompressed and
+decoded, its bytes reserved as they arrive (chunks) or inflate (gzip), held to the same fair
+share. A request refused before its body is read is answered at once and its connection closed.
+
+Answers: 401 carries `WWW-Authenticate: Bearer`; a known path with another method is 405 with
+`Allow`; retryable refusals (429, 503, including a body that did not arrive in time) carry
+`Retry-After`, as the OTLP/HTTP spec has exporters retry 429, 502, 503 and 504 only.
 """
 
 from __future__ import annotations
@@ -21,19 +26,21 @@ from urllib.parse import parse_qs, unquote, urlsplit
 from google.rpc import code_pb2, status_pb2
 
 from .decoding import JSON, DecoderUnavailable
-from .http_server import HttpError, RequestHandler
+from .http_server import RETRYABLE, HttpError, RequestHandler
 from .ingest import PROTOBUF, Busy, Client, Ingest, authorized, report_unexpected
 from .otlp import MalformedRequest
 
 logger = logging.getLogger(__name__)
 
 _GZIP_MAGIC = b"\x1f\x8b"
+_INFLATE_STEP = 256 << 10
+"""Decompressed bytes produced (and reserved) at a time."""
 
 
 def _gunzip(body: bytes, limit: int, reserve: Callable[[int], None]) -> bytes:
     """Decompress a gzip body: every member of a concatenation, each with its CRC and length
     checked, nothing after the last; never more than `limit` bytes out (a gzip bomb stops
-    there), each piece `reserve`d before it is kept."""
+    there), inflated 256 KiB at a time, each piece `reserve`d before it is kept."""
     if not body:
         raise MalformedRequest("invalid gzip body: empty")
     out = bytearray()
@@ -45,7 +52,7 @@ def _gunzip(body: bytes, limit: int, reserve: Callable[[int], None]) -> bytes:
         pending = rest
         while not inflater.eof:
             try:
-                piece = inflater.decompress(pending, limit - len(out) + 1)
+                piece = inflater.decompress(pending, min(_INFLATE_STEP, limit - len(out) + 1))
             except zlib.error as error:
                 raise MalformedRequest(f"invalid gzip body: {error}") from None
             if len(out) + len(piece) > limit:
@@ -76,7 +83,7 @@ _GRPC_CODES = {
     400: code_pb2.INVALID_ARGUMENT,
     401: code_pb2.UNAUTHENTICATED,
     404: code_pb2.NOT_FOUND,
-    408: code_pb2.DEADLINE_EXCEEDED,
+    405: code_pb2.UNIMPLEMENTED,
     411: code_pb2.INVALID_ARGUMENT,
     413: code_pb2.RESOURCE_EXHAUSTED,
     415: code_pb2.INVALID_ARGUMENT,
@@ -110,11 +117,14 @@ class OtlpHttpHandler(RequestHandler):
         if closing:
             self.send_header("Connection", "close")
         self.end_headers()
-        self.wfile.write(body)
+        if self.command != "HEAD":
+            self.wfile.write(body)
 
     def _status(
         self, code: int, grpc_code: int, message: str, content_type: str, headers=None
     ) -> None:
+        if code == 401:
+            headers = {"WWW-Authenticate": "Bearer", **(headers or {})}
         status = status_pb2.Status(code=grpc_code, message=message)
         if content_type == JSON:
             body = json.dumps({"code": grpc_code, "message": message}).encode()
@@ -140,6 +150,8 @@ class OtlpHttpHandler(RequestHandler):
         headers: dict[str, str] = {}
         if isinstance(error, HttpError):
             code, message = error.status, error.message
+            if code in RETRYABLE:
+                headers = retry
         elif isinstance(error, MalformedRequest):
             code, message = 400, str(error)
         elif isinstance(error, Busy):
@@ -154,6 +166,41 @@ class OtlpHttpHandler(RequestHandler):
             code, message = 500, "internal error"
         self._status(
             code, _GRPC_CODES.get(code, code_pb2.UNKNOWN), message, self.reply_type, headers
+        )
+
+    def dispatch(self) -> None:
+        """Route by path, then method: `POST /v1/traces`, `GET /v1/runs[/{id}]`; another method
+        on those paths is 405 with `Allow`, any method elsewhere 404. Whatever a handler lets
+        out is answered by `fail` (a store error 503 with `Retry-After`, anything unplanned a
+        logged 500 "internal error")."""
+        path = urlsplit(self.path).path
+        allowed = "POST" if path == "/v1/traces" else None
+        if path == "/v1/runs" or _RUN_PATH.match(path):
+            allowed = "GET"
+        if self.command == "POST":
+            return self.do_POST() if allowed in ("POST", None) else self._refuse_method(allowed)
+        if self.command == "GET":
+            return self.do_GET() if allowed in ("GET", None) else self._refuse_method(allowed)
+        if allowed is None:
+            return self._status(404, code_pb2.NOT_FOUND, "unknown path", self._error_type())
+        return self._refuse_method(allowed)
+
+    def _error_type(self) -> str:
+        """The format of an answer to a request no handler took: protobuf when the request is
+        protobuf (or a POST with another type, as OTLP/HTTP defaults to protobuf), JSON else."""
+        content_type = (self.headers.get("Content-Type") or "").split(";")[0].strip().lower()
+        if content_type == PROTOBUF or (self.command == "POST" and content_type != JSON):
+            return PROTOBUF
+        return JSON
+
+    def _refuse_method(self, allowed: str) -> None:
+        self.reply_type = self._error_type()
+        self._status(
+            405,
+            code_pb2.UNIMPLEMENTED,
+            f"{self.command} is not allowed here: use {allowed}",
+            self.reply_type,
+            {"Allow": allowed},
         )
 
     def do_POST(self) -> None:

@@ -7,14 +7,20 @@
   after an idle keep-alive) and is closed otherwise, so silent, slow and dribbling sockets cost
   a file descriptor for a few seconds and nothing more. A keep-alive connection idle for
   `idle_timeout_seconds` is closed. A head over 32 KiB is answered 431.
-- **Bounded work.** A listen backlog of `http_backlog`; at most `max_connections` open (one
-  more is answered 503 with `Retry-After` and closed). A request whose head is complete waits in
-  a queue of `http_queue` for one of `http_workers` threads; when the queue is full it is
-  answered 503 with `Retry-After` at once.
+- **Bounded work.** A listen backlog of `http_backlog`; at most `max_connections` open, and
+  never more than half the process's file limit (`connection_cap`), and at most
+  `max_connections_per_host` from one peer address: one more is answered 503 with
+  `Retry-After` and closed. A request whose head is complete waits in a queue of `http_queue`
+  for one of `http_workers` threads; when the queue is full it is answered 503 with
+  `Retry-After` at once.
 - **The handler decides when to read the body** (after it checked the sender and admitted the
   request), with `read_body`: `Content-Length` or chunked transfer coding (decoded here,
-  bounded, strict), all within `body_timeout_seconds` (408 after). Responses are written within
-  the same timeout.
+  bounded, strict, each chunk's bytes reserved as they arrive, not as announced), all within
+  `body_timeout_seconds`: after, 503 with `Retry-After` (the OTLP/HTTP spec has exporters retry
+  429, 502, 503 and 504 only, and a body cut short by the network is worth retrying). Responses
+  are written within the same timeout.
+- **Plain errors.** A request line or head the server cannot parse (non-HTTP bytes, HTTP/0.9,
+  a bad version) is answered with a plain-text 400 (505 for HTTP/2 and later) and closed.
 - **Lingering close.** A connection closed after an answer (for instance a refusal whose body
   was never read) has its write side shut and whatever the client still sends read and dropped
   by the poller for up to two seconds, so the client reads the answer rather than a reset.
@@ -47,6 +53,27 @@ from .ingest import Limits, report_unexpected
 
 logger = logging.getLogger(__name__)
 
+
+def file_limit() -> int | None:
+    """The process's soft limit on open files, None when unknown or unlimited."""
+    try:
+        import resource
+    except ImportError:  # not on Unix
+        return None
+    try:
+        soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    except (OSError, ValueError):
+        return None
+    return None if soft == resource.RLIM_INFINITY or soft <= 0 else soft
+
+
+def connection_cap(configured: int) -> int:
+    """The HTTP connections allowed open at once: `configured`, but never more than half the
+    process's file limit, so idle sockets leave descriptors for gRPC, the store, the decoders."""
+    limit = file_limit()
+    return configured if limit is None else max(1, min(configured, limit // 2))
+
+
 MAX_HEAD_BYTES = 32 << 10
 """The request line and headers together."""
 LINGER_SECONDS = 2.0
@@ -72,8 +99,15 @@ class ClientGone(Exception):
     """The client closed or reset its connection, or stopped reading: nothing more to say."""
 
 
+RETRYABLE = frozenset({429, 502, 503, 504})
+"""The statuses OTLP/HTTP exporters retry (after `Retry-After`); the spec has every other
+4xx and 5xx dropped."""
+
+
 def _timed_out() -> HttpError:
-    return HttpError(408, "the request body did not arrive in time")
+    """A body that did not arrive in time: 503, so an exporter retries it (408 is not among the
+    statuses the OTLP/HTTP spec retries)."""
+    return HttpError(503, "the request body did not arrive in time, retry later")
 
 
 class _Reader:
@@ -117,6 +151,15 @@ class _Reader:
             if not data:
                 return self._take(len(self.buffer))
             self.buffer += data
+
+    def read_some(self, size: int) -> bytes:
+        """At most `size` bytes, at least one: what is buffered, else one receive (raises
+        ClientGone if the stream ends)."""
+        if not self.buffer:
+            self.buffer += self._recv()
+            if not self.buffer:
+                raise ClientGone()
+        return self._take(min(size, len(self.buffer)))
 
     def read(self, size: int) -> bytes:
         """Exactly `size` bytes (raises ClientGone if the stream ends before)."""
@@ -249,8 +292,50 @@ class RequestHandler(BaseHTTPRequestHandler):
             logger.error("http: unexpected error", exc_info=error)
         self.send_error(status, message)
 
+    def handle_one_request(self) -> None:
+        """Read the request line and head (already buffered by the poller), then `dispatch`."""
+        self.raw_requestline = self.rfile.readline(MAX_HEAD_BYTES + 1)
+        if not self.raw_requestline:
+            self.close_connection = True
+            return
+        if not self.parse_request():
+            return  # answered (400, 505, 431) or an empty line: the connection closes
+        self.dispatch()
+        self.wfile.flush()
+
+    def dispatch(self) -> None:
+        """Call the request's `do_<METHOD>` (501 when there is none); subclasses may route by
+        path and method instead."""
+        method = getattr(self, "do_" + self.command, None)
+        if method is None:
+            self.send_error(501, f"unsupported method {self.command!r}")
+            return
+        method()
+
+    def send_error(self, code: int, message: str | None = None, explain: str | None = None) -> None:
+        """A plain-text error answer, and the connection closes (not the base class's HTML page,
+        and with a status line even when the request line could not be parsed)."""
+        self.log_error("code %d, message %s", code, message)
+        reason = self.responses.get(code, ("Error",))[0]
+        body = f"{message or reason}\n".encode("utf-8", "replace")
+        if self.command == "HEAD":
+            body = b""
+        self.close_connection = True
+        self.responded = True
+        extra = ""
+        if code in RETRYABLE:
+            extra = f"Retry-After: {self.limits.retry_after_seconds}\r\n"
+        self.wfile.write(
+            f"HTTP/1.1 {code} {reason}\r\nContent-Type: text/plain; charset=utf-8\r\n"
+            f"Content-Length: {len(body)}\r\n{extra}Connection: close\r\n\r\n".encode("latin-1")
+            + body
+        )
+
     def parse_request(self) -> bool:
         self._parsed = super().parse_request()
+        if self._parsed and self.request_version == "HTTP/0.9":  # `GET /path`, no version
+            self._parsed = False
+            self.send_error(400, "HTTP/0.9 is not supported")
         return self._parsed
 
     def handle_expect_100(self) -> bool:
@@ -307,9 +392,9 @@ class RequestHandler(BaseHTTPRequestHandler):
 
     def read_body(self, limit: int, reserve: Callable[[int], None] | None = None) -> bytes:
         """Read the request body within the body timeout: `Content-Length` bytes or the
-        decoded chunks (at most `limit`; `reserve` is told each chunk's size before it is
-        read, and may refuse it by raising). Raises HttpError (400, 408, 411, 413, 501) or
-        ClientGone."""
+        decoded chunks (at most `limit`; `reserve` is told of chunk bytes as they arrive, at
+        most 64 KiB at a time, whatever size a chunk announces, and may refuse them by raising).
+        Raises HttpError (400, 411, 413, 501, 503 when too slow) or ClientGone."""
         length = self.request_length(limit)
         self._reader.deadline = time.monotonic() + self.limits.body_timeout_seconds
         if self._expect_continue:
@@ -332,9 +417,12 @@ class RequestHandler(BaseHTTPRequestHandler):
                 break
             if len(body) + size > limit:
                 raise HttpError(413, "request too large")
-            if reserve is not None:
-                reserve(size)
-            body += self._reader.read(size)
+            while size:  # reserved as read, not as announced: announcing costs nothing
+                data = self._reader.read_some(min(size, _RECV))
+                if reserve is not None:
+                    reserve(len(data))
+                body += data
+                size -= len(data)
             if self._reader.readline(3) not in (b"\r\n", b"\n"):
                 raise HttpError(400, "malformed chunked body")
         for _ in range(_MAX_TRAILER_LINES):  # trailer fields are read and ignored
@@ -351,14 +439,15 @@ _HANDSHAKE, _HEAD, _BUSY, _LINGER, _CLOSED = range(5)
 
 class _Connection:
     __slots__ = (
-        "address", "deadline", "discarded", "handler", "idle", "reader", "scanned", "sock",
-        "state", "writer",
+        "address", "deadline", "discarded", "handler", "host", "idle", "reader", "scanned",
+        "sock", "state", "writer",
     )  # fmt: skip
 
     def __init__(self, sock: socket.socket, address: Any, state: int, deadline: float,
                  write_timeout: float) -> None:  # fmt: skip
         self.sock = sock
         self.address = address
+        self.host = _host(address)
         self.state = state
         self.deadline = deadline
         self.reader = _Reader(sock)
@@ -368,6 +457,11 @@ class _Connection:
         """Kept alive and waiting for the first byte of its next request."""
         self.scanned = 0
         self.discarded = 0
+
+
+def _host(address: Any) -> str:
+    """The peer host of an accepted connection's address."""
+    return str(address[0]) if isinstance(address, tuple) and address else str(address)
 
 
 def _busy_answer(retry_after: int) -> bytes:
@@ -394,6 +488,9 @@ class BoundedHttpServer:
         tls: ssl.SSLContext | None = None,
     ) -> None:
         self.limits = limits
+        self.max_connections = connection_cap(limits.max_connections)
+        """`max_connections` in effect (see `connection_cap`)."""
+        self._per_host: dict[str, int] = {}
         self._handler_class = handler_class
         self._tls = tls
         family = socket.AF_INET6 if ":" in address[0] else socket.AF_INET
@@ -418,6 +515,7 @@ class BoundedHttpServer:
         self._stopped = threading.Event()
         self._accept_paused_until = 0.0
         self._warned_accept = False
+        self._warned_host = False
         self._workers = [
             threading.Thread(target=self._work, name=f"verdictgate-http-{n}", daemon=True)
             for n in range(max(1, limits.http_workers))
@@ -480,7 +578,19 @@ class BoundedHttpServer:
                 self._accept_paused_until = time.monotonic() + 0.1
                 return
             sock.setblocking(False)
-            if len(self._connections) >= self.limits.max_connections:
+            host = _host(address)
+            if len(self._connections) >= self.max_connections:
+                self._refuse_connection(sock)
+                continue
+            if self._per_host.get(host, 0) >= self.limits.max_connections_per_host:
+                if not self._warned_host:
+                    self._warned_host = True
+                    logger.warning(
+                        "verdictgate: %s holds %d HTTP connections (max_connections_per_host); "
+                        "more are refused (logged once)",
+                        host,
+                        self.limits.max_connections_per_host,
+                    )
                 self._refuse_connection(sock)
                 continue
             with contextlib.suppress(OSError):
@@ -494,6 +604,7 @@ class BoundedHttpServer:
                 sock, address, state, deadline, self.limits.body_timeout_seconds
             )
             self._connections.add(connection)
+            self._per_host[host] = self._per_host.get(host, 0) + 1
             self._watch(connection, selectors.EVENT_READ)
             self._set_deadline(connection, deadline)
 
@@ -630,7 +741,13 @@ class BoundedHttpServer:
             return
         connection.state = _CLOSED
         self._unwatch(connection)
-        self._connections.discard(connection)
+        if connection in self._connections:
+            self._connections.discard(connection)
+            left = self._per_host.get(connection.host, 1) - 1
+            if left > 0:
+                self._per_host[connection.host] = left
+            else:
+                self._per_host.pop(connection.host, None)
         with contextlib.suppress(OSError):
             connection.sock.close()
 

@@ -63,7 +63,13 @@ class Limits:
     http_queue: int = 256
     """HTTP requests with a complete head waiting for a worker; beyond, a quick 503."""
     max_connections: int = 1024
-    """Open HTTP connections; a connection beyond is answered 503 and closed."""
+    """Open HTTP connections; a connection beyond is answered 503 and closed. Never more than
+    half the process's file limit in effect (`RLIMIT_NOFILE`, raised to its hard limit at
+    start), so idle sockets cannot take the descriptors gRPC, the store and the decoders need."""
+    max_connections_per_host: int = 256
+    """Open HTTP connections from one peer address; one beyond is answered 503 and closed, so a
+    single host renewing idle sockets cannot lock the others out (hosts behind one NAT or proxy
+    share it)."""
     http_backlog: int = 1024
     """The HTTP listen backlog (connections the kernel queues before they are accepted)."""
     grpc_max_concurrent_rpcs: int | None = None
@@ -97,7 +103,10 @@ class Gate:
     clients holding requests, itself included, and `reserve` is one largest request (at most
     half the budget). Shares always leave a slot and one request's bytes free, so a client that
     holds nothing (a second sender beside an aggressive one) is admitted at once; it is held only
-    to the global bounds. A refusal (`Busy`) is retryable. Each call is O(1) under one lock.
+    to the global bounds. A request that grows (`Ticket.reserve`: chunks as they are read,
+    decompressed bytes) is held to the same rules: the budget always, and the client's byte
+    share unless this is the only request it holds. A refusal (`Busy`) is retryable. Each call
+    is O(1) under one lock.
     """
 
     def __init__(self, slots: int, budget: int, request_bytes: int | None = None) -> None:
@@ -110,6 +119,10 @@ class Gate:
         self._held: dict[Client, list[int]] = {}
         """client -> [slots, bytes], for clients holding at least one slot."""
 
+    def _byte_share(self) -> int:
+        """What one client holding requests may hold in bytes (under the lock)."""
+        return max(0, (self._budget - self._reserve) // max(1, len(self._held)))
+
     def admit(self, client: Client, size: int) -> Ticket:
         """A ticket for one request of `size` bytes (raises Busy); release it when done."""
         with self._lock:
@@ -120,8 +133,9 @@ class Gate:
             held = self._held.get(client)
             if held is not None:
                 clients = len(self._held)
-                if held[0] >= max(1, (self._slots - 1) // clients) or held[1] + size > max(
-                    0, (self._budget - self._reserve) // clients
+                if (
+                    held[0] >= max(1, (self._slots - 1) // clients)
+                    or held[1] + size > self._byte_share()
                 ):
                     raise Busy("this client's share of the receiver is taken, retry later")
                 held[0] += 1
@@ -136,8 +150,11 @@ class Gate:
         with self._lock:
             if self._used_bytes + size > self._budget:
                 raise Busy("receiver busy (bytes in flight), retry later")
+            held = self._held[ticket.client]
+            if held[0] > 1 and held[1] + size > self._byte_share():
+                raise Busy("this client's share of the receiver is taken, retry later")
             self._used_bytes += size
-            self._held[ticket.client][1] += size
+            held[1] += size
             ticket.size += size
 
     def _release(self, ticket: Ticket) -> None:
@@ -167,7 +184,8 @@ class Ticket:
         self._released = False
 
     def reserve(self, more: int) -> None:
-        """Hold `more` bytes too (raises Busy when the budget cannot take them)."""
+        """Hold `more` bytes too (raises Busy when the budget or, if the client holds other
+        requests too, its share cannot take them)."""
         if more > 0:
             self._gate._grow(self, more)
 

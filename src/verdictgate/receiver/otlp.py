@@ -290,8 +290,6 @@ def extract_protobuf(body: bytes) -> Extract:
         return _extract_entries(entries)
     extract = Extract()
     prefix, run_span = names.DECISION_SPAN_PREFIX, names.RUN_SPAN
-    get: Callable[[str], Any]
-    read: Reader
     for resource_spans, resource_entries in zip(
         request.resource_spans, entries.resource_spans, strict=True
     ):
@@ -304,25 +302,7 @@ def extract_protobuf(body: bytes) -> Extract:
                 if not is_decision and name != run_span:
                     extract.other_spans += 1  # not ours: its attributes are never read
                     continue
-                view = span.attributes
-                try:
-                    if len(span_entries.attributes) == len(view):
-                        get, read = view.get, _read_map
-                    else:  # a repeated key: the first wins
-                        wanted = _WANTED_DECISION if is_decision else _WANTED_RUN
-                        get, read = _first_wins(span_entries.attributes, wanted).get, _read_raw
-                    if is_decision:
-                        attributes = _decision_attributes(get, read, extract.labels)
-                    else:
-                        attributes = _run_attributes(get, read)
-                except ValueError as error:
-                    extract.reject(name, error)
-                    continue
-                if is_decision:
-                    latency = _latency_ms(span.start_time_unix_nano, span.end_time_unix_nano)
-                    extract.add_trial(name, attributes, latency)
-                else:
-                    extract.add_declaration(name, attributes)
+                _take(extract, name, is_decision, span, span_entries.attributes, span.attributes)
     return extract
 
 
@@ -340,22 +320,36 @@ def _extract_entries(request: Any) -> Extract:
                     extract.other_spans += 1
                     continue
                 name = raw_name.decode(errors="replace")  # named in messages only
-                wanted = _WANTED_DECISION if is_decision else _WANTED_RUN
-                try:
-                    get = _first_wins(span.attributes, wanted).get
-                    if is_decision:
-                        attributes = _decision_attributes(get, _read_raw, extract.labels)
-                    else:
-                        attributes = _run_attributes(get, _read_raw)
-                except ValueError as error:
-                    extract.reject(name, error)
-                    continue
-                if is_decision:
-                    latency = _latency_ms(span.start_time_unix_nano, span.end_time_unix_nano)
-                    extract.add_trial(name, attributes, latency)
-                else:
-                    extract.add_declaration(name, attributes)
+                _take(extract, name, is_decision, span, span.attributes)
     return extract
+
+
+def _take(
+    extract: Extract, name: str, is_decision: bool, span: Any, entries: Any, view: Any = None
+) -> None:
+    """Read one span of ours into `extract`: through its map `view` when its `entries` repeat
+    no key, else entry by entry so that the first one wins. A span that cannot be read is
+    rejected alone."""
+    get: Callable[[str], Any]
+    read: Reader
+    try:
+        if view is not None and len(entries) == len(view):
+            get, read = view.get, _read_map
+        else:
+            wanted = _WANTED_DECISION if is_decision else _WANTED_RUN
+            get, read = _first_wins(entries, wanted).get, _read_raw
+        if is_decision:
+            attributes = _decision_attributes(get, read, extract.labels)
+        else:
+            attributes = _run_attributes(get, read)
+    except ValueError as error:
+        extract.reject(name, error)
+        return
+    if is_decision:
+        latency = _latency_ms(span.start_time_unix_nano, span.end_time_unix_nano)
+        extract.add_trial(name, attributes, latency)
+    else:
+        extract.add_declaration(name, attributes)
 
 
 # OTLP/JSON

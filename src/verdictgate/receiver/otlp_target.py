@@ -110,7 +110,7 @@ class OtlpTarget:
         self._resource = Resource(attributes=_key_values(resource))
         self._scope = InstrumentationScope(name=names.INSTRUMENTATION_SCOPE)
         self._started_ns = time.time_ns()
-        self._totals: dict[tuple[str, str, str], int] = {}
+        self._totals: dict[tuple[Any, ...], int] = {}
         self._encoded: tuple[int, dict[int, Any]] | None = None
         """The requests of the entry being delivered (entries are delivered one at a time)."""
 
@@ -227,7 +227,7 @@ class OtlpTarget:
         ]
         counted = []
         for outcome, added in publication.trials_added.items():
-            stream = (publication.suite, publication.point, outcome)
+            stream = (*sorted(publication.metric_base.items()), outcome)  # the series it adds to
             self._totals[stream] = self._totals.get(stream, 0) + added
             attributes = {**publication.metric_base, names.OUTCOME: outcome}
             counted.append(

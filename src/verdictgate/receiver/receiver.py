@@ -65,23 +65,26 @@ class Receiver:
         self._window_marks: dict[str, float] = {}
         self._max_trials = max_trials_per_run
         self._finishing = threading.Lock()
+        self._writing = threading.Lock()
         self._retain = retain
         self._next_retention = 0.0
-        self._failing: set[str] = set()
-        """Runs whose assessment failed, each logged once."""
+        self._failing: dict[str, RunVersion] = {}
+        """Open runs whose assessment failed (logged once), with the version that failed: the
+        tick tries one again only when it changed."""
 
     def ingest(self, extract: Extract) -> None:
         """Commit what a request holds (returns after the commit), then finish any complete run."""
         if not extract.trials and not extract.declarations:
             return
-        self._cap(extract)
-        touched = self.store.write(
-            extract.trials, extract.declarations, extract.labels, now=self._clock()
-        )
+        with self._writing:  # the room a run has left is read and used in one step
+            self._cap(extract)
+            touched = self.store.write(
+                extract.trials, extract.declarations, extract.labels, now=self._clock()
+            )
         for run_id in touched:
             run = self.store.run(run_id)
             if run is not None and not run.final and _complete(run):
-                self._finish(run)
+                self._isolated(run, self._finish)
         self._signals.notify(touched)
 
     def _cap(self, extract: Extract) -> None:
@@ -113,21 +116,27 @@ class Receiver:
         `retain`, delete runs finished longer ago than that (at most once a minute, through an
         index of finished runs by age: the cost follows what is deleted, not the history)."""
         now = self._clock()
+        open_runs = self.store.open_runs()
+        self._failing = {r.run_id: v for r in open_runs if (v := self._failing.get(r.run_id))}
+        for run in open_runs:
+            if self._failing.get(run.run_id) != run_version(run):  # else: failed as it stands
+                self._isolated(run, lambda run: self._tick_one(run, now))
         if self._retain is not None and now >= self._next_retention:
             self._next_retention = now + RETENTION_EVERY
             while (
                 self.store.forget_finished(now - self._retain, RETENTION_BATCH) == RETENTION_BATCH
             ):
                 pass
-        for run in self.store.open_runs():
-            try:
-                self._tick_one(run, now)
-            except Exception:  # one bad run never stops the others
-                if run.run_id not in self._failing:
-                    self._failing.add(run.run_id)
-                    logger.warning(
-                        "verdictgate: run %s cannot be assessed", run.run_id, exc_info=True
-                    )
+
+    def _isolated(self, run: StoredRun, work: Callable[[StoredRun], None]) -> None:
+        """Do a run's work; a run that cannot be assessed is logged once and never stops the
+        tick, a request that touched it, or other runs."""
+        try:
+            work(run)
+        except Exception:
+            if run.run_id not in self._failing:
+                logger.warning("verdictgate: run %s cannot be assessed", run.run_id, exc_info=True)
+            self._failing[run.run_id] = run_version(run)
 
     def _tick_one(self, run: StoredRun, now: float) -> None:
         quiet_since = max(run.last_seen, run.declared_at or 0.0)
@@ -203,7 +212,10 @@ class Receiver:
                 return
             assessment = self.assessment_of(replace(current, final=True))
             publication = self._publication(assessment, current, final=True)
-            self.store.finish(run.run_id, assessment.status.value, publication, self._clock())
+            if self.store.finish(run.run_id, assessment.status.value, publication, self._clock()):
+                finished = self.store.run(run.run_id)
+                if finished is not None:
+                    self._cache.put(finished, assessment)
             self._window_marks.pop(run.run_id, None)
         self._staged()
         self._signals.notify((run.run_id,))

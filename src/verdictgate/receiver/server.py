@@ -12,9 +12,15 @@ from typing import Any
 
 import grpc
 
-from .grpc_api import Admissions, admission_handlers, export_handler, ignored_signals_handlers
+from .grpc_api import (
+    Admissions,
+    TokenCheck,
+    admission_handlers,
+    export_handler,
+    ignored_signals_handlers,
+)
 from .http_api import http_handler
-from .http_server import BoundedHttpServer
+from .http_server import BoundedHttpServer, file_limit
 from .ingest import Ingest, Limits
 from .receiver import Receiver
 
@@ -57,8 +63,39 @@ def grpc_options(limits: Limits) -> list[tuple[str, Any]]:
     ]
 
 
+def raise_file_limit() -> None:
+    """Raise the soft limit on open files to the hard limit (idle sockets, gRPC connections,
+    the store and the decoders all need descriptors); a failure is ignored."""
+    try:
+        import resource
+    except ImportError:  # not on Unix
+        return
+    try:
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    except (OSError, ValueError):
+        return
+    unlimited = resource.RLIM_INFINITY
+    # macOS refuses an unlimited soft limit even under an unlimited hard one: try finite ones
+    for target in (hard, 1 << 20, 65536, 10240):
+        if (
+            soft != unlimited
+            and (target == unlimited or target > soft)
+            and (hard == unlimited or target <= hard)
+        ):
+            try:
+                resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+                return
+            except (OSError, ValueError):
+                continue
+
+
 class Server:
-    """Both transports and the query API over one Receiver, with a ticker for grace periods."""
+    """Both transports and the query API over one Receiver, with a ticker for grace periods.
+
+    Setting it up raises the process's soft file limit to its hard limit; HTTP connections are
+    then held to half of it (see `BoundedHttpServer.max_connections`). With a token, one
+    interceptor refuses unauthenticated gRPC calls of every service before their message is
+    read (`TokenCheck`)."""
 
     def __init__(
         self,
@@ -72,7 +109,8 @@ class Server:
         tick_seconds: float = 0.5,
     ) -> None:
         self.receiver = receiver
-        limits = limits or Limits()
+        limits = self._limits = limits or Limits()
+        raise_file_limit()
         ingest = self._ingest = Ingest(receiver, limits)
         self._stop = threading.Event()
         self._tick_seconds = tick_seconds
@@ -82,15 +120,15 @@ class Server:
             rpcs = limits.concurrent_rpcs()
             self._grpc = grpc.server(
                 futures.ThreadPoolExecutor(max_workers=rpcs, thread_name_prefix="verdictgate-grpc"),
+                interceptors=[TokenCheck(token)] if token is not None else None,
                 options=grpc_options(limits),
                 maximum_concurrent_rpcs=rpcs,
             )
             self._grpc.add_generic_rpc_handlers(
-                (export_handler(ingest, token), *ignored_signals_handlers(token))
+                (export_handler(ingest), *ignored_signals_handlers())
             )
-            self._grpc.add_generic_rpc_handlers(
-                (admission_handlers(Admissions(receiver, token, limits.max_watchers)),)
-            )
+            admissions = Admissions(receiver, limits.max_watchers, limits.retry_after_seconds)
+            self._grpc.add_generic_rpc_handlers((admission_handlers(admissions),))
             if tls is None:
                 self.grpc_port = self._grpc.add_insecure_port(grpc_listen)
             else:
@@ -115,6 +153,14 @@ class Server:
         if self._grpc is not None:
             self._grpc.start()
         if self._http is not None:
+            if self._http.max_connections < self._limits.max_connections:
+                logger.warning(
+                    "verdictgate: serving at most %d HTTP connections, not %d: half the open "
+                    "file limit (%s)",
+                    self._http.max_connections,
+                    self._limits.max_connections,
+                    file_limit(),
+                )
             self._threads.append(threading.Thread(target=self._http.serve_forever, daemon=True))
         self._threads.append(threading.Thread(target=self._tick, daemon=True))
         for thread in self._threads:

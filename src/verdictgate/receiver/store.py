@@ -501,12 +501,19 @@ def _repeats(rows: list[tuple], batch: int) -> list[tuple]:
 
 def _declare(cursor: sqlite3.Cursor, attributes: dict[str, Any], now: float) -> None:
     """The first run span of a run declares it; a later, different one is an integrity
-    conflict (the first stays), an identical one a harmless repeat."""
+    conflict (the first stays), an identical one a harmless repeat. A run that is final is
+    frozen: a different run span then is only counted as late."""
     run_id, text = attributes[names.RUN_ID], json.dumps(attributes, sort_keys=True)
+    cursor.execute(
+        "UPDATE runs SET late = late + 1 WHERE run_id = ? AND final = 1 AND declaration IS NOT ?",
+        (run_id, text),
+    )
+    if cursor.rowcount:
+        return
     cursor.execute(
         "UPDATE runs SET declaration = ?, planned_trials = ?, declared_at = ?,"
         " suite = COALESCE(?, suite), point = COALESCE(?, point)"
-        " WHERE run_id = ? AND declaration IS NULL",
+        " WHERE run_id = ? AND declaration IS NULL AND final = 0",
         (
             text,
             attributes.get(names.PLAN_TRIALS),
@@ -518,7 +525,8 @@ def _declare(cursor: sqlite3.Cursor, attributes: dict[str, Any], now: float) -> 
     )
     if cursor.rowcount == 0:
         cursor.execute(
-            "UPDATE runs SET declaration_conflict = 1 WHERE run_id = ? AND declaration != ?",
+            "UPDATE runs SET declaration_conflict = 1"
+            " WHERE run_id = ? AND final = 0 AND declaration != ?",
             (run_id, text),
         )
 

@@ -59,7 +59,9 @@ class AssessmentCache:
 
     A run that did not change is never assessed again. An open run that did is assessed again
     at most every `interval` seconds; meanwhile askers get the previous assessment (it says it
-    is in progress). A final run's assessment changes only with late records.
+    is in progress). A final run's assessment changes only with late records. At most
+    `concurrent` assessments are made at once, so queries of many large runs wait rather than
+    hold every run's evidence in memory together.
     """
 
     def __init__(
@@ -68,6 +70,7 @@ class AssessmentCache:
         *,
         interval: float = 1.0,
         size: int = 256,
+        concurrent: int = 2,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._assess = assess
@@ -78,6 +81,8 @@ class AssessmentCache:
         self._lock = threading.Lock()
         self._assessing: dict[str, threading.Lock] = {}
         """One lock per run being assessed, so concurrent askers assess it once."""
+        self._slots = threading.BoundedSemaphore(concurrent)
+        """Assessments made at once (each holds its run's evidence in memory)."""
 
     def get(self, run: StoredRun) -> CachedAssessment:
         """The run's assessment: cached when still current (or when an open run was assessed
@@ -90,15 +95,21 @@ class AssessmentCache:
         with lock:
             entry = self._fresh_enough(run)  # another asker may have just made it
             if entry is None:
-                entry = CachedAssessment(self._assess(run), run_version(run), self._clock())
-                with self._lock:
-                    self._entries[run.run_id] = entry
-                    self._entries.move_to_end(run.run_id)
-                    while len(self._entries) > self._size:
-                        self._entries.popitem(last=False)
+                with self._slots:
+                    entry = self.put(run, self._assess(run))
         with self._lock:
             if not lock.locked():
                 self._assessing.pop(run.run_id, None)
+        return entry
+
+    def put(self, run: StoredRun, assessment: Assessment) -> CachedAssessment:
+        """Keep an assessment made elsewhere (the one a run was finished with)."""
+        entry = CachedAssessment(assessment, run_version(run), self._clock())
+        with self._lock:
+            self._entries[run.run_id] = entry
+            self._entries.move_to_end(run.run_id)
+            while len(self._entries) > self._size:
+                self._entries.popitem(last=False)
         return entry
 
     def retry_in(self, entry: CachedAssessment) -> float:

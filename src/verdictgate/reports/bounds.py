@@ -57,9 +57,12 @@ class Omitted:
         """The `limit` - 1 largest counts and one OTHER entry holding the rest."""
         if len(counts) <= limit:
             return dict(counts)
-        ranked = sorted(counts.items(), key=lambda item: -item[1])
+        ranked = sorted(  # a label that is itself named OTHER is folded with the rest
+            ((label, n) for label, n in counts.items() if label != OTHER), key=lambda item: -item[1]
+        )
         self.counts[name] = len(counts) - (limit - 1)
-        return {**dict(ranked[: limit - 1]), OTHER: sum(n for _, n in ranked[limit - 1 :])}
+        rest = sum(n for _, n in ranked[limit - 1 :]) + counts.get(OTHER, 0)
+        return {**dict(ranked[: limit - 1]), OTHER: rest}
 
 
 def _case_rank(case: CaseResult) -> tuple[bool, bool, bool]:
@@ -75,7 +78,7 @@ def bounded(a: Assessment) -> tuple[Assessment, Omitted]:
     """The assessment with every list and count by label bounded; what was left out."""
     o = Omitted()
     routes = o.keep("routes", a.routes, MAX_LABELS, _route_rank)
-    routes = tuple(replace(r, flip_pairs=o.first("flip_pairs", r.flip_pairs)) for r in routes)
+    routes = tuple(replace(r, flip_pairs=o.first("route_flip_pairs", r.flip_pairs)) for r in routes)
     c = a.coverage
     coverage = replace(
         c,
@@ -89,7 +92,9 @@ def bounded(a: Assessment) -> tuple[Assessment, Omitted]:
         critical_missing=o.first("critical_missing", c.critical_missing),
     )
     passes = a.passes
-    kept_routes = set(o.first("pass_rate_routes", tuple(passes.routes)))
+    unreliable = set(passes.unreliable_routes())
+    kept_routes = set(o.keep("pass_rate_routes", tuple(passes.routes), MAX_LABELS,
+                             lambda route: route not in unreliable))  # fmt: skip
     passes = replace(
         passes,
         routes={route: n for route, n in passes.routes.items() if route in kept_routes},

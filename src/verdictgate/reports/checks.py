@@ -6,9 +6,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import Enum
 
-from ..admission import CHECKS, RULE_OF, interval, percent
+from ..admission import CHECKS, RULE_OF, interval, listing, percent
 from ..assessment import Assessment, Status
 from ..stats import Stability
+from .bounds import bounded
 
 
 class CheckResult(str, Enum):
@@ -34,13 +35,13 @@ def _not_shown(assessment: Assessment, name: str) -> str | None:
     if name == "contract" and (unknown := assessment.coverage.missing_observed):
         return (
             "not yet shown: no trial reached required routes whose cases' trials all errored or "
-            "were not received: " + ", ".join(unknown)
+            "were not received: " + listing(unknown)
         )
     if name == "relations" and (errored := [r for r in assessment.relations if r.errored]):
         return (
             "no relation was violated, but some could not be checked (a transform or the agent "
             "raised, or the first answer errored): "
-            + "; ".join(f"{r.name} on {', '.join(r.errored)}" for r in errored)
+            + listing((f"{r.name} on {listing(r.errored)}" for r in errored), "; ")
         )
     return None
 
@@ -52,7 +53,7 @@ def _passing(assessment: Assessment, name: str) -> str:
         return f"{interval(pooled)}, below {percent(pooled.tolerance)}"
     message = CHECKS[name]
     if name == "invariants" and assessment.invariants.warned:
-        message += "; warnings: " + ", ".join(
+        message += "; warnings: " + listing(
             f"{n} in {c} trials" for n, c in assessment.invariants.warned.items()
         )
     return message
@@ -80,7 +81,9 @@ def _route_checks(assessment: Assessment) -> list[Check]:
 
 
 def checks(assessment: Assessment) -> list[Check]:
-    """Every check of the admission rule, with its result and the reasons behind it."""
+    """Every check of the admission rule, with its result and the reasons behind it; one check
+    per route for the routes a bounded report lists (`bounds.bounded`)."""
+    assessment, _ = bounded(assessment)
     found: dict[str, list] = {name: [] for name in CHECKS}
     for code, reason in zip(assessment.reason_codes, assessment.reasons, strict=True):
         found[RULE_OF[code].check].append((RULE_OF[code], reason))

@@ -234,11 +234,6 @@ def decision_attributes(decision: Decision | None, error_type: str | None = None
     return attributes
 
 
-def is_decision_span(name: str, attributes: Mapping[str, Any]) -> bool:
-    """Whether a span is a decision span of the contract."""
-    return name.startswith(names.DECISION_SPAN_PREFIX) and names.OUTCOME in attributes
-
-
 def trial_from_attributes(attributes: Mapping[str, Any], latency_ms: float | None = None) -> Trial:
     """The whole trial a decision span records (with the span's duration as its latency); a
     ValueError names the attribute that is wrong.

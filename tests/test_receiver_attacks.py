@@ -183,3 +183,30 @@ def test_a_run_span_after_the_end_never_changes_what_was_published():
     assert after.policy.tolerance == published.policy.tolerance
     assert (after.status, after.reason_codes) == (published.status, published.reason_codes)
     assert after.trials.late == 1
+
+
+def test_watchers_beyond_the_limit_are_told_to_retry_with_retry_info():
+    from google.rpc import error_details_pb2
+
+    from verdictgate.receiver.server import Limits
+
+    with running_server(limits=Limits(max_watchers=2)) as server:
+        channel = grpc.insecure_channel(f"127.0.0.1:{server.grpc_port}")
+        watch = channel.unary_stream(
+            "/verdictgate.v1.AdmissionService/WatchAdmission",
+            request_serializer=pb.WatchAdmissionRequest.SerializeToString,
+            response_deserializer=pb.Admission.FromString,
+        )
+        waiting = [watch(pb.WatchAdmissionRequest(run_id="later"), timeout=30) for _ in range(2)]
+        export(server, stable_run("later", cases=1, trials=2))  # both see it appear: admitted
+        for stream in waiting:
+            assert next(stream).run_id == "later"
+        with pytest.raises(grpc.RpcError) as refused:
+            next(watch(pb.WatchAdmissionRequest(run_id="later"), timeout=30))
+        for stream in waiting:
+            stream.cancel()
+        channel.close()
+    assert refused.value.code() is grpc.StatusCode.RESOURCE_EXHAUSTED
+    trailers = dict(refused.value.trailing_metadata())
+    retry = error_details_pb2.RetryInfo.FromString(trailers["google.rpc.retryinfo-bin"])
+    assert retry.retry_delay.seconds == 1

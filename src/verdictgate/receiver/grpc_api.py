@@ -168,8 +168,11 @@ class Admissions:
         appeared yet is waited for (until the client's deadline). Woken only by changes of this
         run; every watcher of a run shares one assessment per change."""
         if not self._watchers.acquire(blocking=False):
-            context.abort(
-                grpc.StatusCode.RESOURCE_EXHAUSTED, "too many runs watched at once, retry later"
+            _abort_retryable(
+                context,
+                grpc.StatusCode.RESOURCE_EXHAUSTED,
+                "too many runs watched at once, retry later",
+                self._retry_after,
             )
         changes = self._receiver.watch(request.run_id, context.is_active)
 

@@ -688,3 +688,39 @@ def test_http_and_grpc_answer_any_junk_beside_a_valid_span_and_keep_it(shared_se
         assert answer.partial_success.rejected_spans == rejected
     evidence = shared_server.receiver.store.evidence("r")
     assert any(trial == KEPT for trial in evidence.trials())
+
+
+@pytest.mark.parametrize("export", [grpc_export, http_export])
+def test_invalid_utf8_in_an_unrelated_span_leaves_the_decision_beside_it_over_the_wire(export):
+    other = span("GET /", {"http.route": "@@@@"})
+    body = with_bytes(request([other, kept()]).SerializeToString(), "@@@@", BAD)
+    with running_server() as server:
+        answer = export(server, body)
+        assert not answer.HasField("partial_success")
+        assert list(server.receiver.store.evidence("r").trials()) == [KEPT]
+
+
+@pytest.mark.parametrize("export", [grpc_export, http_export])
+def test_lenient_types_are_rejected_span_by_span_over_the_wire(export):
+    lenient = [
+        decision(3.7),  # a double
+        decision(True),  # a bool
+        decision("1_000"),  # a string Python's int() would take
+        decision(**{names.OUTCOME: None}),  # no outcome
+        decision(verdict=""),  # an empty verdict
+    ]
+    with running_server() as server:
+        answer = export(server, request([*lenient, kept()]).SerializeToString())
+        assert answer.partial_success.rejected_spans == len(lenient)
+        assert list(server.receiver.store.evidence("r").trials()) == [KEPT]
+
+
+def test_otlp_json_integers_out_of_range_or_lenient_are_rejected_over_http():
+    written = ["1_000", "3.7", 3.7, True, str(1 << 64), 10**400, " 12"]
+    body = json_body(*(json_decision({"intValue": value}) for value in written))
+    with running_server() as server:
+        reply = post(f"http://127.0.0.1:{server.http_port}/v1/traces", body, "application/json")
+        assert reply.status == 200
+        answer = json.loads(reply.read())
+        assert answer["partialSuccess"]["rejectedSpans"] == str(len(written))
+        assert list(server.receiver.store.evidence("r").trials()) == [KEPT]

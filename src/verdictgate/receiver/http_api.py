@@ -234,7 +234,7 @@ class OtlpHttpHandler(RequestHandler):
             body = self.read_body(limit, ticket.reserve)
             if gzipped:
                 body = _gunzip(body, limit, ticket.reserve)
-            response = self.ingest.export(body, content_type, ticket.client, ticket)
+            response = self.ingest.export(body, content_type, ticket=ticket)
         if self.reply_type == JSON:
             from google.protobuf.json_format import MessageToJson
 

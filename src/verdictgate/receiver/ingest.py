@@ -271,16 +271,14 @@ class Ingest:
         """Decode and commit one export request from `client`.
 
         The request is admitted here unless the caller admitted it already and passes its
-        `ticket` (HTTP does, before reading the body); the caller then releases it. Raises
-        MalformedRequest (client error), Busy, DecoderUnavailable or sqlite3.Error (the last
-        three retryable).
+        `ticket` (HTTP does, before reading the body; the ticket names the client); the caller
+        then releases it. Raises MalformedRequest (client error), Busy, DecoderUnavailable or
+        sqlite3.Error (the last three retryable).
         """
-        if ticket is None:
-            with self.gate.admit(client, len(body)):
-                return self._export(body, content_type)
-        if ticket.client != client:
-            raise ValueError("the ticket belongs to another client")
-        return self._export(body, content_type)
+        if ticket is not None:
+            return self._export(body, content_type)
+        with self.gate.admit(client, len(body)):
+            return self._export(body, content_type)
 
     def _export(self, body: bytes, content_type: str) -> ExportTraceServiceResponse:
         extract = self.decoder.decode(body, content_type)

@@ -57,15 +57,6 @@ class Extract:
     rejected: int = 0
     errors: list[str] = field(default_factory=list)
 
-    def add(self, name: str, attributes: dict[str, Any], latency_ms: float | None = None) -> None:
-        """Sort one span by its name: a trial, a run declaration, or another span."""
-        if name.startswith(names.DECISION_SPAN_PREFIX):
-            self.add_trial(name, attributes, latency_ms)
-        elif name == names.RUN_SPAN:
-            self.add_declaration(name, attributes)
-        else:
-            self.other_spans += 1
-
     def add_trial(self, name: str, attributes: dict[str, Any], latency_ms: float | None) -> None:
         """Keep the trial a decision span records, or reject the span (counted, and named). The
         first decision span of a run also names its suite and point (`labels`)."""
@@ -370,19 +361,16 @@ def extract_json(body: bytes) -> Extract:
         if type(name) is not str or not (name.startswith(prefix) or name == run_span):
             extract.other_spans += 1  # not ours: its attributes are never read
             continue
-        latency = None
         try:
             if name == run_span:
                 found = _json_first_wins(span.get("attributes"), names.RUN_SPAN_ATTRIBUTES)
-                attributes = _run_attributes(found.get, _read_json)
+                extract.add_declaration(name, _run_attributes(found.get, _read_json))
             else:
                 found = _json_first_wins(span.get("attributes"), _DECISION_KEYS)
                 attributes = _decision_attributes(found.get, _read_json, extract.labels)
-                latency = _json_latency(span)
+                extract.add_trial(name, attributes, _json_latency(span))
         except ValueError as error:
             extract.reject(name, error)
-            continue
-        extract.add(name, attributes, latency)
     return extract
 
 

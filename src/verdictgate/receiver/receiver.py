@@ -142,7 +142,7 @@ class Receiver:
         quiet_since = max(run.last_seen, run.declared_at or 0.0)
         if now - quiet_since >= self._grace:
             self._finish(run)
-        elif self._window is not None and run.declaration is None:
+        elif self._window is not None and run.declaration_json is None:
             mark = self._window_marks.setdefault(run.run_id, run.first_seen)
             if now - mark >= self._window:
                 self._window_marks[run.run_id] = now
@@ -188,12 +188,8 @@ class Receiver:
                     yield cached
                     if not cached.assessment.in_progress:
                         return
-                stale = cached is not None and cached.version != self._version_of(run_id)
-                changed(self._cache.retry_in(cached) if stale and cached else poll)
-
-    def _version_of(self, run_id: str) -> RunVersion | None:
-        run = self.store.run(run_id)
-        return None if run is None else run_version(run)
+                # an entry made less than the cache's interval ago may be stale: ask again then
+                changed((self._cache.retry_in(cached) or poll) if cached is not None else poll)
 
     def wait(self, run_id: str, timeout: float) -> Assessment | None:
         """Wait until the run is final or `timeout` seconds pass; its admission then."""
@@ -213,9 +209,7 @@ class Receiver:
             assessment = self.assessment_of(replace(current, final=True))
             publication = self._publication(assessment, current, final=True)
             if self.store.finish(run.run_id, assessment.status.value, publication, self._clock()):
-                finished = self.store.run(run.run_id)
-                if finished is not None:
-                    self._cache.put(finished, assessment)
+                self._cache.put(replace(current, final=True), assessment)  # the state assessed
             self._window_marks.pop(run.run_id, None)
         self._staged()
         self._signals.notify((run.run_id,))
@@ -247,7 +241,7 @@ class Receiver:
 
 def _complete(run: StoredRun) -> bool:
     return (
-        run.declaration is not None
+        run.declaration_json is not None
         and run.planned_trials is not None
         and run.received >= run.planned_trials
     )

@@ -145,7 +145,8 @@ class StoredRun:
     run_id: str
     suite: str | None
     point: str | None
-    declaration: dict[str, Any] | None
+    declaration_json: str | None
+    """The run span's declaration attributes as stored; read on demand (`declaration`)."""
     planned_trials: int | None
     declared_at: float | None
     first_seen: float
@@ -157,6 +158,11 @@ class StoredRun:
     """Records that arrived after the run was final: counted, never stored."""
     declaration_conflict: bool = False
     """A second run span declared the run differently; the first declaration was kept."""
+
+    @functools.cached_property
+    def declaration(self) -> dict[str, Any] | None:
+        """The run span's declaration attributes (parsed once, when asked for)."""
+        return None if self.declaration_json is None else json.loads(self.declaration_json)
 
     @functools.cached_property
     def declared(self) -> RunDeclaration | None:
@@ -281,13 +287,17 @@ class Store:
         )
         return evidence
 
-    def runs(self) -> list[StoredRun]:
-        """Every run, oldest first."""
+    def _runs(self, clauses: str, parameters: tuple = ()) -> list[StoredRun]:
+        """The runs a `WHERE ... ORDER BY ... LIMIT` text selects."""
         with self._lock:
             rows = self._connection.execute(
-                f"SELECT {_RUN_COLUMNS} FROM runs ORDER BY first_seen, run_id"
+                f"SELECT {_RUN_COLUMNS} FROM runs {clauses}", parameters
             ).fetchall()
         return [_stored_run(row) for row in rows]
+
+    def runs(self) -> list[StoredRun]:
+        """Every run, oldest first."""
+        return self._runs("ORDER BY first_seen, run_id")
 
     def page(self, token: str = "", size: int = DEFAULT_PAGE_SIZE) -> tuple[list[StoredRun], str]:
         """One page of runs, oldest first, and the token of the next page ("" after the last).
@@ -296,14 +306,11 @@ class Store:
         size = min(max(size, 1), MAX_PAGE_SIZE) if size else DEFAULT_PAGE_SIZE
         parameters: tuple[float, str] | tuple[()] = _cursor(token) if token else ()
         where = "WHERE (first_seen, run_id) > (?, ?)" if token else ""
-        with self._lock:
-            rows = self._connection.execute(
-                f"SELECT {_RUN_COLUMNS} FROM runs {where} ORDER BY first_seen, run_id LIMIT ?",
-                (*parameters, size + 1),
-            ).fetchall()
-        runs = [_stored_run(row) for row in rows[:size]]
-        last = runs[-1] if len(rows) > size else None
-        return runs, "" if last is None else _token((last.first_seen, last.run_id))
+        runs = self._runs(f"{where} ORDER BY first_seen, run_id LIMIT ?", (*parameters, size + 1))
+        if len(runs) <= size:
+            return runs, ""
+        last = runs[size - 1]
+        return runs[:size], _token((last.first_seen, last.run_id))
 
     def forget_finished(self, before: float, limit: int = 100) -> int:
         """Delete up to `limit` runs finished before `before` (epoch seconds), with their
@@ -321,11 +328,7 @@ class Store:
 
     def open_runs(self) -> list[StoredRun]:
         """The runs not yet final, oldest first (read through an index of open runs only)."""
-        with self._lock:
-            rows = self._connection.execute(
-                f"SELECT {_RUN_COLUMNS} FROM runs WHERE final = 0 ORDER BY first_seen"
-            ).fetchall()
-        return [_stored_run(row) for row in rows]
+        return self._runs("WHERE final = 0 ORDER BY first_seen")
 
     def run(self, run_id: str) -> StoredRun | None:
         """One run, or None when unknown."""
@@ -532,12 +535,11 @@ def _declare(cursor: sqlite3.Cursor, attributes: dict[str, Any], now: float) -> 
 
 
 def _stored_run(row: tuple) -> StoredRun:
-    declaration = json.loads(row[3]) if row[3] else None
     return StoredRun(
         run_id=row[0],
         suite=row[1],
         point=row[2],
-        declaration=declaration,
+        declaration_json=row[3] or None,
         planned_trials=row[4],
         declared_at=row[5],
         first_seen=row[6],

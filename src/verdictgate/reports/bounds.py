@@ -51,7 +51,9 @@ class Omitted:
 
     def first(self, name: str, items: Sequence[T], limit: int = MAX_LABELS) -> tuple[T, ...]:
         """The first `limit` items."""
-        return self.keep(name, items, limit, lambda _: 0)
+        if len(items) > limit:
+            self.counts[name] = self.counts.get(name, 0) + len(items) - limit
+        return tuple(items[:limit])
 
     def top(self, name: str, counts: Mapping[str, int], limit: int = MAX_LABELS) -> dict[str, int]:
         """The `limit` - 1 largest counts and one OTHER entry holding the rest."""

@@ -5,7 +5,6 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import replace
 
@@ -65,7 +64,6 @@ class Receiver:
         self._window_marks: dict[str, float] = {}
         self._max_trials = max_trials_per_run
         self._finishing = threading.Lock()
-        self._writing = threading.Lock()
         self._retain = retain
         self._next_retention = 0.0
         self._failing: dict[str, RunVersion] = {}
@@ -76,40 +74,23 @@ class Receiver:
         """Commit what a request holds (returns after the commit), then finish any complete run."""
         if not extract.trials and not extract.declarations:
             return
-        with self._writing:  # the room a run has left is read and used in one step
-            self._cap(extract)
-            touched = self.store.write(
-                extract.trials, extract.declarations, extract.labels, now=self._clock()
-            )
-        for run_id in touched:
-            run = self.store.run(run_id)
-            if run is not None and not run.final and _complete(run):
-                self._isolated(run, self._finish)
-        self._signals.notify(touched)
-
-    def _cap(self, extract: Extract) -> None:
-        """Drop (and count as rejected) the trials a run has no room for."""
-        incoming = Counter(trial.run for trial in extract.trials)
-        room = {}
-        for run_id, count in incoming.items():
-            stored = self.store.run(run_id)
-            free = self._max_trials - (stored.received if stored else 0)
-            if count > free:
-                room[run_id] = max(0, free)
-        if not room:
-            return
-        kept = []
-        for trial in extract.trials:
-            left = room.get(trial.run)
-            if left is None or left > 0:
-                kept.append(trial)
-                if left is not None:
-                    room[trial.run] = left - 1
-        extract.rejected += len(extract.trials) - len(kept)
-        extract.errors.append(
-            f"runs at their limit of {self._max_trials} trials: " + ", ".join(sorted(room)[:3])
+        written = self.store.write(
+            extract.trials,
+            extract.declarations,
+            extract.labels,
+            now=self._clock(),
+            max_trials=self._max_trials,
         )
-        extract.trials = kept
+        if written.refused:
+            extract.rejected += sum(written.refused.values())
+            extract.errors.append(
+                f"runs at their limit of {self._max_trials} trials: "
+                + ", ".join(sorted(written.refused)[:3])
+            )
+        for run in written.runs:
+            if not run.final and _complete(run):
+                self._isolated(run, self._finish)
+        self._signals.notify(run.run_id for run in written.runs)
 
     def tick(self) -> None:
         """Finish runs whose grace period is over; assess canary windows that are due; with

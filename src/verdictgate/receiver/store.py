@@ -97,6 +97,8 @@ _RUN_COLUMNS = (
     " status, final, received, late, declaration_conflict"
 )
 
+_RUN_BY_ID = f"SELECT {_RUN_COLUMNS} FROM runs WHERE run_id = ?"
+
 _INSERT = """
 INSERT OR IGNORE INTO trials
     (run_id, case_id, trial, decision, expected, error_type, batch, latency_ms, passed, tiers)
@@ -170,6 +172,15 @@ class StoredRun:
         return None if self.declaration is None else run_declaration(self.declaration)
 
 
+@dataclass(frozen=True)
+class Written:
+    """What one write did: the runs it touched as they stand after it, and per run the trials
+    refused for want of room."""
+
+    runs: list[StoredRun]
+    refused: dict[str, int]
+
+
 class Store:
     """Trials keyed (run, case, trial) in SQLite. A write returns only after its commit, so an
     acknowledged trial survives a crash of the process; a restart resumes every run."""
@@ -215,10 +226,13 @@ class Store:
         declarations: Iterable[dict[str, Any]] = (),
         labels: dict[str, tuple[str | None, str | None]] | None = None,
         now: float | None = None,
-    ) -> set[str]:
-        """Commit trials and run declarations in one transaction; returns the runs touched.
+        max_trials: int | None = None,
+    ) -> Written:
+        """Commit trials and run declarations in one transaction; the runs touched, as they
+        stand after it, and the trials refused because a run had no room (`max_trials`).
 
-        Each run keeps a count of its stored trials, so no write ever scans a run.
+        Each run keeps a count of its stored trials, so no write ever scans a run; the room a
+        run has left is read and used in the same transaction.
         """
         now = time.time() if now is None else now
         batch = secrets.randbits(62)
@@ -238,6 +252,7 @@ class Store:
         declared = list(declarations)
         touched = set(by_run) | {str(d[names.RUN_ID]) for d in declared}
         labels = labels or {}
+        refused: dict[str, int] = {}
         with self._lock, self._transaction() as cursor:
             for run_id in touched:
                 suite, point = labels.get(run_id, (None, None))
@@ -251,8 +266,13 @@ class Store:
             for attributes in declared:
                 _declare(cursor, attributes, now)
             for run_id, rows in by_run.items():
-                cursor.execute("SELECT final FROM runs WHERE run_id = ?", (run_id,))
-                if cursor.fetchone()[0]:  # final: its admission is frozen; count, never store
+                cursor.execute("SELECT final, received FROM runs WHERE run_id = ?", (run_id,))
+                final, received = cursor.fetchone()
+                if max_trials is not None and len(rows) > max_trials - received:
+                    room = max(0, max_trials - received)
+                    refused[run_id] = len(rows) - room
+                    rows = rows[:room]
+                if final:  # its admission is frozen: count, never store
                     cursor.execute(
                         "UPDATE runs SET late = late + ? WHERE run_id = ?", (len(rows), run_id)
                     )
@@ -264,7 +284,10 @@ class Store:
                 )
                 if inserted < len(rows):  # repeated identities: count duplicates and conflicts
                     cursor.executemany(_REPEAT, _repeats(rows, batch))
-        return touched
+            runs = [
+                _stored_run(cursor.execute(_RUN_BY_ID, (run_id,)).fetchone()) for run_id in touched
+            ]
+        return Written(runs, refused)
 
     def evidence(self, run_id: str) -> Evidence:
         """Every kept trial of a run, with its duplicates, conflicts, latency and tier results."""
@@ -333,10 +356,7 @@ class Store:
     def run(self, run_id: str) -> StoredRun | None:
         """One run, or None when unknown."""
         with self._lock:
-            row = self._connection.execute(
-                f"SELECT {_RUN_COLUMNS} FROM runs WHERE run_id = ?",
-                (run_id,),
-            ).fetchone()
+            row = self._connection.execute(_RUN_BY_ID, (run_id,)).fetchone()
         return None if row is None else _stored_run(row)
 
     def finish(

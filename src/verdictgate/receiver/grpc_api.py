@@ -8,8 +8,6 @@ carry `RetryInfo`, anything unplanned is INTERNAL "internal error", logged once 
 
 from __future__ import annotations
 
-import logging
-import sqlite3
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, NoReturn, TypeVar
@@ -21,13 +19,9 @@ from google.rpc import error_details_pb2, status_pb2
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 
 from ..v1 import verdictgate_pb2 as pb
-from .decoding import DecoderUnavailable
-from .ingest import PROTOBUF, TRACE_SERVICE, Busy, Client, Ingest, authorized, report_unexpected
-from .otlp import MalformedRequest
+from .ingest import PROTOBUF, TRACE_SERVICE, Client, Failure, Ingest, authorized, failure_of
 from .receiver import Receiver
 from .watch import CachedAssessment
-
-logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
@@ -114,19 +108,24 @@ def _single(metadata: Sequence[tuple[str, Any]], key: str) -> str | None:
     return values[0] if len(values) == 1 and isinstance(values[0], str) else None
 
 
+_GRPC_STATUS = {
+    Failure.INVALID: grpc.StatusCode.INVALID_ARGUMENT,
+    Failure.BUSY: grpc.StatusCode.RESOURCE_EXHAUSTED,
+    Failure.UNAVAILABLE: grpc.StatusCode.UNAVAILABLE,
+    Failure.INTERNAL: grpc.StatusCode.INTERNAL,
+}
+"""The status of each failure on a request's path."""
+
+
 def _abort_failure(
     context: grpc.ServicerContext, error: Exception, where: str, retry_after: int
 ) -> NoReturn:
-    """Answer an exception no status was planned for: a store error UNAVAILABLE with RetryInfo,
-    anything else INTERNAL "internal error" (logged once per kind with its traceback)."""
-    if isinstance(error, sqlite3.Error):
-        logger.error("verdictgate: store error: %s", error)
-        _abort_retryable(
-            context, grpc.StatusCode.UNAVAILABLE, "store unavailable, retry later", retry_after
-        )
-    else:
-        report_unexpected(error, where)
-        context.abort(grpc.StatusCode.INTERNAL, "internal error")
+    """Answer an exception as its failure (`ingest.failure_of`): a retryable one with
+    RetryInfo, an unplanned one INTERNAL "internal error" (logged once per kind)."""
+    failure, message = failure_of(error, where)
+    if failure.retryable:
+        _abort_retryable(context, _GRPC_STATUS[failure], message, retry_after)
+    context.abort(_GRPC_STATUS[failure], message)
     raise AssertionError("unreachable")  # abort raises
 
 
@@ -260,24 +259,10 @@ def export_handler(ingest: Ingest) -> grpc.GenericRpcHandler:
     def export(body: bytes, context: grpc.ServicerContext) -> ExportTraceServiceResponse:
         try:
             return ingest.export(body, PROTOBUF, _client(context))
-        except MalformedRequest as error:
-            failure, retryable = (grpc.StatusCode.INVALID_ARGUMENT, str(error)), False
-        except Busy as error:
-            failure, retryable = (grpc.StatusCode.RESOURCE_EXHAUSTED, str(error)), True
-        except DecoderUnavailable:
-            failure = (grpc.StatusCode.UNAVAILABLE, "decoder restarting, retry later")
-            retryable = True
-        except sqlite3.Error as error:
-            logger.error("verdictgate: store error: %s", error)
-            failure = (grpc.StatusCode.UNAVAILABLE, "store unavailable, retry later")
-            retryable = True
         except Exception as error:
-            report_unexpected(error, "OTLP/gRPC Export")
-            failure, retryable = (grpc.StatusCode.INTERNAL, "internal error"), False
-        # aborting raises, so it happens outside the handlers above
-        if retryable:
-            _abort_retryable(context, *failure, retry_after)
-        context.abort(*failure)
+            failed = error
+        # aborting raises, so it happens outside the handler above
+        _abort_failure(context, failed, "OTLP/gRPC Export", retry_after)
 
     handler: grpc.RpcMethodHandler[bytes, ExportTraceServiceResponse]
     handler = grpc.unary_unary_rpc_method_handler(

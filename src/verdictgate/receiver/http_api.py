@@ -17,7 +17,6 @@ from __future__ import annotations
 import json
 import logging
 import re
-import sqlite3
 import zlib
 from collections.abc import Callable
 from typing import Any
@@ -25,9 +24,9 @@ from urllib.parse import parse_qs, unquote, urlsplit
 
 from google.rpc import code_pb2, status_pb2
 
-from .decoding import JSON, DecoderUnavailable
+from .decoding import JSON
 from .http_server import RETRYABLE, HttpError, RequestHandler
-from .ingest import PROTOBUF, Busy, Client, Ingest, authorized, report_unexpected
+from .ingest import PROTOBUF, Client, Failure, Ingest, authorized, failure_of
 from .otlp import MalformedRequest
 
 logger = logging.getLogger(__name__)
@@ -79,6 +78,9 @@ def _gzipped(values: list[str]) -> bool | None:
 
 
 _RUN_PATH = re.compile(r"^/v1/runs/([^/?]+)$")
+_HTTP_STATUS = {Failure.INVALID: 400, Failure.BUSY: 429, Failure.UNAVAILABLE: 503,
+                Failure.INTERNAL: 500}  # fmt: skip
+"""The status of each failure on a request's path."""
 _GRPC_CODES = {
     400: code_pb2.INVALID_ARGUMENT,
     401: code_pb2.UNAUTHENTICATED,
@@ -152,18 +154,10 @@ class OtlpHttpHandler(RequestHandler):
             code, message = error.status, error.message
             if code in RETRYABLE:
                 headers = retry
-        elif isinstance(error, MalformedRequest):
-            code, message = 400, str(error)
-        elif isinstance(error, Busy):
-            code, message, headers = 429, str(error), retry
-        elif isinstance(error, DecoderUnavailable):
-            code, message, headers = 503, "decoder restarting, retry later", retry
-        elif isinstance(error, sqlite3.Error):
-            logger.error("verdictgate: store error: %s", error)
-            code, message, headers = 503, "store unavailable, retry later", retry
         else:
-            report_unexpected(error, f"{self.command} {self.path}")
-            code, message = 500, "internal error"
+            failure, message = failure_of(error, f"{self.command} {self.path}")
+            code = _HTTP_STATUS[failure]
+            headers = retry if failure.retryable else {}
         self._status(
             code, _GRPC_CODES.get(code, code_pb2.UNKNOWN), message, self.reply_type, headers
         )

@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import hmac
 import logging
+import sqlite3
 import threading
 import traceback
 from dataclasses import dataclass
+from enum import Enum
 from typing import Any
 
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
@@ -19,8 +21,8 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceResponse,
 )
 
-from .decoding import Decoder
-from .otlp import Extract
+from .decoding import Decoder, DecoderUnavailable
+from .otlp import Extract, MalformedRequest
 from .receiver import Receiver
 
 logger = logging.getLogger(__name__)
@@ -241,6 +243,39 @@ def report_unexpected(error: BaseException, where: str) -> None:
         logger.error("verdictgate: unexpected error in %s", where, exc_info=error)
     else:
         logger.debug("verdictgate: unexpected error in %s (again)", where, exc_info=error)
+
+
+class Failure(str, Enum):
+    """What an exception on a request's path means for its sender, whatever the transport."""
+
+    INVALID = "invalid"
+    """The request itself is wrong: do not retry it."""
+    BUSY = "busy"
+    """The receiver is at a limit, or this client over its share: retry later."""
+    UNAVAILABLE = "unavailable"
+    """A decoder restarting or the store failing: retry later."""
+    INTERNAL = "internal"
+    """Nothing planned for it (logged once per kind): not retryable."""
+
+    @property
+    def retryable(self) -> bool:
+        return self in (Failure.BUSY, Failure.UNAVAILABLE)
+
+
+def failure_of(error: Exception, where: str) -> tuple[Failure, str]:
+    """The failure an exception is, with the message the sender gets (an unplanned one is
+    logged, and its details kept out of the answer)."""
+    if isinstance(error, MalformedRequest):
+        return Failure.INVALID, str(error)
+    if isinstance(error, Busy):
+        return Failure.BUSY, str(error)
+    if isinstance(error, DecoderUnavailable):
+        return Failure.UNAVAILABLE, "decoder restarting, retry later"
+    if isinstance(error, sqlite3.Error):
+        logger.error("verdictgate: store error: %s", error)
+        return Failure.UNAVAILABLE, "store unavailable, retry later"
+    report_unexpected(error, where)
+    return Failure.INTERNAL, "internal error"
 
 
 class Ingest:

@@ -133,12 +133,14 @@ def serve_command(store_path, grpc_listen, http_listen, token_file, tls_cert, tl
 
     logging.basicConfig(format="%(asctime)s %(levelname)s %(message)s", level=logging.WARNING)
     from ..otel.publication import MetricLabels
+    from ..receiver.allocator import reuse_freed_memory
     from ..receiver.forwarder import Forwarder
     from ..receiver.otlp_target import OtlpTarget
     from ..receiver.receiver import Receiver
     from ..receiver.server import Limits, Server, Tls
     from ..receiver.store import Store
 
+    reuse_freed_memory()  # this process handles one large body after another, like its decoders
     try:
         if (tls_cert is None) != (tls_key is None):
             raise click.UsageError("--tls-cert and --tls-key go together")

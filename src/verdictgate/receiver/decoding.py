@@ -7,6 +7,7 @@ import threading
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 
+from .allocator import reuse_freed_memory
 from .otlp import Extract, MalformedRequest, extract_json, extract_protobuf
 
 JSON = "application/json"
@@ -41,7 +42,11 @@ class Decoder:
         self._pool = self._start() if workers else None
 
     def _start(self) -> ProcessPoolExecutor:
-        return ProcessPoolExecutor(self._workers, mp_context=multiprocessing.get_context("spawn"))
+        return ProcessPoolExecutor(
+            self._workers,
+            mp_context=multiprocessing.get_context("spawn"),
+            initializer=reuse_freed_memory,
+        )
 
     def decode(self, body: bytes, content_type: str) -> Extract:
         pool = self._pool

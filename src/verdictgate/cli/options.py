@@ -16,6 +16,7 @@ from urllib.parse import urlparse
 import click
 
 from ..assessment import Assessment, Isolation, RunInfo
+from ..decision_rules import DecisionRule
 from ..engine import assess
 from ..errors import USAGE_EXIT, InputError, VerdictgateError, cli_option
 from ..fingerprints import fingerprint_mode
@@ -171,6 +172,13 @@ def run_options(command: Callable, *, agent_required: bool = False) -> Callable:
                 help="judge(output, input) -> bool, run only where the cheaper tiers passed.",
             ),
             click.option(
+                "--decision",
+                "decision_rule",
+                metavar="RULE",
+                help="Derive each decision from the agent framework's spans: tools, toolset, "
+                "agents, nodes or attribute:KEY (docs/frameworks.md).",
+            ),
+            click.option(
                 "--otlp-endpoint",
                 metavar="URL",
                 help="Export decision, run and admission spans, metrics and the evaluation "
@@ -251,9 +259,12 @@ def evidence_for(
     invariant_specs: tuple[str, ...] = (),
     semantic: bool = False,
     judge_spec: str | None = None,
+    decision_rule: str | None = None,
 ) -> Assessment:
     """Assess a trials file, or run an agent on the suite, under one policy."""
     if trials is not None and agent_spec is None:
+        if decision_rule is not None:
+            raise click.UsageError("--decision reads an agent's spans as it runs; not --trials")
         evidence, summary = read_trials(trials)
         run_ids = sorted(summary.runs) or ["run"]
         info = RunInfo(
@@ -268,6 +279,11 @@ def evidence_for(
         raise click.UsageError("give exactly one of --trials or --agent")
     if suite is None:
         raise click.UsageError("--agent needs --suite (the cases to call it with)")
+    rule = None if decision_rule is None else DecisionRule.parse(decision_rule)
+    if rule is not None:  # before FACTORY runs, so the framework finds the provider set
+        from ..otel.trial_capture import attach_capture
+
+        attach_capture()
     factory = load_factory(agent_spec)
     isolation = isolation or Isolation.UNKNOWN.value
     try:
@@ -303,6 +319,7 @@ def evidence_for(
             invariants=[i for spec in invariant_specs for i in _invariants(spec)],
             semantic=semantic,
             judge=None if judge_spec is None else _judge(judge_spec),
+            decision=rule,
         )
 
 

@@ -17,15 +17,16 @@ from __future__ import annotations
 import functools
 import inspect
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 from weakref import WeakKeyDictionary
 
 from opentelemetry import trace
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
+from ..decision_rules import DecisionRule
 from ..fingerprints import fingerprint, fingerprint_key
 from ..policy import Policy
 from ..suite import Suite
@@ -34,6 +35,9 @@ from ..tiers.tiers import TierOutcome, Tiers
 from ..trial_model import InvalidDecision, Isolation, decision_from_value
 from . import conventions as names
 from .spans import decision_attributes, run_attributes
+
+if TYPE_CHECKING:
+    from .trial_capture import OpenTrial
 
 NOTHING_CHECKED = TierOutcome()
 
@@ -62,15 +66,30 @@ def trial(
     case: str | None = None,
     expected: str | None = None,
     suite: str | None = None,
+    decision: str | DecisionRule | None = None,
+    point: str = "agent",
+    tracer_provider: trace.TracerProvider | None = None,
 ) -> Iterator[TrialScope]:
     """Mark the decisions made inside as trial `index` of `case` in `run`.
 
-    Without `case`, the case is the fingerprint of the decision's input.
+    Without `case`, the case is the fingerprint of the decision's input. With a `decision`
+    rule (`tools`, `toolset`, `agents`, `nodes`, `attribute:KEY`), the trial is itself decision
+    point `point`: its `decide {point}` span (on `tracer_provider`, else the global one) is
+    current inside, and the spans the agent framework makes there decide it when the block
+    ends; an exception makes it an error trial and is re-raised.
     """
     scope = TrialScope(run, index, case, expected, suite)
     token = _CURRENT_TRIAL.set(scope)
     try:
-        yield scope
+        if decision is None:
+            yield scope
+            return
+        from .trial_capture import attach_capture
+
+        rule = decision if isinstance(decision, DecisionRule) else DecisionRule.parse(decision)
+        attach_capture(tracer_provider)
+        with _decision_span(point, tracer_provider=tracer_provider, rule=rule):
+            yield scope
     finally:
         _CURRENT_TRIAL.reset(token)
 
@@ -104,6 +123,8 @@ class DecisionRecorder:
         self._key = key
         self._case_named = case_named
         self.recorded = False
+        self.spans: OpenTrial | None = None
+        """With a decision rule: the framework spans below this one, which decide the trial."""
 
     def input(self, text: str) -> None:
         """Identify the case by the input's fingerprint, unless the trial names the case."""
@@ -115,7 +136,15 @@ class DecisionRecorder:
         """Record the agent's answer and what the assertion tiers found on it (names of broken
         invariants, the verdict, a similarity, a skip); an answer that is not a decision is an
         `invalid_return` error, and a tier that raised (`tiers.error`, e.g. `judge:TimeoutError`)
-        makes the trial an error of that type: a fault, not a verdict on the answer."""
+        makes the trial an error of that type: a fault, not a verdict on the answer. Under a
+        decision rule the decision comes from the framework's spans, and `answer` only from
+        the tiers' point of view (they have judged it already)."""
+        if self.spans is not None:
+            derived = self.spans.derive()
+            if derived.error_type is not None:
+                self.record_error(derived.error_type)
+                return
+            answer = derived.decision
         try:
             decision = decision_from_value(answer)
         except InvalidDecision:
@@ -175,11 +204,13 @@ def decision(
     input: str | None = None,
     tracer_provider: trace.TracerProvider | None = None,
     key: str | bytes | None = None,
+    rule: DecisionRule | None = None,
 ) -> Iterator[DecisionRecorder]:
     """A `decide {point}` span around one decision; record the answer with `d.record(...)`.
 
     An exception inside becomes outcome `error` with `error.type` and is re-raised. A block that
-    records nothing is an error of type `unrecorded`.
+    records nothing is an error of type `unrecorded`; under a decision `rule` the spans an
+    agent framework made inside decide instead (`attach_capture` must have run).
     """
     if not _sdk_configured(tracer_provider):
         yield DecisionRecorder(trace.INVALID_SPAN, None)
@@ -200,13 +231,26 @@ def decision(
         recorder = DecisionRecorder(span, fingerprint_key(key), case_named)
         if input is not None:
             recorder.input(input)
-        try:
-            yield recorder
-        except BaseException as error:
-            recorder.record_error(type(error).__name__)
-            raise
-        if not recorder.recorded:
-            recorder.record_error("unrecorded")
+        with ExitStack() as stack:
+            if rule is not None:
+                from .trial_capture import capturing  # the SDK, only where a rule is used
+
+                span.set_attribute(names.DECISION_RULE, str(rule))
+                recorder.spans = stack.enter_context(capturing(span, rule))
+            try:
+                yield recorder
+            except BaseException as error:
+                recorder.record_error(type(error).__name__)
+                raise
+            if not recorder.recorded:
+                if rule is not None:
+                    recorder.record(None)
+                else:
+                    recorder.record_error("unrecorded")
+
+
+_decision_span = decision
+"""`decision`, for `trial`, whose argument of that name hides it."""
 
 
 def decision_point(

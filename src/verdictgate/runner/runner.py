@@ -16,6 +16,7 @@ from typing import Any, Protocol
 from opentelemetry import context as otel_context
 
 from ..assessment import Assessment, RelationResult
+from ..decision_rules import DecisionRule
 from ..errors import PlanError
 from ..otel import conventions as names
 from ..otel.instrument import DecisionRecorder, decision, evaluation_run, trial
@@ -81,6 +82,7 @@ def run(
     relations: Sequence[Relation | str] = (),
     judge: Judge | None = None,
     semantic: SemanticCheck | bool = False,
+    decision: str | DecisionRule | None = None,
 ) -> Assessment:
     """Call `agent` on every suite case as often as the policy needs, then assess the trials.
 
@@ -100,8 +102,21 @@ def run(
     (True: the suite's calibrated threshold against each case's `reference`, with the bundled
     offline model; or your own SemanticCheck), then `judge(output, input) -> bool`. A tier runs
     only when the cheaper ones passed; the trial passes when all that ran passed.
+
+    With a `decision` rule (`tools`, `toolset`, `agents`, `nodes`, `attribute:KEY`), each trial's
+    decision is derived from the spans the agent's framework (Strands, LangGraph, the OpenAI
+    Agents SDK) makes during the call, not from its return value, which the tiers still judge.
+    With no SDK tracer provider set globally, one is installed first, so the framework's spans
+    are seen with no code of yours.
     """
     checked = [as_relation(relation) for relation in relations]
+    rule = DecisionRule.parse(decision) if isinstance(decision, str) else decision
+    if rule is not None and checked:
+        raise PlanError(
+            "relations compare returned decisions; with a decision rule, check them in a run "
+            "without one",
+            arguments=("relations",),
+        )
     agent = from_callable(agent)
     policy = policy or Policy.with_tolerance(suite.tolerance, suite.pass_rate)
     _refuse_before_any_call(suite, concurrency)
@@ -116,6 +131,10 @@ def run(
         raise PlanError(
             "the runner records through an EvidenceProcessor: use Telemetry(collect=True)"
         )
+    if rule is not None:
+        from ..otel.trial_capture import attach_capture
+
+        attach_capture(pipeline.tracer_provider)
     first_answers: dict[str, Trial] = {}
 
     def watch(trial: Trial) -> None:
@@ -125,7 +144,7 @@ def run(
             sink.add(trial)
 
     processor.watch(run_id, watch)
-    recording = _Recording(run_id, suite, pipeline.tracer_provider, timeout, tiers)
+    recording = _Recording(run_id, suite, pipeline.tracer_provider, timeout, tiers, rule)
     rounds = (
         [[c for c in calls if c.index == 0], [c for c in calls if c.index > 0]]
         if quality_gate
@@ -328,6 +347,8 @@ class _Recording:
     tracer_provider: Any
     timeout: float | None
     tiers: Tiers
+    rule: DecisionRule | None = None
+    """Derive each decision from the framework's spans under this rule."""
 
     def record(self, recorder: DecisionRecorder, answer: Any, call: Call) -> None:
         """Record an answer with what the assertion tiers found on it."""
@@ -345,7 +366,9 @@ class _Recording:
                 expected=case.expected,
                 suite=self.suite.name,
             ),
-            decision(self.suite.point, tracer_provider=self.tracer_provider) as recorder,
+            decision(
+                self.suite.point, tracer_provider=self.tracer_provider, rule=self.rule
+            ) as recorder,
         ):
             yield recorder
 

@@ -1,0 +1,151 @@
+"""The name facts of one agent-framework span: what decision rules read, never content.
+
+Agents built on Strands, LangGraph or the OpenAI Agents SDK already emit OpenTelemetry spans
+that name the tools called, the agents invoked and the graph nodes run. A span is reduced here
+to those names, its place in the trace and its start time; its input, output, messages, tool
+arguments and events are never read, so nothing kept from it can quote the agent's text.
+
+Names are read from the GenAI semantic conventions (Strands natively, LangSmith's OTel mode,
+OpenInference with its GenAI option) and from OpenInference's own attributes:
+
+| fact   | GenAI semantic conventions                              | OpenInference                 |
+|--------|---------------------------------------------------------|-------------------------------|
+| tool   | `gen_ai.tool.name` on `gen_ai.operation.name=execute_tool` | `tool.name` on a TOOL span |
+| agent  | `gen_ai.agent.name` on `gen_ai.operation.name=invoke_agent` | `agent.name` on an AGENT span |
+| node   | `langsmith.metadata.langgraph_node` / `_step`            | `langgraph_node` / `langgraph_step` in `metadata` (JSON) |
+| error  | span status ERROR, typed by `error.type` when present    | the same                     |
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import msgspec
+
+OPERATION = "gen_ai.operation.name"
+GENAI_TOOL = "gen_ai.tool.name"
+GENAI_AGENT = "gen_ai.agent.name"
+OPENINFERENCE_KIND = "openinference.span.kind"
+OPENINFERENCE_TOOL = "tool.name"
+OPENINFERENCE_AGENT = "agent.name"
+OPENINFERENCE_METADATA = "metadata"
+LANGSMITH_NODE = "langsmith.metadata.langgraph_node"
+LANGSMITH_STEP = "langsmith.metadata.langgraph_step"
+ERROR_TYPE = "error.type"
+
+MAX_NAME = 256
+"""Longest name kept: a tool, agent or node name is short; anything longer is not a name."""
+MAX_METADATA = 64 << 10
+"""Largest OpenInference `metadata` string read for the LangGraph node (it may hold a run's
+configuration; a larger one is skipped rather than parsed)."""
+
+CONTENT_PREFIXES = (
+    "gen_ai.input.", "gen_ai.output.", "gen_ai.prompt", "gen_ai.completion",
+    "gen_ai.system_instructions", "gen_ai.tool.call.arguments", "gen_ai.tool.call.result",
+    "gen_ai.tool.definitions", "input.", "output.", "llm.input_messages", "llm.output_messages",
+    "llm.prompts", "llm.prompt_template", "tool.parameters", "tool_call.", "message.",
+    "retrieval.documents", "reranker.", "embedding.",
+)  # fmt: skip
+"""Attribute names that carry an agent's input or output text in the GenAI conventions and
+OpenInference: never read, even when a rule names one (`attribute:KEY` refuses them)."""
+
+
+def carries_content(key: str) -> bool:
+    """Whether an attribute name is one that holds input or output text."""
+    return key == OPENINFERENCE_METADATA or key.startswith(CONTENT_PREFIXES)
+
+
+class SpanFacts(msgspec.Struct, frozen=True, gc=False):
+    """What a decision rule may know of one span. Ids are the span's and its parent's (hex)."""
+
+    span_id: str
+    parent_id: str | None
+    start_ns: int
+    tool: str | None = None
+    agent: str | None = None
+    node: str | None = None
+    step: int | None = None
+    error: str | None = None
+    """The error type when the span ended in error (`error.type`, else `<kind>_error`)."""
+    values: tuple[tuple[str, str], ...] = ()
+    """The attributes an `attribute:KEY` rule asked for, as text."""
+
+
+def facts_of(
+    span_id: str,
+    parent_id: str | None,
+    start_ns: int,
+    name: str,
+    attributes: Mapping[str, Any],
+    failed: bool,
+    keep: Iterable[str] = (),
+) -> SpanFacts:
+    """The name facts of a span, from its name, attributes and whether its status is ERROR.
+    `keep` names further attributes to keep as text (never one that carries content)."""
+    operation = attributes.get(OPERATION)
+    kind = attributes.get(OPENINFERENCE_KIND)
+    tool = agent = None
+    if operation == "execute_tool":
+        tool = _name(attributes.get(GENAI_TOOL))
+    elif kind == "TOOL":
+        tool = _name(attributes.get(OPENINFERENCE_TOOL)) or _name(attributes.get(GENAI_TOOL))
+    if operation == "invoke_agent":
+        agent = _name(attributes.get(GENAI_AGENT))
+    elif kind == "AGENT":
+        agent = _name(attributes.get(OPENINFERENCE_AGENT))
+    node, step = _node(attributes)
+    error = None
+    if failed:
+        error = _name(attributes.get(ERROR_TYPE)) or _error_kind(tool, agent, node)
+    values = tuple(
+        (key, text)
+        for key in keep
+        if not carries_content(key) and (text := _text(attributes.get(key))) is not None
+    )
+    return SpanFacts(span_id, parent_id, start_ns, tool, agent, node, step, error, values)
+
+
+def _name(value: Any) -> str | None:
+    if isinstance(value, str) and value.strip() and len(value) <= MAX_NAME:
+        return value
+    return None
+
+
+def _text(value: Any) -> str | None:
+    """A scalar attribute as text (a verdict an agent recorded itself); None for anything else."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return str(value)
+    return _name(value)
+
+
+def _node(attributes: Mapping[str, Any]) -> tuple[str | None, int | None]:
+    """LangGraph's node and step: LangSmith's flattened metadata, else OpenInference's JSON."""
+    node, step = attributes.get(LANGSMITH_NODE), attributes.get(LANGSMITH_STEP)
+    if node is None:
+        metadata = attributes.get(OPENINFERENCE_METADATA)
+        if isinstance(metadata, str) and "langgraph_node" in metadata:
+            parsed = _json_object(metadata)
+            node, step = parsed.get("langgraph_node"), parsed.get("langgraph_step")
+    return _name(node), step if isinstance(step, int) and not isinstance(step, bool) else None
+
+
+def _json_object(text: str) -> dict[str, Any]:
+    if len(text) > MAX_METADATA:
+        return {}
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+def _error_kind(tool: str | None, agent: str | None, node: str | None) -> str:
+    if tool is not None:
+        return "tool_error"
+    if agent is not None:
+        return "agent_error"
+    return "node_error" if node is not None else "framework_error"

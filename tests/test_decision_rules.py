@@ -1,0 +1,146 @@
+"""Decision rules over the name facts of framework spans (no framework needed here)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from verdictgate.decision_rules import NO_SPANS, DecisionRule
+from verdictgate.errors import VerdictgateError
+from verdictgate.span_facts import SpanFacts, facts_of
+from verdictgate.trial_model import NO_TOOL_SELECTED, NoDecision
+
+
+def fact(n: int, start: int, **names) -> SpanFacts:
+    return SpanFacts(f"{n:016x}", None, start, **names)
+
+
+def agent_span(n: int, start: int) -> SpanFacts:
+    return fact(n, start, agent="router")
+
+
+def derive(rule: str, *facts: SpanFacts):
+    return DecisionRule.parse(rule).derive(facts)
+
+
+def test_tools_are_ordered_by_start_not_by_arrival() -> None:
+    spans = [fact(3, 30, tool="escalate"), agent_span(1, 0), fact(2, 20, tool="lookup")]
+    assert derive("tools", *spans).decision == ("lookup", "escalate")
+    assert derive("toolset", *spans).decision == ("escalate", "lookup")
+
+
+def test_no_tool_is_a_no_decision_and_no_span_at_all_is_an_error() -> None:
+    assert derive("tools", agent_span(1, 0)).decision == NO_TOOL_SELECTED
+    missing = derive("tools")
+    assert (missing.decision, missing.error_type) == (None, NO_SPANS)
+
+
+def test_a_span_that_failed_makes_an_error_trial_of_its_type() -> None:
+    derived = derive("tools", agent_span(1, 0), fact(2, 5, tool="refund", error="tool_error"))
+    assert (derived.decision, derived.error_type) == (None, "tool_error")
+
+
+def test_agents_are_the_hand_offs_after_the_entry_agent() -> None:
+    spans = [
+        fact(1, 0, agent="triage"),
+        fact(2, 1, agent="triage"),  # the entry agent's own nested span
+        fact(3, 5, agent="billing"),
+        fact(4, 9, agent="triage"),
+    ]
+    assert derive("agents", *spans).decision == ("billing", "triage")
+    assert derive("agents", fact(1, 0, agent="triage")).decision == NoDecision("no_handoff")
+
+
+def test_nodes_once_per_step_in_step_order_without_langgraph_internals() -> None:
+    spans = [
+        fact(1, 0, node="__start__", step=0),
+        fact(2, 1, node="classify", step=1),
+        fact(3, 2, node="classify", step=1),  # an LLM call inside the node
+        fact(4, 3, node="refund", step=2),
+        fact(5, 4, node="classify", step=3),
+    ]
+    assert derive("nodes", *spans).decision == ("classify", "refund", "classify")
+    assert derive("nodes", agent_span(1, 0)).decision == NoDecision("no_node")
+
+
+def test_attribute_rule_reads_the_first_span_that_carries_it() -> None:
+    spans = [
+        fact(2, 9, values=(("app.verdict", "later"),)),
+        fact(1, 3, values=(("app.verdict", "approve"),)),
+    ]
+    assert derive("attribute:app.verdict", *spans).decision == "approve"
+    assert derive("attribute:app.verdict", agent_span(1, 0)).decision == NoDecision("no_verdict")
+
+
+@pytest.mark.parametrize(
+    "rule",
+    ["tool", "", "attribute:", "attribute:input.value", "attribute:gen_ai.input.messages",
+     "attribute:metadata", "attribute:llm.output_messages.0.message.content"],
+)  # fmt: skip
+def test_unknown_rules_and_content_attributes_are_refused(rule: str) -> None:
+    with pytest.raises(VerdictgateError) as refused:
+        DecisionRule.parse(rule)
+    assert str(refused.value).startswith("decision: ")
+
+
+names = st.sampled_from(["lookup", "refund", "escalate", "notify"])
+
+
+@given(st.lists(st.tuples(st.integers(0, 10**6), names), max_size=12), st.randoms())
+def test_tools_follow_start_times_whatever_order_spans_end_in(calls, random) -> None:
+    spans = [fact(n + 2, start, tool=name) for n, (start, name) in enumerate(calls)]
+    shuffled = [agent_span(1, 0), *spans]
+    random.shuffle(shuffled)
+    expected = [name for _, _, name in sorted((s, n, t) for n, (s, t) in enumerate(calls))]
+    derived = derive("tools", *shuffled)
+    assert derived.decision == (tuple(expected) if expected else NO_TOOL_SELECTED)
+    toolset = derive("toolset", *shuffled).decision
+    assert toolset == (tuple(sorted(expected)) if expected else NO_TOOL_SELECTED)
+
+
+def test_facts_of_a_strands_tool_span_keep_names_only() -> None:
+    facts = facts_of(
+        "01", "00", 7, "execute_tool refund",
+        {
+            "gen_ai.operation.name": "execute_tool",
+            "gen_ai.tool.name": "refund",
+            "gen_ai.tool.call.arguments": '{"card": "4111 1111"}',
+            "gen_ai.agent.name": "router",
+        },
+        failed=False,
+        keep=("gen_ai.tool.call.arguments", "gen_ai.agent.name"),
+    )  # fmt: skip
+    assert (facts.tool, facts.agent, facts.error) == ("refund", None, None)
+    assert facts.values == (("gen_ai.agent.name", "router"),)  # the arguments are never kept
+
+
+def test_facts_of_openinference_spans() -> None:
+    tool = facts_of(
+        "01", None, 1, "refund", {"openinference.span.kind": "TOOL", "tool.name": "refund"}, True
+    )
+    assert (tool.tool, tool.error) == ("refund", "tool_error")
+    agent = facts_of(
+        "02",
+        None,
+        1,
+        "billing",
+        {"openinference.span.kind": "AGENT", "agent.name": "billing"},
+        False,
+    )
+    assert agent.agent == "billing"
+    workflow = facts_of(
+        "06", None, 1, "Agent workflow", {"openinference.span.kind": "AGENT"}, False
+    )
+    assert workflow.agent is None  # the SDK's trace span: no agent of its own
+    metadata = json.dumps({"langgraph_node": "classify", "langgraph_step": 2, "thread_id": "t"})
+    node = facts_of(
+        "03", None, 1, "classify", {"openinference.span.kind": "CHAIN", "metadata": metadata}, False
+    )
+    assert (node.node, node.step) == ("classify", 2)
+    broken = facts_of("04", None, 1, "x", {"metadata": "{not json langgraph_node"}, False)
+    assert broken.node is None
+    typed = facts_of("05", None, 1, "x", {"error.type": "TimeoutError"}, failed=True)
+    assert typed.error == "TimeoutError"

@@ -9,20 +9,22 @@ SEMANTIC_STAMP := $(VENV)/.semantic-stamp
 # CUDA build of several GB where no CPU wheel is at hand).
 TORCH ?= torch==2.13.0
 EXAMPLE := examples/payment_suite.json
+# One set of versions known to resolve and pass together (see the file's head).
+PIP_INSTALL := $(BIN)/python -m pip install --quiet --disable-pip-version-check -c .ci/constraints.txt
 
 .PHONY: demo test semantic bench proto clean
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml .ci/constraints.txt
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[dev]'
+	$(PIP_INSTALL) -e '.[dev]'
 	@touch $(STAMP)
 
 # Optional: the semantic tier's model (verdictgate[semantic]); its tests are skipped without it.
 semantic: $(SEMANTIC_STAMP)
 
 $(SEMANTIC_STAMP): $(STAMP)
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check '$(TORCH)'
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[dev,semantic]'
+	$(PIP_INSTALL) '$(TORCH)'
+	$(PIP_INSTALL) -e '.[dev,semantic]'
 	@touch $(SEMANTIC_STAMP)
 
 demo: $(STAMP)

@@ -23,7 +23,7 @@ from ..fingerprints import fingerprint_mode
 from ..policy import PRECISION_PRESETS, Policy
 from ..reports import RENDERERS, render_text
 from ..reports.json_report import report_document
-from ..runner.agent import from_callable, from_factory
+from ..runner.agent import Agent, from_callable, from_factory
 from ..suite import Suite
 from ..suite_file import load_suite
 from ..tiers.invariants import Invariant
@@ -285,12 +285,14 @@ def evidence_for(
 
         attach_capture()
     factory = load_factory(agent_spec)
-    isolation = isolation or Isolation.UNKNOWN.value
     try:
-        if isolation == Isolation.FRESH_INSTANCE.value:
+        made = factory()
+        if isinstance(made, Agent):  # an adapter's (verdictgate.frameworks): isolation and rule
+            agent = made if isolation is None else replace(made, isolation=Isolation(isolation))
+        elif isolation == Isolation.FRESH_INSTANCE.value:
             agent = from_factory(factory, fresh_instance=True)
         else:
-            agent = from_callable(factory(), isolation=isolation)
+            agent = from_callable(made, isolation=isolation or Isolation.UNKNOWN.value)
     except Exception as error:
         raise InputError(
             f"FACTORY() failed: {type(error).__name__}: {error}", field="--agent"

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..assessment import Isolation
+from ..decision_rules import DecisionRule
 
 
 @dataclass(frozen=True)
@@ -15,11 +16,14 @@ class Agent:
     """A decision point to call with a case input, and how its reruns are isolated.
 
     With `factory` set, a fresh instance is built for every trial (isolation fresh-instance).
+    With `decision`, each trial's decision is derived from the agent framework's spans under
+    that rule, unless `run` is given one; the answer then only goes to the assertion tiers.
     """
 
     call: Callable[[str], Any]
     isolation: Isolation = Isolation.UNKNOWN
     factory: Callable[[], Callable[[str], Any]] | None = None
+    decision: DecisionRule | None = None
 
     @property
     def is_async(self) -> bool:

@@ -105,19 +105,21 @@ def run(
 
     With a `decision` rule (`tools`, `toolset`, `agents`, `nodes`, `attribute:KEY`), each trial's
     decision is derived from the spans the agent's framework (Strands, LangGraph, the OpenAI
-    Agents SDK) makes during the call, not from its return value, which the tiers still judge.
+    Agents SDK) makes during the call, not from its return value, which the tiers still judge;
+    an Agent from `verdictgate.frameworks` brings its own rule, which `decision` overrides.
     With no SDK tracer provider set globally, one is installed first, so the framework's spans
     are seen with no code of yours.
     """
     checked = [as_relation(relation) for relation in relations]
+    agent = from_callable(agent)
     rule = DecisionRule.parse(decision) if isinstance(decision, str) else decision
+    rule = rule or agent.decision
     if rule is not None and checked:
         raise PlanError(
             "relations compare returned decisions; with a decision rule, check them in a run "
             "without one",
             arguments=("relations",),
         )
-    agent = from_callable(agent)
     policy = policy or Policy.with_tolerance(suite.tolerance, suite.pass_rate)
     _refuse_before_any_call(suite, concurrency)
     plan = plan_run(suite, policy, repeats=repeats, budget=budget)

@@ -1,0 +1,58 @@
+"""The OpenAI Agents SDK: a new agent per trial; the decision from its hand-off spans."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from opentelemetry import trace
+
+from ..assessment import Isolation
+from ..decision_rules import DecisionRule
+from ..otel.trial_capture import attach_capture
+from ..runner.agent import Agent
+from .verdicts import read_verdict
+
+
+def from_openai_agents(
+    agent_factory: Callable[[], Any],
+    *,
+    decision: str = "agents",
+    verdict_key: str | None = None,
+    run_config: Any = None,
+) -> Agent:
+    """An agent for `run` that builds an Agents SDK agent with `agent_factory()` for every trial
+    (fresh-instance) and runs it with `Runner.run(agent, text, run_config=run_config)`.
+
+    The decision is read from the spans OpenInference makes of the run (rule `decision`, by
+    default the agents handed off to after the first, in order); with `verdict_key`, from that
+    field of the final output instead. The SDK is instrumented with OpenInference against the
+    global tracer provider (installed first when none is set) unless it already is; its
+    processor then replaces the SDK's own trace export, so nothing is sent to OpenAI.
+    """
+    rule = None if verdict_key is not None else DecisionRule.parse(decision)
+    attach_capture()
+    _instrument()
+
+    def instance() -> Callable[[str], Awaitable[Any]]:
+        agent = agent_factory()
+
+        async def call(text: str) -> Any:
+            from agents import Runner
+
+            result = await Runner.run(agent, text, run_config=run_config)
+            if verdict_key is not None:
+                return read_verdict(result.final_output, verdict_key)
+            return result.final_output
+
+        return call
+
+    return Agent(instance(), Isolation.FRESH_INSTANCE, instance, decision=rule)
+
+
+def _instrument() -> None:
+    from openinference.instrumentation.openai_agents import OpenAIAgentsInstrumentor
+
+    instrumentor = OpenAIAgentsInstrumentor()
+    if not instrumentor.is_instrumented_by_opentelemetry:
+        instrumentor.instrument(tracer_provider=trace.get_tracer_provider())

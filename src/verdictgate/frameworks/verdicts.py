@@ -1,0 +1,21 @@
+"""Reading a decision out of a framework's structured output (`verdict_key=`)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+
+class MissingVerdict(Exception):
+    """The structured output has no such field: the trial is an error of this type."""
+
+
+def read_verdict(output: Any, key: str) -> Any:
+    """`output[key]` of a mapping, or the attribute `key` of an object (a pydantic model, a
+    dataclass); MissingVerdict when there is none."""
+    if isinstance(output, Mapping):
+        if key in output:
+            return output[key]
+    elif output is not None and hasattr(output, key):
+        return getattr(output, key)
+    raise MissingVerdict(f"the structured output has no {key!r}")

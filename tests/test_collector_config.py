@@ -57,8 +57,10 @@ def test_gateway_drops_content_and_keeps_decision_and_run_spans():
         for s in block["statements"]
     )
     assert '"gen_ai.input.messages"' in statements and '"gen_ai.output.messages"' in statements
-    condition = config["processors"]["filter/decisions"]["traces"]["span"][0]
+    condition = config["processors"]["filter/verdictgate"]["traces"]["span"][0]
     assert names.DECISION_SPAN_PREFIX.strip() in condition and names.RUN_SPAN in condition
+    assert names.TRIAL_SPAN in condition and '"gen_ai.operation.name"' in condition
+    assert "^(input|output)" in statements  # OpenInference's input.value, output.value
     exporter = config["exporters"]["otlp/verdictgate"]
     assert exporter["retry_on_failure"]["enabled"] and exporter["sending_queue"]["enabled"]
     order = config["service"]["pipelines"]["traces/verdictgate"]["processors"]

@@ -103,7 +103,7 @@ def test_tools_follow_start_times_whatever_order_spans_end_in(calls, random) -> 
 
 def test_facts_of_a_strands_tool_span_keep_names_only() -> None:
     facts = facts_of(
-        "01", "00", 7, "execute_tool refund",
+        "01", "00", 7,
         {
             "gen_ai.operation.name": "execute_tool",
             "gen_ai.tool.name": "refund",
@@ -118,29 +118,20 @@ def test_facts_of_a_strands_tool_span_keep_names_only() -> None:
 
 
 def test_facts_of_openinference_spans() -> None:
-    tool = facts_of(
-        "01", None, 1, "refund", {"openinference.span.kind": "TOOL", "tool.name": "refund"}, True
-    )
+    tool = facts_of("01", None, 1, {"openinference.span.kind": "TOOL", "tool.name": "refund"}, True)
     assert (tool.tool, tool.error) == ("refund", "tool_error")
     agent = facts_of(
-        "02",
-        None,
-        1,
-        "billing",
-        {"openinference.span.kind": "AGENT", "agent.name": "billing"},
-        False,
+        "02", None, 1, {"openinference.span.kind": "AGENT", "agent.name": "billing"}, False
     )
     assert agent.agent == "billing"
-    workflow = facts_of(
-        "06", None, 1, "Agent workflow", {"openinference.span.kind": "AGENT"}, False
-    )
+    workflow = facts_of("06", None, 1, {"openinference.span.kind": "AGENT"}, False)
     assert workflow.agent is None  # the SDK's trace span: no agent of its own
     metadata = json.dumps({"langgraph_node": "classify", "langgraph_step": 2, "thread_id": "t"})
     node = facts_of(
-        "03", None, 1, "classify", {"openinference.span.kind": "CHAIN", "metadata": metadata}, False
+        "03", None, 1, {"openinference.span.kind": "CHAIN", "metadata": metadata}, False
     )
     assert (node.node, node.step) == ("classify", 2)
-    broken = facts_of("04", None, 1, "x", {"metadata": "{not json langgraph_node"}, False)
+    broken = facts_of("04", None, 1, {"metadata": "{not json langgraph_node"}, False)
     assert broken.node is None
-    typed = facts_of("05", None, 1, "x", {"error.type": "TimeoutError"}, failed=True)
+    typed = facts_of("05", None, 1, {"error.type": "TimeoutError"}, failed=True)
     assert typed.error == "TimeoutError"

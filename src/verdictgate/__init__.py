@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from .evidence import Evidence
     from .fingerprints import fingerprint
     from .importers.deepeval import evidence_from_deepeval
-    from .otel.instrument import decision, decision_point, evaluation_run, trial
+    from .otel.instrument import decision, decision_point, evaluation_run, trial, trial_span
     from .otel.processor import EvidenceProcessor
     from .otel.publisher import Publisher
     from .otel.telemetry import Telemetry
@@ -77,6 +77,7 @@ _EXPORTS: dict[str, str] = {
     "read_trials": "trials_file",
     "run": "runner.runner",
     "trial": "otel.instrument",
+    "trial_span": "otel.instrument",
     "wilson_interval": "stats",
 }
 """Public name -> module. Loaded on first use, so `import verdictgate` for the decorator
@@ -139,5 +140,6 @@ __all__ = [
     "read_trials",
     "run",
     "trial",
+    "trial_span",
     "wilson_interval",
 ]

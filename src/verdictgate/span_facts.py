@@ -35,6 +35,12 @@ LANGSMITH_NODE = "langsmith.metadata.langgraph_node"
 LANGSMITH_STEP = "langsmith.metadata.langgraph_step"
 ERROR_TYPE = "error.type"
 
+FACT_KEYS = (
+    OPERATION, GENAI_TOOL, GENAI_AGENT, OPENINFERENCE_KIND, OPENINFERENCE_TOOL, OPENINFERENCE_AGENT,
+    OPENINFERENCE_METADATA, LANGSMITH_NODE, LANGSMITH_STEP, ERROR_TYPE,
+)  # fmt: skip
+"""Every attribute `facts_of` reads (a receiver decodes these and no others)."""
+
 MAX_NAME = 256
 """Longest name kept: a tool, agent or node name is short; anything longer is not a name."""
 MAX_METADATA = 64 << 10
@@ -77,12 +83,11 @@ def facts_of(
     span_id: str,
     parent_id: str | None,
     start_ns: int,
-    name: str,
     attributes: Mapping[str, Any],
     failed: bool,
     keep: Iterable[str] = (),
 ) -> SpanFacts:
-    """The name facts of a span, from its name, attributes and whether its status is ERROR.
+    """The name facts of a span, from its attributes and whether its status is ERROR.
     `keep` names further attributes to keep as text (never one that carries content)."""
     operation = attributes.get(OPERATION)
     kind = attributes.get(OPENINFERENCE_KIND)
@@ -105,6 +110,24 @@ def facts_of(
         if not carries_content(key) and (text := _text(attributes.get(key))) is not None
     )
     return SpanFacts(span_id, parent_id, start_ns, tool, agent, node, step, error, values)
+
+
+def descendants(facts: Iterable[SpanFacts], root: str) -> list[SpanFacts]:
+    """The facts of the spans below span `root` in one trace (however they arrived)."""
+    children: dict[str, list[SpanFacts]] = {}
+    for fact in facts:
+        if fact.parent_id is not None:
+            children.setdefault(fact.parent_id, []).append(fact)
+    found: list[SpanFacts] = []
+    seen = {root}
+    waiting = [root]
+    while waiting:
+        for child in children.get(waiting.pop(), ()):
+            if child.span_id not in seen:  # a span id sent twice, or a loop: once
+                seen.add(child.span_id)
+                found.append(child)
+                waiting.append(child.span_id)
+    return found
 
 
 def _name(value: Any) -> str | None:

@@ -106,6 +106,14 @@ def _read_secret(path: str | None, option: str) -> str | None:
     help="Processes that decode requests beside the store (default: one if there are 2+ cores).",
 )
 @click.option(
+    "--settle",
+    metavar="DURATION",
+    default="5s",
+    show_default=True,
+    help="How long a trace with a harness's verdictgate.trial span must be quiet before its "
+    "trial is derived from the framework spans below it (docs/frameworks.md).",
+)
+@click.option(
     "--retain",
     metavar="DURATION",
     help="Delete runs finished longer ago than DURATION (e.g. 30d); default: keep every run.",
@@ -127,7 +135,7 @@ def _read_secret(path: str | None, option: str) -> str | None:
 )
 def serve_command(store_path, grpc_listen, http_listen, token_file, tls_cert, tls_key,
                   publish_endpoint, grace, window, max_request_bytes, max_trials_per_run,
-                  decoders, retain, metric_suites, max_metric_suites) -> None:  # fmt: skip
+                  decoders, settle, retain, metric_suites, max_metric_suites) -> None:  # fmt: skip
     """Receive decision spans beside a collector; assess and publish each run."""
     import logging
 
@@ -155,6 +163,7 @@ def serve_command(store_path, grpc_listen, http_listen, token_file, tls_cert, tl
             window=parse_duration(window) if window else None,
             max_trials_per_run=max_trials_per_run,
             retain=parse_duration(retain) if retain else None,
+            settle=parse_duration(settle),
             metric_labels=MetricLabels(set(metric_suites) or None, max_metric_suites),
         )
         server = Server(

@@ -6,6 +6,9 @@ INSTRUMENTATION_SCOPE = "verdictgate"
 
 # Spans
 RUN_SPAN = "verdictgate.run"
+TRIAL_SPAN = "verdictgate.trial"
+"""A harness's span around one call of an agent in another process: run, case, trial, expected
+and `verdictgate.decision.rule`; a receiver derives the trial from the framework spans below it."""
 ADMISSION_SPAN = "verdictgate.admission"
 DECISION_SPAN_PREFIX = "decide "
 

@@ -318,6 +318,40 @@ def decision_point(
 
 
 @contextmanager
+def trial_span(
+    *,
+    run: str,
+    case: str,
+    index: int,
+    decision: str,
+    expected: str | None = None,
+    suite: str | None = None,
+    point: str | None = None,
+    tracer_provider: trace.TracerProvider | None = None,
+) -> Iterator[trace.Span]:
+    """A `verdictgate.trial` span, current inside, around a call of an agent in another process
+    (its trace context propagated with the call). A receiver (`verdictgate serve`) derives the
+    trial's decision under rule `decision` from the framework spans the agent exports in the
+    same trace below this span, once the trace has been quiet for its settle time."""
+    rule = DecisionRule.parse(decision)
+    attributes: dict[str, Any] = {
+        names.RUN_ID: run, names.CASE_ID: case, names.TRIAL: index,
+        names.DECISION_RULE: str(rule),
+    }  # fmt: skip
+    for key, value in ((names.CASE_EXPECTED, expected), (names.SUITE, suite), (names.POINT, point)):
+        if value is not None:
+            attributes[key] = value
+    with _tracer(tracer_provider).start_as_current_span(
+        names.TRIAL_SPAN,
+        kind=SpanKind.INTERNAL,
+        attributes=attributes,
+        record_exception=False,
+        set_status_on_exception=False,
+    ) as span:
+        yield span
+
+
+@contextmanager
 def evaluation_run(
     *,
     run_id: str,

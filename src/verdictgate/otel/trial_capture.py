@@ -73,7 +73,6 @@ class FrameworkSpanCapture(SpanProcessor):
                 format(context.span_id, "016x"),
                 format(parent.span_id, "016x") if parent is not None else None,
                 span.start_time or 0,
-                span.name,
                 span.attributes or {},
                 span.status.status_code is StatusCode.ERROR,
                 trial.rule.keeps,

@@ -27,8 +27,10 @@ from google.protobuf.message import DecodeError
 
 from ..otel import conventions as names
 from ..otel.spans import run_declaration, trial_from_attributes
+from ..span_facts import FACT_KEYS, facts_of
 from ..trial_model import Trial
 from ..v1.otlp_view_pb2 import ExportTraceRequestEntries, ExportTraceRequestView, RawKeyValue
+from .framework_traces import TRIAL_MARK_KEYS, FrameworkSpan, TrialMark, trial_mark
 
 MAX_ATTRIBUTE_VALUE = 4096
 """Longest string attribute value kept; a longer one makes its span rejected."""
@@ -53,6 +55,10 @@ class Extract:
     declarations: list[dict[str, Any]] = field(default_factory=list)
     labels: dict[str, tuple[str | None, str | None]] = field(default_factory=dict)
     """run id -> (suite, point) as decision spans name them."""
+    marks: list[TrialMark] = field(default_factory=list)
+    """Harnesses' trial spans, whose decision the framework spans below them make."""
+    framework_spans: list[FrameworkSpan] = field(default_factory=list)
+    """The name facts of every span that is not ours (never its content)."""
     other_spans: int = 0
     rejected: int = 0
     errors: list[str] = field(default_factory=list)
@@ -81,13 +87,33 @@ class Extract:
             return
         self.declarations.append(declared)
 
+    def add_mark(self, name: str, ids: SpanIds, attributes: dict[str, Any], latency: Any) -> None:
+        """Keep a trial span's mark, or reject the span (ids missing, a field malformed)."""
+        try:
+            if ids is None:
+                raise ValueError("a trial span needs its trace and span ids")
+            self.marks.append(trial_mark(ids[0], ids[1], attributes, latency))
+        except ValueError as error:
+            self.reject(name, error)
+
+    def add_framework_span(
+        self, ids: SpanIds, parent: str | None, start: int, attributes: dict, failed: bool
+    ) -> None:
+        """Keep the name facts of a span that is not ours (one without ids cannot be placed)."""
+        self.other_spans += 1
+        if ids is not None:
+            facts = facts_of(ids[1], parent, start, attributes, failed)
+            self.framework_spans.append(FrameworkSpan(ids[0], facts))
+
     def __reduce__(self) -> tuple[Any, ...]:
-        """How a decoder process hands an Extract back: its trials as msgpack, encoded and
-        decoded in C (a third of the cost of pickling them one by one, paid on both sides)."""
+        """How a decoder process hands an Extract back: its trials and spans as msgpack,
+        encoded and decoded in C (a third of the cost of pickling them one by one, paid on both
+        sides)."""
         return (
             _restore,
             (
                 _TRIALS_OUT.encode(self.trials), self.declarations, self.labels,
+                _TRIALS_OUT.encode(self.marks), _TRIALS_OUT.encode(self.framework_spans),
                 self.other_spans, self.rejected, self.errors,
             ),
         )  # fmt: skip
@@ -101,10 +127,43 @@ class Extract:
 
 _TRIALS_OUT = msgspec.msgpack.Encoder()
 _TRIALS_IN = msgspec.msgpack.Decoder(list[Trial])
+_MARKS_IN = msgspec.msgpack.Decoder(list[TrialMark])
+_SPANS_IN = msgspec.msgpack.Decoder(list[FrameworkSpan])
 
 
-def _restore(trials: bytes, *rest: Any) -> Extract:
-    return Extract(_TRIALS_IN.decode(trials), *rest)
+def _restore(
+    trials: bytes, declarations: Any, labels: Any, marks: bytes, spans: bytes, *rest: Any
+) -> Extract:
+    return Extract(
+        _TRIALS_IN.decode(trials), declarations, labels, _MARKS_IN.decode(marks),
+        _SPANS_IN.decode(spans), *rest,
+    )  # fmt: skip
+
+
+SpanIds = tuple[str, str] | None
+"""A span's trace id and span id in hex; None when either is missing or all zero."""
+
+
+def _ids(trace_id: bytes, span_id: bytes) -> SpanIds:
+    if len(trace_id) != 16 or len(span_id) != 8 or not any(trace_id) or not any(span_id):
+        return None
+    return trace_id.hex(), span_id.hex()
+
+
+def _parent(parent_id: bytes) -> str | None:
+    return parent_id.hex() if len(parent_id) == 8 and any(parent_id) else None
+
+
+def _tolerant(get: Callable[[str], Any], read: Reader, keys: Iterable[str]) -> dict[str, Any]:
+    """The attributes a framework span is read for; one that cannot be read is left out (the
+    span is not ours to reject)."""
+    found: dict[str, Any] = {}
+    for key in keys:
+        try:
+            read(get, (key,), found)
+        except ValueError:
+            continue
+    return found
 
 
 def _labels(attributes: dict[str, Any]) -> tuple[str | None, str | None]:
@@ -246,6 +305,9 @@ def _named(decode: Callable[[Any], Any], value: Any, key: str) -> Any:
 
 _WANTED_DECISION = {key.encode(): key for key in _DECISION_KEYS}
 _WANTED_RUN = {key.encode(): key for key in _RUN_KEYS}
+_WANTED_MARK = {key.encode(): key for key in TRIAL_MARK_KEYS}
+_WANTED_FACTS = {key.encode(): key for key in FACT_KEYS}
+_ERROR_STATUS = 2
 
 
 def _first_wins(entries: Iterable[bytes], wanted: dict[bytes, str]) -> dict[str, Any]:
@@ -290,10 +352,12 @@ def extract_protobuf(body: bytes) -> Extract:
             for span, span_entries in zip(scope_spans.spans, scope_entries.spans, strict=True):
                 name = span.name
                 is_decision = name.startswith(prefix)
-                if not is_decision and name != run_span:
-                    extract.other_spans += 1  # not ours: its attributes are never read
-                    continue
-                _take(extract, name, is_decision, span, span_entries.attributes, span.attributes)
+                if is_decision or name == run_span:
+                    _take(
+                        extract, name, is_decision, span, span_entries.attributes, span.attributes
+                    )
+                else:
+                    _take_other(extract, name, span, span_entries.attributes, span.attributes)
     return extract
 
 
@@ -307,11 +371,11 @@ def _extract_entries(request: Any) -> Extract:
             for span in scope_spans.spans:
                 raw_name = span.name
                 is_decision = raw_name.startswith(prefix)
-                if not is_decision and raw_name != run_span:
-                    extract.other_spans += 1
-                    continue
                 name = raw_name.decode(errors="replace")  # named in messages only
-                _take(extract, name, is_decision, span, span.attributes)
+                if is_decision or raw_name == run_span:
+                    _take(extract, name, is_decision, span, span.attributes)
+                else:
+                    _take_other(extract, name, span, span.attributes)
     return extract
 
 
@@ -343,6 +407,38 @@ def _take(
         extract.add_declaration(name, attributes)
 
 
+def _take_other(extract: Extract, name: str, span: Any, entries: Any, view: Any = None) -> None:
+    """Read a span that is not a decision or run span: a harness's trial span (ours: rejected
+    when malformed) or any other span, of which only the name facts are kept."""
+    ids = _ids(span.trace_id, span.span_id)
+    is_mark = name == names.TRIAL_SPAN
+    if view is not None and len(entries) == len(view):
+        get, read = view.get, _read_map
+    else:
+        try:
+            get = _first_wins(entries, _WANTED_MARK if is_mark else _WANTED_FACTS).get
+        except ValueError as error:
+            if is_mark:
+                extract.reject(name, error)
+                return
+            get = {}.get
+        read = _read_raw
+    if is_mark:
+        try:
+            attributes: dict[str, Any] = {}
+            read(get, TRIAL_MARK_KEYS, attributes)
+        except ValueError as error:
+            extract.reject(name, error)
+            return
+        latency = _latency_ms(span.start_time_unix_nano, span.end_time_unix_nano)
+        extract.add_mark(name, ids, attributes, latency)
+        return
+    extract.add_framework_span(
+        ids, _parent(span.parent_span_id), span.start_time_unix_nano,
+        _tolerant(get, read, FACT_KEYS), span.status.code == _ERROR_STATUS,
+    )  # fmt: skip
+
+
 # OTLP/JSON
 
 
@@ -359,7 +455,7 @@ def extract_json(body: bytes) -> Extract:
     for span in _json_spans(document):
         name = span.get("name")
         if type(name) is not str or not (name.startswith(prefix) or name == run_span):
-            extract.other_spans += 1  # not ours: its attributes are never read
+            _take_other_json(extract, name if type(name) is str else "", span)
             continue
         try:
             if name == run_span:
@@ -372,6 +468,44 @@ def extract_json(body: bytes) -> Extract:
         except ValueError as error:
             extract.reject(name, error)
     return extract
+
+
+def _take_other_json(extract: Extract, name: str, span: dict) -> None:
+    """`_take_other` for a span of an OTLP/JSON request (ids in hex, status code 2 or its name)."""
+    ids = _json_ids(span.get("traceId"), span.get("spanId"))
+    if name == names.TRIAL_SPAN:
+        try:
+            found = _json_first_wins(span.get("attributes"), TRIAL_MARK_KEYS)
+            attributes: dict[str, Any] = {}
+            _read_json(found.get, TRIAL_MARK_KEYS, attributes)
+        except ValueError as error:
+            extract.reject(name, error)
+            return
+        extract.add_mark(name, ids, attributes, _json_latency(span))
+        return
+    try:
+        found = _json_first_wins(span.get("attributes"), FACT_KEYS)
+    except ValueError:
+        found = {}
+    parent = _json_ids(span.get("traceId"), span.get("parentSpanId"))
+    status = span.get("status")
+    code = status.get("code") if isinstance(status, dict) else None
+    try:
+        start = int(span.get("startTimeUnixNano") or 0)
+    except (TypeError, ValueError):
+        start = 0
+    extract.add_framework_span(
+        ids, parent[1] if parent else None, start, _tolerant(found.get, _read_json, FACT_KEYS),
+        code in (_ERROR_STATUS, "STATUS_CODE_ERROR"),
+    )  # fmt: skip
+
+
+def _json_ids(trace_id: Any, span_id: Any) -> SpanIds:
+    """Hex ids of OTLP/JSON (16 and 8 bytes); None when either is missing or malformed."""
+    try:
+        return _ids(bytes.fromhex(trace_id), bytes.fromhex(span_id))
+    except (TypeError, ValueError):
+        return None
 
 
 def _json_spans(document: dict) -> Iterator[dict]:

@@ -12,8 +12,9 @@ from ..assessment import Assessment
 from ..otel.publication import MetricLabels, Publication, TrialTally
 from ..otel.spans import assess_declared, metric_routes
 from .forwarder import Forwarder
+from .framework_traces import settled_trials
 from .otlp import Extract
-from .store import Store, StoredRun
+from .store import Store, StoredRun, Written
 from .watch import AssessmentCache, CachedAssessment, RunSignals, RunVersion, run_version
 
 logger = logging.getLogger(__name__)
@@ -21,6 +22,15 @@ logger = logging.getLogger(__name__)
 DEFAULT_MAX_TRIALS_PER_RUN = 1_000_000
 """Trials one run may hold in a receiver (a million trials assess in about two seconds)."""
 
+
+DEFAULT_SETTLE = 5.0
+"""Seconds a trace with a harness's trial span must be quiet before its trials are derived:
+the framework spans of other processes may arrive after the trial span."""
+TRACE_TTL = 600.0
+"""Seconds a trace without a trial span is held (then dropped), and a settled trace remembered
+(so that a late copy of its spans decides nothing again)."""
+SETTLE_BATCH = 1000
+"""Traces one tick settles or forgets at most; the next tick takes the rest."""
 
 RETENTION_EVERY = 60.0
 """Seconds between two retention passes."""
@@ -51,6 +61,7 @@ class Receiver:
         assess_interval: float = 1.0,
         metric_labels: MetricLabels | None = None,
         retain: float | None = None,
+        settle: float = DEFAULT_SETTLE,
     ) -> None:
         self.store = store
         self.forwarder = forwarder
@@ -65,14 +76,16 @@ class Receiver:
         self._max_trials = max_trials_per_run
         self._finishing = threading.Lock()
         self._retain = retain
+        self._settle = settle
         self._next_retention = 0.0
         self._failing: dict[str, RunVersion] = {}
         """Open runs whose assessment failed (logged once), with the version that failed: the
         tick tries one again only when it changed."""
 
     def ingest(self, extract: Extract) -> None:
-        """Commit what a request holds (returns after the commit), then finish any complete run."""
-        if not extract.trials and not extract.declarations:
+        """Commit what a request holds (returns after the commit), then finish any complete run.
+        Harnesses' trial spans and framework spans are held by trace until it settles."""
+        if not (extract.trials or extract.declarations or extract.marks or extract.framework_spans):
             return
         written = self.store.write(
             extract.trials,
@@ -80,8 +93,15 @@ class Receiver:
             extract.labels,
             now=self._clock(),
             max_trials=self._max_trials,
+            marks=extract.marks,
+            spans=extract.framework_spans,
         )
-        if written.refused:
+        self._written(written, extract)
+
+    def _written(self, written: Written, extract: Extract | None = None) -> None:
+        """After a write: tell the sender of trials refused for want of room, finish the runs
+        it completed, and wake their watchers."""
+        if written.refused and extract is not None:
             extract.rejected += sum(written.refused.values())
             extract.errors.append(
                 f"runs at their limit of {self._max_trials} trials: "
@@ -93,10 +113,12 @@ class Receiver:
         self._signals.notify(run.run_id for run in written.runs)
 
     def tick(self) -> None:
-        """Finish runs whose grace period is over; assess canary windows that are due; with
-        `retain`, delete runs finished longer ago than that (at most once a minute, through an
-        index of finished runs by age: the cost follows what is deleted, not the history)."""
+        """Settle the traces whose trials are due; finish runs whose grace period is over;
+        assess canary windows that are due; with `retain`, delete runs finished longer ago than
+        that (at most once a minute, through an index of finished runs by age: the cost follows
+        what is deleted, not the history)."""
         now = self._clock()
+        self._settle_traces(now)
         open_runs = self.store.open_runs()
         self._failing = {r.run_id: v for r in open_runs if (v := self._failing.get(r.run_id))}
         for run in open_runs:
@@ -108,6 +130,21 @@ class Receiver:
                 self.store.forget_finished(now - self._retain, RETENTION_BATCH) == RETENTION_BATCH
             ):
                 pass
+
+    def _settle_traces(self, now: float) -> None:
+        """Derive and store the trials of traces quiet for the settle time, each trace in one
+        transaction with letting go of its spans; forget traces that never got a trial span."""
+        for trace_id in self.store.quiet_traces(now - self._settle, SETTLE_BATCH):
+            marks, facts = self.store.trace(trace_id)
+            written = self.store.write(
+                settled_trials(marks, facts),
+                labels={mark.run: (mark.suite, mark.point) for mark in marks},
+                now=now,
+                max_trials=self._max_trials,
+                settled=(trace_id,),
+            )
+            self._written(written)
+        self.store.forget_traces(now - TRACE_TTL, SETTLE_BATCH)
 
     def _isolated(self, run: StoredRun, work: Callable[[StoredRun], None]) -> None:
         """Do a run's work; a run that cannot be assessed is logged once and never stops the

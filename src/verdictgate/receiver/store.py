@@ -17,10 +17,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import msgspec
+
 from ..evidence import Evidence, compact_gaps
 from ..otel import conventions as names
 from ..otel.spans import RunDeclaration, run_declaration
+from ..span_facts import SpanFacts
 from ..trial_model import Decision, NoDecision, Trial
+from .framework_traces import FrameworkSpan, TrialMark
 
 logger = logging.getLogger(__name__)
 
@@ -56,6 +60,23 @@ CREATE TABLE IF NOT EXISTS trials (
     tiers TEXT,                  -- JSON [failed, warned, skipped] when an invariant broke or a tier was skipped
     PRIMARY KEY (run_id, case_id, trial)
 ) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS traces (
+    trace_id TEXT PRIMARY KEY,   -- a trace holding framework spans or a harness's trial span
+    last_seen REAL NOT NULL,
+    state INTEGER NOT NULL DEFAULT 0   -- 0 no trial span yet, 1 trial span held, 2 settled
+);
+CREATE TABLE IF NOT EXISTS trace_spans (
+    trace_id TEXT NOT NULL,
+    span_id TEXT NOT NULL,
+    facts BLOB NOT NULL,         -- SpanFacts, msgpack: names only, never content
+    PRIMARY KEY (trace_id, span_id)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS trial_marks (
+    trace_id TEXT NOT NULL,
+    span_id TEXT NOT NULL,
+    mark BLOB NOT NULL,          -- TrialMark, msgpack
+    PRIMARY KEY (trace_id, span_id)
+) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS outbox (
     seq INTEGER PRIMARY KEY AUTOINCREMENT,
     run_id TEXT NOT NULL,
@@ -88,10 +109,14 @@ INDEXES = (
     "CREATE INDEX IF NOT EXISTS runs_open ON runs (first_seen) WHERE final = 0",
     "CREATE INDEX IF NOT EXISTS runs_finished ON runs (finished_at) WHERE final = 1",
     "CREATE INDEX IF NOT EXISTS runs_listed ON runs (first_seen, run_id)",
+    "CREATE INDEX IF NOT EXISTS traces_by_state ON traces (state, last_seen)",
 )
 """Open runs (the tick's cost follows the work in flight, not the store's history), finished
 runs by age (retention deletes the oldest without a scan), and every run in listing order
-(a page of `/v1/runs` reads that page only)."""
+(a page of `/v1/runs` reads that page only), and traces by state and age (settling and
+forgetting read the traces that are due, not every one held)."""
+WAITING, MARKED, SETTLED = 0, 1, 2
+"""A trace's state: no trial span yet, a trial span held, its trials stored."""
 _RUN_COLUMNS = (
     "run_id, suite, point, declaration, planned_trials, declared_at, first_seen, last_seen,"
     " status, final, received, late, declaration_conflict"
@@ -227,9 +252,15 @@ class Store:
         labels: dict[str, tuple[str | None, str | None]] | None = None,
         now: float | None = None,
         max_trials: int | None = None,
+        marks: Iterable[TrialMark] = (),
+        spans: Iterable[FrameworkSpan] = (),
+        settled: Iterable[str] = (),
     ) -> Written:
         """Commit trials and run declarations in one transaction; the runs touched, as they
         stand after it, and the trials refused because a run had no room (`max_trials`).
+        Harnesses' trial `marks` and framework `spans` are held by trace in the same
+        transaction (a trace already settled takes no more); the `settled` traces, whose trials
+        these are, give up what they held.
 
         Each run keeps a count of its stored trials, so no write ever scans a run; the room a
         run has left is read and used in the same transaction.
@@ -265,6 +296,9 @@ class Store:
                 )
             for attributes in declared:
                 _declare(cursor, attributes, now)
+            _hold(cursor, list(marks), list(spans), now)
+            for trace_id in settled:
+                _settle(cursor, trace_id)
             for run_id, rows in by_run.items():
                 cursor.execute("SELECT final, received FROM runs WHERE run_id = ?", (run_id,))
                 final, received = cursor.fetchone()
@@ -347,6 +381,44 @@ class Store:
             doomed = [(run_id,) for (run_id,) in cursor.fetchall()]
             cursor.executemany("DELETE FROM trials WHERE run_id = ?", doomed)
             cursor.executemany("DELETE FROM runs WHERE run_id = ?", doomed)
+        return len(doomed)
+
+    def quiet_traces(self, before: float, limit: int = 1000) -> list[str]:
+        """Traces holding a trial span and quiet since `before`: due to be settled."""
+        with self._lock:
+            rows = self._connection.execute(
+                "SELECT trace_id FROM traces WHERE state = ? AND last_seen < ?"
+                " ORDER BY last_seen LIMIT ?",
+                (MARKED, before, limit),
+            ).fetchall()
+        return [trace_id for (trace_id,) in rows]
+
+    def trace(self, trace_id: str) -> tuple[list[TrialMark], list[SpanFacts]]:
+        """The trial marks and framework span facts a trace holds."""
+        with self._lock:
+            marks = self._connection.execute(
+                "SELECT mark FROM trial_marks WHERE trace_id = ?", (trace_id,)
+            ).fetchall()
+            spans = self._connection.execute(
+                "SELECT facts FROM trace_spans WHERE trace_id = ?", (trace_id,)
+            ).fetchall()
+        return (
+            [_MARK.decode(mark) for (mark,) in marks],
+            [_FACTS.decode(facts) for (facts,) in spans],
+        )
+
+    def forget_traces(self, before: float, limit: int = 1000) -> int:
+        """Delete up to `limit` traces quiet since `before` that never got a trial span, or
+        whose trials are stored; how many."""
+        with self._lock, self._transaction() as cursor:
+            cursor.execute(
+                "SELECT trace_id FROM traces WHERE state IN (?, ?) AND last_seen < ?"
+                " ORDER BY last_seen LIMIT ?",
+                (WAITING, SETTLED, before, limit),
+            )
+            doomed = [(trace_id,) for (trace_id,) in cursor.fetchall()]
+            for table in ("trace_spans", "trial_marks", "traces"):
+                cursor.executemany(f"DELETE FROM {table} WHERE trace_id = ?", doomed)
         return len(doomed)
 
     def open_runs(self) -> list[StoredRun]:
@@ -520,6 +592,56 @@ def _repeats(rows: list[tuple], batch: int) -> list[tuple]:
         parameters.append((key, key, run, case, index, -1 if identity in seen else batch))
         seen.add(identity)
     return parameters
+
+
+_MARK = msgspec.msgpack.Decoder(TrialMark)
+_FACTS = msgspec.msgpack.Decoder(SpanFacts)
+_PACK = msgspec.msgpack.Encoder()
+
+
+def _hold(
+    cursor: sqlite3.Cursor, marks: list[TrialMark], spans: list[FrameworkSpan], now: float
+) -> None:
+    """Keep trial marks and framework span facts by trace (first copy wins: a span sent twice
+    is held once); a settled trace takes nothing more."""
+    traces = {span.trace_id for span in spans} | {mark.trace_id for mark in marks}
+    if not traces:
+        return
+    closed = set()
+    for trace_id in traces:
+        cursor.execute(
+            "INSERT INTO traces (trace_id, last_seen) VALUES (?, ?)"
+            " ON CONFLICT (trace_id) DO UPDATE SET last_seen = excluded.last_seen"
+            " RETURNING state",
+            (trace_id, now),
+        )
+        if cursor.fetchone()[0] == SETTLED:
+            closed.add(trace_id)
+    cursor.executemany(
+        "INSERT OR IGNORE INTO trace_spans (trace_id, span_id, facts) VALUES (?, ?, ?)",
+        [
+            (span.trace_id, span.facts.span_id, _PACK.encode(span.facts))
+            for span in spans
+            if span.trace_id not in closed
+        ],
+    )
+    open_marks = [mark for mark in marks if mark.trace_id not in closed]
+    cursor.executemany(
+        "INSERT OR IGNORE INTO trial_marks (trace_id, span_id, mark) VALUES (?, ?, ?)",
+        [(mark.trace_id, mark.span_id, _PACK.encode(mark)) for mark in open_marks],
+    )
+    cursor.executemany(
+        "UPDATE traces SET state = ? WHERE trace_id = ? AND state = ?",
+        [(MARKED, trace_id, WAITING) for trace_id in {mark.trace_id for mark in open_marks}],
+    )
+
+
+def _settle(cursor: sqlite3.Cursor, trace_id: str) -> None:
+    """A trace whose trials are stored: it lets go of its spans and marks, and is kept settled
+    (so that a late copy of its spans decides nothing again) until it is forgotten."""
+    cursor.execute("DELETE FROM trace_spans WHERE trace_id = ?", (trace_id,))
+    cursor.execute("DELETE FROM trial_marks WHERE trace_id = ?", (trace_id,))
+    cursor.execute("UPDATE traces SET state = ? WHERE trace_id = ?", (SETTLED, trace_id))
 
 
 def _declare(cursor: sqlite3.Cursor, attributes: dict[str, Any], now: float) -> None:

@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1everdictgate/v1/otlp_view.proto\x12\x0everdictgate.v1\"\xd0\x01\n\x08\x41nyValue\x12\x16\n\x0cstring_value\x18\x01 \x01(\tH\x00\x12\x14\n\nbool_value\x18\x02 \x01(\x08H\x00\x12\x13\n\tint_value\x18\x03 \x01(\x03H\x00\x12\x16\n\x0c\x64ouble_value\x18\x04 \x01(\x01H\x00\x12\x31\n\x0b\x61rray_value\x18\x05 \x01(\x0b\x32\x1a.verdictgate.v1.ArrayValueH\x00\x12\x16\n\x0ckvlist_value\x18\x06 \x01(\x0cH\x00\x12\x15\n\x0b\x62ytes_value\x18\x07 \x01(\x0cH\x00\x42\x07\n\x05value\"6\n\nArrayValue\x12(\n\x06values\x18\x01 \x03(\x0b\x32\x18.verdictgate.v1.AnyValue\"\xdd\x01\n\x08SpanView\x12\x0c\n\x04name\x18\x05 \x01(\t\x12\x1c\n\x14start_time_unix_nano\x18\x07 \x01(\x06\x12\x1a\n\x12\x65nd_time_unix_nano\x18\x08 \x01(\x06\x12<\n\nattributes\x18\t \x03(\x0b\x32(.verdictgate.v1.SpanView.AttributesEntry\x1aK\n\x0f\x41ttributesEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\'\n\x05value\x18\x02 \x01(\x0b\x32\x18.verdictgate.v1.AnyValue:\x02\x38\x01\"9\n\x0eScopeSpansView\x12\'\n\x05spans\x18\x02 \x03(\x0b\x32\x18.verdictgate.v1.SpanView\"H\n\x11ResourceSpansView\x12\x33\n\x0bscope_spans\x18\x02 \x03(\x0b\x32\x1e.verdictgate.v1.ScopeSpansView\"S\n\x16\x45xportTraceRequestView\x12\x39\n\x0eresource_spans\x18\x01 \x03(\x0b\x32!.verdictgate.v1.ResourceSpansView\"i\n\x0bSpanEntries\x12\x0c\n\x04name\x18\x05 \x01(\x0c\x12\x1c\n\x14start_time_unix_nano\x18\x07 \x01(\x06\x12\x1a\n\x12\x65nd_time_unix_nano\x18\x08 \x01(\x06\x12\x12\n\nattributes\x18\t \x03(\x0c\"?\n\x11ScopeSpansEntries\x12*\n\x05spans\x18\x02 \x03(\x0b\x32\x1b.verdictgate.v1.SpanEntries\"N\n\x14ResourceSpansEntries\x12\x36\n\x0bscope_spans\x18\x02 \x03(\x0b\x32!.verdictgate.v1.ScopeSpansEntries\"Y\n\x19\x45xportTraceRequestEntries\x12<\n\x0eresource_spans\x18\x01 \x03(\x0b\x32$.verdictgate.v1.ResourceSpansEntries\"F\n\x0bRawKeyValue\x12\x0b\n\x03key\x18\x01 \x01(\x0c\x12*\n\x05value\x18\x02 \x01(\x0b\x32\x1b.verdictgate.v1.RawAnyValue\"\xd6\x01\n\x0bRawAnyValue\x12\x16\n\x0cstring_value\x18\x01 \x01(\x0cH\x00\x12\x14\n\nbool_value\x18\x02 \x01(\x08H\x00\x12\x13\n\tint_value\x18\x03 \x01(\x03H\x00\x12\x16\n\x0c\x64ouble_value\x18\x04 \x01(\x01H\x00\x12\x34\n\x0b\x61rray_value\x18\x05 \x01(\x0b\x32\x1d.verdictgate.v1.RawArrayValueH\x00\x12\x16\n\x0ckvlist_value\x18\x06 \x01(\x0cH\x00\x12\x15\n\x0b\x62ytes_value\x18\x07 \x01(\x0cH\x00\x42\x07\n\x05value\"<\n\rRawArrayValue\x12+\n\x06values\x18\x01 \x03(\x0b\x32\x1b.verdictgate.v1.RawAnyValueb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1everdictgate/v1/otlp_view.proto\x12\x0everdictgate.v1\"\xd0\x01\n\x08\x41nyValue\x12\x16\n\x0cstring_value\x18\x01 \x01(\tH\x00\x12\x14\n\nbool_value\x18\x02 \x01(\x08H\x00\x12\x13\n\tint_value\x18\x03 \x01(\x03H\x00\x12\x16\n\x0c\x64ouble_value\x18\x04 \x01(\x01H\x00\x12\x31\n\x0b\x61rray_value\x18\x05 \x01(\x0b\x32\x1a.verdictgate.v1.ArrayValueH\x00\x12\x16\n\x0ckvlist_value\x18\x06 \x01(\x0cH\x00\x12\x15\n\x0b\x62ytes_value\x18\x07 \x01(\x0cH\x00\x42\x07\n\x05value\"6\n\nArrayValue\x12(\n\x06values\x18\x01 \x03(\x0b\x32\x18.verdictgate.v1.AnyValue\"\xc4\x02\n\x08SpanView\x12\x10\n\x08trace_id\x18\x01 \x01(\x0c\x12\x0f\n\x07span_id\x18\x02 \x01(\x0c\x12\x16\n\x0eparent_span_id\x18\x04 \x01(\x0c\x12\x0c\n\x04name\x18\x05 \x01(\t\x12\x1c\n\x14start_time_unix_nano\x18\x07 \x01(\x06\x12\x1a\n\x12\x65nd_time_unix_nano\x18\x08 \x01(\x06\x12<\n\nattributes\x18\t \x03(\x0b\x32(.verdictgate.v1.SpanView.AttributesEntry\x12*\n\x06status\x18\x0f \x01(\x0b\x32\x1a.verdictgate.v1.StatusView\x1aK\n\x0f\x41ttributesEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\'\n\x05value\x18\x02 \x01(\x0b\x32\x18.verdictgate.v1.AnyValue:\x02\x38\x01\"\x1a\n\nStatusView\x12\x0c\n\x04\x63ode\x18\x03 \x01(\x05\"9\n\x0eScopeSpansView\x12\'\n\x05spans\x18\x02 \x03(\x0b\x32\x18.verdictgate.v1.SpanView\"H\n\x11ResourceSpansView\x12\x33\n\x0bscope_spans\x18\x02 \x03(\x0b\x32\x1e.verdictgate.v1.ScopeSpansView\"S\n\x16\x45xportTraceRequestView\x12\x39\n\x0eresource_spans\x18\x01 \x03(\x0b\x32!.verdictgate.v1.ResourceSpansView\"\xd0\x01\n\x0bSpanEntries\x12\x10\n\x08trace_id\x18\x01 \x01(\x0c\x12\x0f\n\x07span_id\x18\x02 \x01(\x0c\x12\x16\n\x0eparent_span_id\x18\x04 \x01(\x0c\x12\x0c\n\x04name\x18\x05 \x01(\x0c\x12\x1c\n\x14start_time_unix_nano\x18\x07 \x01(\x06\x12\x1a\n\x12\x65nd_time_unix_nano\x18\x08 \x01(\x06\x12\x12\n\nattributes\x18\t \x03(\x0c\x12*\n\x06status\x18\x0f \x01(\x0b\x32\x1a.verdictgate.v1.StatusView\"?\n\x11ScopeSpansEntries\x12*\n\x05spans\x18\x02 \x03(\x0b\x32\x1b.verdictgate.v1.SpanEntries\"N\n\x14ResourceSpansEntries\x12\x36\n\x0bscope_spans\x18\x02 \x03(\x0b\x32!.verdictgate.v1.ScopeSpansEntries\"Y\n\x19\x45xportTraceRequestEntries\x12<\n\x0eresource_spans\x18\x01 \x03(\x0b\x32$.verdictgate.v1.ResourceSpansEntries\"F\n\x0bRawKeyValue\x12\x0b\n\x03key\x18\x01 \x01(\x0c\x12*\n\x05value\x18\x02 \x01(\x0b\x32\x1b.verdictgate.v1.RawAnyValue\"\xd6\x01\n\x0bRawAnyValue\x12\x16\n\x0cstring_value\x18\x01 \x01(\x0cH\x00\x12\x14\n\nbool_value\x18\x02 \x01(\x08H\x00\x12\x13\n\tint_value\x18\x03 \x01(\x03H\x00\x12\x16\n\x0c\x64ouble_value\x18\x04 \x01(\x01H\x00\x12\x34\n\x0b\x61rray_value\x18\x05 \x01(\x0b\x32\x1d.verdictgate.v1.RawArrayValueH\x00\x12\x16\n\x0ckvlist_value\x18\x06 \x01(\x0cH\x00\x12\x15\n\x0b\x62ytes_value\x18\x07 \x01(\x0cH\x00\x42\x07\n\x05value\"<\n\rRawArrayValue\x12+\n\x06values\x18\x01 \x03(\x0b\x32\x1b.verdictgate.v1.RawAnyValueb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -38,27 +38,29 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_ARRAYVALUE']._serialized_start=261
   _globals['_ARRAYVALUE']._serialized_end=315
   _globals['_SPANVIEW']._serialized_start=318
-  _globals['_SPANVIEW']._serialized_end=539
-  _globals['_SPANVIEW_ATTRIBUTESENTRY']._serialized_start=464
-  _globals['_SPANVIEW_ATTRIBUTESENTRY']._serialized_end=539
-  _globals['_SCOPESPANSVIEW']._serialized_start=541
-  _globals['_SCOPESPANSVIEW']._serialized_end=598
-  _globals['_RESOURCESPANSVIEW']._serialized_start=600
-  _globals['_RESOURCESPANSVIEW']._serialized_end=672
-  _globals['_EXPORTTRACEREQUESTVIEW']._serialized_start=674
-  _globals['_EXPORTTRACEREQUESTVIEW']._serialized_end=757
-  _globals['_SPANENTRIES']._serialized_start=759
-  _globals['_SPANENTRIES']._serialized_end=864
-  _globals['_SCOPESPANSENTRIES']._serialized_start=866
-  _globals['_SCOPESPANSENTRIES']._serialized_end=929
-  _globals['_RESOURCESPANSENTRIES']._serialized_start=931
-  _globals['_RESOURCESPANSENTRIES']._serialized_end=1009
-  _globals['_EXPORTTRACEREQUESTENTRIES']._serialized_start=1011
-  _globals['_EXPORTTRACEREQUESTENTRIES']._serialized_end=1100
-  _globals['_RAWKEYVALUE']._serialized_start=1102
-  _globals['_RAWKEYVALUE']._serialized_end=1172
-  _globals['_RAWANYVALUE']._serialized_start=1175
-  _globals['_RAWANYVALUE']._serialized_end=1389
-  _globals['_RAWARRAYVALUE']._serialized_start=1391
-  _globals['_RAWARRAYVALUE']._serialized_end=1451
+  _globals['_SPANVIEW']._serialized_end=642
+  _globals['_SPANVIEW_ATTRIBUTESENTRY']._serialized_start=567
+  _globals['_SPANVIEW_ATTRIBUTESENTRY']._serialized_end=642
+  _globals['_STATUSVIEW']._serialized_start=644
+  _globals['_STATUSVIEW']._serialized_end=670
+  _globals['_SCOPESPANSVIEW']._serialized_start=672
+  _globals['_SCOPESPANSVIEW']._serialized_end=729
+  _globals['_RESOURCESPANSVIEW']._serialized_start=731
+  _globals['_RESOURCESPANSVIEW']._serialized_end=803
+  _globals['_EXPORTTRACEREQUESTVIEW']._serialized_start=805
+  _globals['_EXPORTTRACEREQUESTVIEW']._serialized_end=888
+  _globals['_SPANENTRIES']._serialized_start=891
+  _globals['_SPANENTRIES']._serialized_end=1099
+  _globals['_SCOPESPANSENTRIES']._serialized_start=1101
+  _globals['_SCOPESPANSENTRIES']._serialized_end=1164
+  _globals['_RESOURCESPANSENTRIES']._serialized_start=1166
+  _globals['_RESOURCESPANSENTRIES']._serialized_end=1244
+  _globals['_EXPORTTRACEREQUESTENTRIES']._serialized_start=1246
+  _globals['_EXPORTTRACEREQUESTENTRIES']._serialized_end=1335
+  _globals['_RAWKEYVALUE']._serialized_start=1337
+  _globals['_RAWKEYVALUE']._serialized_end=1407
+  _globals['_RAWANYVALUE']._serialized_start=1410
+  _globals['_RAWANYVALUE']._serialized_end=1624
+  _globals['_RAWARRAYVALUE']._serialized_start=1626
+  _globals['_RAWARRAYVALUE']._serialized_end=1686
 # @@protoc_insertion_point(module_scope)

@@ -31,7 +31,7 @@ class ArrayValue(_message.Message):
     def __init__(self, values: _Optional[_Iterable[_Union[AnyValue, _Mapping]]] = ...) -> None: ...
 
 class SpanView(_message.Message):
-    __slots__ = ("name", "start_time_unix_nano", "end_time_unix_nano", "attributes")
+    __slots__ = ("trace_id", "span_id", "parent_span_id", "name", "start_time_unix_nano", "end_time_unix_nano", "attributes", "status")
     class AttributesEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -39,15 +39,29 @@ class SpanView(_message.Message):
         key: str
         value: AnyValue
         def __init__(self, key: _Optional[str] = ..., value: _Optional[_Union[AnyValue, _Mapping]] = ...) -> None: ...
+    TRACE_ID_FIELD_NUMBER: _ClassVar[int]
+    SPAN_ID_FIELD_NUMBER: _ClassVar[int]
+    PARENT_SPAN_ID_FIELD_NUMBER: _ClassVar[int]
     NAME_FIELD_NUMBER: _ClassVar[int]
     START_TIME_UNIX_NANO_FIELD_NUMBER: _ClassVar[int]
     END_TIME_UNIX_NANO_FIELD_NUMBER: _ClassVar[int]
     ATTRIBUTES_FIELD_NUMBER: _ClassVar[int]
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    trace_id: bytes
+    span_id: bytes
+    parent_span_id: bytes
     name: str
     start_time_unix_nano: int
     end_time_unix_nano: int
     attributes: _containers.MessageMap[str, AnyValue]
-    def __init__(self, name: _Optional[str] = ..., start_time_unix_nano: _Optional[int] = ..., end_time_unix_nano: _Optional[int] = ..., attributes: _Optional[_Mapping[str, AnyValue]] = ...) -> None: ...
+    status: StatusView
+    def __init__(self, trace_id: _Optional[bytes] = ..., span_id: _Optional[bytes] = ..., parent_span_id: _Optional[bytes] = ..., name: _Optional[str] = ..., start_time_unix_nano: _Optional[int] = ..., end_time_unix_nano: _Optional[int] = ..., attributes: _Optional[_Mapping[str, AnyValue]] = ..., status: _Optional[_Union[StatusView, _Mapping]] = ...) -> None: ...
+
+class StatusView(_message.Message):
+    __slots__ = ("code",)
+    CODE_FIELD_NUMBER: _ClassVar[int]
+    code: int
+    def __init__(self, code: _Optional[int] = ...) -> None: ...
 
 class ScopeSpansView(_message.Message):
     __slots__ = ("spans",)
@@ -68,16 +82,24 @@ class ExportTraceRequestView(_message.Message):
     def __init__(self, resource_spans: _Optional[_Iterable[_Union[ResourceSpansView, _Mapping]]] = ...) -> None: ...
 
 class SpanEntries(_message.Message):
-    __slots__ = ("name", "start_time_unix_nano", "end_time_unix_nano", "attributes")
+    __slots__ = ("trace_id", "span_id", "parent_span_id", "name", "start_time_unix_nano", "end_time_unix_nano", "attributes", "status")
+    TRACE_ID_FIELD_NUMBER: _ClassVar[int]
+    SPAN_ID_FIELD_NUMBER: _ClassVar[int]
+    PARENT_SPAN_ID_FIELD_NUMBER: _ClassVar[int]
     NAME_FIELD_NUMBER: _ClassVar[int]
     START_TIME_UNIX_NANO_FIELD_NUMBER: _ClassVar[int]
     END_TIME_UNIX_NANO_FIELD_NUMBER: _ClassVar[int]
     ATTRIBUTES_FIELD_NUMBER: _ClassVar[int]
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    trace_id: bytes
+    span_id: bytes
+    parent_span_id: bytes
     name: bytes
     start_time_unix_nano: int
     end_time_unix_nano: int
     attributes: _containers.RepeatedScalarFieldContainer[bytes]
-    def __init__(self, name: _Optional[bytes] = ..., start_time_unix_nano: _Optional[int] = ..., end_time_unix_nano: _Optional[int] = ..., attributes: _Optional[_Iterable[bytes]] = ...) -> None: ...
+    status: StatusView
+    def __init__(self, trace_id: _Optional[bytes] = ..., span_id: _Optional[bytes] = ..., parent_span_id: _Optional[bytes] = ..., name: _Optional[bytes] = ..., start_time_unix_nano: _Optional[int] = ..., end_time_unix_nano: _Optional[int] = ..., attributes: _Optional[_Iterable[bytes]] = ..., status: _Optional[_Union[StatusView, _Mapping]] = ...) -> None: ...
 
 class ScopeSpansEntries(_message.Message):
     __slots__ = ("spans",)

@@ -1,0 +1,96 @@
+"""Trials whose decision the spans of an agent framework make, read in a receiver.
+
+An agent in another process exports its framework's spans (Strands, LangGraph, the OpenAI
+Agents SDK) through a collector; the harness that called it exports a `verdictgate.trial` span
+in the same trace, around the call. The receiver keeps the name facts of the framework spans and
+the trial span's identity (`TrialMark`), never content; once the trial span has arrived and the
+trace has been quiet for a settle time, the rule on the trial span derives its decision from the
+spans below it, and the trial is stored like any other.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+import msgspec
+
+from ..decision_rules import DecisionRule
+from ..otel import conventions as names
+from ..span_facts import SpanFacts, descendants
+from ..trial_model import Trial
+
+TRIAL_MARK_KEYS = (
+    names.RUN_ID, names.CASE_ID, names.TRIAL, names.CASE_EXPECTED, names.SUITE, names.POINT,
+    names.DECISION_RULE,
+)  # fmt: skip
+"""What a trial span is read for; nothing else of it is decoded."""
+
+
+class TrialMark(msgspec.Struct, frozen=True, gc=False):
+    """A harness's trial span: which trial the framework spans below it decide, and how."""
+
+    trace_id: str
+    span_id: str
+    run: str
+    case: str
+    index: int
+    rule: str
+    expected: str | None = None
+    suite: str | None = None
+    point: str | None = None
+    latency_ms: float | None = None
+
+
+class FrameworkSpan(msgspec.Struct, frozen=True, gc=False):
+    """The name facts of one framework span, with its trace."""
+
+    trace_id: str
+    facts: SpanFacts
+
+
+def trial_mark(
+    trace_id: str, span_id: str, attributes: dict[str, Any], latency_ms: float | None
+) -> TrialMark:
+    """The mark a trial span's attributes make; ValueError names what is wrong."""
+    run, case, index = (attributes.get(k) for k in (names.RUN_ID, names.CASE_ID, names.TRIAL))
+    if type(run) is not str or not run:
+        raise ValueError(f"{names.RUN_ID} must be a non-empty string")
+    if type(case) is not str or not case:
+        raise ValueError(f"{names.CASE_ID} must be a non-empty string")
+    if type(index) is not int or index < 0:
+        raise ValueError(f"{names.TRIAL} must be an integer >= 0")
+    text = attributes.get(names.DECISION_RULE)
+    if type(text) is not str:
+        raise ValueError(f"{names.DECISION_RULE} must name a decision rule")
+    try:
+        rule = DecisionRule.parse(text)
+    except Exception as error:
+        raise ValueError(str(error)) from None
+    if rule.key is not None:
+        raise ValueError(
+            "attribute rules are derived in process (`run --decision`); a receiver keeps names only"
+        )
+    optional = {}
+    for key, field in ((names.CASE_EXPECTED, "expected"), (names.SUITE, "suite"),
+                       (names.POINT, "point")):  # fmt: skip
+        value = attributes.get(key)
+        if value is not None and type(value) is not str:
+            raise ValueError(f"{key} must be a string")
+        optional[field] = value
+    return TrialMark(trace_id, span_id, run, case, index, str(rule), latency_ms=latency_ms,
+                     **optional)  # fmt: skip
+
+
+def settled_trials(marks: Iterable[TrialMark], facts: list[SpanFacts]) -> list[Trial]:
+    """The trials of one settled trace: each mark decided by the spans below it."""
+    trials = []
+    for mark in marks:
+        derived = DecisionRule.parse(mark.rule).derive(descendants(facts, mark.span_id))
+        trials.append(
+            Trial(
+                mark.case, mark.index, derived.decision, mark.run,
+                expected=mark.expected, error_type=derived.error_type, latency_ms=mark.latency_ms,
+            )
+        )  # fmt: skip
+    return trials

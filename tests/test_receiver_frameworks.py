@@ -1,0 +1,179 @@
+"""The receiver derives trials from framework spans and a harness's trial span in one trace,
+however the spans arrive: in several requests, out of order, some twice, over both encodings."""
+
+from __future__ import annotations
+
+import json
+import random
+
+from opentelemetry.proto.common.v1.common_pb2 import KeyValue
+from opentelemetry.proto.trace.v1.trace_pb2 import Span, Status
+
+from receiver_support import request
+from verdictgate.otel import conventions as names
+from verdictgate.receiver.otlp import extract_json, extract_protobuf
+from verdictgate.receiver.otlp_target import any_value
+from verdictgate.receiver.receiver import DEFAULT_SETTLE, TRACE_TTL, Receiver
+from verdictgate.receiver.store import Store
+from verdictgate.trial_model import NoDecision
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1_000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class Trace:
+    """Spans of one trial in one trace, shaped as Strands emits them below a harness's span."""
+
+    def __init__(self, number: int) -> None:
+        self.trace_id = number.to_bytes(16, "big")
+        self.spans: list[Span] = []
+        self._next = number * 1000
+
+    def add(self, name: str, parent: Span | None, start: int, error: bool = False, **attributes):
+        self._next += 1
+        span = Span(
+            name=name,
+            trace_id=self.trace_id,
+            span_id=self._next.to_bytes(8, "big"),
+            parent_span_id=parent.span_id if parent is not None else b"",
+            start_time_unix_nano=start,
+            end_time_unix_nano=start + 1_000_000,
+            attributes=[KeyValue(key=k, value=any_value(v)) for k, v in attributes.items()],
+            status=Status(code=Status.STATUS_CODE_ERROR if error else Status.STATUS_CODE_OK),
+        )
+        self.spans.append(span)
+        return span
+
+
+def strands_trial(number: int, run: str, case: str, index: int, tools: list[str],
+                  rule: str = "tools", failing: str | None = None) -> list[Span]:  # fmt: skip
+    trace = Trace(number)
+    harness = trace.add(
+        names.TRIAL_SPAN, None, 1,
+        **{names.RUN_ID: run, names.CASE_ID: case, names.TRIAL: index,
+           names.CASE_EXPECTED: "refund", names.DECISION_RULE: rule, names.SUITE: "support"},
+    )  # fmt: skip
+    agent = trace.add("invoke_agent support", harness, 2, **{"gen_ai.operation.name": "invoke_agent",
+                      "gen_ai.agent.name": "support"})  # fmt: skip
+    cycle = trace.add("execute_event_loop_cycle", agent, 3)
+    trace.add("chat", cycle, 4, **{"gen_ai.operation.name": "chat",
+                                   "gen_ai.input.messages": "secret words"})  # fmt: skip
+    for n, tool in enumerate(tools):
+        trace.add(f"execute_tool {tool}", cycle, 10 + n, error=tool == failing,
+                  **{"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": tool})  # fmt: skip
+    return trace.spans
+
+
+def stored(receiver: Receiver, run: str) -> dict[tuple[str, int], tuple]:
+    evidence = receiver.store.evidence(run)
+    return {
+        (trial.case, trial.index): (trial.decision, trial.error_type) for trial in evidence.trials()
+    }
+
+
+def test_trials_are_derived_once_the_trace_is_quiet_whatever_the_arrival_order() -> None:
+    clock = Clock()
+    receiver = Receiver(Store(), clock=clock)
+    script = {("c0", 0): ["refund"], ("c0", 1): ["refund"], ("c1", 0): ["lookup", "notify"],
+              ("c1", 1): ["escalate"]}  # fmt: skip
+    spans = [
+        span
+        for n, ((case, index), tools) in enumerate(script.items())
+        for span in strands_trial(n + 1, "r1", case, index, tools)
+    ]
+    shuffled = spans + random.Random(3).sample(spans, 8)  # some sent twice
+    random.Random(4).shuffle(shuffled)
+    for start in range(0, len(shuffled), 5):
+        receiver.ingest(extract_protobuf(request(shuffled[start : start + 5]).SerializeToString()))
+    receiver.tick()
+    assert stored(receiver, "r1") == {}  # not quiet yet: other processes' spans may follow
+    clock.now += DEFAULT_SETTLE + 0.1
+    receiver.tick()
+    assert stored(receiver, "r1") == {key: (tuple(tools), None) for key, tools in script.items()}
+    assessment = receiver.assessment("r1")
+    assert (assessment.trials.duplicates, assessment.trials.conflicts) == (0, 0)
+    assert receiver.store.run("r1").suite == "support"
+
+
+def test_a_late_copy_of_a_settled_trace_decides_nothing_again() -> None:
+    clock = Clock()
+    receiver = Receiver(Store(), clock=clock)
+    spans = strands_trial(1, "r1", "c0", 0, ["refund"])
+    receiver.ingest(extract_protobuf(request(spans).SerializeToString()))
+    clock.now += DEFAULT_SETTLE + 0.1
+    receiver.tick()
+    receiver.ingest(extract_protobuf(request(spans[:1]).SerializeToString()))  # the trial span
+    clock.now += DEFAULT_SETTLE + 0.1
+    receiver.tick()
+    assessment = receiver.assessment("r1")
+    assert stored(receiver, "r1") == {("c0", 0): (("refund",), None)}
+    assert (assessment.trials.duplicates, assessment.trials.conflicts) == (0, 0)
+
+
+def test_no_tool_a_failed_tool_and_no_framework_span() -> None:
+    clock = Clock()
+    receiver = Receiver(Store(), clock=clock)
+    spans = [
+        *strands_trial(1, "r1", "c0", 0, []),
+        *strands_trial(2, "r1", "c1", 0, ["refund"], failing="refund"),
+        *strands_trial(3, "r1", "c2", 0, [], rule="agents")[:1],  # the trial span alone
+    ]
+    receiver.ingest(extract_protobuf(request(spans).SerializeToString()))
+    clock.now += DEFAULT_SETTLE + 0.1
+    receiver.tick()
+    assert stored(receiver, "r1") == {
+        ("c0", 0): (NoDecision("no_tool_selected"), None),
+        ("c1", 0): (None, "tool_error"),
+        ("c2", 0): (None, "no_spans"),
+    }
+
+
+def test_traces_without_a_trial_span_are_dropped_and_the_store_keeps_no_content() -> None:
+    clock = Clock()
+    receiver = Receiver(Store(), clock=clock)
+    orphan = strands_trial(1, "r1", "c0", 0, ["refund"])[1:]  # no harness span
+    receiver.ingest(extract_protobuf(request(orphan).SerializeToString()))
+    held = receiver.store._connection.execute("SELECT facts FROM trace_spans").fetchall()
+    assert len(held) == len(orphan) and not any(b"secret words" in f for (f,) in held)
+    clock.now += TRACE_TTL + 1
+    receiver.tick()
+    assert receiver.store._connection.execute("SELECT COUNT(*) FROM traces").fetchone() == (0,)
+
+
+def test_a_malformed_trial_span_is_rejected_alone_and_attribute_rules_are_refused() -> None:
+    good = strands_trial(1, "r1", "c0", 0, ["refund"])
+    bad = strands_trial(2, "r1", "c1", -1, ["refund"])[:1]
+    attribute = strands_trial(3, "r1", "c2", 0, ["refund"], rule="attribute:app.verdict")[:1]
+    got = extract_protobuf(request([*good, *bad, *attribute]).SerializeToString())
+    assert (got.rejected, len(got.marks)) == (2, 1)
+    assert "verdictgate.trial" in got.errors[0] and "attribute rules" in got.errors[1]
+
+
+def test_otlp_json_carries_the_same_trials() -> None:
+    spans = strands_trial(1, "r1", "c0", 0, ["lookup", "refund"])
+    document = {"resourceSpans": [{"scopeSpans": [{"spans": [
+        {"traceId": s.trace_id.hex(), "spanId": s.span_id.hex(),
+         "parentSpanId": s.parent_span_id.hex(), "name": s.name,
+         "startTimeUnixNano": str(s.start_time_unix_nano),
+         "endTimeUnixNano": str(s.end_time_unix_nano),
+         "status": {"code": s.status.code},
+         "attributes": [{"key": a.key, "value": _json_value(a.value)} for a in s.attributes]}
+        for s in spans]}]}]}  # fmt: skip
+    clock = Clock()
+    receiver = Receiver(Store(), clock=clock)
+    receiver.ingest(extract_json(json.dumps(document).encode()))
+    clock.now += DEFAULT_SETTLE + 0.1
+    receiver.tick()
+    assert stored(receiver, "r1") == {("c0", 0): (("lookup", "refund"), None)}
+
+
+def _json_value(value) -> dict:
+    kind = value.WhichOneof("value")
+    if kind == "int_value":
+        return {"intValue": str(value.int_value)}
+    return {"stringValue": value.string_value}

@@ -18,8 +18,8 @@ from typing import Any, TypedDict
 
 from langgraph.graph import END, START, StateGraph
 
+from verdictgate import Agent
 from verdictgate.frameworks import from_langgraph
-from verdictgate.runner.agent import Agent
 
 RULES: list[tuple[tuple[str, ...], str]] = [
     (("recognise", "without permission"), "block_card"),

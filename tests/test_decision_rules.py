@@ -13,9 +13,12 @@ from verdictgate.errors import VerdictgateError
 from verdictgate.span_facts import SpanFacts, facts_of
 from verdictgate.trial_model import NO_TOOL_SELECTED, NoDecision
 
+ROOT = "00000000000000ff"
+"""The trial's own span: every fact below is a top span unless it says otherwise."""
 
-def fact(n: int, start: int, **names) -> SpanFacts:
-    return SpanFacts(f"{n:016x}", None, start, **names)
+
+def fact(n: int, start: int, parent: str = ROOT, **names) -> SpanFacts:
+    return SpanFacts(f"{n:016x}", parent, start, **names)
 
 
 def agent_span(n: int, start: int) -> SpanFacts:
@@ -23,7 +26,7 @@ def agent_span(n: int, start: int) -> SpanFacts:
 
 
 def derive(rule: str, *facts: SpanFacts):
-    return DecisionRule.parse(rule).derive(facts)
+    return DecisionRule.parse(rule).derive(facts, ROOT)
 
 
 def test_tools_are_ordered_by_start_not_by_arrival() -> None:
@@ -43,6 +46,13 @@ def test_a_span_that_failed_makes_an_error_trial_of_its_type() -> None:
     assert (derived.decision, derived.error_type) == (None, "tool_error")
 
 
+def test_an_error_the_agent_recovered_from_is_part_of_its_route() -> None:
+    agent = agent_span(1, 0)
+    failed = fact(2, 5, parent=agent.span_id, tool="refund", error="tool_error")
+    retried = fact(3, 9, parent=agent.span_id, tool="lookup")
+    assert derive("tools", agent, failed, retried).decision == ("refund", "lookup")
+
+
 def test_agents_are_the_hand_offs_after_the_entry_agent() -> None:
     spans = [
         fact(1, 0, agent="triage"),
@@ -54,16 +64,28 @@ def test_agents_are_the_hand_offs_after_the_entry_agent() -> None:
     assert derive("agents", fact(1, 0, agent="triage")).decision == NoDecision("no_handoff")
 
 
-def test_nodes_once_per_step_in_step_order_without_langgraph_internals() -> None:
+def test_nodes_once_per_step_in_start_order_without_langgraph_internals() -> None:
     spans = [
         fact(1, 0, node="__start__", step=0),
         fact(2, 1, node="classify", step=1),
         fact(3, 2, node="classify", step=1),  # an LLM call inside the node
-        fact(4, 3, node="refund", step=2),
-        fact(5, 4, node="classify", step=3),
+        fact(4, 3, node="research", step=2),
+        fact(5, 4, node="search", step=1),  # a subgraph's steps start again
+        fact(6, 5, node="summarize", step=2),
+        fact(7, 6, node="classify", step=3),
     ]
-    assert derive("nodes", *spans).decision == ("classify", "refund", "classify")
+    decision = derive("nodes", *spans).decision
+    assert decision == ("classify", "research", "search", "summarize", "classify")
     assert derive("nodes", agent_span(1, 0)).decision == NoDecision("no_node")
+
+
+def test_attribute_values_must_be_labels_never_text() -> None:
+    values = {"approve": "approve", "tier-2": "tier-2", "card security": "card security",
+              '{"name": "refund"}': None, "I lost my card 4111, please help": None,
+              "x" * 65: None, "": None, True: "true", 3: "3"}  # fmt: skip
+    for value, kept in values.items():
+        facts = facts_of("01", None, 1, {"app.verdict": value}, False, keep=("app.verdict",))
+        assert facts.values == ((("app.verdict", kept),) if kept else ())
 
 
 def test_attribute_rule_reads_the_first_span_that_carries_it() -> None:
@@ -78,7 +100,8 @@ def test_attribute_rule_reads_the_first_span_that_carries_it() -> None:
 @pytest.mark.parametrize(
     "rule",
     ["tool", "", "attribute:", "attribute:input.value", "attribute:gen_ai.input.messages",
-     "attribute:metadata", "attribute:llm.output_messages.0.message.content"],
+     "attribute:metadata", "attribute:llm.output_messages.0.message.content",
+     "attribute:llm.function_call", "attribute:exception.message"],
 )  # fmt: skip
 def test_unknown_rules_and_content_attributes_are_refused(rule: str) -> None:
     with pytest.raises(VerdictgateError) as refused:

@@ -51,15 +51,17 @@ class Trace:
 
 
 def strands_trial(number: int, run: str, case: str, index: int, tools: list[str],
-                  rule: str = "tools", failing: str | None = None) -> list[Span]:  # fmt: skip
+                  rule: str = "tools", failing: str | None = None,
+                  agent_failed: bool = False) -> list[Span]:  # fmt: skip
     trace = Trace(number)
     harness = trace.add(
         names.TRIAL_SPAN, None, 1,
         **{names.RUN_ID: run, names.CASE_ID: case, names.TRIAL: index,
            names.CASE_EXPECTED: "refund", names.DECISION_RULE: rule, names.SUITE: "support"},
     )  # fmt: skip
-    agent = trace.add("invoke_agent support", harness, 2, **{"gen_ai.operation.name": "invoke_agent",
-                      "gen_ai.agent.name": "support"})  # fmt: skip
+    agent = trace.add("invoke_agent support", harness, 2, error=agent_failed,
+                      **{"gen_ai.operation.name": "invoke_agent",
+                         "gen_ai.agent.name": "support"})  # fmt: skip
     cycle = trace.add("execute_event_loop_cycle", agent, 3)
     trace.add("chat", cycle, 4, **{"gen_ai.operation.name": "chat",
                                    "gen_ai.input.messages": "secret words"})  # fmt: skip
@@ -115,22 +117,33 @@ def test_a_late_copy_of_a_settled_trace_decides_nothing_again() -> None:
     assert (assessment.trials.duplicates, assessment.trials.conflicts) == (0, 0)
 
 
-def test_no_tool_a_failed_tool_and_no_framework_span() -> None:
+def test_no_tool_a_recovered_tool_a_failed_agent_and_no_framework_span() -> None:
     clock = Clock()
     receiver = Receiver(Store(), clock=clock)
     spans = [
         *strands_trial(1, "r1", "c0", 0, []),
         *strands_trial(2, "r1", "c1", 0, ["refund"], failing="refund"),
         *strands_trial(3, "r1", "c2", 0, [], rule="agents")[:1],  # the trial span alone
+        *strands_trial(4, "r1", "c3", 0, ["refund"], failing="refund", agent_failed=True),
+        *failed_call(strands_trial(5, "r1", "c4", 0, ["refund"])),
     ]
     receiver.ingest(extract_protobuf(request(spans).SerializeToString()))
     clock.now += DEFAULT_SETTLE + 0.1
     receiver.tick()
     assert stored(receiver, "r1") == {
         ("c0", 0): (NoDecision("no_tool_selected"), None),
-        ("c1", 0): (None, "tool_error"),
+        ("c1", 0): (("refund",), None),  # the agent carried on: the tool is its route
         ("c2", 0): (None, "no_spans"),
+        ("c3", 0): (None, "agent_error"),
+        ("c4", 0): (None, "TimeoutError"),  # the harness's call failed
     }
+
+
+def failed_call(spans: list[Span]) -> list[Span]:
+    """The trial's spans with its trial span failed as `trial_span` fails it."""
+    spans[0].attributes.append(KeyValue(key=names.ERROR_TYPE, value=any_value("TimeoutError")))
+    spans[0].status.code = Status.STATUS_CODE_ERROR
+    return spans
 
 
 def test_traces_without_a_trial_span_are_dropped_and_the_store_keeps_no_content() -> None:

@@ -27,7 +27,9 @@ def framework_tracer() -> trace.Tracer:
     return trace.get_tracer("strands.telemetry.tracer")
 
 
-def strands_like_agent(tools_for: dict[str, list[list[str]]], fail_on: str | None = None):
+def strands_like_agent(
+    tools_for: dict[str, list[list[str]]], fail_on: str | None = None, agent_fails: bool = False
+):
     """An agent whose n-th call on an input calls the n-th scripted tool list, the way Strands
     traces it: invoke_agent > execute_event_loop_cycle > chat, execute_tool (in threads)."""
     calls: dict[str, int] = {}
@@ -43,7 +45,7 @@ def strands_like_agent(tools_for: dict[str, list[list[str]]], fail_on: str | Non
             tracer.start_as_current_span(
                 "invoke_agent router",
                 attributes={"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "router"},
-            ),
+            ) as agent_span,
             tracer.start_as_current_span("execute_event_loop_cycle"),
         ):
             with tracer.start_as_current_span(
@@ -70,6 +72,9 @@ def strands_like_agent(tools_for: dict[str, list[list[str]]], fail_on: str | Non
             for thread in threads:
                 thread.start()
                 thread.join()  # in order: the script's order is the start order
+            if agent_fails and fail_on in tools:  # the agent gave up: its own span failed
+                agent_span.set_status(Status(StatusCode.ERROR))
+                agent_span.set_attribute("error.type", "ToolFailed")
         return "text the agent wrote, never read"
 
     return agent
@@ -132,19 +137,36 @@ def test_an_agent_without_instrumentation_is_an_error_never_a_tool_less_decision
     assert {(t.decision, t.error_type) for t in sink.trials} == {(None, "no_spans")}
 
 
-def test_a_failed_tool_span_makes_an_error_trial() -> None:
-    agent = strands_like_agent(
-        {
-            "I want my money back": [["refund"]],
-            "Your service is a disgrace": [["escalate"]],
-            "Where is my parcel?": [["lookup", "notify"]],
-        },
-        fail_on="notify",
-    )
+@pytest.mark.parametrize("agent_fails", [False, True])
+def test_a_failed_tool_is_a_route_unless_the_agent_failed_with_it(agent_fails: bool) -> None:
+    script = {
+        "I want my money back": [["refund"]],
+        "Your service is a disgrace": [["escalate"]],
+        "Where is my parcel?": [["lookup", "notify"]],
+    }
+    agent = strands_like_agent(script, fail_on="notify", agent_fails=agent_fails)
     sink = Collected()
     verdictgate.run(agent, support_suite(), repeats=2, sink=sink, decision="toolset")
-    errors = {t.case: t.error_type for t in sink.trials if t.decision is None}
-    assert errors == {"lookup-0": "ToolFailed"}
+    parcel = {(t.decision, t.error_type) for t in sink.trials if t.case == "lookup-0"}
+    assert parcel == ({(None, "ToolFailed")} if agent_fails else {(("lookup", "notify"), None)})
+
+
+def test_a_timeout_keeps_the_call_inside_its_trial() -> None:
+    agent = strands_like_agent({c.input: [[c.expected.split(" > ")[0]]]
+                                for c in support_suite().cases})  # fmt: skip
+    sink = Collected()
+    verdictgate.run(agent, support_suite(), repeats=2, sink=sink, decision="tools", timeout=30)
+    assert {t.error_type for t in sink.trials} == {None}
+
+
+def test_an_agent_may_record_its_verdict_on_the_current_span() -> None:
+    def agent(text: str) -> str:
+        trace.get_current_span().set_attribute("app.verdict", "refund" if "money" in text else "x")
+        return "ok"
+
+    sink = Collected()
+    verdictgate.run(agent, support_suite(), repeats=2, sink=sink, decision="attribute:app.verdict")
+    assert {t.case: t.decision for t in sink.trials}["refund-0"] == "refund"
 
 
 def test_the_trial_api_records_the_derived_decision_on_its_decision_span() -> None:

@@ -5,12 +5,13 @@
 | `tools`         | the tool names called, in the order their spans started          | `no_tool_selected` |
 | `toolset`       | the same names sorted (parallel calls have no reliable order)    | `no_tool_selected` |
 | `agents`        | the agents handed to after the entry agent, in order             | `no_handoff` |
-| `nodes`         | LangGraph's nodes in step order (internal `__x__` nodes left out) | `no_node` |
-| `attribute:KEY` | the value of KEY on the first span that carries it               | `no_verdict` |
+| `nodes`         | LangGraph's nodes as they started (internal `__x__` nodes left out) | `no_node` |
+| `attribute:KEY` | the label KEY holds on the trial's span or the first below it    | `no_verdict` |
 
-A trial whose spans give no decision is a no-decision, never an error; a trial with a span
-that ended in error is an error trial of that span's error type, and one that no framework span
-reached at all is an error trial `no_spans` (the framework is not instrumented). Rules read names only
+A trial whose spans give no decision is a no-decision, never an error; a trial whose
+framework call ended in error (a top span, right below the trial's, with status ERROR) is an
+error trial of that span's error type, and one that no framework span reached at all is an
+error trial `no_spans`. Rules read names only
 (`span_facts`), never content.
 """
 
@@ -45,6 +46,12 @@ class DecisionRule:
     name: str
     key: str | None = None
 
+    def __post_init__(self) -> None:
+        if (self.name == "attribute") != (self.key is not None) or (
+            self.name != "attribute" and self.name not in RULES
+        ):
+            raise ValueError(f"not a decision rule: {self.name!r} (use DecisionRule.parse)")
+
     @classmethod
     def parse(cls, text: str) -> DecisionRule:
         """The rule a name stands for; VerdictgateError (about `decision`) for anything else."""
@@ -76,12 +83,14 @@ class DecisionRule:
         """Attributes the rule reads beyond the names every span's facts hold."""
         return (self.key,) if self.key is not None else ()
 
-    def derive(self, facts: Iterable[SpanFacts]) -> Derived:
-        """The decision the spans of one trial make under this rule."""
+    def derive(self, facts: Iterable[SpanFacts], root: str) -> Derived:
+        """The decision the spans below span `root` (the trial's) make under this rule. An
+        error counts only on a top span, right below `root`: one the agent recovered from
+        deeper down (a failed tool whose error went back to the model) is part of its route."""
         spans = sorted(facts, key=lambda fact: (fact.start_ns, fact.span_id))
         if not spans:  # not even the agent's own span: the framework is not instrumented
             return Derived(None, NO_SPANS)
-        failed = next((fact.error for fact in spans if fact.error is not None), None)
+        failed = next((f.error for f in spans if f.error is not None and f.parent_id == root), None)
         if failed is not None:
             return Derived(None, failed)
         return Derived(self._decide(spans))
@@ -114,11 +123,11 @@ def _collapsed(names: Iterable[str]) -> list[str]:
 
 
 def _graph_nodes(spans: list[SpanFacts]) -> list[str]:
-    """Each (step, node) LangGraph ran once, in step order; the spans inside a node carry its
-    name too, and LangGraph's own `__start__`-style nodes are no route."""
-    seen: dict[tuple[int, str], int] = {}
-    for order, fact in enumerate(spans):
-        if fact.node is None or fact.node.startswith("__"):
-            continue
-        seen.setdefault((fact.step if fact.step is not None else -1, fact.node), order)
-    return [node for (_, node), _ in sorted(seen.items(), key=lambda item: (item[0][0], item[1]))]
+    """Each (step, node) LangGraph ran, once, in the order it started (steps restart inside a
+    subgraph, so they only tell the spans of one node run from the next); the spans inside a
+    node carry its name too, and LangGraph's own `__start__`-style nodes are no route."""
+    seen: dict[tuple[int | None, str], None] = {}
+    for fact in spans:  # in start order
+        if fact.node is not None and not fact.node.startswith("__"):
+            seen.setdefault((fact.step, fact.node), None)
+    return [node for _, node in seen]

@@ -10,15 +10,19 @@ OpenInference with its GenAI option) and from OpenInference's own attributes:
 
 | fact   | GenAI semantic conventions                              | OpenInference                 |
 |--------|---------------------------------------------------------|-------------------------------|
-| tool   | `gen_ai.tool.name` on `gen_ai.operation.name=execute_tool` | `tool.name` on a TOOL span |
+| tool   | `gen_ai.tool.name` on `gen_ai.operation.name=execute_tool` | `tool.name` (any span kind) |
 | agent  | `gen_ai.agent.name` on `gen_ai.operation.name=invoke_agent` | `agent.name` on an AGENT span |
 | node   | `langsmith.metadata.langgraph_node` / `_step`            | `langgraph_node` / `langgraph_step` in `metadata` (JSON) |
 | error  | span status ERROR, typed by `error.type` when present    | the same                     |
+
+A rule counts an error only on the framework's top spans (those right below the trial's span):
+a tool that failed and that the agent recovered from is part of its route, not an error.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -51,8 +55,9 @@ CONTENT_PREFIXES = (
     "gen_ai.input.", "gen_ai.output.", "gen_ai.prompt", "gen_ai.completion",
     "gen_ai.system_instructions", "gen_ai.tool.call.arguments", "gen_ai.tool.call.result",
     "gen_ai.tool.definitions", "input.", "output.", "llm.input_messages", "llm.output_messages",
-    "llm.prompts", "llm.prompt_template", "tool.parameters", "tool_call.", "message.",
-    "retrieval.documents", "reranker.", "embedding.",
+    "llm.prompts", "llm.prompt_template", "llm.function_call", "llm.tools", "tool.parameters",
+    "tool_call.", "message.", "retrieval.documents", "reranker.", "embedding.", "exception.",
+    "langsmith.metadata.",
 )  # fmt: skip
 """Attribute names that carry an agent's input or output text in the GenAI conventions and
 OpenInference: never read, even when a rule names one (`attribute:KEY` refuses them)."""
@@ -91,11 +96,12 @@ def facts_of(
     `keep` names further attributes to keep as text (never one that carries content)."""
     operation = attributes.get(OPERATION)
     kind = attributes.get(OPENINFERENCE_KIND)
-    tool = agent = None
-    if operation == "execute_tool":
+    agent = None
+    # only a tool's own span carries `tool.name` (OpenInference may call it an AGENT span when
+    # the tool's name holds "agent", as a supervisor's `transfer_to_x_agent` does)
+    tool = _name(attributes.get(OPENINFERENCE_TOOL))
+    if tool is None and (operation == "execute_tool" or kind == "TOOL"):
         tool = _name(attributes.get(GENAI_TOOL))
-    elif kind == "TOOL":
-        tool = _name(attributes.get(OPENINFERENCE_TOOL)) or _name(attributes.get(GENAI_TOOL))
     if operation == "invoke_agent":
         agent = _name(attributes.get(GENAI_AGENT))
     elif kind == "AGENT":
@@ -136,13 +142,19 @@ def _name(value: Any) -> str | None:
     return None
 
 
+LABEL = re.compile(r"[^\W_][\w .:/-]{0,63}")
+"""What an `attribute:KEY` value must look like to be a decision: a short label (a word, a
+route name, `approve`, `tier-2`), never a sentence, a JSON document or a quote of the input."""
+
+
 def _text(value: Any) -> str | None:
-    """A scalar attribute as text (a verdict an agent recorded itself); None for anything else."""
+    """A scalar attribute as a label (a verdict an agent recorded itself); None for anything
+    else, so that no text but a label's can become a decision."""
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, (int, float)):
         return str(value)
-    return _name(value)
+    return value if isinstance(value, str) and LABEL.fullmatch(value) else None
 
 
 def _node(attributes: Mapping[str, Any]) -> tuple[str | None, int | None]:

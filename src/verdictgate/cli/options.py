@@ -288,7 +288,7 @@ def evidence_for(
     try:
         made = factory()
         if isinstance(made, Agent):  # an adapter's (verdictgate.frameworks): isolation and rule
-            agent = made if isolation is None else replace(made, isolation=Isolation(isolation))
+            agent = made
         elif isolation == Isolation.FRESH_INSTANCE.value:
             agent = from_factory(factory, fresh_instance=True)
         else:
@@ -297,6 +297,11 @@ def evidence_for(
         raise InputError(
             f"FACTORY() failed: {type(error).__name__}: {error}", field="--agent"
         ) from None
+    if isinstance(made, Agent) and isolation not in (None, agent.isolation.value):
+        raise click.UsageError(
+            f"--isolation {isolation}: the agent FACTORY returns isolates its trials as "
+            f"{agent.isolation.value}, which is what the run declares"
+        )
     from ..runner.runner import (
         run as run_agent,  # the OpenTelemetry SDK loads only when an agent runs
     )

@@ -6,12 +6,11 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from opentelemetry import trace
-
 from ..assessment import Isolation
 from ..decision_rules import DecisionRule
 from ..otel.trial_capture import attach_capture
 from ..runner.agent import Agent
+from .instrumentation import instrument_once
 from .verdicts import read_verdict
 
 
@@ -48,6 +47,4 @@ def from_langgraph(
 def _instrument() -> None:
     from openinference.instrumentation.langchain import LangChainInstrumentor
 
-    instrumentor = LangChainInstrumentor()
-    if not instrumentor.is_instrumented_by_opentelemetry:
-        instrumentor.instrument(tracer_provider=trace.get_tracer_provider())
+    instrument_once(LangChainInstrumentor())

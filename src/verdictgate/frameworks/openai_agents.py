@@ -5,12 +5,11 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from opentelemetry import trace
-
 from ..assessment import Isolation
 from ..decision_rules import DecisionRule
 from ..otel.trial_capture import attach_capture
 from ..runner.agent import Agent
+from .instrumentation import instrument_once
 from .verdicts import read_verdict
 
 
@@ -53,6 +52,4 @@ def from_openai_agents(
 def _instrument() -> None:
     from openinference.instrumentation.openai_agents import OpenAIAgentsInstrumentor
 
-    instrumentor = OpenAIAgentsInstrumentor()
-    if not instrumentor.is_instrumented_by_opentelemetry:
-        instrumentor.instrument(tracer_provider=trace.get_tracer_provider())
+    instrument_once(OpenAIAgentsInstrumentor())

@@ -332,7 +332,8 @@ def trial_span(
     """A `verdictgate.trial` span, current inside, around a call of an agent in another process
     (its trace context propagated with the call). A receiver (`verdictgate serve`) derives the
     trial's decision under rule `decision` from the framework spans the agent exports in the
-    same trace below this span, once the trace has been quiet for its settle time."""
+    same trace below this span, once the trace has been quiet for its settle time. An exception
+    inside makes the trial an error of its type (never its message) and is re-raised."""
     rule = DecisionRule.parse(decision)
     attributes: dict[str, Any] = {
         names.RUN_ID: run, names.CASE_ID: case, names.TRIAL: index,
@@ -345,10 +346,15 @@ def trial_span(
         names.TRIAL_SPAN,
         kind=SpanKind.INTERNAL,
         attributes=attributes,
-        record_exception=False,
+        record_exception=False,  # its message may quote the input
         set_status_on_exception=False,
     ) as span:
-        yield span
+        try:
+            yield span
+        except BaseException as error:  # the call failed: an error trial of this type
+            span.set_attribute(names.ERROR_TYPE, type(error).__name__)
+            span.set_status(Status(StatusCode.ERROR))
+            raise
 
 
 @contextmanager

@@ -29,17 +29,26 @@ from ..span_facts import SpanFacts, facts_of
 
 
 class OpenTrial:
-    """The spans of one trial seen so far."""
+    """The spans of one trial seen so far, below its decision span `span`."""
 
-    def __init__(self, rule: DecisionRule, root: int) -> None:
+    def __init__(self, rule: DecisionRule, span: trace.Span) -> None:
         self.rule = rule
-        self.members = [root]
+        self.span = span
+        self.root = span.get_span_context().span_id
+        self.members = [self.root]
         self.facts: list[SpanFacts] = []
         self.open = True
 
     def derive(self) -> Derived:
-        """The decision the spans seen so far make under the trial's rule."""
-        return self.rule.derive(self.facts)
+        """The decision the spans seen so far make under the trial's rule. An `attribute:KEY`
+        rule also reads KEY on the decision span itself (an agent that records its verdict on
+        the current span)."""
+        facts = self.facts
+        attributes = getattr(self.span, "attributes", None)
+        if self.rule.keeps and attributes:
+            own = facts_of(format(self.root, "016x"), None, 0, attributes, False, self.rule.keeps)
+            facts = [own, *facts] if own.values else facts
+        return self.rule.derive(facts, format(self.root, "016x"))
 
 
 _OPEN: dict[int, OpenTrial] = {}
@@ -122,9 +131,8 @@ def attach_capture(*providers: trace.TracerProvider | None) -> None:
 @contextmanager
 def capturing(span: trace.Span, rule: DecisionRule) -> Iterator[OpenTrial]:
     """Collect the facts of the spans below `span` (a trial's decision span) while inside."""
-    root = span.get_span_context().span_id
-    trial = OpenTrial(rule, root)
-    _OPEN[root] = trial
+    trial = OpenTrial(rule, span)
+    _OPEN[trial.root] = trial
     try:
         yield trial
     finally:

@@ -15,14 +15,14 @@ from typing import Any
 
 import msgspec
 
-from ..decision_rules import DecisionRule
+from ..decision_rules import DecisionRule, Derived
 from ..otel import conventions as names
 from ..span_facts import SpanFacts, descendants
 from ..trial_model import Trial
 
 TRIAL_MARK_KEYS = (
     names.RUN_ID, names.CASE_ID, names.TRIAL, names.CASE_EXPECTED, names.SUITE, names.POINT,
-    names.DECISION_RULE,
+    names.DECISION_RULE, names.ERROR_TYPE,
 )  # fmt: skip
 """What a trial span is read for; nothing else of it is decoded."""
 
@@ -40,6 +40,9 @@ class TrialMark(msgspec.Struct, frozen=True, gc=False):
     suite: str | None = None
     point: str | None = None
     latency_ms: float | None = None
+    error_type: str | None = None
+    """The harness's call failed (the trial span's `error.type`): an error trial whatever the
+    spans below say."""
 
 
 class FrameworkSpan(msgspec.Struct, frozen=True, gc=False):
@@ -73,7 +76,7 @@ def trial_mark(
         )
     optional = {}
     for key, field in ((names.CASE_EXPECTED, "expected"), (names.SUITE, "suite"),
-                       (names.POINT, "point")):  # fmt: skip
+                       (names.POINT, "point"), (names.ERROR_TYPE, "error_type")):  # fmt: skip
         value = attributes.get(key)
         if value is not None and type(value) is not str:
             raise ValueError(f"{key} must be a string")
@@ -86,7 +89,10 @@ def settled_trials(marks: Iterable[TrialMark], facts: list[SpanFacts]) -> list[T
     """The trials of one settled trace: each mark decided by the spans below it."""
     trials = []
     for mark in marks:
-        derived = DecisionRule.parse(mark.rule).derive(descendants(facts, mark.span_id))
+        rule = DecisionRule.parse(mark.rule)
+        derived = rule.derive(descendants(facts, mark.span_id), mark.span_id)
+        if mark.error_type is not None:
+            derived = Derived(None, mark.error_type)
         trials.append(
             Trial(
                 mark.case, mark.index, derived.decision, mark.run,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import logging
 import sys
 import threading
@@ -118,7 +119,7 @@ def run(
         raise PlanError(
             "relations compare returned decisions; with a decision rule, check them in a run "
             "without one",
-            arguments=("relations",),
+            arguments=("relation",),
         )
     policy = policy or Policy.with_tolerance(suite.tolerance, suite.pass_rate)
     _refuse_before_any_call(suite, concurrency)
@@ -387,7 +388,10 @@ def _call_with_timeout(function: Callable[[str], Any], text: str, timeout: float
         except BaseException as error:  # recorded as the trial's error, never lost
             outcome["error"] = error
 
-    worker = threading.Thread(target=target, daemon=True, name="verdictgate-call")
+    context = contextvars.copy_context()  # the trial's span, for spans the call makes there
+    worker = threading.Thread(
+        target=context.run, args=(target,), daemon=True, name="verdictgate-call"
+    )
     worker.start()
     worker.join(timeout)
     if worker.is_alive():

@@ -24,19 +24,12 @@ import time
 from pathlib import Path
 
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
-from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans, Span
-from receiver import free_port, send
+from receiver import attribute, free_port, send
 from receiver_idle import rss_mib
 
 SPANS_PER_REQUEST = 512
 TOOLS = ["block_card", "open_dispute", "refund", "track_order"]
-
-
-def attribute(key: str, value: str | int) -> KeyValue:
-    if isinstance(value, int):
-        return KeyValue(key=key, value=AnyValue(int_value=value))
-    return KeyValue(key=key, value=AnyValue(string_value=value))
 
 
 def trial_spans(number: int) -> list[Span]:

@@ -33,10 +33,12 @@ from verdictgate.receiver.store import Store
 RUNS, CASES, TRIALS = 12, 4, 20
 
 
-def start_receiver(store: str, port: int) -> subprocess.Popen:
+def start_receiver(store: str, port: int, *options: str) -> subprocess.Popen:
+    """`verdictgate serve` in a process of its own, with `options`, once it listens."""
     process = subprocess.Popen(
         [sys.executable, "-m", "verdictgate", "serve", "--store", store,
-         "--grpc-listen", f"127.0.0.1:{port}", "--http-listen", f"127.0.0.1:{free_port()}", "--grace", "600s"],
+         "--grpc-listen", f"127.0.0.1:{port}", "--http-listen", f"127.0.0.1:{free_port()}",
+         "--grace", "600s", *options],
         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
     )  # fmt: skip
     deadline = time.monotonic() + 30

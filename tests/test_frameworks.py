@@ -151,3 +151,11 @@ def test_openai_agents_other_rules(rule: str) -> None:
     decision = ("refund",) if rule == "tools" else ("billing",)
     agent = from_openai_agents(openai_agents_factory(script), decision=rule)
     run_and_check(agent, suite, {"I was charged twice": [decision] * 2}, repeats=2)
+
+
+def test_verdict_key_reads_the_decision_from_the_final_state() -> None:
+    flat = {"Refund my order": ["billing"], "Hello there": ["chitchat", "billing"]}
+    suite = suite_of({"Refund my order": "billing", "Hello there": "chitchat"})
+    agent = from_langgraph(langgraph_factory(flat), verdict_key="route")
+    expected = {"Refund my order": ["billing"] * 4, "Hello there": ["chitchat", "billing"] * 2}
+    run_and_check(agent, suite, expected, repeats=4)

@@ -16,6 +16,7 @@ from framework_agent_process import CASES, EXPECTED, SCRIPT
 from framework_support import strands_factory
 from test_collector_e2e import free_port, rotel_agent, start_collector
 from test_crash import RetryingRelay
+from test_crash import start_receiver as start_serve
 from verdictgate.frameworks import from_strands
 from verdictgate.receiver.store import Store
 from verdictgate.suite import Case, Contract, Suite
@@ -25,21 +26,7 @@ REPEATS = 6
 
 
 def start_receiver(store: Path, port: int) -> subprocess.Popen:
-    process = subprocess.Popen(
-        [sys.executable, "-m", "verdictgate", "serve", "--store", str(store),
-         "--grpc-listen", f"127.0.0.1:{port}", "--http-listen", f"127.0.0.1:{free_port()}",
-         "--grace", "600s", "--settle", "1s"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-    )  # fmt: skip
-    import socket
-
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        with socket.socket() as probe:
-            if probe.connect_ex(("127.0.0.1", port)) == 0:
-                return process
-        time.sleep(0.05)
-    raise RuntimeError("the receiver did not start")
+    return start_serve(str(store), port, "--settle", "1s")
 
 
 def agent_process(endpoint_port: int, run: str, pause: float = 0.0) -> subprocess.Popen:

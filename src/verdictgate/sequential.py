@@ -1,0 +1,194 @@
+"""Rules that judge a change rate with exact error bounds: the exact (Clopper-Pearson) rule for a
+fixed number of pairs, the mixture e-process that stays valid however often it is looked at,
+and the case-level e-process behind a claim about new inputs.
+
+Each rule says deterministic (the change rate is below the tolerance t), stochastic (above it)
+or undecided, with each wrong answer bounded by `alpha` (0.025 a side, as the two-sided 95%
+intervals elsewhere): the exact rule at its fixed n; the e-processes at any stopping time, by
+Ville's inequality, since each is a mixture of likelihood ratios against Bernoulli(t), a
+nonnegative supermartingale under its null.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from .stats import Stability
+
+ALPHA = 0.025
+"""The bound on each wrong answer (a side)."""
+MAX_SEQUENTIAL_TOLERANCE = 0.25
+"""The e-process's alternatives (4t) must stay below 1: tolerances from here on are refused."""
+
+
+def binomial_cdf(x: int, n: int, p: float) -> float:
+    """P(X <= x) for X ~ Binomial(n, p), summed in logs (exact to rounding for any n here)."""
+    if x < 0:
+        return 0.0
+    if x >= n:
+        return 1.0
+    log_p, log_q = math.log(p), math.log1p(-p)
+    terms = [
+        math.lgamma(n + 1) - math.lgamma(k + 1) - math.lgamma(n - k + 1) + k * log_p
+        + (n - k) * log_q
+        for k in range(x + 1)
+    ]  # fmt: skip
+    top = max(terms)
+    return min(1.0, math.exp(top) * math.fsum(math.exp(term - top) for term in terms))
+
+
+def exact_stability(flips: int, pairs: int, tolerance: float, alpha: float = ALPHA) -> Stability:
+    """The exact rule: deterministic iff P(X <= flips; pairs, t) < alpha, stochastic iff
+    P(X >= flips; pairs, t) < alpha, else undecided."""
+    _check(flips, pairs, tolerance)
+    if pairs == 0:
+        return Stability.UNDECIDED
+    if binomial_cdf(flips, pairs, tolerance) < alpha:
+        return Stability.DETERMINISTIC
+    if 1.0 - binomial_cdf(flips - 1, pairs, tolerance) < alpha:
+        return Stability.STOCHASTIC
+    return Stability.UNDECIDED
+
+
+def exact_pairs_needed(tolerance: float, alpha: float = ALPHA) -> int:
+    """Fewest pairs that, all agreeing, the exact rule certifies: (1 - t)^n < alpha. No valid
+    rule needs fewer (72 at t = 0.05)."""
+    _check(0, 0, tolerance)
+    n = max(1, math.floor(math.log(alpha) / math.log1p(-tolerance)))
+    while (1.0 - tolerance) ** n >= alpha:
+        n += 1
+    return n
+
+
+@dataclass(frozen=True)
+class EValues:
+    """The two e-values after some evidence, and what they decide."""
+
+    deterministic: float
+    stochastic: float
+    result: Stability
+
+
+def sequential_evalues(flips: int, pairs: int, tolerance: float, alpha: float = ALPHA) -> EValues:
+    """The mixture e-process R1 after `flips` in `pairs` (computed in logs):
+
+    E_det = 0.75 [x = 0] (1 - t)^-n + 0.25 4^-x ((1 - t/4) / (1 - t))^(n - x)
+    E_st  = 0.5 2^x ((1 - 2t) / (1 - t))^(n - x) + 0.5 4^x ((1 - 4t) / (1 - t))^(n - x)
+
+    deterministic when E_det >= 1/alpha, stochastic when E_st >= 1/alpha, else undecided.
+    """
+    _check(flips, pairs, tolerance)
+    if not tolerance < MAX_SEQUENTIAL_TOLERANCE:
+        raise ValueError(
+            f"the sequential rule needs a tolerance below {MAX_SEQUENTIAL_TOLERANCE}, got "
+            f"{tolerance}: its alternatives go up to 4t"
+        )
+    t, x, n = tolerance, flips, pairs
+    q = math.log1p(-t)
+    deterministic = _log_sum(
+        [
+            *([math.log(0.75) - n * q] if x == 0 else []),
+            math.log(0.25) - x * math.log(4) + (n - x) * (math.log1p(-t / 4) - q),
+        ]
+    )
+    stochastic = _log_sum(
+        [
+            math.log(0.5) + x * math.log(2) + (n - x) * (math.log1p(-2 * t) - q),
+            math.log(0.5) + x * math.log(4) + (n - x) * (math.log1p(-4 * t) - q),
+        ]
+    )
+    return EValues(math.exp(deterministic), math.exp(stochastic), _decide(
+        deterministic, stochastic, alpha))  # fmt: skip
+
+
+@dataclass(frozen=True)
+class PopulationVerdict:
+    """A claim about new inputs, with the case as the unit: its e-values over the cases, what
+    they decide, and how many zero-flip cases would certify it."""
+
+    cases: int
+    e_det: float
+    e_stoch: float
+    result: Stability
+    cases_needed: int
+
+
+def population_verdict(
+    flip_rates: Sequence[float], tolerance: float, alpha: float = ALPHA
+) -> PopulationVerdict:
+    """The case-level e-process over cases with change rates r_i = flips_i / pairs_i:
+
+    E_det = 0.75 prod((1 - r_i) / (1 - t)) + 0.25 prod(1 - 0.75 (r_i - t) / (1 - t))
+    E_st  = 0.5 prod(1 + (r_i - t) / (1 - t)) + 0.5 prod(1 + 3 (r_i - t) / (1 - t))
+
+    Each factor has mean 1 when a case's flip chance is t, so each mixture is a test
+    supermartingale over cases, however many pairs each case got.
+    """
+    _check(0, 0, tolerance)
+    if any(not 0.0 <= r <= 1.0 for r in flip_rates):
+        raise ValueError("a change rate is between 0 and 1")
+    t = tolerance
+    deterministic = _log_sum(
+        [
+            math.log(0.75) + _log_product((1 - r) / (1 - t) for r in flip_rates),
+            math.log(0.25) + _log_product(1 - 0.75 * (r - t) / (1 - t) for r in flip_rates),
+        ]
+    )
+    stochastic = _log_sum(
+        [
+            math.log(0.5) + _log_product(1 + (r - t) / (1 - t) for r in flip_rates),
+            math.log(0.5) + _log_product(1 + 3 * (r - t) / (1 - t) for r in flip_rates),
+        ]
+    )
+    return PopulationVerdict(
+        len(flip_rates), math.exp(deterministic), math.exp(stochastic),
+        _decide(deterministic, stochastic, alpha), population_cases_needed(tolerance, alpha),
+    )  # fmt: skip
+
+
+def population_cases_needed(tolerance: float, alpha: float = ALPHA) -> int:
+    """Fewest cases, none flipping, that certify a population claim under the case-level rule."""
+    n = 1
+    while population_verdict_zero(n, tolerance) < 1.0 / alpha:
+        n += 1
+    return n
+
+
+def population_verdict_zero(cases: int, tolerance: float) -> float:
+    """E_det of `cases` cases that never flipped."""
+    t = tolerance
+    return 0.75 * (1 - t) ** -cases + 0.25 * (1 + 0.75 * t / (1 - t)) ** cases
+
+
+def _decide(log_det: float, log_stoch: float, alpha: float) -> Stability:
+    threshold = -math.log(alpha)
+    if log_det >= threshold:
+        return Stability.DETERMINISTIC
+    if log_stoch >= threshold:
+        return Stability.STOCHASTIC
+    return Stability.UNDECIDED
+
+
+def _log_sum(logs: list[float]) -> float:
+    top = max(logs)
+    if top == -math.inf:
+        return top
+    return top + math.log(math.fsum(math.exp(value - top) for value in logs))
+
+
+def _log_product(factors: Iterable[float]) -> float:
+    total = 0.0
+    for factor in factors:
+        if factor <= 0.0:
+            return -math.inf
+        total += math.log(factor)
+    return total
+
+
+def _check(flips: int, pairs: int, tolerance: float) -> None:
+    if not 0.0 < tolerance < 1.0:
+        raise ValueError(f"tolerance must be between 0 and 1, got {tolerance}")
+    if pairs < 0 or not 0 <= flips <= pairs:
+        raise ValueError(f"need 0 <= flips <= pairs, got {flips}/{pairs}")

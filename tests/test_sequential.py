@@ -1,0 +1,123 @@
+"""The exact rule, the sequential e-process and the case-level verdict: pinned values, exact
+error bounds, and a seeded simulation of the sequential rule at p = t."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from verdictgate.sequential import (
+    ALPHA,
+    binomial_cdf,
+    exact_pairs_needed,
+    exact_stability,
+    population_verdict,
+    sequential_evalues,
+)
+from verdictgate.stats import Stability, change_rate
+
+DET, STOCH, UNDECIDED = Stability.DETERMINISTIC, Stability.STOCHASTIC, Stability.UNDECIDED
+
+
+def test_the_exact_rule_at_its_pinned_values() -> None:
+    assert exact_pairs_needed(0.05) == 72
+    assert exact_stability(0, 72, 0.05) is DET and exact_stability(0, 71, 0.05) is UNDECIDED
+    assert change_rate(2, 11, 0.05).result is STOCH  # Wilson's lopsided answer ...
+    assert exact_stability(2, 11, 0.05) is UNDECIDED  # ... which the exact rule does not give
+
+
+def first_deterministic(flips: int, tolerance: float = 0.05) -> int:
+    return next(
+        n for n in range(flips, 5000) if sequential_evalues(flips, n, tolerance).result is DET
+    )
+
+
+def fewest_stochastic_flips(pairs: int, tolerance: float = 0.05) -> int:
+    return next(
+        x for x in range(pairs + 1) if sequential_evalues(x, pairs, tolerance).result is STOCH
+    )
+
+
+def test_the_sequential_rule_boundaries_at_t_005() -> None:
+    assert [first_deterministic(x) for x in (0, 1, 2)] == [76, 168, 205]
+    assert {fewest_stochastic_flips(n) for n in range(12, 21)} == {5}
+    assert {fewest_stochastic_flips(n) for n in range(40, 50)} == {8}
+    assert {fewest_stochastic_flips(n) for n in range(70, 80)} == {11}
+    assert fewest_stochastic_flips(11) == 4 and fewest_stochastic_flips(21) == 6
+
+
+def test_the_sequential_rule_refuses_tolerances_its_alternatives_cannot_exceed() -> None:
+    with pytest.raises(ValueError, match=r"below 0\.25"):
+        sequential_evalues(0, 10, 0.25)
+
+
+def test_the_case_level_verdict() -> None:
+    flaky = population_verdict([8 / 13, 0, 0, 0, 0, 0], 0.05)
+    clean = population_verdict([0] * 6, 0.05)
+    assert (flaky.result, clean.result) == (UNDECIDED, UNDECIDED)
+    assert clean.cases_needed == 76
+    assert population_verdict([0] * 76, 0.05).result is DET
+    assert population_verdict([0] * 75, 0.05).result is UNDECIDED
+    assert population_verdict([0.5] * 12, 0.05).result is STOCH
+
+
+@given(st.integers(1, 300), st.sampled_from([0.01, 0.02, 0.05, 0.1, 0.2]))
+def test_the_exact_rule_errs_at_most_alpha_a_side_at_p_equal_t(pairs: int, t: float) -> None:
+    decisions = [exact_stability(x, pairs, t) for x in range(pairs + 1)]
+    det = [x for x, d in enumerate(decisions) if d is DET]
+    stoch = [x for x, d in enumerate(decisions) if d is STOCH]
+    if det:
+        assert binomial_cdf(max(det), pairs, t) <= ALPHA
+    if stoch:
+        assert 1 - binomial_cdf(min(stoch) - 1, pairs, t) <= ALPHA
+
+
+@given(st.integers(0, 60), st.integers(0, 300), st.sampled_from([0.02, 0.05, 0.1]))
+def test_more_flips_never_make_the_e_values_point_the_other_way(x: int, n: int, t: float) -> None:
+    if x + 1 > n:
+        return
+    fewer, more = sequential_evalues(x, n, t), sequential_evalues(x + 1, n, t)
+    assert more.deterministic <= fewer.deterministic
+    assert more.stochastic >= fewer.stochastic
+
+
+def simulate(p: float, t: float, runs: int = 20_000, cap: int = 300, seed: int = 7):
+    """Seeded runs of the sequential rule on Bernoulli(p) flips, looking after every pair:
+    the share that ends deterministic, stochastic, and the mean pairs at the stop."""
+    flips = np.cumsum(np.random.default_rng(seed).random((runs, cap)) < p, axis=1)
+    det_at = np.full(cap + 1, -1)  # most flips still deterministic after n pairs
+    stoch_at = np.full(cap + 1, cap + 1)  # fewest flips stochastic after n pairs
+    for n in range(1, cap + 1):
+        x = 0
+        while x <= n and sequential_evalues(x, n, t).result is DET:  # E_det falls with x
+            x += 1
+        det_at[n] = x - 1
+        stoch_at[n] = next((x for x in range(n + 1)
+                            if sequential_evalues(x, n, t).result is STOCH), cap + 1)  # fmt: skip
+    n = np.arange(1, cap + 1)
+    det = flips <= det_at[n]
+    stoch = flips >= stoch_at[n]
+    decided = det | stoch
+    first = np.where(decided.any(axis=1), decided.argmax(axis=1), cap - 1)
+    rows = np.arange(runs)
+    ended_det = decided.any(axis=1) & det[rows, first]
+    ended_stoch = decided.any(axis=1) & stoch[rows, first]
+    return ended_det.mean(), ended_stoch.mean(), (first + 1).mean()
+
+
+MARGIN = 3 * (ALPHA * (1 - ALPHA) / 20_000) ** 0.5
+"""Three standard errors of a 2.5% share over 20,000 runs."""
+
+
+def test_the_sequential_rule_keeps_both_errors_at_p_equal_t_however_often_it_looks() -> None:
+    false_det, false_stoch, _ = simulate(p=0.05, t=0.05)
+    assert false_det <= ALPHA + MARGIN and false_stoch <= ALPHA + MARGIN
+
+
+def test_the_sequential_rule_stops_a_flaky_agent_early() -> None:
+    _, stochastic, mean_pairs = simulate(p=0.2, t=0.05)
+    assert stochastic > 0.99 and mean_pairs < 40  # the issue measured 33 pairs on average
+    certified, _, perfect_pairs = simulate(p=0.0, t=0.05)
+    assert certified == 1.0 and perfect_pairs == 76

@@ -8,15 +8,19 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from verdictgate.sequential import (
+from verdictgate.sequential import population_verdict, sequential_evalues
+from verdictgate.stats import (
     ALPHA,
+    Method,
+    Stability,
     binomial_cdf,
+    change_rate,
+    clopper_pearson_interval,
     exact_pairs_needed,
     exact_stability,
-    population_verdict,
-    sequential_evalues,
+    pairs_needed,
+    pairs_to_qualify,
 )
-from verdictgate.stats import Stability, change_rate
 
 DET, STOCH, UNDECIDED = Stability.DETERMINISTIC, Stability.STOCHASTIC, Stability.UNDECIDED
 
@@ -26,6 +30,25 @@ def test_the_exact_rule_at_its_pinned_values() -> None:
     assert exact_stability(0, 72, 0.05) is DET and exact_stability(0, 71, 0.05) is UNDECIDED
     assert change_rate(2, 11, 0.05).result is STOCH  # Wilson's lopsided answer ...
     assert exact_stability(2, 11, 0.05) is UNDECIDED  # ... which the exact rule does not give
+
+
+@given(st.integers(0, 40), st.integers(1, 200), st.sampled_from([0.01, 0.05, 0.1, 0.3]))
+def test_the_exact_interval_agrees_with_the_exact_rule(x: int, n: int, t: float) -> None:
+    if x > n:
+        return
+    low, high = clopper_pearson_interval(x, n)
+    judged = change_rate(x, n, t, method=Method.EXACT)
+    assert (judged.ci_low, judged.ci_high) == (low, high) and judged.method is Method.EXACT
+    assert judged.result is exact_stability(x, n, t)
+    if abs(high - t) > 1e-9 and abs(low - t) > 1e-9:  # away from a tie at the boundary
+        assert (judged.result is DET) == (high < t) and (judged.result is STOCH) == (low > t)
+
+
+def test_pairs_needed_and_to_qualify_follow_the_method() -> None:
+    assert pairs_needed(0.05) == 73 and pairs_needed(0.05, method=Method.EXACT) == 72
+    assert pairs_to_qualify(0, 10, 0.05, method=Method.EXACT) == 72
+    total = pairs_to_qualify(1, 10, 0.05, method=Method.EXACT)
+    assert exact_stability(1, total, 0.05) is DET and exact_stability(1, total - 1, 0.05) is not DET
 
 
 def first_deterministic(flips: int, tolerance: float = 0.05) -> int:

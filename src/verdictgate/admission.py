@@ -180,7 +180,9 @@ def _flip_step(route: RouteStability) -> str:
 
 
 def _pairs_step(subject: str, change: ChangeRate, cases: int, confidence: float) -> str:
-    total = pairs_to_qualify(change.flips, change.pairs, change.tolerance, confidence)
+    total = pairs_to_qualify(
+        change.flips, change.pairs, change.tolerance, confidence, change.method
+    )
     if total is None:
         return f"{subject.capitalize()} cannot be shown below {percent(change.tolerance)} by more reruns: reduce its changes."
     more = total - change.pairs

@@ -168,6 +168,7 @@ def _route_results(
                 tally.pairs,
                 contract.tolerance_for(route, policy.tolerance),
                 policy.confidence,
+                policy.method,
             ),
             route in contract.targets,
             _flip_pairs(tally.flip_counts, evidence),
@@ -240,7 +241,9 @@ def _findings(
         trials=_trial_counts(
             scan, evidence, scan.planned(suite) if planned is None else planned, reported.late
         ),
-        pooled=change_rate(pooled.flips, pooled.pairs, policy.tolerance, policy.confidence),
+        pooled=change_rate(
+            pooled.flips, pooled.pairs, policy.tolerance, policy.confidence, policy.method
+        ),
         routes=_route_results(scan, evidence, contract, policy),
         flip_pairs=_flip_pairs(pooled.flip_counts, evidence),
         coverage=_coverage(

@@ -34,7 +34,7 @@ def plan_run(
     """Plan trials per case; an explicit `repeats` overrides sizing; a budget is a hard cap."""
     if not suite.cases:
         raise PlanError("the suite has no cases to run")
-    needed = pairs_needed(policy.tolerance, policy.confidence)
+    needed = pairs_needed(policy.tolerance, policy.confidence, policy.method)
     if repeats is not None:
         if repeats < 1:
             raise PlanError(f"must be at least 1, got {repeats}", arguments=("repeats",))
@@ -44,7 +44,9 @@ def plan_run(
         per_case = dict.fromkeys((case.id for case in suite.cases), base)
         for route, target in suite.contract.targets.items():
             route_cases = [case.id for case in suite.cases if case.expected == route]
-            own = repeats_for(pairs_needed(target, policy.confidence), len(route_cases))
+            own = repeats_for(
+                pairs_needed(target, policy.confidence, policy.method), len(route_cases)
+            )
             for case_id in route_cases:
                 per_case[case_id] = max(base, own)
     plan = RunPlan(per_case)

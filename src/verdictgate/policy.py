@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .stats import Method
+
 PRECISION_PRESETS: dict[str, float] = {"cheap": 0.10, "balanced": 0.05, "strict": 0.01}
 """Named tolerances for the change rate between reruns."""
 
@@ -23,6 +25,8 @@ class Policy:
     """The 95th-percentile latency trials must be shown to stay under, when one is set."""
     max_p95_tool_calls: float | None = None
     """The 95th-percentile tools called per trial must be shown to stay under, when one is set."""
+    method: Method = Method.WILSON
+    """How a change rate is judged: Wilson's interval (the default) or the exact rule."""
 
     def __post_init__(self) -> None:
         if not 0.0 < self.tolerance < 1.0:

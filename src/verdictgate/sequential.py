@@ -1,12 +1,11 @@
-"""Rules that judge a change rate with exact error bounds: the exact (Clopper-Pearson) rule for a
-fixed number of pairs, the mixture e-process that stays valid however often it is looked at,
-and the case-level e-process behind a claim about new inputs.
+"""Sequential rules: the mixture e-process that judges a change rate validly however often it
+is looked at, and the case-level e-process behind a claim about new inputs.
 
-Each rule says deterministic (the change rate is below the tolerance t), stochastic (above it)
-or undecided, with each wrong answer bounded by `alpha` (0.025 a side, as the two-sided 95%
-intervals elsewhere): the exact rule at its fixed n; the e-processes at any stopping time, by
-Ville's inequality, since each is a mixture of likelihood ratios against Bernoulli(t), a
-nonnegative supermartingale under its null.
+Each says deterministic (the change rate is below the tolerance t), stochastic (above it) or
+undecided, with each wrong answer bounded by `alpha` (0.025 a side, as the two-sided 95%
+intervals elsewhere) at any stopping time, by Ville's inequality: each is a mixture of
+likelihood ratios against Bernoulli(t), a nonnegative supermartingale under its null. The
+exact rule for a fixed number of pairs is in `stats`.
 """
 
 from __future__ import annotations
@@ -15,51 +14,10 @@ import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from .stats import Stability
+from .stats import ALPHA, Stability, check_counts
 
-ALPHA = 0.025
-"""The bound on each wrong answer (a side)."""
 MAX_SEQUENTIAL_TOLERANCE = 0.25
 """The e-process's alternatives (4t) must stay below 1: tolerances from here on are refused."""
-
-
-def binomial_cdf(x: int, n: int, p: float) -> float:
-    """P(X <= x) for X ~ Binomial(n, p), summed in logs (exact to rounding for any n here)."""
-    if x < 0:
-        return 0.0
-    if x >= n:
-        return 1.0
-    log_p, log_q = math.log(p), math.log1p(-p)
-    terms = [
-        math.lgamma(n + 1) - math.lgamma(k + 1) - math.lgamma(n - k + 1) + k * log_p
-        + (n - k) * log_q
-        for k in range(x + 1)
-    ]  # fmt: skip
-    top = max(terms)
-    return min(1.0, math.exp(top) * math.fsum(math.exp(term - top) for term in terms))
-
-
-def exact_stability(flips: int, pairs: int, tolerance: float, alpha: float = ALPHA) -> Stability:
-    """The exact rule: deterministic iff P(X <= flips; pairs, t) < alpha, stochastic iff
-    P(X >= flips; pairs, t) < alpha, else undecided."""
-    _check(flips, pairs, tolerance)
-    if pairs == 0:
-        return Stability.UNDECIDED
-    if binomial_cdf(flips, pairs, tolerance) < alpha:
-        return Stability.DETERMINISTIC
-    if 1.0 - binomial_cdf(flips - 1, pairs, tolerance) < alpha:
-        return Stability.STOCHASTIC
-    return Stability.UNDECIDED
-
-
-def exact_pairs_needed(tolerance: float, alpha: float = ALPHA) -> int:
-    """Fewest pairs that, all agreeing, the exact rule certifies: (1 - t)^n < alpha. No valid
-    rule needs fewer (72 at t = 0.05)."""
-    _check(0, 0, tolerance)
-    n = max(1, math.floor(math.log(alpha) / math.log1p(-tolerance)))
-    while (1.0 - tolerance) ** n >= alpha:
-        n += 1
-    return n
 
 
 @dataclass(frozen=True)
@@ -79,7 +37,7 @@ def sequential_evalues(flips: int, pairs: int, tolerance: float, alpha: float = 
 
     deterministic when E_det >= 1/alpha, stochastic when E_st >= 1/alpha, else undecided.
     """
-    _check(flips, pairs, tolerance)
+    check_counts(flips, pairs, tolerance)
     if not tolerance < MAX_SEQUENTIAL_TOLERANCE:
         raise ValueError(
             f"the sequential rule needs a tolerance below {MAX_SEQUENTIAL_TOLERANCE}, got "
@@ -126,7 +84,7 @@ def population_verdict(
     Each factor has mean 1 when a case's flip chance is t, so each mixture is a test
     supermartingale over cases, however many pairs each case got.
     """
-    _check(0, 0, tolerance)
+    check_counts(0, 0, tolerance)
     if any(not 0.0 <= r <= 1.0 for r in flip_rates):
         raise ValueError("a change rate is between 0 and 1")
     t = tolerance
@@ -185,10 +143,3 @@ def _log_product(factors: Iterable[float]) -> float:
             return -math.inf
         total += math.log(factor)
     return total
-
-
-def _check(flips: int, pairs: int, tolerance: float) -> None:
-    if not 0.0 < tolerance < 1.0:
-        raise ValueError(f"tolerance must be between 0 and 1, got {tolerance}")
-    if pairs < 0 or not 0 <= flips <= pairs:
-        raise ValueError(f"need 0 <= flips <= pairs, got {flips}/{pairs}")

@@ -1,12 +1,26 @@
-"""Change-rate statistics: Wilson intervals, the three-way rule, and how many pairs it takes."""
+"""Change-rate statistics: Wilson and exact (Clopper-Pearson) intervals, the three-way rule, and
+how many pairs it takes."""
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from enum import Enum
 from functools import lru_cache
 from statistics import NormalDist
+
+ALPHA = 0.025
+"""The bound on each wrong answer of the exact and sequential rules (a side of a 95% interval)."""
+
+
+class Method(str, Enum):
+    """How a fixed number of pairs is judged: Wilson's score interval, or the exact rule, which
+    keeps both wrong answers within their bound at every n (Wilson's false "stochastic" reaches
+    10% at n = 11, t = 0.05) and certifies zero flips one pair sooner."""
+
+    WILSON = "wilson"
+    EXACT = "exact"
 
 
 class Stability(str, Enum):
@@ -42,6 +56,86 @@ def wilson_interval(successes: int, trials: int, confidence: float = 0.95) -> tu
     return low, high
 
 
+def binomial_cdf(x: int, n: int, p: float) -> float:
+    """P(X <= x) for X ~ Binomial(n, p), summed in logs (exact to rounding for any n here)."""
+    if x < 0:
+        return 0.0
+    if x >= n:
+        return 1.0
+    log_p, log_q = math.log(p), math.log1p(-p)
+    terms = [
+        math.lgamma(n + 1) - math.lgamma(k + 1) - math.lgamma(n - k + 1) + k * log_p
+        + (n - k) * log_q
+        for k in range(x + 1)
+    ]  # fmt: skip
+    top = max(terms)
+    return min(1.0, math.exp(top) * math.fsum(math.exp(term - top) for term in terms))
+
+
+def exact_stability(flips: int, pairs: int, tolerance: float, alpha: float = ALPHA) -> Stability:
+    """The exact rule: deterministic iff P(X <= flips; pairs, t) < alpha, stochastic iff
+    P(X >= flips; pairs, t) < alpha, else undecided."""
+    check_counts(flips, pairs, tolerance)
+    if pairs == 0:
+        return Stability.UNDECIDED
+    if binomial_cdf(flips, pairs, tolerance) < alpha:
+        return Stability.DETERMINISTIC
+    if 1.0 - binomial_cdf(flips - 1, pairs, tolerance) < alpha:
+        return Stability.STOCHASTIC
+    return Stability.UNDECIDED
+
+
+def exact_pairs_needed(tolerance: float, alpha: float = ALPHA) -> int:
+    """Fewest pairs that, all agreeing, the exact rule certifies: (1 - t)^n < alpha. No valid
+    rule needs fewer (72 at t = 0.05)."""
+    check_counts(0, 0, tolerance)
+    n = max(1, math.floor(math.log(alpha) / math.log1p(-tolerance)))
+    while (1.0 - tolerance) ** n >= alpha:
+        n += 1
+    return n
+
+
+def clopper_pearson_interval(
+    successes: int, trials: int, confidence: float = 0.95
+) -> tuple[float, float]:
+    """The exact two-sided interval: each end where the binomial tail beyond the observed count
+    is (1 - confidence) / 2; exactly 0 / 1 at the edges, [0, 1] for no trials."""
+    if trials < 0 or not 0 <= successes <= trials:
+        raise ValueError(f"need 0 <= successes <= trials, got {successes}/{trials}")
+    alpha = (1.0 - confidence) / 2.0
+    low = (
+        0.0
+        if successes == 0
+        else _solve(lambda p: 1 - binomial_cdf(successes - 1, trials, p), alpha)
+    )
+    high = (
+        1.0
+        if successes == trials
+        else _solve(lambda p: -binomial_cdf(successes, trials, p), -alpha)
+    )
+    return low, high
+
+
+def _solve(rising: Callable[[float], float], target: float) -> float:
+    """The p in (0, 1) where the rising function `rising(p)` meets `target` (bisection)."""
+    low, high = 0.0, 1.0
+    for _ in range(60):
+        middle = (low + high) / 2
+        if rising(middle) < target:
+            low = middle
+        else:
+            high = middle
+    return (low + high) / 2
+
+
+def check_counts(flips: int, pairs: int, tolerance: float) -> None:
+    """ValueError unless 0 < tolerance < 1 and 0 <= flips <= pairs."""
+    if not 0.0 < tolerance < 1.0:
+        raise ValueError(f"tolerance must be between 0 and 1, got {tolerance}")
+    if pairs < 0 or not 0 <= flips <= pairs:
+        raise ValueError(f"need 0 <= flips <= pairs, got {flips}/{pairs}")
+
+
 def classify(ci_low: float, ci_high: float, tolerance: float, pairs: int) -> Stability:
     """Deterministic if ci_high < t, stochastic if ci_low > t, else undecided (strict)."""
     if pairs == 0:
@@ -63,22 +157,37 @@ class ChangeRate:
     ci_high: float
     tolerance: float
     result: Stability
+    method: Method = Method.WILSON
 
     @property
     def rate(self) -> float:
         return self.flips / self.pairs if self.pairs else 0.0
 
 
-def change_rate(flips: int, pairs: int, tolerance: float, confidence: float = 0.95) -> ChangeRate:
-    """Judge `flips` changes in `pairs` rerun pairs against a tolerated change rate."""
-    low, high = wilson_interval(flips, pairs, confidence)
-    return ChangeRate(pairs, flips, low, high, tolerance, classify(low, high, tolerance, pairs))
+def change_rate(
+    flips: int,
+    pairs: int,
+    tolerance: float,
+    confidence: float = 0.95,
+    method: Method = Method.WILSON,
+) -> ChangeRate:
+    """Judge `flips` changes in `pairs` rerun pairs against a tolerated change rate, by Wilson's
+    interval or by the exact rule (with its Clopper-Pearson interval)."""
+    if method is Method.EXACT:
+        low, high = clopper_pearson_interval(flips, pairs, confidence)
+        result = exact_stability(flips, pairs, tolerance, (1.0 - confidence) / 2.0)
+    else:
+        low, high = wilson_interval(flips, pairs, confidence)
+        result = classify(low, high, tolerance, pairs)
+    return ChangeRate(pairs, flips, low, high, tolerance, result, method)
 
 
-def pairs_needed(tolerance: float, confidence: float = 0.95) -> int:
+def pairs_needed(tolerance: float, confidence: float = 0.95, method: Method = Method.WILSON) -> int:
     """Smallest number of pairs that, all agreeing, shows the change rate is below tolerance."""
     if not 0.0 < tolerance < 1.0:
         raise ValueError(f"tolerance must be between 0 and 1, got {tolerance}")
+    if method is Method.EXACT:
+        return exact_pairs_needed(tolerance, (1.0 - confidence) / 2.0)
     z2 = z_score(confidence) ** 2
     n = max(1, math.floor(z2 * (1.0 - tolerance) / tolerance))
     while wilson_interval(0, n, confidence)[1] >= tolerance:
@@ -89,7 +198,11 @@ def pairs_needed(tolerance: float, confidence: float = 0.95) -> int:
 
 
 def pairs_to_qualify(
-    flips: int, pairs: int, tolerance: float, confidence: float = 0.95
+    flips: int,
+    pairs: int,
+    tolerance: float,
+    confidence: float = 0.95,
+    method: Method = Method.WILSON,
 ) -> int | None:
     """Smallest total N >= pairs that could still be deterministic if every later pair agrees.
 
@@ -98,9 +211,11 @@ def pairs_to_qualify(
     if flips < 0 or pairs < flips:
         raise ValueError(f"need 0 <= flips <= pairs, got {flips}/{pairs}")
     if flips == 0:
-        return max(pairs, pairs_needed(tolerance, confidence))
+        return max(pairs, pairs_needed(tolerance, confidence, method))
 
     def qualifies(total: int) -> bool:
+        if method is Method.EXACT:
+            return binomial_cdf(flips, total, tolerance) < (1.0 - confidence) / 2.0
         return wilson_interval(flips, total, confidence)[1] < tolerance
 
     low = max(pairs, flips)

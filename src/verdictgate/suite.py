@@ -9,6 +9,7 @@ from types import MappingProxyType
 from typing import Any
 
 from .fingerprints import fingerprint, fingerprint_key
+from .stats import Method
 
 
 def _frozen_map(value: Mapping) -> Mapping:
@@ -116,6 +117,8 @@ class Suite:
     contract: Contract = field(default_factory=Contract)
     tolerance: float | None = None
     pass_rate: float | None = None
+    method: Method | None = None
+    """How the suite's runs judge change rates (`Policy.method`), when it says."""
     """The evaluator pass rate its trials must be shown to exceed, when one is required."""
     semantic: Calibration | None = None
     """The semantic tier's calibrated similarity threshold (`verdictgate calibrate`)."""

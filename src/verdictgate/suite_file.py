@@ -8,6 +8,7 @@ from typing import Any
 
 from .errors import InputError
 from .fingerprints import fingerprint, fingerprint_key
+from .stats import Method
 from .suite import BUNDLED_MODEL, Calibration, Case, Contract, Suite
 
 SUITE_SCHEMA = "verdictgate.suite/v1"
@@ -69,6 +70,9 @@ def suite_from_document(
     tolerance = document.get("tolerance")
     if tolerance is not None and not (_is_number(tolerance) and 0 < tolerance < 1):
         raise fail("tolerance", f"must be a number between 0 and 1, got {tolerance!r}")
+    method = document.get("method")
+    if method is not None and method not in {m.value for m in Method}:
+        raise fail("method", f"must be wilson or exact, got {method!r}")
     pass_rate = document.get("pass_rate")
     if pass_rate is not None and not (_is_number(pass_rate) and 0 < pass_rate < 1):
         raise fail("pass_rate", f"must be a number between 0 and 1, got {pass_rate!r}")
@@ -79,6 +83,7 @@ def suite_from_document(
         contract=contract,
         tolerance=tolerance,
         pass_rate=pass_rate,
+        method=Method(method) if method is not None else None,
         semantic=_semantic(document.get("semantic"), fail),
     )
 

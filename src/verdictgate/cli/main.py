@@ -22,7 +22,7 @@ from ..snapshot import (
     make_snapshot,
     regression_document,
 )
-from ..stats import pairs_needed, pairs_to_qualify
+from ..stats import Method, pairs_needed, pairs_to_qualify
 from ..suite import Suite
 from ..suite_file import load_suite, read_json
 from .calibrate import calibrate_command
@@ -132,28 +132,39 @@ def _parse_observed(value: str) -> tuple[int, int]:
 @click.option("--repeats", type=int, help="With --suite: trials per case instead of sizing.")
 @click.option("--budget", type=int, help="With --suite: refuse a plan above this many calls.")
 @click.option(
+    "--method", type=click.Choice([m.value for m in Method]),
+    help="Size by this rule: wilson (default) or exact; both are shown.",
+)  # fmt: skip
+@click.option(
     "--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True,
     help="Output format.",
 )  # fmt: skip
 @handles_errors
 def plan_command(
-    tolerance, precision, suite_path, observed, pass_rate, repeats, budget, fmt
+    tolerance, precision, suite_path, observed, pass_rate, repeats, budget, method, fmt
 ) -> None:
     """Price a run without calling anything: pairs and calls needed."""
     suite = suite_from(suite_path)
-    policy = policy_for(suite, tolerance, precision)
+    policy = policy_for(suite, tolerance, precision, method=method)
     t, confidence = policy.tolerance, policy.confidence
-    needed = pairs_needed(t, confidence)
+    needed = pairs_needed(t, confidence, policy.method)
+    by_method = {m.value: pairs_needed(t, confidence, m) for m in Method}
     document: dict[str, Any] = {
         "tolerance": t,
         "confidence": confidence,
+        "method": policy.method.value,
         "pairs_needed": needed,
         "calls_needed": 2 * needed,
+        "pairs_needed_by_method": by_method,
     }
-    lines = [f"{needed} pairs at {t:g} ({2 * needed} calls when every pair agrees)"]
+    others = ", ".join(f"{m}: {n}" for m, n in by_method.items() if m != policy.method.value)
+    lines = [
+        f"{needed} pairs at {t:g} ({2 * needed} calls when every pair agrees, by the "
+        f"{policy.method.value} rule; {others})"
+    ]
     if observed is not None:
         flips, pairs = _parse_observed(observed)
-        total = pairs_to_qualify(flips, pairs, t, confidence)
+        total = pairs_to_qualify(flips, pairs, t, confidence, policy.method)
         document["observed"] = {
             "flips": flips,
             "pairs": pairs,

@@ -24,6 +24,7 @@ from ..policy import PRECISION_PRESETS, Policy
 from ..reports import RENDERERS, render_text
 from ..reports.json_report import report_document
 from ..runner.agent import Agent, from_callable, from_factory
+from ..stats import Method
 from ..suite import Suite
 from ..suite_file import load_suite
 from ..tiers.invariants import Invariant
@@ -60,10 +61,11 @@ def policy_for(
     tolerance: float | None,
     precision: str | None,
     pass_rate: float | None = None,
+    method: str | None = None,
     **thresholds: float | None,
 ) -> Policy:
-    """The policy from the command's options, falling back to the suite's tolerance and rate;
-    `thresholds` are the quantile thresholds (max_p95_ms, max_p95_tool_calls) that were given."""
+    """The policy from the command's options, falling back to the suite's tolerance, rate and
+    method; `thresholds` are the quantile thresholds (max_p95_ms, max_p95_tool_calls) given."""
     if tolerance is not None and precision is not None:
         raise click.UsageError("use --tolerance or --precision, not both")
     if precision is not None:
@@ -75,7 +77,8 @@ def policy_for(
             pass_rate = suite.pass_rate
         policy = Policy.with_tolerance(tolerance, pass_rate)
         given = {name: value for name, value in thresholds.items() if value is not None}
-        return replace(policy, **given)
+        judged_by = Method(method) if method else (suite.method if suite else None)
+        return replace(policy, **given, method=judged_by or Method.WILSON)
     except ValueError as error:
         raise click.BadParameter(str(error), param_hint="--tolerance") from None
 
@@ -222,12 +225,20 @@ def policy_options(command: Callable) -> Callable:
             help="cheap 0.10, balanced 0.05, strict 0.01.",
         ),
         click.option("--tolerance", type=float, help="Tolerated change rate between reruns."),
+        click.option(
+            "--method",
+            type=click.Choice([m.value for m in Method]),
+            help="How change rates are judged: wilson (default) or exact (Clopper-Pearson: "
+            "both wrong answers within 2.5% at every n; docs/statistics.md).",
+        ),
     ]:
         decorated = option(decorated)
     return decorated
 
 
-_POLICY_OPTIONS = ("tolerance", "precision", "pass_rate", "max_p95_ms", "max_p95_tool_calls")
+_POLICY_OPTIONS = (
+    "tolerance", "precision", "pass_rate", "method", "max_p95_ms", "max_p95_tool_calls",
+)  # fmt: skip
 
 
 def output_options(command: Callable) -> Callable:

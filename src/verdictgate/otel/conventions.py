@@ -33,6 +33,8 @@ CONTRACT_TARGETS = "verdictgate.contract.targets"
 CONTRACT_MINIMUM_CASES = "verdictgate.contract.minimum_cases"
 CONTRACT_ALLOWED_NO_DECISIONS = "verdictgate.contract.allowed_no_decisions"
 TOLERANCE = "verdictgate.tolerance"
+METHOD = "verdictgate.method"
+"""string: how the run's change rates are judged, `wilson` (when absent) or `exact`."""
 CONFIDENCE = "verdictgate.confidence"
 DOMINANCE_THRESHOLD = "verdictgate.dominance_threshold"
 ISOLATION = "verdictgate.isolation"
@@ -119,7 +121,7 @@ RUN_SPAN_ATTRIBUTES = frozenset(
     {
         RUN_ID, SUITE, POINT, PLAN_CASES, PLAN_TRIALS, CONTRACT_ALLOWED, CONTRACT_REQUIRED,
         CONTRACT_CRITICAL, CONTRACT_TARGETS, CONTRACT_MINIMUM_CASES, CONTRACT_ALLOWED_NO_DECISIONS,
-        TOLERANCE, CONFIDENCE, DOMINANCE_THRESHOLD, ISOLATION, PASS_RATE_REQUIRED, MAX_P95_MS,
+        TOLERANCE, METHOD, CONFIDENCE, DOMINANCE_THRESHOLD, ISOLATION, PASS_RATE_REQUIRED, MAX_P95_MS,
         MAX_P95_TOOL_CALLS, QUALITY_FAILED, RELATIONS_REQUESTED, RELATIONS_VIOLATED,
         RELATIONS_HELD, RELATIONS_ERRORED,
     }

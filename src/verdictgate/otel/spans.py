@@ -12,6 +12,7 @@ from ..engine import assess
 from ..evidence import MAX_TRIAL_INDEX, Evidence
 from ..fingerprints import fingerprint_mode
 from ..policy import Policy
+from ..stats import Method
 from ..suite import Contract, Suite
 from ..trial_model import (
     Decision,
@@ -60,6 +61,7 @@ def run_attributes(
         names.CONTRACT_MINIMUM_CASES: _pairs(contract.minimum_cases),
         names.CONTRACT_ALLOWED_NO_DECISIONS: sorted(contract.allowed_no_decisions),
         names.TOLERANCE: policy.tolerance,
+        names.METHOD: policy.method.value,
         names.CONFIDENCE: policy.confidence,
         names.DOMINANCE_THRESHOLD: policy.dominance_threshold,
         names.ISOLATION: isolation.value,
@@ -124,6 +126,7 @@ def run_declaration(attributes: Mapping[str, Any]) -> RunDeclaration:
         pass_rate=_optional_number(attributes, names.PASS_RATE_REQUIRED),
         max_p95_ms=_optional_number(attributes, names.MAX_P95_MS),
         max_p95_tool_calls=_optional_number(attributes, names.MAX_P95_TOOL_CALLS),
+        method=_method(attributes),
     )
     suite = Suite(
         name=str(attributes.get(names.SUITE, Suite.name)),
@@ -204,6 +207,15 @@ def _number(attributes: Mapping[str, Any], key: str, default: float) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise ValueError(f"{key} must be a number, got {value!r}")
     return float(value)
+
+
+def _method(attributes: Mapping[str, Any]) -> Method:
+    """The run's method; an unknown one is a malformed declaration (rejected at the door)."""
+    value = attributes.get(names.METHOD, Method.WILSON.value)
+    try:
+        return Method(value)
+    except ValueError:
+        raise ValueError(f"{names.METHOD} must be wilson or exact, got {value!r:.40}") from None
 
 
 def _optional_number(attributes: Mapping[str, Any], key: str) -> float | None:

@@ -100,6 +100,7 @@ def report_document(assessment: Assessment) -> dict[str, Any]:
             "pass_rate": a.policy.pass_rate,
             "max_p95_ms": a.policy.max_p95_ms,
             "max_p95_tool_calls": a.policy.max_p95_tool_calls,
+            "method": a.policy.method.value,
         },
         "trials": {
             "expected": a.trials.expected,

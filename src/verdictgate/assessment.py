@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 
 from .policy import Policy
+from .sequential import PopulationVerdict
 from .stats import ChangeRate, PassRate, Quantiles, Reliability, Stability
 from .trial_model import Isolation as Isolation  # a run's isolation is part of its RunInfo
 
@@ -232,6 +233,8 @@ class Findings:
     """The metamorphic relations the run checked, and where each held or broke."""
     declaration_conflict: bool
     """A second run span declared the run differently (the first declaration was kept)."""
+    population: PopulationVerdict
+    """The claim about new inputs, with the case as the unit (reported; it gates nothing yet)."""
 
     @property
     def cases_without_repeats(self) -> int:

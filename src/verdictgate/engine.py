@@ -23,6 +23,7 @@ from .assessment import (
 )
 from .evidence import ERROR, MISSING, CaseEvidence, Evidence
 from .policy import Policy
+from .sequential import population_verdict
 from .stats import PassRate, Quantiles, change_rate, pass_rate, quantile_stats
 from .suite import Contract, Suite
 from .trial_model import NoDecision, Trial, decision_text
@@ -269,6 +270,9 @@ def _findings(
         quality_failed=reported.quality_failed,
         relations=reported.relations,
         declaration_conflict=reported.declaration_conflict,
+        population=population_verdict(
+            [case.flips / case.pairs for case in scan.cases if case.pairs], policy.tolerance
+        ),
     )
 
 

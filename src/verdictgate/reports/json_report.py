@@ -93,6 +93,13 @@ def report_document(assessment: Assessment) -> dict[str, Any]:
             }
             for r in a.relations
         ],
+        "population": {
+            "cases": a.population.cases,
+            "result": a.population.result.value,
+            "e_det": a.population.e_det,
+            "e_stoch": a.population.e_stoch,
+            "cases_needed": a.population.cases_needed,
+        },
         "policy": {
             "tolerance": a.policy.tolerance,
             "confidence": a.policy.confidence,

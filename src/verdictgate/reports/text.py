@@ -102,6 +102,11 @@ def _evidence_table(a: Assessment) -> Table:
             f"{dominance.verdict or 'none'} on {percent(dominance.share)} of {dominance.cases} cases"
             + (" — collapsed" if dominance.collapsed else ""),
         ),
+        (
+            "new inputs",
+            f"{a.population.result.value} over {a.population.cases} cases (a claim about inputs "
+            f"not tested needs {a.population.cases_needed} cases that never flip)",
+        ),
     ]
     return _facts_table("Evidence", rows)
 

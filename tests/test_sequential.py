@@ -144,3 +144,14 @@ def test_the_sequential_rule_stops_a_flaky_agent_early() -> None:
     assert stochastic > 0.99 and mean_pairs < 40  # the issue measured 33 pairs on average
     certified, _, perfect_pairs = simulate(p=0.0, t=0.05)
     assert certified == 1.0 and perfect_pairs == 76
+
+
+@given(st.integers(0, 60), st.integers(1, 300), st.sampled_from([0.01, 0.05, 0.1, 0.2]))
+def test_the_sequential_interval_agrees_with_its_decisions(x: int, n: int, t: float) -> None:
+    if x > n:
+        return
+    judged = change_rate(x, n, t, method=Method.SEQUENTIAL)
+    if min(abs(judged.ci_high - t), abs(judged.ci_low - t)) < 1e-7:
+        return  # a tie at the boundary
+    assert (judged.result is DET) == (judged.ci_high <= t)
+    assert (judged.result is STOCH) == (judged.ci_low >= t)

@@ -41,6 +41,10 @@ class Policy:
             raise ValueError(
                 f"a tool-call threshold must be positive, got {self.max_p95_tool_calls}"
             )
+        if self.method is Method.SEQUENTIAL and not self.tolerance < 0.25:
+            raise ValueError(
+                f"the sequential rule needs a tolerance below 0.25, got {self.tolerance}"
+            )
         if self.pass_rate is not None and not 0.0 < self.pass_rate < 1.0:
             raise ValueError(f"a required pass rate must be between 0 and 1, got {self.pass_rate}")
         if not 0.0 < self.dominance_threshold <= 1.0:

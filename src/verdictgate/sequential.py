@@ -11,7 +11,7 @@ exact rule for a fixed number of pairs is in `stats`.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 from .stats import ALPHA, Stability, check_counts
@@ -59,6 +59,38 @@ def sequential_evalues(flips: int, pairs: int, tolerance: float, alpha: float = 
     )
     return EValues(math.exp(deterministic), math.exp(stochastic), _decide(
         deterministic, stochastic, alpha))  # fmt: skip
+
+
+def sequential_interval(flips: int, pairs: int, alpha: float = ALPHA) -> tuple[float, float]:
+    """The interval the e-process's decisions imply: `high` is the smallest tolerance at which
+    these counts are deterministic, `low` the largest at which they are stochastic (each found
+    by bisection: E_det rises and E_st falls with the tolerance). Judging at t then agrees with
+    the interval: deterministic iff high <= t, stochastic iff low >= t. Tolerances are searched
+    below 0.25, the rule's reach: an interval end at 0.25 means "not within reach"."""
+    check_counts(flips, pairs, 0.5)
+    top = MAX_SEQUENTIAL_TOLERANCE * (1 - 1e-9)
+
+    def det(t: float) -> bool:
+        return sequential_evalues(flips, pairs, t, alpha).deterministic >= 1.0 / alpha
+
+    def stoch(t: float) -> bool:
+        return sequential_evalues(flips, pairs, t, alpha).stochastic >= 1.0 / alpha
+
+    high = _boundary(lambda t: not det(t), top) if det(top) else MAX_SEQUENTIAL_TOLERANCE
+    low = _boundary(stoch, top) if stoch(1e-12) else 0.0
+    return low, high
+
+
+def _boundary(holds_below: Callable[[float], bool], top: float) -> float:
+    """The point in (0, top) where `holds_below` stops holding (it holds below, not above)."""
+    low, high = 0.0, top
+    for _ in range(60):
+        middle = (low + high) / 2
+        if holds_below(middle):
+            low = middle
+        else:
+            high = middle
+    return high
 
 
 @dataclass(frozen=True)

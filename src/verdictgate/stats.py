@@ -3,6 +3,7 @@ how many pairs it takes."""
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -21,6 +22,8 @@ class Method(str, Enum):
 
     WILSON = "wilson"
     EXACT = "exact"
+    SEQUENTIAL = "sequential"
+    """The mixture e-process (`sequential`): valid however often the evidence is looked at."""
 
 
 class Stability(str, Enum):
@@ -176,6 +179,12 @@ def change_rate(
     if method is Method.EXACT:
         low, high = clopper_pearson_interval(flips, pairs, confidence)
         result = exact_stability(flips, pairs, tolerance, (1.0 - confidence) / 2.0)
+    elif method is Method.SEQUENTIAL:
+        from .sequential import sequential_evalues, sequential_interval  # they build on stats
+
+        alpha = (1.0 - confidence) / 2.0
+        low, high = sequential_interval(flips, pairs, alpha) if pairs else (0.0, 1.0)
+        result = sequential_evalues(flips, pairs, tolerance, alpha).result
     else:
         low, high = wilson_interval(flips, pairs, confidence)
         result = classify(low, high, tolerance, pairs)
@@ -188,6 +197,11 @@ def pairs_needed(tolerance: float, confidence: float = 0.95, method: Method = Me
         raise ValueError(f"tolerance must be between 0 and 1, got {tolerance}")
     if method is Method.EXACT:
         return exact_pairs_needed(tolerance, (1.0 - confidence) / 2.0)
+    if method is Method.SEQUENTIAL:
+        return next(
+            n for n in itertools.count(1) if change_rate(0, n, tolerance, confidence, method).result
+            is Stability.DETERMINISTIC
+        )  # fmt: skip
     z2 = z_score(confidence) ** 2
     n = max(1, math.floor(z2 * (1.0 - tolerance) / tolerance))
     while wilson_interval(0, n, confidence)[1] >= tolerance:
@@ -214,8 +228,9 @@ def pairs_to_qualify(
         return max(pairs, pairs_needed(tolerance, confidence, method))
 
     def qualifies(total: int) -> bool:
-        if method is Method.EXACT:
-            return binomial_cdf(flips, total, tolerance) < (1.0 - confidence) / 2.0
+        if method is not Method.WILSON:
+            judged = change_rate(flips, total, tolerance, confidence, method)
+            return judged.result is Stability.DETERMINISTIC
         return wilson_interval(flips, total, confidence)[1] < tolerance
 
     low = max(pairs, flips)

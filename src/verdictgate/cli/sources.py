@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 import click
@@ -12,6 +13,8 @@ from ..assessment import Assessment, Isolation, RunInfo
 from ..engine import assess
 from ..fingerprints import fingerprint_mode
 from ..policy import Policy
+from ..sequential_replay import replay
+from ..stats import Method
 from ..suite import Suite
 from ..trials_file import TrialWriter, read_trials
 from .options import (
@@ -72,21 +75,51 @@ def import_options(command: Callable) -> Callable:
     default=None,
     help="How reruns were isolated (default: what the file records, else unknown).",
 )
+@click.option(
+    "--sequential",
+    is_flag=True,
+    help="Replay the trials round by round under the sequential rule (it replaces --method): "
+    "where would a sequential run have stopped, and how many calls would it have saved?",
+)
 @policy_options
 @output_options
 @handles_errors
-def assess_command(trials_path, suite_path, isolation, policy_of, fmt, output, **sources) -> None:
+def assess_command(
+    trials_path, suite_path, isolation, sequential, policy_of, fmt, output, **sources
+) -> None:
     """Assess evidence collected elsewhere; makes no calls."""
     kind = _source_kind(sources, trials_path, trials_allowed=True)
     suite = suite_from(suite_path)
     policy = policy_of(suite)
+    if sequential:
+        try:
+            policy = replace(policy, method=Method.SEQUENTIAL)
+        except ValueError as error:
+            raise click.BadParameter(str(error), param_hint="--tolerance") from None
     if kind is None:  # --trials
         assessment = evidence_for(trials=trials_path, agent_spec=None, suite=suite, policy=policy,
                                isolation=isolation)  # fmt: skip
+        evidence = read_trials(trials_path)[0] if sequential else None
     else:
         imported = _read(kind, sources, suite)
         assessment = assess_imported(imported, sources[kind], suite, policy, isolation)
-    emit(assessment, fmt, output)
+        evidence = imported.evidence
+        suite = suite or Suite(name=Path(sources[kind]).stem, cases=imported.cases)
+    extra = None
+    if sequential and evidence is not None:
+        run = assessment.run
+        assessment, stop = replay(
+            list(evidence.trials()), lambda used: assess(used, suite, policy, run=run)
+        )
+        extra = {"sequential": {"stopped_at_pairs": stop.stopped_at_pairs,
+                                "calls_avoided": stop.calls_avoided, "reason": stop.reason,
+                                "rounds": stop.rounds, "calls_used": stop.calls_used}}  # fmt: skip
+        click.echo(
+            f"verdictgate: sequential replay: {stop.reason}, at {stop.stopped_at_pairs} pooled "
+            f"pairs; {stop.calls_avoided} of {stop.calls_used + stop.calls_avoided} calls avoided",
+            err=True,
+        )
+    emit(assessment, fmt, output, extra)
     sys.exit(assessment.status.exit_code)
 
 

@@ -175,6 +175,17 @@ def run_options(command: Callable, *, agent_required: bool = False) -> Callable:
                 help="judge(output, input) -> bool, run only where the cheaper tiers passed.",
             ),
             click.option(
+                "--sequential",
+                is_flag=True,
+                help="Collect round by round and stop as soon as the sequential rule decides "
+                "the run (docs/statistics.md).",
+            ),
+            click.option(
+                "--max-pairs",
+                type=int,
+                help="With --sequential: the most rerun pairs a test collects (default 15/t).",
+            ),
+            click.option(
                 "--decision",
                 "decision_rule",
                 metavar="RULE",
@@ -271,11 +282,16 @@ def evidence_for(
     semantic: bool = False,
     judge_spec: str | None = None,
     decision_rule: str | None = None,
+    sequential: bool = False,
+    max_pairs: int | None = None,
 ) -> Assessment:
     """Assess a trials file, or run an agent on the suite, under one policy."""
     if trials is not None and agent_spec is None:
-        if decision_rule is not None:
-            raise click.UsageError("--decision reads an agent's spans as it runs; not --trials")
+        if decision_rule is not None or sequential or max_pairs is not None:
+            raise click.UsageError(
+                "--decision, --sequential and --max-pairs shape an agent's run; not --trials "
+                "(assess --sequential replays a trials file)"
+            )
         evidence, summary = read_trials(trials)
         run_ids = sorted(summary.runs) or ["run"]
         info = RunInfo(
@@ -338,6 +354,8 @@ def evidence_for(
             semantic=semantic,
             judge=None if judge_spec is None else _judge(judge_spec),
             decision=rule,
+            sequential=sequential,
+            max_pairs=max_pairs,
         )
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import itertools
 import logging
 import sys
 import threading
@@ -11,7 +12,7 @@ import uuid
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 from opentelemetry import context as otel_context
@@ -25,6 +26,8 @@ from ..otel.spans import encode_routes
 from ..otel.telemetry import Telemetry
 from ..plan import RunPlan, plan_run
 from ..policy import Policy
+from ..sequential_replay import decides
+from ..stats import Method
 from ..suite import Case, Suite
 from ..tiers.invariants import Invariant
 from ..tiers.relations import Relation, as_relation
@@ -32,6 +35,7 @@ from ..tiers.semantic import SemanticCheck, bundled_embedder
 from ..tiers.tiers import Judge, Tiers
 from ..trial_model import Trial, decision_from_value, decision_text
 from .agent import Agent, from_callable
+from .sequential_run import SequentialCollection
 
 
 class TrialSink(Protocol):
@@ -84,6 +88,8 @@ def run(
     judge: Judge | None = None,
     semantic: SemanticCheck | bool = False,
     decision: str | DecisionRule | None = None,
+    sequential: bool = False,
+    max_pairs: int | None = None,
 ) -> Assessment:
     """Call `agent` on every suite case as often as the policy needs, then assess the trials.
 
@@ -110,6 +116,11 @@ def run(
     an Agent from `verdictgate.frameworks` brings its own rule, which `decision` overrides.
     With no SDK tracer provider set globally, one is installed first, so the framework's spans
     are seen with no code of yours.
+
+    With `sequential`, the run is judged by the sequential rule and collected round by round
+    (one rerun pair of every open case a round); it stops at the first round that decides it,
+    a route stops once its own test decided, and a case at its share of `max_pairs` (default
+    15/t pairs a test); `budget` caps the calls.
     """
     checked = [as_relation(relation) for relation in relations]
     agent = from_callable(agent)
@@ -123,10 +134,18 @@ def run(
         )
     policy = policy or Policy.with_tolerance(suite.tolerance, suite.pass_rate)
     _refuse_before_any_call(suite, concurrency)
-    plan = plan_run(suite, policy, repeats=repeats, budget=budget)
+    collection = None
+    if sequential:
+        collection = _sequential_collection(
+            suite, policy, max_pairs, repeats, quality_gate, checked
+        )
+        policy, calls, planned = collection.policy, [], collection.most_calls
+    else:
+        plan = plan_run(suite, policy, repeats=repeats, budget=budget)
+        calls = planned_calls(suite, plan)
+        planned = plan.calls
     tiers = Tiers(tuple(invariants), _semantic_check(semantic, suite), judge)  # may load a model
     run_id = run_id or uuid.uuid4().hex
-    calls = planned_calls(suite, plan)
     own_pipeline = telemetry is None
     pipeline = telemetry or Telemetry()
     processor = pipeline.processor
@@ -143,6 +162,8 @@ def run(
     def watch(trial: Trial) -> None:
         if trial.index == 0:
             first_answers[trial.case] = trial
+        if collection is not None:
+            collection.add(trial)
         if sink is not None:
             sink.add(trial)
 
@@ -159,13 +180,18 @@ def run(
                 run_id=run_id,
                 suite=suite,
                 policy=policy,
-                planned_trials=plan.calls,
+                planned_trials=planned,
                 isolation=agent.isolation,
                 tracer_provider=pipeline.tracer_provider,
             ) as run_span,
-            _progress_bar(len(calls), progress) as advance,
+            _progress_bar(planned, progress) as advance,
         ):
-            stopped = _call_in_rounds(
+            if collection is not None:
+                made = _collect_sequentially(
+                    agent, suite, collection, recording, concurrency, advance, budget
+                )
+                run_span.set_attribute(names.PLAN_TRIALS, made)  # what the run set out to do
+            stopped = collection is not None or _call_in_rounds(
                 agent, rounds, recording, concurrency, advance,
                 (lambda: _missed_routes(suite, first_answers)) if quality_gate else None,
                 run_span,
@@ -184,6 +210,55 @@ def run(
     if assessment is None:  # the processor failed to read its own run span: a bug, not input
         raise RuntimeError(f"run {run_id} was not assessed")
     return assessment
+
+
+def _sequential_collection(
+    suite: Suite,
+    policy: Policy,
+    max_pairs: int | None,
+    repeats: int | None,
+    quality_gate: bool,
+    relations: list[Relation],
+) -> SequentialCollection:
+    """The collection of a sequential run, refused before any call when it cannot be one."""
+    if repeats is not None or quality_gate or relations:
+        raise PlanError(
+            "a sequential run sizes itself round by round: not with {repeats}, {quality_gate} "
+            "or {relations}",
+            arguments=("repeats", "quality_gate", "relations"),
+        )
+    if max_pairs is not None and max_pairs < 1:
+        raise PlanError(f"must be at least 1, got {max_pairs}", arguments=("max_pairs",))
+    try:
+        judged = replace(policy, method=Method.SEQUENTIAL)
+    except ValueError as error:
+        raise PlanError(str(error), arguments=("sequential",)) from None
+    return SequentialCollection(suite, judged, max_pairs)
+
+
+def _collect_sequentially(
+    agent: Agent,
+    suite: Suite,
+    collection: SequentialCollection,
+    recording: _Recording,
+    concurrency: int,
+    advance: Callable[[], None],
+    budget: int | None,
+) -> int:
+    """Call round after round until one decides the run, no case is open, or the next round
+    would pass `budget`; the calls made."""
+    cases = {case.id: case for case in suite.cases}
+    made = 0
+    for number in itertools.count():
+        keys = collection.round(number)
+        if not keys or (budget is not None and made + len(keys) > budget):
+            break
+        batch = [Call(cases[case_id], index) for case_id, index in keys]
+        _call_in_rounds(agent, [batch], recording, concurrency, advance, None, None)
+        made += len(batch)
+        if decides(collection.judge(made)):
+            break
+    return made
 
 
 def _refuse_before_any_call(suite: Suite, concurrency: int) -> None:

@@ -1,0 +1,89 @@
+"""`run --sequential`: collected round by round, stopped as soon as the sequential rule decides."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import pytest
+
+import verdictgate
+from conftest import report_of
+from verdictgate import PlanError, Status
+from verdictgate.admission import RULES
+
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
+SUITE = str(EXAMPLES / "payment_suite.json")
+
+
+def run(cli, router: str, *options: str) -> dict:
+    result = cli("run", "--agent", f"{EXAMPLES / 'payment_router.py'}:{router}", "--suite", SUITE,
+                 "--isolation", "fresh-instance", "--format", "json", *options)  # fmt: skip
+    return report_of(result)
+
+
+REJECTING = {rule.code.value for rule in RULES if rule.effect is Status.REJECTED}
+
+
+def rejecting(report: dict) -> set[str]:
+    """The codes of the reasons that reject the run."""
+    return {reason["code"] for reason in report["reasons"]} & REJECTING
+
+
+def test_the_flipping_router_is_rejected_for_its_reason_at_a_fraction_of_the_calls(cli) -> None:
+    fixed = run(cli, "flipping_router")
+    sequential = run(cli, "flipping_router", "--sequential")
+    assert fixed["status"] == sequential["status"] == "rejected"
+    assert rejecting(sequential) and rejecting(sequential) <= rejecting(fixed)
+    assert sequential["trials"]["received"] == sequential["trials"]["expected"]  # complete
+    assert sequential["trials"]["received"] < fixed["trials"]["received"]
+    assert sequential["policy"]["method"] == "sequential"
+
+
+def seeded_flipping_router(seed: int):
+    """The demo's flipping router with a seeded coin, so that a test gets the same runs."""
+    from payment_router import route  # examples/, on the path below
+
+    coin = random.Random(seed)
+
+    def decide(message: str) -> str:
+        label = route(message)
+        if label == "card_security":
+            return coin.choice(["card_security", "merchant_dispute"])
+        return label
+
+    return decide
+
+
+def test_a_sequential_run_needs_a_median_of_a_tenth_of_the_fixed_calls(monkeypatch) -> None:
+    monkeypatch.syspath_prepend(str(EXAMPLES))
+    suite = verdictgate.load_suite(SUITE)
+    fixed_calls = verdictgate.plan_run(suite, verdictgate.Policy()).calls  # 904
+    calls = []
+    for seed in range(15):
+        assessment = verdictgate.run(seeded_flipping_router(seed), suite, sequential=True)
+        assert assessment.status is Status.REJECTED
+        assert "target_stochastic" in assessment.reason_codes
+        calls.append(assessment.trials.received)
+    calls.sort()
+    assert calls[7] <= 0.15 * fixed_calls, calls
+
+
+def test_the_stable_router_qualifies(cli) -> None:
+    report = run(cli, "stable_router", "--sequential")
+    assert report["status"] == "qualified"
+    assert report["stability"]["pooled"]["result"] == "deterministic"
+
+
+def test_a_budget_caps_a_sequential_run_and_leaves_it_undecided(cli) -> None:
+    report = run(cli, "stable_router", "--sequential", "--budget", "200")
+    assert report["status"] == "inconclusive" and report["trials"]["received"] <= 200
+
+
+def test_what_a_sequential_run_cannot_be_is_refused_before_any_call() -> None:
+    suite = verdictgate.load_suite(SUITE)
+    called: list[str] = []
+    for options in ({"repeats": 4}, {"quality_gate": True}, {"max_pairs": 0}):
+        with pytest.raises(PlanError):
+            verdictgate.run(called.append, suite, sequential=True, **options)
+    assert called == []

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from verdictgate.sequential import population_verdict, sequential_evalues
@@ -155,3 +155,27 @@ def test_the_sequential_interval_agrees_with_its_decisions(x: int, n: int, t: fl
         return  # a tie at the boundary
     assert (judged.result is DET) == (judged.ci_high <= t)
     assert (judged.result is STOCH) == (judged.ci_low >= t)
+
+
+@settings(deadline=None, max_examples=60)  # exact fractions take a while at n = 400
+@given(st.integers(1, 400), st.data(), st.sampled_from([0.001, 0.01, 0.05, 0.2, 0.5, 0.9]))
+def test_the_binomial_tail_equals_the_direct_sum(n: int, data, p: float) -> None:
+    from fractions import Fraction
+    from math import comb
+
+    x = data.draw(st.integers(0, n))
+    exact = sum(comb(n, k) * Fraction(p) ** k * (1 - Fraction(p)) ** (n - k) for k in range(x + 1))
+    assert binomial_cdf(x, n, p) == pytest.approx(float(exact), rel=1e-9, abs=1e-300)
+
+
+def test_a_million_pairs_are_judged_at_once_and_e_values_stay_finite() -> None:
+    for method in (Method.EXACT, Method.SEQUENTIAL):
+        judged = change_rate(10, 1_000_000, 0.05, method=method)
+        assert judged.result is DET and 0.0 <= judged.ci_low <= judged.ci_high <= 1.0
+    assert sequential_evalues(0, 1_000_000, 0.05).deterministic < float("inf")
+
+
+def test_counts_beyond_the_rules_reach_read_as_such() -> None:
+    judged = change_rate(4, 8, 0.01, method=Method.SEQUENTIAL)
+    assert judged.result is STOCH and judged.ci_high == 1.0  # never an interval below the rate
+    assert population_verdict([0.5, 0.0, 1.0], 0.3).e_stoch >= 0.0  # t >= 0.25: still an e-value

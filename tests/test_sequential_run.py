@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import random
 from pathlib import Path
 
@@ -87,3 +88,22 @@ def test_what_a_sequential_run_cannot_be_is_refused_before_any_call() -> None:
         with pytest.raises(PlanError):
             verdictgate.run(called.append, suite, sequential=True, **options)
     assert called == []
+
+
+def test_a_route_target_beyond_the_rules_reach_is_refused_before_any_call(cli, write) -> None:
+    suite = verdictgate.load_suite(SUITE)
+    wide = json.loads(Path(SUITE).read_text())
+    wide["contract"]["targets"] = {"card_security": 0.3}
+    path = write("wide.json", wide)
+    called: list[str] = []
+    with pytest.raises(PlanError, match="target"):
+        verdictgate.run(called.append, verdictgate.load_suite(path), sequential=True)
+    assert called == [] and suite.contract.targets  # the bundled suite keeps its own
+    trials = write("t.jsonl", [{"case": "c", "trial": 0, "outcome": "decision", "verdict": "x"}])
+    result = cli("assess", "--trials", trials, "--suite", path, "--sequential")
+    assert result.exit_code == 2 and "target below 0.25" in result.stderr
+
+
+def test_plan_beyond_the_sequential_rules_reach(cli) -> None:
+    result = cli("plan", "--tolerance", "0.3", "--format", "json")
+    assert result.exit_code == 0 and "sequential" not in report_of(result)["pairs_needed_by_method"]

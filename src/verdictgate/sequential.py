@@ -57,7 +57,7 @@ def sequential_evalues(flips: int, pairs: int, tolerance: float, alpha: float = 
             math.log(0.5) + x * math.log(4) + (n - x) * (math.log1p(-4 * t) - q),
         ]
     )
-    return EValues(math.exp(deterministic), math.exp(stochastic), _decide(
+    return EValues(_reported(deterministic), _reported(stochastic), _decide(
         deterministic, stochastic, alpha))  # fmt: skip
 
 
@@ -66,7 +66,7 @@ def sequential_interval(flips: int, pairs: int, alpha: float = ALPHA) -> tuple[f
     these counts are deterministic, `low` the largest at which they are stochastic (each found
     by bisection: E_det rises and E_st falls with the tolerance). Judging at t then agrees with
     the interval: deterministic iff high <= t, stochastic iff low >= t. Tolerances are searched
-    below 0.25, the rule's reach: an interval end at 0.25 means "not within reach"."""
+    below 0.25, the rule's reach: counts no tolerance there calls deterministic get high = 1."""
     check_counts(flips, pairs, 0.5)
     top = MAX_SEQUENTIAL_TOLERANCE * (1 - 1e-9)
 
@@ -76,7 +76,7 @@ def sequential_interval(flips: int, pairs: int, alpha: float = ALPHA) -> tuple[f
     def stoch(t: float) -> bool:
         return sequential_evalues(flips, pairs, t, alpha).stochastic >= 1.0 / alpha
 
-    high = _boundary(lambda t: not det(t), top) if det(top) else MAX_SEQUENTIAL_TOLERANCE
+    high = _boundary(lambda t: not det(t), top) if det(top) else 1.0
     low = _boundary(stoch, top) if stoch(1e-12) else 0.0
     return low, high
 
@@ -114,7 +114,9 @@ def population_verdict(
     E_st  = 0.5 prod(1 + (r_i - t) / (1 - t)) + 0.5 prod(1 + 3 (r_i - t) / (1 - t))
 
     Each factor has mean 1 when a case's flip chance is t, so each mixture is a test
-    supermartingale over cases, however many pairs each case got.
+    supermartingale over cases, provided how many pairs a case got does not depend on its own
+    flips. From t = 0.25 on, the second E_st factor can go negative: E_st is its first
+    component alone.
     """
     check_counts(0, 0, tolerance)
     if any(not 0.0 <= r <= 1.0 for r in flip_rates):
@@ -126,14 +128,18 @@ def population_verdict(
             math.log(0.25) + _log_product(1 - 0.75 * (r - t) / (1 - t) for r in flip_rates),
         ]
     )
-    stochastic = _log_sum(
-        [
-            math.log(0.5) + _log_product(1 + (r - t) / (1 - t) for r in flip_rates),
-            math.log(0.5) + _log_product(1 + 3 * (r - t) / (1 - t) for r in flip_rates),
-        ]
+    stochastic = (
+        _log_sum(
+            [
+                math.log(0.5) + _log_product(1 + (r - t) / (1 - t) for r in flip_rates),
+                math.log(0.5) + _log_product(1 + 3 * (r - t) / (1 - t) for r in flip_rates),
+            ]
+        )
+        if t < MAX_SEQUENTIAL_TOLERANCE
+        else _log_product(1 + (r - t) / (1 - t) for r in flip_rates)
     )
     return PopulationVerdict(
-        len(flip_rates), math.exp(deterministic), math.exp(stochastic),
+        len(flip_rates), _reported(deterministic), _reported(stochastic),
         _decide(deterministic, stochastic, alpha), population_cases_needed(tolerance, alpha),
     )  # fmt: skip
 
@@ -150,6 +156,15 @@ def population_verdict_zero(cases: int, tolerance: float) -> float:
     """E_det of `cases` cases that never flipped."""
     t = tolerance
     return 0.75 * (1 - t) ** -cases + 0.25 * (1 + 0.75 * t / (1 - t)) ** cases
+
+
+MAX_LOG_EVALUE = 690.0
+"""E-values are decided in logs; one reported beyond e^690 (about 1e300) is reported as that,
+a finite number JSON can carry."""
+
+
+def _reported(log_value: float) -> float:
+    return math.exp(min(log_value, MAX_LOG_EVALUE))
 
 
 def _decide(log_det: float, log_stoch: float, alpha: float) -> Stability:

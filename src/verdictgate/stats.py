@@ -60,19 +60,45 @@ def wilson_interval(successes: int, trials: int, confidence: float = 0.95) -> tu
 
 
 def binomial_cdf(x: int, n: int, p: float) -> float:
-    """P(X <= x) for X ~ Binomial(n, p), summed in logs (exact to rounding for any n here)."""
+    """P(X <= x) for X ~ Binomial(n, p): the regularized incomplete beta I_{1-p}(n - x, x + 1),
+    by its continued fraction, so the cost does not grow with n."""
     if x < 0:
         return 0.0
     if x >= n:
         return 1.0
-    log_p, log_q = math.log(p), math.log1p(-p)
-    terms = [
-        math.lgamma(n + 1) - math.lgamma(k + 1) - math.lgamma(n - k + 1) + k * log_p
-        + (n - k) * log_q
-        for k in range(x + 1)
-    ]  # fmt: skip
-    top = max(terms)
-    return min(1.0, math.exp(top) * math.fsum(math.exp(term - top) for term in terms))
+    return regularized_beta(n - x, x + 1, 1.0 - p)
+
+
+def regularized_beta(a: float, b: float, x: float) -> float:
+    """I_x(a, b) for a, b > 0 and 0 <= x <= 1 (the continued fraction, evaluated by the modified
+    Lentz method on whichever side converges fast)."""
+    if x <= 0.0:
+        return 0.0
+    if x >= 1.0:
+        return 1.0
+    if x > (a + 1.0) / (a + b + 2.0):
+        return 1.0 - regularized_beta(b, a, 1.0 - x)
+    log_front = (
+        math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b)
+        + a * math.log(x) + b * math.log1p(-x)
+    )  # fmt: skip
+    tiny = 1e-300
+    c, d = 1.0, 1.0 - (a + b) * x / (a + 1.0)
+    d = 1.0 / (d if abs(d) > tiny else tiny)
+    fraction = d
+    for m in range(1, 10_000):
+        for numerator in (
+            m * (b - m) * x / ((a + 2 * m - 1) * (a + 2 * m)),
+            -(a + m) * (a + b + m) * x / ((a + 2 * m) * (a + 2 * m + 1)),
+        ):
+            d = 1.0 + numerator * d
+            d = 1.0 / (d if abs(d) > tiny else tiny)
+            c = 1.0 + numerator / c
+            c = c if abs(c) > tiny else tiny
+            fraction *= c * d
+        if abs(c * d - 1.0) < 1e-15:
+            break
+    return min(1.0, max(0.0, math.exp(log_front) * fraction / a))
 
 
 def exact_stability(flips: int, pairs: int, tolerance: float, alpha: float = ALPHA) -> Stability:
@@ -198,9 +224,12 @@ def pairs_needed(tolerance: float, confidence: float = 0.95, method: Method = Me
     if method is Method.EXACT:
         return exact_pairs_needed(tolerance, (1.0 - confidence) / 2.0)
     if method is Method.SEQUENTIAL:
+        from .sequential import sequential_evalues  # which builds on this module
+
+        alpha = (1.0 - confidence) / 2.0
         return next(
-            n for n in itertools.count(1) if change_rate(0, n, tolerance, confidence, method).result
-            is Stability.DETERMINISTIC
+            n for n in itertools.count(1)
+            if sequential_evalues(0, n, tolerance, alpha).result is Stability.DETERMINISTIC
         )  # fmt: skip
     z2 = z_score(confidence) ** 2
     n = max(1, math.floor(z2 * (1.0 - tolerance) / tolerance))

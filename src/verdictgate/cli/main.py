@@ -15,6 +15,7 @@ import click
 from ..errors import USAGE_EXIT, InputError
 from ..plan import plan_run, repeats_for
 from ..policy import PRECISION_PRESETS
+from ..sequential import MAX_SEQUENTIAL_TOLERANCE
 from ..snapshot import (
     SnapshotRefused,
     baseline_from_document,
@@ -148,7 +149,11 @@ def plan_command(
     policy = policy_for(suite, tolerance, precision, method=method)
     t, confidence = policy.tolerance, policy.confidence
     needed = pairs_needed(t, confidence, policy.method)
-    by_method = {m.value: pairs_needed(t, confidence, m) for m in Method}
+    by_method = {
+        m.value: pairs_needed(t, confidence, m)
+        for m in Method
+        if m is not Method.SEQUENTIAL or t < MAX_SEQUENTIAL_TOLERANCE  # beyond its reach
+    }
     document: dict[str, Any] = {
         "tolerance": t,
         "confidence": confidence,

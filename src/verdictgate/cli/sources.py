@@ -13,6 +13,7 @@ from ..assessment import Assessment, Isolation, RunInfo
 from ..engine import assess
 from ..fingerprints import fingerprint_mode
 from ..policy import Policy
+from ..sequential import MAX_SEQUENTIAL_TOLERANCE
 from ..sequential_replay import replay
 from ..stats import Method
 from ..suite import Suite
@@ -96,6 +97,13 @@ def assess_command(
             policy = replace(policy, method=Method.SEQUENTIAL)
         except ValueError as error:
             raise click.BadParameter(str(error), param_hint="--tolerance") from None
+        if suite is not None and any(
+            not t < MAX_SEQUENTIAL_TOLERANCE for t in suite.contract.targets.values()
+        ):
+            raise click.BadParameter(
+                f"the sequential rule needs every route target below {MAX_SEQUENTIAL_TOLERANCE}",
+                param_hint="--sequential",
+            )
     if kind is None:  # --trials
         assessment = evidence_for(trials=trials_path, agent_spec=None, suite=suite, policy=policy,
                                isolation=isolation)  # fmt: skip

@@ -118,9 +118,9 @@ def run(
     are seen with no code of yours.
 
     With `sequential`, the run is judged by the sequential rule and collected round by round
-    (one rerun pair of every open case a round); it stops at the first round that decides it,
-    a route stops once its own test decided, and a case at its share of `max_pairs` (default
-    15/t pairs a test); `budget` caps the calls.
+    (one rerun pair of every case a round); it stops at the first round that decides it, or
+    after as many rounds as the most demanding test's cap (`max_pairs`, default 15/t pairs)
+    needs; `budget` caps the calls.
     """
     checked = [as_relation(relation) for relation in relations]
     agent = from_callable(agent)
@@ -230,10 +230,9 @@ def _sequential_collection(
     if max_pairs is not None and max_pairs < 1:
         raise PlanError(f"must be at least 1, got {max_pairs}", arguments=("max_pairs",))
     try:
-        judged = replace(policy, method=Method.SEQUENTIAL)
+        return SequentialCollection(suite, replace(policy, method=Method.SEQUENTIAL), max_pairs)
     except ValueError as error:
         raise PlanError(str(error), arguments=("sequential",)) from None
-    return SequentialCollection(suite, judged, max_pairs)
 
 
 def _collect_sequentially(

@@ -16,7 +16,7 @@ import threading
 from ..assessment import Assessment
 from ..engine import assess
 from ..policy import Policy
-from ..stats import Stability
+from ..sequential import MAX_SEQUENTIAL_TOLERANCE
 from ..suite import Suite
 from ..trial_model import Trial
 
@@ -30,27 +30,30 @@ class SequentialCollection:
     def __init__(self, suite: Suite, policy: Policy, max_pairs: int | None = None) -> None:
         self.suite = suite
         self.policy = policy
-        by_route: dict[str | None, list[str]] = {}
+        by_route: dict[str, int] = {}
         for case in suite.cases:
-            by_route.setdefault(case.expected, []).append(case.id)
-        self.caps: dict[str, int] = {}
-        for route, cases in by_route.items():
-            tolerance = (
-                suite.contract.tolerance_for(route, policy.tolerance)
-                if route is not None
-                else policy.tolerance
+            if case.expected is not None:
+                by_route[case.expected] = by_route.get(case.expected, 0) + 1
+        tests = [(policy.tolerance, len(suite.cases))] + [
+            (suite.contract.tolerance_for(route, policy.tolerance), cases)
+            for route, cases in by_route.items()
+        ]
+        if beyond := [t for t, _ in tests if not t < MAX_SEQUENTIAL_TOLERANCE]:
+            raise ValueError(
+                f"the sequential rule needs every tolerance below {MAX_SEQUENTIAL_TOLERANCE}, "
+                f"got {beyond[0]} (a route's target)"
             )
-            pairs = max_pairs or math.ceil(PAIRS_PER_TOLERANCE / tolerance)
-            for case_id in cases:
-                self.caps[case_id] = math.ceil(pairs / len(cases))
-        self._closed_routes: set[str] = set()
+        self.rounds = max(
+            math.ceil((max_pairs or math.ceil(PAIRS_PER_TOLERANCE / t)) / cases)
+            for t, cases in tests
+        )
         self._trials: list[Trial] = []
         self._lock = threading.Lock()
 
     @property
     def most_calls(self) -> int:
         """The calls the run makes if no round decides it."""
-        return 2 * sum(self.caps.values())
+        return 2 * self.rounds * len(self.suite.cases)
 
     def add(self, trial: Trial) -> None:
         """A trial of this run, as it is recorded (from any thread)."""
@@ -58,21 +61,16 @@ class SequentialCollection:
             self._trials.append(trial)
 
     def round(self, number: int) -> list[tuple[str, int]]:
-        """(case id, trial index) of the calls round `number` (from 0) makes."""
+        """(case id, trial index) of the calls round `number` (from 0) makes; none after the
+        last round."""
+        if number >= self.rounds:
+            return []
         return [
-            (case.id, index)
-            for case in self.suite.cases
-            if number < self.caps[case.id] and case.expected not in self._closed_routes
-            for index in (2 * number, 2 * number + 1)
+            (case.id, index) for case in self.suite.cases for index in (2 * number, 2 * number + 1)
         ]
 
     def judge(self, planned: int) -> Assessment:
-        """The run as it stands, under the sequential rule; routes that decided stop."""
+        """The run as it stands, under the sequential rule."""
         with self._lock:
             trials = list(self._trials)
-        assessment = assess(trials, self.suite, self.policy, planned_trials=planned)
-        self._closed_routes |= {
-            route.route for route in assessment.routes
-            if route.change.result is not Stability.UNDECIDED
-        }  # fmt: skip
-        return assessment
+        return assess(trials, self.suite, self.policy, planned_trials=planned)

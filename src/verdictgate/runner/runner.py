@@ -191,12 +191,11 @@ def run(
                     agent, suite, collection, recording, concurrency, advance, budget
                 )
                 run_span.set_attribute(names.PLAN_TRIALS, made)  # what the run set out to do
-            stopped = collection is not None or _call_in_rounds(
+            elif not _call_in_rounds(
                 agent, rounds, recording, concurrency, advance,
                 (lambda: _missed_routes(suite, first_answers)) if quality_gate else None,
                 run_span,
-            )  # fmt: skip
-            if not stopped and checked:
+            ) and checked:  # fmt: skip
                 _declare_relations(
                     run_span, _check_relations(agent, suite, first_answers, checked, timeout)
                 )

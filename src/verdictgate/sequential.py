@@ -10,14 +10,30 @@ exact rule for a fixed number of pairs is in `stats`.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
-from .stats import ALPHA, Stability, check_counts
+from .policy import Policy
+from .stats import ALPHA, Method, Stability, check_counts
+from .suite import Suite
 
 MAX_SEQUENTIAL_TOLERANCE = 0.25
 """The e-process's alternatives (4t) must stay below 1: tolerances from here on are refused."""
+
+
+def sequential_policy(policy: Policy, suite: Suite | None) -> Policy:
+    """`policy` judging by the sequential rule; ValueError when the tolerance or a route's
+    target of `suite` is beyond the rule's reach."""
+    judged = replace(policy, method=Method.SEQUENTIAL)  # refuses a tolerance beyond reach
+    targets = suite.contract.targets.values() if suite is not None else ()
+    if beyond := [t for t in targets if not t < MAX_SEQUENTIAL_TOLERANCE]:
+        raise ValueError(
+            f"the sequential rule needs every route target below {MAX_SEQUENTIAL_TOLERANCE}, "
+            f"got {beyond[0]}"
+        )
+    return judged
 
 
 @dataclass(frozen=True)
@@ -144,18 +160,17 @@ def population_verdict(
     )  # fmt: skip
 
 
+@functools.lru_cache(maxsize=64)
 def population_cases_needed(tolerance: float, alpha: float = ALPHA) -> int:
-    """Fewest cases, none flipping, that certify a population claim under the case-level rule."""
-    n = 1
-    while population_verdict_zero(n, tolerance) < 1.0 / alpha:
+    """Fewest cases, none flipping, that certify a population claim under the case-level rule
+    (every report asks, so it is searched from its lower bound and remembered). With r_i = 0,
+    E_det = 0.75 a^n + 0.25 b^n, a = 1 / (1 - t) > b, so E_det <= a^n: n >= ln(1/alpha) / ln a."""
+    t = tolerance
+    log_a, log_b = -math.log1p(-t), math.log1p(0.75 * t / (1 - t))
+    n = max(1, math.floor(-math.log(alpha) / log_a))
+    while _log_sum([math.log(0.75) + n * log_a, math.log(0.25) + n * log_b]) < -math.log(alpha):
         n += 1
     return n
-
-
-def population_verdict_zero(cases: int, tolerance: float) -> float:
-    """E_det of `cases` cases that never flipped."""
-    t = tolerance
-    return 0.75 * (1 - t) ** -cases + 0.25 * (1 + 0.75 * t / (1 - t)) ** cases
 
 
 MAX_LOG_EVALUE = 690.0

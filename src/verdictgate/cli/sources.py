@@ -2,20 +2,20 @@
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 from collections.abc import Callable
-from dataclasses import replace
 from pathlib import Path
 
 import click
 
 from ..assessment import Assessment, Isolation, RunInfo
 from ..engine import assess
+from ..evidence import Evidence
 from ..fingerprints import fingerprint_mode
 from ..policy import Policy
-from ..sequential import MAX_SEQUENTIAL_TOLERANCE
+from ..sequential import sequential_policy
 from ..sequential_replay import replay
-from ..stats import Method
 from ..suite import Suite
 from ..trials_file import TrialWriter, read_trials
 from .options import (
@@ -94,16 +94,9 @@ def assess_command(
     policy = policy_of(suite)
     if sequential:
         try:
-            policy = replace(policy, method=Method.SEQUENTIAL)
+            policy = sequential_policy(policy, suite)
         except ValueError as error:
-            raise click.BadParameter(str(error), param_hint="--tolerance") from None
-        if suite is not None and any(
-            not t < MAX_SEQUENTIAL_TOLERANCE for t in suite.contract.targets.values()
-        ):
-            raise click.BadParameter(
-                f"the sequential rule needs every route target below {MAX_SEQUENTIAL_TOLERANCE}",
-                param_hint="--sequential",
-            )
+            raise click.BadParameter(str(error), param_hint="--sequential") from None
     if kind is None:  # --trials
         assessment = evidence_for(trials=trials_path, agent_spec=None, suite=suite, policy=policy,
                                isolation=isolation)  # fmt: skip
@@ -111,24 +104,30 @@ def assess_command(
     else:
         imported = _read(kind, sources, suite)
         assessment = assess_imported(imported, sources[kind], suite, policy, isolation)
-        evidence = imported.evidence
+        evidence = imported.evidence if sequential else None
         suite = suite or Suite(name=Path(sources[kind]).stem, cases=imported.cases)
     extra = None
-    if sequential and evidence is not None:
-        run = assessment.run
-        assessment, stop = replay(
-            list(evidence.trials()), lambda used: assess(used, suite, policy, run=run)
-        )
-        extra = {"sequential": {"stopped_at_pairs": stop.stopped_at_pairs,
-                                "calls_avoided": stop.calls_avoided, "reason": stop.reason,
-                                "rounds": stop.rounds, "calls_used": stop.calls_used}}  # fmt: skip
-        click.echo(
-            f"verdictgate: sequential replay: {stop.reason}, at {stop.stopped_at_pairs} pooled "
-            f"pairs; {stop.calls_avoided} of {stop.calls_used + stop.calls_avoided} calls avoided",
-            err=True,
-        )
+    if evidence is not None:
+        assessment, extra = _replayed(assessment, evidence, suite, policy)
     emit(assessment, fmt, output, extra)
     sys.exit(assessment.status.exit_code)
+
+
+def _replayed(
+    assessment: Assessment, evidence: Evidence, suite: Suite | None, policy: Policy
+) -> tuple[Assessment, dict]:
+    """`assess --sequential`: the trials replayed round by round, where the replay stopped
+    (JSON `sequential`), and that said on stderr."""
+    run = assessment.run
+    assessment, stop = replay(
+        list(evidence.trials()), lambda used: assess(used, suite, policy, run=run)
+    )
+    click.echo(
+        f"verdictgate: sequential replay: {stop.reason}, at {stop.stopped_at_pairs} pooled "
+        f"pairs; {stop.calls_avoided} of {stop.calls_used + stop.calls_avoided} calls avoided",
+        err=True,
+    )
+    return assessment, {"sequential": dataclasses.asdict(stop)}
 
 
 @click.command("convert")

@@ -16,6 +16,7 @@ from typing import Any
 import msgspec
 
 from ..decision_rules import DecisionRule, Derived
+from ..errors import VerdictgateError
 from ..otel import conventions as names
 from ..span_facts import SpanFacts, descendants
 from ..trial_model import Trial
@@ -68,7 +69,7 @@ def trial_mark(
         raise ValueError(f"{names.DECISION_RULE} must name a decision rule")
     try:
         rule = DecisionRule.parse(text)
-    except Exception as error:
+    except VerdictgateError as error:
         raise ValueError(str(error)) from None
     if rule.key is not None:
         raise ValueError(

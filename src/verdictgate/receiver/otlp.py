@@ -112,8 +112,8 @@ class Extract:
         return (
             _restore,
             (
-                _TRIALS_OUT.encode(self.trials), self.declarations, self.labels,
-                _TRIALS_OUT.encode(self.marks), _TRIALS_OUT.encode(self.framework_spans),
+                _MSGPACK.encode(self.trials), self.declarations, self.labels,
+                _MSGPACK.encode(self.marks), _MSGPACK.encode(self.framework_spans),
                 self.other_spans, self.rejected, self.errors,
             ),
         )  # fmt: skip
@@ -125,7 +125,7 @@ class Extract:
             self.errors.append(f"span {name[:120]!r}: {error}")
 
 
-_TRIALS_OUT = msgspec.msgpack.Encoder()
+_MSGPACK = msgspec.msgpack.Encoder()
 _TRIALS_IN = msgspec.msgpack.Decoder(list[Trial])
 _MARKS_IN = msgspec.msgpack.Decoder(list[TrialMark])
 _SPANS_IN = msgspec.msgpack.Decoder(list[FrameworkSpan])

@@ -12,7 +12,7 @@ import uuid
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from contextlib import contextmanager
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from opentelemetry import context as otel_context
@@ -26,8 +26,8 @@ from ..otel.spans import encode_routes
 from ..otel.telemetry import Telemetry
 from ..plan import RunPlan, plan_run
 from ..policy import Policy
+from ..sequential import sequential_policy
 from ..sequential_replay import decides
-from ..stats import Method
 from ..suite import Case, Suite
 from ..tiers.invariants import Invariant
 from ..tiers.relations import Relation, as_relation
@@ -223,13 +223,13 @@ def _sequential_collection(
     if repeats is not None or quality_gate or relations:
         raise PlanError(
             "a sequential run sizes itself round by round: not with {repeats}, {quality_gate} "
-            "or {relations}",
-            arguments=("repeats", "quality_gate", "relations"),
+            "or {relation}",
+            arguments=("repeats", "quality_gate", "relation"),
         )
     if max_pairs is not None and max_pairs < 1:
         raise PlanError(f"must be at least 1, got {max_pairs}", arguments=("max_pairs",))
     try:
-        return SequentialCollection(suite, replace(policy, method=Method.SEQUENTIAL), max_pairs)
+        return SequentialCollection(suite, sequential_policy(policy, suite), max_pairs)
     except ValueError as error:
         raise PlanError(str(error), arguments=("sequential",)) from None
 

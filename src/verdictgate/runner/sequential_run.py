@@ -16,7 +16,6 @@ import threading
 from ..assessment import Assessment
 from ..engine import assess
 from ..policy import Policy
-from ..sequential import MAX_SEQUENTIAL_TOLERANCE
 from ..suite import Suite
 from ..trial_model import Trial
 
@@ -38,11 +37,6 @@ class SequentialCollection:
             (suite.contract.tolerance_for(route, policy.tolerance), cases)
             for route, cases in by_route.items()
         ]
-        if beyond := [t for t, _ in tests if not t < MAX_SEQUENTIAL_TOLERANCE]:
-            raise ValueError(
-                f"the sequential rule needs every tolerance below {MAX_SEQUENTIAL_TOLERANCE}, "
-                f"got {beyond[0]} (a route's target)"
-            )
         self.rounds = max(
             math.ceil((max_pairs or math.ceil(PAIRS_PER_TOLERANCE / t)) / cases)
             for t, cases in tests

@@ -9,7 +9,7 @@ from collections import Counter
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from verdictgate import Contract, Policy, Status, Suite, Trial, assess
+from verdictgate import Claim, Contract, Policy, Status, Suite, Trial, assess
 from verdictgate.admission import CHECKS, RULE_OF, RULES, ReasonCode
 from verdictgate.reports import render_junit, render_markdown, render_text
 from verdictgate.reports.checks import CheckResult, checks
@@ -59,14 +59,15 @@ answers = st.lists(st.sampled_from([*ROUTES, "escalate", None]), min_size=1, max
 @settings(max_examples=60, deadline=None)
 @given(st.dictionaries(st.sampled_from([f"c{n}" for n in range(6)]), answers, max_size=6),
        st.sampled_from([Contract(set(ROUTES), targets={"deny": 0.2}, minimum_cases={"review": 2}),
-                        Contract()]))  # fmt: skip
-def test_status_next_steps_and_checks_come_from_the_table(table, contract):
+                        Contract()]),
+       st.sampled_from(Claim))  # fmt: skip
+def test_status_next_steps_and_checks_come_from_the_table(table, contract, claim):
     trials = [
         Trial(case, index, answer, "r", ROUTES[int(case[1:]) % 3], None if answer else "Boom")
         for case, row in table.items()
         for index, answer in enumerate(row)
     ]
-    assessment = assess(trials, Suite("s", "p", (), contract), Policy(tolerance=0.2))
+    assessment = assess(trials, Suite("s", "p", (), contract), Policy(tolerance=0.2, claim=claim))
     effects = {RULE_OF[code].effect for code in assessment.reason_codes}
     want = (
         Status.REJECTED if Status.REJECTED in effects
@@ -80,7 +81,10 @@ def test_status_next_steps_and_checks_come_from_the_table(table, contract):
         fired = [RULE_OF[c] for c in assessment.reason_codes if RULE_OF[c].check == name]
         if name == "stability.route":
             continue  # one check per route, from the route's own interval
-        if any(rule.effect is Status.REJECTED for rule in fired):
+        not_claimed = "stability.population" if claim is Claim.TESTED else "stability.pooled"
+        if name == not_claimed:  # the verdict of the claim not made is reported, not gating
+            assert not fired and results[name] is CheckResult.NOT_JUDGED
+        elif any(rule.effect is Status.REJECTED for rule in fired):
             assert results[name] is CheckResult.FAILED
         elif fired:
             assert results[name] is CheckResult.UNDECIDED

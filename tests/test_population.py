@@ -2,7 +2,19 @@
 
 from __future__ import annotations
 
-from conftest import report_of, stable_answers, suite_document, trial_records
+from pathlib import Path
+
+import pytest
+
+from conftest import codes_of, report_of, stable_answers, suite_document, trial_records
+from verdictgate import Claim, Contract, Policy, Suite
+from verdictgate.assessment import Isolation
+from verdictgate.otel import conventions as names
+from verdictgate.otel.spans import run_attributes, run_declaration
+from verdictgate.sequential import sequential_policy
+
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
+ROUTES = ("approve", "deny", "review")
 
 
 def test_six_cases_of_thirteen_pairs_are_too_few_for_a_claim_about_new_inputs(cli, write):
@@ -30,3 +42,59 @@ def test_enough_cases_that_never_flip_certify_new_inputs(cli, write):
                                                                 cases_per_route=26)))  # fmt: skip
     report = report_of(cli("assess", "--trials", trials, "--suite", suite, "--format", "json"))
     assert (report["population"]["cases"], report["population"]["result"]) == (78, "deterministic")
+
+
+def test_the_claim_says_which_verdict_gates_the_status(cli, write):
+    suite = write("suite.json", suite_document(cases_per_route=2))
+    trials = write("trials.jsonl", trial_records(stable_answers(13, 2)))  # 6 cases, 78 pairs
+    tested = report_of(cli("assess", "--trials", trials, "--suite", suite, "--format", "json"))
+    assert (tested["status"], tested["policy"]["claim"]) == ("qualified", "tested")
+    assert "the tested cases' change rate" in tested["headline"]
+    result = cli("assess", "--trials", trials, "--suite", suite, "--claim", "population",
+                 "--format", "json")  # fmt: skip
+    population = report_of(result)
+    assert result.exit_code == 3  # inconclusive: six cases say little about new inputs
+    assert (population["status"], population["policy"]["claim"]) == ("inconclusive", "population")
+    assert codes_of(population) == {"population_undecided"}
+    assert any("76 cases" in step for step in population["next_steps"])
+    junit = cli("assess", "--trials", trials, "--suite", suite, "--claim", "population",
+                "--format", "junit").stdout  # fmt: skip
+    pooled = junit[junit.index('name="stability.pooled"') :]
+    assert pooled.index("<skipped") < pooled.index("</testcase>")  # reported, not gating
+
+
+def test_a_population_claim_qualifies_on_enough_cases_and_rejects_on_flaky_ones(cli, write):
+    document = suite_document(cases_per_route=26)  # 78 cases
+    document["claim"] = "population"
+    suite = write("suite.json", document)
+    calm = write("calm.jsonl", trial_records(stable_answers(pairs_per_case=1, cases_per_route=26)))
+    report = report_of(cli("assess", "--trials", calm, "--suite", suite, "--format", "json"))
+    assert (report["status"], report["policy"]["claim"]) == ("qualified", "population")
+    assert report["headline"].startswith("Qualified: 78 cases, 0 changed; new inputs")
+    answers = stable_answers(pairs_per_case=2, cases_per_route=26)
+    for case in list(answers)[::3]:  # a third of the cases flip in both their pairs
+        route = answers[case][0]
+        answers[case][1] = answers[case][3] = "deny" if route != "deny" else "approve"
+    flaky = write("flaky.jsonl", trial_records(answers))
+    rejected = report_of(cli("assess", "--trials", flaky, "--suite", suite, "--format", "json"))
+    assert rejected["population"]["result"] == "stochastic"
+    assert "population_stochastic" in codes_of(rejected)
+    assert "pooled_stochastic" not in codes_of(rejected)  # the pooled verdict is not the claim
+    document["claim"] = "everyone"
+    bad = cli("assess", "--trials", calm, "--suite", write("bad.json", document))
+    assert bad.exit_code == 2 and "claim" in bad.stderr
+
+
+def test_the_run_span_carries_the_claim_and_a_sequential_run_refuses_a_population_claim(cli):
+    suite = Suite("gate", "approval_gate", (), Contract(frozenset(ROUTES)))
+    policy = Policy(claim=Claim.POPULATION)
+    attributes = run_attributes("r1", suite, policy, 10, Isolation.UNKNOWN)
+    assert attributes[names.CLAIM] == "population"
+    assert run_declaration(attributes).policy.claim is Claim.POPULATION
+    del attributes[names.CLAIM]  # a run span from before the claim existed
+    assert run_declaration(attributes).policy.claim is Claim.TESTED
+    with pytest.raises(ValueError, match="sized in advance"):
+        sequential_policy(policy, suite)
+    result = cli("run", "--agent", f"{EXAMPLES / 'payment_router.py'}:stable_router", "--suite",
+                 str(EXAMPLES / "payment_suite.json"), "--sequential", "--claim", "population")  # fmt: skip
+    assert result.exit_code == 2 and "sized in advance" in result.stderr

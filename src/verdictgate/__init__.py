@@ -22,10 +22,17 @@ if TYPE_CHECKING:
     from .otel.publisher import Publisher
     from .otel.telemetry import Telemetry
     from .plan import RunPlan, plan_run
-    from .policy import PRECISION_PRESETS, Policy
+    from .policy import PRECISION_PRESETS, Claim, Policy
     from .runner.agent import Agent, from_callable, from_factory
     from .runner.runner import run
-    from .stats import Stability, change_rate, pairs_needed, pairs_to_qualify, wilson_interval
+    from .stats import (
+        Method,
+        Stability,
+        change_rate,
+        pairs_needed,
+        pairs_to_qualify,
+        wilson_interval,
+    )
     from .suite import Case, Contract, Suite
     from .suite_file import load_suite
     from .tiers.invariants import Invariant
@@ -38,12 +45,14 @@ _EXPORTS: dict[str, str] = {
     "Agent": "runner.agent",
     "Assessment": "assessment",
     "Case": "suite",
+    "Claim": "policy",
     "Contract": "suite",
     "Evidence": "evidence",
     "EvidenceProcessor": "otel.processor",
     "InputError": "errors",
     "Invariant": "tiers.invariants",
     "Isolation": "assessment",
+    "Method": "stats",
     "NoDecision": "trial_model",
     "Outcome": "trial_model",
     "PRECISION_PRESETS": "policy",
@@ -102,12 +111,14 @@ __all__ = [
     "Agent",
     "Assessment",
     "Case",
+    "Claim",
     "Contract",
     "Evidence",
     "EvidenceProcessor",
     "InputError",
     "Invariant",
     "Isolation",
+    "Method",
     "NoDecision",
     "Outcome",
     "PlanError",

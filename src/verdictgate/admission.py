@@ -18,6 +18,7 @@ from .assessment import (
     RouteStability,
     Status,
 )
+from .policy import Claim
 from .stats import (
     ChangeRate,
     PassRate,
@@ -40,6 +41,7 @@ class ReasonCode(str, Enum):
     INTEGRITY_CONFLICT = "integrity_conflict"
     DECLARATION_CONFLICT = "declaration_conflict"
     POOLED_STOCHASTIC = "pooled_stochastic"
+    POPULATION_STOCHASTIC = "population_stochastic"
     TARGET_STOCHASTIC = "target_stochastic"
     ROUTE_STOCHASTIC = "route_stochastic"
     CONTRACT_MISSING_INTENDED = "contract_missing_intended"
@@ -54,6 +56,7 @@ class ReasonCode(str, Enum):
     LATENCY_UNDECIDED = "latency_undecided"
     TOOL_CALLS_UNDECIDED = "tool_calls_undecided"
     POOLED_UNDECIDED = "pooled_undecided"
+    POPULATION_UNDECIDED = "population_undecided"
     TARGET_UNDECIDED = "target_undecided"
     PASS_RATE_UNDECIDED = "pass_rate_undecided"
     INCOMPLETE = "incomplete"
@@ -85,6 +88,7 @@ CHECKS: dict[str, str] = {
     "completeness": "every planned trial was received without error",
     "repeats": "every case has at least two trials",
     "stability.pooled": "the pooled change rate is shown below the tolerance",
+    "stability.population": "the case-level change rate is shown below the tolerance",
     "stability.route": "every route is judged on its own interval",
     "contract": "every required route was intended and reached; nothing outside the contract",
     "dominance": "the probes did not collapse onto one decision",
@@ -161,6 +165,29 @@ def unreached(f: Findings) -> tuple[str, ...]:
 def relation_errors(f: Findings) -> list[str]:
     """`relation on routes` for each relation with a check that errored (not a violation)."""
     return [f"{r.name} on {listing(r.errored)}" for r in f.relations if r.errored]
+
+
+def _claims(f: Findings, claim: Claim) -> bool:
+    return f.policy.claim is claim
+
+
+def population_summary(f: Findings) -> str:
+    """The case-level verdict in words: `6 cases, e-values 0.31 (below) and 2.1 (above)`."""
+    p = f.population
+    return (
+        f"{p.cases} cases with rerun pairs, case-level e-values {p.e_det:.3g} for below and "
+        f"{p.e_stoch:.3g} for above (40 decides)"
+    )
+
+
+def _more_cases(f: Findings) -> Iterator[str]:
+    p = f.population
+    yield (
+        f"Add cases: a claim about new inputs counts cases, not pairs; {p.cases_needed} cases "
+        f"that never change certify it at {percent(f.policy.tolerance)} (this run has {p.cases}),"
+        " and each case that changes raises that number. Or claim only the tested cases "
+        "(--claim tested)."
+    )
 
 
 def _stochastic(f: Findings, targeted: bool) -> list[RouteStability]:
@@ -320,9 +347,15 @@ RULES: tuple[Rule, ...] = (
          _one("Give every run its own run id: two senders declared the same run differently.")),
     Rule(ReasonCode.POOLED_STOCHASTIC, Status.REJECTED, "stability.pooled",
          lambda f: f"the pooled change rate is above {percent(f.pooled.tolerance)}: {interval(f.pooled)}"
-         if f.pooled.result is Stability.STOCHASTIC else None,
+         if _claims(f, Claim.TESTED) and f.pooled.result is Stability.STOCHASTIC else None,
          lambda f: () if any(r.change.result is Stability.STOCHASTIC for r in f.routes) else
          ("Find the cases that change between reruns (see flip pairs) and make their decisions repeatable.",)),
+    Rule(ReasonCode.POPULATION_STOCHASTIC, Status.REJECTED, "stability.population",
+         lambda f: f"new inputs are shown to change above {percent(f.policy.tolerance)}: "
+         f"{population_summary(f)}"
+         if _claims(f, Claim.POPULATION) and f.population.result is Stability.STOCHASTIC else None,
+         _one("Find the cases that change between reruns (see flip pairs) and make their decisions "
+              "repeatable: with the case as the unit, a few unstable cases weigh heavily.")),
     Rule(ReasonCode.TARGET_STOCHASTIC, Status.REJECTED, "stability.route",
          lambda f: "routes above their target: " + _routes_named(routes)
          if (routes := _stochastic(f, targeted=True)) else None,
@@ -380,8 +413,14 @@ RULES: tuple[Rule, ...] = (
          _threshold_step("tool_calls")),
     Rule(ReasonCode.POOLED_UNDECIDED, Status.INCONCLUSIVE, "stability.pooled",
          lambda f: f"{interval(f.pooled)}: not enough to show the change rate is below "
-         f"{percent(f.pooled.tolerance)}" if f.pooled.result is Stability.UNDECIDED else None,
+         f"{percent(f.pooled.tolerance)}"
+         if _claims(f, Claim.TESTED) and f.pooled.result is Stability.UNDECIDED else None,
          lambda f: (_pairs_step("the pooled change rate", f.pooled, len(f.cases), f.policy.confidence),)),
+    Rule(ReasonCode.POPULATION_UNDECIDED, Status.INCONCLUSIVE, "stability.population",
+         lambda f: f"{population_summary(f)}: not enough to show that new inputs change below "
+         f"{percent(f.policy.tolerance)}"
+         if _claims(f, Claim.POPULATION) and f.population.result is Stability.UNDECIDED else None,
+         _more_cases),
     Rule(ReasonCode.TARGET_UNDECIDED, Status.INCONCLUSIVE, "stability.route",
          lambda f: "routes not yet shown within target: " + _routes_named(routes)
          if (routes := [r for r in f.routes if r.targeted and r.change.result is Stability.UNDECIDED])
@@ -453,16 +492,24 @@ def judge(findings: Findings) -> Assessment:
 
 def _headline(f: Findings, status: Status, reasons: tuple[Reason, ...]) -> str:
     if status is Status.QUALIFIED:
-        pooled = f.pooled
         coverage = (
             f"all {len(f.coverage.required)} required routes were reached"
             if f.coverage.declared
             else "no contract was declared, so route coverage was not judged"
         )
+        if f.policy.claim is Claim.POPULATION:
+            p = f.population
+            changed = sum(1 for case in f.cases if case.flips)
+            return (
+                f"Qualified: {p.cases} cases, {changed} changed; new inputs like these change "
+                f"below {percent(f.policy.tolerance)} of reruns (case-level e-value "
+                f"{p.e_det:.3g} >= 40) and {coverage}."
+            )
+        pooled = f.pooled
         return (
-            f"Qualified: {pooled.pairs} rerun pairs, {pooled.flips} changed; the change rate is "
-            f"below {percent(pooled.tolerance)} (95% upper bound {percent(pooled.ci_high)}) and "
-            f"{coverage}."
+            f"Qualified: {pooled.pairs} rerun pairs, {pooled.flips} changed; the tested cases' "
+            f"change rate is below {percent(pooled.tolerance)} (95% upper bound "
+            f"{percent(pooled.ci_high)}) and {coverage}."
         )
     more = f" (+{len(reasons) - 1} more)" if len(reasons) > 1 else ""
     return f"{status.value.capitalize()}: {reasons[0].message}{more}."

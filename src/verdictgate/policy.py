@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import Enum
 
 from .stats import Method
 
@@ -10,6 +11,15 @@ PRECISION_PRESETS: dict[str, float] = {"cheap": 0.10, "balanced": 0.05, "strict"
 """Named tolerances for the change rate between reruns."""
 
 DEFAULT_TOLERANCE = PRECISION_PRESETS["balanced"]
+
+
+class Claim(str, Enum):
+    """What a qualified run promises: about the cases tested, or about new inputs."""
+
+    TESTED = "tested"
+    """The tested cases would reach the same decisions again (pairs pooled across cases)."""
+    POPULATION = "population"
+    """New inputs like the tested ones would (the case is the unit: it needs many cases)."""
 
 
 @dataclass(frozen=True)
@@ -26,7 +36,10 @@ class Policy:
     max_p95_tool_calls: float | None = None
     """The 95th-percentile tools called per trial must be shown to stay under, when one is set."""
     method: Method = Method.WILSON
-    """How a change rate is judged: Wilson's interval (the default) or the exact rule."""
+    """How a change rate is judged: Wilson's interval (the default), the exact rule, or the
+    sequential rule (valid however often it is looked at)."""
+    claim: Claim = Claim.TESTED
+    """Which verdict gates the status: the pooled one (tested cases) or the case-level one."""
 
     def __post_init__(self) -> None:
         if not 0.0 < self.tolerance < 1.0:

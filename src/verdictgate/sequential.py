@@ -15,7 +15,7 @@ import math
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 
-from .policy import Policy
+from .policy import Claim, Policy
 from .stats import ALPHA, Method, Stability, check_counts
 from .suite import Suite
 
@@ -25,7 +25,14 @@ MAX_SEQUENTIAL_TOLERANCE = 0.25
 
 def sequential_policy(policy: Policy, suite: Suite | None) -> Policy:
     """`policy` judging by the sequential rule; ValueError when the tolerance or a route's
-    target of `suite` is beyond the rule's reach."""
+    target of `suite` is beyond the rule's reach, or the policy claims new inputs (stopping a
+    route early makes how many pairs a case gets depend on its flips, which the case-level
+    rule must not)."""
+    if policy.claim is Claim.POPULATION:
+        raise ValueError(
+            "a sequential run claims the tested cases: a claim about new inputs needs every case "
+            "sized in advance (run it without --sequential)"
+        )
     judged = replace(policy, method=Method.SEQUENTIAL)  # refuses a tolerance beyond reach
     targets = suite.contract.targets.values() if suite is not None else ()
     if beyond := [t for t in targets if not t < MAX_SEQUENTIAL_TOLERANCE]:
@@ -137,6 +144,7 @@ def population_verdict(
     check_counts(0, 0, tolerance)
     if any(not 0.0 <= r <= 1.0 for r in flip_rates):
         raise ValueError("a change rate is between 0 and 1")
+    flip_rates = sorted(flip_rates)  # the same cases give the same e-values, to the last bit
     t = tolerance
     deterministic = _log_sum(
         [

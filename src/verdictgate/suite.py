@@ -9,6 +9,7 @@ from types import MappingProxyType
 from typing import Any
 
 from .fingerprints import fingerprint, fingerprint_key
+from .policy import Claim
 from .stats import Method
 
 
@@ -117,9 +118,11 @@ class Suite:
     contract: Contract = field(default_factory=Contract)
     tolerance: float | None = None
     pass_rate: float | None = None
+    """The evaluator pass rate its trials must be shown to exceed, when one is required."""
     method: Method | None = None
     """How the suite's runs judge change rates (`Policy.method`), when it says."""
-    """The evaluator pass rate its trials must be shown to exceed, when one is required."""
+    claim: Claim | None = None
+    """Which claim the suite's runs make (`Policy.claim`), when it says."""
     semantic: Calibration | None = None
     """The semantic tier's calibrated similarity threshold (`verdictgate calibrate`)."""
 

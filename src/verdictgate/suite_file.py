@@ -8,6 +8,7 @@ from typing import Any
 
 from .errors import InputError
 from .fingerprints import fingerprint, fingerprint_key
+from .policy import Claim
 from .stats import Method
 from .suite import BUNDLED_MODEL, Calibration, Case, Contract, Suite
 
@@ -72,7 +73,10 @@ def suite_from_document(
         raise fail("tolerance", f"must be a number between 0 and 1, got {tolerance!r}")
     method = document.get("method")
     if method is not None and method not in {m.value for m in Method}:
-        raise fail("method", f"must be wilson or exact, got {method!r}")
+        raise fail("method", f"must be wilson, exact or sequential, got {method!r}")
+    claim = document.get("claim")
+    if claim is not None and claim not in {c.value for c in Claim}:
+        raise fail("claim", f"must be tested or population, got {claim!r}")
     pass_rate = document.get("pass_rate")
     if pass_rate is not None and not (_is_number(pass_rate) and 0 < pass_rate < 1):
         raise fail("pass_rate", f"must be a number between 0 and 1, got {pass_rate!r}")
@@ -84,6 +88,7 @@ def suite_from_document(
         tolerance=tolerance,
         pass_rate=pass_rate,
         method=Method(method) if method is not None else None,
+        claim=Claim(claim) if claim is not None else None,
         semantic=_semantic(document.get("semantic"), fail),
     )
 

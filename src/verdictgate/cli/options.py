@@ -20,7 +20,7 @@ from ..decision_rules import DecisionRule
 from ..engine import assess
 from ..errors import USAGE_EXIT, InputError, VerdictgateError, cli_option
 from ..fingerprints import fingerprint_mode
-from ..policy import PRECISION_PRESETS, Policy
+from ..policy import PRECISION_PRESETS, Claim, Policy
 from ..reports import RENDERERS, render_text
 from ..reports.json_report import report_document
 from ..runner.agent import Agent, from_callable, from_factory
@@ -62,10 +62,12 @@ def policy_for(
     precision: str | None,
     pass_rate: float | None = None,
     method: str | None = None,
+    claim: str | None = None,
     **thresholds: float | None,
 ) -> Policy:
-    """The policy from the command's options, falling back to the suite's tolerance, rate and
-    method; `thresholds` are the quantile thresholds (max_p95_ms, max_p95_tool_calls) given."""
+    """The policy from the command's options, falling back to the suite's tolerance, rate,
+    method and claim; `thresholds` are the quantile thresholds (max_p95_ms,
+    max_p95_tool_calls) given."""
     if tolerance is not None and precision is not None:
         raise click.UsageError("use --tolerance or --precision, not both")
     if precision is not None:
@@ -78,7 +80,10 @@ def policy_for(
         policy = Policy.with_tolerance(tolerance, pass_rate)
         given = {name: value for name, value in thresholds.items() if value is not None}
         judged_by = Method(method) if method else (suite.method if suite else None)
-        return replace(policy, **given, method=judged_by or Method.WILSON)
+        claimed = Claim(claim) if claim else (suite.claim if suite else None)
+        return replace(
+            policy, **given, method=judged_by or Method.WILSON, claim=claimed or Claim.TESTED
+        )
     except ValueError as error:
         raise click.BadParameter(str(error), param_hint="--tolerance") from None
 
@@ -242,13 +247,20 @@ def policy_options(command: Callable) -> Callable:
             help="How change rates are judged: wilson (default) or exact (Clopper-Pearson: "
             "both wrong answers within 2.5% at every n; docs/statistics.md).",
         ),
+        click.option(
+            "--claim",
+            type=click.Choice([c.value for c in Claim]),
+            help="What qualifying promises: tested (default: these cases would decide the same "
+            "again) or population (new inputs would; the case is the unit, so it needs many "
+            "cases; docs/statistics.md).",
+        ),
     ]:
         decorated = option(decorated)
     return decorated
 
 
 _POLICY_OPTIONS = (
-    "tolerance", "precision", "pass_rate", "method", "max_p95_ms", "max_p95_tool_calls",
+    "tolerance", "precision", "pass_rate", "method", "claim", "max_p95_ms", "max_p95_tool_calls",
 )  # fmt: skip
 
 

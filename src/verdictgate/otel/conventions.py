@@ -34,7 +34,9 @@ CONTRACT_MINIMUM_CASES = "verdictgate.contract.minimum_cases"
 CONTRACT_ALLOWED_NO_DECISIONS = "verdictgate.contract.allowed_no_decisions"
 TOLERANCE = "verdictgate.tolerance"
 METHOD = "verdictgate.method"
-"""string: how the run's change rates are judged, `wilson` (when absent) or `exact`."""
+"""string: how the run's change rates are judged, `wilson` (when absent), `exact` or `sequential`."""
+CLAIM = "verdictgate.claim"
+"""string: which verdict gates the run, `tested` (when absent) or `population`."""
 CONFIDENCE = "verdictgate.confidence"
 DOMINANCE_THRESHOLD = "verdictgate.dominance_threshold"
 ISOLATION = "verdictgate.isolation"
@@ -121,7 +123,7 @@ RUN_SPAN_ATTRIBUTES = frozenset(
     {
         RUN_ID, SUITE, POINT, PLAN_CASES, PLAN_TRIALS, CONTRACT_ALLOWED, CONTRACT_REQUIRED,
         CONTRACT_CRITICAL, CONTRACT_TARGETS, CONTRACT_MINIMUM_CASES, CONTRACT_ALLOWED_NO_DECISIONS,
-        TOLERANCE, METHOD, CONFIDENCE, DOMINANCE_THRESHOLD, ISOLATION, PASS_RATE_REQUIRED, MAX_P95_MS,
+        TOLERANCE, METHOD, CLAIM, CONFIDENCE, DOMINANCE_THRESHOLD, ISOLATION, PASS_RATE_REQUIRED, MAX_P95_MS,
         MAX_P95_TOOL_CALLS, QUALITY_FAILED, RELATIONS_REQUESTED, RELATIONS_VIOLATED,
         RELATIONS_HELD, RELATIONS_ERRORED,
     }

@@ -5,13 +5,14 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from enum import Enum
+from typing import Any, TypeVar
 
 from ..assessment import Assessment, Isolation, RelationResult, RunInfo
 from ..engine import assess
 from ..evidence import MAX_TRIAL_INDEX, Evidence
 from ..fingerprints import fingerprint_mode
-from ..policy import Policy
+from ..policy import Claim, Policy
 from ..stats import Method
 from ..suite import Contract, Suite
 from ..trial_model import (
@@ -23,6 +24,8 @@ from ..trial_model import (
     outcome_of,
 )
 from . import conventions as names
+
+E = TypeVar("E", bound=Enum)
 
 
 @dataclass(frozen=True)
@@ -62,6 +65,7 @@ def run_attributes(
         names.CONTRACT_ALLOWED_NO_DECISIONS: sorted(contract.allowed_no_decisions),
         names.TOLERANCE: policy.tolerance,
         names.METHOD: policy.method.value,
+        names.CLAIM: policy.claim.value,
         names.CONFIDENCE: policy.confidence,
         names.DOMINANCE_THRESHOLD: policy.dominance_threshold,
         names.ISOLATION: isolation.value,
@@ -126,7 +130,8 @@ def run_declaration(attributes: Mapping[str, Any]) -> RunDeclaration:
         pass_rate=_optional_number(attributes, names.PASS_RATE_REQUIRED),
         max_p95_ms=_optional_number(attributes, names.MAX_P95_MS),
         max_p95_tool_calls=_optional_number(attributes, names.MAX_P95_TOOL_CALLS),
-        method=_method(attributes),
+        method=_choice(attributes, names.METHOD, Method, Method.WILSON),
+        claim=_choice(attributes, names.CLAIM, Claim, Claim.TESTED),
     )
     suite = Suite(
         name=str(attributes.get(names.SUITE, Suite.name)),
@@ -209,13 +214,15 @@ def _number(attributes: Mapping[str, Any], key: str, default: float) -> float:
     return float(value)
 
 
-def _method(attributes: Mapping[str, Any]) -> Method:
-    """The run's method; an unknown one is a malformed declaration (rejected at the door)."""
-    value = attributes.get(names.METHOD, Method.WILSON.value)
+def _choice(attributes: Mapping[str, Any], key: str, kind: type[E], default: E) -> E:
+    """One of an enumeration's values; an unknown one is a malformed declaration (rejected at
+    the door)."""
+    value = attributes.get(key, default.value)
     try:
-        return Method(value)
+        return kind(value)
     except ValueError:
-        raise ValueError(f"{names.METHOD} must be wilson or exact, got {value!r:.40}") from None
+        allowed = ", ".join(member.value for member in kind)
+        raise ValueError(f"{key} must be one of {allowed}, got {value!r:.40}") from None
 
 
 def _optional_number(attributes: Mapping[str, Any], key: str) -> float | None:

@@ -6,8 +6,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import Enum
 
-from ..admission import CHECKS, RULE_OF, interval, listing, percent
+from ..admission import CHECKS, RULE_OF, interval, listing, percent, population_summary
 from ..assessment import Assessment, Status
+from ..policy import Claim
 from ..stats import Stability
 from .bounds import bounded
 
@@ -59,6 +60,20 @@ def _passing(assessment: Assessment, name: str) -> str:
     return message
 
 
+def _other_claim(assessment: Assessment, name: str) -> Check | None:
+    """The stability check of the claim not made: reported, not gating."""
+    claim = assessment.policy.claim
+    if name == "stability.pooled" and claim is Claim.POPULATION:
+        summary = f"{interval(assessment.pooled)}: {assessment.pooled.result.value}"
+    elif name == "stability.population" and claim is Claim.TESTED:
+        summary = f"{population_summary(assessment)}: {assessment.population.result.value}"
+    else:
+        return None
+    return Check(
+        name, CheckResult.NOT_JUDGED, f"{summary} (reported; the run claims {claim.value})"
+    )
+
+
 def _route_checks(assessment: Assessment) -> list[Check]:
     """`stability.route`, one check per route."""
     result = []
@@ -91,6 +106,8 @@ def checks(assessment: Assessment) -> list[Check]:
     for name, fired in found.items():
         if name == "stability.route":
             result += _route_checks(assessment)
+        elif other := _other_claim(assessment, name):
+            result.append(other)
         elif fired:
             rejects = any(rule.effect is Status.REJECTED for rule, _ in fired)
             outcome = CheckResult.FAILED if rejects else CheckResult.UNDECIDED

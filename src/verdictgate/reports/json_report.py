@@ -7,7 +7,7 @@ import math
 from typing import Any
 
 from ..assessment import Assessment, FlipPair
-from ..stats import ChangeRate, PassRate, Quantiles
+from ..stats import ChangeRate, Method, PassRate, Quantiles
 from .bounds import bounded
 
 REPORT_SCHEMA = "verdictgate.report/v1"
@@ -108,6 +108,8 @@ def report_document(assessment: Assessment) -> dict[str, Any]:
             "max_p95_ms": a.policy.max_p95_ms,
             "max_p95_tool_calls": a.policy.max_p95_tool_calls,
             "method": a.policy.method.value,
+            "sequential": a.policy.method is Method.SEQUENTIAL,
+            "claim": a.policy.claim.value,
         },
         "trials": {
             "expected": a.trials.expected,

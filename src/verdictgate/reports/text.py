@@ -10,6 +10,7 @@ from rich.text import Text
 
 from ..admission import percent
 from ..assessment import Assessment, Status
+from ..policy import Claim
 from ..stats import PassRate, Quantiles, Stability
 from .bounds import bounded
 
@@ -105,7 +106,8 @@ def _evidence_table(a: Assessment) -> Table:
         (
             "new inputs",
             f"{a.population.result.value} over {a.population.cases} cases (a claim about inputs "
-            f"not tested needs {a.population.cases_needed} cases that never flip)",
+            f"not tested needs {a.population.cases_needed} cases that never flip)"
+            + (" · the claim" if a.policy.claim is Claim.POPULATION else " · reported"),
         ),
     ]
     return _facts_table("Evidence", rows)

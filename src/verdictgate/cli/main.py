@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import sys
@@ -15,7 +16,8 @@ import click
 from ..errors import USAGE_EXIT, InputError
 from ..plan import plan_run, repeats_for
 from ..policy import PRECISION_PRESETS
-from ..sequential import MAX_SEQUENTIAL_TOLERANCE
+from ..sequential import MAX_SEQUENTIAL_TOLERANCE, population_cases_needed
+from ..sequential_design import default_max_pairs, sequential_design
 from ..snapshot import (
     SnapshotRefused,
     baseline_from_document,
@@ -167,6 +169,21 @@ def plan_command(
         f"{needed} pairs at {t:g} ({2 * needed} calls when every pair agrees, by the "
         f"{policy.method.value} rule; {others})"
     ]
+    if t < MAX_SEQUENTIAL_TOLERANCE:
+        designs = [sequential_design(t, p) for p in (0.0, t / 4, t, 2 * t, 4 * t)]
+        document["sequential_design"] = [dataclasses.asdict(d) for d in designs]
+        lines.append(
+            f"sequential rule, a look after every pair, at most {default_max_pairs(t)} pairs:\n"
+            "  pairs flip  expected pairs  deterministic  stochastic  undecided"
+        )
+        lines += [
+            f"  {d.flip_chance:<10.4g}  {d.expected_pairs:<14.1f}  {d.deterministic:<13.2%}"
+            f"  {d.stochastic:<10.2%}  {d.undecided:.2%}"
+            for d in designs
+        ]
+    cases = population_cases_needed(t)
+    document["population_cases_needed"] = cases
+    lines.append(f"a claim about new inputs needs at least {cases} cases, none of which changes")
     if observed is not None:
         flips, pairs = _parse_observed(observed)
         total = pairs_to_qualify(flips, pairs, t, confidence, policy.method)

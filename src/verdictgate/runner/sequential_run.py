@@ -16,11 +16,9 @@ import threading
 from ..assessment import Assessment
 from ..engine import assess
 from ..policy import Policy
+from ..sequential_design import default_max_pairs
 from ..suite import Suite
 from ..trial_model import Trial
-
-PAIRS_PER_TOLERANCE = 15
-"""A test's cap, in pairs, is this over its tolerance (300 pairs at t = 0.05)."""
 
 
 class SequentialCollection:
@@ -38,8 +36,7 @@ class SequentialCollection:
             for route, cases in by_route.items()
         ]
         self.rounds = max(
-            math.ceil((max_pairs or math.ceil(PAIRS_PER_TOLERANCE / t)) / cases)
-            for t, cases in tests
+            math.ceil((max_pairs or default_max_pairs(t)) / cases) for t, cases in tests
         )
         self._trials: list[Trial] = []
         self._lock = threading.Lock()

@@ -1,0 +1,90 @@
+"""The sequential rule's expected cost, computed exactly: checked against the rule itself, pair
+by pair, and against the figures the issue measured."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from conftest import report_of
+from verdictgate.sequential import sequential_evalues
+from verdictgate.sequential_design import default_max_pairs, sequential_design
+from verdictgate.stats import Stability
+
+
+def brute_force(tolerance: float, p: float, cap: int) -> tuple[float, float, float]:
+    """Expected pairs, P(deterministic), P(stochastic): every (pairs, flips) judged afresh."""
+    mass = {0: 1.0}
+    expected = det = stoch = 0.0
+    for n in range(1, cap + 1):
+        grown: dict[int, float] = {}
+        for x, m in mass.items():
+            grown[x] = grown.get(x, 0.0) + m * (1 - p)
+            grown[x + 1] = grown.get(x + 1, 0.0) + m * p
+        mass = {}
+        for x, m in grown.items():
+            result = sequential_evalues(x, n, tolerance).result
+            if result is Stability.UNDECIDED:
+                mass[x] = m
+            else:
+                expected += n * m
+                det += m if result is Stability.DETERMINISTIC else 0.0
+                stoch += m if result is Stability.STOCHASTIC else 0.0
+    return expected + cap * sum(mass.values()), det, stoch
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    st.floats(0.03, 0.24),
+    st.floats(0.0, 1.0),
+    st.integers(1, 120),
+)
+def test_the_forward_pass_equals_judging_every_count(tolerance, p, cap) -> None:
+    design = sequential_design(tolerance, p, cap)
+    expected, det, stoch = brute_force(tolerance, p, cap)
+    assert design.expected_pairs == pytest.approx(expected, abs=1e-9 * cap)
+    assert design.deterministic == pytest.approx(det, abs=1e-9)
+    assert design.stochastic == pytest.approx(stoch, abs=1e-9)
+    assert design.deterministic + design.stochastic + design.undecided == pytest.approx(1.0)
+
+
+def test_the_figures_at_five_percent() -> None:
+    perfect = sequential_design(0.05, 0.0)
+    assert (perfect.expected_pairs, perfect.deterministic) == (76.0, 1.0)  # the floor is 72
+    flaky = sequential_design(0.05, 0.2)
+    assert flaky.expected_pairs == pytest.approx(33.0, abs=0.05)  # 66 calls instead of 146
+    at_tolerance = sequential_design(0.05, 0.05)
+    assert at_tolerance.deterministic <= 0.025 and at_tolerance.stochastic <= 0.025
+    assert default_max_pairs(0.05) == 300
+
+
+def test_a_seeded_simulation_agrees_with_the_exact_figure() -> None:
+    rng, t, p, runs = random.Random(14), 0.05, 0.1, 4000
+    design = sequential_design(t, p)
+    stopped = []
+    for _ in range(runs):
+        flips = 0
+        for n in range(1, default_max_pairs(t) + 1):
+            flips += rng.random() < p
+            if sequential_evalues(flips, n, t).result is not Stability.UNDECIDED:
+                break
+        stopped.append(n)
+    mean = sum(stopped) / runs
+    spread = (sum((s - mean) ** 2 for s in stopped) / runs) ** 0.5
+    assert abs(mean - design.expected_pairs) < 4 * spread / runs**0.5
+
+
+def test_plan_prints_the_design_beside_the_fixed_rules(cli) -> None:
+    report = report_of(cli("plan", "--format", "json"))
+    chances = [d["flip_chance"] for d in report["sequential_design"]]
+    assert chances == [0.0, 0.0125, 0.05, 0.1, 0.2]
+    assert report["sequential_design"][0]["expected_pairs"] == 76.0
+    assert report["pairs_needed_by_method"]["wilson"] == 73
+    assert report["population_cases_needed"] == 76
+    text = cli("plan").stdout
+    assert "expected pairs" in text and "76 cases" in text
+    beyond = report_of(cli("plan", "--tolerance", "0.3", "--format", "json"))
+    assert "sequential_design" not in beyond

@@ -60,6 +60,7 @@ class ReasonCode(str, Enum):
     TARGET_UNDECIDED = "target_undecided"
     PASS_RATE_UNDECIDED = "pass_rate_undecided"
     INCOMPLETE = "incomplete"
+    CURTAILED = "curtailed"
     IN_PROGRESS = "in_progress"
     NO_REPEATS = "no_repeats"
 
@@ -406,6 +407,12 @@ RULES: tuple[Rule, ...] = (
              f"{route} ({_passes(f.passes.route_rates[route])})" for route in low), "; ")
          if (low := f.passes.unreliable_routes()) else None,
          _fix_failing_cases),
+    Rule(ReasonCode.CURTAILED, Status.INCONCLUSIVE, "completeness",
+         lambda f: f"the run was curtailed after {f.trials.expected} of {s.sized_for} planned calls: "
+         f"no outcome of the {s.sized_for - f.trials.expected} calls left could qualify it"
+         if (s := f.stopping) is not None and s.curtailed else None,
+         _one("Make the cases that changed repeatable (see flip pairs), or plan more pairs: even "
+              "had every call left agreed, this plan could not have qualified the run.")),
     Rule(ReasonCode.LATENCY_UNDECIDED, Status.INCONCLUSIVE, "latency",
          _threshold("latency", "ms", "recorded a latency", Threshold.UNDECIDED), _threshold_step("latency")),
     Rule(ReasonCode.TOOL_CALLS_UNDECIDED, Status.INCONCLUSIVE, "tool_calls",

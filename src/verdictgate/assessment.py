@@ -205,6 +205,28 @@ class InvariantCounts:
 
 
 @dataclass(frozen=True)
+class Stopping:
+    """A run that could stop before its plan: sequential, or curtailed when nothing left to
+    collect could qualify it."""
+
+    sized_for: int
+    """The calls the run was sized for: its plan, or its cap (or budget) when sequential."""
+    curtailed: bool
+    """It stopped because no outcome of the calls left could qualify it."""
+
+    def describe(self, used: int) -> str:
+        """How it stopped, `used` calls in."""
+        if self.curtailed:
+            return (
+                f"curtailed after {used} of {self.sized_for} calls: no outcome of the rest could "
+                "qualify the run"
+            )
+        if used < self.sized_for:
+            return f"decided after {used} of {self.sized_for} calls"
+        return f"every one of the {self.sized_for} calls made"
+
+
+@dataclass(frozen=True)
 class Findings:
     """What the evidence shows, before the admission rule turns it into an answer."""
 
@@ -234,7 +256,9 @@ class Findings:
     declaration_conflict: bool
     """A second run span declared the run differently (the first declaration was kept)."""
     population: PopulationVerdict
-    """The claim about new inputs, with the case as the unit (reported; it gates nothing yet)."""
+    """The claim about new inputs, with the case as the unit (gating under that claim)."""
+    stopping: Stopping | None
+    """How a run that could stop early did: None for a run that could not."""
 
     @property
     def cases_without_repeats(self) -> int:

@@ -19,6 +19,7 @@ from .assessment import (
     RelationResult,
     RouteStability,
     RunInfo,
+    Stopping,
     TrialCounts,
 )
 from .evidence import ERROR, MISSING, CaseEvidence, Evidence
@@ -41,6 +42,7 @@ def assess(
     relations: tuple[RelationResult, ...] = (),
     late: int = 0,
     declaration_conflict: bool = False,
+    stopping: Stopping | None = None,
 ) -> Assessment:
     """Assess trials against a suite's contract and a policy.
 
@@ -49,7 +51,9 @@ def assess(
     route), so holes, short cases and suite cases with no trial count as missing. What the run
     itself reported goes in as it is: still collecting (`in_progress`), the cases its quality
     gate stopped on, and the relations it checked; a receiver adds the records that came after
-    the run was final (`late`) and whether a second run span contradicted the first.
+    the run was final (`late`) and whether a second run span contradicted the first; a run that
+    could stop before its plan says what it was sized for and whether it was curtailed
+    (`stopping`).
     """
     evidence = trials if isinstance(trials, Evidence) else Evidence(trials)
     suite = suite or Suite()
@@ -57,7 +61,9 @@ def assess(
     run = run or RunInfo(
         suite=suite.name, point=suite.point, isolation=evidence.declared_isolation()
     )
-    reported = _Reported(in_progress, quality_failed, relations, late, declaration_conflict)
+    reported = _Reported(
+        in_progress, quality_failed, relations, late, declaration_conflict, stopping
+    )
     return admission.judge(_findings(evidence, suite, policy, run, planned_trials, reported))
 
 
@@ -218,6 +224,7 @@ class _Reported:
     relations: tuple[RelationResult, ...]
     late: int
     declaration_conflict: bool
+    stopping: Stopping | None
 
 
 def _findings(
@@ -270,6 +277,7 @@ def _findings(
         quality_failed=reported.quality_failed,
         relations=reported.relations,
         declaration_conflict=reported.declaration_conflict,
+        stopping=reported.stopping,
         population=population_verdict(
             [case.flips / case.pairs for case in scan.cases if case.pairs], policy.tolerance
         ),

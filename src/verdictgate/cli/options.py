@@ -191,6 +191,12 @@ def run_options(command: Callable, *, agent_required: bool = False) -> Callable:
                 help="With --sequential: the most rerun pairs a test collects (default 15/t).",
             ),
             click.option(
+                "--curtail",
+                is_flag=True,
+                help="Collect the plan round by round and stop as soon as no outcome of the "
+                "calls left could qualify the run (--sequential with --budget does this too).",
+            ),
+            click.option(
                 "--decision",
                 "decision_rule",
                 metavar="RULE",
@@ -296,12 +302,13 @@ def evidence_for(
     decision_rule: str | None = None,
     sequential: bool = False,
     max_pairs: int | None = None,
+    curtail: bool = False,
 ) -> Assessment:
     """Assess a trials file, or run an agent on the suite, under one policy."""
     if trials is not None and agent_spec is None:
-        if decision_rule is not None or sequential or max_pairs is not None:
+        if decision_rule is not None or sequential or max_pairs is not None or curtail:
             raise click.UsageError(
-                "--decision, --sequential and --max-pairs shape an agent's run; not --trials "
+                "--decision, --sequential, --max-pairs and --curtail shape an agent's run; not --trials "
                 "(assess --sequential replays a trials file)"
             )
         evidence, summary = read_trials(trials)
@@ -368,6 +375,7 @@ def evidence_for(
             decision=rule,
             sequential=sequential,
             max_pairs=max_pairs,
+            curtail=curtail,
         )
 
 

@@ -26,6 +26,11 @@ POINT = "verdictgate.point"
 # Run span
 PLAN_CASES = "verdictgate.plan.cases"
 PLAN_TRIALS = "verdictgate.plan.trials"
+PLAN_SIZED_TRIALS = "verdictgate.plan.sized_trials"
+"""int: a run that could stop early (sequential or curtailed): the calls it was sized for;
+`verdictgate.plan.trials` is then the calls it made."""
+CURTAILED = "verdictgate.curtailed"
+"""bool: the run stopped because no outcome of the calls left could qualify it."""
 CONTRACT_ALLOWED = "verdictgate.contract.allowed"
 CONTRACT_REQUIRED = "verdictgate.contract.required"
 CONTRACT_CRITICAL = "verdictgate.contract.critical"
@@ -121,7 +126,7 @@ SERVICE_NAME = "service.name"
 
 RUN_SPAN_ATTRIBUTES = frozenset(
     {
-        RUN_ID, SUITE, POINT, PLAN_CASES, PLAN_TRIALS, CONTRACT_ALLOWED, CONTRACT_REQUIRED,
+        RUN_ID, SUITE, POINT, PLAN_CASES, PLAN_TRIALS, PLAN_SIZED_TRIALS, CURTAILED, CONTRACT_ALLOWED, CONTRACT_REQUIRED,
         CONTRACT_CRITICAL, CONTRACT_TARGETS, CONTRACT_MINIMUM_CASES, CONTRACT_ALLOWED_NO_DECISIONS,
         TOLERANCE, METHOD, CLAIM, CONFIDENCE, DOMINANCE_THRESHOLD, ISOLATION, PASS_RATE_REQUIRED, MAX_P95_MS,
         MAX_P95_TOOL_CALLS, QUALITY_FAILED, RELATIONS_REQUESTED, RELATIONS_VIOLATED,

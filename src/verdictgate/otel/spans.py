@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any, TypeVar
 
-from ..assessment import Assessment, Isolation, RelationResult, RunInfo
+from ..assessment import Assessment, Isolation, RelationResult, RunInfo, Stopping
 from ..engine import assess
 from ..evidence import MAX_TRIAL_INDEX, Evidence
 from ..fingerprints import fingerprint_mode
@@ -40,6 +40,7 @@ class RunDeclaration:
     isolation: Isolation
     quality_failed: tuple[str, ...] = ()
     relations: tuple[RelationResult, ...] = ()
+    stopping: Stopping | None = None
 
 
 def _pairs(mapping: Mapping[str, Any]) -> list[str]:
@@ -153,7 +154,14 @@ def run_declaration(attributes: Mapping[str, Any]) -> RunDeclaration:
             _strings(attributes.get(names.RELATIONS_HELD)),
             _strings(attributes.get(names.RELATIONS_ERRORED)),
         ),
+        stopping=_stopping(attributes),
     )
+
+
+def _stopping(attributes: Mapping[str, Any]) -> Stopping | None:
+    """How a run that could stop early did, from its run span (None when it could not)."""
+    sized = _count(attributes, names.PLAN_SIZED_TRIALS)
+    return None if sized is None else Stopping(sized, attributes.get(names.CURTAILED) is True)
 
 
 def assess_declared(
@@ -194,6 +202,7 @@ def assess_declared(
         in_progress=in_progress,
         quality_failed=declaration.quality_failed,
         relations=declaration.relations,
+        stopping=declaration.stopping,
         late=late,
         declaration_conflict=declaration_conflict,
     )

@@ -63,6 +63,19 @@ def _judgement(rate: PassRate | None) -> dict[str, Any]:
     }
 
 
+def stopping_document(a: Assessment) -> dict[str, Any]:
+    """JSON `sequential`: where a run that could stop early stopped, and the calls it saved."""
+    assert a.stopping is not None
+    used = a.trials.expected
+    return {
+        "stopped_at_pairs": a.pooled.pairs,
+        "calls_used": used,
+        "calls_avoided": a.stopping.sized_for - used,
+        "curtailed": a.stopping.curtailed,
+        "reason": a.stopping.describe(used),
+    }
+
+
 def report_document(assessment: Assessment) -> dict[str, Any]:
     """The report as a JSON-ready dict, bounded (`bounds.bounded`): `omitted` counts what each
     bounded part left out."""
@@ -93,6 +106,7 @@ def report_document(assessment: Assessment) -> dict[str, Any]:
             }
             for r in a.relations
         ],
+        **({"sequential": stopping_document(a)} if a.stopping is not None else {}),
         "population": {
             "cases": a.population.cases,
             "result": a.population.result.value,

@@ -109,6 +109,7 @@ def _evidence_table(a: Assessment) -> Table:
             f"not tested needs {a.population.cases_needed} cases that never flip)"
             + (" · the claim" if a.policy.claim is Claim.POPULATION else " · reported"),
         ),
+        *([("stopped", a.stopping.describe(t.expected))] if a.stopping is not None else []),
     ]
     return _facts_table("Evidence", rows)
 

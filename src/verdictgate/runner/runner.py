@@ -27,7 +27,6 @@ from ..otel.telemetry import Telemetry
 from ..plan import RunPlan, plan_run
 from ..policy import Policy
 from ..sequential import sequential_policy
-from ..sequential_replay import decides
 from ..suite import Case, Suite
 from ..tiers.invariants import Invariant
 from ..tiers.relations import Relation, as_relation
@@ -35,7 +34,7 @@ from ..tiers.semantic import SemanticCheck, bundled_embedder
 from ..tiers.tiers import Judge, Tiers
 from ..trial_model import Trial, decision_from_value, decision_text
 from .agent import Agent, from_callable
-from .sequential_run import SequentialCollection
+from .round_collection import RoundCollection, Stop, sequential_trials
 
 
 class TrialSink(Protocol):
@@ -90,6 +89,7 @@ def run(
     decision: str | DecisionRule | None = None,
     sequential: bool = False,
     max_pairs: int | None = None,
+    curtail: bool = False,
 ) -> Assessment:
     """Call `agent` on every suite case as often as the policy needs, then assess the trials.
 
@@ -120,7 +120,10 @@ def run(
     With `sequential`, the run is judged by the sequential rule and collected round by round
     (one rerun pair of every case a round); it stops at the first round that decides it, or
     after as many rounds as the most demanding test's cap (`max_pairs`, default 15/t pairs)
-    needs; `budget` caps the calls.
+    needs; `budget` caps the calls, and the run stops (curtailed) as soon as no outcome of the
+    calls left within it could qualify the run. With `curtail`, a fixed plan is collected round
+    by round and stops that way too; a curtailed run is judged by the sequential rule, valid
+    whenever a run stops.
     """
     checked = [as_relation(relation) for relation in relations]
     agent = from_callable(agent)
@@ -135,11 +138,12 @@ def run(
     policy = policy or Policy.with_tolerance(suite.tolerance, suite.pass_rate)
     _refuse_before_any_call(suite, concurrency)
     collection = None
-    if sequential:
-        collection = _sequential_collection(
-            suite, policy, max_pairs, repeats, quality_gate, checked
-        )
-        policy, calls, planned = collection.policy, [], collection.most_calls
+    if sequential or curtail:
+        collection = _round_collection(
+            suite, policy, sequential, curtail, max_pairs, repeats, budget,
+            quality_gate or bool(checked),
+        )  # fmt: skip
+        policy, calls, planned = collection.policy, [], collection.sized_for
     else:
         plan = plan_run(suite, policy, repeats=repeats, budget=budget)
         calls = planned_calls(suite, plan)
@@ -187,10 +191,14 @@ def run(
             _progress_bar(planned, progress) as advance,
         ):
             if collection is not None:
-                made = _collect_sequentially(
-                    agent, suite, collection, recording, concurrency, advance, budget
+                made, stop = _collect_in_rounds(
+                    agent, suite, collection, recording, concurrency, advance
                 )
                 run_span.set_attribute(names.PLAN_TRIALS, made)  # what the run set out to do
+                run_span.set_attribute(names.PLAN_SIZED_TRIALS, collection.sized_for)
+                if stop is Stop.CURTAILED:  # judged by the rule valid at any stop
+                    run_span.set_attribute(names.CURTAILED, True)
+                    run_span.set_attribute(names.METHOD, collection.stopped_policy.method.value)
             elif not _call_in_rounds(
                 agent, rounds, recording, concurrency, advance,
                 (lambda: _missed_routes(suite, first_answers)) if quality_gate else None,
@@ -211,52 +219,69 @@ def run(
     return assessment
 
 
-def _sequential_collection(
+def _round_collection(
     suite: Suite,
     policy: Policy,
+    sequential: bool,
+    curtail: bool,
     max_pairs: int | None,
     repeats: int | None,
-    quality_gate: bool,
-    relations: list[Relation],
-) -> SequentialCollection:
-    """The collection of a sequential run, refused before any call when it cannot be one."""
-    if repeats is not None or quality_gate or relations:
+    budget: int | None,
+    gated: bool,
+) -> RoundCollection:
+    """The collection of a run that may stop early, refused before any call when it cannot be
+    one."""
+    if gated:
         raise PlanError(
-            "a sequential run sizes itself round by round: not with {repeats}, {quality_gate} "
+            "a run that may stop early is collected round by round: not with {quality_gate} "
             "or {relation}",
-            arguments=("repeats", "quality_gate", "relation"),
+            arguments=("quality_gate", "relation"),
         )
+    if max_pairs is not None and not sequential:
+        raise PlanError("caps a sequential run", arguments=("max_pairs",))
     if max_pairs is not None and max_pairs < 1:
         raise PlanError(f"must be at least 1, got {max_pairs}", arguments=("max_pairs",))
     try:
-        return SequentialCollection(suite, sequential_policy(policy, suite), max_pairs)
+        if sequential:
+            if repeats is not None:
+                raise PlanError(
+                    "a sequential run sizes itself round by round", arguments=("repeats",)
+                )
+            judged = sequential_policy(policy, suite)
+            return RoundCollection(
+                suite, judged, sequential_trials(suite, judged, max_pairs),
+                sequential=True, curtail=budget is not None, budget=budget,
+            )  # fmt: skip
+        plan = plan_run(suite, policy, repeats=repeats, budget=budget)
+        return RoundCollection(suite, policy, plan.repeats, sequential=False, curtail=True)
     except ValueError as error:
-        raise PlanError(str(error), arguments=("sequential",)) from None
+        raise PlanError(
+            str(error), arguments=("sequential" if sequential else "curtail",)
+        ) from None
 
 
-def _collect_sequentially(
+def _collect_in_rounds(
     agent: Agent,
     suite: Suite,
-    collection: SequentialCollection,
+    collection: RoundCollection,
     recording: _Recording,
     concurrency: int,
     advance: Callable[[], None],
-    budget: int | None,
-) -> int:
-    """Call round after round until one decides the run, no case is open, or the next round
-    would pass `budget`; the calls made."""
+) -> tuple[int, Stop | None]:
+    """Call round after round until one ends the run or none is left; the calls made and why
+    the run ended early (None when it did not)."""
     cases = {case.id: case for case in suite.cases}
     made = 0
     for number in itertools.count():
         keys = collection.round(number)
-        if not keys or (budget is not None and made + len(keys) > budget):
-            break
+        if not keys:
+            return made, None
         batch = [Call(cases[case_id], index) for case_id, index in keys]
         _call_in_rounds(agent, [batch], recording, concurrency, advance, None, None)
         made += len(batch)
-        if decides(collection.judge(made)):
-            break
-    return made
+        if stop := collection.after_round(number, made):
+            return made, stop
+    raise AssertionError("unreachable: rounds run out")
 
 
 def _refuse_before_any_call(suite: Suite, concurrency: int) -> None:

@@ -1,0 +1,41 @@
+"""Curtailment: a run stops as soon as nothing it has left to collect could qualify it.
+
+Stopping only when qualifying has become impossible never lets a wrong qualification through:
+the run could not have qualified had it gone on. Its other answers are another matter: a
+fixed rule looked at part-way is no longer valid, so a curtailed run is judged by the
+sequential rule, which is valid at any stop.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from .assessment import Findings
+from .policy import Policy
+from .stats import Stability, change_rate
+from .suite import Suite
+
+
+def can_still_qualify(
+    findings: Findings, suite: Suite, final_pairs: Mapping[str, int], policy: Policy
+) -> bool:
+    """Whether the run could still qualify if every pair left agreed: each change rate that
+    must be shown below its tolerance (the pooled one, each targeted route's) would be, judged
+    by `policy` with the flips seen so far over the pairs it has when the plan, cap or budget
+    is spent (`final_pairs`: case id -> rerun pairs)."""
+    expected = suite.expected_by_case()
+    tests = [(findings.pooled.flips, sum(final_pairs.values()), policy.tolerance)]
+    tests += [
+        (
+            route.change.flips,
+            sum(n for case, n in final_pairs.items() if expected.get(case) == route.route),
+            route.change.tolerance,
+        )
+        for route in findings.routes
+        if route.targeted
+    ]
+    return all(
+        change_rate(flips, max(pairs, flips), t, policy.confidence, policy.method).result
+        is Stability.DETERMINISTIC
+        for flips, pairs, t in tests
+    )

@@ -1,0 +1,115 @@
+"""Collecting a run round by round, for a run that may stop before its plan.
+
+A round gives every case with trials left one rerun pair (trials 2k and 2k + 1), so the pooled
+counts are taken at complete rounds, as the rules' validity across cases needs. After each
+round the trials so far are judged: a sequential run stops at the first round its rule decides
+(`sequential_replay.decides`; its answers stay valid however often they are looked at); a
+curtailed run (and a sequential run with a budget) stops as soon as no outcome of the calls
+left could qualify it (`curtailment.can_still_qualify`). A sequential run is sized by the
+most demanding test's cap: `max_pairs` pairs (by default 15/t, t the test's tolerance) spread
+over its cases.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from collections.abc import Mapping
+from enum import Enum
+
+from ..assessment import Assessment
+from ..curtailment import can_still_qualify
+from ..engine import assess
+from ..policy import Policy
+from ..sequential import sequential_policy
+from ..sequential_design import default_max_pairs
+from ..sequential_replay import decides
+from ..suite import Suite
+from ..trial_model import Trial
+
+
+class Stop(str, Enum):
+    """Why a round ends the run."""
+
+    DECIDED = "decided"
+    CURTAILED = "curtailed"
+
+
+def sequential_trials(suite: Suite, policy: Policy, max_pairs: int | None) -> dict[str, int]:
+    """Trials per case of a sequential run: enough rounds for the most demanding test's cap."""
+    by_route: dict[str, int] = {}
+    for case in suite.cases:
+        if case.expected is not None:
+            by_route[case.expected] = by_route.get(case.expected, 0) + 1
+    tests = [(policy.tolerance, len(suite.cases))] + [
+        (suite.contract.tolerance_for(route, policy.tolerance), cases)
+        for route, cases in by_route.items()
+    ]
+    rounds = max(math.ceil((max_pairs or default_max_pairs(t)) / cases) for t, cases in tests)
+    return dict.fromkeys((case.id for case in suite.cases), 2 * rounds)
+
+
+class RoundCollection:
+    """Which calls each round makes, and whether the trials so far end the run."""
+
+    def __init__(
+        self,
+        suite: Suite,
+        policy: Policy,
+        trials_per_case: Mapping[str, int],
+        *,
+        sequential: bool,
+        curtail: bool,
+        budget: int | None = None,
+    ) -> None:
+        """`policy` judges the run collected to its end; `budget` caps the calls, in whole
+        rounds. ValueError when the sequential rule, which judges a run that stops early, cannot
+        judge this one."""
+        self.suite = suite
+        self.policy = policy
+        self.stopped_policy = sequential_policy(policy, suite)
+        self.sequential = sequential
+        self.curtail = curtail
+        self._trials_per_case = dict(trials_per_case)
+        self.rounds = max((math.ceil(n / 2) for n in self._trials_per_case.values()), default=0)
+        if budget is not None:
+            affordable, spent = 0, 0
+            while affordable < self.rounds and spent + len(self.round(affordable)) <= budget:
+                spent += len(self.round(affordable))
+                affordable += 1
+            self.rounds = affordable
+        self.sized_for = sum(len(self.round(number)) for number in range(self.rounds))
+        self._trials: list[Trial] = []
+        self._lock = threading.Lock()
+
+    def add(self, trial: Trial) -> None:
+        """A trial of this run, as it is recorded (from any thread)."""
+        with self._lock:
+            self._trials.append(trial)
+
+    def round(self, number: int) -> list[tuple[str, int]]:
+        """(case id, trial index) of the calls round `number` (from 0) makes; none after the
+        last round."""
+        if number >= self.rounds:
+            return []
+        return [
+            (case.id, index)
+            for case in self.suite.cases
+            for index in (2 * number, 2 * number + 1)
+            if index < self._trials_per_case[case.id]
+        ]
+
+    def after_round(self, number: int, made: int) -> Stop | None:
+        """Whether the run ends after round `number` (from 0), `made` calls in."""
+        with self._lock:
+            trials = list(self._trials)
+        judged: Assessment = assess(trials, self.suite, self.stopped_policy, planned_trials=made)
+        if self.sequential and decides(judged):
+            return Stop.DECIDED
+        if self.curtail and number + 1 < self.rounds:
+            final_pairs = {
+                case: min(n, 2 * self.rounds) // 2 for case, n in self._trials_per_case.items()
+            }
+            if not can_still_qualify(judged, self.suite, final_pairs, self.policy):
+                return Stop.CURTAILED
+        return None

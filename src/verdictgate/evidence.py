@@ -89,6 +89,13 @@ class CaseEvidence:
         """Number of trial indices that hold a record."""
         return len(self.slots) - self.slots.count(MISSING)
 
+    def complete_pairs(self) -> int:
+        """Rerun pairs the case holds with no gap before them: n when it holds exactly the
+        trials 0 .. 2n - 1, else -1."""
+        if self.extent is not None or len(self.slots) % 2 or MISSING in self.slots:
+            return -1
+        return len(self.slots) // 2
+
 
 def compact_gaps(indices: Iterable[int]) -> Iterator[int]:
     """Indices of one case, in ascending order, with every run of missing pairs shortened to a
@@ -133,6 +140,14 @@ class Evidence:
         """What the tiers found on the (rare) trials where an invariant broke or a tier was
         skipped: (failed, warned, skipped)."""
         self.add_all(trials)
+
+    def complete_rounds(self) -> int | None:
+        """Rounds held when every case holds the same rerun pairs with nothing beyond them (the
+        look a sequential rule may take across cases); None otherwise."""
+        pairs = {case.complete_pairs() for case in self.cases.values()}
+        if len(pairs) != 1 or -1 in pairs:
+            return None
+        return pairs.pop()
 
     def snapshot(self) -> Evidence:
         """A copy that later records leave unchanged: containers and per-case arrays are

@@ -13,6 +13,8 @@ from typing import Any
 import click
 
 from ..errors import USAGE_EXIT, InputError, cli_option
+from ..policy import Policy
+from ..sequential import sequential_policy
 
 FORMATS = click.Choice(["text", "json", "junit", "markdown"])
 _DURATION = re.compile(r"^(\d+(?:\.\d+)?)(ms|s|m|h|d)?$")
@@ -44,6 +46,17 @@ def _read_secret(path: str | None, option: str) -> str | None:
     if not secret:
         raise InputError("is empty", path=path, field=option)
     return secret
+
+
+def _canary_policy(tolerance: float | None, sequential: bool) -> Policy | None:
+    """The policy canary runs are judged by: the default one unless the options say."""
+    if tolerance is None and not sequential:
+        return None
+    try:
+        policy = Policy.with_tolerance(tolerance)
+        return sequential_policy(policy, None) if sequential else policy
+    except ValueError as error:
+        raise click.BadParameter(str(error), param_hint="--canary-tolerance") from None
 
 
 @click.command("serve")
@@ -87,6 +100,17 @@ def _read_secret(path: str | None, option: str) -> str | None:
 )
 @click.option(
     "--window", help="Also assess canary runs (no run span) every DURATION while they collect."
+)
+@click.option(
+    "--sequential",
+    is_flag=True,
+    help="Judge canary runs (no run span) by the sequential rule and finish each as soon as it "
+    "decides, at a complete round (docs/statistics.md); runs whose span says so always are.",
+)
+@click.option(
+    "--canary-tolerance",
+    type=float,
+    help="The tolerated change rate canary runs are judged against (default 0.05).",
 )
 @click.option(
     "--max-request-bytes", type=int, default=16 << 20, show_default=True,
@@ -134,8 +158,9 @@ def _read_secret(path: str | None, option: str) -> str | None:
     help="Distinct (suite, point) label pairs metrics carry when --metric-suite is not given.",
 )
 def serve_command(store_path, grpc_listen, http_listen, token_file, tls_cert, tls_key,
-                  publish_endpoint, grace, window, max_request_bytes, max_trials_per_run,
-                  decoders, settle, retain, metric_suites, max_metric_suites) -> None:  # fmt: skip
+                  publish_endpoint, grace, window, sequential, canary_tolerance,
+                  max_request_bytes, max_trials_per_run, decoders, settle, retain, metric_suites,
+                  max_metric_suites) -> None:  # fmt: skip
     """Receive decision spans beside a collector; assess and publish each run."""
     import logging
 
@@ -153,6 +178,7 @@ def serve_command(store_path, grpc_listen, http_listen, token_file, tls_cert, tl
         if (tls_cert is None) != (tls_key is None):
             raise click.UsageError("--tls-cert and --tls-key go together")
         token = _read_secret(token_file, "--token-file")
+        canary_policy = _canary_policy(canary_tolerance, sequential)
         tls = Tls(tls_cert, tls_key) if tls_cert else None
         target = OtlpTarget(publish_endpoint) if publish_endpoint else None
         store = Store(store_path)
@@ -165,6 +191,7 @@ def serve_command(store_path, grpc_listen, http_listen, token_file, tls_cert, tl
             retain=parse_duration(retain) if retain else None,
             settle=parse_duration(settle),
             metric_labels=MetricLabels(set(metric_suites) or None, max_metric_suites),
+            canary_policy=canary_policy,
         )
         server = Server(
             receiver,

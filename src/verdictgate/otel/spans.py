@@ -174,14 +174,16 @@ def assess_declared(
     in_progress: bool = False,
     late: int = 0,
     declaration_conflict: bool = False,
+    canary_policy: Policy | None = None,
 ) -> Assessment:
     """Assess a run's evidence against what its run span declared; a run without one (a canary)
-    is judged by the default policy, named by the `suite` and `point` its decision spans carry."""
+    is judged by `canary_policy` (the default policy when None), named by the `suite` and
+    `point` its decision spans carry."""
     if declaration is None:
         declaration = RunDeclaration(
             run_id=run_id,
             suite=Suite(name=suite or Suite.name, point=point or Suite.point),
-            policy=Policy(),
+            policy=canary_policy or Policy(),
             planned_cases=None,
             planned_trials=None,
             isolation=Isolation.UNKNOWN,

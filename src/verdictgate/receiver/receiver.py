@@ -9,8 +9,12 @@ from collections.abc import Callable, Iterator
 from dataclasses import replace
 
 from ..assessment import Assessment
+from ..evidence import Evidence
 from ..otel.publication import MetricLabels, Publication, TrialTally
 from ..otel.spans import assess_declared, metric_routes
+from ..policy import Policy
+from ..sequential_replay import decides
+from ..stats import Method
 from .forwarder import Forwarder
 from .framework_traces import settled_trials
 from .otlp import Extract
@@ -47,6 +51,11 @@ class Receiver:
     own thread: ingest never waits for the publish target. A run holds at most
     `max_trials_per_run` trials; spans beyond that are rejected (partial success), so one sender
     cannot grow a run's store and its assessment without bound.
+
+    A run judged by the sequential rule (its run span says so, or, for a canary,
+    `canary_policy` does) is also final as soon as the rule decides it: each tick looks at it
+    when it holds complete rounds (every case the same rerun pairs) and has changed since the
+    last look, so its admission is published, and its watchers answered, then.
     """
 
     def __init__(
@@ -62,6 +71,7 @@ class Receiver:
         metric_labels: MetricLabels | None = None,
         retain: float | None = None,
         settle: float = DEFAULT_SETTLE,
+        canary_policy: Policy | None = None,
     ) -> None:
         self.store = store
         self.forwarder = forwarder
@@ -78,6 +88,9 @@ class Receiver:
         self._retain = retain
         self._settle = settle
         self._next_retention = 0.0
+        self._canary_policy = canary_policy
+        self._looked: dict[str, RunVersion] = {}
+        """Open runs, with the version last looked at for a sequential decision."""
         self._failing: dict[str, RunVersion] = {}
         """Open runs whose assessment failed (logged once), with the version that failed: the
         tick tries one again only when it changed."""
@@ -121,6 +134,7 @@ class Receiver:
         self._settle_traces(now)
         open_runs = self.store.open_runs()
         self._failing = {r.run_id: v for r in open_runs if (v := self._failing.get(r.run_id))}
+        self._looked = {r.run_id: v for r in open_runs if (v := self._looked.get(r.run_id))}
         for run in open_runs:
             if self._failing.get(run.run_id) != run_version(run):  # else: failed as it stands
                 self._isolated(run, lambda run: self._tick_one(run, now))
@@ -160,11 +174,29 @@ class Receiver:
         quiet_since = max(run.last_seen, run.declared_at or 0.0)
         if now - quiet_since >= self._grace:
             self._finish(run)
+        elif decided := self._sequential_decision(run):
+            self._finish(run, decided)
         elif self._window is not None and run.declaration_json is None:
             mark = self._window_marks.setdefault(run.run_id, run.first_seen)
             if now - mark >= self._window:
                 self._window_marks[run.run_id] = now
                 self._stage_window(run)
+
+    def _sequential_decision(self, run: StoredRun) -> Assessment | None:
+        """The final assessment of a sequential run its rule decides as it stands, looked at
+        only at complete rounds and once per version; None while undecided."""
+        version = run_version(run)
+        if self._looked.get(run.run_id) == version:  # unchanged since the last look
+            return None
+        self._looked[run.run_id] = version
+        policy = run.declared.policy if run.declared is not None else self._canary_policy
+        if policy is None or policy.method is not Method.SEQUENTIAL:
+            return None
+        evidence = self.store.evidence(run.run_id)
+        if not evidence.complete_rounds():
+            return None
+        assessment = self._assess(replace(run, final=True), evidence)
+        return assessment if decides(assessment) else None
 
     def assessment(self, run_id: str) -> Assessment | None:
         """The current admission of a run (inconclusive `in_progress` until final); None if
@@ -180,15 +212,19 @@ class Receiver:
 
     def assessment_of(self, run: StoredRun) -> Assessment:
         """Assess a stored run as it stands (uncached)."""
+        return self._assess(run, self.store.evidence(run.run_id))
+
+    def _assess(self, run: StoredRun, evidence: Evidence) -> Assessment:
         return assess_declared(
             run.run_id,
-            self.store.evidence(run.run_id),
+            evidence,
             run.declared,
             suite=run.suite,
             point=run.point,
             in_progress=not run.final,
             late=run.late,
             declaration_conflict=run.declaration_conflict,
+            canary_policy=self._canary_policy,
         )
 
     def watch(
@@ -217,14 +253,17 @@ class Receiver:
             latest = cached.assessment
         return latest if latest is not None else self.assessment(run_id)
 
-    def _finish(self, run: StoredRun) -> None:
+    def _finish(self, run: StoredRun, decided: Assessment | None = None) -> None:
         """Make a run final; its admission is staged for publishing in the same commit, once.
-        Finishing is serialised, so two requests completing one run publish it once."""
+        Finishing is serialised, so two requests completing one run publish it once. A run the
+        sequential rule `decided` ends with that assessment, unless a write came since."""
         with self._finishing:
             current = self.store.run(run.run_id)
             if current is None or current.final:
                 return
-            assessment = self.assessment_of(replace(current, final=True))
+            if decided is not None and run_version(current) != run_version(run):
+                return  # the next tick looks again
+            assessment = decided or self.assessment_of(replace(current, final=True))
             publication = self._publication(assessment, current, final=True)
             if self.store.finish(run.run_id, assessment.status.value, publication, self._clock()):
                 self._cache.put(replace(current, final=True), assessment)  # the state assessed

@@ -107,3 +107,52 @@ def test_a_route_target_beyond_the_rules_reach_is_refused_before_any_call(cli, w
 def test_plan_beyond_the_sequential_rules_reach(cli) -> None:
     result = cli("plan", "--tolerance", "0.3", "--format", "json")
     assert result.exit_code == 0 and "sequential" not in report_of(result)["pairs_needed_by_method"]
+
+
+def test_an_undecided_sequential_run_can_be_continued(cli, tmp_path) -> None:
+    first_file, all_file = str(tmp_path / "first.jsonl"), str(tmp_path / "all.jsonl")
+    first = run(cli, "stable_router", "--sequential", "--max-pairs", "24",
+                "--trials-out", first_file)  # fmt: skip
+    assert first["status"] == "inconclusive" and first["trials"]["received"] == 12 * 24
+    resumed = run(cli, "stable_router", "--sequential", "--resume", first_file,
+                  "--trials-out", all_file)  # fmt: skip
+    assert resumed["status"] == "qualified" and resumed["run"]["id"] == first["run"]["id"]
+    assert resumed["trials"]["received"] == resumed["sequential"]["calls_used"] == 4608
+    assert len(Path(all_file).read_text().splitlines()) == 4608  # every trial, old and new
+
+
+def test_continuing_calls_only_the_rounds_after_the_stored_ones(monkeypatch, tmp_path) -> None:
+    monkeypatch.syspath_prepend(str(EXAMPLES))
+    from payment_router import route
+
+    suite = verdictgate.load_suite(SUITE)
+    calls: list[str] = []
+    first = verdictgate.run(route, suite, sequential=True, max_pairs=24)
+    stored = [
+        verdictgate.Trial(c.case, i, c.verdict, first.run.id, c.route)
+        for c in first.cases
+        for i in range(c.trials)
+    ]
+    again = verdictgate.run(
+        lambda text: calls.append(text) or route(text), suite, sequential=True, resume=stored
+    )
+    assert again.status is Status.QUALIFIED and again.run.id == first.run.id
+    assert len(calls) == again.trials.received - len(stored) == 4608 - 288
+
+
+def test_what_cannot_be_continued_is_refused_before_any_call(cli, tmp_path) -> None:
+    decided = str(tmp_path / "decided.jsonl")
+    run(cli, "flipping_router", "--sequential", "--trials-out", decided)
+    result = cli("run", "--agent", f"{EXAMPLES / 'payment_router.py'}:stable_router", "--suite",
+                 SUITE, "--sequential", "--resume", decided)  # fmt: skip
+    assert result.exit_code == 2 and "already decided" in result.stderr
+    short = str(tmp_path / "short.jsonl")
+    run(cli, "stable_router", "--sequential", "--max-pairs", "24", "--trials-out", short)
+    lines = Path(short).read_text().splitlines()
+    Path(short).write_text("\n".join(lines[:-1]) + "\n")  # the last round lacks one trial
+    for options in (("--sequential",), ()):
+        result = cli("run", "--agent", f"{EXAMPLES / 'payment_router.py'}:stable_router",
+                     "--suite", SUITE, "--resume", short, *options)  # fmt: skip
+        assert result.exit_code == 2, result.stderr
+    assert "complete round" in cli("run", "--agent", f"{EXAMPLES / 'payment_router.py'}:stable_router",
+                                   "--suite", SUITE, "--resume", short, "--sequential").stderr  # fmt: skip

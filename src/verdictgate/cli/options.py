@@ -191,6 +191,14 @@ def run_options(command: Callable, *, agent_required: bool = False) -> Callable:
                 help="With --sequential: the most rerun pairs a test collects (default 15/t).",
             ),
             click.option(
+                "--resume",
+                "resume_path",
+                type=click.Path(dir_okay=False),
+                metavar="TRIALS.jsonl",
+                help="With --sequential: continue the undecided run whose --trials-out file this "
+                "is, from the round after its last (raise --max-pairs past its cap).",
+            ),
+            click.option(
                 "--curtail",
                 is_flag=True,
                 help="Collect the plan round by round and stop as soon as no outcome of the "
@@ -303,12 +311,20 @@ def evidence_for(
     sequential: bool = False,
     max_pairs: int | None = None,
     curtail: bool = False,
+    resume_path: str | None = None,
 ) -> Assessment:
     """Assess a trials file, or run an agent on the suite, under one policy."""
     if trials is not None and agent_spec is None:
-        if decision_rule is not None or sequential or max_pairs is not None or curtail:
+        if (
+            decision_rule is not None
+            or sequential
+            or max_pairs is not None
+            or curtail
+            or resume_path
+        ):
             raise click.UsageError(
-                "--decision, --sequential, --max-pairs and --curtail shape an agent's run; not --trials "
+                "--decision, --sequential, --max-pairs, --curtail and --resume shape an agent's "
+                "run; not --trials "
                 "(assess --sequential replays a trials file)"
             )
         evidence, summary = read_trials(trials)
@@ -376,6 +392,7 @@ def evidence_for(
             sequential=sequential,
             max_pairs=max_pairs,
             curtail=curtail,
+            resume=list(read_trials(resume_path)[0].trials()) if resume_path else (),
         )
 
 

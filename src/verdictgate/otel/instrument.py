@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import ExitStack, contextmanager
 from contextvars import ContextVar
@@ -32,9 +33,9 @@ from ..policy import Policy
 from ..suite import Suite
 from ..tiers.invariants import Invariant
 from ..tiers.tiers import TierOutcome, Tiers
-from ..trial_model import InvalidDecision, Isolation, decision_from_value
+from ..trial_model import InvalidDecision, Isolation, Trial, decision_from_value
 from . import conventions as names
-from .spans import decision_attributes, run_attributes
+from .spans import decision_attributes, run_attributes, trial_attributes
 
 if TYPE_CHECKING:
     from .trial_capture import OpenTrial
@@ -247,6 +248,26 @@ def decision(
                     recorder.record(None)
                 else:
                     recorder.record_error("unrecorded")
+
+
+def recorded_trial(
+    trial: Trial, suite: Suite, tracer_provider: trace.TracerProvider | None = None
+) -> None:
+    """Record a trial collected earlier (a stored run being continued) as the decision span it
+    was: its latency is the span's duration, none when it had none."""
+    if not _sdk_configured(tracer_provider):
+        return
+    start = time.time_ns()
+    latency = 0 if trial.latency_ms is None else round(trial.latency_ms * 1e6)
+    span = _tracer(tracer_provider).start_span(
+        names.decision_span_name(suite.point),
+        kind=SpanKind.INTERNAL,
+        attributes={names.POINT: suite.point, names.SUITE: suite.name, **trial_attributes(trial)},
+        start_time=start,
+    )
+    if trial.decision is None:
+        span.set_status(Status(StatusCode.ERROR))
+    span.end(end_time=start + latency)
 
 
 _decision_span = decision

@@ -264,6 +264,28 @@ def decision_attributes(decision: Decision | None, error_type: str | None = None
     return attributes
 
 
+def trial_attributes(trial: Trial) -> dict[str, Any]:
+    """The attributes of the decision span that records `trial` (its latency is the span's
+    duration): the inverse of `trial_from_attributes`."""
+    attributes: dict[str, Any] = {
+        names.RUN_ID: trial.run,
+        names.CASE_ID: trial.case,
+        names.TRIAL: trial.index,
+        **decision_attributes(trial.decision, trial.error_type),
+    }
+    if trial.expected is not None:
+        attributes[names.CASE_EXPECTED] = trial.expected
+    if trial.passed is not None:
+        attributes[names.PASSED] = trial.passed
+    if trial.invariants_failed:
+        attributes[names.INVARIANT_FAILED] = list(trial.invariants_failed)
+    if trial.invariants_warned:
+        attributes[names.INVARIANT_WARNED] = list(trial.invariants_warned)
+    if trial.evaluation_skipped:
+        attributes[names.EVALUATION_SKIPPED] = True
+    return attributes
+
+
 def trial_from_attributes(attributes: Mapping[str, Any], latency_ms: float | None = None) -> Trial:
     """The whole trial a decision span records (with the span's duration as its latency); a
     ValueError names the attribute that is wrong.

@@ -14,12 +14,13 @@ from __future__ import annotations
 
 import math
 import threading
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from enum import Enum
 
 from ..assessment import Assessment
 from ..curtailment import can_still_qualify
 from ..engine import assess
+from ..evidence import Evidence
 from ..policy import Policy
 from ..sequential import sequential_policy
 from ..sequential_design import default_max_pairs
@@ -61,10 +62,13 @@ class RoundCollection:
         sequential: bool,
         curtail: bool,
         budget: int | None = None,
+        prior: Sequence[Trial] = (),
     ) -> None:
-        """`policy` judges the run collected to its end; `budget` caps the calls, in whole
-        rounds. ValueError when the sequential rule, which judges a run that stops early, cannot
-        judge this one."""
+        """`policy` judges the run collected to its end; `budget` caps the calls made now, in
+        whole rounds; `prior` are the trials of complete rounds an earlier, undecided run of
+        this collection made (it goes on from there). ValueError when the sequential rule,
+        which judges a run that stops early, cannot judge this one, or `prior` cannot be
+        continued."""
         self.suite = suite
         self.policy = policy
         self.stopped_policy = sequential_policy(policy, suite)
@@ -72,8 +76,9 @@ class RoundCollection:
         self.curtail = curtail
         self._trials_per_case = dict(trials_per_case)
         self.rounds = max((math.ceil(n / 2) for n in self._trials_per_case.values()), default=0)
+        self.first_round = self._continued_from(prior) if prior else 0
         if budget is not None:
-            affordable, spent = 0, 0
+            affordable, spent = self.first_round, 0
             while affordable < self.rounds and spent + len(self.round(affordable)) <= budget:
                 spent += len(self.round(affordable))
                 affordable += 1
@@ -81,6 +86,24 @@ class RoundCollection:
         self.sized_for = sum(len(self.round(number)) for number in range(self.rounds))
         self._trials: list[Trial] = []
         self._lock = threading.Lock()
+
+    def _continued_from(self, prior: Sequence[Trial]) -> int:
+        """The round an earlier run's trials end at, when it can be continued: it holds complete
+        rounds of this suite's cases and its rule had not decided it."""
+        evidence = Evidence(prior)
+        done = evidence.complete_rounds()
+        if done is None or {case for _, case in evidence.cases} != set(self._trials_per_case):
+            raise ValueError(
+                "the stored run does not end at a complete round of this suite's cases"
+            )
+        if decides(assess(evidence, self.suite, self.stopped_policy)):
+            raise ValueError("the stored run is already decided: its answer stands")
+        if done >= self.rounds:
+            raise ValueError(
+                f"the stored run already holds {done} rounds, all this run's cap allows: raise "
+                "the cap (max_pairs)"
+            )
+        return done
 
     def add(self, trial: Trial) -> None:
         """A trial of this run, as it is recorded (from any thread)."""

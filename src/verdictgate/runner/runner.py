@@ -15,13 +15,20 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+import msgspec
 from opentelemetry import context as otel_context
 
 from ..assessment import Assessment, RelationResult
 from ..decision_rules import DecisionRule
 from ..errors import PlanError
 from ..otel import conventions as names
-from ..otel.instrument import DecisionRecorder, decision, evaluation_run, trial
+from ..otel.instrument import (
+    DecisionRecorder,
+    decision,
+    evaluation_run,
+    recorded_trial,
+    trial,
+)
 from ..otel.spans import encode_routes
 from ..otel.telemetry import Telemetry
 from ..plan import RunPlan, plan_run
@@ -90,6 +97,7 @@ def run(
     sequential: bool = False,
     max_pairs: int | None = None,
     curtail: bool = False,
+    resume: Sequence[Trial] = (),
 ) -> Assessment:
     """Call `agent` on every suite case as often as the policy needs, then assess the trials.
 
@@ -123,7 +131,10 @@ def run(
     needs; `budget` caps the calls, and the run stops (curtailed) as soon as no outcome of the
     calls left within it could qualify the run. With `curtail`, a fixed plan is collected round
     by round and stops that way too; a curtailed run is judged by the sequential rule, valid
-    whenever a run stops.
+    whenever a run stops. A sequential run left undecided (at its cap or budget) can be
+    continued: `resume` takes its trials (its `--trials-out` file), which are recorded again
+    under its run id, and the run goes on from the round after them; the sequential rule stays
+    valid however often it is continued.
     """
     checked = [as_relation(relation) for relation in relations]
     agent = from_callable(agent)
@@ -138,10 +149,12 @@ def run(
     policy = policy or Policy.with_tolerance(suite.tolerance, suite.pass_rate)
     _refuse_before_any_call(suite, concurrency)
     collection = None
+    if resume and not sequential:
+        raise PlanError("continues a sequential run", arguments=("resume",))
     if sequential or curtail:
         collection = _round_collection(
             suite, policy, sequential, curtail, max_pairs, repeats, budget,
-            quality_gate or bool(checked),
+            quality_gate or bool(checked), resume,
         )  # fmt: skip
         policy, calls, planned = collection.policy, [], collection.sized_for
     else:
@@ -149,7 +162,7 @@ def run(
         calls = planned_calls(suite, plan)
         planned = plan.calls
     tiers = Tiers(tuple(invariants), _semantic_check(semantic, suite), judge)  # may load a model
-    run_id = run_id or uuid.uuid4().hex
+    run_id = run_id or _resumed_run(resume) or uuid.uuid4().hex
     own_pipeline = telemetry is None
     pipeline = telemetry or Telemetry()
     processor = pipeline.processor
@@ -191,9 +204,16 @@ def run(
             _progress_bar(planned, progress) as advance,
         ):
             if collection is not None:
+                for earlier in resume:
+                    recorded_trial(
+                        msgspec.structs.replace(earlier, run=run_id),
+                        suite,
+                        pipeline.tracer_provider,
+                    )
                 made, stop = _collect_in_rounds(
                     agent, suite, collection, recording, concurrency, advance
                 )
+                made += len(resume)
                 run_span.set_attribute(names.PLAN_TRIALS, made)  # what the run set out to do
                 run_span.set_attribute(names.PLAN_SIZED_TRIALS, collection.sized_for)
                 if stop is Stop.CURTAILED:  # judged by the rule valid at any stop
@@ -228,6 +248,7 @@ def _round_collection(
     repeats: int | None,
     budget: int | None,
     gated: bool,
+    resume: Sequence[Trial],
 ) -> RoundCollection:
     """The collection of a run that may stop early, refused before any call when it cannot be
     one."""
@@ -250,7 +271,7 @@ def _round_collection(
             judged = sequential_policy(policy, suite)
             return RoundCollection(
                 suite, judged, sequential_trials(suite, judged, max_pairs),
-                sequential=True, curtail=budget is not None, budget=budget,
+                sequential=True, curtail=budget is not None, budget=budget, prior=resume,
             )  # fmt: skip
         plan = plan_run(suite, policy, repeats=repeats, budget=budget)
         return RoundCollection(suite, policy, plan.repeats, sequential=False, curtail=True)
@@ -272,7 +293,7 @@ def _collect_in_rounds(
     the run ended early (None when it did not)."""
     cases = {case.id: case for case in suite.cases}
     made = 0
-    for number in itertools.count():
+    for number in itertools.count(collection.first_round):
         keys = collection.round(number)
         if not keys:
             return made, None
@@ -282,6 +303,14 @@ def _collect_in_rounds(
         if stop := collection.after_round(number, made):
             return made, stop
     raise AssertionError("unreachable: rounds run out")
+
+
+def _resumed_run(resume: Sequence[Trial]) -> str | None:
+    """The run id of the trials a run continues (they must be one run's)."""
+    runs = {trial.run for trial in resume}
+    if len(runs) > 1:
+        raise PlanError("the trials to continue hold more than one run", arguments=("resume",))
+    return runs.pop() if runs else None
 
 
 def _refuse_before_any_call(suite: Suite, concurrency: int) -> None:

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 import verdictgate
 from conftest import report_of
-from verdictgate import Contract, PlanError, Policy, Suite, Trial, assess
+from verdictgate import Contract, PlanError, Policy, Status, Suite, Trial, assess
 from verdictgate.assessment import Isolation, Stopping
 from verdictgate.curtailment import can_still_qualify
 from verdictgate.otel import conventions as names
@@ -121,14 +121,38 @@ def test_a_stable_run_is_not_curtailed(cli) -> None:
     }  # fmt: skip
 
 
-def test_a_budget_curtails_a_sequential_run_that_could_not_qualify_within_it(cli) -> None:
-    report = run(cli, "stable_router", "--sequential", "--budget", "200")
-    assert report["status"] == "inconclusive" and report["trials"]["received"] == 24
-    stop = report["sequential"]
-    assert stop["curtailed"] and stop["calls_used"] + stop["calls_avoided"] == 8 * 24
-    decided = run(cli, "flipping_router", "--sequential")
-    assert decided["status"] == "rejected" and not decided["sequential"]["curtailed"]
-    assert decided["sequential"]["calls_avoided"] > 0
+def test_a_budget_or_plan_that_could_never_qualify_is_refused_before_any_call(cli) -> None:
+    """A budget of 8 rounds gives card_security 16 pairs: its 1% target needs hundreds that
+    agree, so no outcome could qualify the run. Such a run is refused, not paid for."""
+    result = cli("run", "--agent", f"{EXAMPLES / 'payment_router.py'}:stable_router", "--suite",
+                 SUITE, "--sequential", "--budget", "200")  # fmt: skip
+    assert result.exit_code == 2 and "could not qualify" in result.stderr
+    for options in (("--curtail", "--repeats", "3"), ("--sequential", "--budget", "10"),
+                    ("--sequential", "--curtail", "--max-pairs", "24")):  # fmt: skip
+        result = cli("run", "--agent", f"{EXAMPLES / 'payment_router.py'}:stable_router",
+                     "--suite", SUITE, *options)  # fmt: skip
+        assert result.exit_code == 2, (options, result.stdout)
+        assert "\n" not in result.stderr.strip()  # one line, no traceback
+
+
+def test_a_budget_curtails_a_sequential_run_once_it_cannot_qualify_within_it(monkeypatch) -> None:
+    monkeypatch.syspath_prepend(str(EXAMPLES))
+    from payment_router import route
+
+    coin = random.Random(5)
+
+    def decide(message: str) -> str:
+        label = route(message)
+        return coin.choice([label, "merchant_dispute"]) if label == "card_security" else label
+
+    suite = verdictgate.load_suite(SUITE)
+    budget = 24 * 400  # 400 rounds: card_security's 800 pairs qualify it only with no flip
+    assessment = verdictgate.run(decide, suite, sequential=True, budget=budget)
+    assert assessment.stopping is not None and assessment.stopping.sized_for == budget
+    assert assessment.stopping.curtailed and assessment.status is Status.INCONCLUSIVE
+    assert assessment.trials.received < 0.15 * budget
+    decided = verdictgate.run(decide, suite, sequential=True)  # no budget: on to a rejection
+    assert decided.status is Status.REJECTED and not decided.stopping.curtailed
 
 
 def test_what_cannot_be_curtailed_is_refused_before_any_call(cli, write) -> None:

@@ -1,35 +1,49 @@
-"""A receiver applies the sequential rule as trials arrive: a run it judges sequentially is
-final, and its admission published, at the first complete round the rule decides."""
+"""A receiver applies the sequential rule as trials arrive: a run it judges sequentially (its
+run span, or its canary suite, says so) is final, and its admission published, at the first
+complete round of every declared case that the rule decides."""
 
 from __future__ import annotations
 
+import json
 import threading
 
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
-from receiver_support import decision_span, request
-from verdictgate import Policy, Status
+from receiver_support import decision_span, request, span
+from verdictgate import Case, Contract, Policy, Status, Suite
+from verdictgate.assessment import Isolation
 from verdictgate.otel import conventions as names
+from verdictgate.otel.spans import run_attributes
 from verdictgate.receiver.otlp import extract_protobuf
 from verdictgate.receiver.receiver import Receiver
 from verdictgate.receiver.store import Store
-from verdictgate.sequential import sequential_evalues, sequential_policy
-from verdictgate.stats import Stability
+from verdictgate.sequential import sequential_evalues
+from verdictgate.stats import Method, Stability
 
 ROUTES = ("approve", "deny")
 CASES = 4
-SEQUENTIAL = sequential_policy(Policy(), None)
+CANARY = Suite(
+    "gate", "approval_gate",
+    tuple(Case(f"c{n}", None, ROUTES[n % 2]) for n in range(CASES)),
+    Contract(frozenset(ROUTES)), method=Method.SEQUENTIAL,
+)  # fmt: skip
+
+
+def canary_receiver(store: Store | None = None) -> Receiver:
+    return Receiver(store or Store(), grace=3600, canary_suites={"gate": CANARY})
+
+
+def pair(run: str, case: int, number: int, flipping: bool) -> list[Span]:
+    """Rerun pair `number` of case c`case`; c0's flips when `flipping`."""
+    route = ROUTES[case % 2]
+    second = ROUTES[1 - case % 2] if flipping and case == 0 else route
+    return [decision_span(run, f"c{case}", 2 * number, route, route),
+            decision_span(run, f"c{case}", 2 * number + 1, second, route)]  # fmt: skip
 
 
 def round_spans(run: str, number: int, flipping: bool) -> list[Span]:
-    """One round of a canary: a rerun pair of every case; case c0 flips when `flipping`."""
-    spans = []
-    for case in range(CASES):
-        route = ROUTES[case % 2]
-        second = ROUTES[1 - case % 2] if flipping and case == 0 else route
-        spans += [decision_span(run, f"c{case}", 2 * number, route, route),
-                  decision_span(run, f"c{case}", 2 * number + 1, second, route)]  # fmt: skip
-    return spans
+    """One round: a rerun pair of every case."""
+    return [s for case in range(CASES) for s in pair(run, case, number, flipping)]
 
 
 def send(receiver: Receiver, spans: list[Span]) -> None:
@@ -45,16 +59,6 @@ def rounds_until_final(receiver: Receiver, run: str, flipping: bool, most: int =
     raise AssertionError("never final")
 
 
-def test_a_flipping_canary_is_rejected_as_soon_as_the_rule_decides() -> None:
-    receiver = Receiver(Store(), grace=3600, canary_policy=SEQUENTIAL)
-    rounds = rounds_until_final(receiver, "canary", flipping=True)
-    assessment = receiver.assessment("canary")
-    assert assessment.status is Status.REJECTED and not assessment.in_progress
-    assert "route_stochastic" in assessment.reason_codes  # approve: c0 flips, c2 does not
-    assert assessment.policy.method.value == "sequential"
-    assert rounds == first_decided_round() and assessment.pooled.pairs == CASES * rounds
-
-
 def first_decided_round() -> int:
     """The first round at which route approve (one flip in its two pairs a round) is shown
     above 5% by the sequential rule."""
@@ -64,50 +68,92 @@ def first_decided_round() -> int:
     )  # fmt: skip
 
 
+def test_a_flipping_canary_is_rejected_as_soon_as_the_rule_decides() -> None:
+    receiver = canary_receiver()
+    rounds = rounds_until_final(receiver, "canary", flipping=True)
+    assessment = receiver.assessment("canary")
+    assert assessment.status is Status.REJECTED and not assessment.in_progress
+    assert "route_stochastic" in assessment.reason_codes  # approve: c0 flips, c2 does not
+    assert assessment.policy.method is Method.SEQUENTIAL
+    assert rounds == first_decided_round() and assessment.pooled.pairs == CASES * rounds
+
+
 def test_a_stable_canary_qualifies_at_the_round_the_rule_first_allows() -> None:
-    receiver = Receiver(Store(), grace=3600, canary_policy=SEQUENTIAL)
+    receiver = canary_receiver()
     rounds = rounds_until_final(receiver, "canary", flipping=False)
     assessment = receiver.assessment("canary")
-    assert assessment.status is Status.QUALIFIED
+    assert assessment.status is Status.QUALIFIED and not assessment.reason_codes
     assert rounds == 19 and assessment.pooled.pairs == 76  # 76 agreeing pairs, 4 a round
+
+
+def test_cases_sent_one_after_another_are_judged_only_once_all_have_arrived() -> None:
+    """The first case alone, however many agreeing pairs it holds, says nothing of the others
+    (a flaky case collected last would otherwise be missed)."""
+    receiver = canary_receiver()
+    for case in range(CASES - 1):
+        send(receiver, [s for n in range(80) for s in pair("canary", case, n, flipping=False)])
+        assert not receiver.store.run("canary").final
+    send(receiver, [s for n in range(80) for s in pair("canary", CASES - 1, n, flipping=False)])
+    assert receiver.assessment("canary").status is Status.QUALIFIED
 
 
 def test_only_complete_rounds_are_looked_at() -> None:
     """c0 running ten rounds ahead would be shown flipping if its pairs were pooled with the
     others' fewer ones: the rule waits until every case has caught up."""
-    receiver = Receiver(Store(), grace=3600, canary_policy=SEQUENTIAL)
+    receiver = canary_receiver()
     send(receiver, round_spans("canary", 0, flipping=True))
-    ahead = [round_spans("canary", number, flipping=True) for number in range(1, 11)]
-    send(receiver, [s for spans in ahead for s in spans[:2]])  # c0's pairs alone
+    send(receiver, [s for n in range(1, 11) for s in pair("canary", 0, n, flipping=True)])
     approve = next(r for r in receiver.assessment_of(receiver.store.run("canary")).routes
                    if r.route == "approve")  # fmt: skip
     assert approve.change.result is Stability.STOCHASTIC  # what a look now would say
     assert not receiver.store.run("canary").final
-    send(receiver, [s for spans in ahead for s in spans[2:]])
+    send(receiver, [s for n in range(1, 11) for case in range(1, CASES)
+                    for s in pair("canary", case, n, flipping=True)])  # fmt: skip
     assert receiver.store.run("canary").final
 
 
-def test_a_receiver_judging_canaries_by_a_fixed_rule_waits_for_the_grace_period() -> None:
+def test_a_canary_of_no_known_suite_waits_for_the_grace_period() -> None:
     receiver = Receiver(Store(), grace=3600)
     for number in range(40):
         send(receiver, round_spans("canary", number, flipping=True))
     assert not receiver.store.run("canary").final
 
 
-def test_a_run_span_declaring_the_sequential_rule_is_applied_by_any_receiver() -> None:
-    from receiver_support import SUITE, span
-    from verdictgate.assessment import Isolation
-    from verdictgate.otel.spans import run_attributes
-
-    receiver = Receiver(Store(), grace=3600)
-    declared = run_attributes("r", SUITE, SEQUENTIAL, 10_000, Isolation.FRESH_SESSION)
+def declared_receiver(store: Store) -> Receiver:
+    """A receiver holding the run span of run `r`: sequential, 4 cases, 10,000 trials at most."""
+    receiver = Receiver(store, grace=3600)
+    suite = Suite("gate", "approval_gate", (), Contract(frozenset(ROUTES)))
+    declared = run_attributes(
+        "r", suite, Policy(method=Method.SEQUENTIAL), 10_000, Isolation.FRESH_SESSION
+    )
+    declared[names.PLAN_CASES] = CASES
     send(receiver, [span(names.RUN_SPAN, declared)])
-    rounds = rounds_until_final(receiver, "r", flipping=True)
-    assert rounds == first_decided_round() and receiver.assessment("r").status is Status.REJECTED
+    return receiver
+
+
+def test_a_run_span_declaring_the_sequential_rule_decides_before_its_plan_is_complete() -> None:
+    for flipping, want in ((True, Status.REJECTED), (False, Status.QUALIFIED)):
+        receiver = declared_receiver(Store())
+        rounds = rounds_until_final(receiver, "r", flipping=flipping)
+        assessment = receiver.assessment("r")
+        assert assessment.status is want and "incomplete" not in assessment.reason_codes
+        assert rounds == (first_decided_round() if flipping else 19)
+
+
+def test_a_decided_run_reads_the_same_after_a_restart(tmp_path) -> None:
+    """Its plan of 10,000 trials is not what it is missing: asked again by a new receiver, it
+    is still qualified, not incomplete."""
+    path = tmp_path / "store.sqlite"
+    receiver = declared_receiver(Store(path))
+    rounds_until_final(receiver, "r", flipping=False)
+    before = receiver.assessment("r")
+    again = Receiver(Store(path)).assessment("r")
+    assert again is not None and again.status is before.status is Status.QUALIFIED
+    assert again.reason_codes == before.reason_codes == ()
 
 
 def test_a_watcher_is_answered_when_the_rule_decides() -> None:
-    receiver = Receiver(Store(), grace=3600, canary_policy=SEQUENTIAL)
+    receiver = canary_receiver()
     send(receiver, round_spans("canary", 0, flipping=True))
     answers = []
     waiting = threading.Thread(target=lambda: answers.append(receiver.wait("canary", 60)))
@@ -119,7 +165,12 @@ def test_a_watcher_is_answered_when_the_rule_decides() -> None:
     assert answers[0].status is Status.REJECTED and not answers[0].in_progress
 
 
-def test_serve_refuses_a_canary_tolerance_beyond_the_rules_reach(cli, tmp_path) -> None:
-    result = cli("serve", "--store", str(tmp_path / "s.db"), "--sequential",
-                 "--canary-tolerance", "0.3")  # fmt: skip
-    assert result.exit_code == 2 and "--canary-tolerance" in result.stderr
+def test_serve_refuses_a_canary_suite_beyond_the_rules_reach(cli, tmp_path) -> None:
+    suite = tmp_path / "wide.json"
+    suite.write_text(json.dumps({
+        "schema": "verdictgate.suite/v1", "name": "gate", "method": "sequential",
+        "tolerance": 0.3, "cases": [{"id": "c0", "expected": "approve"}],
+        "contract": {"allowed": ["approve"]},
+    }))  # fmt: skip
+    result = cli("serve", "--store", str(tmp_path / "s.db"), "--canary-suite", str(suite))
+    assert result.exit_code == 2 and "--canary-suite" in result.stderr

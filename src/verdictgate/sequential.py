@@ -30,8 +30,8 @@ def sequential_policy(policy: Policy, suite: Suite | None) -> Policy:
     rule must not)."""
     if policy.claim is Claim.POPULATION:
         raise ValueError(
-            "a sequential run claims the tested cases: a claim about new inputs needs every case "
-            "sized in advance (run it without --sequential)"
+            "a run that may stop early (sequential or curtailed) claims the tested cases: a claim "
+            "about new inputs needs every case sized in advance"
         )
     judged = replace(policy, method=Method.SEQUENTIAL)  # refuses a tolerance beyond reach
     targets = suite.contract.targets.values() if suite is not None else ()

@@ -13,10 +13,10 @@ route not yet observed after a round or two) is no stopping point: more rounds m
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import replace
 
 from .admission import RULES
-from .assessment import Assessment, Status
+from .assessment import Assessment, Status, Stopping
 from .trial_model import Trial
 
 STABILITY_REJECTIONS = frozenset(
@@ -37,39 +37,17 @@ def decides(assessment: Assessment) -> bool:
     )
 
 
-@dataclass(frozen=True)
-class SequentialStop:
-    """Where the replay stopped, and what stopping there saves."""
-
-    rounds: int
-    """Complete rounds judged (one rerun pair of every case each)."""
-    stopped_at_pairs: int
-    """Rerun pairs (pooled) at the stop."""
-    calls_used: int
-    calls_avoided: int
-    reason: str
-
-
 def replay(
     trials: Sequence[Trial], judge: Callable[[list[Trial]], Assessment]
-) -> tuple[Assessment, SequentialStop]:
+) -> tuple[Assessment, int]:
     """Judge the trials round by round with `judge` (which must judge by the sequential rule);
-    the first decided assessment and where it stopped, or the last one when no round decides."""
+    the first decided assessment, or the last one when no round decides, with where it stopped
+    (`stopping`: the calls the trials held), and the rounds judged."""
     if not trials:
         raise ValueError("no trials to replay")
     rounds = max(trial.index for trial in trials) // 2 + 1
     for round_number in range(1, rounds + 1):
-        used = [trial for trial in trials if trial.index < 2 * round_number]
-        assessment = judge(used)
-        decided = decides(assessment)
-        if decided or round_number == rounds:
-            reason = (
-                f"{assessment.status.value} after round {round_number} of {rounds}"
-                if decided
-                else f"undecided after every one of the {rounds} rounds"
-            )
-            stop = SequentialStop(
-                round_number, assessment.pooled.pairs, len(used), len(trials) - len(used), reason
-            )
-            return assessment, stop
+        assessment = judge([trial for trial in trials if trial.index < 2 * round_number])
+        if decides(assessment) or round_number == rounds:
+            return replace(assessment, stopping=Stopping(len(trials), False)), round_number
     raise AssertionError("unreachable: the last round returns")

@@ -8,8 +8,8 @@ from typing import Any
 from .assessment import Assessment, Status
 from .compare import summary_document, summary_of
 from .errors import InputError, VerdictgateError
-from .policy import Policy
-from .stats import Stability
+from .policy import Claim, Policy
+from .stats import Method, Stability
 from .suite import Contract, Suite
 from .suite_file import SUITE_SCHEMA, suite_from_document
 
@@ -63,6 +63,8 @@ def make_snapshot(assessment: Assessment, suite: Suite, *, approved: bool) -> di
             "pass_rate": assessment.policy.pass_rate,
             "max_p95_ms": assessment.policy.max_p95_ms,
             "max_p95_tool_calls": assessment.policy.max_p95_tool_calls,
+            "method": assessment.policy.method.value,
+            "claim": assessment.policy.claim.value,
         },
         "fingerprints": assessment.run.fingerprints,
         "verdicts": {case.case: case.verdict for case in assessment.cases},
@@ -105,7 +107,14 @@ def baseline_from_document(document: Any, source: str) -> Baseline:
     if not isinstance(verdicts, dict):
         raise InputError("must be an object of case -> verdict", path=source, field="verdicts")
     try:
-        policy = Policy(**policy_fields)
+        policy = Policy(
+            **{
+                **policy_fields,
+                # a snapshot from before these were kept was judged by the defaults
+                "method": Method(policy_fields.get("method", Method.WILSON.value)),
+                "claim": Claim(policy_fields.get("claim", Claim.TESTED.value)),
+            }
+        )
     except (TypeError, ValueError) as error:
         raise InputError(str(error), path=source, field="policy") from None
     routes = (document.get("evidence") or {}).get("routes") or {}

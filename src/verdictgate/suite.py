@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from collections.abc import Set as AbstractSet
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Any
 
 from .fingerprints import fingerprint, fingerprint_key
-from .policy import Claim
+from .policy import Claim, Policy
 from .stats import Method
 
 
@@ -133,6 +133,14 @@ class Suite:
             if case.id in seen:
                 raise ValueError(f"case {case.id!r} appears twice in suite {self.name!r}")
             seen.add(case.id)
+
+    def policy(self) -> Policy:
+        """The policy the suite asks for: its tolerance, pass rate, method and claim, the
+        defaults for the rest."""
+        policy = Policy.with_tolerance(self.tolerance, self.pass_rate)
+        return replace(
+            policy, method=self.method or policy.method, claim=self.claim or policy.claim
+        )
 
     def references(self) -> dict[str, str]:
         """Each case id mapped to its reference output, where one is given."""

@@ -14,9 +14,9 @@ from typing import Any
 import click
 
 from ..errors import USAGE_EXIT, InputError
-from ..plan import plan_run, repeats_for
-from ..policy import PRECISION_PRESETS
-from ..sequential import MAX_SEQUENTIAL_TOLERANCE, population_cases_needed
+from ..plan import plan_run, repeats_for, rounds_for, sequential_trials
+from ..policy import PRECISION_PRESETS, Policy
+from ..sequential import MAX_SEQUENTIAL_TOLERANCE, population_cases_needed, sequential_policy
 from ..sequential_design import default_max_pairs, sequential_design
 from ..snapshot import (
     SnapshotRefused,
@@ -136,7 +136,7 @@ def _parse_observed(value: str) -> tuple[int, int]:
 @click.option("--budget", type=int, help="With --suite: refuse a plan above this many calls.")
 @click.option(
     "--method", type=click.Choice([m.value for m in Method]),
-    help="Size by this rule: wilson (default) or exact; both are shown.",
+    help="Size by this rule: wilson (default), exact or sequential; all are shown.",
 )  # fmt: skip
 @click.option(
     "--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True,
@@ -169,11 +169,13 @@ def plan_command(
         f"{needed} pairs at {t:g} ({2 * needed} calls when every pair agrees, by the "
         f"{policy.method.value} rule; {others})"
     ]
-    if t < MAX_SEQUENTIAL_TOLERANCE:
+    if t < MAX_SEQUENTIAL_TOLERANCE and default_max_pairs(t) <= MAX_PRICED_PAIRS:
         designs = [sequential_design(t, p) for p in (0.0, t / 4, t, 2 * t, 4 * t)]
         document["sequential_design"] = [dataclasses.asdict(d) for d in designs]
         lines.append(
-            f"sequential rule, a look after every pair, at most {default_max_pairs(t)} pairs:\n"
+            f"sequential rule, one test looked at after every pair, at most "
+            f"{default_max_pairs(t)} pairs (a run looks after each round of every case and "
+            "waits for every targeted route: --suite prices it):\n"
             "  pairs flip  expected pairs  deterministic  stochastic  undecided"
         )
         lines += [
@@ -222,7 +224,31 @@ def plan_command(
             f"suite {suite.name}: {len(suite.cases)} cases x {'/'.join(map(str, per_case))} "
             f"trials = {plan.calls} calls"
         )
+        if sequential := _sequential_suite_calls(suite, policy):
+            certify, most = sequential
+            document["suite"]["sequential"] = {"calls_to_certify": certify, "most_calls": most}
+            lines.append(
+                f"  sequentially (a look after each round of every case): {certify} calls to "
+                f"qualify an agent that never flips, {most} at most"
+            )
     click.echo(json.dumps(document, indent=2) if fmt == "json" else "\n".join(lines))
+
+
+MAX_PRICED_PAIRS = 20_000
+"""The longest sequential test `plan` prices exactly (t >= 0.00075); beyond, the forward pass
+takes seconds."""
+
+
+def _sequential_suite_calls(suite: Suite, policy: Policy) -> tuple[int, int] | None:
+    """Calls a sequential run of the suite makes to qualify an agent that never flips, and at
+    most; None when the suite is beyond the rule's reach."""
+    try:
+        judged = sequential_policy(policy, suite)
+    except ValueError:
+        return None
+    per_round = 2 * len(suite.cases)
+    certify = rounds_for(suite, judged, lambda t: pairs_needed(t, judged.confidence, judged.method))
+    return certify * per_round, sum(sequential_trials(suite, judged, None).values())
 
 
 @main.command("snapshot")

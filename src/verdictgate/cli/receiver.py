@@ -13,8 +13,10 @@ from typing import Any
 import click
 
 from ..errors import USAGE_EXIT, InputError, cli_option
-from ..policy import Policy
 from ..sequential import sequential_policy
+from ..stats import Method
+from ..suite import Suite
+from ..suite_file import load_suite
 
 FORMATS = click.Choice(["text", "json", "junit", "markdown"])
 _DURATION = re.compile(r"^(\d+(?:\.\d+)?)(ms|s|m|h|d)?$")
@@ -48,15 +50,22 @@ def _read_secret(path: str | None, option: str) -> str | None:
     return secret
 
 
-def _canary_policy(tolerance: float | None, sequential: bool) -> Policy | None:
-    """The policy canary runs are judged by: the default one unless the options say."""
-    if tolerance is None and not sequential:
-        return None
-    try:
-        policy = Policy.with_tolerance(tolerance)
-        return sequential_policy(policy, None) if sequential else policy
-    except ValueError as error:
-        raise click.BadParameter(str(error), param_hint="--canary-tolerance") from None
+def _canary_suites(paths: tuple[str, ...]) -> dict[str, Suite]:
+    """The suites canaries are judged by, by name; two files of one name are refused."""
+    suites: dict[str, Suite] = {}
+    for path in paths:
+        suite = load_suite(path)
+        try:
+            if suite.policy().method is Method.SEQUENTIAL:
+                sequential_policy(suite.policy(), suite)  # within the rule's reach
+        except ValueError as error:
+            raise click.BadParameter(f"{path}: {error}", param_hint="--canary-suite") from None
+        if suite.name in suites:
+            raise click.BadParameter(
+                f"two suites named {suite.name!r}", param_hint="--canary-suite"
+            )
+        suites[suite.name] = suite
+    return suites
 
 
 @click.command("serve")
@@ -102,15 +111,13 @@ def _canary_policy(tolerance: float | None, sequential: bool) -> Policy | None:
     "--window", help="Also assess canary runs (no run span) every DURATION while they collect."
 )
 @click.option(
-    "--sequential",
-    is_flag=True,
-    help="Judge canary runs (no run span) by the sequential rule and finish each as soon as it "
-    "decides, at a complete round (docs/statistics.md); runs whose span says so always are.",
-)
-@click.option(
-    "--canary-tolerance",
-    type=float,
-    help="The tolerated change rate canary runs are judged against (default 0.05).",
+    "--canary-suite",
+    "canary_suite_paths",
+    multiple=True,
+    type=click.Path(dir_okay=False),
+    help="Judge canary runs (no run span) whose spans name this suite by its contract, cases and "
+    'policy (repeatable); with "method": "sequential" each is final as soon as the rule '
+    "decides it (docs/receiver.md).",
 )
 @click.option(
     "--max-request-bytes", type=int, default=16 << 20, show_default=True,
@@ -158,7 +165,7 @@ def _canary_policy(tolerance: float | None, sequential: bool) -> Policy | None:
     help="Distinct (suite, point) label pairs metrics carry when --metric-suite is not given.",
 )
 def serve_command(store_path, grpc_listen, http_listen, token_file, tls_cert, tls_key,
-                  publish_endpoint, grace, window, sequential, canary_tolerance,
+                  publish_endpoint, grace, window, canary_suite_paths,
                   max_request_bytes, max_trials_per_run, decoders, settle, retain, metric_suites,
                   max_metric_suites) -> None:  # fmt: skip
     """Receive decision spans beside a collector; assess and publish each run."""
@@ -178,7 +185,7 @@ def serve_command(store_path, grpc_listen, http_listen, token_file, tls_cert, tl
         if (tls_cert is None) != (tls_key is None):
             raise click.UsageError("--tls-cert and --tls-key go together")
         token = _read_secret(token_file, "--token-file")
-        canary_policy = _canary_policy(canary_tolerance, sequential)
+        canary_suites = _canary_suites(canary_suite_paths)
         tls = Tls(tls_cert, tls_key) if tls_cert else None
         target = OtlpTarget(publish_endpoint) if publish_endpoint else None
         store = Store(store_path)
@@ -191,7 +198,7 @@ def serve_command(store_path, grpc_listen, http_listen, token_file, tls_cert, tl
             retain=parse_duration(retain) if retain else None,
             settle=parse_duration(settle),
             metric_labels=MetricLabels(set(metric_suites) or None, max_metric_suites),
-            canary_policy=canary_policy,
+            canary_suites=canary_suites,
         )
         server = Server(
             receiver,

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -14,6 +13,7 @@ from ..engine import assess
 from ..evidence import Evidence
 from ..fingerprints import fingerprint_mode
 from ..policy import Policy
+from ..reports.json_report import stopping_document
 from ..sequential import sequential_policy
 from ..sequential_replay import replay
 from ..suite import Suite
@@ -117,17 +117,17 @@ def _replayed(
     assessment: Assessment, evidence: Evidence, suite: Suite | None, policy: Policy
 ) -> tuple[Assessment, dict]:
     """`assess --sequential`: the trials replayed round by round, where the replay stopped
-    (JSON `sequential`), and that said on stderr."""
+    (JSON `sequential`, with the rounds judged), and that said on stderr."""
     run = assessment.run
-    assessment, stop = replay(
+    assessment, rounds = replay(
         list(evidence.trials()), lambda used: assess(used, suite, policy, run=run)
     )
     click.echo(
-        f"verdictgate: sequential replay: {stop.reason}, at {stop.stopped_at_pairs} pooled "
-        f"pairs; {stop.calls_avoided} of {stop.calls_used + stop.calls_avoided} calls avoided",
+        f"verdictgate: sequential replay: {assessment.status.value} after round {rounds}; "
+        f"{assessment.how_stopped}",
         err=True,
     )
-    return assessment, {"sequential": dataclasses.asdict(stop)}
+    return assessment, {"sequential": {**stopping_document(assessment), "rounds": rounds}}
 
 
 @click.command("convert")

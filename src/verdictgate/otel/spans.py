@@ -174,16 +174,14 @@ def assess_declared(
     in_progress: bool = False,
     late: int = 0,
     declaration_conflict: bool = False,
-    canary_policy: Policy | None = None,
 ) -> Assessment:
     """Assess a run's evidence against what its run span declared; a run without one (a canary)
-    is judged by `canary_policy` (the default policy when None), named by the `suite` and
-    `point` its decision spans carry."""
+    is judged by the default policy, named by the `suite` and `point` its decision spans carry."""
     if declaration is None:
         declaration = RunDeclaration(
             run_id=run_id,
             suite=Suite(name=suite or Suite.name, point=point or Suite.point),
-            policy=canary_policy or Policy(),
+            policy=Policy(),
             planned_cases=None,
             planned_trials=None,
             isolation=Isolation.UNKNOWN,
@@ -207,6 +205,19 @@ def assess_declared(
         stopping=declaration.stopping,
         late=late,
         declaration_conflict=declaration_conflict,
+    )
+
+
+def suite_declaration(run_id: str, suite: Suite) -> RunDeclaration:
+    """What a canary of a known suite is judged by, in place of a run span: the suite's
+    contract, policy and cases (its plan's size is not known)."""
+    return RunDeclaration(
+        run_id=run_id,
+        suite=suite,
+        policy=suite.policy(),
+        planned_cases=len(suite.cases),
+        planned_trials=None,
+        isolation=Isolation.UNKNOWN,
     )
 
 

@@ -5,16 +5,16 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import replace
 
 from ..assessment import Assessment
 from ..evidence import Evidence
 from ..otel.publication import MetricLabels, Publication, TrialTally
-from ..otel.spans import assess_declared, metric_routes
-from ..policy import Policy
+from ..otel.spans import RunDeclaration, assess_declared, metric_routes, suite_declaration
 from ..sequential_replay import decides
 from ..stats import Method
+from ..suite import Suite
 from .forwarder import Forwarder
 from .framework_traces import settled_trials
 from .otlp import Extract
@@ -52,10 +52,12 @@ class Receiver:
     `max_trials_per_run` trials; spans beyond that are rejected (partial success), so one sender
     cannot grow a run's store and its assessment without bound.
 
-    A run judged by the sequential rule (its run span says so, or, for a canary,
-    `canary_policy` does) is also final as soon as the rule decides it: each tick looks at it
-    when it holds complete rounds (every case the same rerun pairs) and has changed since the
-    last look, so its admission is published, and its watchers answered, then.
+    A canary whose decision spans name a suite of `canary_suites` is judged by that suite (its
+    contract, cases and policy) instead of the default policy. A run judged by the sequential
+    rule (its run span or its canary suite says so) is also final as soon as the rule decides
+    it: each tick looks at it, once per change, when every case it declares holds the same
+    rerun pairs and nothing beyond them (a complete round), so its admission is published, and
+    its watchers answered, then.
     """
 
     def __init__(
@@ -71,7 +73,7 @@ class Receiver:
         metric_labels: MetricLabels | None = None,
         retain: float | None = None,
         settle: float = DEFAULT_SETTLE,
-        canary_policy: Policy | None = None,
+        canary_suites: Mapping[str, Suite] | None = None,
     ) -> None:
         self.store = store
         self.forwarder = forwarder
@@ -88,7 +90,7 @@ class Receiver:
         self._retain = retain
         self._settle = settle
         self._next_retention = 0.0
-        self._canary_policy = canary_policy
+        self._canary_suites = dict(canary_suites or {})
         self._looked: dict[str, RunVersion] = {}
         """Open runs, with the version last looked at for a sequential decision."""
         self._failing: dict[str, RunVersion] = {}
@@ -183,19 +185,32 @@ class Receiver:
                 self._stage_window(run)
 
     def _sequential_decision(self, run: StoredRun) -> Assessment | None:
-        """The final assessment of a sequential run its rule decides as it stands, looked at
-        only at complete rounds and once per version; None while undecided."""
+        """The final assessment of an open sequential run its rule decides as it stands (looked
+        at once per version); None while undecided."""
         version = run_version(run)
         if self._looked.get(run.run_id) == version:  # unchanged since the last look
             return None
         self._looked[run.run_id] = version
-        policy = run.declared.policy if run.declared is not None else self._canary_policy
-        if policy is None or policy.method is not Method.SEQUENTIAL:
+        declaration = self._declaration(run)
+        if not _may_decide(run, declaration):
             return None
-        evidence = self.store.evidence(run.run_id)
+        return self._decided(replace(run, final=True), declaration, self.store.evidence(run.run_id))
+
+    def _decided(
+        self, run: StoredRun, declaration: RunDeclaration | None, evidence: Evidence
+    ) -> Assessment | None:
+        """The assessment of a sequential run at a complete round of every case it declares,
+        when its rule decides it there (a sequential run may stop before its plan, so the plan's
+        size is no measure of what is missing); else None."""
+        if declaration is None or declaration.policy.method is not Method.SEQUENTIAL:
+            return None
+        declared = {case.id for case in declaration.suite.cases}
+        seen = {case for _, case in evidence.cases}
+        if len(seen) != declaration.planned_cases or (declared and seen != declared):
+            return None
         if not evidence.complete_rounds():
             return None
-        assessment = self._assess(replace(run, final=True), evidence)
+        assessment = self._judged(run, replace(declaration, planned_trials=None), evidence)
         return assessment if decides(assessment) else None
 
     def assessment(self, run_id: str) -> Assessment | None:
@@ -215,17 +230,31 @@ class Receiver:
         return self._assess(run, self.store.evidence(run.run_id))
 
     def _assess(self, run: StoredRun, evidence: Evidence) -> Assessment:
+        declaration = self._declaration(run)
+        if run.final and (decided := self._decided(run, declaration, evidence)):
+            return decided  # how it was finished, whenever it is asked again
+        return self._judged(run, declaration, evidence)
+
+    def _judged(
+        self, run: StoredRun, declaration: RunDeclaration | None, evidence: Evidence
+    ) -> Assessment:
         return assess_declared(
             run.run_id,
             evidence,
-            run.declared,
+            declaration,
             suite=run.suite,
             point=run.point,
             in_progress=not run.final,
             late=run.late,
             declaration_conflict=run.declaration_conflict,
-            canary_policy=self._canary_policy,
         )
+
+    def _declaration(self, run: StoredRun) -> RunDeclaration | None:
+        """What the run is judged by: its run span, or its canary suite's."""
+        if run.declared is not None:
+            return run.declared
+        suite = self._canary_suites.get(run.suite or "")
+        return None if suite is None else suite_declaration(run.run_id, suite)
 
     def watch(
         self, run_id: str, active: Callable[[], bool] = lambda: True, poll: float = 1.0
@@ -294,6 +323,15 @@ class Receiver:
     def _staged(self) -> None:
         if self.forwarder is not None:
             self.forwarder.wake()
+
+
+def _may_decide(run: StoredRun, declaration: RunDeclaration | None) -> bool:
+    """Whether a look could find a sequential run at a complete round: known cases, and a count
+    of trials that is a whole number of rounds (checked before the evidence is read)."""
+    if declaration is None or declaration.policy.method is not Method.SEQUENTIAL:
+        return False
+    cases = declaration.planned_cases
+    return cases is not None and cases > 0 and run.received > 0 and run.received % (2 * cases) == 0
 
 
 def _complete(run: StoredRun) -> bool:

@@ -72,7 +72,7 @@ def stopping_document(a: Assessment) -> dict[str, Any]:
         "calls_used": used,
         "calls_avoided": a.stopping.sized_for - used,
         "curtailed": a.stopping.curtailed,
-        "reason": a.stopping.describe(used),
+        "reason": a.how_stopped,
     }
 
 

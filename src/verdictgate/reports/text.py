@@ -95,7 +95,11 @@ def _evidence_table(a: Assessment) -> Table:
         ("run", f"{a.run.id} · suite {a.run.suite} · point {a.run.point}"),
         ("isolation", a.run.isolation.value),
         ("case ids", a.run.fingerprints),
-        ("trials", f"{t.received} of {t.expected} planned received"),
+        (
+            "trials",
+            f"{t.received} of {t.expected} planned received"
+            + (f" (sized for {a.stopping.sized_for})" if a.stopping is not None else ""),
+        ),
         ("outcomes", f"{t.decisions} decisions, {t.no_decisions} no-decisions, errors {errors}"),
         ("integrity", f"{t.conflicts} conflicts, {t.duplicates} harmless duplicates"),
         (
@@ -109,7 +113,7 @@ def _evidence_table(a: Assessment) -> Table:
             f"not tested needs {a.population.cases_needed} cases that never flip)"
             + (" · the claim" if a.policy.claim is Claim.POPULATION else " · reported"),
         ),
-        *([("stopped", a.stopping.describe(t.expected))] if a.stopping is not None else []),
+        *([("stopped", a.how_stopped)] if a.how_stopped is not None else []),
     ]
     return _facts_table("Evidence", rows)
 

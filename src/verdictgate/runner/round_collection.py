@@ -23,7 +23,6 @@ from ..engine import assess
 from ..evidence import Evidence
 from ..policy import Policy
 from ..sequential import sequential_policy
-from ..sequential_design import default_max_pairs
 from ..sequential_replay import decides
 from ..suite import Suite
 from ..trial_model import Trial
@@ -34,20 +33,6 @@ class Stop(str, Enum):
 
     DECIDED = "decided"
     CURTAILED = "curtailed"
-
-
-def sequential_trials(suite: Suite, policy: Policy, max_pairs: int | None) -> dict[str, int]:
-    """Trials per case of a sequential run: enough rounds for the most demanding test's cap."""
-    by_route: dict[str, int] = {}
-    for case in suite.cases:
-        if case.expected is not None:
-            by_route[case.expected] = by_route.get(case.expected, 0) + 1
-    tests = [(policy.tolerance, len(suite.cases))] + [
-        (suite.contract.tolerance_for(route, policy.tolerance), cases)
-        for route, cases in by_route.items()
-    ]
-    rounds = max(math.ceil((max_pairs or default_max_pairs(t)) / cases) for t, cases in tests)
-    return dict.fromkeys((case.id for case in suite.cases), 2 * rounds)
 
 
 class RoundCollection:
@@ -67,8 +52,9 @@ class RoundCollection:
         """`policy` judges the run collected to its end; `budget` caps the calls made now, in
         whole rounds; `prior` are the trials of complete rounds an earlier, undecided run of
         this collection made (it goes on from there). ValueError when the sequential rule,
-        which judges a run that stops early, cannot judge this one, or `prior` cannot be
-        continued."""
+        which judges a run that stops early, cannot judge this one, `prior` cannot be
+        continued, no call is left, or a run that curtails could not qualify even if every pair
+        agreed: all found before any call."""
         self.suite = suite
         self.policy = policy
         self.stopped_policy = sequential_policy(policy, suite)
@@ -77,6 +63,7 @@ class RoundCollection:
         self._trials_per_case = dict(trials_per_case)
         self.rounds = max((math.ceil(n / 2) for n in self._trials_per_case.values()), default=0)
         self.first_round = self._continued_from(prior) if prior else 0
+        first_round_calls = len(self.round(self.first_round))
         if budget is not None:
             affordable, spent = self.first_round, 0
             while affordable < self.rounds and spent + len(self.round(affordable)) <= budget:
@@ -84,7 +71,17 @@ class RoundCollection:
                 affordable += 1
             self.rounds = affordable
         self.sized_for = sum(len(self.round(number)) for number in range(self.rounds))
-        self._trials: list[Trial] = []
+        if self.rounds <= self.first_round:
+            raise ValueError(
+                f"the budget leaves no round to collect: one pair of every case costs "
+                f"{first_round_calls} calls"
+            )
+        if curtail and not self._can_still_qualify(assess(prior, suite, self.stopped_policy)):
+            raise ValueError(
+                f"even if every pair agreed, the {self.sized_for} calls the run may make could "
+                "not qualify it: collect more (a larger budget or cap), or loosen the tolerance"
+            )
+        self._trials: list[Trial] = []  # the earlier run's too, as they are recorded again
         self._lock = threading.Lock()
 
     def _continued_from(self, prior: Sequence[Trial]) -> int:
@@ -129,10 +126,13 @@ class RoundCollection:
         judged: Assessment = assess(trials, self.suite, self.stopped_policy, planned_trials=made)
         if self.sequential and decides(judged):
             return Stop.DECIDED
-        if self.curtail and number + 1 < self.rounds:
-            final_pairs = {
-                case: min(n, 2 * self.rounds) // 2 for case, n in self._trials_per_case.items()
-            }
-            if not can_still_qualify(judged, self.suite, final_pairs, self.policy):
-                return Stop.CURTAILED
+        if self.curtail and number + 1 < self.rounds and not self._can_still_qualify(judged):
+            return Stop.CURTAILED
         return None
+
+    def _can_still_qualify(self, judged: Assessment) -> bool:
+        """Whether the run could qualify if every pair left agreed (`curtailment`)."""
+        final_pairs = {
+            case: min(n, 2 * self.rounds) // 2 for case, n in self._trials_per_case.items()
+        }
+        return can_still_qualify(judged, self.suite, final_pairs, self.policy)

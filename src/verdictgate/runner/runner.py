@@ -31,7 +31,7 @@ from ..otel.instrument import (
 )
 from ..otel.spans import encode_routes
 from ..otel.telemetry import Telemetry
-from ..plan import RunPlan, plan_run
+from ..plan import RunPlan, plan_run, sequential_trials
 from ..policy import Policy
 from ..sequential import sequential_policy
 from ..suite import Case, Suite
@@ -41,7 +41,7 @@ from ..tiers.semantic import SemanticCheck, bundled_embedder
 from ..tiers.tiers import Judge, Tiers
 from ..trial_model import Trial, decision_from_value, decision_text
 from .agent import Agent, from_callable
-from .round_collection import RoundCollection, Stop, sequential_trials
+from .round_collection import RoundCollection, Stop
 
 
 class TrialSink(Protocol):
@@ -133,8 +133,9 @@ def run(
     by round and stops that way too; a curtailed run is judged by the sequential rule, valid
     whenever a run stops. A sequential run left undecided (at its cap or budget) can be
     continued: `resume` takes its trials (its `--trials-out` file), which are recorded again
-    under its run id, and the run goes on from the round after them; the sequential rule stays
-    valid however often it is continued.
+    as trials of this run (a new run id, so that a receiver that closed the first run takes
+    this one whole), and the run goes on from the round after them; the sequential rule stays
+    valid however often it is continued, provided the policy is the one the first run had.
     """
     checked = [as_relation(relation) for relation in relations]
     agent = from_callable(agent)
@@ -162,7 +163,8 @@ def run(
         calls = planned_calls(suite, plan)
         planned = plan.calls
     tiers = Tiers(tuple(invariants), _semantic_check(semantic, suite), judge)  # may load a model
-    run_id = run_id or _resumed_run(resume) or uuid.uuid4().hex
+    _one_run(resume)
+    run_id = run_id or uuid.uuid4().hex
     own_pipeline = telemetry is None
     pipeline = telemetry or Telemetry()
     processor = pipeline.processor
@@ -271,7 +273,8 @@ def _round_collection(
             judged = sequential_policy(policy, suite)
             return RoundCollection(
                 suite, judged, sequential_trials(suite, judged, max_pairs),
-                sequential=True, curtail=budget is not None, budget=budget, prior=resume,
+                sequential=True, curtail=curtail or budget is not None, budget=budget,
+                prior=resume,
             )  # fmt: skip
         plan = plan_run(suite, policy, repeats=repeats, budget=budget)
         return RoundCollection(suite, policy, plan.repeats, sequential=False, curtail=True)
@@ -305,12 +308,10 @@ def _collect_in_rounds(
     raise AssertionError("unreachable: rounds run out")
 
 
-def _resumed_run(resume: Sequence[Trial]) -> str | None:
-    """The run id of the trials a run continues (they must be one run's)."""
-    runs = {trial.run for trial in resume}
-    if len(runs) > 1:
+def _one_run(resume: Sequence[Trial]) -> None:
+    """The trials a run continues must be one run's."""
+    if len({trial.run for trial in resume}) > 1:
         raise PlanError("the trials to continue hold more than one run", arguments=("resume",))
-    return runs.pop() if runs else None
 
 
 def _refuse_before_any_call(suite: Suite, concurrency: int) -> None:

@@ -174,3 +174,29 @@ def test_serve_refuses_a_canary_suite_beyond_the_rules_reach(cli, tmp_path) -> N
     }))  # fmt: skip
     result = cli("serve", "--store", str(tmp_path / "s.db"), "--canary-suite", str(suite))
     assert result.exit_code == 2 and "--canary-suite" in result.stderr
+
+
+def test_a_decided_canary_is_published_with_its_suites_routes() -> None:
+    from otel_support import OtlpCollector
+    from verdictgate.receiver.forwarder import Forwarder
+    from verdictgate.receiver.otlp_target import OtlpTarget
+
+    with OtlpCollector() as collector:
+        store = Store()
+        forwarder = Forwarder(store, OtlpTarget(f"http://127.0.0.1:{collector.port}"))
+        receiver = Receiver(store, forwarder, grace=3600, canary_suites={"gate": CANARY})
+        rounds_until_final(receiver, "canary", flipping=True)
+        assert forwarder.drain() and store.outbox_size() == 0
+        forwarder.stop()
+    routes = {
+        attribute.value.string_value
+        for request in collector.metrics
+        for resource in request.resource_metrics
+        for scope in resource.scope_metrics
+        for metric in scope.metrics
+        if metric.name == names.METRIC_CHANGE_RATE_UPPER
+        for point in metric.gauge.data_points
+        for attribute in point.attributes
+        if attribute.key == names.ROUTE
+    }
+    assert routes == {"approve", "deny"}  # the canary suite's contract, not `_other`

@@ -179,3 +179,21 @@ def test_counts_beyond_the_rules_reach_read_as_such() -> None:
     judged = change_rate(4, 8, 0.01, method=Method.SEQUENTIAL)
     assert judged.result is STOCH and judged.ci_high == 1.0  # never an interval below the rate
     assert population_verdict([0.5, 0.0, 1.0], 0.3).e_stoch >= 0.0  # t >= 0.25: still an e-value
+
+
+@pytest.mark.parametrize("pairs", [11, 40, 72, 150])
+def test_the_exact_rule_keeps_both_errors_at_p_equal_t_in_a_seeded_simulation(pairs: int) -> None:
+    flips = np.random.default_rng(pairs).binomial(pairs, 0.05, size=20_000)
+    results = [exact_stability(int(x), pairs, 0.05) for x in flips]
+    false_det = sum(r is DET for r in results) / len(results)
+    false_stoch = sum(r is STOCH for r in results) / len(results)
+    assert false_det <= ALPHA + MARGIN and false_stoch <= ALPHA + MARGIN
+
+
+def test_the_sequential_rule_beside_a_fixed_wilson_plan() -> None:
+    """A fixed Wilson plan spends 73 pairs whatever the agent: the sequential rule spends 76 on
+    a perfect one and fewer than half that on one flipping at 4t."""
+    fixed = pairs_needed(0.05, 0.95, Method.WILSON)
+    _, _, perfect = simulate(p=0.0, t=0.05)
+    _, _, flaky = simulate(p=0.2, t=0.05)
+    assert fixed == 73 and perfect == fixed + 3 and flaky < fixed / 2

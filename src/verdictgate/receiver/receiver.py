@@ -317,7 +317,11 @@ class Receiver:
         if self.forwarder is None:
             return None
         return Publication.of(
-            assessment, metric_routes(run.declared), self._tally, final=final, labels=self._labels
+            assessment,
+            metric_routes(self._declaration(run)),
+            self._tally,
+            final=final,
+            labels=self._labels,
         ).to_json()
 
     def _staged(self) -> None:

@@ -200,3 +200,26 @@ def test_a_decided_canary_is_published_with_its_suites_routes() -> None:
         if attribute.key == names.ROUTE
     }
     assert routes == {"approve", "deny"}  # the canary suite's contract, not `_other`
+
+
+def test_a_canary_reads_the_same_after_a_restart_without_its_suite(tmp_path) -> None:
+    path = tmp_path / "store.sqlite"
+    receiver = canary_receiver(Store(path))
+    rounds_until_final(receiver, "canary", flipping=False)
+    before = receiver.assessment("canary")
+    again = Receiver(Store(path)).assessment("canary")  # no --canary-suite this time
+    assert again is not None and again.status is before.status is Status.QUALIFIED
+    assert again.policy.method is Method.SEQUENTIAL and again.reason_codes == ()
+    assert again.trials == before.trials
+
+
+def test_a_write_after_the_look_keeps_the_run_open_for_the_next_one() -> None:
+    """The store finishes a run only if it holds the trials the admission was made from."""
+    store = Store()
+    receiver = canary_receiver(store)
+    send(receiver, round_spans("canary", 0, flipping=False))
+    held = store.run("canary").received
+    receiver.ingest(extract_protobuf(request(pair("canary", 0, 1, False)).SerializeToString()))
+    assert not store.finish("canary", "qualified", None, received=held)
+    assert not store.run("canary").final
+    assert store.finish("canary", "qualified", None, received=held + 2)

@@ -216,7 +216,7 @@ class Stopping:
 
     def describe(self, used: int) -> str:
         """How it stopped, `used` calls in."""
-        avoided = f"{used} of {self.sized_for} calls ({self.sized_for - used} calls avoided)"
+        avoided = f"{used} of at most {self.sized_for} calls ({self.sized_for - used} not made)"
         if self.curtailed:
             return f"curtailed after {avoided}: no outcome of the rest could qualify the run"
         if used < self.sized_for:

@@ -258,8 +258,9 @@ def policy_options(command: Callable) -> Callable:
         click.option(
             "--method",
             type=click.Choice([m.value for m in Method]),
-            help="How change rates are judged: wilson (default) or exact (Clopper-Pearson: "
-            "both wrong answers within 2.5% at every n; docs/statistics.md).",
+            help="How change rates are judged: wilson (default), exact (Clopper-Pearson: both "
+            "wrong answers within 2.5% at every n) or sequential (valid however often it is "
+            "looked at); docs/statistics.md.",
         ),
         click.option(
             "--claim",
@@ -368,6 +369,7 @@ def evidence_for(
         run as run_agent,  # the OpenTelemetry SDK loads only when an agent runs
     )
 
+    resume = list(read_trials(resume_path)[0].trials()) if resume_path else []
     with (
         trials_writer(trials_out, suite, agent.isolation) as sink,
         telemetry_for(otlp_endpoint) as telemetry,
@@ -392,7 +394,7 @@ def evidence_for(
             sequential=sequential,
             max_pairs=max_pairs,
             curtail=curtail,
-            resume=list(read_trials(resume_path)[0].trials()) if resume_path else (),
+            resume=resume,
         )
 
 
@@ -451,16 +453,27 @@ def _reachable(host: str, port: int) -> None:
 def trials_writer(
     path: str | None, suite: Suite, isolation: Isolation
 ) -> Iterator[TrialWriter | None]:
-    """A sink writing every trial to `path` as it arrives, or None without a path."""
+    """A sink writing every trial as it arrives, or None without a path. The trials go to a
+    file beside `path` that replaces it when the run ends, once a trial was written: a run
+    refused before any call leaves `path` as it was, and a run may continue the file it
+    writes (`--resume`)."""
     if path is None:
         yield None
         return
+    partial = Path(f"{path}.partial")
     try:
-        stream = open(path, "wb")  # noqa: SIM115 - closed below, after the run
+        stream = open(partial, "wb")  # noqa: SIM115 - closed below, after the run
     except OSError as error:
         raise InputError(f"cannot write trials ({error.strerror})", path=path) from None
-    with stream:
-        yield TrialWriter(stream, suite.name, suite.point, isolation)
+    writer = TrialWriter(stream, suite.name, suite.point, isolation)
+    try:
+        with stream:
+            yield writer
+    finally:
+        if writer.written:
+            partial.replace(path)
+        else:
+            partial.unlink(missing_ok=True)
 
 
 def suite_from(path: str | None) -> Suite | None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 import time
@@ -11,7 +12,13 @@ from dataclasses import replace
 from ..assessment import Assessment
 from ..evidence import Evidence
 from ..otel.publication import MetricLabels, Publication, TrialTally
-from ..otel.spans import RunDeclaration, assess_declared, metric_routes, suite_declaration
+from ..otel.spans import (
+    RunDeclaration,
+    assess_declared,
+    metric_routes,
+    run_attributes,
+    suite_declaration,
+)
 from ..sequential_replay import decides
 from ..stats import Method
 from ..suite import Suite
@@ -285,20 +292,39 @@ class Receiver:
     def _finish(self, run: StoredRun, decided: Assessment | None = None) -> None:
         """Make a run final; its admission is staged for publishing in the same commit, once.
         Finishing is serialised, so two requests completing one run publish it once. A run the
-        sequential rule `decided` ends with that assessment, unless a write came since."""
+        sequential rule `decided` ends with that assessment, unless a write came since (the
+        next tick looks again). A canary keeps the suite it was judged by, so that it reads the
+        same later, whatever the receiver is then told."""
         with self._finishing:
             current = self.store.run(run.run_id)
             if current is None or current.final:
                 return
             if decided is not None and run_version(current) != run_version(run):
-                return  # the next tick looks again
+                return
             assessment = decided or self.assessment_of(replace(current, final=True))
             publication = self._publication(assessment, current, final=True)
-            if self.store.finish(run.run_id, assessment.status.value, publication, self._clock()):
+            finished = self.store.finish(
+                run.run_id, assessment.status.value, publication, self._clock(),
+                received=current.received if decided is not None else None,
+                declaration=self._canary_declaration(current, assessment),
+            )  # fmt: skip
+            if finished:
                 self._cache.put(replace(current, final=True), assessment)  # the state assessed
             self._window_marks.pop(run.run_id, None)
         self._staged()
         self._signals.notify((run.run_id,))
+
+    def _canary_declaration(self, run: StoredRun, assessment: Assessment) -> str | None:
+        """What a canary judged by a suite keeps as its declaration: the suite's contract and
+        policy, its cases, and the trials it was expected to hold."""
+        declaration = None if run.declared is not None else self._declaration(run)
+        if declaration is None:
+            return None
+        attributes = run_attributes(
+            run.run_id, declaration.suite, declaration.policy, assessment.trials.expected,
+            declaration.isolation,
+        )  # fmt: skip
+        return json.dumps(attributes)
 
     def _stage_window(self, run: StoredRun) -> None:
         """Stage an interim admission of an open canary (never after its final one)."""

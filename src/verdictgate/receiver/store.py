@@ -432,16 +432,27 @@ class Store:
         return None if row is None else _stored_run(row)
 
     def finish(
-        self, run_id: str, status: str, publication: str | None, now: float | None = None
+        self,
+        run_id: str,
+        status: str,
+        publication: str | None,
+        now: float | None = None,
+        *,
+        received: int | None = None,
+        declaration: str | None = None,
     ) -> bool:
         """Make a run final with its admission and stage that admission for publishing, in one
-        transaction; False (and nothing written) when the run was already final."""
+        transaction; False (and nothing written) when the run was already final, or when it no
+        longer holds `received` trials (a write came after the admission was made). A run
+        without a run span keeps `declaration` as what it was judged by."""
         with self._lock, self._transaction() as cursor:
             cursor.execute(
-                "UPDATE runs SET status = ?, final = 1, finished_at = ?"
-                " WHERE run_id = ? AND final = 0",
-                (status, time.time() if now is None else now, run_id),
-            )
+                "UPDATE runs SET status = ?, final = 1, finished_at = ?,"
+                " declaration = COALESCE(declaration, ?)"
+                " WHERE run_id = ? AND final = 0 AND (? IS NULL OR received = ?)",
+                (status, time.time() if now is None else now, declaration, run_id, received,
+                 received),
+            )  # fmt: skip
             if cursor.rowcount != 1:
                 return False
             if publication is not None:

@@ -78,8 +78,9 @@ class RoundCollection:
             )
         if curtail and not self._can_still_qualify(assess(prior, suite, self.stopped_policy)):
             raise ValueError(
-                f"even if every pair agreed, the {self.sized_for} calls the run may make could "
-                "not qualify it: collect more (a larger budget or cap), or loosen the tolerance"
+                f"even if every pair agreed, {self.sized_for} calls in all ("
+                f"{self.sized_for - len(prior)} still to make) could not qualify the run: allow "
+                "more (a larger budget or --max-pairs), or loosen the tolerance"
             )
         self._trials: list[Trial] = []  # the earlier run's too, as they are recorded again
         self._lock = threading.Lock()
@@ -98,7 +99,7 @@ class RoundCollection:
         if done >= self.rounds:
             raise ValueError(
                 f"the stored run already holds {done} rounds, all this run's cap allows: raise "
-                "the cap (max_pairs)"
+                "--max-pairs"
             )
         return done
 

@@ -113,14 +113,6 @@ def test_a_replayed_admission_keeps_its_time_and_a_counter_start_before_it(monke
     assert record.time_unix_nano == staged_ns and record.span_id == span.span_id
     resource = collector.traces[0].resource_spans[0].resource
     assert attributes(resource.attributes)[names.SERVICE_NAME] == "gate-receiver"
-    sums = [
-        point
-        for request in collector.metrics
-        for rm in request.resource_metrics
-        for scope in rm.scope_metrics
-        for metric in scope.metrics
-        if metric.name == names.METRIC_TRIALS
-        for point in metric.sum.data_points
-    ]
+    sums = collector.data_points(names.METRIC_TRIALS)
     assert sums and all(p.start_time_unix_nano <= p.time_unix_nano == staged_ns for p in sums)
     assert sum(p.as_int for p in sums) == 4

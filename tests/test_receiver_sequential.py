@@ -190,12 +190,7 @@ def test_a_decided_canary_is_published_with_its_suites_routes() -> None:
         forwarder.stop()
     routes = {
         attribute.value.string_value
-        for request in collector.metrics
-        for resource in request.resource_metrics
-        for scope in resource.scope_metrics
-        for metric in scope.metrics
-        if metric.name == names.METRIC_CHANGE_RATE_UPPER
-        for point in metric.gauge.data_points
+        for point in collector.data_points(names.METRIC_CHANGE_RATE_UPPER)
         for attribute in point.attributes
         if attribute.key == names.ROUTE
     }

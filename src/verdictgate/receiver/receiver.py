@@ -316,7 +316,7 @@ class Receiver:
 
     def _canary_declaration(self, run: StoredRun, assessment: Assessment) -> str | None:
         """What a canary judged by a suite keeps as its declaration: the suite's contract and
-        policy, its cases, and the trials it was expected to hold."""
+        policy, how many cases it has, and the trials it was expected to hold."""
         declaration = None if run.declared is not None else self._declaration(run)
         if declaration is None:
             return None

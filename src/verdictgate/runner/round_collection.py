@@ -120,11 +120,11 @@ class RoundCollection:
             if index < self._trials_per_case[case.id]
         ]
 
-    def after_round(self, number: int, made: int) -> Stop | None:
-        """Whether the run ends after round `number` (from 0), `made` calls in."""
+    def after_round(self, number: int) -> Stop | None:
+        """Whether the run ends after round `number` (from 0)."""
         with self._lock:
             trials = list(self._trials)
-        judged: Assessment = assess(trials, self.suite, self.stopped_policy, planned_trials=made)
+        judged: Assessment = assess(trials, self.suite, self.stopped_policy)
         if self.sequential and decides(judged):
             return Stop.DECIDED
         if self.curtail and number + 1 < self.rounds and not self._can_still_qualify(judged):

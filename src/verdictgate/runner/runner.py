@@ -303,7 +303,7 @@ def _collect_in_rounds(
         batch = [Call(cases[case_id], index) for case_id, index in keys]
         _call_in_rounds(agent, [batch], recording, concurrency, advance, None, None)
         made += len(batch)
-        if stop := collection.after_round(number, made):
+        if stop := collection.after_round(number):
             return made, stop
     raise AssertionError("unreachable: rounds run out")
 

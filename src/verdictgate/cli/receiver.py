@@ -31,11 +31,20 @@ def parse_duration(value: str) -> float:
     return float(match.group(1)) * _UNITS[match.group(2)]
 
 
-def _listen(value: str, option: str) -> str:
+def _listen(value: str, option: str) -> tuple[str, str]:
+    """HOST:PORT split, or an InputError naming `option`."""
     host, sep, port = value.rpartition(":")
     if not sep or not host or not port.isdigit() or not 0 <= int(port) < 65536:
         raise InputError(f"expected HOST:PORT, got {value!r}", field=option)
-    return value
+    return host, port
+
+
+def _scrape_address(value: str | None) -> tuple[str, int] | None:
+    """`--prometheus-listen`: HOST:PORT, or a bare PORT on the loopback interface."""
+    if value is None:
+        return None
+    host, port = _listen(value if ":" in value else f"127.0.0.1:{value}", "--prometheus-listen")
+    return host, int(port)
 
 
 def _read_secret(path: str | None, option: str) -> str | None:
@@ -111,6 +120,13 @@ def _canary_suites(paths: tuple[str, ...]) -> dict[str, Suite]:
     "--window", help="Also assess canary runs (no run span) every DURATION while they collect."
 )
 @click.option(
+    "--prometheus-listen",
+    "prometheus",
+    metavar="[HOST:]PORT",
+    help="Also serve the admission metrics for Prometheus to scrape (/metrics; a bare port "
+    "listens on the loopback interface; needs verdictgate[prometheus]; docs/alerting.md).",
+)
+@click.option(
     "--canary-suite",
     "canary_suite_paths",
     multiple=True,
@@ -165,7 +181,7 @@ def _canary_suites(paths: tuple[str, ...]) -> dict[str, Suite]:
     help="Distinct (suite, point) label pairs metrics carry when --metric-suite is not given.",
 )
 def serve_command(store_path, grpc_listen, http_listen, token_file, tls_cert, tls_key,
-                  publish_endpoint, grace, window, canary_suite_paths,
+                  publish_endpoint, grace, window, prometheus, canary_suite_paths,
                   max_request_bytes, max_trials_per_run, decoders, settle, retain, metric_suites,
                   max_metric_suites) -> None:  # fmt: skip
     """Receive decision spans beside a collector; assess and publish each run."""
@@ -176,6 +192,7 @@ def serve_command(store_path, grpc_listen, http_listen, token_file, tls_cert, tl
     from ..receiver.allocator import reuse_freed_memory
     from ..receiver.forwarder import Forwarder
     from ..receiver.otlp_target import OtlpTarget
+    from ..receiver.prometheus_endpoint import PrometheusEndpoint
     from ..receiver.receiver import Receiver
     from ..receiver.server import Limits, Server, Tls
     from ..receiver.store import Store
@@ -189,6 +206,7 @@ def serve_command(store_path, grpc_listen, http_listen, token_file, tls_cert, tl
         tls = Tls(tls_cert, tls_key) if tls_cert else None
         target = OtlpTarget(publish_endpoint) if publish_endpoint else None
         store = Store(store_path)
+        scrape = PrometheusEndpoint(*address) if (address := _scrape_address(prometheus)) else None
         receiver = Receiver(
             store,
             Forwarder(store, target) if target else None,
@@ -199,11 +217,12 @@ def serve_command(store_path, grpc_listen, http_listen, token_file, tls_cert, tl
             settle=parse_duration(settle),
             metric_labels=MetricLabels(set(metric_suites) or None, max_metric_suites),
             canary_suites=canary_suites,
+            scrape=scrape,
         )
         server = Server(
             receiver,
-            grpc_listen=_listen(grpc_listen, "--grpc-listen"),
-            http_listen=_listen(http_listen, "--http-listen"),
+            grpc_listen=":".join(_listen(grpc_listen, "--grpc-listen")),
+            http_listen=":".join(_listen(http_listen, "--http-listen")),
             token=token,
             tls=tls,
             limits=Limits(
@@ -223,7 +242,7 @@ def serve_command(store_path, grpc_listen, http_listen, token_file, tls_cert, tl
         f"; publishing to {publish_endpoint} ({store.outbox_size()} admissions waiting)"
         if publish_endpoint
         else ""
-    )
+    ) + (f"; Prometheus metrics on port {scrape.port}" if scrape is not None else "")
     click.echo(
         f"verdictgate: receiving OTLP on grpc {grpc_listen.rpartition(':')[0]}:{server.grpc_port}, "
         f"http {http_listen.rpartition(':')[0]}:{server.http_port}; store {store_path}"
@@ -232,6 +251,8 @@ def serve_command(store_path, grpc_listen, http_listen, token_file, tls_cert, tl
     )
     stopped.wait()
     server.stop()
+    if scrape is not None:
+        scrape.close()
     if publish_endpoint and (waiting := store.outbox_size()):
         click.echo(
             f"verdictgate: stopped; {waiting} admissions wait in the outbox for the next start",

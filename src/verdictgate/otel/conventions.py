@@ -114,6 +114,8 @@ EVALUATION_NAME_VALUE = "verdictgate.decision_stability"
 # Metrics (meter `verdictgate`)
 METRIC_ADMISSION = "verdictgate.admission"
 METRIC_INCONCLUSIVE = "verdictgate.inconclusive"
+METRIC_ADMISSION_TIME = "verdictgate.admission.time"
+"""Unix seconds of the latest admission: a silent canary shows without relying on staleness."""
 METRIC_CHANGE_RATE_UPPER = "verdictgate.change_rate.upper"
 METRIC_TRIALS = "verdictgate.trials"
 METRIC_PASS_RATE_LOWER = "verdictgate.pass_rate.lower"

@@ -19,6 +19,7 @@ from . import conventions as names
 GAUGES: dict[str, tuple[str, str]] = {
     names.METRIC_ADMISSION: ("1", "1 when the last run was qualified"),
     names.METRIC_INCONCLUSIVE: ("1", "1 when the last run was inconclusive"),
+    names.METRIC_ADMISSION_TIME: ("s", "unix time of the last admission"),
     names.METRIC_CHANGE_RATE_UPPER: (
         "1",
         "upper bound of the change rate between reruns (pooled, and per route)",
@@ -78,6 +79,17 @@ def admission_attributes(assessment: Assessment) -> Attributes:
     }
 
 
+def publishing_resource() -> Attributes:
+    """The resource a receiver publishes as: the SDK's (`OTEL_RESOURCE_ATTRIBUTES`,
+    `OTEL_SERVICE_NAME`), named `verdictgate` unless the environment names it."""
+    from opentelemetry.sdk.resources import Resource
+
+    resource = dict(Resource.create().attributes)
+    if str(resource.get(names.SERVICE_NAME, "")).startswith("unknown_service"):
+        resource[names.SERVICE_NAME] = "verdictgate"
+    return resource
+
+
 OVERFLOW = "otel.metric.overflow"
 """The attribute of the series that holds what a cardinality limit turned away, as the
 OpenTelemetry SDK names it."""
@@ -109,10 +121,11 @@ class MetricLabels:
 
 
 def _gauges(
-    assessment: Assessment, contract_routes: AbstractSet[str], base: Attributes
+    assessment: Assessment, contract_routes: AbstractSet[str], base: Attributes, when_ns: int
 ) -> list[Point]:
-    """The gauge points of an admission, one per series; routes outside the contract fold into
-    `_other` (the highest change-rate bound and the lowest pass-rate bound among them)."""
+    """The gauge points of an admission made at `when_ns`, one per series; routes outside the
+    contract fold into `_other` (the highest change-rate bound and the lowest pass-rate bound
+    among them)."""
 
     def label(route: str) -> Attributes:
         return {**base, names.ROUTE: route}
@@ -120,6 +133,7 @@ def _gauges(
     points: list[Point] = [
         (names.METRIC_ADMISSION, int(assessment.status is Status.QUALIFIED), base),
         (names.METRIC_INCONCLUSIVE, int(assessment.status is Status.INCONCLUSIVE), base),
+        (names.METRIC_ADMISSION_TIME, when_ns / 1e9, base),
         (names.METRIC_CHANGE_RATE_UPPER, assessment.pooled.ci_high, base),
     ]
     passes, confidence = assessment.passes, assessment.policy.confidence
@@ -207,6 +221,7 @@ class Publication:
         """The publication of an assessment; `tally` keeps each trial counted once per run;
         `labels` bounds the label values of its metrics (default: the run's own names)."""
         run = assessment.run
+        when_ns = time.time_ns() if now_ns is None else now_ns
         base = (
             labels.base(run.suite, run.point)
             if labels is not None
@@ -217,7 +232,7 @@ class Publication:
             suite=run.suite,
             point=run.point,
             final=final,
-            time_unix_nano=time.time_ns() if now_ns is None else now_ns,
+            time_unix_nano=when_ns,
             trace_id=secrets.token_hex(16),
             span_id=secrets.token_hex(8),
             span_attributes=admission_attributes(assessment),
@@ -227,7 +242,7 @@ class Publication:
                 names.EVALUATION_SCORE_VALUE: assessment.pooled.ci_high,
                 names.RUN_ID: run.id,
             },
-            gauges=_gauges(assessment, contract_routes, base),
+            gauges=_gauges(assessment, contract_routes, base, when_ns),
             trials_added=tally.added(run.id, trial_counts(assessment), final),
             metric_base=base,
         )

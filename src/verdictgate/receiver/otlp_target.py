@@ -28,7 +28,7 @@ from opentelemetry.util.re import parse_env_headers
 
 from ..errors import InputError
 from ..otel import conventions as names
-from ..otel.publication import COUNTER, GAUGES, Publication
+from ..otel.publication import COUNTER, GAUGES, Publication, publishing_resource
 from .forwarder import LOGS, METRICS, TRACES
 
 logger = logging.getLogger(__name__)
@@ -102,12 +102,7 @@ class OtlpTarget:
             LOGS: logs_service_pb2_grpc.LogsServiceStub(self._channel).Export,
             METRICS: metrics_service_pb2_grpc.MetricsServiceStub(self._channel).Export,
         }
-        from opentelemetry.sdk.resources import Resource as SdkResource
-
-        resource = dict(SdkResource.create().attributes)  # OTEL_RESOURCE_ATTRIBUTES, _SERVICE_NAME
-        if str(resource.get(names.SERVICE_NAME, "")).startswith("unknown_service"):
-            resource[names.SERVICE_NAME] = "verdictgate"
-        self._resource = Resource(attributes=_key_values(resource))
+        self._resource = Resource(attributes=_key_values(publishing_resource()))
         self._scope = InstrumentationScope(name=names.INSTRUMENTATION_SCOPE)
         self._started_ns = time.time_ns()
         self._totals: dict[tuple[Any, ...], int] = {}

@@ -25,6 +25,7 @@ from ..suite import Suite
 from .forwarder import Forwarder
 from .framework_traces import settled_trials
 from .otlp import Extract
+from .prometheus_endpoint import PrometheusEndpoint
 from .store import Store, StoredRun, Written
 from .watch import AssessmentCache, CachedAssessment, RunSignals, RunVersion, run_version
 
@@ -81,9 +82,12 @@ class Receiver:
         retain: float | None = None,
         settle: float = DEFAULT_SETTLE,
         canary_suites: Mapping[str, Suite] | None = None,
+        scrape: PrometheusEndpoint | None = None,
     ) -> None:
         self.store = store
         self.forwarder = forwarder
+        self.scrape = scrape
+        """Where admissions' metrics are also shown for Prometheus to scrape."""
         self._tally = TrialTally()
         self._labels = metric_labels or MetricLabels()
         self._grace = grace
@@ -304,12 +308,15 @@ class Receiver:
             assessment = decided or self.assessment_of(replace(current, final=True))
             publication = self._publication(assessment, current, final=True)
             finished = self.store.finish(
-                run.run_id, assessment.status.value, publication, self._clock(),
+                run.run_id, assessment.status.value,
+                publication.to_json() if publication and self.forwarder else None, self._clock(),
                 received=current.received if decided is not None else None,
                 declaration=self._canary_declaration(current, assessment),
             )  # fmt: skip
             if finished:
                 self._cache.put(replace(current, final=True), assessment)  # the state assessed
+                if publication is not None and self.scrape is not None:
+                    self.scrape.emit(publication)
             self._window_marks.pop(run.run_id, None)
         self._staged()
         self._signals.notify((run.run_id,))
@@ -330,17 +337,23 @@ class Receiver:
         """Stage an interim admission of an open canary (never after its final one)."""
         with self._finishing:
             current = self.store.run(run.run_id)
-            if current is None or current.final or self.forwarder is None:
+            if current is None or current.final:
                 return
             publication = self._publication(self.assessment_of(current), current, final=False)
-            if publication is not None:
-                self.store.stage(run.run_id, publication)
+            if publication is None:
+                return
+            if self.forwarder is not None:
+                self.store.stage(run.run_id, publication.to_json())
+            if self.scrape is not None:
+                self.scrape.emit(publication)
         self._staged()
 
-    def _publication(self, assessment: Assessment, run: StoredRun, final: bool) -> str | None:
-        """The admission to stage (JSON), when the receiver publishes; metric routes are
-        limited to the declared contract."""
-        if self.forwarder is None:
+    def _publication(
+        self, assessment: Assessment, run: StoredRun, final: bool
+    ) -> Publication | None:
+        """The admission to publish, when the receiver publishes (over OTLP or a scrape
+        endpoint); metric routes are limited to the declared contract."""
+        if self.forwarder is None and self.scrape is None:
             return None
         return Publication.of(
             assessment,
@@ -348,7 +361,7 @@ class Receiver:
             self._tally,
             final=final,
             labels=self._labels,
-        ).to_json()
+        )
 
     def _staged(self) -> None:
         if self.forwarder is not None:

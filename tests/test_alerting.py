@@ -1,0 +1,134 @@
+"""The alerting path: the scrape endpoint, the rules (promtool), and the names the docs promise."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+import urllib.request
+from pathlib import Path
+
+import yaml
+
+from prometheus_support import RULES_DIR, free_port, run_tool
+from receiver_support import decision_span, request
+from verdictgate.receiver.otlp import extract_protobuf
+from verdictgate.receiver.prometheus_endpoint import PrometheusEndpoint
+from verdictgate.receiver.receiver import Receiver
+from verdictgate.receiver.store import Store
+
+DOCS = Path(__file__).resolve().parents[1] / "docs" / "alerting.md"
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
+RULES = RULES_DIR / "verdictgate-rules.yaml"
+
+
+def scrape(endpoint: PrometheusEndpoint) -> str:
+    with urllib.request.urlopen(f"http://127.0.0.1:{endpoint.port}/metrics", timeout=10) as page:
+        return page.read().decode()
+
+
+def sample(text: str, metric: str, suite: str) -> float:
+    """The value of `metric`'s series of `suite` (its pooled one: no route)."""
+    for line in text.splitlines():
+        pooled = 'verdictgate_route="' not in line or 'verdictgate_route=""' in line
+        if line.startswith(metric + "{") and f'verdictgate_suite="{suite}"' in line and pooled:
+            return float(line.rsplit(" ", 1)[1])
+    raise AssertionError(f"no {metric} of {suite} in:\n{text}")
+
+
+def finished_run(receiver: Receiver, run: str, flipping: bool) -> None:
+    """A run of suite `gate` (4 cases x 40 trials) made final at the next tick; case c0 flips
+    on every pair if asked."""
+    routes = ["approve", "deny"]
+    spans = [
+        decision_span(run, f"c{c}", i, "deny" if flipping and c == 0 and i % 2 else routes[c % 2],
+                      routes[c % 2])
+        for c in range(4)
+        for i in range(40)
+    ]  # fmt: skip
+    receiver.ingest(extract_protobuf(request(spans).SerializeToString()))
+    receiver.tick()  # a grace period of 0: final at the first tick
+
+
+def test_the_scrape_endpoint_shows_the_latest_admission_and_its_time() -> None:
+    endpoint = PrometheusEndpoint("127.0.0.1", 0)
+    try:
+        receiver = Receiver(Store(), grace=0, scrape=endpoint)
+        finished_run(receiver, "r1", flipping=True)
+        rejected = scrape(endpoint)
+        assert receiver.assessment("r1").status.value == "rejected"
+        assert sample(rejected, "verdictgate_admission", "gate") == 0
+        assert sample(rejected, "verdictgate_inconclusive", "gate") == 0
+        first = sample(rejected, "verdictgate_admission_time_seconds", "gate")
+        finished_run(receiver, "r2", flipping=False)
+        qualified = scrape(endpoint)
+        assert receiver.assessment("r2").status.value == "qualified"
+        assert sample(qualified, "verdictgate_admission", "gate") == 1
+        assert sample(qualified, "verdictgate_admission_time_seconds", "gate") >= first
+        assert "case" not in re.sub(r"#.*", "", qualified).replace("verdictgate_", "")
+    finally:
+        endpoint.close()
+
+
+def test_the_rules_and_the_examples_pass_promtool_and_amtool() -> None:
+    assert "SUCCESS" in run_tool("promtool", "check", "rules", RULES.name).stdout
+    assert "SUCCESS" in run_tool("promtool", "test", "rules", "verdictgate-rules.test.yaml").stdout
+    run_tool("promtool", "check", "config", "prometheus.yaml")
+    run_tool("amtool", "check-config", "alertmanager.yaml")
+
+
+def exported_names() -> tuple[set[str], set[str]]:
+    """The metric and label names a receiver's scrape endpoint serves after two admissions."""
+    endpoint = PrometheusEndpoint("127.0.0.1", 0)
+    try:
+        receiver = Receiver(Store(), grace=0, scrape=endpoint)
+        finished_run(receiver, "r1", flipping=True)
+        text = scrape(endpoint)
+    finally:
+        endpoint.close()
+    series = [line for line in text.splitlines() if line and not line.startswith("#")]
+    metrics = {line.split("{", 1)[0] for line in series}
+    labels = {label for line in series for label in re.findall(r'([a-z_]+)="', line)}
+    return metrics, labels
+
+
+def rule_names(rules_text: str, labels: set[str]) -> tuple[set[str], set[str]]:
+    """(metric names, label names) the rules' expressions use."""
+    rules = yaml.safe_load(rules_text)["groups"][0]["rules"]
+    named = {name for rule in rules for name in re.findall(r"\bverdictgate_[a-z_]+", rule["expr"])}
+    return named - labels, named & labels
+
+
+def test_every_name_a_rule_uses_is_exported_and_documented() -> None:
+    metrics, labels = exported_names()
+    used_metrics, used_labels = rule_names(RULES.read_text(), labels)
+    assert used_metrics and used_metrics <= metrics, used_metrics - metrics
+    assert {"verdictgate_suite", "verdictgate_point"} <= used_labels
+    broken = RULES.read_text().replace("verdictgate_admission{", "verdictgate_admissions{", 1)
+    assert rule_names(broken, labels)[0] - metrics == {"verdictgate_admissions"}  # caught
+    docs = DOCS.read_text()
+    alerts = {rule["alert"] for rule in yaml.safe_load(RULES.read_text())["groups"][0]["rules"]}
+    assert alerts == {"VerdictgateRunRejected", "VerdictgateRunInconclusive",
+                      "VerdictgateCanarySilent"}  # fmt: skip
+    for name in alerts | metrics | used_labels | {"verdictgate_route"}:
+        if name.startswith(("verdictgate", "Verdictgate")):
+            assert f"`{name}`" in docs, name
+
+
+def test_the_canary_example_serves_its_admission_to_prometheus() -> None:
+    """The in-process path: a PrometheusMetricReader on the canary's own MeterProvider."""
+    port = free_port()
+    canary = subprocess.Popen(
+        [sys.executable, str(EXAMPLES / "otel_canary.py"), "--prometheus-port", str(port),
+         "--every", "1"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert canary.stdout is not None and ": qualified" in canary.stdout.readline()
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as page:
+            text = page.read().decode()
+        assert sample(text, "verdictgate_admission", "payment-disputes") == 1
+        assert sample(text, "verdictgate_admission_time_seconds", "payment-disputes") > 0
+    finally:
+        canary.terminate()
+        canary.wait(timeout=30)

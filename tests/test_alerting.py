@@ -132,3 +132,24 @@ def test_the_canary_example_serves_its_admission_to_prometheus() -> None:
     finally:
         canary.terminate()
         canary.wait(timeout=30)
+
+
+def test_a_restarted_receiver_shows_the_latest_admissions_again(tmp_path) -> None:
+    """Else a restart would resolve the page of a rejected run that nothing has replaced."""
+    path = tmp_path / "store.sqlite"
+    first = PrometheusEndpoint("127.0.0.1", 0)
+    try:
+        finished_run(Receiver(Store(path), grace=0, scrape=first), "r1", flipping=True)
+        before = scrape(first)
+    finally:
+        first.close()
+    again = PrometheusEndpoint("127.0.0.1", 0)
+    try:
+        Receiver(Store(path), scrape=again)
+        after = scrape(again)
+    finally:
+        again.close()
+    for metric in ("verdictgate_admission", "verdictgate_admission_time_seconds"):
+        assert sample(after, metric, "gate") == sample(before, metric, "gate")
+    assert sample(after, "verdictgate_admission", "gate") == 0
+    assert "verdictgate_trials_total{" not in after  # its trials were counted before

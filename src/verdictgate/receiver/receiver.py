@@ -11,7 +11,7 @@ from dataclasses import replace
 
 from ..assessment import Assessment
 from ..evidence import Evidence
-from ..otel.publication import MetricLabels, Publication, TrialTally
+from ..otel.publication import OVERFLOW, MetricLabels, Publication, TrialTally
 from ..otel.spans import (
     RunDeclaration,
     assess_declared,
@@ -107,6 +107,26 @@ class Receiver:
         self._failing: dict[str, RunVersion] = {}
         """Open runs whose assessment failed (logged once), with the version that failed: the
         tick tries one again only when it changed."""
+        if scrape is not None:
+            self._show_latest(scrape)
+
+    def _show_latest(self, scrape: PrometheusEndpoint) -> None:
+        """Show again the latest admission of every (suite, point) metrics may name, as it
+        stood when it was made, so that a restart does not resolve an alert on a rejected run
+        (its trials were counted before)."""
+        for run, finished_at in self.store.latest_finished():
+            if OVERFLOW in self._labels.base(run.suite or "", run.point or ""):
+                continue  # beyond the label limit: nothing of it was shown as its own
+
+            def show(run: StoredRun, made_ns: int = int(finished_at * 1e9)) -> None:
+                routes = metric_routes(self._declaration(run))
+                publication = Publication.of(
+                    self.assessment_of(run), routes, TrialTally(), now_ns=made_ns,
+                    labels=self._labels,
+                )  # fmt: skip
+                scrape.emit(replace(publication, trials_added={}))
+
+            self._isolated(run, show)
 
     def ingest(self, extract: Extract) -> None:
         """Commit what a request holds (returns after the commit), then finish any complete run.
@@ -306,10 +326,11 @@ class Receiver:
             if decided is not None and run_version(current) != run_version(run):
                 return
             assessment = decided or self.assessment_of(replace(current, final=True))
-            publication = self._publication(assessment, current, final=True)
+            now = self._clock()  # when it was admitted, for the store and the metrics alike
+            publication = self._publication(assessment, current, final=True, now=now)
             finished = self.store.finish(
                 run.run_id, assessment.status.value,
-                publication.to_json() if publication and self.forwarder else None, self._clock(),
+                publication.to_json() if publication and self.forwarder else None, now,
                 received=current.received if decided is not None else None,
                 declaration=self._canary_declaration(current, assessment),
             )  # fmt: skip
@@ -349,7 +370,7 @@ class Receiver:
         self._staged()
 
     def _publication(
-        self, assessment: Assessment, run: StoredRun, final: bool
+        self, assessment: Assessment, run: StoredRun, final: bool, now: float | None = None
     ) -> Publication | None:
         """The admission to publish, when the receiver publishes (over OTLP or a scrape
         endpoint); metric routes are limited to the declared contract."""
@@ -360,6 +381,7 @@ class Receiver:
             metric_routes(self._declaration(run)),
             self._tally,
             final=final,
+            now_ns=None if now is None else int(now * 1e9),
             labels=self._labels,
         )
 

@@ -109,6 +109,7 @@ INDEXES = (
     "CREATE INDEX IF NOT EXISTS runs_open ON runs (first_seen) WHERE final = 0",
     "CREATE INDEX IF NOT EXISTS runs_finished ON runs (finished_at) WHERE final = 1",
     "CREATE INDEX IF NOT EXISTS runs_listed ON runs (first_seen, run_id)",
+    "CREATE INDEX IF NOT EXISTS runs_latest ON runs (suite, point, finished_at) WHERE final = 1",
     "CREATE INDEX IF NOT EXISTS traces_by_state ON traces (state, last_seen)",
 )
 """Open runs (the tick's cost follows the work in flight, not the store's history), finished
@@ -424,6 +425,16 @@ class Store:
     def open_runs(self) -> list[StoredRun]:
         """The runs not yet final, oldest first (read through an index of open runs only)."""
         return self._runs("WHERE final = 0 ORDER BY first_seen")
+
+    def latest_finished(self) -> list[tuple[StoredRun, float]]:
+        """The run each (suite, point) finished last, with when: what a scrape endpoint shows
+        again after a restart (read once, through an index of finished runs by suite)."""
+        with self._lock:
+            rows = self._connection.execute(
+                f"SELECT {_RUN_COLUMNS}, MAX(finished_at) FROM runs WHERE final = 1"
+                " GROUP BY suite, point"  # SQLite takes the other columns from the MAX row
+            ).fetchall()
+        return [(_stored_run(row[:-1]), row[-1]) for row in rows]
 
     def run(self, run_id: str) -> StoredRun | None:
         """One run, or None when unknown."""

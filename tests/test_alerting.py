@@ -22,6 +22,13 @@ EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 RULES = RULES_DIR / "verdictgate-rules.yaml"
 
 
+def serving() -> PrometheusEndpoint:
+    """An endpoint answering scrapes on a free loopback port."""
+    endpoint = PrometheusEndpoint()
+    endpoint.serve("127.0.0.1", 0)
+    return endpoint
+
+
 def scrape(endpoint: PrometheusEndpoint) -> str:
     with urllib.request.urlopen(f"http://127.0.0.1:{endpoint.port}/metrics", timeout=10) as page:
         return page.read().decode()
@@ -36,22 +43,22 @@ def sample(text: str, metric: str, suite: str) -> float:
     raise AssertionError(f"no {metric} of {suite} in:\n{text}")
 
 
-def finished_run(receiver: Receiver, run: str, flipping: bool) -> None:
-    """A run of suite `gate` (4 cases x 40 trials) made final at the next tick; case c0 flips
-    on every pair if asked."""
+def finished_run(receiver: Receiver, run: str, flipping: bool, trials: int = 40) -> None:
+    """A run of suite `gate` (4 cases x `trials` trials) made final at the next tick; case c0
+    flips on every pair if asked."""
     routes = ["approve", "deny"]
     spans = [
         decision_span(run, f"c{c}", i, "deny" if flipping and c == 0 and i % 2 else routes[c % 2],
                       routes[c % 2])
         for c in range(4)
-        for i in range(40)
+        for i in range(trials)
     ]  # fmt: skip
     receiver.ingest(extract_protobuf(request(spans).SerializeToString()))
     receiver.tick()  # a grace period of 0: final at the first tick
 
 
 def test_the_scrape_endpoint_shows_the_latest_admission_and_its_time() -> None:
-    endpoint = PrometheusEndpoint("127.0.0.1", 0)
+    endpoint = serving()
     try:
         receiver = Receiver(Store(), grace=0, scrape=endpoint)
         finished_run(receiver, "r1", flipping=True)
@@ -79,7 +86,7 @@ def test_the_rules_and_the_examples_pass_promtool_and_amtool() -> None:
 
 def exported_names() -> tuple[set[str], set[str]]:
     """The metric and label names a receiver's scrape endpoint serves after two admissions."""
-    endpoint = PrometheusEndpoint("127.0.0.1", 0)
+    endpoint = serving()
     try:
         receiver = Receiver(Store(), grace=0, scrape=endpoint)
         finished_run(receiver, "r1", flipping=True)
@@ -137,13 +144,13 @@ def test_the_canary_example_serves_its_admission_to_prometheus() -> None:
 def test_a_restarted_receiver_shows_the_latest_admissions_again(tmp_path) -> None:
     """Else a restart would resolve the page of a rejected run that nothing has replaced."""
     path = tmp_path / "store.sqlite"
-    first = PrometheusEndpoint("127.0.0.1", 0)
+    first = serving()
     try:
         finished_run(Receiver(Store(path), grace=0, scrape=first), "r1", flipping=True)
         before = scrape(first)
     finally:
         first.close()
-    again = PrometheusEndpoint("127.0.0.1", 0)
+    again = serving()
     try:
         Receiver(Store(path), scrape=again)
         after = scrape(again)
@@ -153,3 +160,45 @@ def test_a_restarted_receiver_shows_the_latest_admissions_again(tmp_path) -> Non
         assert sample(after, metric, "gate") == sample(before, metric, "gate")
     assert sample(after, "verdictgate_admission", "gate") == 0
     assert "verdictgate_trials_total{" not in after  # its trials were counted before
+
+
+def test_the_inconclusive_streak_counts_runs_in_a_row() -> None:
+    endpoint = serving()
+    try:
+        receiver = Receiver(Store(), grace=0, scrape=endpoint)
+        streaks = []
+        for number, trials in enumerate([40, 4, 4, 4, 40, 4]):  # 4 trials: too few pairs
+            finished_run(receiver, f"r{number}", flipping=False, trials=trials)
+            streaks.append(sample(scrape(endpoint), "verdictgate_inconclusive_streak", "gate"))
+    finally:
+        endpoint.close()
+    assert streaks == [0, 1, 2, 3, 0, 1]
+
+
+def test_a_series_the_latest_admission_does_not_carry_is_gone() -> None:
+    """A pass rate (or a route) of an earlier run must not stay on the scrape beside the
+    latest admission, which has none; and every gauge comes from that admission."""
+    from verdictgate import Trial, assess
+    from verdictgate.otel.publication import Publication, TrialTally
+
+    def publication(passed: bool | None) -> Publication:
+        trials = [
+            Trial(f"c{c}", i, "approve", "r", passed=passed) for c in range(4) for i in range(40)
+        ]
+        return Publication.of(assess(trials), frozenset(), TrialTally())
+
+    endpoint = serving()
+    latest = publication(passed=None)
+    try:
+        endpoint.emit(publication(passed=True))
+        judged = scrape(endpoint)
+        endpoint.emit(latest)
+        unjudged = scrape(endpoint)
+    finally:
+        endpoint.close()
+    assert "verdictgate_pass_rate_lower{" in judged
+    assert "verdictgate_pass_rate_lower{" not in unjudged
+    for name, value, attributes in latest.gauges:
+        if "verdictgate.route" not in attributes:
+            assert sample(unjudged, name.replace(".", "_").replace("_time", "_time_seconds"),
+                          "suite") == value  # fmt: skip

@@ -1,6 +1,7 @@
 """Canary alerts end to end, against the real servers: `verdictgate serve --prometheus-listen`,
 a Prometheus scraping it and evaluating the rules every second, and an Alertmanager whose
-webhook is a server of this test. A rejected run pages with its suite's label, a qualified run
+webhook is a server of this test. The shipped rules, scrape and routing files are used as they
+are, but for addresses, intervals and the silence threshold. A rejected run pages with its suite's label, a qualified run
 of the suite resolves the page, and a canary that stops fires VerdictgateCanarySilent."""
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
+import yaml
 
 from prometheus_support import RULES_DIR, binary, free_port
 
@@ -118,30 +120,32 @@ def test_a_rejected_canary_pages_a_qualified_one_resolves_and_a_silent_one_pages
     prometheus_port, alertmanager_port = free_port(), free_port()
     logs = [tmp_path / name for name in ("serve.log", "prometheus.log", "alertmanager.log")]
     with webhook() as (hook_port, alerts):
-        (tmp_path / "alertmanager.yaml").write_text(json.dumps({
-            "route": {"receiver": "test", "group_by": ["alertname", "verdictgate_suite"],
-                      "group_wait": "1s", "group_interval": "1s", "repeat_interval": "1h"},
-            "receivers": [{"name": "test", "webhook_configs": [
-                {"url": f"http://127.0.0.1:{hook_port}/", "send_resolved": True}]}],
-        }))  # fmt: skip
+        routing = yaml.safe_load((RULES_DIR / "alertmanager.yaml").read_text())
+        for receiver in routing["receivers"]:  # the shipped routes, to the test's webhook
+            for hook in receiver["webhook_configs"]:
+                hook["url"] = f"http://127.0.0.1:{hook_port}/"
+        routing["route"].update(group_wait="1s", group_interval="1s")  # seconds, not minutes
+        (tmp_path / "alertmanager.yaml").write_text(yaml.safe_dump(routing))
         serve = [str(Path(sys.executable).parent / "verdictgate"), "serve", "--store",
                  str(tmp_path / "store.sqlite"), "--grpc-listen", "127.0.0.1:0",
                  "--http-listen", "127.0.0.1:0", "--prometheus-listen", "0", "--grace", "5s"]  # fmt: skip
         with process(serve, logs[0]):
             ports = wait_for(
-                lambda: re.search(r"grpc [\d.]+:(\d+).*Prometheus metrics on port (\d+)",
+                lambda: re.search(r"grpc [\d.]+:(\d+).*Prometheus metrics on [\d.]+:(\d+)",
                                   logs[0].read_text()),
                 "the receiver to listen", deadline, logs,
             )  # fmt: skip
             grpc_port, metrics_port = int(ports.group(1)), int(ports.group(2))
-            (tmp_path / "prometheus.yaml").write_text(json.dumps({
-                "global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
-                "rule_files": [str(tmp_path / "rules.yaml")],
-                "scrape_configs": [{"job_name": "verdictgate", "static_configs": [
-                    {"targets": [f"127.0.0.1:{metrics_port}"]}]}],
-                "alerting": {"alertmanagers": [{"static_configs": [
-                    {"targets": [f"127.0.0.1:{alertmanager_port}"]}]}]},
-            }))  # fmt: skip
+            scraping = yaml.safe_load((RULES_DIR / "prometheus.yaml").read_text())
+            scraping["global"] = {"scrape_interval": "1s", "evaluation_interval": "1s"}
+            scraping["rule_files"] = [str(tmp_path / "rules.yaml")]
+            scraping["scrape_configs"][0]["static_configs"] = [
+                {"targets": [f"127.0.0.1:{metrics_port}"]}
+            ]
+            scraping["alerting"]["alertmanagers"][0]["static_configs"] = [
+                {"targets": [f"127.0.0.1:{alertmanager_port}"]}
+            ]
+            (tmp_path / "prometheus.yaml").write_text(yaml.safe_dump(scraping))
             with (
                 process([alertmanager, f"--config.file={tmp_path / 'alertmanager.yaml'}",
                          f"--storage.path={tmp_path / 'am'}", "--cluster.listen-address=",

@@ -40,11 +40,14 @@ def _listen(value: str, option: str) -> tuple[str, str]:
 
 
 def _scrape_address(value: str | None) -> tuple[str, int] | None:
-    """`--prometheus-listen`: HOST:PORT, or a bare PORT on the loopback interface."""
+    """`--prometheus-listen`: HOST:PORT ([::1]:PORT for IPv6), or a bare PORT on the loopback
+    interface."""
     if value is None:
         return None
+    if ":" not in value and not value.isdigit():
+        raise InputError(f"expected [HOST:]PORT, got {value!r}", field="--prometheus-listen")
     host, port = _listen(value if ":" in value else f"127.0.0.1:{value}", "--prometheus-listen")
-    return host, int(port)
+    return host.removeprefix("[").removesuffix("]"), int(port)
 
 
 def _read_secret(path: str | None, option: str) -> str | None:
@@ -206,7 +209,8 @@ def serve_command(store_path, grpc_listen, http_listen, token_file, tls_cert, tl
         tls = Tls(tls_cert, tls_key) if tls_cert else None
         target = OtlpTarget(publish_endpoint) if publish_endpoint else None
         store = Store(store_path)
-        scrape = PrometheusEndpoint(*address) if (address := _scrape_address(prometheus)) else None
+        address = _scrape_address(prometheus)
+        scrape = PrometheusEndpoint() if address is not None else None
         receiver = Receiver(
             store,
             Forwarder(store, target) if target else None,
@@ -219,6 +223,8 @@ def serve_command(store_path, grpc_listen, http_listen, token_file, tls_cert, tl
             canary_suites=canary_suites,
             scrape=scrape,
         )
+        if scrape is not None and address is not None:
+            scrape.serve(*address)  # once the latest admissions are shown again
         server = Server(
             receiver,
             grpc_listen=":".join(_listen(grpc_listen, "--grpc-listen")),
@@ -242,7 +248,11 @@ def serve_command(store_path, grpc_listen, http_listen, token_file, tls_cert, tl
         f"; publishing to {publish_endpoint} ({store.outbox_size()} admissions waiting)"
         if publish_endpoint
         else ""
-    ) + (f"; Prometheus metrics on port {scrape.port}" if scrape is not None else "")
+    ) + (
+        f"; Prometheus metrics on {address[0]}:{scrape.port}/metrics"
+        if scrape is not None and address is not None
+        else ""
+    )
     click.echo(
         f"verdictgate: receiving OTLP on grpc {grpc_listen.rpartition(':')[0]}:{server.grpc_port}, "
         f"http {http_listen.rpartition(':')[0]}:{server.http_port}; store {store_path}"

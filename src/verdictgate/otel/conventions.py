@@ -114,6 +114,8 @@ EVALUATION_NAME_VALUE = "verdictgate.decision_stability"
 # Metrics (meter `verdictgate`)
 METRIC_ADMISSION = "verdictgate.admission"
 METRIC_INCONCLUSIVE = "verdictgate.inconclusive"
+METRIC_INCONCLUSIVE_STREAK = "verdictgate.inconclusive.streak"
+"""Runs in a row, the latest included, that were inconclusive (0 after any other answer)."""
 METRIC_ADMISSION_TIME = "verdictgate.admission.time"
 """Unix seconds of the latest admission: a silent canary shows without relying on staleness."""
 METRIC_CHANGE_RATE_UPPER = "verdictgate.change_rate.upper"

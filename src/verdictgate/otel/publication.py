@@ -19,6 +19,7 @@ from . import conventions as names
 GAUGES: dict[str, tuple[str, str]] = {
     names.METRIC_ADMISSION: ("1", "1 when the last run was qualified"),
     names.METRIC_INCONCLUSIVE: ("1", "1 when the last run was inconclusive"),
+    names.METRIC_INCONCLUSIVE_STREAK: ("{run}", "inconclusive runs in a row, the last included"),
     names.METRIC_ADMISSION_TIME: ("s", "unix time of the last admission"),
     names.METRIC_CHANGE_RATE_UPPER: (
         "1",
@@ -187,6 +188,25 @@ class TrialTally:
         }
 
 
+class InconclusiveStreaks:
+    """Inconclusive runs in a row per (suite, point), as a long-lived publisher sees them."""
+
+    def __init__(self) -> None:
+        self._streaks: dict[tuple[str, str], int] = {}
+        self._lock = threading.Lock()
+
+    def after(self, assessment: Assessment, final: bool) -> int:
+        """The streak with this admission: a final one extends or ends it, an interim one (a
+        canary window) leaves it as it was."""
+        key = (assessment.run.suite, assessment.run.point)
+        with self._lock:
+            streak = self._streaks.get(key, 0)
+            if final:
+                streak = streak + 1 if assessment.status is Status.INCONCLUSIVE else 0
+                self._streaks[key] = streak
+            return streak
+
+
 @dataclass(frozen=True)
 class Publication:
     """Everything one admission publishes; plain values, so it can be stored and sent again."""
@@ -217,9 +237,12 @@ class Publication:
         final: bool = True,
         now_ns: int | None = None,
         labels: MetricLabels | None = None,
+        inconclusive_streak: int | None = None,
     ) -> Publication:
         """The publication of an assessment; `tally` keeps each trial counted once per run;
-        `labels` bounds the label values of its metrics (default: the run's own names)."""
+        `labels` bounds the label values of its metrics (default: the run's own names);
+        `inconclusive_streak` is how many runs in a row of its suite were inconclusive, where
+        the publisher knows."""
         run = assessment.run
         when_ns = time.time_ns() if now_ns is None else now_ns
         base = (
@@ -242,7 +265,12 @@ class Publication:
                 names.EVALUATION_SCORE_VALUE: assessment.pooled.ci_high,
                 names.RUN_ID: run.id,
             },
-            gauges=_gauges(assessment, contract_routes, base, when_ns),
+            gauges=_gauges(assessment, contract_routes, base, when_ns)
+            + (
+                [(names.METRIC_INCONCLUSIVE_STREAK, inconclusive_streak, base)]
+                if inconclusive_streak is not None
+                else []
+            ),
             trials_added=tally.added(run.id, trial_counts(assessment), final),
             metric_base=base,
         )

@@ -9,7 +9,7 @@ from opentelemetry.trace import SpanKind
 
 from ..assessment import Assessment
 from . import conventions as names
-from .publication import COUNTER, GAUGES, Publication, TrialTally
+from .publication import COUNTER, GAUGES, InconclusiveStreaks, Publication, TrialTally
 
 
 class Publisher:
@@ -39,6 +39,7 @@ class Publisher:
         unit, description = COUNTER
         self._trials = meter.create_counter(names.METRIC_TRIALS, unit=unit, description=description)
         self._tally = TrialTally()
+        self._streaks = InconclusiveStreaks()
 
     def publish(
         self, assessment: Assessment, contract_routes: AbstractSet[str], *, final: bool = True
@@ -47,7 +48,12 @@ class Publisher:
 
         A run published more than once (canary windows, then its final admission) adds to the
         trials counter only what it had not counted yet; `final` forgets it."""
-        self.emit(Publication.of(assessment, contract_routes, self._tally, final=final))
+        streak = self._streaks.after(assessment, final)
+        self.emit(
+            Publication.of(
+                assessment, contract_routes, self._tally, final=final, inconclusive_streak=streak
+            )
+        )
 
     def emit(self, publication: Publication) -> None:
         """Emit a publication through this publisher's providers."""

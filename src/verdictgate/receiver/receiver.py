@@ -9,7 +9,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import replace
 
-from ..assessment import Assessment
+from ..assessment import Assessment, Status
 from ..evidence import Evidence
 from ..otel.publication import OVERFLOW, MetricLabels, Publication, TrialTally
 from ..otel.spans import (
@@ -123,6 +123,7 @@ class Receiver:
                 publication = Publication.of(
                     self.assessment_of(run), routes, TrialTally(), now_ns=made_ns,
                     labels=self._labels,
+                    inconclusive_streak=self.store.inconclusive_streak(run.suite, run.point),
                 )  # fmt: skip
                 scrape.emit(replace(publication, trials_added={}))
 
@@ -327,7 +328,10 @@ class Receiver:
                 return
             assessment = decided or self.assessment_of(replace(current, final=True))
             now = self._clock()  # when it was admitted, for the store and the metrics alike
-            publication = self._publication(assessment, current, final=True, now=now)
+            streak = self.store.inconclusive_streak(current.suite, current.point)
+            streak = streak + 1 if assessment.status is Status.INCONCLUSIVE else 0
+            publication = self._publication(assessment, current, final=True, now=now,
+                                            streak=streak)  # fmt: skip
             finished = self.store.finish(
                 run.run_id, assessment.status.value,
                 publication.to_json() if publication and self.forwarder else None, now,
@@ -360,7 +364,10 @@ class Receiver:
             current = self.store.run(run.run_id)
             if current is None or current.final:
                 return
-            publication = self._publication(self.assessment_of(current), current, final=False)
+            publication = self._publication(
+                self.assessment_of(current), current, final=False,
+                streak=self.store.inconclusive_streak(current.suite, current.point),
+            )  # fmt: skip
             if publication is None:
                 return
             if self.forwarder is not None:
@@ -370,7 +377,12 @@ class Receiver:
         self._staged()
 
     def _publication(
-        self, assessment: Assessment, run: StoredRun, final: bool, now: float | None = None
+        self,
+        assessment: Assessment,
+        run: StoredRun,
+        final: bool,
+        now: float | None = None,
+        streak: int | None = None,
     ) -> Publication | None:
         """The admission to publish, when the receiver publishes (over OTLP or a scrape
         endpoint); metric routes are limited to the declared contract."""
@@ -383,6 +395,7 @@ class Receiver:
             final=final,
             now_ns=None if now is None else int(now * 1e9),
             labels=self._labels,
+            inconclusive_streak=streak,
         )
 
     def _staged(self) -> None:

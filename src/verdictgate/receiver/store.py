@@ -427,14 +427,27 @@ class Store:
         return self._runs("WHERE final = 0 ORDER BY first_seen")
 
     def latest_finished(self) -> list[tuple[StoredRun, float]]:
-        """The run each (suite, point) finished last, with when: what a scrape endpoint shows
-        again after a restart (read once, through an index of finished runs by suite)."""
+        """The run each (suite, point) finished last, with when, the most recent first: what a
+        scrape endpoint shows again after a restart (read once, at start, through an index of
+        finished runs by suite)."""
         with self._lock:
             rows = self._connection.execute(
-                f"SELECT {_RUN_COLUMNS}, MAX(finished_at) FROM runs WHERE final = 1"
+                f"SELECT {_RUN_COLUMNS}, MAX(finished_at) AS latest FROM runs WHERE final = 1"
                 " GROUP BY suite, point"  # SQLite takes the other columns from the MAX row
+                " ORDER BY latest DESC"
             ).fetchall()
         return [(_stored_run(row[:-1]), row[-1]) for row in rows]
+
+    def inconclusive_streak(self, suite: str | None, point: str | None, most: int = 1000) -> int:
+        """How many of the suite's latest finished runs in a row were inconclusive (at most
+        `most`; read newest first through the index of finished runs by suite)."""
+        with self._lock:
+            rows = self._connection.execute(
+                "SELECT status FROM runs WHERE final = 1 AND suite IS ? AND point IS ?"
+                " ORDER BY finished_at DESC LIMIT ?",
+                (suite, point, most),
+            ).fetchall()
+        return next((n for n, (status,) in enumerate(rows) if status != "inconclusive"), len(rows))
 
     def run(self, run_id: str) -> StoredRun | None:
         """One run, or None when unknown."""

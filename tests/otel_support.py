@@ -86,26 +86,27 @@ class OtlpCollector:
             for span in scope.spans
         ]
 
-    def data_points(self, name: str) -> list:
-        """Every data point received of the metric `name` (a gauge's or a sum's)."""
+    def _metrics(self) -> list:
+        """Every metric received, request after request."""
         return [
-            point
+            metric
             for request in self.metrics
             for resource_metrics in request.resource_metrics
             for scope in resource_metrics.scope_metrics
             for metric in scope.metrics
+        ]
+
+    def data_points(self, name: str) -> list:
+        """Every data point received of the metric `name` (a gauge's or a sum's)."""
+        return [
+            point
+            for metric in self._metrics()
             if metric.name == name
             for point in (*metric.gauge.data_points, *metric.sum.data_points)
         ]
 
     def metric_names(self) -> set[str]:
-        return {
-            metric.name
-            for request in self.metrics
-            for resource_metrics in request.resource_metrics
-            for scope in resource_metrics.scope_metrics
-            for metric in scope.metrics
-        }
+        return {metric.name for metric in self._metrics()}
 
     def log_records(self) -> list:
         return [

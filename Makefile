@@ -35,10 +35,13 @@ demo: $(STAMP)
 	$(BIN)/verdictgate run --agent examples/payment_router.py:stable_router --suite $(EXAMPLE) --isolation fresh-instance
 	@echo
 	@echo "== 3. a router whose card_security route flips: expect rejected (exit 1)"
-	$(BIN)/verdictgate run --agent examples/payment_router.py:flipping_router --suite $(EXAMPLE) --isolation fresh-instance; \
+	$(BIN)/verdictgate run --agent examples/payment_router.py:flipping_router --suite $(EXAMPLE) --isolation fresh-instance --trials-out demo-report.jsonl; \
 	  status=$$?; test $$status -eq 1 || { echo "expected exit 1, got $$status"; exit 1; }
+	$(BIN)/verdictgate assess --trials demo-report.jsonl --suite $(EXAMPLE) --format html --output demo-report.html; \
+	  test $$? -eq 1
 	@echo
 	@echo "demo: the stable router qualified; the flipping router was rejected (see its reasons above)."
+	@echo "demo: its HTML report, with every route's interval against its tolerance: $(CURDIR)/demo-report.html"
 
 test: $(STAMP)
 	$(BIN)/ruff check src tests benchmarks examples
@@ -52,10 +55,11 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/processor.py
 	$(BIN)/python benchmarks/receiver.py
 	$(BIN)/python benchmarks/receiver_idle.py
+	$(BIN)/python benchmarks/receiver_pages.py
 	$(BIN)/python benchmarks/semantic.py
 
 proto: $(STAMP)
 	$(BIN)/python -m grpc_tools.protoc -Iproto --python_out=src --pyi_out=src proto/verdictgate/v1/verdictgate.proto proto/verdictgate/v1/otlp_view.proto
 
 clean:
-	rm -rf $(VENV) .pytest_cache .ruff_cache build src/*.egg-info
+	rm -rf $(VENV) .pytest_cache .ruff_cache build src/*.egg-info demo-report.jsonl demo-report.html

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import yaml
 
-from prometheus_support import RULES_DIR, free_port, run_tool
+from components import free_port
+from prometheus_support import RULES_DIR, run_tool
 from receiver_support import decision_span, request
 from verdictgate.receiver.otlp import extract_protobuf
 from verdictgate.receiver.prometheus_endpoint import PrometheusEndpoint

@@ -21,7 +21,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from prometheus_support import RULES_DIR, binary, free_port
+from components import binary, free_port
+from prometheus_support import RULES_DIR
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 SUITE = "payment-disputes"

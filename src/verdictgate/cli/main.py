@@ -341,7 +341,7 @@ def check_command(snapshot_path, trials_path, suite_path, fmt, output, **agent_o
         policy = replace(policy, pass_rate=suite.pass_rate)  # a rate the given suite requires
     assessment = evidence_for(trials=trials_path, suite=suite, policy=policy, **agent_options)
     regression = compare_to_baseline(baseline, assessment)
-    emit(assessment, fmt, output, {"check": regression_document(regression)})
+    emit(assessment, fmt, output, {"check": regression_document(regression)}, regression)
     if fmt == "text":
         _print_regression(regression)
     exit_code = assessment.status.exit_code
@@ -381,7 +381,7 @@ def _print_regression(regression) -> None:
     "--suite", "suite_path", type=click.Path(dir_okay=False), help="Contract and targets."
 )
 @click.option(
-    "--format", "fmt", type=click.Choice(["text", "json", "markdown"]), default="text",
+    "--format", "fmt", type=click.Choice(["text", "json", "markdown", "html"]), default="text",
     show_default=True, help="Output format.",
 )  # fmt: skip
 @handles_errors
@@ -397,6 +397,10 @@ def compare_command(before, after, suite_path, fmt) -> None:
     comparison = compare(before_summary, after_summary, targets)
     if fmt == "json":
         click.echo(json.dumps(comparison_document(comparison), indent=2))
+    elif fmt == "html":
+        from ..reports.html_comparison import render_comparison_html
+
+        click.echo(render_comparison_html(comparison), nl=False)
     else:
         click.echo(_comparison_text(comparison, markdown=fmt == "markdown"))
     sys.exit(1 if comparison.regression else 0)

@@ -21,7 +21,7 @@ from ..engine import assess
 from ..errors import USAGE_EXIT, InputError, VerdictgateError, cli_option
 from ..fingerprints import fingerprint_mode
 from ..policy import PRECISION_PRESETS, Claim, Policy
-from ..reports import RENDERERS, render_text
+from ..reports import RENDERERS, render_html, render_text
 from ..reports.json_report import report_document
 from ..runner.agent import Agent, from_callable, from_factory
 from ..stats import Method
@@ -32,6 +32,7 @@ from ..trials_file import TrialWriter, read_trials
 from .loading import load_attribute, load_factory
 
 if TYPE_CHECKING:
+    from ..snapshot import Regression
     from ..tiers.tiers import Judge
 
 FORMATS = click.Choice(sorted(RENDERERS))
@@ -88,10 +89,19 @@ def policy_for(
         raise click.BadParameter(str(error), param_hint="--tolerance") from None
 
 
-def emit(assessment: Assessment, fmt: str, output: str | None, extra: dict | None = None) -> None:
-    """Write the report in `fmt` to the output file or stdout."""
+def emit(
+    assessment: Assessment,
+    fmt: str,
+    output: str | None,
+    extra: dict | None = None,
+    regression: Regression | None = None,
+) -> None:
+    """Write the report in `fmt` to the output file or stdout; `extra` fields join the JSON
+    report, and what changed against a baseline (`regression`) the HTML one."""
     if fmt == "json" and extra:
         text = json.dumps({**report_document(assessment), **extra}, indent=2) + "\n"
+    elif fmt == "html":
+        text = render_html(assessment, regression)
     elif fmt == "text" and output is None:
         text = render_text(assessment, color=sys.stdout.isatty())
     else:

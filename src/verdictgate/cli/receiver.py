@@ -18,7 +18,7 @@ from ..stats import Method
 from ..suite import Suite
 from ..suite_file import load_suite
 
-FORMATS = click.Choice(["text", "json", "junit", "markdown"])
+FORMATS = click.Choice(["text", "json", "junit", "markdown", "html"])
 _DURATION = re.compile(r"^(\d+(?:\.\d+)?)(ms|s|m|h|d)?$")
 _UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, None: 1.0}
 

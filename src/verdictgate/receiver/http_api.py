@@ -17,17 +17,21 @@ from __future__ import annotations
 import json
 import logging
 import re
+import ssl
 import zlib
 from collections.abc import Callable
+from http.cookies import CookieError, SimpleCookie
 from typing import Any
-from urllib.parse import parse_qs, unquote, urlsplit
+from urllib.parse import parse_qs, quote, unquote, urlsplit
 
 from google.rpc import code_pb2, status_pb2
 
+from ..reports.html import page
 from .decoding import JSON
 from .http_server import RETRYABLE, HttpError, RequestHandler
 from .ingest import PROTOBUF, Client, Failure, Ingest, authorized, failure_of
 from .otlp import MalformedRequest
+from .pages import RUNS_SHOWN, run_page, runs_page, sign_in_page
 
 logger = logging.getLogger(__name__)
 
@@ -78,6 +82,17 @@ def _gzipped(values: list[str]) -> bool | None:
 
 
 _RUN_PATH = re.compile(r"^/v1/runs/([^/?]+)$")
+_PAGE_PATH = re.compile(r"^/runs/([^/?]+)$")
+TOKEN_COOKIE = "verdictgate_token"
+"""The cookie a browser keeps the receiver's token in, once given it (`/?token=...`)."""
+PAGE_HEADERS = {
+    "Content-Security-Policy": "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'",
+    "X-Content-Type-Options": "nosniff",
+    "Cache-Control": "no-store",
+    "Referrer-Policy": "no-referrer",
+}
+"""Every page: nothing loaded or run but the page itself."""
+HTML = "text/html; charset=utf-8"
 _HTTP_STATUS = {Failure.INVALID: 400, Failure.BUSY: 429, Failure.UNAVAILABLE: 503,
                 Failure.INTERNAL: 500}  # fmt: skip
 """The status of each failure on a request's path."""
@@ -169,7 +184,7 @@ class OtlpHttpHandler(RequestHandler):
         logged 500 "internal error")."""
         path = urlsplit(self.path).path
         allowed = "POST" if path == "/v1/traces" else None
-        if path == "/v1/runs" or _RUN_PATH.match(path):
+        if path in ("/v1/runs", "/") or _RUN_PATH.match(path) or _PAGE_PATH.match(path):
             allowed = "GET"
         if self.command == "POST":
             return self.do_POST() if allowed in ("POST", None) else self._refuse_method(allowed)
@@ -237,10 +252,13 @@ class OtlpHttpHandler(RequestHandler):
             self._send(200, response.SerializeToString(), PROTOBUF)
 
     def do_GET(self) -> None:
-        """`/v1/runs` (paged: `page_size`, `page_token`) and `/v1/runs/{id}` (the JSON report)."""
+        """`/v1/runs` (paged: `page_size`, `page_token`) and `/v1/runs/{id}` (the JSON report);
+        the pages `/` and `/runs/{id}` for a browser."""
+        url = urlsplit(self.path)
+        if url.path == "/" or _PAGE_PATH.match(url.path):
+            return self._page(url.path, parse_qs(url.query))
         if not self.authorized():
             return self._status(401, code_pb2.UNAUTHENTICATED, "a bearer token is required", JSON)
-        url = urlsplit(self.path)
         if url.path == "/v1/runs":
             query = parse_qs(url.query)
             try:
@@ -262,6 +280,44 @@ class OtlpHttpHandler(RequestHandler):
         if cached is None:
             return self._status(404, code_pb2.NOT_FOUND, "unknown run", JSON)
         self._send(200, cached.report("json").encode(), JSON)
+
+    def _page(self, path: str, query: dict[str, list[str]]) -> None:
+        """A page for a browser: the token as the API takes it or from the cookie `/?token=`
+        sets (then the address is cleared of it), and every value escaped."""
+        given = query.get("token", [None])[0]
+        if given is not None and self.token is not None and authorized(f"Bearer {given}",
+                                                                         self.token):  # fmt: skip
+            secure = "; Secure" if isinstance(self.connection, ssl.SSLSocket) else ""
+            cookie = f"{TOKEN_COOKIE}={quote(given, safe='')}; HttpOnly; SameSite=Strict; Path=/"
+            return self._send(303, b"", HTML, {"Location": path, "Set-Cookie": cookie + secure})
+        if not (self.authorized() or self._cookie_authorized()):
+            headers = {**PAGE_HEADERS, "WWW-Authenticate": "Bearer"}
+            return self._send(401, sign_in_page().encode(), HTML, headers)
+        receiver = self.ingest.receiver
+        if path == "/":
+            suite = query.get("suite", [""])[0] or None
+            status = query.get("status", [""])[0] or None
+            runs = receiver.store.newest(RUNS_SHOWN, suite, status)
+            return self._send(200, runs_page(runs, suite, status).encode(), HTML, PAGE_HEADERS)
+        match = _PAGE_PATH.match(path)
+        assert match is not None
+        cached = receiver.cached_assessment(unquote(match.group(1)))
+        if cached is None:
+            body = page(
+                "verdictgate: unknown run", ["<h1>No such run</h1>"], "verdictgate receiver"
+            )
+            return self._send(404, body.encode(), HTML, PAGE_HEADERS)
+        body = run_page(cached.report("html"), cached.assessment.in_progress)
+        self._send(200, body.encode(), HTML, PAGE_HEADERS)
+
+    def _cookie_authorized(self) -> bool:
+        jar = SimpleCookie()
+        try:
+            jar.load(self.headers.get("Cookie") or "")
+        except CookieError:
+            return False
+        kept = jar.get(TOKEN_COOKIE)
+        return kept is not None and authorized(f"Bearer {unquote(kept.value)}", self.token)
 
 
 def http_handler(ingest: Ingest, token: str | None) -> type[OtlpHttpHandler]:

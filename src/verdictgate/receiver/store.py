@@ -370,6 +370,25 @@ class Store:
         last = runs[size - 1]
         return runs[:size], _token((last.first_seen, last.run_id))
 
+    def newest(
+        self, limit: int, suite: str | None = None, status: str | None = None
+    ) -> list[StoredRun]:
+        """The newest runs first, at most `limit`, of a suite and with a status when given
+        (`in_progress` for runs not yet final); read backwards through the listing index."""
+        clauses, parameters = [], []
+        if suite is not None:
+            clauses.append("suite = ?")
+            parameters.append(suite)
+        if status == "in_progress":
+            clauses.append("final = 0")
+        elif status is not None:
+            clauses.append("final = 1 AND status = ?")
+            parameters.append(status)
+        where = f"WHERE {' AND '.join(clauses)}" if clauses else ""
+        return self._runs(
+            f"{where} ORDER BY first_seen DESC, run_id DESC LIMIT ?", (*parameters, limit)
+        )
+
     def forget_finished(self, before: float, limit: int = 100) -> int:
         """Delete up to `limit` runs finished before `before` (epoch seconds), with their
         trials; how many. Admissions already staged in the outbox are kept."""

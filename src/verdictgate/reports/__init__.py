@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from ..assessment import Assessment
+from .html import render_html
 from .json_report import render_json
 from .junit import render_junit
 from .markdown import render_markdown
@@ -26,7 +27,15 @@ RENDERERS: dict[str, Callable[[Assessment], str]] = {
     "json": render_json,
     "junit": render_junit,
     "markdown": render_markdown,
+    "html": render_html,
 }
 """Format name -> renderer; the CLI's `--format` choices."""
 
-__all__ = ["RENDERERS", "render_json", "render_junit", "render_markdown", "render_text"]
+__all__ = [
+    "RENDERERS",
+    "render_html",
+    "render_json",
+    "render_junit",
+    "render_markdown",
+    "render_text",
+]

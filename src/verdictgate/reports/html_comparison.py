@@ -1,0 +1,103 @@
+"""`compare --format html`: drift across builds as one self-contained page, each difference
+(after minus before) drawn with its Newcombe interval against zero."""
+
+from __future__ import annotations
+
+import math
+from html import escape
+
+from ..compare import Comparison, Difference
+from .html import page, table
+
+PLOT_WIDTH = 600
+LABEL_WIDTH = 200
+RESULT_WIDTH = 130
+ROW_HEIGHT = 28
+TICKS = (-1.0, -0.25, -0.05, 0.0, 0.05, 0.25, 1.0)
+"""Differences marked on the axis (a signed square-root scale, so small ones get room)."""
+
+
+def _scale(value: float) -> float:
+    half = PLOT_WIDTH / 2
+    return LABEL_WIDTH + half + math.copysign(math.sqrt(min(abs(value), 1.0)), value) * half
+
+
+def _rows(comparison: Comparison) -> list[tuple[str, Difference, bool]]:
+    """(label, difference, whether higher is worse) of every comparable difference."""
+    rows = [("change rate (pooled)", comparison.change, True)]
+    rows.append(("pass rate (pooled)", comparison.pass_rate, False))
+    rows += [
+        (f"change rate {r.route}" + (" (target)" if r.targeted else ""), r.change, True)
+        for r in comparison.routes
+    ]
+    return [row for row in rows if row[1].comparable]
+
+
+def _verdict(difference: Difference, worse_if_higher: bool) -> str:
+    assert difference.interval is not None
+    _, low, high = difference.interval
+    if (low > 0 and worse_if_higher) or (high < 0 and not worse_if_higher):
+        return "worse"
+    if (high < 0 and worse_if_higher) or (low > 0 and not worse_if_higher):
+        return "better"
+    return "no change shown"
+
+
+def _plot(rows: list[tuple[str, Difference, bool]]) -> str:
+    height = ROW_HEIGHT * len(rows) + 34
+    zero = _scale(0.0)
+    marks = {"worse": "✖", "better": "●", "no change shown": "◆"}
+    body = []
+    for number, (label, difference, worse_if_higher) in enumerate(rows):
+        assert difference.interval is not None
+        value, low, high = difference.interval
+        verdict = _verdict(difference, worse_if_higher)
+        middle = number * ROW_HEIGHT + ROW_HEIGHT / 2
+        body.append(
+            f'<g class="row" data-label="{escape(label)}" data-difference="{value!r}" '
+            f'data-low="{low!r}" data-high="{high!r}" data-verdict="{verdict}">'
+            f'<text x="4" y="{middle + 4:.1f}">{escape(label[:28])}</text>'
+            f'<line class="interval" x1="{_scale(low):.2f}" x2="{_scale(high):.2f}" '
+            f'y1="{middle:.1f}" y2="{middle:.1f}"/>'
+            f'<text x="{_scale(value):.2f}" y="{middle + 5:.1f}" text-anchor="middle">'
+            f"{marks[verdict]}</text>"
+            f'<text x="{LABEL_WIDTH + PLOT_WIDTH + 10}" y="{middle + 4:.1f}">{marks[verdict]} '
+            f"{verdict}</text></g>"
+        )
+    ticks = "".join(
+        f'<text x="{_scale(t):.2f}" y="{height - 14:.0f}" text-anchor="middle">{t:+.0%}</text>'
+        for t in TICKS
+    )
+    return (
+        f'<svg class="forest" viewBox="0 0 {LABEL_WIDTH + PLOT_WIDTH + RESULT_WIDTH} {height}" '
+        'role="img" aria-label="differences after minus before, against zero">'
+        f'<line class="zero tolerance" x1="{zero:.2f}" x2="{zero:.2f}" y1="0" '
+        f'y2="{height - 30:.0f}"/>{ticks}{"".join(body)}</svg>'
+    )
+
+
+def render_comparison_html(comparison: Comparison) -> str:
+    """The comparison as a self-contained HTML page."""
+    rows = _rows(comparison)
+    verdict = "regression" if comparison.regression else "no regression"
+    cells = [
+        [
+            escape(label), f"{d.before[0]}/{d.before[1]}", f"{d.after[0]}/{d.after[1]}",
+            f"{d.interval[0]:+.3f} [{d.interval[1]:+.3f}, {d.interval[2]:+.3f}]",
+            _verdict(d, worse_if_higher),
+        ]
+        for label, d, worse_if_higher in rows
+        if d.interval is not None
+    ]  # fmt: skip
+    status = "rejected" if comparison.regression else "qualified"
+    sections = [
+        f'<h1><span class="status {status}">{"✖" if comparison.regression else "✔"} '
+        f"{verdict}</span> after minus before</h1>",
+        '<p class="note">Each line is a difference between two builds with its 95% Newcombe '
+        "interval; the dashed line is zero. A change rate that rose, or a pass rate that fell, "
+        "wholly beyond zero is worse: on the pooled rates or a targeted route it is a "
+        "regression.</p>",
+        f'<div class="scroll">{_plot(rows)}</div>',
+        table(["measure", "before", "after", "difference", "verdict"], cells),
+    ]
+    return page(f"verdictgate compare: {verdict}", sections, "verdictgate.compare/v1")

@@ -1,0 +1,132 @@
+"""The receiver's pages: `GET /` lists runs newest first (filtered), `GET /runs/{id}` shows a
+run's HTML report, refreshing itself while the run collects; the API's token, given once and
+kept in a cookie; every value escaped, in the markup and in a real browser."""
+
+from __future__ import annotations
+
+import http.client
+from collections.abc import Iterator
+from urllib.parse import quote
+
+import pytest
+
+from components import binary
+from receiver_support import decision_span, request, run_span, running_server
+from verdictgate.receiver.otlp import extract_protobuf
+
+TOKEN = "s3cret-token"
+EVIL = '<img src=x onerror="window.pwned=1"><script>window.pwned=1</script>'
+
+
+def send(server, spans) -> None:
+    server.receiver.ingest(extract_protobuf(request(spans).SerializeToString()))
+
+
+def stable(run: str, suite_case: str = "c", trials: int = 4) -> list:
+    return [decision_span(run, f"{suite_case}{c}", i, "approve", "approve")
+            for c in range(2) for i in range(trials)]  # fmt: skip
+
+
+def get(server, path: str, headers: dict | None = None) -> tuple[int, dict, str]:
+    connection = http.client.HTTPConnection("127.0.0.1", server.http_port, timeout=10)
+    try:
+        connection.request("GET", path, headers=headers or {})
+        answer = connection.getresponse()
+        return answer.status, dict(answer.getheaders()), answer.read().decode()
+    finally:
+        connection.close()
+
+
+COOKIE = {"Cookie": f"verdictgate_token={TOKEN}"}
+
+
+def test_the_token_is_given_once_and_kept_in_a_cookie() -> None:
+    with running_server(token=TOKEN) as server:
+        status, headers, body = get(server, "/")
+        assert status == 401 and headers["WWW-Authenticate"] == "Bearer"
+        assert "/?token=TOKEN" in body
+        status, headers, _ = get(server, f"/runs/x?token={TOKEN}")
+        assert status == 303 and headers["Location"] == "/runs/x"  # the token leaves the URL
+        cookie = headers["Set-Cookie"]
+        assert cookie.startswith(f"verdictgate_token={TOKEN};")
+        assert "HttpOnly" in cookie and "SameSite=Strict" in cookie and "Path=/" in cookie
+        assert get(server, "/", COOKIE)[0] == 200
+        assert get(server, "/", {"Authorization": f"Bearer {TOKEN}"})[0] == 200
+        assert get(server, "/", {"Cookie": "verdictgate_token=wrong"})[0] == 401
+        assert get(server, "/?token=wrong")[0] == 401
+        assert get(server, "/v1/runs", COOKIE)[0] == 401  # the API takes the header only
+
+
+def test_runs_are_listed_newest_first_and_filtered() -> None:
+    with running_server(grace=3600) as server:
+        send(server, [run_span("old", 8), *stable("old")])  # complete, so final
+        send(server, [*stable("new", trials=2)])  # a canary still collecting
+        status, headers, body = get(server, "/")
+        assert status == 200 and headers["Content-Type"].startswith("text/html")
+        assert "default-src 'none'" in headers["Content-Security-Policy"]
+        assert body.index(">new<") < body.index(">old<")
+        final = server.receiver.assessment("old").status.value
+        assert final in body and "in progress" in body
+        only_open = get(server, "/?status=in_progress")[2]
+        assert ">new<" in only_open and ">old<" not in only_open
+        assert ">old<" in get(server, f"/?status={final}")[2]
+        assert ">old<" not in get(server, "/?suite=elsewhere")[2]
+
+
+def test_a_run_page_is_its_report_and_refreshes_while_it_collects() -> None:
+    with running_server(grace=3600) as server:
+        send(server, [*stable("open", trials=2)])
+        status, _, body = get(server, "/runs/open")
+        assert status == 200 and 'http-equiv="refresh"' in body and "svg" in body
+        send(server, [run_span("done", 8), *stable("done")])
+        body = get(server, "/runs/done")[2]
+        assert 'http-equiv="refresh"' not in body and 'href="/"' in body
+        assert get(server, "/runs/nothing")[0] == 404
+
+
+def test_markup_in_names_shows_as_text() -> None:
+    with running_server(grace=3600) as server:
+        send(server, [decision_span(EVIL, f"c{c}", i, EVIL, EVIL) for c in range(2)
+                      for i in range(2)])  # fmt: skip
+        listing = get(server, "/")[2]
+        report = get(server, f"/runs/{quote(EVIL, safe='')}")[2]
+        for page in (listing, report):
+            assert "<script" not in page and "<img" not in page
+            assert "&lt;script&gt;" in page
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator:
+    executable = binary("chromium")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        launched = playwright.chromium.launch(executable_path=executable, args=["--no-sandbox"])
+        yield launched
+        launched.close()
+
+
+def test_the_pages_in_a_browser(browser) -> None:
+    with running_server(token=TOKEN, grace=3600) as server:
+        send(server, [decision_span(EVIL, f"c{c}", i, EVIL, EVIL) for c in range(2)
+                      for i in range(2)])  # fmt: skip
+        base = f"http://127.0.0.1:{server.http_port}"
+        page = browser.new_page(viewport={"width": 390, "height": 800})
+        requests: list = []
+
+        def note(request, requests: list = requests) -> None:
+            requests.append(request.url)
+
+        page.on("request", note)
+        page.goto(f"{base}/?token={TOKEN}")  # the cookie is set, and the address cleared
+        assert page.url == f"{base}/"
+        assert EVIL in page.inner_text("body")
+        page.click(f"a[href='/runs/{quote(EVIL, safe='')}']")
+        assert page.evaluate("window.pwned") is None
+        assert page.query_selector("svg.forest") is not None
+        overflow = page.evaluate(
+            "[document.documentElement.scrollWidth, document.documentElement.clientWidth]"
+        )
+        assert overflow[0] <= overflow[1]
+        assert all(url.startswith(base) for url in requests)
+        page.close()

@@ -6,12 +6,13 @@ from __future__ import annotations
 
 import http.client
 from collections.abc import Iterator
-from urllib.parse import quote
+from urllib.parse import quote, urlencode
 
 import pytest
 
 from components import binary
 from receiver_support import decision_span, request, run_span, running_server
+from verdictgate.receiver.http_api import page_key
 from verdictgate.receiver.otlp import extract_protobuf
 
 TOKEN = "s3cret-token"
@@ -37,24 +38,53 @@ def get(server, path: str, headers: dict | None = None) -> tuple[int, dict, str]
         connection.close()
 
 
-COOKIE = {"Cookie": f"verdictgate_token={TOKEN}"}
+def sign_in(server, token: str) -> tuple[int, dict]:
+    """POST the sign-in form; (status, headers)."""
+    connection = http.client.HTTPConnection("127.0.0.1", server.http_port, timeout=10)
+    try:
+        body = urlencode({"token": token})
+        connection.request("POST", "/", body=body,
+                           headers={"Content-Type": "application/x-www-form-urlencoded"})  # fmt: skip
+        answer = connection.getresponse()
+        answer.read()
+        return answer.status, dict(answer.getheaders())
+    finally:
+        connection.close()
 
 
-def test_the_token_is_given_once_and_kept_in_a_cookie() -> None:
-    with running_server(token=TOKEN) as server:
+def test_signing_in_once_keeps_a_cookie_for_this_receiver_only() -> None:
+    token = "a+b/c=d&e%f#g"  # what a base64 token or a careless one may hold
+    with running_server(token=token) as server:
         status, headers, body = get(server, "/")
         assert status == 401 and headers["WWW-Authenticate"] == "Bearer"
-        assert "/?token=TOKEN" in body
-        status, headers, _ = get(server, f"/runs/x?token={TOKEN}")
-        assert status == 303 and headers["Location"] == "/runs/x"  # the token leaves the URL
+        assert '<form method="post" action="/">' in body
+        status, _ = sign_in(server, "wrong")
+        assert status == 401
+        status, headers = sign_in(server, token)
+        assert status == 303 and headers["Location"] == "/"
         cookie = headers["Set-Cookie"]
-        assert cookie.startswith(f"verdictgate_token={TOKEN};")
+        name, value = cookie.split(";")[0].split("=", 1)
+        assert name == f"verdictgate_pages_{server.http_port}"  # a host's cookies go to every port
+        assert token not in cookie and value == page_key(token)  # no bearer token in the cookie
         assert "HttpOnly" in cookie and "SameSite=Strict" in cookie and "Path=/" in cookie
-        assert get(server, "/", COOKIE)[0] == 200
-        assert get(server, "/", {"Authorization": f"Bearer {TOKEN}"})[0] == 200
-        assert get(server, "/", {"Cookie": "verdictgate_token=wrong"})[0] == 401
-        assert get(server, "/?token=wrong")[0] == 401
-        assert get(server, "/v1/runs", COOKIE)[0] == 401  # the API takes the header only
+        kept = {"Cookie": f'other={{"a":1}}; a@b=1; {name}={value}'}  # odd cookies beside it
+        assert get(server, "/", kept)[0] == 200
+        assert get(server, "/", {"Authorization": f"Bearer {token}"})[0] == 200
+        assert get(server, "/", {"Cookie": f"{name}=wrong"})[0] == 401
+        assert get(server, "/v1/runs", kept)[0] == 401  # the API takes the header only
+
+
+def test_pages_answer_head_and_refuse_other_methods() -> None:
+    with running_server() as server:
+        connection = http.client.HTTPConnection("127.0.0.1", server.http_port, timeout=10)
+        connection.request("HEAD", "/")
+        answer = connection.getresponse()
+        assert answer.status == 200 and answer.read() == b""
+        connection.request("DELETE", "/runs/x")
+        answer = connection.getresponse()
+        answer.read()
+        assert answer.status == 405 and answer.getheader("Allow") == "GET, HEAD"
+        connection.close()
 
 
 def test_runs_are_listed_newest_first_and_filtered() -> None:
@@ -118,7 +148,9 @@ def test_the_pages_in_a_browser(browser) -> None:
             requests.append(request.url)
 
         page.on("request", note)
-        page.goto(f"{base}/?token={TOKEN}")  # the cookie is set, and the address cleared
+        page.goto(f"{base}/")
+        page.fill("input[name=token]", TOKEN)
+        page.click("button")  # signs in: the cookie is set, and the list shown
         assert page.url == f"{base}/"
         assert EVIL in page.inner_text("body")
         page.click(f"a[href='/runs/{quote(EVIL, safe='')}']")

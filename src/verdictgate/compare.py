@@ -40,6 +40,18 @@ class Difference:
     def comparable(self) -> bool:
         return self.interval is not None
 
+    def shown(self, higher_is_worse: bool) -> str:
+        """`worse` or `better` when the interval lies wholly on one side of zero, else
+        `no change shown` (or `not comparable`)."""
+        if self.interval is None:
+            return "not comparable"
+        _, low, high = self.interval
+        if low > 0:
+            return "worse" if higher_is_worse else "better"
+        if high < 0:
+            return "better" if higher_is_worse else "worse"
+        return "no change shown"
+
 
 @dataclass(frozen=True)
 class RouteDrift:
@@ -70,9 +82,7 @@ class Comparison:
 
 
 def _worse(change: Difference, pass_rate: Difference) -> bool:
-    rose = change.interval is not None and change.interval[1] > 0
-    fell = pass_rate.interval is not None and pass_rate.interval[2] < 0
-    return rose or fell
+    return change.shown(higher_is_worse=True) == "worse" or pass_rate.shown(False) == "worse"
 
 
 def summary_of(assessment: Assessment) -> Summary:

@@ -437,8 +437,7 @@ def _comparison_text(comparison, *, markdown: bool) -> str:
         if d.interval is None:
             return f"{label}: {x1}/{n1} -> {x2}/{n2}, not comparable (a side has nothing to count)"
         value, low, high = d.interval
-        worse = (low > 0) if bad_if_positive else (high < 0)
-        flag = "  REGRESSION" if worse else ""
+        flag = "  REGRESSION" if d.shown(bad_if_positive) == "worse" else ""
         return f"{label}: {x1}/{n1} -> {x2}/{n2}, difference {value:+.3f} [{low:+.3f}, {high:+.3f}]{flag}"
 
     lines = [

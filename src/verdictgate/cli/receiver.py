@@ -96,7 +96,10 @@ def _canary_suites(paths: tuple[str, ...]) -> dict[str, Suite]:
     help="OTLP/gRPC and the query API.",
 )
 @click.option(
-    "--http-listen", default="127.0.0.1:4318", show_default=True, help="OTLP/HTTP and /v1/runs."
+    "--http-listen",
+    default="127.0.0.1:4318",
+    show_default=True,
+    help="OTLP/HTTP, the /v1/runs API and the pages for a browser (/, /runs/{id}).",
 )
 @click.option(
     "--token-file", type=click.Path(dir_okay=False), help="Require `Authorization: Bearer <token>`."

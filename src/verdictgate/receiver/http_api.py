@@ -14,15 +14,16 @@ Answers: 401 carries `WWW-Authenticate: Bearer`; a known path with another metho
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import json
 import logging
 import re
 import ssl
 import zlib
 from collections.abc import Callable
-from http.cookies import CookieError, SimpleCookie
 from typing import Any
-from urllib.parse import parse_qs, quote, unquote, urlsplit
+from urllib.parse import parse_qs, unquote, urlsplit
 
 from google.rpc import code_pb2, status_pb2
 
@@ -83,8 +84,10 @@ def _gzipped(values: list[str]) -> bool | None:
 
 _RUN_PATH = re.compile(r"^/v1/runs/([^/?]+)$")
 _PAGE_PATH = re.compile(r"^/runs/([^/?]+)$")
-TOKEN_COOKIE = "verdictgate_token"
-"""The cookie a browser keeps the receiver's token in, once given it (`/?token=...`)."""
+PAGE_COOKIE = "verdictgate_pages"
+"""The cookie a browser keeps after signing in to the pages (suffixed with the port)."""
+SIGN_IN_BYTES = 4096
+"""The most a sign-in form may send."""
 PAGE_HEADERS = {
     "Content-Security-Policy": "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'",
     "X-Content-Type-Options": "nosniff",
@@ -183,8 +186,16 @@ class OtlpHttpHandler(RequestHandler):
         out is answered by `fail` (a store error 503 with `Retry-After`, anything unplanned a
         logged 500 "internal error")."""
         path = urlsplit(self.path).path
+        if path == "/" or _PAGE_PATH.match(path):  # the pages: read (GET, HEAD), sign in (POST /)
+            if self.command in ("GET", "HEAD"):
+                return self._page(path, parse_qs(urlsplit(self.path).query))
+            if self.command == "POST" and path == "/":
+                return self._sign_in()
+            methods = "GET, HEAD, POST" if path == "/" else "GET, HEAD"
+            return self._status(405, code_pb2.UNIMPLEMENTED, f"use {methods}", JSON,
+                                {"Allow": methods})  # fmt: skip
         allowed = "POST" if path == "/v1/traces" else None
-        if path in ("/v1/runs", "/") or _RUN_PATH.match(path) or _PAGE_PATH.match(path):
+        if path == "/v1/runs" or _RUN_PATH.match(path):
             allowed = "GET"
         if self.command == "POST":
             return self.do_POST() if allowed in ("POST", None) else self._refuse_method(allowed)
@@ -252,11 +263,8 @@ class OtlpHttpHandler(RequestHandler):
             self._send(200, response.SerializeToString(), PROTOBUF)
 
     def do_GET(self) -> None:
-        """`/v1/runs` (paged: `page_size`, `page_token`) and `/v1/runs/{id}` (the JSON report);
-        the pages `/` and `/runs/{id}` for a browser."""
+        """`/v1/runs` (paged: `page_size`, `page_token`) and `/v1/runs/{id}` (the JSON report)."""
         url = urlsplit(self.path)
-        if url.path == "/" or _PAGE_PATH.match(url.path):
-            return self._page(url.path, parse_qs(url.query))
         if not self.authorized():
             return self._status(401, code_pb2.UNAUTHENTICATED, "a bearer token is required", JSON)
         if url.path == "/v1/runs":
@@ -282,15 +290,9 @@ class OtlpHttpHandler(RequestHandler):
         self._send(200, cached.report("json").encode(), JSON)
 
     def _page(self, path: str, query: dict[str, list[str]]) -> None:
-        """A page for a browser: the token as the API takes it or from the cookie `/?token=`
-        sets (then the address is cleared of it), and every value escaped."""
-        given = query.get("token", [None])[0]
-        if given is not None and self.token is not None and authorized(f"Bearer {given}",
-                                                                         self.token):  # fmt: skip
-            secure = "; Secure" if isinstance(self.connection, ssl.SSLSocket) else ""
-            cookie = f"{TOKEN_COOKIE}={quote(given, safe='')}; HttpOnly; SameSite=Strict; Path=/"
-            return self._send(303, b"", HTML, {"Location": path, "Set-Cookie": cookie + secure})
-        if not (self.authorized() or self._cookie_authorized()):
+        """A page for a browser: with the token as the API takes it, or the cookie signing in
+        gives; every value escaped."""
+        if not (self.authorized() or self._signed_in()):
             headers = {**PAGE_HEADERS, "WWW-Authenticate": "Bearer"}
             return self._send(401, sign_in_page().encode(), HTML, headers)
         receiver = self.ingest.receiver
@@ -310,14 +312,40 @@ class OtlpHttpHandler(RequestHandler):
         body = run_page(cached.report("html"), cached.assessment.in_progress)
         self._send(200, body.encode(), HTML, PAGE_HEADERS)
 
-    def _cookie_authorized(self) -> bool:
-        jar = SimpleCookie()
-        try:
-            jar.load(self.headers.get("Cookie") or "")
-        except CookieError:
-            return False
-        kept = jar.get(TOKEN_COOKIE)
-        return kept is not None and authorized(f"Bearer {unquote(kept.value)}", self.token)
+    def _sign_in(self) -> None:
+        """`POST /` from the sign-in form: the right token sets the page cookie (a value derived
+        from the token, never the token) and goes back to the list; a wrong one gets the form
+        again. The token never appears in an address, a log or a history."""
+        body = self.read_body(SIGN_IN_BYTES)
+        given = parse_qs(body.decode("utf-8", "replace")).get("token", [""])[0]
+        if self.token is None or not authorized(f"Bearer {given}", self.token):
+            headers = {**PAGE_HEADERS, "WWW-Authenticate": "Bearer"}
+            return self._send(401, sign_in_page(failed=True).encode(), HTML, headers)
+        secure = "; Secure" if isinstance(self.connection, ssl.SSLSocket) else ""
+        cookie = f"{self._cookie_name()}={page_key(self.token)}; HttpOnly; SameSite=Strict; Path=/"
+        self._send(303, b"", HTML, {"Location": "/", "Set-Cookie": cookie + secure,
+                                    "Cache-Control": "no-store"})  # fmt: skip
+
+    def _cookie_name(self) -> str:
+        """One cookie per receiver: browsers send a host's cookies to every port of it."""
+        return f"{PAGE_COOKIE}_{self.connection.getsockname()[1]}"
+
+    def _signed_in(self) -> bool:
+        """Whether the request carries this receiver's page cookie (the header is read by hand:
+        another application's odd cookie on the same host must not sign anyone out)."""
+        if self.token is None:
+            return True
+        name = self._cookie_name()
+        for part in (self.headers.get("Cookie") or "").split(";"):
+            key, _, value = part.strip().partition("=")
+            if key == name and hmac.compare_digest(value.encode(), page_key(self.token).encode()):
+                return True
+        return False
+
+
+def page_key(token: str) -> str:
+    """The page cookie's value: derived from the token, so the cookie is no bearer token."""
+    return hmac.new(token.encode(), b"verdictgate pages", hashlib.sha256).hexdigest()
 
 
 def http_handler(ingest: Ingest, token: str | None) -> type[OtlpHttpHandler]:

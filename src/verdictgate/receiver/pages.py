@@ -41,7 +41,7 @@ def runs_page(runs: list[StoredRun], suite: str | None, status: str | None) -> s
         for run in runs
     ]
     shown = (
-        f'<p class="note">The newest {len(runs)} runs.</p>'
+        f'<p class="note">The newest {len(runs)} runs (narrow the list to see older ones).</p>'
         if len(runs) >= RUNS_SHOWN
         else f'<p class="note">{len(runs)} runs.</p>'
     )
@@ -61,14 +61,18 @@ def runs_page(runs: list[StoredRun], suite: str | None, status: str | None) -> s
     )
 
 
-def sign_in_page() -> str:
-    """What a browser without the token gets (with a 401)."""
+def sign_in_page(failed: bool = False) -> str:
+    """What a browser without the token gets (with a 401): a form that sends it once, by POST,
+    so that it never appears in an address."""
     return page(
-        "verdictgate: a token is needed",
+        "verdictgate: sign in",
         [
-            "<h1>A token is needed</h1><p>This receiver asks for its bearer token. Open "
-            "<code>/?token=TOKEN</code> once: the token is then kept in a cookie for this "
-            "receiver only, and the address bar is cleared of it.</p>"
+            "<h1>Sign in</h1>"
+            + ('<p class="rejected">That token is not this receiver\'s.</p>' if failed else "")
+            + "<p>This receiver asks for its bearer token (the one its senders use). Give it "
+            "once: the browser then keeps a cookie for this receiver's pages only.</p>"
+            '<form method="post" action="/"><label>token <input name="token" type="password" '
+            'autocomplete="current-password"></label> <button>sign in</button></form>'
         ],
         "verdictgate receiver",
     )

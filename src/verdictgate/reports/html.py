@@ -10,7 +10,7 @@ from collections.abc import Iterable, Sequence
 from html import escape
 from typing import TYPE_CHECKING
 
-from ..admission import percent
+from ..admission import interval, percent
 from ..assessment import Assessment, Status
 from ..stats import ChangeRate, Stability
 from .bounds import Omitted, bounded
@@ -20,9 +20,11 @@ from .json_report import REPORT_SCHEMA
 if TYPE_CHECKING:
     from ..snapshot import Regression
 
-PLOT_WIDTH = 640
-LABEL_WIDTH = 170
-RESULT_WIDTH = 120
+PLOT_WIDTH = 600
+LABEL_TEXT_WIDTH = 170
+"""Where the result's word starts, after the route's name."""
+LABEL_WIDTH = 290
+RIGHT_MARGIN = 24
 ROW_HEIGHT = 28
 AXIS_HEIGHT = 34
 TICKS = (0.0, 0.01, 0.05, 0.1, 0.25, 0.5, 1.0)
@@ -52,7 +54,8 @@ th, td { text-align: left; padding: 4px 8px; border-bottom: 1px solid var(--line
   vertical-align: top; overflow-wrap: normal; }
 td { min-width: 4ch; }
 td.num, th.num { text-align: right; font-variant-numeric: tabular-nums; }
-svg.forest { width: 100%; min-width: 600px; height: auto; display: block; }
+svg.forest { width: 100%; min-width: 560px; height: auto; display: block; }
+.id { overflow-wrap: anywhere; }
 svg text { font: 13px system-ui, sans-serif; fill: var(--ink); }
 svg .axis line, svg .grid { stroke: var(--line); }
 svg .interval { stroke: var(--ink); stroke-width: 3; }
@@ -108,7 +111,7 @@ def _against_baseline(regression: Regression | None) -> str:
             "became unstable.</p>"
         )
     rows = [
-        [escape(c.case), escape(c.route or "—"), escape(c.before or "—"),
+        [f'<span class="id">{escape(c.case)}</span>', escape(c.route or "—"), escape(c.before or "—"),
          escape(c.after or "no stable verdict")]
         for c in regression.changed_cases
     ]  # fmt: skip
@@ -132,6 +135,12 @@ def _header(a: Assessment) -> str:
         f"{percent(a.policy.tolerance)} · {escape(a.policy.method.value)} rule · claim about "
         f"{'new inputs' if a.policy.claim.value == 'population' else 'the tested cases'}</p>"
         f'<p class="headline">{escape(a.headline)}</p>'
+        + (
+            '<p class="inconclusive">◆ The run is still collecting trials: this is not its '
+            "final answer.</p>"
+            if a.in_progress
+            else ""
+        )
     )
 
 
@@ -150,40 +159,45 @@ def _scale(rate: float) -> float:
 
 
 def _row(label: str, route: str, change: ChangeRate, y: float) -> str:
-    """One row of the forest plot: the interval, the estimate, the row's tolerance line, and
-    the result in a mark and words; its numbers are on the group for whoever reads the SVG."""
+    """One row of the forest plot: the label with the result's mark and word (first, so a
+    narrow screen shows it before the plot scrolls), the row's tolerance line, the interval
+    and the estimate (none without pairs: nothing was measured); its numbers are on the group
+    for whoever reads the SVG, and in its title for a screen reader."""
     result = change.result
     mark = RESULT_MARK[result]
-    estimate = change.flips / change.pairs if change.pairs else 0.0
     low, high, tolerance = _scale(change.ci_low), _scale(change.ci_high), _scale(change.tolerance)
     middle = y + ROW_HEIGHT / 2
+    estimate = (
+        f'<text class="estimate" x="{_scale(change.rate):.2f}" y="{middle + 5:.1f}" '
+        f'text-anchor="middle">{mark}</text>'
+        if change.pairs
+        else f'<text class="estimate" x="{low + 6:.2f}" y="{middle - 4:.1f}">no pairs</text>'
+    )
     return (
         f'<g class="row {result.value}" data-route="{escape(route)}" '
         f'data-result="{result.value}" data-low="{change.ci_low!r}" '
         f'data-high="{change.ci_high!r}" data-tolerance="{change.tolerance!r}">'
-        f"<title>{escape(label)}: {change.flips} of {change.pairs} pairs changed, CI "
-        f"[{percent(change.ci_low)}, {percent(change.ci_high)}], tolerance "
+        f"<title>{escape(label)}: {escape(interval(change))}, tolerance "
         f"{percent(change.tolerance)}: {result.value}</title>"
-        f'<text x="4" y="{middle + 4:.1f}">{escape(_short(label))}</text>'
+        f'<text x="4" y="{middle + 4:.1f}">{escape(short(label))}</text>'
+        f'<text class="result" x="{LABEL_TEXT_WIDTH}" y="{middle + 4:.1f}">{mark} '
+        f"{result.value}</text>"
         f'<line class="tolerance" x1="{tolerance:.2f}" x2="{tolerance:.2f}" y1="{y + 3:.1f}" '
         f'y2="{y + ROW_HEIGHT - 3:.1f}"/>'
         f'<line class="interval" x1="{low:.2f}" x2="{high:.2f}" y1="{middle:.1f}" '
-        f'y2="{middle:.1f}"/>'
-        f'<text class="estimate" x="{_scale(estimate):.2f}" y="{middle + 5:.1f}" '
-        f'text-anchor="middle">{mark}</text>'
-        f'<text class="result" x="{LABEL_WIDTH + PLOT_WIDTH + 10}" y="{middle + 4:.1f}">'
-        f"{mark} {result.value}</text></g>"
+        f'y2="{middle:.1f}"/>{estimate}</g>'
     )
 
 
-def _short(label: str, most: int = 22) -> str:
+def short(label: str, most: int = 22) -> str:
+    """A label cut to `most` characters, with an ellipsis when cut."""
     return label if len(label) <= most else label[: most - 1] + "…"
 
 
 def _forest(rows: Sequence[tuple[str, str, ChangeRate]]) -> str:
     """The forest plot of `rows` (label, route, change rate)."""
     height = AXIS_HEIGHT + ROW_HEIGHT * len(rows)
-    width = LABEL_WIDTH + PLOT_WIDTH + RESULT_WIDTH
+    width = LABEL_WIDTH + PLOT_WIDTH + RIGHT_MARGIN
     ticks = "".join(
         f'<line class="grid" x1="{_scale(t):.2f}" x2="{_scale(t):.2f}" y1="0" '
         f'y2="{height - AXIS_HEIGHT:.0f}"/>'

@@ -7,11 +7,11 @@ import math
 from html import escape
 
 from ..compare import Comparison, Difference
-from .html import page, table
+from .html import page, short, table
 
 PLOT_WIDTH = 600
 LABEL_WIDTH = 200
-RESULT_WIDTH = 130
+RESULT_WIDTH = 180
 ROW_HEIGHT = 28
 TICKS = (-1.0, -0.25, -0.05, 0.0, 0.05, 0.25, 1.0)
 """Differences marked on the axis (a signed square-root scale, so small ones get room)."""
@@ -23,24 +23,19 @@ def _scale(value: float) -> float:
 
 
 def _rows(comparison: Comparison) -> list[tuple[str, Difference, bool]]:
-    """(label, difference, whether higher is worse) of every comparable difference."""
-    rows = [("change rate (pooled)", comparison.change, True)]
-    rows.append(("pass rate (pooled)", comparison.pass_rate, False))
-    rows += [
-        (f"change rate {r.route}" + (" (target)" if r.targeted else ""), r.change, True)
-        for r in comparison.routes
+    """(label, difference, whether higher is worse) of every difference, pooled then by route;
+    a route's is gated when the route has a target, else reported."""
+    rows = [
+        ("change rate (pooled)", comparison.change, True),
+        ("pass rate (pooled)", comparison.pass_rate, False),
     ]
-    return [row for row in rows if row[1].comparable]
-
-
-def _verdict(difference: Difference, worse_if_higher: bool) -> str:
-    assert difference.interval is not None
-    _, low, high = difference.interval
-    if (low > 0 and worse_if_higher) or (high < 0 and not worse_if_higher):
-        return "worse"
-    if (high < 0 and worse_if_higher) or (low > 0 and not worse_if_higher):
-        return "better"
-    return "no change shown"
+    for r in comparison.routes:
+        gate = "target" if r.targeted else "reported, not gated"
+        rows += [
+            (f"change rate of {r.route} ({gate})", r.change, True),
+            (f"pass rate of {r.route} ({gate})", r.pass_rate, False),
+        ]
+    return rows
 
 
 def _plot(rows: list[tuple[str, Difference, bool]]) -> str:
@@ -51,12 +46,12 @@ def _plot(rows: list[tuple[str, Difference, bool]]) -> str:
     for number, (label, difference, worse_if_higher) in enumerate(rows):
         assert difference.interval is not None
         value, low, high = difference.interval
-        verdict = _verdict(difference, worse_if_higher)
+        verdict = difference.shown(worse_if_higher)
         middle = number * ROW_HEIGHT + ROW_HEIGHT / 2
         body.append(
             f'<g class="row" data-label="{escape(label)}" data-difference="{value!r}" '
             f'data-low="{low!r}" data-high="{high!r}" data-verdict="{verdict}">'
-            f'<text x="4" y="{middle + 4:.1f}">{escape(label[:28])}</text>'
+            f'<text x="4" y="{middle + 4:.1f}">{escape(short(label, 30))}</text>'
             f'<line class="interval" x1="{_scale(low):.2f}" x2="{_scale(high):.2f}" '
             f'y1="{middle:.1f}" y2="{middle:.1f}"/>'
             f'<text x="{_scale(value):.2f}" y="{middle + 5:.1f}" text-anchor="middle">'
@@ -77,17 +72,18 @@ def _plot(rows: list[tuple[str, Difference, bool]]) -> str:
 
 
 def render_comparison_html(comparison: Comparison) -> str:
-    """The comparison as a self-contained HTML page."""
+    """The comparison as a self-contained HTML page: the comparable differences drawn, every
+    one in the table."""
     rows = _rows(comparison)
     verdict = "regression" if comparison.regression else "no regression"
     cells = [
         [
             escape(label), f"{d.before[0]}/{d.before[1]}", f"{d.after[0]}/{d.after[1]}",
-            f"{d.interval[0]:+.3f} [{d.interval[1]:+.3f}, {d.interval[2]:+.3f}]",
-            _verdict(d, worse_if_higher),
+            f"{d.interval[0]:+.3f} [{d.interval[1]:+.3f}, {d.interval[2]:+.3f}]"
+            if d.interval is not None else "—",
+            d.shown(worse_if_higher),
         ]
         for label, d, worse_if_higher in rows
-        if d.interval is not None
     ]  # fmt: skip
     status = "rejected" if comparison.regression else "qualified"
     sections = [
@@ -97,7 +93,7 @@ def render_comparison_html(comparison: Comparison) -> str:
         "interval; the dashed line is zero. A change rate that rose, or a pass rate that fell, "
         "wholly beyond zero is worse: on the pooled rates or a targeted route it is a "
         "regression.</p>",
-        f'<div class="scroll">{_plot(rows)}</div>',
+        f'<div class="scroll">{_plot([row for row in rows if row[1].comparable])}</div>',
         table(["measure", "before", "after", "difference", "verdict"], cells),
     ]
     return page(f"verdictgate compare: {verdict}", sections, "verdictgate.compare/v1")

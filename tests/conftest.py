@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -97,3 +98,18 @@ def report_of(result) -> dict:
 def codes_of(report: dict) -> set[str]:
     """The reason codes of a JSON report."""
     return {reason["code"] for reason in report["reasons"]}
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator:
+    """Headless Chromium (the Debian package) driven by Playwright; a failure in CI when it is
+    missing, else a skip (`components.binary`)."""
+    from components import binary
+
+    executable = binary("chromium")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        launched = playwright.chromium.launch(executable_path=executable, args=["--no-sandbox"])
+        yield launched
+        launched.close()

@@ -5,29 +5,16 @@ of its tolerance line its result says, and runs no script a name smuggles in."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from components import binary
 from conftest import report_of
 from verdictgate import Contract, Policy, Suite, Trial, assess
 from verdictgate.reports import render_html
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 WIDTHS = (1280, 390)
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator:
-    executable = binary("chromium")
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        launched = playwright.chromium.launch(executable_path=executable, args=["--no-sandbox"])
-        yield launched
-        launched.close()
 
 
 def report_files(cli, tmp_path: Path, router: str) -> tuple[Path, dict]:

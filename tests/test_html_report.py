@@ -128,3 +128,13 @@ def test_check_and_compare_draw_what_changed(cli, write, tmp_path) -> None:
     pooled = rows["change rate (pooled)"]
     assert pooled["data-verdict"] == "worse"
     assert float(pooled["data-low"]) > 0  # wholly above zero: the change rate rose
+
+
+def test_quality_and_errors_are_shown_when_the_report_has_them() -> None:
+    suite = Suite("s", "p", (), Contract(frozenset({"approve", "deny"})))
+    trials = [Trial("c", i, "approve", expected="approve", passed=True, latency_ms=10.0 + i)
+              for i in range(20)] + [Trial("d", 0, None, expected="deny", error_type="timeout")]  # fmt: skip
+    page = render_html(assess(trials, suite, Policy(pass_rate=0.5)))
+    assert "pass rate of approve" in page and "20 of 20 passed" in page
+    assert "p50 " in page and "timeout x1" in page
+    assert 'aria-label="Change-rate intervals against each tolerance: ' in page

@@ -5,12 +5,8 @@ kept in a cookie; every value escaped, in the markup and in a real browser."""
 from __future__ import annotations
 
 import http.client
-from collections.abc import Iterator
 from urllib.parse import quote, urlencode
 
-import pytest
-
-from components import binary
 from receiver_support import decision_span, request, run_span, running_server
 from verdictgate.receiver.http_api import page_key
 from verdictgate.receiver.otlp import extract_protobuf
@@ -123,17 +119,6 @@ def test_markup_in_names_shows_as_text() -> None:
         for page in (listing, report):
             assert "<script" not in page and "<img" not in page
             assert "&lt;script&gt;" in page
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator:
-    executable = binary("chromium")
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        launched = playwright.chromium.launch(executable_path=executable, args=["--no-sandbox"])
-        yield launched
-        launched.close()
 
 
 def test_the_pages_in_a_browser(browser) -> None:

@@ -318,7 +318,9 @@ class OtlpHttpHandler(RequestHandler):
         again. The token never appears in an address, a log or a history."""
         body = self.read_body(SIGN_IN_BYTES)
         given = parse_qs(body.decode("utf-8", "replace")).get("token", [""])[0]
-        if self.token is None or not authorized(f"Bearer {given}", self.token):
+        if self.token is None:  # open pages: nothing to sign in to
+            return self._send(303, b"", HTML, {"Location": "/", "Cache-Control": "no-store"})
+        if not authorized(f"Bearer {given}", self.token):
             headers = {**PAGE_HEADERS, "WWW-Authenticate": "Bearer"}
             return self._send(401, sign_in_page(failed=True).encode(), HTML, headers)
         secure = "; Secure" if isinstance(self.connection, ssl.SSLSocket) else ""

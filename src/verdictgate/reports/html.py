@@ -209,8 +209,16 @@ def _forest(rows: Sequence[tuple[str, str, ChangeRate]]) -> str:
                    enumerate(rows))  # fmt: skip
     return (
         f'<svg class="forest" viewBox="0 0 {width} {height}" role="img" '
-        f'aria-label="change-rate intervals against each tolerance">'
+        f'aria-label="{escape(_summary(rows))}">'
         f'<g class="axis">{ticks}</g>{body}</svg>'
+    )
+
+
+def _summary(rows: Sequence[tuple[str, str, ChangeRate]]) -> str:
+    """The plot in one sentence, for a screen reader (each row's title holds its numbers)."""
+    counts = {result: sum(1 for *_, c in rows if c.result is result) for result in Stability}
+    return "Change-rate intervals against each tolerance: " + ", ".join(
+        f"{n} {result.value}" for result, n in counts.items() if n
     )
 
 
@@ -301,19 +309,19 @@ def _coverage(a: Assessment) -> str:
 
 
 def _quality(a: Assessment) -> str:
-    rows = []
-    if a.pass_rate is not None:
-        r = a.pass_rate
-        rows.append(
-            [
-                "pass rate",
-                f"{r.passed} of {r.judged} passed, CI [{percent(r.ci_low)}, {percent(r.ci_high)}]",
-                f"required {percent(r.required)}: {r.result.value}",
-            ]
-        )
+    rates = [("pass rate", a.pass_rate)] if a.pass_rate is not None else []
+    rates += [(f"pass rate of {route}", rate) for route, rate in a.passes.route_rates.items()]
+    rows = [
+        [
+            escape(name),
+            f"{r.passed} of {r.judged} passed, CI [{percent(r.ci_low)}, {percent(r.ci_high)}]",
+            f"required {percent(r.required)}: {r.result.value}",
+        ]
+        for name, r in rates
+    ]
     for name, stats, unit in (("latency", a.latency, "ms"), ("tools per trial", a.tool_calls, "")):
         if stats is not None:
-            estimate, low, high = stats.p95
+            (p50, _, _), (p95, low, high) = stats.p50, stats.p95
             judged = (
                 f"p95 under {stats.max_p95:g}{unit}: {stats.result.value}"
                 if stats.max_p95 is not None and stats.result is not None
@@ -322,7 +330,8 @@ def _quality(a: Assessment) -> str:
             rows.append(
                 [
                     name,
-                    f"p95 {estimate:.4g}{unit}, CI [{low:.4g}, {high:.4g}] of {stats.trials}",
+                    f"p50 {p50:.4g}{unit}, p95 {p95:.4g}{unit} CI [{low:.4g}, {high:.4g}] of "
+                    f"{stats.trials} trials",
                     judged,
                 ]
             )
@@ -335,7 +344,9 @@ def _evidence(a: Assessment) -> str:
     t = a.trials
     rows = [
         ["trials", f"{t.received} of {t.expected} planned received"],
-        ["outcomes", f"{t.decisions} decisions, {t.no_decisions} no-decisions, {t.errors} errors"],
+        ["outcomes", f"{t.decisions} decisions, {t.no_decisions} no-decisions, {t.errors} errors"
+         + (" (" + escape(", ".join(f"{k} x{n}" for k, n in t.error_types.items())) + ")"
+            if t.errors else "")],
         ["integrity", f"{t.conflicts} conflicts, {t.duplicates} harmless duplicates, {t.late} late"],
         ["isolation", escape(a.run.isolation.value)],
         ["case ids", escape(a.run.fingerprints)],

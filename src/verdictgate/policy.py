@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import Enum
 
-from .stats import Method
+from .stats import MAX_SEQUENTIAL_TOLERANCE, Method
 
 PRECISION_PRESETS: dict[str, float] = {"cheap": 0.10, "balanced": 0.05, "strict": 0.01}
 """Named tolerances for the change rate between reruns."""
@@ -54,9 +54,10 @@ class Policy:
             raise ValueError(
                 f"a tool-call threshold must be positive, got {self.max_p95_tool_calls}"
             )
-        if self.method is Method.SEQUENTIAL and not self.tolerance < 0.25:
+        if self.method is Method.SEQUENTIAL and not self.tolerance < MAX_SEQUENTIAL_TOLERANCE:
             raise ValueError(
-                f"the sequential rule needs a tolerance below 0.25, got {self.tolerance}"
+                f"the sequential rule needs a tolerance below {MAX_SEQUENTIAL_TOLERANCE}, got "
+                f"{self.tolerance}"
             )
         if self.pass_rate is not None and not 0.0 < self.pass_rate < 1.0:
             raise ValueError(f"a required pass rate must be between 0 and 1, got {self.pass_rate}")

@@ -16,11 +16,8 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 
 from .policy import Claim, Policy
-from .stats import ALPHA, Method, Stability, check_counts
+from .stats import ALPHA, MAX_SEQUENTIAL_TOLERANCE, Method, Stability, check_counts
 from .suite import Suite
-
-MAX_SEQUENTIAL_TOLERANCE = 0.25
-"""The e-process's alternatives (4t) must stay below 1: tolerances from here on are refused."""
 
 
 def sequential_policy(policy: Policy, suite: Suite | None) -> Policy:

@@ -13,6 +13,8 @@ from statistics import NormalDist
 
 ALPHA = 0.025
 """The bound on each wrong answer of the exact and sequential rules (a side of a 95% interval)."""
+MAX_SEQUENTIAL_TOLERANCE = 0.25
+"""The e-process's alternatives (4t) must stay below 1: tolerances from here on are refused."""
 
 
 class Method(str, Enum):
@@ -34,12 +36,17 @@ class Stability(str, Enum):
     UNDECIDED = "undecided"
 
 
+def side_error(confidence: float) -> float:
+    """The wrong-answer bound of one side of a two-sided interval: 0.025 at 0.95."""
+    return (1.0 - confidence) / 2.0
+
+
 @lru_cache(maxsize=32)
 def z_score(confidence: float) -> float:
     """The two-sided normal quantile for a confidence (1.959963984540054 at 0.95)."""
     if not 0.0 < confidence < 1.0:
         raise ValueError(f"confidence must be between 0 and 1, got {confidence}")
-    return NormalDist().inv_cdf(1.0 - (1.0 - confidence) / 2.0)
+    return NormalDist().inv_cdf(1.0 - side_error(confidence))
 
 
 def wilson_interval(successes: int, trials: int, confidence: float = 0.95) -> tuple[float, float]:
@@ -131,7 +138,7 @@ def clopper_pearson_interval(
     is (1 - confidence) / 2; exactly 0 / 1 at the edges, [0, 1] for no trials."""
     if trials < 0 or not 0 <= successes <= trials:
         raise ValueError(f"need 0 <= successes <= trials, got {successes}/{trials}")
-    alpha = (1.0 - confidence) / 2.0
+    alpha = side_error(confidence)
     low = (
         0.0
         if successes == 0
@@ -204,11 +211,11 @@ def change_rate(
     interval or by the exact rule (with its Clopper-Pearson interval)."""
     if method is Method.EXACT:
         low, high = clopper_pearson_interval(flips, pairs, confidence)
-        result = exact_stability(flips, pairs, tolerance, (1.0 - confidence) / 2.0)
+        result = exact_stability(flips, pairs, tolerance, side_error(confidence))
     elif method is Method.SEQUENTIAL:
         from .sequential import sequential_evalues, sequential_interval  # they build on stats
 
-        alpha = (1.0 - confidence) / 2.0
+        alpha = side_error(confidence)
         low, high = sequential_interval(flips, pairs, alpha) if pairs else (0.0, 1.0)
         result = sequential_evalues(flips, pairs, tolerance, alpha).result
     else:
@@ -222,11 +229,11 @@ def pairs_needed(tolerance: float, confidence: float = 0.95, method: Method = Me
     if not 0.0 < tolerance < 1.0:
         raise ValueError(f"tolerance must be between 0 and 1, got {tolerance}")
     if method is Method.EXACT:
-        return exact_pairs_needed(tolerance, (1.0 - confidence) / 2.0)
+        return exact_pairs_needed(tolerance, side_error(confidence))
     if method is Method.SEQUENTIAL:
         from .sequential import sequential_evalues  # which builds on this module
 
-        alpha = (1.0 - confidence) / 2.0
+        alpha = side_error(confidence)
         return next(
             n for n in itertools.count(1)
             if sequential_evalues(0, n, tolerance, alpha).result is Stability.DETERMINISTIC

@@ -16,7 +16,7 @@ import click
 from ..errors import USAGE_EXIT, InputError
 from ..plan import plan_run, repeats_for, rounds_for, sequential_trials
 from ..policy import PRECISION_PRESETS, Policy
-from ..sequential import MAX_SEQUENTIAL_TOLERANCE, population_cases_needed, sequential_policy
+from ..sequential import population_cases_needed, sequential_policy
 from ..sequential_design import default_max_pairs, sequential_design
 from ..snapshot import (
     SnapshotRefused,
@@ -25,7 +25,7 @@ from ..snapshot import (
     make_snapshot,
     regression_document,
 )
-from ..stats import Method, pairs_needed, pairs_to_qualify
+from ..stats import MAX_SEQUENTIAL_TOLERANCE, Method, pairs_needed, pairs_to_qualify
 from ..suite import Suite
 from ..suite_file import load_suite, read_json
 from .calibrate import calibrate_command

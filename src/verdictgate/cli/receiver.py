@@ -68,8 +68,8 @@ def _canary_suites(paths: tuple[str, ...]) -> dict[str, Suite]:
     for path in paths:
         suite = load_suite(path)
         try:
-            if suite.policy().method is Method.SEQUENTIAL:
-                sequential_policy(suite.policy(), suite)  # within the rule's reach
+            if (policy := suite.policy()).method is Method.SEQUENTIAL:
+                sequential_policy(policy, suite)  # within the rule's reach
         except ValueError as error:
             raise click.BadParameter(f"{path}: {error}", param_hint="--canary-suite") from None
         if suite.name in suites:

@@ -200,11 +200,18 @@ class InconclusiveStreaks:
         canary window) leaves it as it was."""
         key = (assessment.run.suite, assessment.run.point)
         with self._lock:
-            streak = self._streaks.get(key, 0)
+            streak = streak_after(self._streaks.get(key, 0), assessment, final)
             if final:
-                streak = streak + 1 if assessment.status is Status.INCONCLUSIVE else 0
                 self._streaks[key] = streak
             return streak
+
+
+def streak_after(previous: int, assessment: Assessment, final: bool) -> int:
+    """Inconclusive runs in a row with this admission, after `previous` of them: a final one
+    extends or ends the streak, an interim one (a canary window) leaves it as it was."""
+    if not final:
+        return previous
+    return previous + 1 if assessment.status is Status.INCONCLUSIVE else 0
 
 
 @dataclass(frozen=True)

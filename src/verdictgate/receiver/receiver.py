@@ -9,9 +9,9 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import replace
 
-from ..assessment import Assessment, Status
+from ..assessment import Assessment
 from ..evidence import Evidence
-from ..otel.publication import OVERFLOW, MetricLabels, Publication, TrialTally
+from ..otel.publication import OVERFLOW, MetricLabels, Publication, TrialTally, streak_after
 from ..otel.spans import (
     RunDeclaration,
     assess_declared,
@@ -224,18 +224,16 @@ class Receiver:
             return None
         self._looked[run.run_id] = version
         declaration = self._declaration(run)
-        if not _may_decide(run, declaration):
+        if declaration is None or not _may_decide(run, declaration):
             return None
         return self._decided(replace(run, final=True), declaration, self.store.evidence(run.run_id))
 
     def _decided(
-        self, run: StoredRun, declaration: RunDeclaration | None, evidence: Evidence
+        self, run: StoredRun, declaration: RunDeclaration, evidence: Evidence
     ) -> Assessment | None:
-        """The assessment of a sequential run at a complete round of every case it declares,
-        when its rule decides it there (a sequential run may stop before its plan, so the plan's
-        size is no measure of what is missing); else None."""
-        if declaration is None or declaration.policy.method is not Method.SEQUENTIAL:
-            return None
+        """The assessment of a sequential run (`_may_decide`) at a complete round of every case
+        it declares, when its rule decides it there (a sequential run may stop before its plan,
+        so the plan's size is no measure of what is missing); else None."""
         declared = {case.id for case in declaration.suite.cases}
         seen = {case for _, case in evidence.cases}
         if len(seen) != declaration.planned_cases or (declared and seen != declared):
@@ -263,7 +261,12 @@ class Receiver:
 
     def _assess(self, run: StoredRun, evidence: Evidence) -> Assessment:
         declaration = self._declaration(run)
-        if run.final and (decided := self._decided(run, declaration, evidence)):
+        if (
+            run.final
+            and declaration is not None
+            and _may_decide(run, declaration)
+            and (decided := self._decided(run, declaration, evidence))
+        ):
             return decided  # how it was finished, whenever it is asked again
         return self._judged(run, declaration, evidence)
 
@@ -328,10 +331,7 @@ class Receiver:
                 return
             assessment = decided or self.assessment_of(replace(current, final=True))
             now = self._clock()  # when it was admitted, for the store and the metrics alike
-            streak = self.store.inconclusive_streak(current.suite, current.point)
-            streak = streak + 1 if assessment.status is Status.INCONCLUSIVE else 0
-            publication = self._publication(assessment, current, final=True, now=now,
-                                            streak=streak)  # fmt: skip
+            publication = self._publication(assessment, current, final=True, now=now)
             finished = self.store.finish(
                 run.run_id, assessment.status.value,
                 publication.to_json() if publication and self.forwarder else None, now,
@@ -364,10 +364,7 @@ class Receiver:
             current = self.store.run(run.run_id)
             if current is None or current.final:
                 return
-            publication = self._publication(
-                self.assessment_of(current), current, final=False,
-                streak=self.store.inconclusive_streak(current.suite, current.point),
-            )  # fmt: skip
+            publication = self._publication(self.assessment_of(current), current, final=False)
             if publication is None:
                 return
             if self.forwarder is not None:
@@ -382,7 +379,6 @@ class Receiver:
         run: StoredRun,
         final: bool,
         now: float | None = None,
-        streak: int | None = None,
     ) -> Publication | None:
         """The admission to publish, when the receiver publishes (over OTLP or a scrape
         endpoint); metric routes are limited to the declared contract."""
@@ -395,7 +391,9 @@ class Receiver:
             final=final,
             now_ns=None if now is None else int(now * 1e9),
             labels=self._labels,
-            inconclusive_streak=streak,
+            inconclusive_streak=streak_after(
+                self.store.inconclusive_streak(run.suite, run.point), assessment, final
+            ),  # the runs finished before this one, then this admission
         )
 
     def _staged(self) -> None:
@@ -403,10 +401,11 @@ class Receiver:
             self.forwarder.wake()
 
 
-def _may_decide(run: StoredRun, declaration: RunDeclaration | None) -> bool:
-    """Whether a look could find a sequential run at a complete round: known cases, and a count
-    of trials that is a whole number of rounds (checked before the evidence is read)."""
-    if declaration is None or declaration.policy.method is not Method.SEQUENTIAL:
+def _may_decide(run: StoredRun, declaration: RunDeclaration) -> bool:
+    """Whether a look could find a sequential run at a complete round: judged sequentially,
+    known cases, and a count of trials that is a whole number of rounds (checked before the
+    evidence is read)."""
+    if declaration.policy.method is not Method.SEQUENTIAL:
         return False
     cases = declaration.planned_cases
     return cases is not None and cases > 0 and run.received > 0 and run.received % (2 * cases) == 0

@@ -66,8 +66,11 @@ class RoundCollection:
         first_round_calls = len(self.round(self.first_round))
         if budget is not None:
             affordable, spent = self.first_round, 0
-            while affordable < self.rounds and spent + len(self.round(affordable)) <= budget:
-                spent += len(self.round(affordable))
+            while affordable < self.rounds:
+                cost = len(self.round(affordable))
+                if spent + cost > budget:
+                    break
+                spent += cost
                 affordable += 1
             self.rounds = affordable
         self.sized_for = sum(len(self.round(number)) for number in range(self.rounds))
@@ -82,7 +85,7 @@ class RoundCollection:
                 f"{self.sized_for - len(prior)} still to make) could not qualify the run: allow "
                 "more (a larger budget or --max-pairs), or loosen the tolerance"
             )
-        self._trials: list[Trial] = []  # the earlier run's too, as they are recorded again
+        self._evidence = Evidence()  # the earlier run's trials too, as they are recorded again
         self._lock = threading.Lock()
 
     def _continued_from(self, prior: Sequence[Trial]) -> int:
@@ -106,7 +109,7 @@ class RoundCollection:
     def add(self, trial: Trial) -> None:
         """A trial of this run, as it is recorded (from any thread)."""
         with self._lock:
-            self._trials.append(trial)
+            self._evidence.add(trial)
 
     def round(self, number: int) -> list[tuple[str, int]]:
         """(case id, trial index) of the calls round `number` (from 0) makes; none after the
@@ -123,8 +126,8 @@ class RoundCollection:
     def after_round(self, number: int) -> Stop | None:
         """Whether the run ends after round `number` (from 0)."""
         with self._lock:
-            trials = list(self._trials)
-        judged: Assessment = assess(trials, self.suite, self.stopped_policy)
+            evidence = self._evidence.snapshot()
+        judged: Assessment = assess(evidence, self.suite, self.stopped_policy)
         if self.sequential and decides(judged):
             return Stop.DECIDED
         if self.curtail and number + 1 < self.rounds and not self._can_still_qualify(judged):

@@ -152,6 +152,7 @@ def run(
     collection = None
     if resume and not sequential:
         raise PlanError("continues a sequential run", arguments=("resume",))
+    _one_run(resume)
     if sequential or curtail:
         collection = _round_collection(
             suite, policy, sequential, curtail, max_pairs, repeats, budget,
@@ -163,7 +164,6 @@ def run(
         calls = planned_calls(suite, plan)
         planned = plan.calls
     tiers = Tiers(tuple(invariants), _semantic_check(semantic, suite), judge)  # may load a model
-    _one_run(resume)
     run_id = run_id or uuid.uuid4().hex
     own_pipeline = telemetry is None
     pipeline = telemetry or Telemetry()

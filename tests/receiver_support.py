@@ -70,7 +70,7 @@ def running_server(
 ):
     """A Server on free loopback ports; yields it (ports in .grpc_port / .http_port)."""
     server = Server(
-        Receiver(Store(store_path), grace=grace),
+        Receiver(Store(store_path), idle=grace),
         grpc_listen="127.0.0.1:0",
         http_listen="127.0.0.1:0",
         token=token,

@@ -17,7 +17,8 @@ from verdictgate import Contract, PlanError, Policy, Status, Suite, Trial, asses
 from verdictgate.assessment import Isolation, Stopping
 from verdictgate.curtailment import can_still_qualify
 from verdictgate.otel import conventions as names
-from verdictgate.otel.spans import run_attributes, run_declaration
+from verdictgate.otel.span_decoding import run_declaration
+from verdictgate.otel.spans import run_attributes
 from verdictgate.stats import Method, Stability
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"

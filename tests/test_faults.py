@@ -14,7 +14,8 @@ from conftest import codes_of, report_of, suite_document
 from verdictgate import Status, Suite
 from verdictgate.assessment import Isolation, RelationResult
 from verdictgate.otel import conventions as names
-from verdictgate.otel.spans import decode_results, run_attributes, run_declaration
+from verdictgate.otel.span_decoding import decode_results, run_declaration
+from verdictgate.otel.spans import run_attributes
 from verdictgate.policy import Policy
 from verdictgate.reports.checks import CheckResult, checks
 from verdictgate.runner.runner import _declare_relations

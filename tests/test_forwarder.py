@@ -9,7 +9,7 @@ import time
 
 from otel_support import OtlpCollector
 from test_otlp_export import attributes
-from verdictgate import Contract, RunInfo, Suite, Trial, assess
+from verdictgate import Contract, Suite, Trial, assess
 from verdictgate.otel import conventions as names
 from verdictgate.otel.publication import Publication, TrialTally
 from verdictgate.receiver.forwarder import ALL_SIGNALS, Forwarder
@@ -21,7 +21,7 @@ SUITE = Suite("refunds", "refund_gate", (), Contract({"approve"}))
 
 def publication(run: str, final: bool = True, now_ns: int | None = None) -> str:
     trials = [Trial("c", i, "approve", run, "approve") for i in range(4)]
-    assessment = assess(trials, SUITE, run=RunInfo(run, SUITE.name, SUITE.point))
+    assessment = assess(trials, SUITE)
     return Publication.of(
         assessment, {"approve"}, TrialTally(), final=final, now_ns=now_ns
     ).to_json()

@@ -6,7 +6,8 @@ from __future__ import annotations
 from conftest import report_of, stable_answers, suite_document, trial_records
 from verdictgate.assessment import Isolation
 from verdictgate.otel import conventions as names
-from verdictgate.otel.spans import run_attributes, run_declaration
+from verdictgate.otel.span_decoding import run_declaration
+from verdictgate.otel.spans import run_attributes
 from verdictgate.policy import Policy
 from verdictgate.stats import Method
 from verdictgate.suite import Contract, Suite

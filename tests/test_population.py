@@ -10,7 +10,8 @@ from conftest import codes_of, report_of, stable_answers, suite_document, trial_
 from verdictgate import Claim, Contract, Policy, Suite
 from verdictgate.assessment import Isolation
 from verdictgate.otel import conventions as names
-from verdictgate.otel.spans import run_attributes, run_declaration
+from verdictgate.otel.span_decoding import run_declaration
+from verdictgate.otel.spans import run_attributes
 from verdictgate.sequential import sequential_policy
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"

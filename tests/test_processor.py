@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import threading
-import time
 from dataclasses import replace
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from opentelemetry.sdk.trace import TracerProvider
@@ -16,10 +16,10 @@ from verdictgate import (
     Contract,
     EvidenceProcessor,
     Isolation,
+    ManualClock,
     NoDecision,
     Policy,
     Publisher,
-    RunInfo,
     Suite,
     Trial,
     assess,
@@ -27,7 +27,6 @@ from verdictgate import (
     evaluation_run,
     trial,
 )
-from verdictgate.fingerprints import fingerprint_mode
 from verdictgate.otel import conventions as names
 from verdictgate.tiers.tiers import TierOutcome
 
@@ -85,12 +84,10 @@ def test_processor_assessment_equals_assess_on_the_same_trials(table, rng, retri
         emit(delivered, provider)
     assert provider.force_flush()
     got = processor.assessment("run-1")
-    info = RunInfo(
-        "run-1", "s", "p", Isolation.FRESH_SESSION, fingerprint_mode(t.case for t in trials)
-    )
     want = assess(
-        trials, Suite("s", "p", (), CONTRACT, 0.1), policy, run=info, planned_trials=planned
-    )
+        trials, Suite("s", "p", (), CONTRACT, 0.1), policy, run_id="run-1",
+        isolation=Isolation.FRESH_SESSION, planned_trials=planned,
+    )  # fmt: skip
     assert got.trials.duplicates == len(delivered) - len(trials)
     assert (got.latency.trials if got.latency else 0) == len(trials)  # timed from the spans
     assert replace(got, trials=replace(got.trials, duplicates=0), latency=None) == want
@@ -123,6 +120,7 @@ def test_a_malformed_decision_span_is_dropped_never_raised():
         pass
     with tracer.start_as_current_span(names.RUN_SPAN, attributes={names.TOLERANCE: "oops"}):
         pass
+    assert processor.force_flush()
     assert processor.dropped == 2
 
 
@@ -221,13 +219,16 @@ def test_a_flush_after_every_trial_never_splits_a_canary_run():
 
 
 def test_a_canary_ends_after_its_idle_period_and_later_trials_are_late():
-    ended = threading.Event()
     seen = []
+    clock = ManualClock()
     provider = TracerProvider()
-    processor = EvidenceProcessor(idle=1.0, on_assessment=lambda a: (seen.append(a), ended.set()))
+    processor = EvidenceProcessor(idle=1.0, on_assessment=seen.append, clock=clock)
     provider.add_span_processor(processor)
     _canary(provider)
-    assert ended.wait(30), "the idle period never ended the canary"
+    clock.advance(0.99)
+    assert processor.force_flush() and seen == []  # not idle long enough yet
+    clock.advance(0.01)
+    assert processor.force_flush()
     (assessment,) = seen
     assert assessment.trials.received == 8
     emit([Trial("c1", 4, "a", "canary-1", "a")], provider)  # after the end: late, not a new run
@@ -237,19 +238,36 @@ def test_a_canary_ends_after_its_idle_period_and_later_trials_are_late():
 
 def test_canary_windows_publish_interim_admissions_without_ending_the_run():
     seen = []
+    clock = ManualClock()
     provider = TracerProvider()
-    processor = EvidenceProcessor(idle=None, canary_window=0.05, on_assessment=seen.append)
+    processor = EvidenceProcessor(idle=None, window=5.0, on_assessment=seen.append, clock=clock)
     provider.add_span_processor(processor)
     _canary(provider)
-    deadline = time.monotonic() + 30
-    while not seen and time.monotonic() < deadline:
-        time.sleep(0.01)
-    assert seen and all(a.in_progress for a in seen)
-    assert [r.code for r in seen[0].reasons].count("in_progress") == 1
+    assert processor.force_flush() and seen == []
+    clock.advance(5.0)
+    assert processor.force_flush()
+    (interim,) = seen
+    assert interim.in_progress and interim.trials.received == 8
+    assert [r.code for r in interim.reasons].count("in_progress") == 1
+    clock.advance(5.0)
+    assert processor.force_flush() and len(seen) == 2 and seen[-1].in_progress
     provider.shutdown()
     final = seen[-1]
     assert not final.in_progress and final.trials.received == 8
     assert sum(not a.in_progress for a in seen) == 1
+
+
+def test_the_old_name_of_the_window_still_works_for_one_release():
+    clock = ManualClock()
+    with pytest.warns(DeprecationWarning, match="window"):
+        processor = EvidenceProcessor(idle=None, canary_window=5.0, clock=clock)
+    provider = TracerProvider()
+    provider.add_span_processor(processor)
+    _canary(provider)
+    clock.advance(5.0)
+    assert processor.force_flush()
+    assert processor.assessment("canary-1").in_progress
+    provider.shutdown()
 
 
 class _BlockingExporter(SpanExporter):
@@ -309,15 +327,16 @@ def test_after_shutdown_spans_are_ignored_and_shutdown_is_idempotent():
 
 def test_a_declared_run_is_never_ended_for_idleness_however_slow_its_trials():
     seen = []
+    clock = ManualClock()
     provider = TracerProvider()
-    processor = EvidenceProcessor(idle=0.05, canary_window=0.05, on_assessment=seen.append)
+    processor = EvidenceProcessor(idle=1.0, window=1.0, on_assessment=seen.append, clock=clock)
     provider.add_span_processor(processor)
     with evaluation_run(
         run_id="slow", suite=SUITE, policy=Policy(), planned_trials=4, tracer_provider=provider
     ):
         for index in range(4):
             emit([Trial("c", index, "a", "slow", "a")], provider)
-            time.sleep(0.2)  # four idle periods between trials
+            clock.advance(4.0)  # four idle periods between trials
             assert processor.force_flush() and seen == []  # neither ended nor windowed
     assert processor.force_flush()
     (assessment,) = seen

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import sqlite3
 import threading
 import time
 import urllib.error
@@ -40,7 +41,6 @@ from verdictgate import (
     Invariant,
     Isolation,
     Policy,
-    RunInfo,
     Status,
     Suite,
     Trial,
@@ -128,7 +128,7 @@ class Clock:
 
 
 def test_a_run_is_final_when_its_plan_is_complete_and_equals_assess():
-    receiver = Receiver(Store(), grace=30)
+    receiver = Receiver(Store(), idle=30)
     spans = stable_run("r1")
     receiver.ingest(extract(request([run_span("r1", planned=80), *spans[:40]])))
     early = receiver.assessment("r1")
@@ -137,8 +137,9 @@ def test_a_run_is_final_when_its_plan_is_complete_and_equals_assess():
     final = receiver.assessment("r1")
     assert not final.in_progress and receiver.store.run("r1").final
     trials = receiver.store.evidence("r1")
-    info = RunInfo("r1", "gate", "approval_gate", Isolation.FRESH_SESSION, "case-ids")
-    assert final == assess(trials, SUITE, Policy(), run=info, planned_trials=80)
+    assert final == assess(
+        trials, SUITE, Policy(), isolation=Isolation.FRESH_SESSION, planned_trials=80
+    )
 
 
 def test_duplicates_are_harmless_and_a_different_answer_is_a_conflict():
@@ -155,7 +156,7 @@ def test_duplicates_are_harmless_and_a_different_answer_is_a_conflict():
 
 def test_after_the_grace_period_missing_trials_are_reported():
     clock = Clock()
-    receiver = Receiver(Store(), grace=30, clock=clock)
+    receiver = Receiver(Store(), idle=30, clock=clock)
     receiver.ingest(extract(request([run_span("r1", planned=100), *stable_run("r1")])))
     receiver.tick()
     assert not receiver.store.run("r1").final
@@ -417,15 +418,15 @@ def test_final_admissions_and_canary_windows_are_published_over_otlp():
         store = Store()
         forwarder = Forwarder(store, OtlpTarget(f"http://127.0.0.1:{collector.port}"))
         clock = Clock()
-        receiver = Receiver(store, forwarder, grace=30, window=10, clock=clock)
+        receiver = Receiver(store, forwarder, idle=30, window=10, clock=clock)
         receiver.ingest(extract(request([run_span("planned", 80), *stable_run("planned")])))
         receiver.ingest(extract(request(stable_run("canary", 2, 4))))  # no run span
         clock.now += 11
         receiver.tick()  # the canary's first window is due; it stays open
         assert not receiver.store.run("canary").final
         clock.now += 30
-        receiver.tick()  # grace over: the canary is final
-        assert forwarder.drain() and store.outbox_size() == 0
+        receiver.tick()  # idle over: the canary is final
+        assert receiver.flush() and forwarder.drain() and store.outbox_size() == 0
         forwarder.stop()
     admissions = [s for s in collector.spans() if s.name == names.ADMISSION_SPAN]
     runs = [
@@ -462,17 +463,19 @@ def test_canary_windows_count_each_trial_once_in_the_trials_counter():
     clock = Clock()
     store = Store()
     forwarder = Forwarder(store, PublisherTarget(memory.telemetry.publisher))
-    receiver = Receiver(store, forwarder, grace=30, window=10, clock=clock)
+    receiver = Receiver(store, forwarder, idle=30, window=10, clock=clock)
     spans = stable_run("canary", 2, 4)
     receiver.ingest(extract(request(spans[:4])))
     clock.now += 11
     receiver.tick()  # a window with 4 trials
+    assert receiver.flush()
     receiver.ingest(extract(request(spans[4:])))
     clock.now += 11
     receiver.tick()  # a window with all 8
+    assert receiver.flush()
     clock.now += 31
     receiver.tick()  # final
-    assert forwarder.drain()
+    assert receiver.flush() and forwarder.drain()
     memory.telemetry.flush()
     admissions = [s for s in memory.spans.get_finished_spans() if s.name == names.ADMISSION_SPAN]
     assert len(admissions) == 3
@@ -564,7 +567,7 @@ def test_the_first_run_span_wins_and_a_different_second_one_is_a_conflict():
 
 def test_records_after_a_run_is_final_are_late_and_never_change_its_admission():
     clock = Clock()
-    receiver = Receiver(Store(), grace=30, clock=clock)
+    receiver = Receiver(Store(), idle=30, clock=clock)
     receiver.ingest(extract(request([run_span("r", planned=80), *stable_run("r", trials=10)])))
     clock.now += 31
     receiver.tick()  # grace over: final, incomplete
@@ -579,7 +582,7 @@ def test_records_after_a_run_is_final_are_late_and_never_change_its_admission():
 def test_the_tick_reads_open_runs_only(monkeypatch):
     clock = Clock()
     store = Store()
-    receiver = Receiver(store, grace=30, clock=clock)
+    receiver = Receiver(store, idle=30, clock=clock)
     for n in range(50):
         receiver.ingest(extract(request([run_span(f"done-{n}", 80), *stable_run(f"done-{n}")])))
     receiver.ingest(extract(request(stable_run("canary", 2, 4))))
@@ -614,7 +617,7 @@ def test_the_store_file_is_readable_by_its_owner_only(tmp_path):
 )  # fmt: skip
 def test_a_malformed_run_span_is_rejected_alone_and_other_runs_still_finish(attribute, value):
     clock = Clock()
-    receiver = Receiver(Store(), grace=30, clock=clock)
+    receiver = Receiver(Store(), idle=30, clock=clock)
     poison = run_span("poison", planned=8)
     for item in poison.attributes:
         if item.key == attribute:
@@ -639,21 +642,29 @@ def test_a_run_span_keeps_only_its_declaration_never_content():
     assert "4111" not in json.dumps(declaration) and "a@b.c" not in json.dumps(declaration)
 
 
-def test_one_run_that_cannot_be_assessed_never_stops_the_tick(caplog):
+def corrupt_declaration(path, run_id: str, attributes: dict) -> None:
+    """Store a declaration this release cannot read, as an older release might have."""
+    with sqlite3.connect(path) as connection:
+        connection.execute(
+            "UPDATE runs SET declaration = ? WHERE run_id = ?", (json.dumps(attributes), run_id)
+        )
+
+
+def test_one_run_that_cannot_be_assessed_never_stops_the_others(tmp_path, caplog):
+    path = tmp_path / "store.sqlite"
     clock = Clock()
-    store = Store()
-    receiver = Receiver(store, grace=30, clock=clock)
+    receiver = Receiver(Store(path), idle=30, clock=clock)
     receiver.ingest(extract(request([run_span("bad", 80), *stable_run("bad", trials=2)])))
     receiver.ingest(extract(request([run_span("good", 80), *stable_run("good", trials=2)])))
-    with store._lock:  # a declaration stored by an older release that a newer one cannot read
-        store._connection.execute(
-            "UPDATE runs SET declaration = ? WHERE run_id = 'bad'",
-            (json.dumps({names.RUN_ID: "bad", names.TOLERANCE: "oops"}),),
-        )
+    receiver.close()
+    corrupt_declaration(path, "bad", {names.RUN_ID: "bad", names.TOLERANCE: "oops"})
+    store = Store(path)
+    restarted = Receiver(store, idle=30, clock=clock)  # takes up the open runs again
     clock.now += 31
-    receiver.tick()
-    receiver.tick()
-    assert store.run("good").final and not store.run("bad").final
+    restarted.tick()
+    restarted.tick()
+    assert restarted.flush()
+    assert store.run("good").status is not None and not store.run("bad").final
     assert sum("run bad cannot be assessed" in r.getMessage() for r in caplog.records) == 1
 
 
@@ -736,8 +747,7 @@ def test_watchers_share_one_assessment_per_change_and_sleep_through_other_runs()
 
 def test_an_open_run_is_reassessed_at_a_bounded_rate():
     ticks = [0.0]
-    receiver = Receiver(Store())
-    receiver._cache._clock = lambda: ticks[0]  # a clock the test drives
+    receiver = Receiver(Store(), clock=lambda: ticks[0])  # a clock the test drives
     receiver.ingest(extract(request(stable_run("r", cases=1, trials=2))))
     first = receiver.assessment("r")
     receiver.ingest(extract(request([decision_span("r", "c0", 2, "approve", "approve")])))
@@ -780,7 +790,7 @@ def test_sender_chosen_suite_names_never_grow_the_metric_series():
         store = Store()
         forwarder = Forwarder(store, OtlpTarget(f"http://127.0.0.1:{collector.port}"))
         clock = Clock()
-        receiver = Receiver(store, forwarder, grace=30, clock=clock,
+        receiver = Receiver(store, forwarder, idle=30, clock=clock,
                             metric_labels=MetricLabels(limit=5))  # fmt: skip
         for n in range(31):
             suite = Suite(f"suite-{n}", "approval_gate", (), Contract({"approve", "deny"}))
@@ -863,9 +873,10 @@ def test_runs_are_listed_a_page_at_a_time_over_both_transports():
 def test_retention_deletes_old_finished_runs_only():
     clock = Clock()
     store = Store()
-    receiver = Receiver(store, grace=30, clock=clock, retain=3600)
+    receiver = Receiver(store, idle=30, clock=clock, retain=3600)
     for n in range(250):
         receiver.ingest(extract(request([run_span(f"old-{n}", 8), *stable_run(f"old-{n}", 2, 4)])))
+    assert receiver.flush()  # admitted now
     clock.now += 7200
     receiver.ingest(extract(request([run_span("recent", 8), *stable_run("recent", 2, 4)])))
     receiver.ingest(extract(request(stable_run("open", 2, 2))))  # still collecting
@@ -897,15 +908,15 @@ def test_the_trial_limit_of_a_run_holds_under_concurrent_requests():
     assert sum(e.rejected for e in extracts) == 72 - 10
 
 
-def test_a_run_that_cannot_be_assessed_never_fails_the_request_that_completes_it(caplog):
-    receiver = Receiver(Store())
-    receiver.ingest(extract(request([run_span("bad", 8), *stable_run("bad", 2, 2)])))
-    with receiver.store._lock:  # a declaration an older release accepted
-        receiver.store._connection.execute(
-            "UPDATE runs SET declaration = ? WHERE run_id = 'bad'",
-            (json.dumps({names.RUN_ID: "bad", names.ISOLATION: "bogus"}),),
-        )
+def test_a_run_that_cannot_be_assessed_never_fails_the_request_that_completes_it(tmp_path, caplog):
+    path = tmp_path / "store.sqlite"
+    first = Receiver(Store(path))
+    first.ingest(extract(request([run_span("bad", 8), *stable_run("bad", 2, 2)])))
+    first.close()
+    corrupt_declaration(path, "bad", {names.RUN_ID: "bad", names.ISOLATION: "bogus"})
+    receiver = Receiver(Store(path))
     got = extract(request(stable_run("bad", 2, 4)))  # completes the plan
     receiver.ingest(got)  # the request's trials are committed; it does not raise
+    assert receiver.flush()
     assert receiver.store.run("bad").received == 8
     assert sum("run bad cannot be assessed" in r.getMessage() for r in caplog.records) == 1

@@ -12,12 +12,12 @@ from opentelemetry.proto.trace.v1.trace_pb2 import Span
 from receiver_support import decision_span, request, span
 from verdictgate import Case, Contract, Policy, Status, Suite
 from verdictgate.assessment import Isolation
+from verdictgate.eprocess import sequential_evalues
 from verdictgate.otel import conventions as names
 from verdictgate.otel.spans import run_attributes
 from verdictgate.receiver.otlp import extract_protobuf
 from verdictgate.receiver.receiver import Receiver
 from verdictgate.receiver.store import Store
-from verdictgate.sequential import sequential_evalues
 from verdictgate.stats import Method, Stability
 
 ROUTES = ("approve", "deny")
@@ -30,7 +30,7 @@ CANARY = Suite(
 
 
 def canary_receiver(store: Store | None = None) -> Receiver:
-    return Receiver(store or Store(), grace=3600, canary_suites={"gate": CANARY})
+    return Receiver(store or Store(), idle=3600, canary_suites={"gate": CANARY})
 
 
 def pair(run: str, case: int, number: int, flipping: bool) -> list[Span]:
@@ -49,6 +49,7 @@ def round_spans(run: str, number: int, flipping: bool) -> list[Span]:
 def send(receiver: Receiver, spans: list[Span]) -> None:
     receiver.ingest(extract_protobuf(request(spans).SerializeToString()))
     receiver.tick()
+    assert receiver.flush()  # sequential looks are judged on the finisher
 
 
 def rounds_until_final(receiver: Receiver, run: str, flipping: bool, most: int = 200) -> int:
@@ -113,7 +114,7 @@ def test_only_complete_rounds_are_looked_at() -> None:
 
 
 def test_a_canary_of_no_known_suite_waits_for_the_grace_period() -> None:
-    receiver = Receiver(Store(), grace=3600)
+    receiver = Receiver(Store(), idle=3600)
     for number in range(40):
         send(receiver, round_spans("canary", number, flipping=True))
     assert not receiver.store.run("canary").final
@@ -121,7 +122,7 @@ def test_a_canary_of_no_known_suite_waits_for_the_grace_period() -> None:
 
 def declared_receiver(store: Store) -> Receiver:
     """A receiver holding the run span of run `r`: sequential, 4 cases, 10,000 trials at most."""
-    receiver = Receiver(store, grace=3600)
+    receiver = Receiver(store, idle=3600)
     suite = Suite("gate", "approval_gate", (), Contract(frozenset(ROUTES)))
     declared = run_attributes(
         "r", suite, Policy(method=Method.SEQUENTIAL), 10_000, Isolation.FRESH_SESSION
@@ -184,7 +185,7 @@ def test_a_decided_canary_is_published_with_its_suites_routes() -> None:
     with OtlpCollector() as collector:
         store = Store()
         forwarder = Forwarder(store, OtlpTarget(f"http://127.0.0.1:{collector.port}"))
-        receiver = Receiver(store, forwarder, grace=3600, canary_suites={"gate": CANARY})
+        receiver = Receiver(store, forwarder, idle=3600, canary_suites={"gate": CANARY})
         rounds_until_final(receiver, "canary", flipping=True)
         assert forwarder.drain() and store.outbox_size() == 0
         forwarder.stop()
@@ -208,13 +209,31 @@ def test_a_canary_reads_the_same_after_a_restart_without_its_suite(tmp_path) -> 
     assert again.trials == before.trials
 
 
-def test_a_write_after_the_look_keeps_the_run_open_for_the_next_one() -> None:
-    """The store finishes a run only if it holds the trials the admission was made from."""
-    store = Store()
-    receiver = canary_receiver(store)
-    send(receiver, round_spans("canary", 0, flipping=False))
-    held = store.run("canary").received
-    receiver.ingest(extract_protobuf(request(pair("canary", 0, 1, False)).SerializeToString()))
-    assert not store.finish("canary", "qualified", None, received=held)
-    assert not store.run("canary").final
-    assert store.finish("canary", "qualified", None, received=held + 2)
+def test_a_run_made_final_takes_no_more_trials_and_a_restart_admits_it(tmp_path) -> None:
+    """Deciding that a run is final commits with the request that completed it: later records
+    are late, never part of its admission; a process that stopped before the admission was
+    made makes it at its next start, from the store."""
+    path = tmp_path / "store.sqlite"
+    receiver = canary_receiver(Store(path))
+    for number in range(19):  # the round the rule first allows
+        receiver.ingest(
+            extract_protobuf(request(round_spans("canary", number, False)).SerializeToString())
+        )
+        receiver.tick()
+        assert receiver.flush()
+    assert receiver.store.run("canary").final
+    received = receiver.store.run("canary").received
+    receiver.ingest(extract_protobuf(request(pair("canary", 0, 19, False)).SerializeToString()))
+    run = receiver.store.run("canary")
+    assert run.received == received and run.late == 2
+    receiver.close()
+
+    store = Store(tmp_path / "other.sqlite")  # stopped between the two commits
+    trials = [t for t in Store(path).evidence("canary").trials()]
+    store.write(trials, labels={"canary": ("gate", "approval_gate")})
+    store.close_runs(["canary"])
+    assert store.run("canary").final and store.run("canary").status is None
+    restarted = canary_receiver(store)
+    assert restarted.flush()
+    assert store.run("canary").status == "qualified"
+    assert restarted.assessment("canary").status is Status.QUALIFIED

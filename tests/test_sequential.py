@@ -8,7 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from verdictgate.sequential import population_verdict, sequential_evalues
+from verdictgate.eprocess import sequential_evalues
+from verdictgate.sequential import population_verdict
 from verdictgate.stats import (
     ALPHA,
     Method,

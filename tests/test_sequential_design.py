@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from conftest import report_of
-from verdictgate.sequential import sequential_evalues
+from verdictgate.eprocess import sequential_evalues
 from verdictgate.sequential_design import default_max_pairs, sequential_design
 from verdictgate.stats import Stability
 

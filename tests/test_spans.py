@@ -9,12 +9,8 @@ from hypothesis import strategies as st
 
 from verdictgate import Contract, Isolation, NoDecision, Policy, Suite, Trial
 from verdictgate.otel import conventions as names
-from verdictgate.otel.spans import (
-    decision_attributes,
-    run_attributes,
-    run_declaration,
-    trial_from_attributes,
-)
+from verdictgate.otel.span_decoding import run_declaration, trial_from_attributes
+from verdictgate.otel.spans import decision_attributes, run_attributes
 
 labels = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), min_size=1, max_size=10)
 routes = st.frozensets(labels.filter(lambda s: "=" not in s), max_size=4)

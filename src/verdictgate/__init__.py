@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from .assessment import Assessment, Isolation, RunInfo, Status
+    from .clock import ManualClock
     from .engine import assess
     from .errors import InputError, PlanError, VerdictgateError
     from .evidence import Evidence
@@ -49,6 +50,7 @@ _EXPORTS: dict[str, str] = {
     "Contract": "suite",
     "Evidence": "evidence",
     "EvidenceProcessor": "otel.processor",
+    "ManualClock": "clock",
     "InputError": "errors",
     "Invariant": "tiers.invariants",
     "Isolation": "assessment",
@@ -118,6 +120,7 @@ __all__ = [
     "InputError",
     "Invariant",
     "Isolation",
+    "ManualClock",
     "Method",
     "NoDecision",
     "Outcome",

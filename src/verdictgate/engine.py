@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
 
 from . import admission
 from .assessment import (
@@ -15,6 +15,7 @@ from .assessment import (
     Findings,
     FlipPair,
     InvariantCounts,
+    Isolation,
     PassCounts,
     RelationResult,
     RouteStability,
@@ -22,12 +23,30 @@ from .assessment import (
     Stopping,
     TrialCounts,
 )
+from .declaration import RunDeclaration
 from .evidence import ERROR, MISSING, CaseEvidence, Evidence
+from .fingerprints import fingerprint_mode
 from .policy import Policy
 from .sequential import population_verdict
+from .sequential_replay import decides, replay
 from .stats import PassRate, Quantiles, change_rate, pass_rate, quantile_stats
 from .suite import Contract, Suite
 from .trial_model import NoDecision, Trial, decision_text
+
+
+@dataclass(frozen=True)
+class Reported:
+    """What a run itself (or its receiver) reported besides its trials: still collecting, the
+    cases its quality gate stopped on, the relations it checked, records that came after it
+    was final (`late`), a second run span that contradicted the first, and how a run that could
+    stop before its plan did (`stopping`)."""
+
+    in_progress: bool = False
+    quality_failed: tuple[str, ...] = ()
+    relations: tuple[RelationResult, ...] = ()
+    late: int = 0
+    declaration_conflict: bool = False
+    stopping: Stopping | None = None
 
 
 def assess(
@@ -35,36 +54,103 @@ def assess(
     suite: Suite | None = None,
     policy: Policy | None = None,
     *,
-    run: RunInfo | None = None,
+    run_id: str | None = None,
+    isolation: Isolation | None = None,
     planned_trials: int | None = None,
-    in_progress: bool = False,
-    quality_failed: tuple[str, ...] = (),
-    relations: tuple[RelationResult, ...] = (),
-    late: int = 0,
-    declaration_conflict: bool = False,
-    stopping: Stopping | None = None,
+    reported: Reported | None = None,
 ) -> Assessment:
     """Assess trials against a suite's contract and a policy.
 
     `planned_trials` is how many trials the run meant to collect. When it is unknown, every case
     is expected to have as many trials as the longest case of its route (a run sizes repeats per
     route), so holes, short cases and suite cases with no trial count as missing. What the run
-    itself reported goes in as it is: still collecting (`in_progress`), the cases its quality
-    gate stopped on, and the relations it checked; a receiver adds the records that came after
-    the run was final (`late`) and whether a second run span contradicted the first; a run that
-    could stop before its plan says what it was sized for and whether it was curtailed
-    (`stopping`).
+    itself reported goes in as it is (`reported`). The run's record (`Assessment.run`) is
+    derived here, once, from the evidence: how its case ids were made (`fingerprints`) and its
+    isolation (the least independent its records declare, unless `isolation` says otherwise).
     """
-    evidence = trials if isinstance(trials, Evidence) else Evidence(trials)
+    evidence = (trials if isinstance(trials, Evidence) else Evidence(trials)).compacted()
     suite = suite or Suite()
     policy = policy or Policy.with_tolerance(suite.tolerance, suite.pass_rate)
-    run = run or RunInfo(
-        suite=suite.name, point=suite.point, isolation=evidence.declared_isolation()
+    run = RunInfo(
+        id=run_id or _run_id(evidence),
+        suite=suite.name,
+        point=suite.point,
+        isolation=isolation or evidence.declared_isolation(),
+        fingerprints=fingerprint_mode(case for _, case in evidence.cases),
     )
-    reported = _Reported(
-        in_progress, quality_failed, relations, late, declaration_conflict, stopping
+    findings = _findings(evidence, suite, policy, run, planned_trials, reported or Reported())
+    return admission.judge(findings)
+
+
+def _run_id(evidence: Evidence) -> str:
+    """The run the evidence holds (its ids joined when it holds several; `run` when none)."""
+    runs = sorted({run for run, _ in evidence.cases})
+    return ",".join(runs) if runs else "run"
+
+
+def assess_declared(
+    evidence: Evidence,
+    declaration: RunDeclaration,
+    *,
+    in_progress: bool = False,
+    late: int = 0,
+    declaration_conflict: bool = False,
+) -> Assessment:
+    """A run's evidence judged against its declaration, with what its receiver adds (records
+    that came after it was final, a contradicting second run span). A run judged by the
+    sequential rule is answered at the first round the rule decides (`assess_in_rounds`)."""
+    reported = replace(
+        _declared(declaration), in_progress=in_progress, late=late,
+        declaration_conflict=declaration_conflict,
+    )  # fmt: skip
+    if declaration.sequential and evidence.cases:
+        return assess_in_rounds(evidence, declaration, reported)[0]
+    return _assessed(evidence, declaration, declaration.planned_trials, reported)
+
+
+def assess_in_rounds(
+    evidence: Evidence, declaration: RunDeclaration, reported: Reported | None = None
+) -> tuple[Assessment, int]:
+    """The evidence replayed round by round under the declaration's (sequential) rule: the
+    assessment of the first round it decides (the last when none does), and the rounds
+    judged, whenever and however the trials arrived. A run that may stop before its plan is
+    not measured by the plan's size."""
+    return replay(evidence, _round_judge(declaration, reported))
+
+
+def decided_round(
+    evidence: Evidence, declaration: RunDeclaration, first: int, last: int
+) -> int | None:
+    """The first of rounds `first` .. `last` at which the declaration's sequential rule decides
+    the run (judged as `assess_in_rounds` judges them); None when none does."""
+    assessment, round_number = replay(
+        evidence, _round_judge(declaration, _declared(declaration)), first, last
     )
-    return admission.judge(_findings(evidence, suite, policy, run, planned_trials, reported))
+    return round_number if decides(assessment) else None
+
+
+def _round_judge(
+    declaration: RunDeclaration, reported: Reported | None
+) -> Callable[[Evidence], Assessment]:
+    return lambda prefix: _assessed(prefix, declaration, None, reported)
+
+
+def _declared(declaration: RunDeclaration) -> Reported:
+    """What a declaration itself reports besides its trials."""
+    return Reported(
+        quality_failed=declaration.quality_failed,
+        relations=declaration.relations,
+        stopping=declaration.stopping,
+    )
+
+
+def _assessed(
+    evidence: Evidence, declaration: RunDeclaration, planned: int | None, reported: Reported | None
+) -> Assessment:
+    return assess(
+        evidence, declaration.suite, declaration.policy, run_id=declaration.run_id,
+        isolation=declaration.isolation, planned_trials=planned, reported=reported,
+    )  # fmt: skip
 
 
 class _Tally:
@@ -215,25 +301,13 @@ def _pass_counts(scan: _Scan, evidence: Evidence, policy: Policy) -> PassCounts:
     )
 
 
-@dataclass(frozen=True)
-class _Reported:
-    """What the run itself (or its receiver) reported besides its trials."""
-
-    in_progress: bool
-    quality_failed: tuple[str, ...]
-    relations: tuple[RelationResult, ...]
-    late: int
-    declaration_conflict: bool
-    stopping: Stopping | None
-
-
 def _findings(
     evidence: Evidence,
     suite: Suite,
     policy: Policy,
     run: RunInfo,
     planned: int | None,
-    reported: _Reported,
+    reported: Reported,
 ) -> Findings:
     contract = suite.contract
     suite_expected = suite.expected_by_case()

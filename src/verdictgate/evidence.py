@@ -8,6 +8,8 @@ from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
+import msgspec
+
 from .trial_model import Decision, Isolation, NoDecision, Trial
 
 MISSING = -2
@@ -16,6 +18,10 @@ ERROR = -1
 """Slot value of an errored trial (it has no decision key)."""
 MAX_TRIAL_INDEX = (1 << 20) - 1
 """Largest trial index accepted; beyond it an index is a data error, not a plan."""
+FAR_GAP = 64
+"""Slots a record may lie beyond the end of its case's slots and still extend them; a record
+further out is held aside whole until the evidence is compacted, so memory follows the records
+received, never the largest index a sender chose."""
 
 
 _DEPENDENCE = {
@@ -139,15 +145,31 @@ class Evidence:
         self._tiers: dict[tuple[str, str, int], tuple[tuple[str, ...], tuple[str, ...], bool]] = {}
         """What the tiers found on the (rare) trials where an invariant broke or a tier was
         skipped: (failed, warned, skipped)."""
+        self._far: dict[tuple[str, str], dict[int, Trial]] = {}
+        """Records more than FAR_GAP slots beyond their case's slots, by case and index; merged
+        into the slots, gaps compacted, by `compacted`."""
         self.add_all(trials)
 
     def complete_rounds(self) -> int | None:
         """Rounds held when every case holds the same rerun pairs with nothing beyond them (the
         look a sequential rule may take across cases); None otherwise."""
         pairs = {case.complete_pairs() for case in self.cases.values()}
-        if len(pairs) != 1 or -1 in pairs:
+        if len(pairs) != 1 or -1 in pairs or self._far:
             return None
         return pairs.pop()
+
+    def held_aside(self) -> bool:
+        """Whether some record lies far beyond its case's slots (`compacted` lays it out)."""
+        return bool(self._far)
+
+    def kept(self) -> int:
+        """How many trials it keeps (the first record of each identity)."""
+        held = sum(len(records) for records in self._far.values())
+        return held + sum(case.received() for case in self.cases.values())
+
+    def rounds(self) -> int:
+        """Rounds (rerun pairs of a case, (0,1), (2,3) ...) the longest case reaches."""
+        return max(((len(case.slots) + 1) // 2 for case in self.cases.values()), default=0)
 
     def snapshot(self) -> Evidence:
         """A copy that later records leave unchanged: containers and per-case arrays are
@@ -175,7 +197,40 @@ class Evidence:
         copy.invariant_warnings = Counter(self.invariant_warnings)
         copy._tiers = dict(self._tiers)
         copy.isolation = dict(self.isolation)
+        copy._far = {key: dict(records) for key, records in self._far.items()}
         return copy
+
+    def compacted(self) -> Evidence:
+        """The evidence with every record held aside merged into its case, each such case's
+        gaps of missing pairs compacted (`compact_gaps`, its real extent kept): what the
+        statistics read. Itself when nothing is held aside."""
+        if not self._far:
+            return self
+        merged = Evidence()
+        for key, evidence in self.cases.items():
+            records = list(self._case_trials(evidence))
+            far = self._far.get(key)
+            if far is None:
+                merged.add_all(records)
+                continue
+            records = sorted([*records, *far.values()], key=lambda trial: trial.index)
+            indices = compact_gaps(trial.index for trial in records)
+            merged.add_all(
+                msgspec.structs.replace(trial, index=index)
+                for trial, index in zip(records, indices, strict=True)
+            )
+            merged.cases[key].extent = records[-1].index + 1
+        merged.note_repeats(self.duplicates, self.conflicted)
+        merged.isolation = dict(self.isolation)
+        return merged
+
+    def prefix(self, limit: int) -> Evidence:
+        """The evidence of trial indices below `limit` only (a sequential look at a round):
+        its records, the conflicts among them, and every duplicate."""
+        kept = Evidence(trial for trial in self.trials() if trial.index < limit)
+        kept.note_repeats(self.duplicates, (c for c in self.conflicted if c[2] < limit))
+        kept.isolation = dict(self.isolation)
+        return kept
 
     def add(self, trial: Trial) -> bool:
         """Record one trial; True when it was the first record of its identity."""
@@ -209,6 +264,17 @@ class Evidence:
                     keys.append(decision)
             case_slots = evidence.slots
             filled = len(case_slots)
+            far = self._far.get((run, case)) if self._far else None
+            if far is not None and index in far:
+                if far[index].decision == decision:
+                    self.duplicates += 1
+                else:
+                    self.conflicted.add((trial.run, trial.case, index))
+                continue
+            if filled + FAR_GAP < index <= MAX_TRIAL_INDEX:
+                self._hold_far(trial)
+                new += 1
+                continue
             if index == filled:
                 case_slots.append(slot)
             elif 0 <= index < filled and case_slots[index] == MISSING:
@@ -237,6 +303,18 @@ class Evidence:
             ):
                 self._note_tiers(evidence, trial)
         return new
+
+    def _hold_far(self, trial: Trial) -> None:
+        """Keep a record far beyond its case's slots aside, counted where the whole evidence
+        counts (its per-index facts are laid out when the evidence is compacted)."""
+        self._far.setdefault((trial.run, trial.case), {})[trial.index] = trial
+        if trial.decision is None:
+            self.error_types[trial.error_type or "error"] += 1
+        self.invariant_failures.update(trial.invariants_failed)
+        self.invariant_warnings.update(trial.invariants_warned)
+        self.evaluations_skipped += bool(trial.evaluation_skipped)
+        if trial.isolation is not None:
+            self.declare_isolation(trial.run, trial.isolation)
 
     def _note_error(self, evidence: CaseEvidence, trial: Trial) -> None:
         kind = trial.error_type or "error"
@@ -295,39 +373,42 @@ class Evidence:
     def trials(self) -> Iterator[Trial]:
         """The kept trials (the first record of each identity), whole: decision, expected
         route, error type, evaluator verdict, latency, tier results and the run's isolation;
-        case by case in index order."""
+        case by case in index order (indices compacted where records were held aside)."""
+        evidence = self.compacted()
+        for case in evidence.cases.values():
+            yield from evidence._case_trials(case)
+
+    def _case_trials(self, evidence: CaseEvidence) -> Iterator[Trial]:
+        """The trials one case's slots hold, in index order."""
         judged = {1: False, 2: True}
-        for evidence in self.cases.values():
-            errors = evidence.error_types or {}
-            latencies = evidence.latencies
-            judgements = evidence.judgements
-            isolation = self.isolation.get(evidence.run)
-            for index, slot in enumerate(evidence.slots):
-                if slot == MISSING:
-                    continue
-                latency = latencies[index] if latencies and index < len(latencies) else math.nan
-                failed, warned, skipped = self._tiers.get(
-                    (evidence.run, evidence.case, index), ((), (), False)
-                )
-                passed = (
-                    judged.get(judgements[index])
-                    if judgements and index < len(judgements)
-                    else None
-                )
-                yield Trial(
-                    evidence.case,
-                    index,
-                    None if slot == ERROR else self.keys[slot],
-                    evidence.run,
-                    evidence.expected,
-                    errors.get(index),
-                    passed=passed,
-                    invariants_failed=failed,
-                    invariants_warned=warned,
-                    latency_ms=None if math.isnan(latency) else latency,
-                    evaluation_skipped=skipped,
-                    isolation=isolation,
-                )
+        errors = evidence.error_types or {}
+        latencies = evidence.latencies
+        judgements = evidence.judgements
+        isolation = self.isolation.get(evidence.run)
+        for index, slot in enumerate(evidence.slots):
+            if slot == MISSING:
+                continue
+            latency = latencies[index] if latencies and index < len(latencies) else math.nan
+            failed, warned, skipped = self._tiers.get(
+                (evidence.run, evidence.case, index), ((), (), False)
+            )
+            passed = (
+                judged.get(judgements[index]) if judgements and index < len(judgements) else None
+            )
+            yield Trial(
+                evidence.case,
+                index,
+                None if slot == ERROR else self.keys[slot],
+                evidence.run,
+                evidence.expected,
+                errors.get(index),
+                passed=passed,
+                invariants_failed=failed,
+                invariants_warned=warned,
+                latency_ms=None if math.isnan(latency) else latency,
+                evaluation_skipped=skipped,
+                isolation=isolation,
+            )
 
     def is_no_decision(self, key_id: int) -> bool:
         """Whether an interned key is a no-decision."""

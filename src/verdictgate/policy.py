@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import Enum
 
-from .stats import MAX_SEQUENTIAL_TOLERANCE, Method
+from .judgement import MAX_SEQUENTIAL_TOLERANCE, Method
 
 PRECISION_PRESETS: dict[str, float] = {"cheap": 0.10, "balanced": 0.05, "strict": 0.01}
 """Named tolerances for the change rate between reruns."""

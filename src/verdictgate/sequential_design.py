@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from .sequential import sequential_evalues
+from .eprocess import sequential_evalues
 from .stats import ALPHA
 
 PAIRS_PER_TOLERANCE = 15

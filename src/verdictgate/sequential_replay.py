@@ -12,12 +12,11 @@ route not yet observed after a round or two) is no stopping point: more rounds m
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from dataclasses import replace
+from collections.abc import Callable
 
 from .admission import RULES
-from .assessment import Assessment, Status, Stopping
-from .trial_model import Trial
+from .assessment import Assessment, Status
+from .evidence import Evidence
 
 STABILITY_REJECTIONS = frozenset(
     rule.code.value
@@ -38,16 +37,20 @@ def decides(assessment: Assessment) -> bool:
 
 
 def replay(
-    trials: Sequence[Trial], judge: Callable[[list[Trial]], Assessment]
+    evidence: Evidence,
+    judge: Callable[[Evidence], Assessment],
+    first: int = 1,
+    last: int | None = None,
 ) -> tuple[Assessment, int]:
-    """Judge the trials round by round with `judge` (which must judge by the sequential rule);
-    the first decided assessment, or the last one when no round decides, with where it stopped
-    (`stopping`: the calls the trials held), and the rounds judged."""
-    if not trials:
+    """Judge the evidence round by round, from round `first` to `last` (default: the last round
+    it holds), with `judge` (which must judge by the sequential rule): the first decided
+    assessment, or the last one when no round decides, and its round."""
+    evidence = evidence.compacted()
+    last = evidence.rounds() if last is None else last
+    if not first <= last:
         raise ValueError("no trials to replay")
-    rounds = max(trial.index for trial in trials) // 2 + 1
-    for round_number in range(1, rounds + 1):
-        assessment = judge([trial for trial in trials if trial.index < 2 * round_number])
-        if decides(assessment) or round_number == rounds:
-            return replace(assessment, stopping=Stopping(len(trials), False)), round_number
+    for round_number in range(first, last + 1):
+        assessment = judge(evidence.prefix(2 * round_number))
+        if decides(assessment) or round_number == last:
+            return assessment, round_number
     raise AssertionError("unreachable: the last round returns")

@@ -11,34 +11,13 @@ from enum import Enum
 from functools import lru_cache
 from statistics import NormalDist
 
-ALPHA = 0.025
-"""The bound on each wrong answer of the exact and sequential rules (a side of a 95% interval)."""
-MAX_SEQUENTIAL_TOLERANCE = 0.25
-"""The e-process's alternatives (4t) must stay below 1: tolerances from here on are refused."""
-
-
-class Method(str, Enum):
-    """How a fixed number of pairs is judged: Wilson's score interval, or the exact rule, which
-    keeps both wrong answers within their bound at every n (Wilson's false "stochastic" reaches
-    10% at n = 11, t = 0.05) and certifies zero flips one pair sooner."""
-
-    WILSON = "wilson"
-    EXACT = "exact"
-    SEQUENTIAL = "sequential"
-    """The mixture e-process (`sequential`): valid however often the evidence is looked at."""
-
-
-class Stability(str, Enum):
-    """What the evidence says about a change rate against a tolerance."""
-
-    DETERMINISTIC = "deterministic"
-    STOCHASTIC = "stochastic"
-    UNDECIDED = "undecided"
-
-
-def side_error(confidence: float) -> float:
-    """The wrong-answer bound of one side of a two-sided interval: 0.025 at 0.95."""
-    return (1.0 - confidence) / 2.0
+from .eprocess import sequential_evalues, sequential_interval
+from .judgement import ALPHA as ALPHA
+from .judgement import MAX_SEQUENTIAL_TOLERANCE as MAX_SEQUENTIAL_TOLERANCE
+from .judgement import Method as Method
+from .judgement import Stability as Stability
+from .judgement import check_counts as check_counts
+from .judgement import side_error as side_error
 
 
 @lru_cache(maxsize=32)
@@ -164,14 +143,6 @@ def _solve(rising: Callable[[float], float], target: float) -> float:
     return (low + high) / 2
 
 
-def check_counts(flips: int, pairs: int, tolerance: float) -> None:
-    """ValueError unless 0 < tolerance < 1 and 0 <= flips <= pairs."""
-    if not 0.0 < tolerance < 1.0:
-        raise ValueError(f"tolerance must be between 0 and 1, got {tolerance}")
-    if pairs < 0 or not 0 <= flips <= pairs:
-        raise ValueError(f"need 0 <= flips <= pairs, got {flips}/{pairs}")
-
-
 def classify(ci_low: float, ci_high: float, tolerance: float, pairs: int) -> Stability:
     """Deterministic if ci_high < t, stochastic if ci_low > t, else undecided (strict)."""
     if pairs == 0:
@@ -213,8 +184,6 @@ def change_rate(
         low, high = clopper_pearson_interval(flips, pairs, confidence)
         result = exact_stability(flips, pairs, tolerance, side_error(confidence))
     elif method is Method.SEQUENTIAL:
-        from .sequential import sequential_evalues, sequential_interval  # they build on stats
-
         alpha = side_error(confidence)
         low, high = sequential_interval(flips, pairs, alpha) if pairs else (0.0, 1.0)
         result = sequential_evalues(flips, pairs, tolerance, alpha).result
@@ -231,8 +200,6 @@ def pairs_needed(tolerance: float, confidence: float = 0.95, method: Method = Me
     if method is Method.EXACT:
         return exact_pairs_needed(tolerance, side_error(confidence))
     if method is Method.SEQUENTIAL:
-        from .sequential import sequential_evalues  # which builds on this module
-
         alpha = side_error(confidence)
         return next(
             n for n in itertools.count(1)

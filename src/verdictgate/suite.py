@@ -9,8 +9,8 @@ from types import MappingProxyType
 from typing import Any
 
 from .fingerprints import fingerprint, fingerprint_key
+from .judgement import Method
 from .policy import Claim, Policy
-from .stats import Method
 
 
 def _frozen_map(value: Mapping) -> Mapping:

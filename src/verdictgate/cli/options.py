@@ -15,11 +15,10 @@ from urllib.parse import urlparse
 
 import click
 
-from ..assessment import Assessment, Isolation, RunInfo
+from ..assessment import Assessment, Isolation
 from ..decision_rules import DecisionRule
 from ..engine import assess
 from ..errors import USAGE_EXIT, InputError, VerdictgateError, cli_option
-from ..fingerprints import fingerprint_mode
 from ..policy import PRECISION_PRESETS, Claim, Policy
 from ..reports import RENDERERS, render_html, render_text
 from ..reports.json_report import report_document
@@ -339,15 +338,10 @@ def evidence_for(
                 "(assess --sequential replays a trials file)"
             )
         evidence, summary = read_trials(trials)
-        run_ids = sorted(summary.runs) or ["run"]
-        info = RunInfo(
-            id=run_ids[0] if len(run_ids) == 1 else ",".join(run_ids),
-            suite=suite.name if suite else summary.suite or "suite",
-            point=suite.point if suite else summary.point or "decision",
-            isolation=Isolation(isolation) if isolation else evidence.declared_isolation(),
-            fingerprints=fingerprint_mode(case for _, case in evidence.cases),
+        named = suite or Suite(name=summary.suite or Suite.name, point=summary.point or Suite.point)
+        return assess(
+            evidence, named, policy, isolation=Isolation(isolation) if isolation else None
         )
-        return assess(evidence, suite, policy, run=info)
     if agent_spec is None or trials is not None:
         raise click.UsageError("give exactly one of --trials or --agent")
     if suite is None:

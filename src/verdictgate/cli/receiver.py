@@ -117,10 +117,13 @@ def _canary_suites(paths: tuple[str, ...]) -> dict[str, Suite]:
     "They wait in the store's outbox until delivered; ingest never waits for this target.",
 )
 @click.option(
+    "--idle",
     "--grace",
+    "grace",
     default="30s",
     show_default=True,
-    help="Quiet time after which an unfinished run is assessed.",
+    help="Seconds without news after which a run is final (a canary's since its last trial, a "
+    "declared run's since its run span or last trial). --grace is its old name.",
 )
 @click.option(
     "--window", help="Also assess canary runs (no run span) every DURATION while they collect."
@@ -217,7 +220,7 @@ def serve_command(store_path, grpc_listen, http_listen, token_file, tls_cert, tl
         receiver = Receiver(
             store,
             Forwarder(store, target) if target else None,
-            grace=parse_duration(grace),
+            idle=parse_duration(grace),
             window=parse_duration(window) if window else None,
             max_trials_per_run=max_trials_per_run,
             retain=parse_duration(retain) if retain else None,

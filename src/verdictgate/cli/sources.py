@@ -4,18 +4,18 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 import click
 
-from ..assessment import Assessment, Isolation, RunInfo
-from ..engine import assess
+from ..assessment import Assessment, Isolation, Stopping
+from ..declaration import RunDeclaration
+from ..engine import assess, assess_in_rounds
 from ..evidence import Evidence
-from ..fingerprints import fingerprint_mode
 from ..policy import Policy
 from ..reports.json_report import stopping_document
 from ..sequential import sequential_policy
-from ..sequential_replay import replay
 from ..suite import Suite
 from ..trials_file import TrialWriter, read_trials
 from .options import (
@@ -119,9 +119,16 @@ def _replayed(
     """`assess --sequential`: the trials replayed round by round, where the replay stopped
     (JSON `sequential`, with the rounds judged), and that said on stderr."""
     run = assessment.run
-    assessment, rounds = replay(
-        list(evidence.trials()), lambda used: assess(used, suite, policy, run=run)
+    declaration = RunDeclaration(
+        run_id=run.id,
+        suite=suite or Suite(name=run.suite, point=run.point),
+        policy=policy,
+        planned_cases=None,
+        planned_trials=None,
+        isolation=run.isolation,
     )
+    assessment, rounds = assess_in_rounds(evidence, declaration)
+    assessment = replace(assessment, stopping=Stopping(evidence.kept(), False))
     click.echo(
         f"verdictgate: sequential replay: {assessment.status.value} after round {rounds}; "
         f"{assessment.how_stopped}",
@@ -196,11 +203,10 @@ def assess_imported(
 ) -> Assessment:
     """Assess what an importer read; the file's own cases stand in for a missing suite."""
     suite = suite or Suite(name=Path(path).stem, cases=imported.cases)
-    info = RunInfo(
-        id=imported.run_id,
-        suite=suite.name,
-        point=suite.point,
+    return assess(
+        imported.evidence,
+        suite,
+        policy,
+        run_id=imported.run_id,
         isolation=Isolation(isolation) if isolation else imported.isolation,
-        fingerprints=fingerprint_mode(case.id for case in imported.cases),
     )
-    return assess(imported.evidence, suite, policy, run=info)

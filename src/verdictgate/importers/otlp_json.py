@@ -7,7 +7,7 @@ from pathlib import Path
 
 from ..errors import InputError
 from ..evidence import Evidence
-from ..otel.spans import run_declaration
+from ..otel.span_decoding import run_declaration
 from ..receiver.otlp import MalformedRequest, extract_json
 from ..suite import Case, Suite
 from . import Imported, ImportOptions
@@ -36,7 +36,8 @@ def read(path: Path, options: ImportOptions, suite: Suite | None, key: bytes | N
                 expected.setdefault(trial.case, trial.expected)
             for attributes in extract.declarations:
                 declaration = run_declaration(attributes)
-                evidence.declare_isolation(declaration.run_id, declaration.isolation)
+                if declaration.isolation is not None:
+                    evidence.declare_isolation(declaration.run_id, declaration.isolation)
     runs = sorted({run for run, _ in evidence.cases})
     if not runs:
         raise InputError("holds no decision spans", path=str(path))

@@ -2,67 +2,61 @@
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import logging
 import os
 import threading
 import time
+import warnings
 import weakref
 from collections import OrderedDict, deque
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
 from opentelemetry.context import Context
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
 
 from ..assessment import Assessment
-from ..evidence import Evidence
+from ..engine import assess_declared, decided_round
+from ..lifecycle import Decision, Final, Lifecycle, Look, Reason, Timing
 from ..trial_model import Trial
 from . import conventions as names
 from .publisher import Publisher
-from .spans import (
-    RunDeclaration,
-    assess_declared,
-    metric_routes,
-    run_declaration,
-    trial_from_attributes,
-)
+from .span_decoding import run_declaration, trial_from_attributes
 
 logger = logging.getLogger(__name__)
 
 KEPT_ASSESSMENTS = 1000
-"""How many assessments (and ended run ids) the processor keeps for lookup by run id."""
+"""How many assessments the processor keeps for lookup by run id."""
 
 DEFAULT_IDLE_SECONDS = 30.0
-"""A canary run (no run span) ends after this long without a new trial; the receiver's
-`--grace` default."""
+"""A canary run (no run span) ends after this long without a new trial; the receiver's `--idle`
+default too."""
 
 SHUTDOWN_SECONDS = 30.0
 """How long `shutdown` waits for the worker to publish what is pending."""
 
-
-@dataclass
-class _RunState:
-    """An open run: its evidence, the names its spans carry, and when it last heard of a trial."""
-
-    evidence: Evidence = field(default_factory=Evidence)
-    suite: str | None = None
-    point: str | None = None
-    last_trial: float = field(default_factory=time.monotonic)
-    window_mark: float = field(default_factory=time.monotonic)
-    declaration: RunDeclaration | None = None
-    """What the run's span declared when it started: such a run ends with its span, never for
-    idleness, and has no canary windows."""
+WAKE_BATCH = 512
+"""Spans waiting that wake the worker before its next round (as the SDK's batch processor)."""
+ROUND_SECONDS = 0.1
+"""How often the worker looks at what is waiting and what is due, at the latest."""
 
 
-@dataclass(frozen=True)
-class _Job:
-    """One assessment for the worker: a run that ended (final) or a canary window (interim)."""
+class _Flush:
+    """A marker in the intake: set once everything before it is recorded and published."""
 
-    run_id: str
-    state: _RunState
-    declaration: RunDeclaration | None
-    final: bool
+    def __init__(self) -> None:
+        self.done = threading.Event()
+
+
+class _Started:
+    """A run span that started, with its attributes as they were then."""
+
+    __slots__ = ("attributes",)
+
+    def __init__(self, attributes: dict[str, Any]) -> None:
+        self.attributes = attributes
 
 
 def _plain(attributes: Any) -> dict[str, Any]:
@@ -76,16 +70,19 @@ def _plain(attributes: Any) -> dict[str, Any]:
 class EvidenceProcessor(SpanProcessor):
     """Collects decision spans per run and publishes one admission when the run ends.
 
-    Like the SDK's own processors, `on_end` only does constant-time bookkeeping on the caller's
-    thread (it records the trial before any batching, so a full export queue never drops
-    evidence); assessing and publishing happen on one worker thread. A run ends when its
-    `verdictgate.run` span ends; a canary without a run span ends after `idle` seconds without a
-    new trial (None: only at shutdown). With `canary_window`, an open canary is also assessed
-    every `canary_window` seconds: interim admissions (`in_progress`) that do not end it.
+    Like the SDK's batch processor, `on_end` only checks a span's name and queues it; reading
+    it, the run lifecycle (`verdictgate.lifecycle`), watchers, assessing and publishing happen
+    on one worker thread. A run ends when its `verdictgate.run` span ends; a canary without a
+    run span ends after `idle` seconds without a new trial (None: only at shutdown). With
+    `window`, an open canary is also assessed every `window` seconds: interim admissions
+    (`in_progress`) that do not end it. A run judged by the sequential rule is answered at the
+    first round its rule decides, however its trials arrived. `clock` (seconds, monotonic)
+    times idleness and windows.
 
-    `force_flush` waits until every ended run has been assessed and published, and never ends
-    a run; `shutdown` ends every open run, publishes, and then ignores spans. Trials of a run
-    that already ended are counted in `late` and dropped. It never raises into the caller.
+    `force_flush` returns once every span ended before it is recorded, and every run that ended
+    (or was due to) is assessed and published; it never ends a run early. `shutdown` ends
+    every open run, publishes, and then ignores spans. Trials of a run that already ended are
+    counted in `late` and dropped. It never raises into the caller.
     """
 
     def __init__(
@@ -93,18 +90,27 @@ class EvidenceProcessor(SpanProcessor):
         publisher: Publisher | None = None,
         *,
         idle: float | None = DEFAULT_IDLE_SECONDS,
-        canary_window: float | None = None,
+        window: float | None = None,
         on_assessment: Callable[[Assessment], None] | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        canary_window: float | None = None,
     ) -> None:
-        for name, seconds in (("idle", idle), ("canary_window", canary_window)):
-            if seconds is not None and not seconds > 0:
-                raise ValueError(f"{name} must be a positive number of seconds, got {seconds!r}")
+        if canary_window is not None:
+            warnings.warn(
+                "EvidenceProcessor(canary_window=...) is now window=...", DeprecationWarning, 2
+            )
+            window = canary_window if window is None else window
+        self._timing = Timing(idle=idle, window=window, run_span_ends_run=True)
         self._publisher = publisher
-        self._idle = idle
-        self._canary_window = canary_window
         self._on_assessment = on_assessment
-        self._ended: OrderedDict[str, None] = OrderedDict()
+        self._clock = clock
         self._stopping = False
+        self._watchers: dict[str, Callable[[Trial], None]] = {}
+        self._assessments: OrderedDict[str, Assessment] = OrderedDict()
+        self.dropped = 0
+        """Spans that looked like evidence but could not be read (malformed attributes)."""
+        self.late = 0
+        """Decision and run spans of runs that had already ended (or came after shutdown)."""
         self._fresh_state()
         if hasattr(os, "register_at_fork"):  # a forked child starts empty, as the SDK's do
             this = weakref.ref(self)
@@ -115,81 +121,59 @@ class EvidenceProcessor(SpanProcessor):
                     processor._fresh_state()
 
             os.register_at_fork(after_in_child=fresh_in_child)
-        self._watchers: dict[str, Callable[[Trial], None]] = {}
-        self._assessments: OrderedDict[str, Assessment] = OrderedDict()
-        self.dropped = 0
-        """Spans that looked like evidence but could not be read (malformed attributes)."""
-        self.late = 0
-        """Decision spans of a run that had already ended (or arriving after shutdown)."""
 
     def _fresh_state(self) -> None:
-        """New locks, no open runs, no jobs, no worker (at start, and in a forked child)."""
+        """New locks, no open runs, nothing queued, no worker (at start, and in a forked
+        child)."""
         self._lock = threading.Lock()
-        self._changed = threading.Condition(self._lock)
-        self._runs: dict[str, _RunState] = {}
-        self._jobs: deque[_Job] = deque()
-        self._pending = 0
-        """Jobs queued or being worked on; force_flush waits for 0."""
+        self._wake = threading.Condition(self._lock)
+        self._intake: deque[ReadableSpan | _Started | _Flush] = deque()
+        self._lifecycle = Lifecycle(self._timing)
         self._worker: threading.Thread | None = None
 
     # SpanProcessor interface
 
     def on_start(self, span: Span, parent_context: Context | None = None) -> None:
         """Note a run span that opens: its run ends with that span, never for idleness."""
-        if span.name != names.RUN_SPAN:
-            return
-        try:
-            declaration = run_declaration(_plain(span.attributes))
-        except Exception:  # read again, and counted, when the span ends
-            return
-        with self._lock:
-            if self._stopping or declaration.run_id in self._ended:
-                return
-            state = self._runs.get(declaration.run_id)
-            if state is None:
-                state = self._runs[declaration.run_id] = _RunState()
-            state.declaration = declaration
+        if span.name == names.RUN_SPAN and not self._stopping:
+            self._intake.append(_Started(_plain(span.attributes)))
+            self._ensure_worker()
 
     def on_end(self, span: ReadableSpan) -> None:
-        """Record a decision span or end a run; any other span costs a name check."""
+        """Queue a decision or run span for the worker; any other span costs a name check."""
         name = span.name
-        try:
-            if name.startswith(names.DECISION_SPAN_PREFIX):
-                attributes = _plain(span.attributes)
-                if names.OUTCOME in attributes:
-                    elapsed = (span.end_time or 0) - (span.start_time or 0)
-                    self._add_trial(attributes, elapsed / 1e6 if elapsed > 0 else None)
-            elif name == names.RUN_SPAN:
-                self._end_run(_plain(span.attributes))
-        except Exception:  # never raise into the instrumented code
-            self.dropped += 1
-            logger.debug("verdictgate: unreadable span %s", name, exc_info=True)
+        if name == names.RUN_SPAN:
+            self._queue(span, wake=True)
+        elif name.startswith(names.DECISION_SPAN_PREFIX):
+            self._queue(span, wake=len(self._intake) >= WAKE_BATCH)
 
     def force_flush(self, timeout_millis: int = 30000) -> bool:
-        """Wait until every ended run is assessed and published; False if `timeout_millis`
-        passed first. Open runs stay open: a flush never changes a result."""
+        """Wait until every span ended so far is recorded, and every run that ended (or whose
+        idle period or window is due) is assessed and published; False if `timeout_millis`
+        passed first. A flush never ends a run early."""
         if threading.current_thread() is self._worker:
             return False  # from a publisher or callback on the worker: never wait on itself
-        with self._changed:
-            return self._changed.wait_for(lambda: self._pending == 0, timeout_millis / 1000)
+        if self._stopping:
+            return True  # shutdown published what there was
+        flush = _Flush()
+        self._intake.append(flush)
+        self._ensure_worker(wake=True)
+        return flush.done.wait(timeout_millis / 1000)
 
     def shutdown(self) -> None:
-        """End every open run, publish what is pending, stop the worker; later spans are ignored."""
-        with self._changed:
-            if not self._stopping:
-                self._stopping = True
-                for run_id, state in self._runs.items():
-                    self._queue(_Job(run_id, state, state.declaration, final=True))
-                self._runs.clear()
-            worker = self._worker
-            self._changed.notify_all()
-        if worker is not None and worker is not threading.current_thread():
-            worker.join(SHUTDOWN_SECONDS)
-            if worker.is_alive():
-                logger.warning(
-                    "verdictgate: %d runs not yet published after %g s at shutdown",
-                    self._pending, SHUTDOWN_SECONDS,
-                )  # fmt: skip
+        """End every open run, publish what is pending, stop the worker; later spans are
+        ignored (and counted late)."""
+        with self._lock:
+            if self._stopping:
+                return
+            self._stopping = True
+        flush = _Flush()
+        self._intake.append(flush)
+        worker = self._ensure_worker(wake=True)
+        if worker is not threading.current_thread() and not flush.done.wait(SHUTDOWN_SECONDS):
+            logger.warning(
+                "verdictgate: runs not yet published after %g s at shutdown", SHUTDOWN_SECONDS
+            )
 
     # Queries
 
@@ -199,133 +183,134 @@ class EvidenceProcessor(SpanProcessor):
             return self._assessments.get(run_id)
 
     def watch(self, run_id: str, on_trial: Callable[[Trial], None] | None) -> None:
-        """Call `on_trial` with every new trial of `run_id` (None stops watching)."""
+        """Call `on_trial`, on the worker, with every new trial of `run_id` (None stops
+        watching); `force_flush` returns after it was called for every trial ended before."""
         with self._lock:
             if on_trial is None:
                 self._watchers.pop(run_id, None)
             else:
                 self._watchers[run_id] = on_trial
 
-    # The caller's side: bookkeeping only
+    # The caller's side: a name check and a queue
 
-    def _add_trial(self, attributes: dict[str, Any], latency_ms: float | None) -> None:
-        trial = trial_from_attributes(attributes, latency_ms)
-        run = trial.run
-        with self._lock:
-            if self._stopping or run in self._ended:
-                self.late += 1
-                return
-            state = self._runs.get(run)
-            if state is None:
-                state = self._runs[run] = _RunState(
-                    suite=attributes.get(names.SUITE), point=attributes.get(names.POINT)
+    def _queue(self, span: ReadableSpan, wake: bool) -> None:
+        if self._stopping:
+            self.late += 1
+            return
+        self._intake.append(span)
+        if wake or self._worker is None:
+            self._ensure_worker(wake=True)
+
+    def _ensure_worker(self, wake: bool = False) -> threading.Thread:
+        """Start the worker on first need; wake it when asked."""
+        with self._wake:
+            if self._worker is None or not self._worker.is_alive():
+                self._worker = threading.Thread(
+                    target=self._work, name="verdictgate-evidence", daemon=True
                 )
-                if self._idle is not None or self._canary_window is not None:
-                    self._start_worker()
-                    self._changed.notify_all()  # a new deadline for the worker
-            state.last_trial = time.monotonic()
-            is_new = state.evidence.add(trial)
-            watcher = self._watchers.get(run) if is_new and self._watchers else None
-        if watcher is not None:
-            watcher(trial)
+                self._worker.start()
+            if wake:
+                self._wake.notify()
+            return self._worker
 
-    def _end_run(self, attributes: dict[str, Any]) -> None:
-        declaration = run_declaration(attributes)  # a malformed run span is dropped here
-        run_id = declaration.run_id
-        with self._changed:
-            if self._stopping or run_id in self._ended:
-                self.late += 1
-                return
-            state = self._runs.pop(run_id, None) or _RunState()
-            self._queue(_Job(run_id, state, declaration, final=True))
-            self._changed.notify_all()
-
-    def _queue(self, job: _Job) -> None:
-        """Hand a job to the worker (the lock is held)."""
-        if job.final:
-            self._ended[job.run_id] = None
-            while len(self._ended) > KEPT_ASSESSMENTS:
-                self._ended.popitem(last=False)
-        self._jobs.append(job)
-        self._pending += 1
-        self._start_worker()
-
-    def _start_worker(self) -> None:
-        """Start the worker on first need."""
-        if self._worker is None or not self._worker.is_alive():
-            self._worker = threading.Thread(
-                target=self._work, name="verdictgate-evidence", daemon=True
-            )
-            self._worker.start()
-
-    # The worker's side: assess and publish
+    # The worker's side: read, record, decide, assess, publish
 
     def _work(self) -> None:
         while True:
-            with self._changed:
-                while not self._jobs and not self._stopping:
-                    wait = self._due_jobs(time.monotonic())
-                    if wait is not None and wait <= 0:
-                        continue
-                    self._changed.wait(wait)
-                if not self._jobs and self._stopping:
-                    return
-                job = self._jobs.popleft()
-            try:
-                self._finish(job)
-            finally:
-                with self._changed:
-                    self._pending -= 1
-                    self._changed.notify_all()
+            with self._wake:
+                if not self._intake:
+                    self._wake.wait(ROUND_SECONDS)
+            stop = self._take_intake()
+            if stop:
+                return
 
-    def _due_jobs(self, now: float) -> float | None:
-        """Queue the canaries whose idle period ended and the windows that are due (the lock is
-        held); the seconds until the next deadline, or None when there is none. Costs one look at
-        each open run, only when a deadline passes or a run opens."""
-        next_deadline: float | None = None
-        for run_id, state in list(self._runs.items()):
-            if state.declaration is not None:
-                continue  # ends with its run span
-            deadlines = []
-            if self._idle is not None:
-                if now - state.last_trial >= self._idle:
-                    del self._runs[run_id]
-                    self._queue(_Job(run_id, state, None, final=True))
-                    return 0.0
-                deadlines.append(state.last_trial + self._idle)
-            if self._canary_window is not None:
-                if now - state.window_mark >= self._canary_window:
-                    state.window_mark = now
-                    interim = _RunState(state.evidence.snapshot(), state.suite, state.point)
-                    self._queue(_Job(run_id, interim, None, final=False))
-                    return 0.0
-                deadlines.append(state.window_mark + self._canary_window)
-            for deadline in deadlines:
-                if next_deadline is None or deadline < next_deadline:
-                    next_deadline = deadline
-        return None if next_deadline is None else max(0.0, next_deadline - now)
+    def _take_intake(self) -> bool:
+        """Record what is queued, in order, acting on what is due at each flush marker and at
+        the end; True once shut down."""
+        intake = self._intake
+        while intake:
+            item = intake.popleft()
+            if isinstance(item, _Flush):
+                self._act(self._clock())
+                if self._stopping:
+                    self._lifecycle.shutdown()
+                    self._act(self._clock())
+                item.done.set()
+                if self._stopping:
+                    return True
+            else:
+                self._read(item)
+        self._act(self._clock())
+        return False
 
-    def _finish(self, job: _Job) -> None:
-        """Assess and publish one job; a failure is logged, never raised."""
+    def _read(self, item: ReadableSpan | _Started) -> None:
+        """One queued span into the lifecycle; an unreadable one is counted, never raised."""
+        lifecycle, now = self._lifecycle, self._clock()
         try:
-            state = job.state
-            assessment = assess_declared(
-                job.run_id,
-                state.evidence,
-                job.declaration,
-                suite=state.suite,
-                point=state.point,
-                in_progress=not job.final,
+            if isinstance(item, _Started):
+                with contextlib.suppress(ValueError):  # read again, and counted, at its end
+                    lifecycle.started(run_declaration(item.attributes), now)
+                return
+            attributes = _plain(item.attributes)
+            if item.name == names.RUN_SPAN:
+                if not lifecycle.ended(run_declaration(attributes), now):
+                    self.late += 1
+                return
+            if names.OUTCOME not in attributes:
+                return
+            elapsed = (item.end_time or 0) - (item.start_time or 0)
+            trial = trial_from_attributes(attributes, elapsed / 1e6 if elapsed > 0 else None)
+            is_new = lifecycle.record(
+                trial, now, attributes.get(names.SUITE), attributes.get(names.POINT)
             )
-            with self._lock:
-                self._assessments[job.run_id] = assessment
-                self._assessments.move_to_end(job.run_id)
-                while len(self._assessments) > KEPT_ASSESSMENTS:
-                    self._assessments.popitem(last=False)
-            if self._publisher is not None:
-                routes = metric_routes(job.declaration)
-                self._publisher.publish(assessment, routes, final=job.final)
-            if self._on_assessment is not None:
-                self._on_assessment(assessment)
         except Exception:
-            logger.warning("verdictgate: could not assess run %s", job.run_id, exc_info=True)
+            self.dropped += 1
+            logger.debug("verdictgate: unreadable span", exc_info=True)
+            return
+        if is_new is None:
+            self.late += 1
+        elif is_new and self._watchers:
+            watcher = self._watchers.get(trial.run)
+            if watcher is not None:
+                self._isolated(trial.run, lambda: watcher(trial))
+
+    def _act(self, now: float) -> None:
+        """Assess and publish what the lifecycle says is due; a sequential look that decides
+        its run ends it."""
+        while decisions := self._lifecycle.due(now):
+            for decision in decisions:
+                self._isolated(decision.run_id, functools.partial(self._do, decision))
+
+    def _do(self, decision: Decision) -> None:
+        """End a run a look decides, or assess and publish a final or interim admission."""
+        if isinstance(decision, Look):
+            if decided_round(
+                decision.evidence, decision.declaration, decision.first, decision.last
+            ):
+                self._lifecycle.close(decision.run_id, Reason.SEQUENTIAL)
+            return
+        final = isinstance(decision, Final)
+        assessment = assess_declared(
+            decision.evidence,
+            decision.declaration,
+            in_progress=not final,
+            declaration_conflict=isinstance(decision, Final) and decision.declaration_conflict,
+        )
+        with self._lock:
+            self._assessments[decision.run_id] = assessment
+            self._assessments.move_to_end(decision.run_id)
+            while len(self._assessments) > KEPT_ASSESSMENTS:
+                self._assessments.popitem(last=False)
+        if self._publisher is not None:
+            routes = decision.declaration.metric_routes
+            self._publisher.publish(assessment, routes, final=final)
+        if self._on_assessment is not None:
+            self._on_assessment(assessment)
+
+    @staticmethod
+    def _isolated(run_id: str, work: Callable[[], object]) -> None:
+        """Do one run's work on the worker; a failure is logged, never raised."""
+        try:
+            work()
+        except Exception:
+            logger.warning("verdictgate: could not assess run %s", run_id, exc_info=True)

@@ -26,7 +26,7 @@ import msgspec
 from google.protobuf.message import DecodeError
 
 from ..otel import conventions as names
-from ..otel.spans import run_declaration, trial_from_attributes
+from ..otel.span_decoding import run_declaration, trial_from_attributes
 from ..span_facts import FACT_KEYS, facts_of
 from ..trial_model import Trial
 from ..v1.otlp_view_pb2 import ExportTraceRequestEntries, ExportTraceRequestView, RawKeyValue

@@ -1,36 +1,39 @@
-"""The receiver's core: ingest spans into the store, decide when a run is final, publish."""
+"""The receiver: spans committed to the store, the run lifecycle driven, admissions published."""
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
+import warnings
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import replace
+from typing import Any
 
-from ..assessment import Assessment
+from ..assessment import Assessment, Isolation
+from ..declaration import RunDeclaration
+from ..engine import assess_declared, decided_round
 from ..evidence import Evidence
+from ..lifecycle import Decision, Final, Interim, Lifecycle, Look, Reason, Timing
 from ..otel.publication import OVERFLOW, MetricLabels, Publication, TrialTally, streak_after
-from ..otel.spans import (
-    RunDeclaration,
-    assess_declared,
-    metric_routes,
-    run_attributes,
-    suite_declaration,
-)
-from ..sequential_replay import decides
-from ..stats import Method
+from ..otel.span_decoding import run_declaration
+from ..otel.spans import run_attributes
 from ..suite import Suite
+from ..trial_model import Trial
+from .finisher import Finisher
 from .forwarder import Forwarder
 from .framework_traces import settled_trials
 from .otlp import Extract
 from .prometheus_endpoint import PrometheusEndpoint
-from .store import Store, StoredRun, Written
-from .watch import AssessmentCache, CachedAssessment, RunSignals, RunVersion, run_version
+from .store import Store, StoredRun
+from .watch import AssessmentCache, CachedAssessment, RunSignals
 
 logger = logging.getLogger(__name__)
 
+DEFAULT_IDLE_SECONDS = 30.0
+"""Seconds without news after which a run is final (`serve --idle`)."""
 DEFAULT_MAX_TRIALS_PER_RUN = 1_000_000
 """Trials one run may hold in a receiver (a million trials assess in about two seconds)."""
 
@@ -51,21 +54,28 @@ RETENTION_BATCH = 100
 
 
 class Receiver:
-    """Trials in, admissions out. A run is final when its declared plan is complete, or when
-    `grace` seconds pass without news after its run span; a run without a run span (a canary) is
-    final after `grace` idle seconds, and with `window` it is also assessed every `window`
-    seconds while it collects. With a `forwarder`, each admission is staged in the store's
-    outbox in the same transaction that makes the run final, and delivered by the forwarder's
-    own thread: ingest never waits for the publish target. A run holds at most
-    `max_trials_per_run` trials; spans beyond that are rejected (partial success), so one sender
-    cannot grow a run's store and its assessment without bound.
+    """Trials in, admissions out, by the one run lifecycle (`verdictgate.lifecycle`).
+
+    A run is final when its declared plan is complete, when `idle` seconds pass without news
+    after its run span, or, for a run judged by the sequential rule (its run span or its canary
+    suite says so), at the first complete round of every case it declares that the rule
+    decides; its answer is then that of the first round the rule decides, however the trials
+    were batched. A run without a run span (a canary) is final after `idle` idle seconds, and
+    with `window` it is also assessed every `window` seconds while it collects.
+
+    A request is acknowledged after its commit. The open runs' evidence is kept in memory as
+    the trials are committed, so a finish never reads a run back: the store is the durable log
+    (read once, at start, to recover the open runs and the runs that were final but not yet
+    admitted) and the outbox. Deciding that a run is final is committed with the request that
+    completed it; assessing, staging and publishing its admission happen on one finisher
+    thread, so a slow finish holds no ingest slot and no lock a request needs. With a
+    `forwarder`, each admission is staged in the store's outbox in the same transaction that
+    makes the run admitted, and delivered by the forwarder's own thread. A run holds at most
+    `max_trials_per_run` trials; spans beyond that are rejected (partial success).
 
     A canary whose decision spans name a suite of `canary_suites` is judged by that suite (its
-    contract, cases and policy) instead of the default policy. A run judged by the sequential
-    rule (its run span or its canary suite says so) is also final as soon as the rule decides
-    it: each tick looks at it, once per change, when every case it declares holds the same
-    rerun pairs and nothing beyond them (a complete round), so its admission is published, and
-    its watchers answered, then.
+    contract, cases and policy) instead of the default policy. `clock` (epoch seconds) times
+    everything: the tick and the tests drive it.
     """
 
     def __init__(
@@ -73,7 +83,7 @@ class Receiver:
         store: Store,
         forwarder: Forwarder | None = None,
         *,
-        grace: float = 30.0,
+        idle: float = DEFAULT_IDLE_SECONDS,
         window: float | None = None,
         clock: Callable[[], float] = time.time,
         max_trials_per_run: int = DEFAULT_MAX_TRIALS_PER_RUN,
@@ -83,32 +93,65 @@ class Receiver:
         settle: float = DEFAULT_SETTLE,
         canary_suites: Mapping[str, Suite] | None = None,
         scrape: PrometheusEndpoint | None = None,
+        grace: float | None = None,
     ) -> None:
+        if grace is not None:
+            warnings.warn("Receiver(grace=...) is now idle=...", DeprecationWarning, 2)
+            idle = grace
         self.store = store
         self.forwarder = forwarder
         self.scrape = scrape
         """Where admissions' metrics are also shown for Prometheus to scrape."""
         self._tally = TrialTally()
         self._labels = metric_labels or MetricLabels()
-        self._grace = grace
-        self._window = window
         self._clock = clock
         self._signals = RunSignals()
-        self._cache = AssessmentCache(self.assessment_of, interval=assess_interval)
-        self._window_marks: dict[str, float] = {}
+        self._cache = AssessmentCache(self.assessment_of, interval=assess_interval, clock=clock)
         self._max_trials = max_trials_per_run
-        self._finishing = threading.Lock()
         self._retain = retain
         self._settle = settle
         self._next_retention = 0.0
         self._canary_suites = dict(canary_suites or {})
-        self._looked: dict[str, RunVersion] = {}
-        """Open runs, with the version last looked at for a sequential decision."""
-        self._failing: dict[str, RunVersion] = {}
-        """Open runs whose assessment failed (logged once), with the version that failed: the
-        tick tries one again only when it changed."""
+        self._lock = threading.Lock()
+        """Orders commits and the lifecycle's events alike (and guards the lifecycle)."""
+        self._lifecycle = Lifecycle(
+            Timing(idle=idle, window=window, run_span_ends_run=False), self._canary_declaration
+        )
+        self._finisher = Finisher(self._do)
         if scrape is not None:
             self._show_latest(scrape)
+        self._recover()
+
+    def _recover(self) -> None:
+        """Take up the store's open runs again (their evidence read once), and finish the runs
+        that were final but not yet admitted when the process stopped."""
+        lifecycle = self._lifecycle
+        with self._lock:
+            for run in self.store.open_runs():
+
+                def restore(run: StoredRun = run) -> None:
+                    lifecycle.restore(
+                        run.run_id,
+                        self.store.evidence(run.run_id),
+                        self._declaration(run),
+                        declared=run.declared is not None,
+                        opened=run.first_seen,
+                        last_news=max(run.last_seen, run.declared_at or 0.0),
+                    )
+
+                if not _isolated(run.run_id, restore):
+                    lifecycle.set_aside(run.run_id)
+            for run in self.store.runs_to_admit():
+
+                def admit(run: StoredRun = run) -> None:
+                    self._finisher.put(
+                        Final(
+                            run.run_id, Reason.IDLE, self.store.evidence(run.run_id),
+                            self._declaration(run), run.declared is not None,
+                        )
+                    )  # fmt: skip
+
+                _isolated(run.run_id, admit)
 
     def _show_latest(self, scrape: PrometheusEndpoint) -> None:
         """Show again the latest admission of every (suite, point) metrics may name, as it
@@ -119,59 +162,43 @@ class Receiver:
                 continue  # beyond the label limit: nothing of it was shown as its own
 
             def show(run: StoredRun, made_ns: int = int(finished_at * 1e9)) -> None:
-                routes = metric_routes(self._declaration(run))
                 publication = Publication.of(
-                    self.assessment_of(run), routes, TrialTally(), now_ns=made_ns,
-                    labels=self._labels,
+                    self.assessment_of(run), self._declaration(run).metric_routes, TrialTally(),
+                    now_ns=made_ns, labels=self._labels,
                     inconclusive_streak=self.store.inconclusive_streak(run.suite, run.point),
                 )  # fmt: skip
                 scrape.emit(replace(publication, trials_added={}))
 
-            self._isolated(run, show)
+            _isolated(run.run_id, functools.partial(show, run))
+
+    # Events in
 
     def ingest(self, extract: Extract) -> None:
-        """Commit what a request holds (returns after the commit), then finish any complete run.
-        Harnesses' trial spans and framework spans are held by trace until it settles."""
+        """Commit what a request holds (returns after the commit, with the runs it completed
+        made final). Harnesses' trial spans and framework spans are held by trace until it
+        settles."""
         if not (extract.trials or extract.declarations or extract.marks or extract.framework_spans):
             return
-        written = self.store.write(
+        declarations = [run_declaration(attributes) for attributes in extract.declarations]
+        self._write(
+            extract,
+            declarations,
             extract.trials,
             extract.declarations,
             extract.labels,
-            now=self._clock(),
-            max_trials=self._max_trials,
             marks=extract.marks,
             spans=extract.framework_spans,
         )
-        self._written(written, extract)
-
-    def _written(self, written: Written, extract: Extract | None = None) -> None:
-        """After a write: tell the sender of trials refused for want of room, finish the runs
-        it completed, and wake their watchers."""
-        if written.refused and extract is not None:
-            extract.rejected += sum(written.refused.values())
-            extract.errors.append(
-                f"runs at their limit of {self._max_trials} trials: "
-                + ", ".join(sorted(written.refused)[:3])
-            )
-        for run in written.runs:
-            if not run.final and _complete(run):
-                self._isolated(run, self._finish)
-        self._signals.notify(run.run_id for run in written.runs)
 
     def tick(self) -> None:
-        """Settle the traces whose trials are due; finish runs whose grace period is over;
-        assess canary windows that are due; with `retain`, delete runs finished longer ago than
-        that (at most once a minute, through an index of finished runs by age: the cost follows
-        what is deleted, not the history)."""
+        """Settle the traces whose trials are due; hand the runs whose idle period is over, the
+        canary windows that are due and new sequential rounds to the finisher; with `retain`,
+        delete runs finished longer ago than that (at most once a minute, through an index of
+        finished runs by age: the cost follows what is deleted, not the history)."""
         now = self._clock()
         self._settle_traces(now)
-        open_runs = self.store.open_runs()
-        self._failing = {r.run_id: v for r in open_runs if (v := self._failing.get(r.run_id))}
-        self._looked = {r.run_id: v for r in open_runs if (v := self._looked.get(r.run_id))}
-        for run in open_runs:
-            if self._failing.get(run.run_id) != run_version(run):  # else: failed as it stands
-                self._isolated(run, lambda run: self._tick_one(run, now))
+        with self._lock:
+            self._advance(now)
         if self._retain is not None and now >= self._next_retention:
             self._next_retention = now + RETENTION_EVERY
             while (
@@ -179,69 +206,168 @@ class Receiver:
             ):
                 pass
 
+    def flush(self, timeout: float = 30.0) -> bool:
+        """Wait until every run handed to the finisher is admitted (and every window staged);
+        False if `timeout` seconds passed first."""
+        return self._finisher.flush(timeout)
+
+    def close(self) -> None:
+        """Stop the finisher after what it holds (runs made final but not admitted stay in the
+        store, and are finished at the next start)."""
+        self._finisher.stop()
+
+    def _write(
+        self,
+        extract: Extract | None,
+        declarations: list[RunDeclaration],
+        trials: list[Trial],
+        declared: Iterable[dict[str, Any]] = (),
+        labels: Mapping[str, tuple[str | None, str | None]] | None = None,
+        **held: Any,
+    ) -> None:
+        """Commit, then tell the lifecycle what was committed (in commit order), make the runs
+        it completed final, and wake the watchers of the runs touched."""
+        with self._lock:
+            now = self._clock()
+            written = self.store.write(
+                trials, declared, dict(labels or {}), now=now, max_trials=self._max_trials, **held
+            )  # fmt: skip
+            lifecycle = self._lifecycle
+            for declaration in declarations:
+                if not any(r.run_id == declaration.run_id and r.final for r in written.runs):
+                    lifecycle.ended(declaration, now)
+            for run_id, accepted in written.accepted.items():
+                suite, point = (labels or {}).get(run_id, (None, None))
+                for trial in accepted:
+                    lifecycle.record(trial, now, suite, point)
+            self._advance(now)
+        if written.refused and extract is not None:
+            extract.rejected += sum(written.refused.values())
+            extract.errors.append(
+                f"runs at their limit of {self._max_trials} trials: "
+                + ", ".join(sorted(written.refused)[:3])
+            )
+        self._signals.notify(run.run_id for run in written.runs)
+
+    def _advance(self, now: float) -> None:
+        """Make final in the store the runs the lifecycle says are over, and hand what is due
+        to the finisher (the lock is held)."""
+        decisions = self._lifecycle.due(now)
+        finals = [d.run_id for d in decisions if isinstance(d, Final)]
+        if finals:
+            self.store.close_runs(finals)
+        for decision in decisions:
+            self._finisher.put(decision)
+
     def _settle_traces(self, now: float) -> None:
         """Derive and store the trials of traces quiet for the settle time, each trace in one
         transaction with letting go of its spans; forget traces that never got a trial span."""
         for trace_id in self.store.quiet_traces(now - self._settle, SETTLE_BATCH):
             marks, facts = self.store.trace(trace_id)
-            written = self.store.write(
+            self._write(
+                None,
+                [],
                 settled_trials(marks, facts),
                 labels={mark.run: (mark.suite, mark.point) for mark in marks},
-                now=now,
-                max_trials=self._max_trials,
                 settled=(trace_id,),
             )
-            self._written(written)
         self.store.forget_traces(now - TRACE_TTL, SETTLE_BATCH)
 
-    def _isolated(self, run: StoredRun, work: Callable[[StoredRun], None]) -> None:
-        """Do a run's work; a run that cannot be assessed is logged once and never stops the
-        tick, a request that touched it, or other runs."""
-        try:
-            work(run)
-        except Exception:
-            if run.run_id not in self._failing:
-                logger.warning("verdictgate: run %s cannot be assessed", run.run_id, exc_info=True)
-            self._failing[run.run_id] = run_version(run)
+    # The finisher's side
 
-    def _tick_one(self, run: StoredRun, now: float) -> None:
-        quiet_since = max(run.last_seen, run.declared_at or 0.0)
-        if now - quiet_since >= self._grace:
-            self._finish(run)
-        elif decided := self._sequential_decision(run):
-            self._finish(run, decided)
-        elif self._window is not None and run.declaration_json is None:
-            mark = self._window_marks.setdefault(run.run_id, run.first_seen)
-            if now - mark >= self._window:
-                self._window_marks[run.run_id] = now
-                self._stage_window(run)
+    def _do(self, decision: Decision) -> None:
+        """Finish a run, stage a window, or judge a sequential look (on the finisher)."""
+        if isinstance(decision, Look):
+            if decided_round(
+                decision.evidence, decision.declaration, decision.first, decision.last
+            ):
+                with self._lock:
+                    self._lifecycle.close(decision.run_id, Reason.SEQUENTIAL)
+                    self._advance(self._clock())
+        elif isinstance(decision, Final):
+            self._finish(decision)
+        else:
+            self._stage_window(decision)
 
-    def _sequential_decision(self, run: StoredRun) -> Assessment | None:
-        """The final assessment of an open sequential run its rule decides as it stands (looked
-        at once per version); None while undecided."""
-        version = run_version(run)
-        if self._looked.get(run.run_id) == version:  # unchanged since the last look
-            return None
-        self._looked[run.run_id] = version
-        declaration = self._declaration(run)
-        if declaration is None or not _may_decide(run, declaration):
-            return None
-        return self._decided(replace(run, final=True), declaration, self.store.evidence(run.run_id))
+    def _finish(self, final: Final) -> None:
+        """Admit a run made final: assess its evidence, commit the admission (staged for
+        publishing in the same transaction, once), show it, and wake its watchers. A canary
+        keeps the suite it was judged by, so that it reads the same later, whatever the
+        receiver is then told."""
+        run = self.store.run(final.run_id)
+        if run is None or run.status is not None:
+            return
+        assessment = self._judged(run, final.declaration, final.evidence)
+        now = self._clock()  # when it was admitted, for the store and the metrics alike
+        publication = self._publication(assessment, run, final=True, now=now)
+        finished = self.store.finish(
+            run.run_id, assessment.status.value,
+            publication.to_json() if publication and self.forwarder else None, now,
+            declaration=None if final.declared else self._canary_record(final, assessment),
+        )  # fmt: skip
+        if finished:
+            self._cache.put(run, assessment)
+            if publication is not None and self.scrape is not None:
+                self.scrape.emit(publication)
+            self._staged()
+        self._signals.notify((run.run_id,))
 
-    def _decided(
-        self, run: StoredRun, declaration: RunDeclaration, evidence: Evidence
-    ) -> Assessment | None:
-        """The assessment of a sequential run (`_may_decide`) at a complete round of every case
-        it declares, when its rule decides it there (a sequential run may stop before its plan,
-        so the plan's size is no measure of what is missing); else None."""
-        declared = {case.id for case in declaration.suite.cases}
-        seen = {case for _, case in evidence.cases}
-        if len(seen) != declaration.planned_cases or (declared and seen != declared):
+    def _stage_window(self, interim: Interim) -> None:
+        """Stage an interim admission of an open canary (never after its final one)."""
+        run = self.store.run(interim.run_id)
+        if run is None or run.status is not None:
+            return  # never after its final admission
+        assessment = self._judged(run, interim.declaration, interim.evidence)
+        publication = self._publication(assessment, run, final=False)
+        if publication is None:
+            return
+        if self.forwarder is not None and not self.store.stage(run.run_id, publication.to_json()):
+            return
+        if self.scrape is not None:
+            self.scrape.emit(publication)
+        self._staged()
+
+    def _canary_record(self, final: Final, assessment: Assessment) -> str | None:
+        """What a canary judged by a suite keeps as its declaration: the suite's contract and
+        policy, how many cases it has, and the trials it was expected to hold."""
+        declaration = final.declaration
+        if declaration.suite.name not in self._canary_suites:
             return None
-        if not evidence.complete_rounds():
+        attributes = run_attributes(
+            run_id=final.run_id, suite=declaration.suite, policy=declaration.policy,
+            planned_trials=assessment.trials.expected,
+            isolation=declaration.isolation or Isolation.UNKNOWN,
+        )  # fmt: skip
+        return json.dumps(attributes)
+
+    def _publication(
+        self,
+        assessment: Assessment,
+        run: StoredRun,
+        final: bool,
+        now: float | None = None,
+    ) -> Publication | None:
+        """The admission to publish, when the receiver publishes (over OTLP or a scrape
+        endpoint); metric routes are limited to the declared contract."""
+        if self.forwarder is None and self.scrape is None:
             return None
-        assessment = self._judged(run, replace(declaration, planned_trials=None), evidence)
-        return assessment if decides(assessment) else None
+        return Publication.of(
+            assessment,
+            self._declaration(run).metric_routes,
+            self._tally,
+            final=final,
+            now_ns=None if now is None else int(now * 1e9),
+            labels=self._labels,
+            inconclusive_streak=streak_after(
+                self.store.inconclusive_streak(run.suite, run.point), assessment, final
+            ),  # the runs finished before this one, then this admission
+        )
+
+    def _staged(self) -> None:
+        if self.forwarder is not None:
+            self.forwarder.wake()
+
+    # Queries
 
     def assessment(self, run_id: str) -> Assessment | None:
         """The current admission of a run (inconclusive `in_progress` until final); None if
@@ -256,40 +382,33 @@ class Receiver:
         return None if run is None else self._cache.get(run)
 
     def assessment_of(self, run: StoredRun) -> Assessment:
-        """Assess a stored run as it stands (uncached)."""
-        return self._assess(run, self.store.evidence(run.run_id))
-
-    def _assess(self, run: StoredRun, evidence: Evidence) -> Assessment:
-        declaration = self._declaration(run)
-        if (
-            run.final
-            and declaration is not None
-            and _may_decide(run, declaration)
-            and (decided := self._decided(run, declaration, evidence))
-        ):
-            return decided  # how it was finished, whenever it is asked again
-        return self._judged(run, declaration, evidence)
+        """Assess a stored run as it stands (uncached), read from the store."""
+        return self._judged(run, self._declaration(run), self.store.evidence(run.run_id))
 
     def _judged(
-        self, run: StoredRun, declaration: RunDeclaration | None, evidence: Evidence
+        self, run: StoredRun, declaration: RunDeclaration, evidence: Evidence
     ) -> Assessment:
         return assess_declared(
-            run.run_id,
             evidence,
             declaration,
-            suite=run.suite,
-            point=run.point,
             in_progress=not run.final,
             late=run.late,
             declaration_conflict=run.declaration_conflict,
         )
 
-    def _declaration(self, run: StoredRun) -> RunDeclaration | None:
-        """What the run is judged by: its run span, or its canary suite's."""
+    def _declaration(self, run: StoredRun) -> RunDeclaration:
+        """What the run is judged by: its run span, or its canary suite's, or the default."""
         if run.declared is not None:
             return run.declared
-        suite = self._canary_suites.get(run.suite or "")
-        return None if suite is None else suite_declaration(run.run_id, suite)
+        return self._canary_declaration(run.run_id, run.suite, run.point)
+
+    def _canary_declaration(
+        self, run_id: str, suite: str | None, point: str | None
+    ) -> RunDeclaration:
+        known = self._canary_suites.get(suite or "")
+        if known is not None:
+            return RunDeclaration.of_suite(run_id, known)
+        return RunDeclaration.default(run_id, suite, point)
 
     def watch(
         self, run_id: str, active: Callable[[], bool] = lambda: True, poll: float = 1.0
@@ -317,103 +436,13 @@ class Receiver:
             latest = cached.assessment
         return latest if latest is not None else self.assessment(run_id)
 
-    def _finish(self, run: StoredRun, decided: Assessment | None = None) -> None:
-        """Make a run final; its admission is staged for publishing in the same commit, once.
-        Finishing is serialised, so two requests completing one run publish it once. A run the
-        sequential rule `decided` ends with that assessment, unless a write came since (the
-        next tick looks again). A canary keeps the suite it was judged by, so that it reads the
-        same later, whatever the receiver is then told."""
-        with self._finishing:
-            current = self.store.run(run.run_id)
-            if current is None or current.final:
-                return
-            if decided is not None and run_version(current) != run_version(run):
-                return
-            assessment = decided or self.assessment_of(replace(current, final=True))
-            now = self._clock()  # when it was admitted, for the store and the metrics alike
-            publication = self._publication(assessment, current, final=True, now=now)
-            finished = self.store.finish(
-                run.run_id, assessment.status.value,
-                publication.to_json() if publication and self.forwarder else None, now,
-                received=current.received if decided is not None else None,
-                declaration=self._canary_declaration(current, assessment),
-            )  # fmt: skip
-            if finished:
-                self._cache.put(replace(current, final=True), assessment)  # the state assessed
-                if publication is not None and self.scrape is not None:
-                    self.scrape.emit(publication)
-            self._window_marks.pop(run.run_id, None)
-        self._staged()
-        self._signals.notify((run.run_id,))
 
-    def _canary_declaration(self, run: StoredRun, assessment: Assessment) -> str | None:
-        """What a canary judged by a suite keeps as its declaration: the suite's contract and
-        policy, how many cases it has, and the trials it was expected to hold."""
-        declaration = None if run.declared is not None else self._declaration(run)
-        if declaration is None:
-            return None
-        attributes = run_attributes(
-            run.run_id, declaration.suite, declaration.policy, assessment.trials.expected,
-            declaration.isolation,
-        )  # fmt: skip
-        return json.dumps(attributes)
-
-    def _stage_window(self, run: StoredRun) -> None:
-        """Stage an interim admission of an open canary (never after its final one)."""
-        with self._finishing:
-            current = self.store.run(run.run_id)
-            if current is None or current.final:
-                return
-            publication = self._publication(self.assessment_of(current), current, final=False)
-            if publication is None:
-                return
-            if self.forwarder is not None:
-                self.store.stage(run.run_id, publication.to_json())
-            if self.scrape is not None:
-                self.scrape.emit(publication)
-        self._staged()
-
-    def _publication(
-        self,
-        assessment: Assessment,
-        run: StoredRun,
-        final: bool,
-        now: float | None = None,
-    ) -> Publication | None:
-        """The admission to publish, when the receiver publishes (over OTLP or a scrape
-        endpoint); metric routes are limited to the declared contract."""
-        if self.forwarder is None and self.scrape is None:
-            return None
-        return Publication.of(
-            assessment,
-            metric_routes(self._declaration(run)),
-            self._tally,
-            final=final,
-            now_ns=None if now is None else int(now * 1e9),
-            labels=self._labels,
-            inconclusive_streak=streak_after(
-                self.store.inconclusive_streak(run.suite, run.point), assessment, final
-            ),  # the runs finished before this one, then this admission
-        )
-
-    def _staged(self) -> None:
-        if self.forwarder is not None:
-            self.forwarder.wake()
-
-
-def _may_decide(run: StoredRun, declaration: RunDeclaration) -> bool:
-    """Whether a look could find a sequential run at a complete round: judged sequentially,
-    known cases, and a count of trials that is a whole number of rounds (checked before the
-    evidence is read)."""
-    if declaration.policy.method is not Method.SEQUENTIAL:
+def _isolated(run_id: str, work: Callable[[], object]) -> bool:
+    """Do one run's work; a run that cannot be assessed is logged (False), and never stops a
+    request, the tick or other runs."""
+    try:
+        work()
+    except Exception:
+        logger.warning("verdictgate: run %s cannot be assessed", run_id, exc_info=True)
         return False
-    cases = declaration.planned_cases
-    return cases is not None and cases > 0 and run.received > 0 and run.received % (2 * cases) == 0
-
-
-def _complete(run: StoredRun) -> bool:
-    return (
-        run.declaration_json is not None
-        and run.planned_trials is not None
-        and run.received >= run.planned_trials
-    )
+    return True

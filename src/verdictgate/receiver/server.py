@@ -183,5 +183,6 @@ class Server:
             self._http.shutdown()
             self._http.server_close()
         self._ingest.decoder.close()
+        self.receiver.close()
         if self.receiver.forwarder is not None:
             self.receiver.forwarder.stop()

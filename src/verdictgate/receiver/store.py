@@ -19,9 +19,10 @@ from typing import Any
 
 import msgspec
 
+from ..declaration import RunDeclaration
 from ..evidence import Evidence, compact_gaps
 from ..otel import conventions as names
-from ..otel.spans import RunDeclaration, run_declaration
+from ..otel.span_decoding import run_declaration
 from ..span_facts import SpanFacts
 from ..trial_model import Decision, NoDecision, Trial
 from .framework_traces import FrameworkSpan, TrialMark
@@ -200,11 +201,13 @@ class StoredRun:
 
 @dataclass(frozen=True)
 class Written:
-    """What one write did: the runs it touched as they stand after it, and per run the trials
+    """What one write did: the runs it touched as they stand after it, per run the trials it
+    took (stored, or repeats of stored ones; in the order given), and per run the trials
     refused for want of room."""
 
     runs: list[StoredRun]
     refused: dict[str, int]
+    accepted: dict[str, list[Trial]]
 
 
 class Store:
@@ -224,6 +227,7 @@ class Store:
             self._connection.execute("PRAGMA synchronous=NORMAL")  # durable across process crashes
             self._connection.execute(f"PRAGMA cache_size=-{CACHE_KIB}")
             self._connection.executescript(SCHEMA)
+            added = set()
             for table, columns in ADDED_COLUMNS.items():
                 present = {
                     row[1] for row in self._connection.execute(f"PRAGMA table_info({table})")
@@ -231,9 +235,11 @@ class Store:
                 for column, kind in columns.items():
                     if column not in present:
                         self._connection.execute(f"ALTER TABLE {table} ADD COLUMN {column} {kind}")
-            self._connection.execute(  # runs finished by a release before `finished_at`
-                "UPDATE runs SET finished_at = last_seen WHERE final = 1 AND finished_at IS NULL"
-            )
+                        added.add(column)
+            if "finished_at" in added:  # runs finished by a release before `finished_at`
+                self._connection.execute(
+                    "UPDATE runs SET finished_at = last_seen WHERE final = 1 AND finished_at IS NULL"
+                )
             for index in INDEXES:
                 self._connection.execute(index)
             self._outbox_size: int
@@ -269,12 +275,15 @@ class Store:
         now = time.time() if now is None else now
         batch = secrets.randbits(62)
         by_run: dict[str, list[tuple]] = {}
+        given: dict[str, list[Trial]] = {}
         for trial in trials:
             decision = trial.decision
             key = "l:" + decision if type(decision) is str else encode_decision(decision)
             rows = by_run.get(trial.run)
             if rows is None:
                 rows = by_run[trial.run] = []
+                given[trial.run] = []
+            given[trial.run].append(trial)
             rows.append(
                 (
                     trial.run, trial.case, trial.index, key, trial.expected, trial.error_type,
@@ -285,6 +294,7 @@ class Store:
         touched = set(by_run) | {str(d[names.RUN_ID]) for d in declared}
         labels = labels or {}
         refused: dict[str, int] = {}
+        accepted: dict[str, list[Trial]] = {}
         with self._lock, self._transaction() as cursor:
             for run_id in touched:
                 suite, point = labels.get(run_id, (None, None))
@@ -312,6 +322,7 @@ class Store:
                         "UPDATE runs SET late = late + ? WHERE run_id = ?", (len(rows), run_id)
                     )
                     continue
+                accepted[run_id] = given[run_id][: len(rows)]
                 cursor.executemany(_INSERT, rows)
                 inserted = cursor.rowcount
                 cursor.execute(
@@ -322,7 +333,7 @@ class Store:
             runs = [
                 _stored_run(cursor.execute(_RUN_BY_ID, (run_id,)).fetchone()) for run_id in touched
             ]
-        return Written(runs, refused)
+        return Written(runs, refused, accepted)
 
     def evidence(self, run_id: str) -> Evidence:
         """Every kept trial of a run, with its duplicates, conflicts, latency and tier results."""
@@ -474,6 +485,20 @@ class Store:
             row = self._connection.execute(_RUN_BY_ID, (run_id,)).fetchone()
         return None if row is None else _stored_run(row)
 
+    def close_runs(self, run_ids: Iterable[str]) -> None:
+        """Make runs final, their admission still to be made (`finish`): from this commit on,
+        their records are late. A restart finishes them (`runs_to_admit`)."""
+        with self._lock, self._transaction() as cursor:
+            cursor.executemany(
+                "UPDATE runs SET final = 1 WHERE run_id = ? AND final = 0",
+                [(run_id,) for run_id in run_ids],
+            )
+
+    def runs_to_admit(self) -> list[StoredRun]:
+        """Runs made final whose admission was not made (read at start, through the index of
+        finished runs)."""
+        return self._runs("WHERE final = 1 AND finished_at IS NULL AND status IS NULL")
+
     def finish(
         self,
         run_id: str,
@@ -481,21 +506,18 @@ class Store:
         publication: str | None,
         now: float | None = None,
         *,
-        received: int | None = None,
         declaration: str | None = None,
     ) -> bool:
-        """Make a run final with its admission and stage that admission for publishing, in one
-        transaction; False (and nothing written) when the run was already final, or when it no
-        longer holds `received` trials (a write came after the admission was made). A run
-        without a run span keeps `declaration` as what it was judged by."""
+        """Give a run its admission, final, and stage that admission for publishing, in one
+        transaction; False (and nothing written) when it has one already. A run without a run
+        span keeps `declaration` as what it was judged by."""
         with self._lock, self._transaction() as cursor:
             cursor.execute(
                 "UPDATE runs SET status = ?, final = 1, finished_at = ?,"
                 " declaration = COALESCE(declaration, ?)"
-                " WHERE run_id = ? AND final = 0 AND (? IS NULL OR received = ?)",
-                (status, time.time() if now is None else now, declaration, run_id, received,
-                 received),
-            )  # fmt: skip
+                " WHERE run_id = ? AND status IS NULL",
+                (status, time.time() if now is None else now, declaration, run_id),
+            )
             if cursor.rowcount != 1:
                 return False
             if publication is not None:
@@ -503,12 +525,12 @@ class Store:
         return True
 
     def stage(self, run_id: str, publication: str) -> bool:
-        """Stage an interim admission (a canary window) of a run that is not final; False (and
+        """Stage an interim admission (a canary window) of a run not yet admitted; False (and
         nothing staged) once it is."""
         with self._lock, self._transaction() as cursor:
-            cursor.execute("SELECT final FROM runs WHERE run_id = ?", (run_id,))
+            cursor.execute("SELECT status FROM runs WHERE run_id = ?", (run_id,))
             row = cursor.fetchone()
-            if row is None or row[0]:
+            if row is None or row[0] is not None:
                 return False
             self._stage(cursor, run_id, publication, final=False)
         return True

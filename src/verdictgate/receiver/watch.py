@@ -103,9 +103,13 @@ class AssessmentCache:
         return entry
 
     def put(self, run: StoredRun, assessment: Assessment) -> CachedAssessment:
-        """Keep an assessment made elsewhere (the one a run was finished with)."""
+        """Keep an assessment made elsewhere (the one a run was finished with); an entry of the
+        same version already kept stays (it is the same answer), so askers share one."""
         entry = CachedAssessment(assessment, run_version(run), self._clock())
         with self._lock:
+            kept = self._entries.get(run.run_id)
+            if kept is not None and kept.version == entry.version:
+                return kept
             self._entries[run.run_id] = entry
             self._entries.move_to_end(run.run_id)
             while len(self._entries) > self._size:

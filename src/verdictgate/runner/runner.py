@@ -187,7 +187,9 @@ def run(
             sink.add(trial)
 
     processor.watch(run_id, watch)
-    recording = _Recording(run_id, suite, pipeline.tracer_provider, timeout, tiers, rule)
+    recording = _Recording(
+        run_id, suite, pipeline.tracer_provider, timeout, tiers, rule, processor.force_flush
+    )
     rounds = (
         [[c for c in calls if c.index == 0], [c for c in calls if c.index > 0]]
         if quality_gate
@@ -339,6 +341,7 @@ def _call_in_rounds(
             asyncio.run(_run_async(agent, batch, recording, concurrency, advance))
         else:
             _run_threads(agent, batch, recording, concurrency, advance)
+        recording.flush()  # the round's trials are recorded, and their watchers told
         failed = quality_gate() if quality_gate is not None and number == 0 else []
         if failed:
             run_span.set_attribute(names.QUALITY_FAILED, failed)
@@ -480,6 +483,8 @@ class _Recording:
     tiers: Tiers
     rule: DecisionRule | None = None
     """Derive each decision from the framework's spans under this rule."""
+    flush: Callable[[], Any] = lambda: True
+    """Returns once every call made so far is recorded (and its watchers told)."""
 
     def record(self, recorder: DecisionRecorder, answer: Any, call: Call) -> None:
         """Record an answer with what the assertion tiers found on it."""

@@ -1,0 +1,358 @@
+"""The run lifecycle: when a run's evidence is final, interim, or late, whatever the path.
+
+One state machine serves the in-process span processor and the receiver alike. Events go in
+(a trial, a run span that started or ended, the time); decisions come out:
+
+- `Final`: the run is over, with why (`Reason`): its run span ended (in process), its declared
+  plan is complete, it was `idle` too long, a sequential look found a round its rule decides
+  (`close`), or the collector shuts down;
+- `Interim`: a canary's window is due (an in-progress admission that does not end it);
+- `Look`: a sequential run holds new complete rounds, which the caller judges off the hot path
+  and, when one decides it, ends with `close(run_id, Reason.SEQUENTIAL)`.
+
+Records of a run that is over are `late`: counted per run, never added. It does no I/O, reads
+no clock (every event says when it happened) and assesses nothing; it is not thread-safe (its
+caller serialises events). Each event costs constant time but for its trial's bookkeeping;
+`due` costs what is due and what changed since the last call, never the open runs' number.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from enum import Enum
+
+from .declaration import RunDeclaration
+from .evidence import MISSING, Evidence
+from .trial_model import Trial
+
+KEPT_ENDED = 10_000
+"""Runs that ended whose ids (and late counts) are remembered, so their records are late."""
+
+
+class Reason(str, Enum):
+    """Why a run is final."""
+
+    RUN_ENDED = "run_ended"
+    PLAN_COMPLETE = "plan_complete"
+    IDLE = "idle"
+    SEQUENTIAL = "sequential"
+    SHUTDOWN = "shutdown"
+
+
+@dataclass(frozen=True)
+class Timing:
+    """When runs end.
+
+    `idle`: seconds without news after which a run is final (a canary's since its last trial;
+    with `run_span_ends_run` False, also a declared run's since its run span or last trial);
+    None: never for idleness. `window`: seconds between a canary's interim admissions (None:
+    none). `run_span_ends_run`: True in process, where a run span ends after its trials; False
+    in a receiver, where trials may still be in flight behind it (the run is final when its
+    plan is complete or it is idle).
+    """
+
+    idle: float | None = 30.0
+    window: float | None = None
+    run_span_ends_run: bool = True
+
+    def __post_init__(self) -> None:
+        if self.idle is not None and not self.idle >= 0:
+            raise ValueError(f"idle must be a number of seconds, got {self.idle!r}")
+        if self.window is not None and not self.window > 0:
+            raise ValueError(f"window must be a positive number of seconds, got {self.window!r}")
+
+
+class SpanState(Enum):
+    """What a run's own span has told: nothing (a canary), that it started, that it ended."""
+
+    NONE = 0
+    STARTED = 1
+    ENDED = 2
+
+
+@dataclass(frozen=True)
+class Final:
+    """A run that is over: its evidence (no longer changed), what it is judged by, and why."""
+
+    run_id: str
+    reason: Reason
+    evidence: Evidence
+    declaration: RunDeclaration
+    declared: bool
+    """Its declaration came from its run span (else from a canary's suite, or the default)."""
+    declaration_conflict: bool = False
+
+
+@dataclass(frozen=True)
+class Interim:
+    """A canary's window: a copy of its evidence so far."""
+
+    run_id: str
+    evidence: Evidence
+    declaration: RunDeclaration
+
+
+@dataclass(frozen=True)
+class Look:
+    """New complete rounds of a sequential run (`first` .. `last`) to judge, with a copy of its
+    evidence that holds them."""
+
+    run_id: str
+    first: int
+    last: int
+    evidence: Evidence
+    declaration: RunDeclaration
+
+
+Decision = Final | Interim | Look
+
+
+@dataclass
+class _Run:
+    """An open run."""
+
+    run_id: str
+    opened: float
+    declaration: RunDeclaration
+    evidence: Evidence = field(default_factory=Evidence)
+    span: SpanState = SpanState.NONE
+    declared: bool = False
+    """Its declaration came from its run span."""
+    last_news: float = 0.0
+    window_mark: float = 0.0
+    received: int = 0
+    conflict: bool = False
+    looked: int = 0
+    """Rounds already handed out in a `Look`."""
+    leading: dict[str, int] = field(default_factory=dict)
+    """Per case, the complete rerun pairs it holds from its first trial on."""
+
+
+class Lifecycle:
+    """Open runs, their evidence, and the decisions they are due (see the module's text).
+
+    `canary_declaration(run_id, suite, point)` says what a run without a run span is judged by
+    (a known suite's declaration, or the default policy's)."""
+
+    def __init__(self, timing: Timing | None = None, canary_declaration=None) -> None:
+        self.timing = timing or Timing()
+        self._canary = canary_declaration or RunDeclaration.default
+        self._runs: dict[str, _Run] = {}
+        self._ended: OrderedDict[str, int] = OrderedDict()
+        """Runs that ended -> records that came after."""
+        self._deadlines: list[tuple[float, str]] = []
+        """(when to look again, run): at least one entry per open run with a timer, maybe
+        stale (a later trial moved its deadline); looked at lazily."""
+        self._changed: set[str] = set()
+        """Sequential runs whose evidence changed since the last `due`."""
+        self._finals: list[Final] = []
+
+    # Events
+
+    def record(
+        self, trial: Trial, now: float, suite: str | None = None, point: str | None = None
+    ) -> bool | None:
+        """Add a trial (`suite`, `point`: what its span names); True when it was the first
+        record of its identity, False for a repeat, None when its run is over (late)."""
+        run = self._open(trial.run, now, suite, point)
+        if run is None:
+            return None
+        run.last_news = now
+        is_new = run.evidence.add(trial)
+        if is_new:
+            run.received += 1
+            if run.declaration.sequential:
+                self._changed.add(run.run_id)
+            self._check_plan(run)
+        return is_new
+
+    def started(self, declaration: RunDeclaration, now: float) -> None:
+        """A run span started: the run is judged by it and ends with it (never for idleness)."""
+        run = self._open(declaration.run_id, now)
+        if run is None or run.span is SpanState.ENDED:
+            return
+        run.span, run.declaration, run.declared = SpanState.STARTED, declaration, True
+
+    def ended(self, declaration: RunDeclaration, now: float) -> bool:
+        """A run span ended with its final declaration. In process the run is over; in a
+        receiver it is final when its plan is complete or it is idle. A second run span that
+        declares the run differently is a conflict (the first declaration stays). False (and
+        counted late) when the run was over already."""
+        run = self._open(declaration.run_id, now)
+        if run is None:
+            return False
+        if run.span is SpanState.ENDED:
+            run.conflict = run.conflict or declaration != run.declaration
+        else:
+            run.span, run.declaration, run.declared = SpanState.ENDED, declaration, True
+        run.last_news = now
+        if self.timing.run_span_ends_run:
+            self._close(run, Reason.RUN_ENDED)
+            return True
+        if run.declaration.sequential:
+            self._changed.add(run.run_id)
+        self._check_plan(run)
+        return True
+
+    def restore(
+        self,
+        run_id: str,
+        evidence: Evidence,
+        declaration: RunDeclaration,
+        *,
+        declared: bool,
+        opened: float,
+        last_news: float,
+    ) -> None:
+        """Take up an open run again as a store kept it (a receiver's restart): its evidence,
+        what it is judged by, whether a run span declared it (then it has ended), and when it
+        opened and last had news."""
+        run = self._runs[run_id] = _Run(
+            run_id, opened, declaration, evidence,
+            SpanState.ENDED if declared else SpanState.NONE, declared,
+            last_news=last_news, window_mark=opened, received=evidence.kept(),
+        )  # fmt: skip
+        self._schedule(run)
+        if declaration.sequential:
+            self._changed.add(run_id)
+        self._check_plan(run)
+
+    def set_aside(self, run_id: str) -> None:
+        """A run that cannot be judged (its stored declaration unreadable): it decides nothing,
+        and its records are counted late."""
+        self._runs.pop(run_id, None)
+        self._ended[run_id] = 0
+
+    def close(self, run_id: str, reason: Reason) -> None:
+        """End a run now (a sequential look that decided it); nothing if it is over."""
+        run = self._runs.get(run_id)
+        if run is not None:
+            self._close(run, reason)
+
+    def shutdown(self) -> None:
+        """End every open run."""
+        for run in list(self._runs.values()):
+            self._close(run, Reason.SHUTDOWN)
+
+    # Decisions
+
+    def due(self, now: float) -> list[Decision]:
+        """What is due at `now`: runs that ended since the last call, canary windows, runs idle
+        too long, and sequential runs' new complete rounds."""
+        decisions: list[Decision] = []
+        timing = self.timing
+        while self._deadlines and self._deadlines[0][0] <= now:
+            _, run_id = heapq.heappop(self._deadlines)
+            run = self._runs.get(run_id)
+            if run is None:
+                continue
+            idle, window = timing.idle, timing.window
+            if (
+                run.span is not SpanState.STARTED
+                and idle is not None
+                and now - run.last_news >= idle
+            ):
+                self._close(run, Reason.IDLE)
+                continue
+            if (
+                run.span is SpanState.NONE
+                and window is not None
+                and now - run.window_mark >= window
+            ):
+                run.window_mark = now
+                decisions.append(Interim(run.run_id, run.evidence.snapshot(), run.declaration))
+            self._schedule(run)
+        for run_id in sorted(self._changed):
+            run = self._runs.get(run_id)
+            if run is not None and (look := self._look(run)) is not None:
+                decisions.append(look)
+        self._changed.clear()
+        finals, self._finals = self._finals, []
+        return [*finals, *decisions]
+
+    # Queries
+
+    def is_open(self, run_id: str) -> bool:
+        return run_id in self._runs
+
+    def open_runs(self) -> int:
+        return len(self._runs)
+
+    def late(self, run_id: str) -> int:
+        """Records of an ended run that came after it ended (0 when unknown)."""
+        return self._ended.get(run_id, 0)
+
+    # Inside
+
+    def _open(
+        self, run_id: str, now: float, suite: str | None = None, point: str | None = None
+    ) -> _Run | None:
+        """The open run, opened if new; None (and the record counted late) when it ended."""
+        run = self._runs.get(run_id)
+        if run is not None:
+            return run
+        if run_id in self._ended:
+            self._ended[run_id] += 1
+            return None
+        run = self._runs[run_id] = _Run(
+            run_id, now, self._canary(run_id, suite, point), last_news=now, window_mark=now
+        )
+        self._schedule(run)
+        return run
+
+    def _schedule(self, run: _Run) -> None:
+        """Put the run's next timer on the heap (none when no timer applies)."""
+        timing = self.timing
+        deadlines = []
+        if run.span is not SpanState.STARTED and timing.idle is not None:
+            deadlines.append(run.last_news + timing.idle)
+        if run.span is SpanState.NONE and timing.window is not None:
+            deadlines.append(run.window_mark + timing.window)
+        if deadlines:
+            heapq.heappush(self._deadlines, (min(deadlines), run.run_id))
+
+    def _check_plan(self, run: _Run) -> None:
+        planned = run.declaration.planned_trials
+        if run.span is SpanState.ENDED and planned is not None and run.received >= planned:
+            self._close(run, Reason.PLAN_COMPLETE)
+
+    def _close(self, run: _Run, reason: Reason) -> None:
+        del self._runs[run.run_id]
+        self._ended[run.run_id] = 0
+        while len(self._ended) > KEPT_ENDED:
+            self._ended.popitem(last=False)
+        self._finals.append(
+            Final(run.run_id, reason, run.evidence, run.declaration, run.declared, run.conflict)
+        )
+
+    def _look(self, run: _Run) -> Look | None:
+        """The run's new complete rounds, when it holds every case it declares (and nothing
+        else) from trial 0 on; None when none is new, or while its run span is open."""
+        declaration = run.declaration
+        if declaration.planned_cases is None or run.span is SpanState.STARTED:
+            return None  # a run whose span is open ends with it: its harness stops it
+        evidence = run.evidence
+        cases = {case for _, case in evidence.cases}
+        wanted = declaration.case_ids
+        if len(cases) != declaration.planned_cases or (wanted and cases != wanted):
+            return None
+        rounds = min(self._leading(run, case) for case in cases)
+        if rounds <= run.looked or evidence.held_aside():
+            return None
+        first, run.looked = run.looked + 1, rounds
+        return Look(run.run_id, first, rounds, evidence.snapshot(), declaration)
+
+    @staticmethod
+    def _leading(run: _Run, case: str) -> int:
+        """The case's complete pairs from trial 0 on (resumed where the last look stopped)."""
+        slots = run.evidence.cases[(run.run_id, case)].slots
+        pairs = run.leading.get(case, 0)
+        while 2 * pairs + 1 < len(slots) and MISSING not in (
+            slots[2 * pairs],
+            slots[2 * pairs + 1],
+        ):
+            pairs += 1
+        run.leading[case] = pairs
+        return pairs

@@ -1,0 +1,256 @@
+"""Run and decision span attributes read back into the model: a run's declaration and the
+trial a decision span records, typed strictly (a ValueError names what is malformed)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from enum import Enum
+from typing import Any, TypeVar
+
+from ..assessment import Isolation, RelationResult, Stopping
+from ..declaration import RunDeclaration
+from ..evidence import MAX_TRIAL_INDEX
+from ..policy import Claim, Policy
+from ..stats import Method
+from ..suite import Contract, Suite
+from ..trial_model import Decision, InvalidDecision, NoDecision, Trial, decision_from_value
+from . import conventions as names
+
+E = TypeVar("E", bound=Enum)
+
+
+def _strings(value: Any) -> tuple[str, ...]:
+    if value is None:
+        return ()
+    if isinstance(value, str):
+        return (value,)
+    if not isinstance(value, (list, tuple)):
+        raise ValueError(f"expected a list of strings, got {value!r}")
+    if not all(isinstance(item, str) for item in value):
+        raise ValueError(f"expected a list of strings, got {value!r:.80}")
+    return tuple(value)
+
+
+_NUMBER = {int: re.compile(r"[0-9]+"), float: re.compile(r"[0-9]+(\.[0-9]*)?([eE][-+]?[0-9]+)?")}
+"""How the `route=value` pairs of a run span write their numbers (no signs, spaces or `_`)."""
+
+
+def _parse_pairs(value: Any, kind: type) -> dict[str, Any]:
+    parsed = {}
+    for item in _strings(value):
+        route, sep, number = item.rpartition("=")
+        if not sep or not route or not _NUMBER[kind].fullmatch(number):
+            raise ValueError(f"expected route={kind.__name__}, got {item!r:.80}")
+        parsed[route] = kind(number)
+    return parsed
+
+
+def run_declaration(attributes: Mapping[str, Any]) -> RunDeclaration:
+    """Read a run span's attributes; a ValueError names what is malformed."""
+    run_id = attributes.get(names.RUN_ID)
+    if not isinstance(run_id, str) or not run_id:
+        raise ValueError(f"{names.RUN_ID} is missing")
+    required = attributes.get(names.CONTRACT_REQUIRED)
+    contract = Contract(
+        allowed=frozenset(_strings(attributes.get(names.CONTRACT_ALLOWED))),
+        required=None if required is None else frozenset(_strings(required)),
+        critical=frozenset(_strings(attributes.get(names.CONTRACT_CRITICAL))),
+        targets=_parse_pairs(attributes.get(names.CONTRACT_TARGETS), float),
+        minimum_cases=_parse_pairs(attributes.get(names.CONTRACT_MINIMUM_CASES), int),
+        allowed_no_decisions=frozenset(
+            _strings(attributes.get(names.CONTRACT_ALLOWED_NO_DECISIONS))
+        ),
+    )
+    policy = Policy(
+        tolerance=_number(attributes, names.TOLERANCE, Policy.tolerance),
+        confidence=_number(attributes, names.CONFIDENCE, Policy.confidence),
+        dominance_threshold=_number(
+            attributes, names.DOMINANCE_THRESHOLD, Policy.dominance_threshold
+        ),
+        pass_rate=_optional_number(attributes, names.PASS_RATE_REQUIRED),
+        max_p95_ms=_optional_number(attributes, names.MAX_P95_MS),
+        max_p95_tool_calls=_optional_number(attributes, names.MAX_P95_TOOL_CALLS),
+        method=_choice(attributes, names.METHOD, Method, Method.WILSON),
+        claim=_choice(attributes, names.CLAIM, Claim, Claim.TESTED),
+    )
+    suite = Suite(
+        name=str(attributes.get(names.SUITE, Suite.name)),
+        point=str(attributes.get(names.POINT, Suite.point)),
+        contract=contract,
+        tolerance=policy.tolerance,
+    )
+    return RunDeclaration(
+        run_id=run_id,
+        suite=suite,
+        policy=policy,
+        planned_cases=_count(attributes, names.PLAN_CASES),
+        planned_trials=_count(attributes, names.PLAN_TRIALS),
+        isolation=Isolation(attributes.get(names.ISOLATION, Isolation.UNKNOWN.value)),
+        quality_failed=_strings(attributes.get(names.QUALITY_FAILED)),
+        relations=decode_results(
+            _strings(attributes.get(names.RELATIONS_REQUESTED)),
+            _strings(attributes.get(names.RELATIONS_VIOLATED)),
+            _strings(attributes.get(names.RELATIONS_HELD)),
+            _strings(attributes.get(names.RELATIONS_ERRORED)),
+        ),
+        stopping=_stopping(attributes),
+    )
+
+
+def _stopping(attributes: Mapping[str, Any]) -> Stopping | None:
+    """How a run that could stop early did, from its run span (None when it could not)."""
+    sized = _count(attributes, names.PLAN_SIZED_TRIALS)
+    return None if sized is None else Stopping(sized, attributes.get(names.CURTAILED) is True)
+
+
+def _number(attributes: Mapping[str, Any], key: str, default: float) -> float:
+    value = attributes.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ValueError(f"{key} must be a number, got {value!r}")
+    return float(value)
+
+
+def _choice(attributes: Mapping[str, Any], key: str, kind: type[E], default: E) -> E:
+    """One of an enumeration's values; an unknown one is a malformed declaration (rejected at
+    the door)."""
+    value = attributes.get(key, default.value)
+    try:
+        return kind(value)
+    except ValueError:
+        allowed = ", ".join(member.value for member in kind)
+        raise ValueError(f"{key} must be one of {allowed}, got {value!r:.40}") from None
+
+
+def _optional_number(attributes: Mapping[str, Any], key: str) -> float | None:
+    return None if attributes.get(key) is None else _number(attributes, key, 0.0)
+
+
+def _count(attributes: Mapping[str, Any], key: str) -> int | None:
+    value: object = attributes.get(key)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ValueError(f"{key} must be a non-negative integer, got {value!r}")
+    return value
+
+
+def trial_from_attributes(attributes: Mapping[str, Any], latency_ms: float | None = None) -> Trial:
+    """The whole trial a decision span records (with the span's duration as its latency); a
+    ValueError names the attribute that is wrong.
+
+    Values are typed strictly, as OpenTelemetry types them: the trial index is an integer in
+    0..MAX_TRIAL_INDEX (never a double, a bool or a string of digits), the outcome is one of
+    the three, and an attribute the trial uses that is present has its own type (a string, a
+    bool, or an array of strings), or the span is malformed.
+    """
+    get = attributes.get
+    run, case, index = get(names.RUN_ID), get(names.CASE_ID), get(names.TRIAL)
+    if type(run) is not str or not run:
+        raise ValueError(f"{names.RUN_ID} is missing" + _got(run))
+    if type(case) is not str or not case:
+        raise ValueError(f"{names.CASE_ID} is missing" + _got(case))
+    if type(index) is not int or not 0 <= index <= MAX_TRIAL_INDEX:
+        raise ValueError(
+            f"{names.TRIAL} must be an integer in 0..{MAX_TRIAL_INDEX}, got {index!r:.60}"
+        )
+    outcome = get(names.OUTCOME)
+    decision: Decision | None
+    error_type = None
+    if outcome == "decision":
+        value = get(names.VERDICT)
+        if value is None:
+            value = get(names.TOOLS)
+            if value is None:
+                raise ValueError(f"outcome decision needs {names.VERDICT} or {names.TOOLS}")
+            if not isinstance(value, (list, tuple)):
+                raise ValueError(f"{names.TOOLS} must be an array of strings, got {value!r:.60}")
+            value = list(value)
+        elif type(value) is not str:
+            raise ValueError(f"{names.VERDICT} must be a string, got {value!r:.60}")
+        try:
+            decision = decision_from_value(value)
+        except InvalidDecision as error:
+            raise ValueError(f"{names.VERDICT}: {error}") from None
+    elif outcome == "no_decision":
+        reason = _optional_text(attributes, names.NO_DECISION_REASON)
+        decision = NoDecision("unspecified" if reason is None else reason)
+    elif outcome == "error":
+        decision = None
+        error_type = _optional_text(attributes, names.ERROR_TYPE)
+    elif outcome is None:
+        raise ValueError(f"{names.OUTCOME} is missing")
+    else:
+        raise ValueError(
+            f"{names.OUTCOME} must be decision, no_decision or error, got {outcome!r:.60}"
+        )
+    # the common case first: each absent, or of its type
+    expected, passed = get(names.CASE_EXPECTED), get(names.PASSED)
+    skipped = get(names.EVALUATION_SKIPPED)
+    failed, warned = get(names.INVARIANT_FAILED), get(names.INVARIANT_WARNED)
+    if expected is not None and type(expected) is not str:
+        _optional_text(attributes, names.CASE_EXPECTED)
+    if passed is not None and type(passed) is not bool:
+        _optional_flag(attributes, names.PASSED)
+    if skipped is not None and type(skipped) is not bool:
+        _optional_flag(attributes, names.EVALUATION_SKIPPED)
+    return Trial(
+        case,
+        index,
+        decision,
+        run,
+        expected,
+        error_type,
+        passed=passed,
+        invariants_failed=() if failed is None else _names(attributes, names.INVARIANT_FAILED),
+        invariants_warned=() if warned is None else _names(attributes, names.INVARIANT_WARNED),
+        latency_ms=latency_ms,
+        evaluation_skipped=skipped is True,
+    )
+
+
+def _got(value: object) -> str:
+    return "" if value is None else f" (got {value!r:.60})"
+
+
+def _optional_text(attributes: Mapping[str, Any], key: str) -> str | None:
+    value = attributes.get(key)
+    if value is None or type(value) is str:
+        return value
+    raise ValueError(f"{key} must be a string, got {value!r:.60}")
+
+
+def _optional_flag(attributes: Mapping[str, Any], key: str) -> bool | None:
+    value = attributes.get(key)
+    if value is None or type(value) is bool:
+        return value
+    raise ValueError(f"{key} must be a bool, got {value!r:.60}")
+
+
+def _names(attributes: Mapping[str, Any], key: str) -> tuple[str, ...]:
+    """A string array attribute (a lone string is one name)."""
+    value = attributes.get(key)
+    if value is None:
+        return ()
+    if type(value) is str:
+        return (value,)
+    if isinstance(value, (list, tuple)) and all(type(item) is str for item in value):
+        return tuple(value)
+    raise ValueError(f"{key} must be an array of strings, got {value!r:.60}")
+
+
+def decode_results(
+    requested: tuple[str, ...],
+    violated: tuple[str, ...],
+    held: tuple[str, ...],
+    errored: tuple[str, ...] = (),
+) -> tuple[RelationResult, ...]:
+    """The results a run span declares (`name=route` pairs grouped by relation name)."""
+
+    def routes(pairs: tuple[str, ...], name: str) -> tuple[str, ...]:
+        return tuple(sorted(p.partition("=")[2] for p in pairs if p.partition("=")[0] == name))
+
+    return tuple(
+        RelationResult(n, routes(violated, n), routes(held, n), routes(errored, n))
+        for n in requested
+    )

@@ -73,7 +73,7 @@ def encoded_requests(total: int) -> list[bytes]:
 
 def ceiling(requests: list[bytes], passes: int = 3) -> float:
     """Spans/s of reading the requests as the receiver does, validation included (median pass)."""
-    from verdictgate.receiver.otlp import extract_protobuf
+    from verdictgate.otel.otlp_reading import extract_protobuf
 
     rates = []
     for _ in range(passes):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -66,11 +68,13 @@ def running_server(
     *,
     token: str | None = None,
     limits: Limits | None = None,
-    grace: float = 30.0,
+    idle: float = 30.0,
+    clock: Callable[[], float] = time.time,
 ):
-    """A Server on free loopback ports; yields it (ports in .grpc_port / .http_port)."""
+    """A Server on free loopback ports; yields it (ports in .grpc_port / .http_port). Its
+    receiver reads `clock` (pass a ManualClock to drive idle periods)."""
     server = Server(
-        Receiver(Store(store_path), idle=grace),
+        Receiver(Store(store_path), idle=idle, clock=clock),
         grpc_listen="127.0.0.1:0",
         http_listen="127.0.0.1:0",
         token=token,

@@ -13,7 +13,7 @@ import yaml
 from components import free_port
 from prometheus_support import RULES_DIR, run_tool
 from receiver_support import decision_span, request
-from verdictgate.receiver.otlp import extract_protobuf
+from verdictgate.otel.otlp_reading import extract_protobuf
 from verdictgate.receiver.prometheus_endpoint import PrometheusEndpoint
 from verdictgate.receiver.receiver import Receiver
 from verdictgate.receiver.store import Store

@@ -129,7 +129,7 @@ def test_a_rejected_canary_pages_a_qualified_one_resolves_and_a_silent_one_pages
         (tmp_path / "alertmanager.yaml").write_text(yaml.safe_dump(routing))
         serve = [str(Path(sys.executable).parent / "verdictgate"), "serve", "--store",
                  str(tmp_path / "store.sqlite"), "--grpc-listen", "127.0.0.1:0",
-                 "--http-listen", "127.0.0.1:0", "--prometheus-listen", "0", "--grace", "5s"]  # fmt: skip
+                 "--http-listen", "127.0.0.1:0", "--prometheus-listen", "0", "--idle", "5s"]  # fmt: skip
         with process(serve, logs[0]):
             ports = wait_for(
                 lambda: re.search(r"grpc [\d.]+:(\d+).*Prometheus metrics on [\d.]+:(\d+)",

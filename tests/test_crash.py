@@ -38,7 +38,7 @@ def start_receiver(store: str, port: int, *options: str) -> subprocess.Popen:
     process = subprocess.Popen(
         [sys.executable, "-m", "verdictgate", "serve", "--store", store,
          "--grpc-listen", f"127.0.0.1:{port}", "--http-listen", f"127.0.0.1:{free_port()}",
-         "--grace", "600s", *options],
+         "--idle", "600s", *options],
         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
     )  # fmt: skip
     deadline = time.monotonic() + 30

@@ -48,7 +48,7 @@ def serve(store: Path, grpc_port: int, publish_port: int) -> subprocess.Popen:
     process = subprocess.Popen(
         [sys.executable, "-m", "verdictgate", "serve", "--store", str(store),
          "--grpc-listen", f"127.0.0.1:{grpc_port}", "--http-listen", f"127.0.0.1:{free_port()}",
-         "--publish-endpoint", f"http://127.0.0.1:{publish_port}", "--grace", "600s"],
+         "--publish-endpoint", f"http://127.0.0.1:{publish_port}", "--idle", "600s"],
         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
     deadline = time.monotonic() + 30

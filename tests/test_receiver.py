@@ -45,11 +45,12 @@ from verdictgate import (
     Suite,
     Trial,
     assess,
+    fingerprint,
 )
 from verdictgate.evidence import Evidence, compact_gaps
 from verdictgate.otel import conventions as names
+from verdictgate.otel.otlp_reading import extract_json, extract_protobuf
 from verdictgate.otel.spans import run_attributes
-from verdictgate.receiver.otlp import extract_json, extract_protobuf
 from verdictgate.receiver.receiver import Receiver
 from verdictgate.receiver.server import Limits
 from verdictgate.receiver.store import Store
@@ -359,7 +360,7 @@ def shared_server():
 
 
 def test_extract_protobuf_refuses_garbage():
-    from verdictgate.receiver.otlp import MalformedRequest
+    from verdictgate.otel.otlp_reading import MalformedRequest
 
     with pytest.raises(MalformedRequest):
         extract_protobuf(b"\x0a\xff\xff\xff\xff\x0f")
@@ -379,8 +380,8 @@ def test_repeats_within_one_request_count_like_repeats_across_requests():
 
 
 def test_worker_decoders_give_the_same_result_and_errors_as_inline():
+    from verdictgate.otel.otlp_reading import MalformedRequest
     from verdictgate.receiver.decoding import Decoder, decode
-    from verdictgate.receiver.otlp import MalformedRequest
 
     body = request(
         [run_span("w", planned=400), *stable_run("w", cases=4, trials=100)]
@@ -920,3 +921,16 @@ def test_a_run_that_cannot_be_assessed_never_fails_the_request_that_completes_it
     assert receiver.flush()
     assert receiver.store.run("bad").received == 8
     assert sum("run bad cannot be assessed" in r.getMessage() for r in caplog.records) == 1
+
+
+def test_assess_and_the_receiver_report_the_same_fingerprints_and_isolation():
+    cases = [fingerprint(f"refund request {n}", None) for n in range(2)]  # unkeyed sha256: ids
+    trials = [Trial(case, i, "approve", "fp", "approve") for case in cases for i in range(4)]
+    receiver = Receiver(Store(), idle=0)
+    spans = [decision_span(t.run, t.case, t.index, "approve", "approve") for t in trials]
+    receiver.ingest(extract(request(spans)))
+    receiver.tick()
+    assert receiver.flush()
+    got, want = receiver.assessment("fp"), assess(trials)
+    assert got.run.fingerprints == want.run.fingerprints == "unkeyed"
+    assert got.run.isolation == want.run.isolation and got.run.id == want.run.id == "fp"

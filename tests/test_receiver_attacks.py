@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 import tracemalloc
 
 import grpc
@@ -22,7 +23,7 @@ from receiver_support import (
     span,
     stable_run,
 )
-from verdictgate import Contract, Isolation, Policy, Status, Suite
+from verdictgate import Contract, Isolation, ManualClock, Policy, Status, Suite
 from verdictgate.evidence import MAX_TRIAL_INDEX
 from verdictgate.otel import conventions as names
 from verdictgate.otel.spans import run_attributes
@@ -64,12 +65,14 @@ def test_a_malformed_run_span_is_rejected_alone_and_later_runs_still_finish(attr
     for item in poison.attributes:
         if item.key == attribute:
             item.value.CopyFrom(any_value(value))
-    with running_server(grace=0.3) as server:
+    clock = ManualClock(time.time())
+    with running_server(clock=clock) as server:
         reply = export(server, [poison, *stable_run("poison", cases=2, trials=4)])
         assert reply.partial_success.rejected_spans == 1
         assert "verdictgate.run" in reply.partial_success.error_message
         export(server, [run_span("later", planned=8), *stable_run("later", cases=2, trials=4)])
         export(server, stable_run("canary", cases=2, trials=2))
+        clock.advance(31)  # the idle period is over for the canaries
         assert not wait_final(server, "later").in_progress
         assert not wait_final(server, "canary").in_progress
         assert not wait_final(server, "poison").in_progress  # its trials still end as a canary
@@ -97,7 +100,7 @@ def test_cases_at_sparse_indices_cost_memory_for_their_trials_not_their_indices(
 
 
 def test_twenty_watchers_share_assessments_and_all_see_the_final_admission():
-    with running_server(grace=30) as server:
+    with running_server() as server:
         store = server.receiver.store
         reads: list[str] = []
         evidence = store.evidence
@@ -136,9 +139,11 @@ def test_a_second_run_span_cannot_replace_the_declaration():
     lenient_suite = Suite("gate", "approval_gate", (), Contract({"approve", "deny"}))
     rival = span(names.RUN_SPAN, run_attributes("r", lenient_suite, Policy(tolerance=0.6), 40,
                                                  Isolation.FRESH_SESSION))  # fmt: skip
-    with running_server(grace=0.3) as server:
+    clock = ManualClock(time.time())
+    with running_server(clock=clock) as server:
         export(server, [honest, *stable_run("r", trials=10)])
         export(server, [rival])
+        clock.advance(31)
         assessment = wait_final(server, "r")
     assert assessment.policy.tolerance == Policy().tolerance
     assert "declaration_conflict" in assessment.reason_codes
@@ -146,8 +151,10 @@ def test_a_second_run_span_cannot_replace_the_declaration():
 
 
 def test_records_after_the_end_are_late_and_never_change_what_was_published():
-    with running_server(grace=0.3) as server:
+    clock = ManualClock(time.time())
+    with running_server(clock=clock) as server:
         export(server, [run_span("r", planned=80), *stable_run("r", trials=10)])
+        clock.advance(31)
         published = wait_final(server, "r")
         export(server, stable_run("r", trials=20)[40:])  # 40 more, after the run ended
         after = server.receiver.assessment("r")
@@ -174,8 +181,10 @@ def test_a_run_span_after_the_end_never_changes_what_was_published():
     lenient_suite = Suite("gate", "approval_gate", (), Contract({"approve", "deny"}))
     rival = span(names.RUN_SPAN, run_attributes("canary", lenient_suite, Policy(tolerance=0.6),
                                                  8, Isolation.FRESH_SESSION))  # fmt: skip
-    with running_server(grace=0.3) as server:
+    clock = ManualClock(time.time())
+    with running_server(clock=clock) as server:
         export(server, stable_run("canary", cases=2, trials=4))
+        clock.advance(31)
         published = wait_final(server, "canary")
         export(server, [rival])
         after = server.receiver.assessment("canary")

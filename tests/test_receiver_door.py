@@ -34,7 +34,7 @@ from receiver_support import (
 from verdictgate import Trial
 from verdictgate.evidence import MAX_TRIAL_INDEX
 from verdictgate.otel import conventions as names
-from verdictgate.receiver.otlp import (
+from verdictgate.otel.otlp_reading import (
     MAX_ATTRIBUTE_VALUE,
     Extract,
     MalformedRequest,

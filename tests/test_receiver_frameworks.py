@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import json
 import random
+import sqlite3
 
 from opentelemetry.proto.common.v1.common_pb2 import KeyValue
 from opentelemetry.proto.trace.v1.trace_pb2 import Span, Status
 
 from receiver_support import request
 from verdictgate.otel import conventions as names
-from verdictgate.receiver.otlp import extract_json, extract_protobuf
+from verdictgate.otel.otlp_reading import extract_json, extract_protobuf
 from verdictgate.receiver.otlp_target import any_value
 from verdictgate.receiver.receiver import DEFAULT_SETTLE, TRACE_TTL, Receiver
 from verdictgate.receiver.store import Store
@@ -146,16 +147,21 @@ def failed_call(spans: list[Span]) -> list[Span]:
     return spans
 
 
-def test_traces_without_a_trial_span_are_dropped_and_the_store_keeps_no_content() -> None:
+def test_traces_without_a_trial_span_are_dropped_and_the_store_keeps_no_content(
+    tmp_path,
+) -> None:
+    path = tmp_path / "store.sqlite"
     clock = Clock()
-    receiver = Receiver(Store(), clock=clock)
+    receiver = Receiver(Store(path), clock=clock)
     orphan = strands_trial(1, "r1", "c0", 0, ["refund"])[1:]  # no harness span
     receiver.ingest(extract_protobuf(request(orphan).SerializeToString()))
-    held = receiver.store._connection.execute("SELECT facts FROM trace_spans").fetchall()
+    with sqlite3.connect(path) as stored:  # the store's file, as a backup would read it
+        held = stored.execute("SELECT facts FROM trace_spans").fetchall()
     assert len(held) == len(orphan) and not any(b"secret words" in f for (f,) in held)
     clock.now += TRACE_TTL + 1
     receiver.tick()
-    assert receiver.store._connection.execute("SELECT COUNT(*) FROM traces").fetchone() == (0,)
+    with sqlite3.connect(path) as stored:
+        assert stored.execute("SELECT COUNT(*) FROM traces").fetchone() == (0,)
 
 
 def test_a_malformed_trial_span_is_rejected_alone_and_attribute_rules_are_refused() -> None:

@@ -8,8 +8,8 @@ import http.client
 from urllib.parse import quote, urlencode
 
 from receiver_support import decision_span, request, run_span, running_server
+from verdictgate.otel.otlp_reading import extract_protobuf
 from verdictgate.receiver.http_api import page_key
-from verdictgate.receiver.otlp import extract_protobuf
 
 TOKEN = "s3cret-token"
 EVIL = '<img src=x onerror="window.pwned=1"><script>window.pwned=1</script>'
@@ -84,7 +84,7 @@ def test_pages_answer_head_and_refuse_other_methods() -> None:
 
 
 def test_runs_are_listed_newest_first_and_filtered() -> None:
-    with running_server(grace=3600) as server:
+    with running_server(idle=3600) as server:
         send(server, [run_span("old", 8), *stable("old")])  # complete, so final
         send(server, [*stable("new", trials=2)])  # a canary still collecting
         status, headers, body = get(server, "/")
@@ -100,7 +100,7 @@ def test_runs_are_listed_newest_first_and_filtered() -> None:
 
 
 def test_a_run_page_is_its_report_and_refreshes_while_it_collects() -> None:
-    with running_server(grace=3600) as server:
+    with running_server(idle=3600) as server:
         send(server, [*stable("open", trials=2)])
         status, _, body = get(server, "/runs/open")
         assert status == 200 and 'http-equiv="refresh"' in body and "svg" in body
@@ -111,7 +111,7 @@ def test_a_run_page_is_its_report_and_refreshes_while_it_collects() -> None:
 
 
 def test_markup_in_names_shows_as_text() -> None:
-    with running_server(grace=3600) as server:
+    with running_server(idle=3600) as server:
         send(server, [decision_span(EVIL, f"c{c}", i, EVIL, EVIL) for c in range(2)
                       for i in range(2)])  # fmt: skip
         listing = get(server, "/")[2]
@@ -122,7 +122,7 @@ def test_markup_in_names_shows_as_text() -> None:
 
 
 def test_the_pages_in_a_browser(browser) -> None:
-    with running_server(token=TOKEN, grace=3600) as server:
+    with running_server(token=TOKEN, idle=3600) as server:
         send(server, [decision_span(EVIL, f"c{c}", i, EVIL, EVIL) for c in range(2)
                       for i in range(2)])  # fmt: skip
         base = f"http://127.0.0.1:{server.http_port}"

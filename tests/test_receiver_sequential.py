@@ -14,8 +14,8 @@ from verdictgate import Case, Contract, Policy, Status, Suite
 from verdictgate.assessment import Isolation
 from verdictgate.eprocess import sequential_evalues
 from verdictgate.otel import conventions as names
+from verdictgate.otel.otlp_reading import extract_protobuf
 from verdictgate.otel.spans import run_attributes
-from verdictgate.receiver.otlp import extract_protobuf
 from verdictgate.receiver.receiver import Receiver
 from verdictgate.receiver.store import Store
 from verdictgate.stats import Method, Stability

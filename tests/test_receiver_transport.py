@@ -209,7 +209,7 @@ def test_a_host_beyond_its_connection_limit_gets_a_quick_503_and_others_are_serv
     with running_server(limits=Limits(max_connections_per_host=3)) as server:
         held = [connect(server) for _ in range(3)]
         try:
-            wait_until(lambda: len(server._http._connections) == 3)
+            wait_until(lambda: server.http.open_connections() == 3)
             with connect(server) as fourth:
                 fourth.sendall(head(path="/v1/runs", method="GET"))
                 refused = answer(fourth, "GET")
@@ -227,7 +227,7 @@ def test_a_host_beyond_its_connection_limit_gets_a_quick_503_and_others_are_serv
                     other.sendall(head(len(body)) + body)
                     assert answer(other).status == 200
             held.pop().close()  # a slot of the host's own is free again
-            wait_until(lambda: len(server._http._connections) == 2)
+            wait_until(lambda: server.http.open_connections() == 2)
             with connect(server) as again:
                 again.sendall(head(path="/v1/runs", method="GET"))
                 assert answer(again, "GET").status == 200
@@ -293,7 +293,7 @@ def test_a_connection_beyond_the_limit_gets_a_quick_503():
     with running_server(limits=Limits(max_connections=2)) as server:
         held = [connect(server), connect(server)]
         try:
-            wait_until(lambda: len(server._http._connections) == 2)
+            wait_until(lambda: server.http.open_connections() == 2)
             with connect(server) as third:
                 third.sendall(head(path="/v1/runs", method="GET"))
                 refused = answer(third, "GET")
@@ -309,9 +309,9 @@ def test_a_full_worker_queue_answers_503_at_once():
         body = body_of("queued")
         with connect(server) as first, connect(server) as second, connect(server) as third:
             first.sendall(head(len(body)))  # admitted; the only worker waits for its body
-            wait_until(lambda: server._ingest.gate.in_use()[0] == 1)
+            wait_until(lambda: server.ingest.gate.in_use()[0] == 1)
             second.sendall(head(path="/v1/runs", method="GET"))
-            wait_until(lambda: server._http._queue.qsize() == 1)
+            wait_until(lambda: server.http.queued() == 1)
             third.sendall(head(path="/v1/runs", method="GET"))
             refused = answer(third, "GET")
             assert refused.status == 503 and refused.getheader("Retry-After") == "1"
@@ -405,13 +405,13 @@ def test_an_exhausted_byte_budget_answers_429_without_reading_the_body():
     with running_server(limits=limits) as server:
         with connect(server) as holder, connect(server) as other:
             holder.sendall(head(len(body), User_Agent="holder"))
-            wait_until(lambda: server._ingest.gate.in_use()[1] == len(body))
+            wait_until(lambda: server.ingest.gate.in_use()[1] == len(body))
             other.sendall(head(10, User_Agent="other"))
             busy = answer(other)
             assert busy.status == 429 and busy.getheader("Retry-After") == "1"
             holder.sendall(body)
             assert answer(holder).status == 200
-        assert server._ingest.gate.in_use() == (0, 0, 0)
+        assert server.ingest.gate.in_use() == (0, 0, 0)
         status, _, _ = post(server, body_of("after"), headers={"User-Agent": "other"})
         assert status == 200
 
@@ -428,7 +428,7 @@ def test_chunks_announced_but_not_sent_hold_no_bytes_of_the_budget():
                     head(Transfer_Encoding="chunked", User_Agent="hog", Authorization="Bearer s3cret")
                     + b"FFFFF\r\n" + b"x" * 10
                 )  # fmt: skip
-            wait_until(lambda: server._ingest.gate.in_use()[0] == 4)
+            wait_until(lambda: server.ingest.gate.in_use()[0] == 4)
             body = body_of("beside-announced", 8, 20)
             assert 40_000 < len(body) < 64 << 10
             status, _, _ = post(
@@ -437,7 +437,7 @@ def test_chunks_announced_but_not_sent_hold_no_bytes_of_the_budget():
             assert status == 200
             exported = grpc_call(server, TRACES, body_of("grpc-beside-announced"), token="s3cret")
             assert not ExportTraceServiceResponse.FromString(exported).HasField("partial_success")
-            assert server._ingest.gate.in_use()[:2] == (4, 40)  # the bytes that came, no more
+            assert server.ingest.gate.in_use()[:2] == (4, 40)  # the bytes that came, no more
         finally:
             for sock in hogs:
                 sock.close()
@@ -453,7 +453,7 @@ def test_a_growing_chunked_body_is_held_to_its_clients_share():
         try:
             for number, sock in enumerate(hogs[:3], 1):
                 sock.sendall(head(Transfer_Encoding="chunked", User_Agent="hog") + chunk)
-                wait_until(lambda n=number: server._ingest.gate.in_use()[:2] == (n, n * 60 << 10))
+                wait_until(lambda n=number: server.ingest.gate.in_use()[:2] == (n, n * 60 << 10))
             hogs[3].sendall(head(Transfer_Encoding="chunked", User_Agent="hog") + chunk)
             refused = answer(hogs[3])
             assert refused.status == 429 and refused.getheader("Retry-After") == "1"
@@ -583,7 +583,7 @@ def test_a_decoder_that_is_unavailable_is_503_and_unavailable_with_retry_hints(m
         raise DecoderUnavailable()
 
     with running_server() as server:
-        monkeypatch.setattr(server._ingest.decoder, "decode", unavailable)
+        monkeypatch.setattr(server.ingest.decoder, "decode", unavailable)
         status, headers, _ = post(server, body_of("dead"))
         assert status == 503 and headers["Retry-After"] == "1"
         with pytest.raises(grpc.RpcError) as failed:
@@ -941,7 +941,7 @@ def test_one_client_with_many_connections_cannot_stop_another_from_exporting():
         try:
             for sock in hogs[:3]:
                 sock.sendall(head(len(body), User_Agent="hog"))  # admitted, bodies never sent
-            wait_until(lambda: server._ingest.gate.in_use()[0] == 3)
+            wait_until(lambda: server.ingest.gate.in_use()[0] == 3)
             hogs[3].sendall(head(len(body), User_Agent="hog"))
             assert answer(hogs[3]).status == 429  # beyond its share
             status, _, _ = post(server, body, headers={"User-Agent": "other"})

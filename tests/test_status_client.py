@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from receiver_support import request, run_span, stable_run
-from verdictgate.receiver.otlp import extract_protobuf
+from verdictgate.otel.otlp_reading import extract_protobuf
 from verdictgate.receiver.receiver import Receiver
 from verdictgate.receiver.server import Server, Tls
 from verdictgate.receiver.store import Store

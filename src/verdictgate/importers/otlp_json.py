@@ -7,8 +7,8 @@ from pathlib import Path
 
 from ..errors import InputError
 from ..evidence import Evidence
+from ..otel.otlp_reading import MalformedRequest, extract_json
 from ..otel.span_decoding import run_declaration
-from ..receiver.otlp import MalformedRequest, extract_json
 from ..suite import Case, Suite
 from . import Imported, ImportOptions
 

@@ -7,8 +7,8 @@ import threading
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 
+from ..otel.otlp_reading import Extract, MalformedRequest, extract_json, extract_protobuf
 from .allocator import reuse_freed_memory
-from .otlp import Extract, MalformedRequest, extract_json, extract_protobuf
 
 JSON = "application/json"
 INLINE_BELOW = 32 << 10

@@ -27,11 +27,11 @@ from urllib.parse import parse_qs, unquote, urlsplit
 
 from google.rpc import code_pb2, status_pb2
 
+from ..otel.otlp_reading import MalformedRequest
 from ..reports.html import page
 from .decoding import JSON
 from .http_server import RETRYABLE, HttpError, RequestHandler
 from .ingest import PROTOBUF, Client, Failure, Ingest, authorized, failure_of
-from .otlp import MalformedRequest
 from .pages import RUNS_SHOWN, run_page, runs_page, sign_in_page
 
 logger = logging.getLogger(__name__)

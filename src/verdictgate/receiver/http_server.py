@@ -523,6 +523,14 @@ class BoundedHttpServer:
         for worker in self._workers:
             worker.start()
 
+    def open_connections(self) -> int:
+        """Connections open now (as the poller last left them)."""
+        return len(self._connections)
+
+    def queued(self) -> int:
+        """Requests whose head is complete, waiting for a worker."""
+        return self._queue.qsize()
+
     # -- the poller thread ---------------------------------------------------------------
 
     def serve_forever(self) -> None:

@@ -21,8 +21,8 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceResponse,
 )
 
+from ..otel.otlp_reading import Extract, MalformedRequest
 from .decoding import Decoder, DecoderUnavailable
-from .otlp import Extract, MalformedRequest
 from .receiver import Receiver
 
 logger = logging.getLogger(__name__)

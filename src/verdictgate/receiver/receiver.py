@@ -17,6 +17,8 @@ from ..declaration import RunDeclaration
 from ..engine import assess_declared, decided_round
 from ..evidence import Evidence
 from ..lifecycle import Decision, Final, Interim, Lifecycle, Look, Reason, Timing
+from ..otel.framework_traces import settled_trials
+from ..otel.otlp_reading import Extract
 from ..otel.publication import OVERFLOW, MetricLabels, Publication, TrialTally, streak_after
 from ..otel.span_decoding import run_declaration
 from ..otel.spans import run_attributes
@@ -24,8 +26,6 @@ from ..suite import Suite
 from ..trial_model import Trial
 from .finisher import Finisher
 from .forwarder import Forwarder
-from .framework_traces import settled_trials
-from .otlp import Extract
 from .prometheus_endpoint import PrometheusEndpoint
 from .store import Store, StoredRun
 from .watch import AssessmentCache, CachedAssessment, RunSignals

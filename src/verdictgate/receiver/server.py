@@ -111,7 +111,7 @@ class Server:
         self.receiver = receiver
         limits = self._limits = limits or Limits()
         raise_file_limit()
-        ingest = self._ingest = Ingest(receiver, limits)
+        ingest = self.ingest = Ingest(receiver, limits)
         self._stop = threading.Event()
         self._tick_seconds = tick_seconds
         self.grpc_port = self.http_port = None
@@ -134,17 +134,17 @@ class Server:
             else:
                 credentials = grpc.ssl_server_credentials([tls.read()])
                 self.grpc_port = self._grpc.add_secure_port(grpc_listen, credentials)
-        self._http = None
+        self.http = None
         if http_listen:
             host, _, port = http_listen.rpartition(":")
             context = None
             if tls is not None:
                 context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
                 context.load_cert_chain(tls.cert_path, tls.key_path)
-            self._http = BoundedHttpServer(
+            self.http = BoundedHttpServer(
                 (host.strip("[]"), int(port)), http_handler(ingest, token), limits, context
             )
-            self.http_port = self._http.server_address[1]
+            self.http_port = self.http.server_address[1]
         self._threads: list[threading.Thread] = []
 
     def start(self) -> None:
@@ -152,16 +152,16 @@ class Server:
             self.receiver.forwarder.start()
         if self._grpc is not None:
             self._grpc.start()
-        if self._http is not None:
-            if self._http.max_connections < self._limits.max_connections:
+        if self.http is not None:
+            if self.http.max_connections < self._limits.max_connections:
                 logger.warning(
                     "verdictgate: serving at most %d HTTP connections, not %d: half the open "
                     "file limit (%s)",
-                    self._http.max_connections,
+                    self.http.max_connections,
                     self._limits.max_connections,
                     file_limit(),
                 )
-            self._threads.append(threading.Thread(target=self._http.serve_forever, daemon=True))
+            self._threads.append(threading.Thread(target=self.http.serve_forever, daemon=True))
         self._threads.append(threading.Thread(target=self._tick, daemon=True))
         for thread in self._threads:
             thread.start()
@@ -179,10 +179,10 @@ class Server:
         self._stop.set()
         if self._grpc is not None:
             self._grpc.stop(grace=1).wait()
-        if self._http is not None:
-            self._http.shutdown()
-            self._http.server_close()
-        self._ingest.decoder.close()
+        if self.http is not None:
+            self.http.shutdown()
+            self.http.server_close()
+        self.ingest.decoder.close()
         self.receiver.close()
         if self.receiver.forwarder is not None:
             self.receiver.forwarder.stop()

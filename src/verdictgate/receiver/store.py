@@ -22,10 +22,10 @@ import msgspec
 from ..declaration import RunDeclaration
 from ..evidence import Evidence, compact_gaps
 from ..otel import conventions as names
+from ..otel.framework_traces import FrameworkSpan, TrialMark
 from ..otel.span_decoding import run_declaration
 from ..span_facts import SpanFacts
 from ..trial_model import Decision, NoDecision, Trial
-from .framework_traces import FrameworkSpan, TrialMark
 
 logger = logging.getLogger(__name__)
 

@@ -8,7 +8,7 @@ latency beside the ceiling measured in the same run: the rate at which one proce
 requests with the receiver's own `extract_protobuf`, every span checked at the door as it is in
 `serve` (the median of three passes).
 
-    python benchmarks/receiver.py [--spans 300000] [--in-flight 4]
+    python benchmarks/receiver.py [--spans 300000] [--in-flight 4] [--passes 3]
 """
 
 from __future__ import annotations
@@ -152,14 +152,11 @@ def free_port() -> int:
         return probe.getsockname()[1]
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--spans", type=int, default=300_000)
-    parser.add_argument("--in-flight", type=int, default=4)
-    args = parser.parse_args()
-    requests = encoded_requests(args.spans)
-    limit = ceiling(requests)
-
+def serve_and_send(
+    requests: list[bytes], in_flight: int
+) -> tuple[float, list[float], int, int, int]:
+    """One pass: a fresh `verdictgate serve` on a fresh on-disk store, every request sent;
+    seconds, export latencies, trials stored, runs admitted, runs."""
     with tempfile.TemporaryDirectory() as folder:
         store = Path(folder) / "store.sqlite"
         port = free_port()
@@ -175,18 +172,18 @@ def main() -> None:
                 if time.monotonic() > deadline:
                     raise SystemExit("the receiver did not start")
                 time.sleep(0.05)
-            warm = requests[:4]
             context = multiprocessing.get_context("spawn")
             results = context.Queue()
-            sender = context.Process(target=send, args=(port, warm, 2, results))
+            sender = context.Process(target=send, args=(port, requests[:4], 2, results))
             sender.start()
             results.get()
             sender.join()
             results = context.Queue()
-            sender = context.Process(target=send, args=(port, requests, args.in_flight, results))
+            sender = context.Process(target=send, args=(port, requests, in_flight, results))
             sender.start()
             elapsed, latencies = results.get()
             sender.join()
+            time.sleep(1.0)  # the finisher admits the last runs
         finally:
             server.terminate()
             server.wait(30)
@@ -195,21 +192,35 @@ def main() -> None:
         runs = Store(store).runs()
         stored = sum(run.received for run in runs)
         admitted = sum(run.status is not None for run in runs)
-    rate = args.spans / elapsed
-    p99 = statistics.quantiles(latencies, n=100)[98] * 1000
+    return elapsed, latencies, stored, admitted, len(runs)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--spans", type=int, default=300_000)
+    parser.add_argument("--in-flight", type=int, default=4)
+    parser.add_argument("--passes", type=int, default=3)
+    args = parser.parse_args()
+    requests = encoded_requests(args.spans)
     print(
         f"{args.spans:,} decision spans in {len(requests)} requests of {SPANS_PER_REQUEST}, "
-        f"{args.in_flight} in flight, store on disk (WAL, commit before ack)"
+        f"{args.in_flight} in flight, store on disk (WAL, commit before ack), {args.passes} passes"
     )
+    shares = []
+    for number in range(args.passes):
+        limit = ceiling(requests)  # beside each pass: the machine drifts
+        elapsed, latencies, stored, admitted, runs = serve_and_send(requests, args.in_flight)
+        rate = args.spans / elapsed
+        shares.append(rate / limit)
+        p99 = statistics.quantiles(latencies, n=100)[98] * 1000
+        print(
+            f"  pass {number + 1}: ingest {rate:9,.0f} spans/s (p99 export {p99:5.1f} ms), "
+            f"ceiling {limit:9,.0f} spans/s (extract_protobuf, validation included), "
+            f"{rate / limit:.0%}; {stored:,} trials stored, {admitted} of {runs} runs admitted"
+        )
     print(
-        f"  ingest:  {rate:10,.0f} spans/s   p99 export latency {p99:.1f} ms   (target >= 50,000)"
-    )
-    print(
-        f"  ceiling: {limit:10,.0f} spans/s   (extract_protobuf, validation included, one process)"
-    )
-    print(
-        f"  ingest is {rate / limit:.0%} of the ceiling (target >= 60%); stored {stored:,} trials,"
-        f" {admitted} of {len(runs)} runs admitted by the finisher beside ingest"
+        f"  ingest is {statistics.median(shares):.0%} of the ceiling, median of the passes "
+        "(target >= 60%; ingest target >= 50,000 spans/s)"
     )
 
 

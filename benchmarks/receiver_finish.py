@@ -7,7 +7,7 @@ final in the same commit and hands it to its finisher, which assesses it on its 
 Prints the median request, the completing one and their ratio, then how long after the
 acknowledgement the admission was made.
 
-    python benchmarks/receiver_finish.py [--trials 100000] [--requests 50] [--repeats 3]
+    python benchmarks/receiver_finish.py [--trials 100000] [--requests 50] [--repeats 7]
 """
 
 from __future__ import annotations
@@ -119,7 +119,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--trials", type=int, default=100_000)
     parser.add_argument("--requests", type=int, default=50)
-    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--repeats", type=int, default=7)
     args = parser.parse_args()
     ratios, medians, lasts, admissions = [], [], [], []
     with tempfile.TemporaryDirectory() as folder:

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import heapq
 from collections import OrderedDict
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 
@@ -156,17 +157,30 @@ class Lifecycle:
     ) -> bool | None:
         """Add a trial (`suite`, `point`: what its span names); True when it was the first
         record of its identity, False for a repeat, None when its run is over (late)."""
-        run = self._open(trial.run, now, suite, point)
+        new = self.record_all(trial.run, (trial,), now, suite, point)
+        return None if new is None else new == 1
+
+    def record_all(
+        self,
+        run_id: str,
+        trials: Sequence[Trial],
+        now: float,
+        suite: str | None = None,
+        point: str | None = None,
+    ) -> int | None:
+        """Add trials of one run (fastest when those of one case come together); how many
+        were the first record of their identity, None when the run is over (all late)."""
+        run = self._open(run_id, now, suite, point, len(trials))
         if run is None:
             return None
         run.last_news = now
-        is_new = run.evidence.add(trial)
-        if is_new:
-            run.received += 1
+        new = run.evidence.add_all(trials)
+        if new:
+            run.received += new
             if run.declaration.sequential:
-                self._changed.add(run.run_id)
+                self._changed.add(run_id)
             self._check_plan(run)
-        return is_new
+        return new
 
     def started(self, declaration: RunDeclaration, now: float) -> None:
         """A run span started: the run is judged by it and ends with it (never for idleness)."""
@@ -287,14 +301,19 @@ class Lifecycle:
     # Inside
 
     def _open(
-        self, run_id: str, now: float, suite: str | None = None, point: str | None = None
+        self,
+        run_id: str,
+        now: float,
+        suite: str | None = None,
+        point: str | None = None,
+        records: int = 1,
     ) -> _Run | None:
-        """The open run, opened if new; None (and the record counted late) when it ended."""
+        """The open run, opened if new; None (and its `records` counted late) when it ended."""
         run = self._runs.get(run_id)
         if run is not None:
             return run
         if run_id in self._ended:
-            self._ended[run_id] += 1
+            self._ended[run_id] += records
             return None
         run = self._runs[run_id] = _Run(
             run_id, now, self._canary(run_id, suite, point), last_news=now, window_mark=now

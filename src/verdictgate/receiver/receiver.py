@@ -238,8 +238,7 @@ class Receiver:
                     lifecycle.ended(declaration, now)
             for run_id, accepted in written.accepted.items():
                 suite, point = (labels or {}).get(run_id, (None, None))
-                for trial in accepted:
-                    lifecycle.record(trial, now, suite, point)
+                lifecycle.record_all(run_id, accepted, now, suite, point)
             self._advance(now)
         if written.refused and extract is not None:
             extract.rejected += sum(written.refused.values())

@@ -54,6 +54,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/import.py
 	$(BIN)/python benchmarks/processor.py
 	$(BIN)/python benchmarks/receiver.py
+	$(BIN)/python benchmarks/receiver_finish.py
 	$(BIN)/python benchmarks/receiver_idle.py
 	$(BIN)/python benchmarks/receiver_pages.py
 	$(BIN)/python benchmarks/semantic.py

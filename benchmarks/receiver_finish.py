@@ -26,6 +26,7 @@ from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans, Sp
 from verdictgate import Contract, Isolation, Policy, Suite
 from verdictgate.otel import conventions as names
 from verdictgate.otel.spans import run_attributes
+from verdictgate.receiver.config import ReceiverConfig
 from verdictgate.receiver.receiver import Receiver
 from verdictgate.receiver.server import Limits, Server
 from verdictgate.receiver.store import Store
@@ -90,7 +91,7 @@ def requests_of(run: str, trials: int, count: int) -> list[bytes]:
 def one_run(folder: Path, number: int, trials: int, count: int) -> tuple[list[float], float]:
     """Request times of one run, and the seconds from the last acknowledgement to its
     admission."""
-    receiver = Receiver(Store(folder / f"store-{number}.sqlite"), idle=3600)
+    receiver = Receiver(Store(folder / f"store-{number}.sqlite"), None, ReceiverConfig(idle=3600))
     server = Server(receiver, grpc_listen="127.0.0.1:0", http_listen=None, limits=Limits())
     server.start()
     run = f"big-{number}"

@@ -131,11 +131,12 @@ def main() -> None:
         size_after = sum(f.stat().st_size for f in Path(folder).iterdir())
         sent = spans - sum(len(ExportTraceServiceRequest.FromString(r).resource_spans[0]
                                .scope_spans[0].spans) for r in requests[:2])  # fmt: skip
+        from verdictgate.receiver.config import ReceiverConfig
         from verdictgate.receiver.receiver import Receiver
         from verdictgate.receiver.store import Store
 
         clock = [time.time() + 7200]
-        receiver = Receiver(Store(store), clock=lambda: clock[0], settle=5.0)
+        receiver = Receiver(Store(store), None, ReceiverConfig(settle=5.0), clock=lambda: clock[0])
         begin = time.perf_counter()
         receiver.tick()
         while receiver.store.quiet_traces(clock[0] - 5.0, 1):

@@ -14,6 +14,7 @@ from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans, Sp
 from verdictgate import Contract, Isolation, Policy, Suite
 from verdictgate.otel import conventions as names
 from verdictgate.otel.spans import decision_attributes, run_attributes
+from verdictgate.receiver.config import ReceiverConfig
 from verdictgate.receiver.otlp_target import any_value
 from verdictgate.receiver.receiver import Receiver
 from verdictgate.receiver.server import Limits, Server
@@ -74,7 +75,7 @@ def running_server(
     """A Server on free loopback ports; yields it (ports in .grpc_port / .http_port). Its
     receiver reads `clock` (pass a ManualClock to drive idle periods)."""
     server = Server(
-        Receiver(Store(store_path), idle=idle, clock=clock),
+        Receiver(Store(store_path), None, ReceiverConfig(idle=idle), clock=clock),
         grpc_listen="127.0.0.1:0",
         http_listen="127.0.0.1:0",
         token=token,

@@ -14,6 +14,7 @@ from components import free_port
 from prometheus_support import RULES_DIR, run_tool
 from receiver_support import decision_span, request
 from verdictgate.otel.otlp_reading import extract_protobuf
+from verdictgate.receiver.config import ReceiverConfig
 from verdictgate.receiver.prometheus_endpoint import PrometheusEndpoint
 from verdictgate.receiver.receiver import Receiver
 from verdictgate.receiver.store import Store
@@ -62,7 +63,7 @@ def finished_run(receiver: Receiver, run: str, flipping: bool, trials: int = 40)
 def test_the_scrape_endpoint_shows_the_latest_admission_and_its_time() -> None:
     endpoint = serving()
     try:
-        receiver = Receiver(Store(), idle=0, scrape=endpoint)
+        receiver = Receiver(Store(), None, ReceiverConfig(idle=0), scrape=endpoint)
         finished_run(receiver, "r1", flipping=True)
         rejected = scrape(endpoint)
         assert receiver.assessment("r1").status.value == "rejected"
@@ -90,7 +91,7 @@ def exported_names() -> tuple[set[str], set[str]]:
     """The metric and label names a receiver's scrape endpoint serves after two admissions."""
     endpoint = serving()
     try:
-        receiver = Receiver(Store(), idle=0, scrape=endpoint)
+        receiver = Receiver(Store(), None, ReceiverConfig(idle=0), scrape=endpoint)
         finished_run(receiver, "r1", flipping=True)
         text = scrape(endpoint)
     finally:
@@ -148,7 +149,9 @@ def test_a_restarted_receiver_shows_the_latest_admissions_again(tmp_path) -> Non
     path = tmp_path / "store.sqlite"
     first = serving()
     try:
-        finished_run(Receiver(Store(path), idle=0, scrape=first), "r1", flipping=True)
+        finished_run(
+            Receiver(Store(path), None, ReceiverConfig(idle=0), scrape=first), "r1", flipping=True
+        )
         before = scrape(first)
     finally:
         first.close()
@@ -167,7 +170,7 @@ def test_a_restarted_receiver_shows_the_latest_admissions_again(tmp_path) -> Non
 def test_the_inconclusive_streak_counts_runs_in_a_row() -> None:
     endpoint = serving()
     try:
-        receiver = Receiver(Store(), idle=0, scrape=endpoint)
+        receiver = Receiver(Store(), None, ReceiverConfig(idle=0), scrape=endpoint)
         streaks = []
         for number, trials in enumerate([40, 4, 4, 4, 40, 4]):  # 4 trials: too few pairs
             finished_run(receiver, f"r{number}", flipping=False, trials=trials)

@@ -39,6 +39,7 @@ from verdictgate.otel.instrument import decision, evaluation_run, trial
 from verdictgate.otel.otlp_reading import extract_protobuf
 from verdictgate.otel.span_decoding import run_declaration
 from verdictgate.otel.spans import run_attributes
+from verdictgate.receiver.config import ReceiverConfig
 from verdictgate.receiver.receiver import Receiver
 from verdictgate.receiver.store import Store
 from verdictgate.stats import Method
@@ -164,7 +165,7 @@ def wire(batches: list[list[Trial]], declaration: RunDeclaration, span_at: int, 
     """The batches through a receiver's wire (protobuf requests), the run span in batch
     `span_at`; the receiver's final assessment."""
     clock = ManualClock(1000.0)
-    receiver = Receiver(Store(), idle=3600, clock=clock)
+    receiver = Receiver(Store(), None, ReceiverConfig(idle=3600), clock=clock)
     attributes = run_attributes(
         declaration.run_id, declaration.suite, declaration.policy,
         declaration.planned_trials or 0, Isolation.FRESH_SESSION,

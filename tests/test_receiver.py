@@ -51,6 +51,7 @@ from verdictgate.evidence import Evidence, compact_gaps
 from verdictgate.otel import conventions as names
 from verdictgate.otel.otlp_reading import extract_json, extract_protobuf
 from verdictgate.otel.spans import run_attributes
+from verdictgate.receiver.config import ReceiverConfig
 from verdictgate.receiver.receiver import Receiver
 from verdictgate.receiver.server import Limits
 from verdictgate.receiver.store import Store
@@ -129,7 +130,7 @@ class Clock:
 
 
 def test_a_run_is_final_when_its_plan_is_complete_and_equals_assess():
-    receiver = Receiver(Store(), idle=30)
+    receiver = Receiver(Store(), None, ReceiverConfig(idle=30))
     spans = stable_run("r1")
     receiver.ingest(extract(request([run_span("r1", planned=80), *spans[:40]])))
     early = receiver.assessment("r1")
@@ -157,7 +158,7 @@ def test_duplicates_are_harmless_and_a_different_answer_is_a_conflict():
 
 def test_after_the_grace_period_missing_trials_are_reported():
     clock = Clock()
-    receiver = Receiver(Store(), idle=30, clock=clock)
+    receiver = Receiver(Store(), None, ReceiverConfig(idle=30), clock=clock)
     receiver.ingest(extract(request([run_span("r1", planned=100), *stable_run("r1")])))
     receiver.tick()
     assert not receiver.store.run("r1").final
@@ -419,7 +420,7 @@ def test_final_admissions_and_canary_windows_are_published_over_otlp():
         store = Store()
         forwarder = Forwarder(store, OtlpTarget(f"http://127.0.0.1:{collector.port}"))
         clock = Clock()
-        receiver = Receiver(store, forwarder, idle=30, window=10, clock=clock)
+        receiver = Receiver(store, forwarder, ReceiverConfig(idle=30, window=10), clock=clock)
         receiver.ingest(extract(request([run_span("planned", 80), *stable_run("planned")])))
         receiver.ingest(extract(request(stable_run("canary", 2, 4))))  # no run span
         clock.now += 11
@@ -440,7 +441,7 @@ def test_final_admissions_and_canary_windows_are_published_over_otlp():
 
 
 def test_a_run_holds_at_most_its_limit_of_trials_and_the_rest_are_rejected():
-    receiver = Receiver(Store(), max_trials_per_run=50)
+    receiver = Receiver(Store(), None, ReceiverConfig(max_trials_per_run=50))
     first = extract(request(stable_run("big", 4, 10)))  # 40 trials
     receiver.ingest(first)
     assert first.rejected == 0
@@ -464,7 +465,7 @@ def test_canary_windows_count_each_trial_once_in_the_trials_counter():
     clock = Clock()
     store = Store()
     forwarder = Forwarder(store, PublisherTarget(memory.telemetry.publisher))
-    receiver = Receiver(store, forwarder, idle=30, window=10, clock=clock)
+    receiver = Receiver(store, forwarder, ReceiverConfig(idle=30, window=10), clock=clock)
     spans = stable_run("canary", 2, 4)
     receiver.ingest(extract(request(spans[:4])))
     clock.now += 11
@@ -568,7 +569,7 @@ def test_the_first_run_span_wins_and_a_different_second_one_is_a_conflict():
 
 def test_records_after_a_run_is_final_are_late_and_never_change_its_admission():
     clock = Clock()
-    receiver = Receiver(Store(), idle=30, clock=clock)
+    receiver = Receiver(Store(), None, ReceiverConfig(idle=30), clock=clock)
     receiver.ingest(extract(request([run_span("r", planned=80), *stable_run("r", trials=10)])))
     clock.now += 31
     receiver.tick()  # grace over: final, incomplete
@@ -583,7 +584,7 @@ def test_records_after_a_run_is_final_are_late_and_never_change_its_admission():
 def test_the_tick_reads_open_runs_only(monkeypatch):
     clock = Clock()
     store = Store()
-    receiver = Receiver(store, idle=30, clock=clock)
+    receiver = Receiver(store, None, ReceiverConfig(idle=30), clock=clock)
     for n in range(50):
         receiver.ingest(extract(request([run_span(f"done-{n}", 80), *stable_run(f"done-{n}")])))
     receiver.ingest(extract(request(stable_run("canary", 2, 4))))
@@ -618,7 +619,7 @@ def test_the_store_file_is_readable_by_its_owner_only(tmp_path):
 )  # fmt: skip
 def test_a_malformed_run_span_is_rejected_alone_and_other_runs_still_finish(attribute, value):
     clock = Clock()
-    receiver = Receiver(Store(), idle=30, clock=clock)
+    receiver = Receiver(Store(), None, ReceiverConfig(idle=30), clock=clock)
     poison = run_span("poison", planned=8)
     for item in poison.attributes:
         if item.key == attribute:
@@ -654,13 +655,15 @@ def corrupt_declaration(path, run_id: str, attributes: dict) -> None:
 def test_one_run_that_cannot_be_assessed_never_stops_the_others(tmp_path, caplog):
     path = tmp_path / "store.sqlite"
     clock = Clock()
-    receiver = Receiver(Store(path), idle=30, clock=clock)
+    receiver = Receiver(Store(path), None, ReceiverConfig(idle=30), clock=clock)
     receiver.ingest(extract(request([run_span("bad", 80), *stable_run("bad", trials=2)])))
     receiver.ingest(extract(request([run_span("good", 80), *stable_run("good", trials=2)])))
     receiver.close()
     corrupt_declaration(path, "bad", {names.RUN_ID: "bad", names.TOLERANCE: "oops"})
     store = Store(path)
-    restarted = Receiver(store, idle=30, clock=clock)  # takes up the open runs again
+    restarted = Receiver(
+        store, None, ReceiverConfig(idle=30), clock=clock
+    )  # takes up the open runs again
     clock.now += 31
     restarted.tick()
     restarted.tick()
@@ -718,7 +721,7 @@ def test_watchers_share_one_assessment_per_change_and_sleep_through_other_runs()
             asked[run_id] += 1
             return super().cached_assessment(run_id)
 
-    receiver = Counting(Store(), assess_interval=0.0)
+    receiver = Counting(Store(), None, ReceiverConfig(assess_interval=0.0))
     receiver.ingest(extract(request([run_span("w", planned=80), *stable_run("w", trials=20)[:40]])))
     seen: list[list] = [[] for _ in range(20)]
     started = threading.Barrier(21)
@@ -783,7 +786,7 @@ def test_a_run_with_200k_distinct_labels_gets_a_bounded_report_over_grpc():
 
 def test_sender_chosen_suite_names_never_grow_the_metric_series():
     from otel_support import OtlpCollector
-    from verdictgate.otel.publication import OVERFLOW, MetricLabels
+    from verdictgate.otel.publication import OVERFLOW
     from verdictgate.receiver.forwarder import Forwarder
     from verdictgate.receiver.otlp_target import OtlpTarget
 
@@ -791,8 +794,9 @@ def test_sender_chosen_suite_names_never_grow_the_metric_series():
         store = Store()
         forwarder = Forwarder(store, OtlpTarget(f"http://127.0.0.1:{collector.port}"))
         clock = Clock()
-        receiver = Receiver(store, forwarder, idle=30, clock=clock,
-                            metric_labels=MetricLabels(limit=5))  # fmt: skip
+        receiver = Receiver(
+            store, forwarder, ReceiverConfig(idle=30, max_metric_suites=5), clock=clock
+        )
         for n in range(31):
             suite = Suite(f"suite-{n}", "approval_gate", (), Contract({"approve", "deny"}))
             spans = [run_span(f"r{n}", 8, suite), *stable_run(f"r{n}", cases=2, trials=4)]
@@ -874,7 +878,7 @@ def test_runs_are_listed_a_page_at_a_time_over_both_transports():
 def test_retention_deletes_old_finished_runs_only():
     clock = Clock()
     store = Store()
-    receiver = Receiver(store, idle=30, clock=clock, retain=3600)
+    receiver = Receiver(store, None, ReceiverConfig(idle=30, retain=3600), clock=clock)
     for n in range(250):
         receiver.ingest(extract(request([run_span(f"old-{n}", 8), *stable_run(f"old-{n}", 2, 4)])))
     assert receiver.flush()  # admitted now
@@ -888,7 +892,7 @@ def test_retention_deletes_old_finished_runs_only():
 
 
 def test_the_trial_limit_of_a_run_holds_under_concurrent_requests():
-    receiver = Receiver(Store(), max_trials_per_run=10)
+    receiver = Receiver(Store(), None, ReceiverConfig(max_trials_per_run=10))
     write = receiver.store.write
 
     def slow_write(*args, **kwargs):  # widens the window between reading the room and using it
@@ -926,7 +930,7 @@ def test_a_run_that_cannot_be_assessed_never_fails_the_request_that_completes_it
 def test_assess_and_the_receiver_report_the_same_fingerprints_and_isolation():
     cases = [fingerprint(f"refund request {n}", None) for n in range(2)]  # unkeyed sha256: ids
     trials = [Trial(case, i, "approve", "fp", "approve") for case in cases for i in range(4)]
-    receiver = Receiver(Store(), idle=0)
+    receiver = Receiver(Store(), None, ReceiverConfig(idle=0))
     spans = [decision_span(t.run, t.case, t.index, "approve", "approve") for t in trials]
     receiver.ingest(extract(request(spans)))
     receiver.tick()

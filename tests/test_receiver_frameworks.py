@@ -13,8 +13,9 @@ from opentelemetry.proto.trace.v1.trace_pb2 import Span, Status
 from receiver_support import request
 from verdictgate.otel import conventions as names
 from verdictgate.otel.otlp_reading import extract_json, extract_protobuf
+from verdictgate.receiver.config import DEFAULT_SETTLE
 from verdictgate.receiver.otlp_target import any_value
-from verdictgate.receiver.receiver import DEFAULT_SETTLE, TRACE_TTL, Receiver
+from verdictgate.receiver.receiver import TRACE_TTL, Receiver
 from verdictgate.receiver.store import Store
 from verdictgate.trial_model import NoDecision
 

@@ -16,6 +16,7 @@ from verdictgate.eprocess import sequential_evalues
 from verdictgate.otel import conventions as names
 from verdictgate.otel.otlp_reading import extract_protobuf
 from verdictgate.otel.spans import run_attributes
+from verdictgate.receiver.config import ReceiverConfig
 from verdictgate.receiver.receiver import Receiver
 from verdictgate.receiver.store import Store
 from verdictgate.stats import Method, Stability
@@ -30,7 +31,9 @@ CANARY = Suite(
 
 
 def canary_receiver(store: Store | None = None) -> Receiver:
-    return Receiver(store or Store(), idle=3600, canary_suites={"gate": CANARY})
+    return Receiver(
+        store or Store(), None, ReceiverConfig(idle=3600, canary_suites={"gate": CANARY})
+    )
 
 
 def pair(run: str, case: int, number: int, flipping: bool) -> list[Span]:
@@ -114,7 +117,7 @@ def test_only_complete_rounds_are_looked_at() -> None:
 
 
 def test_a_canary_of_no_known_suite_waits_for_the_grace_period() -> None:
-    receiver = Receiver(Store(), idle=3600)
+    receiver = Receiver(Store(), None, ReceiverConfig(idle=3600))
     for number in range(40):
         send(receiver, round_spans("canary", number, flipping=True))
     assert not receiver.store.run("canary").final
@@ -122,7 +125,7 @@ def test_a_canary_of_no_known_suite_waits_for_the_grace_period() -> None:
 
 def declared_receiver(store: Store) -> Receiver:
     """A receiver holding the run span of run `r`: sequential, 4 cases, 10,000 trials at most."""
-    receiver = Receiver(store, idle=3600)
+    receiver = Receiver(store, None, ReceiverConfig(idle=3600))
     suite = Suite("gate", "approval_gate", (), Contract(frozenset(ROUTES)))
     declared = run_attributes(
         "r", suite, Policy(method=Method.SEQUENTIAL), 10_000, Isolation.FRESH_SESSION
@@ -185,7 +188,9 @@ def test_a_decided_canary_is_published_with_its_suites_routes() -> None:
     with OtlpCollector() as collector:
         store = Store()
         forwarder = Forwarder(store, OtlpTarget(f"http://127.0.0.1:{collector.port}"))
-        receiver = Receiver(store, forwarder, idle=3600, canary_suites={"gate": CANARY})
+        receiver = Receiver(
+            store, forwarder, ReceiverConfig(idle=3600, canary_suites={"gate": CANARY})
+        )
         rounds_until_final(receiver, "canary", flipping=True)
         assert forwarder.drain() and store.outbox_size() == 0
         forwarder.stop()

@@ -28,6 +28,8 @@ from .declaration import RunDeclaration
 from .evidence import MISSING, Evidence
 from .trial_model import Trial
 
+DEFAULT_IDLE_SECONDS = 30.0
+"""Seconds without news after which a run is final, in process and in a receiver alike."""
 KEPT_ENDED = 10_000
 """Runs that ended whose ids (and late counts) are remembered, so their records are late."""
 
@@ -54,7 +56,7 @@ class Timing:
     plan is complete or it is idle).
     """
 
-    idle: float | None = 30.0
+    idle: float | None = DEFAULT_IDLE_SECONDS
     window: float | None = None
     run_span_ends_run: bool = True
 

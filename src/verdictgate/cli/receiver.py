@@ -197,51 +197,39 @@ def serve_command(store_path, grpc_listen, http_listen, token_file, tls_cert, tl
     import logging
 
     logging.basicConfig(format="%(asctime)s %(levelname)s %(message)s", level=logging.WARNING)
-    from ..otel.publication import MetricLabels
     from ..receiver.allocator import reuse_freed_memory
-    from ..receiver.forwarder import Forwarder
-    from ..receiver.otlp_target import OtlpTarget
-    from ..receiver.prometheus_endpoint import PrometheusEndpoint
-    from ..receiver.receiver import Receiver
-    from ..receiver.server import Limits, Server, Tls
-    from ..receiver.store import Store
+    from ..receiver.config import ReceiverConfig
+    from ..receiver.server import Limits, Tls
+    from ..receiver.service import ServeConfig, Service
 
     reuse_freed_memory()  # this process handles one large body after another, like its decoders
     try:
         if (tls_cert is None) != (tls_key is None):
             raise click.UsageError("--tls-cert and --tls-key go together")
-        token = _read_secret(token_file, "--token-file")
-        canary_suites = _canary_suites(canary_suite_paths)
-        tls = Tls(tls_cert, tls_key) if tls_cert else None
-        target = OtlpTarget(publish_endpoint) if publish_endpoint else None
-        store = Store(store_path)
-        address = _scrape_address(prometheus)
-        scrape = PrometheusEndpoint() if address is not None else None
-        receiver = Receiver(
-            store,
-            Forwarder(store, target) if target else None,
-            idle=parse_duration(grace),
-            window=parse_duration(window) if window else None,
-            max_trials_per_run=max_trials_per_run,
-            retain=parse_duration(retain) if retain else None,
-            settle=parse_duration(settle),
-            metric_labels=MetricLabels(set(metric_suites) or None, max_metric_suites),
-            canary_suites=canary_suites,
-            scrape=scrape,
-        )
-        if scrape is not None and address is not None:
-            scrape.serve(*address)  # once the latest admissions are shown again
-        server = Server(
-            receiver,
+        config = ServeConfig(
+            store_path=store_path,
             grpc_listen=":".join(_listen(grpc_listen, "--grpc-listen")),
             http_listen=":".join(_listen(http_listen, "--http-listen")),
-            token=token,
-            tls=tls,
+            receiver=ReceiverConfig(
+                idle=parse_duration(grace),
+                window=parse_duration(window) if window else None,
+                max_trials_per_run=max_trials_per_run,
+                retain=parse_duration(retain) if retain else None,
+                settle=parse_duration(settle),
+                canary_suites=_canary_suites(canary_suite_paths),
+                metric_suites=frozenset(metric_suites) or None,
+                max_metric_suites=max_metric_suites,
+            ),
             limits=Limits(
                 max_request_bytes=max_request_bytes,
                 decoders=decoders if decoders is not None else min(1, (os.cpu_count() or 1) - 1),
             ),
+            token=_read_secret(token_file, "--token-file"),
+            tls=Tls(tls_cert, tls_key) if tls_cert else None,
+            publish_endpoint=publish_endpoint,
+            prometheus=_scrape_address(prometheus),
         )
+        service = Service(config)
     except (InputError, OSError, RuntimeError) as error:
         message = error.render(cli_option) if isinstance(error, InputError) else error
         click.echo(f"verdictgate: error: {message}", err=True)
@@ -249,31 +237,36 @@ def serve_command(store_path, grpc_listen, http_listen, token_file, tls_cert, tl
     stopped = threading.Event()
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, lambda *_: stopped.set())
-    server.start()
-    publishing_to = (
-        f"; publishing to {publish_endpoint} ({store.outbox_size()} admissions waiting)"
-        if publish_endpoint
-        else ""
-    ) + (
-        f"; Prometheus metrics on {address[0]}:{scrape.port}/metrics"
-        if scrape is not None and address is not None
-        else ""
-    )
-    click.echo(
-        f"verdictgate: receiving OTLP on grpc {grpc_listen.rpartition(':')[0]}:{server.grpc_port}, "
-        f"http {http_listen.rpartition(':')[0]}:{server.http_port}; store {store_path}"
-        + publishing_to,
-        err=True,
-    )
+    service.start()
+    _say_serving(service)
     stopped.wait()
-    server.stop()
-    if scrape is not None:
-        scrape.close()
-    if publish_endpoint and (waiting := store.outbox_size()):
+    service.stop()
+    if publish_endpoint and (waiting := service.store.outbox_size()):
         click.echo(
             f"verdictgate: stopped; {waiting} admissions wait in the outbox for the next start",
             err=True,
         )
+
+
+def _say_serving(service: Any) -> None:
+    """One line on stderr: where the receiver listens, its store, where it publishes."""
+    config, server, scrape = service.config, service.server, service.scrape
+    publishing_to = (
+        f"; publishing to {config.publish_endpoint} "
+        f"({service.store.outbox_size()} admissions waiting)"
+        if config.publish_endpoint
+        else ""
+    ) + (
+        f"; Prometheus metrics on {config.prometheus[0]}:{scrape.port}/metrics"
+        if scrape is not None and config.prometheus is not None
+        else ""
+    )
+    click.echo(
+        f"verdictgate: receiving OTLP on grpc {config.grpc_listen.rpartition(':')[0]}:"
+        f"{server.grpc_port}, http {config.http_listen.rpartition(':')[0]}:{server.http_port}; "
+        f"store {config.store_path}" + publishing_to,
+        err=True,
+    )
 
 
 def _unreachable(endpoint: str, details: str, tls_ca: str | None) -> str:

@@ -19,7 +19,7 @@ from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
 
 from ..assessment import Assessment
 from ..engine import assess_declared, decided_round
-from ..lifecycle import Decision, Final, Lifecycle, Look, Reason, Timing
+from ..lifecycle import DEFAULT_IDLE_SECONDS, Decision, Final, Lifecycle, Look, Reason, Timing
 from ..trial_model import Trial
 from . import conventions as names
 from .publisher import Publisher
@@ -29,10 +29,6 @@ logger = logging.getLogger(__name__)
 
 KEPT_ASSESSMENTS = 1000
 """How many assessments the processor keeps for lookup by run id."""
-
-DEFAULT_IDLE_SECONDS = 30.0
-"""A canary run (no run span) ends after this long without a new trial; the receiver's `--idle`
-default too."""
 
 SHUTDOWN_SECONDS = 30.0
 """How long `shutdown` waits for the worker to publish what is pending."""

@@ -7,7 +7,6 @@ import json
 import logging
 import threading
 import time
-import warnings
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import replace
 from typing import Any
@@ -22,8 +21,8 @@ from ..otel.otlp_reading import Extract
 from ..otel.publication import OVERFLOW, MetricLabels, Publication, TrialTally, streak_after
 from ..otel.span_decoding import run_declaration
 from ..otel.spans import run_attributes
-from ..suite import Suite
 from ..trial_model import Trial
+from .config import ReceiverConfig
 from .finisher import Finisher
 from .forwarder import Forwarder
 from .prometheus_endpoint import PrometheusEndpoint
@@ -32,15 +31,6 @@ from .watch import AssessmentCache, CachedAssessment, RunSignals
 
 logger = logging.getLogger(__name__)
 
-DEFAULT_IDLE_SECONDS = 30.0
-"""Seconds without news after which a run is final (`serve --idle`)."""
-DEFAULT_MAX_TRIALS_PER_RUN = 1_000_000
-"""Trials one run may hold in a receiver (a million trials assess in about two seconds)."""
-
-
-DEFAULT_SETTLE = 5.0
-"""Seconds a trace with a harness's trial span must be quiet before its trials are derived:
-the framework spans of other processes may arrive after the trial span."""
 TRACE_TTL = 600.0
 """Seconds a trace without a trial span is held (then dropped), and a settled trace remembered
 (so that a late copy of its spans decides nothing again)."""
@@ -73,49 +63,40 @@ class Receiver:
     makes the run admitted, and delivered by the forwarder's own thread. A run holds at most
     `max_trials_per_run` trials; spans beyond that are rejected (partial success).
 
-    A canary whose decision spans name a suite of `canary_suites` is judged by that suite (its
-    contract, cases and policy) instead of the default policy. `clock` (epoch seconds) times
-    everything: the tick and the tests drive it.
+    A canary whose decision spans name a suite of the config's `canary_suites` is judged by
+    that suite (its contract, cases and policy) instead of the default policy. `clock` (epoch
+    seconds) times everything: the tick and the tests drive it.
     """
 
     def __init__(
         self,
         store: Store,
         forwarder: Forwarder | None = None,
+        config: ReceiverConfig | None = None,
         *,
-        idle: float = DEFAULT_IDLE_SECONDS,
-        window: float | None = None,
         clock: Callable[[], float] = time.time,
-        max_trials_per_run: int = DEFAULT_MAX_TRIALS_PER_RUN,
-        assess_interval: float = 1.0,
-        metric_labels: MetricLabels | None = None,
-        retain: float | None = None,
-        settle: float = DEFAULT_SETTLE,
-        canary_suites: Mapping[str, Suite] | None = None,
         scrape: PrometheusEndpoint | None = None,
-        grace: float | None = None,
     ) -> None:
-        if grace is not None:
-            warnings.warn("Receiver(grace=...) is now idle=...", DeprecationWarning, 2)
-            idle = grace
+        config = self.config = config or ReceiverConfig()
         self.store = store
         self.forwarder = forwarder
         self.scrape = scrape
         """Where admissions' metrics are also shown for Prometheus to scrape."""
         self._tally = TrialTally()
-        self._labels = metric_labels or MetricLabels()
+        self._labels = MetricLabels(config.metric_suites, config.max_metric_suites)
         self._clock = clock
         self._signals = RunSignals()
-        self._cache = AssessmentCache(self.assessment_of, interval=assess_interval, clock=clock)
-        self._max_trials = max_trials_per_run
-        self._retain = retain
-        self._settle = settle
+        self._cache = AssessmentCache(
+            self.assessment_of, interval=config.assess_interval, clock=clock
+        )
+        self._max_trials = config.max_trials_per_run
         self._next_retention = 0.0
-        self._canary_suites = dict(canary_suites or {})
+        self._canary_suites = config.canary_suites
         self._lock = threading.Lock()
         """Orders commits and the lifecycle's events alike (and guards the lifecycle)."""
         self._lifecycle = Lifecycle(
-            Timing(idle=idle, window=window, run_span_ends_run=False), self._canary_declaration
+            Timing(idle=config.idle, window=config.window, run_span_ends_run=False),
+            self._canary_declaration,
         )
         self._finisher = Finisher(self._do)
         if scrape is not None:
@@ -199,11 +180,10 @@ class Receiver:
         self._settle_traces(now)
         with self._lock:
             self._advance(now)
-        if self._retain is not None and now >= self._next_retention:
+        retain = self.config.retain
+        if retain is not None and now >= self._next_retention:
             self._next_retention = now + RETENTION_EVERY
-            while (
-                self.store.forget_finished(now - self._retain, RETENTION_BATCH) == RETENTION_BATCH
-            ):
+            while self.store.forget_finished(now - retain, RETENTION_BATCH) == RETENTION_BATCH:
                 pass
 
     def flush(self, timeout: float = 30.0) -> bool:
@@ -261,7 +241,7 @@ class Receiver:
     def _settle_traces(self, now: float) -> None:
         """Derive and store the trials of traces quiet for the settle time, each trace in one
         transaction with letting go of its spans; forget traces that never got a trial span."""
-        for trace_id in self.store.quiet_traces(now - self._settle, SETTLE_BATCH):
+        for trace_id in self.store.quiet_traces(now - self.config.settle, SETTLE_BATCH):
             marks, facts = self.store.trace(trace_id)
             self._write(
                 None,

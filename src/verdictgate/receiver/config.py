@@ -1,0 +1,47 @@
+"""What a receiver is told: when runs end, how much one run may hold, which suites canaries are
+judged by and metrics may name. Data only, built once (by `serve`'s flags or by hand)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+
+from ..lifecycle import DEFAULT_IDLE_SECONDS
+from ..suite import Suite
+
+DEFAULT_MAX_TRIALS_PER_RUN = 1_000_000
+"""Trials one run may hold in a receiver (a million trials assess in about two seconds)."""
+DEFAULT_SETTLE = 5.0
+"""Seconds a trace with a harness's trial span must be quiet before its trials are derived:
+the framework spans of other processes may arrive after the trial span."""
+DEFAULT_METRIC_SUITES = 50
+"""Distinct (suite, point) label pairs metrics carry when no suites are named."""
+
+
+@dataclass(frozen=True)
+class ReceiverConfig:
+    """A receiver's settings.
+
+    `idle`: seconds without news after which a run is final (a canary's since its last trial,
+    a declared run's since its run span or last trial). `window`: seconds between a canary's
+    interim admissions (None: none). `max_trials_per_run`: spans beyond it are rejected.
+    `assess_interval`: an open run is assessed for queries at most this often. `retain`:
+    delete runs finished longer ago (None: keep every run). `settle`: quiet seconds before a
+    trace's framework spans become trials. `canary_suites`: suite name -> the suite its
+    canaries are judged by. `metric_suites`: the suites metrics may name (None: the first
+    `max_metric_suites` seen).
+    """
+
+    idle: float = DEFAULT_IDLE_SECONDS
+    window: float | None = None
+    max_trials_per_run: int = DEFAULT_MAX_TRIALS_PER_RUN
+    assess_interval: float = 1.0
+    retain: float | None = None
+    settle: float = DEFAULT_SETTLE
+    canary_suites: Mapping[str, Suite] = field(default_factory=lambda: MappingProxyType({}))
+    metric_suites: frozenset[str] | None = None
+    max_metric_suites: int = DEFAULT_METRIC_SUITES
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "canary_suites", MappingProxyType(dict(self.canary_suites)))

@@ -69,6 +69,16 @@ def test_explicit_repeats_and_budget_cap():
     assert "pooled_undecided" in assessment.reason_codes
 
 
+def test_run_options_are_one_object_and_keywords_replace_their_fields():
+    options = verdictgate.RunOptions(repeats=4, budget=24, run_id="opts")
+    assessment = verdictgate.run(keyword_gate, gate_suite(), None, options)
+    assert assessment.trials.received == 24 and assessment.run.id == "opts"
+    again = verdictgate.run(keyword_gate, gate_suite(), None, options, repeats=2, run_id="kw")
+    assert again.trials.received == 12 and again.run.id == "kw"
+    with pytest.raises(TypeError, match="repeat"):
+        verdictgate.run(keyword_gate, gate_suite(), repeat=4)  # a misspelt setting is refused
+
+
 def test_every_kind_of_answer_and_failure_becomes_a_trial():
     answers = {
         "approve": lambda: "approve",

@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from .plan import RunPlan, plan_run
     from .policy import PRECISION_PRESETS, Claim, Policy
     from .runner.agent import Agent, from_callable, from_factory
+    from .runner.run_options import RunOptions
     from .runner.runner import run
     from .stats import (
         Method,
@@ -87,6 +88,7 @@ _EXPORTS: dict[str, str] = {
     "plan_run": "plan",
     "read_trials": "trials_file",
     "run": "runner.runner",
+    "RunOptions": "runner.run_options",
     "trial": "otel.instrument",
     "trial_span": "otel.instrument",
     "wilson_interval": "stats",
@@ -129,6 +131,7 @@ __all__ = [
     "Publisher",
     "Relation",
     "RunInfo",
+    "RunOptions",
     "RunPlan",
     "SemanticCheck",
     "Stability",

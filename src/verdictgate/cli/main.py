@@ -88,20 +88,10 @@ def main() -> None:
 @policy_options
 @output_options
 @handles_errors
-def run_command(
-    agent_spec,
-    suite_path,
-    policy_of,
-    fmt,
-    output,
-    **agent_options,
-) -> None:
+def run_command(suite_path, policy_of, fmt, output, agent_run) -> None:
     """Call an agent on every suite case, repeatedly, and assess the trials."""
     suite = suite_from(suite_path)
-    policy = policy_of(suite)
-    assessment = evidence_for(
-        trials=None, agent_spec=agent_spec, suite=suite, policy=policy, **agent_options
-    )
+    assessment = evidence_for(None, suite, policy_of(suite), agent_run)
     emit(assessment, fmt, output)
     sys.exit(assessment.status.exit_code)
 
@@ -283,14 +273,14 @@ def snapshot_command(
     output,
     policy_of,
     fmt,
-    **agent_options,
+    agent_run,
 ) -> None:
     """Freeze a qualified, approved run as a baseline (fingerprints only, never inputs)."""
     if not accept_reference:
         raise click.UsageError("a baseline must be approved: pass --accept-reference")
     suite = load_suite(suite_path)  # --suite is required
     policy = policy_of(suite)
-    assessment = evidence_for(trials=trials_path, suite=suite, policy=policy, **agent_options)
+    assessment = evidence_for(trials_path, suite, policy, agent_run)
     try:
         document = make_snapshot(assessment, suite, approved=accept_reference)
     except SnapshotRefused as refusal:
@@ -323,10 +313,10 @@ def snapshot_command(
 )
 @output_options
 @handles_errors
-def check_command(snapshot_path, trials_path, suite_path, fmt, output, **agent_options) -> None:
+def check_command(snapshot_path, trials_path, suite_path, fmt, output, agent_run) -> None:
     """Re-apply the gate to new evidence, then list what changed against the baseline."""
     baseline = baseline_from_document(read_json(snapshot_path), snapshot_path)
-    if agent_options.get("agent_spec") is not None and suite_path is None:
+    if agent_run.agent_spec is not None and suite_path is None:
         raise click.UsageError(
             "check --agent needs --suite: the snapshot keeps the cases' fingerprints, not their "
             "inputs"
@@ -339,7 +329,7 @@ def check_command(snapshot_path, trials_path, suite_path, fmt, output, **agent_o
     policy = baseline.policy
     if policy.pass_rate is None and suite.pass_rate is not None:
         policy = replace(policy, pass_rate=suite.pass_rate)  # a rate the given suite requires
-    assessment = evidence_for(trials=trials_path, suite=suite, policy=policy, **agent_options)
+    assessment = evidence_for(trials_path, suite, policy, agent_run)
     regression = compare_to_baseline(baseline, assessment)
     emit(assessment, fmt, output, {"check": regression_document(regression)}, regression)
     if fmt == "text":

@@ -8,7 +8,7 @@ import socket
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import replace
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlparse
@@ -23,10 +23,12 @@ from ..policy import PRECISION_PRESETS, Claim, Policy
 from ..reports import RENDERERS, render_html, render_text
 from ..reports.json_report import report_document
 from ..runner.agent import Agent, from_callable, from_factory
+from ..runner.run_options import RunOptions
 from ..stats import Method
 from ..suite import Suite
 from ..suite_file import load_suite
 from ..tiers.invariants import Invariant
+from ..trial_model import Trial
 from ..trials_file import TrialWriter, read_trials
 from .loading import load_attribute, load_factory
 
@@ -114,8 +116,64 @@ def emit(
         raise InputError(f"cannot write report ({error.strerror})", path=output) from None
 
 
+@dataclass(frozen=True)
+class AgentRun:
+    """What the flags of a command that can call an agent say, gathered once: the agent
+    (`--agent`), how its run is made (`run_options` turns the rest into `RunOptions`), where
+    its trials and spans go, and the isolation of its reruns."""
+
+    agent_spec: str | None = None
+    isolation: str | None = None
+    repeats: int | None = None
+    budget: int | None = None
+    concurrency: int = 1
+    timeout: float | None = None
+    trials_out: str | None = None
+    otlp_endpoint: str | None = None
+    run_id: str | None = None
+    quality_gate: bool = False
+    relations: tuple[str, ...] = ()
+    invariant_specs: tuple[str, ...] = ()
+    semantic: bool = False
+    judge_spec: str | None = None
+    decision_rule: str | None = None
+    sequential: bool = False
+    max_pairs: int | None = None
+    curtail: bool = False
+    resume_path: str | None = None
+
+    def shapes_a_run(self) -> bool:
+        """Whether it asks for what only an agent's run can do."""
+        return (
+            self.decision_rule is not None
+            or self.sequential
+            or self.max_pairs is not None
+            or self.curtail
+            or bool(self.resume_path)
+        )
+
+    def run_options(self, decision: DecisionRule | None, resume: list[Trial]) -> RunOptions:
+        """The run's options, its invariants and judge loaded from where the flags name."""
+        return RunOptions(
+            repeats=self.repeats, budget=self.budget, concurrency=self.concurrency,
+            timeout=self.timeout, run_id=self.run_id, quality_gate=self.quality_gate,
+            relations=self.relations,
+            invariants=[i for spec in self.invariant_specs for i in _invariants(spec)],
+            semantic=self.semantic,
+            judge=None if self.judge_spec is None else _judge(self.judge_spec),
+            decision=decision, sequential=self.sequential, max_pairs=self.max_pairs,
+            curtail=self.curtail, resume=resume,
+        )  # fmt: skip
+
+
+_AGENT_RUN_FIELDS = tuple(f.name for f in fields(AgentRun))
+
+
 def run_options(command: Callable, *, agent_required: bool = False) -> Callable:
-    """Options shared by every command that can call an agent."""
+    """Options shared by every command that can call an agent; the command receives them as
+    one `agent_run` (an AgentRun) in their place."""
+
+    gathered = _gathering_agent_run(command)
     for option in reversed(
         [
             click.option(
@@ -228,8 +286,19 @@ def run_options(command: Callable, *, agent_required: bool = False) -> Callable:
             ),
         ]
     ):
-        command = option(command)
-    return command
+        gathered = option(gathered)
+    return gathered
+
+
+def _gathering_agent_run(command: Callable) -> Callable:
+    """`command`, given the agent options' values as one AgentRun (`agent_run`)."""
+
+    @functools.wraps(command)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        given = {name: kwargs.pop(name) for name in _AGENT_RUN_FIELDS if name in kwargs}
+        return command(*args, agent_run=AgentRun(**given), **kwargs)
+
+    return wrapper
 
 
 def policy_options(command: Callable) -> Callable:
@@ -299,39 +368,12 @@ def output_options(command: Callable) -> Callable:
 
 
 def evidence_for(
-    *,
-    trials: str | None,
-    agent_spec: str | None,
-    suite: Suite | None,
-    policy: Policy,
-    isolation: str | None,
-    repeats: int | None = None,
-    budget: int | None = None,
-    concurrency: int = 1,
-    timeout: float | None = None,
-    trials_out: str | None = None,
-    otlp_endpoint: str | None = None,
-    run_id: str | None = None,
-    quality_gate: bool = False,
-    relations: tuple[str, ...] = (),
-    invariant_specs: tuple[str, ...] = (),
-    semantic: bool = False,
-    judge_spec: str | None = None,
-    decision_rule: str | None = None,
-    sequential: bool = False,
-    max_pairs: int | None = None,
-    curtail: bool = False,
-    resume_path: str | None = None,
+    trials: str | None, suite: Suite | None, policy: Policy, agent_run: AgentRun
 ) -> Assessment:
     """Assess a trials file, or run an agent on the suite, under one policy."""
-    if trials is not None and agent_spec is None:
-        if (
-            decision_rule is not None
-            or sequential
-            or max_pairs is not None
-            or curtail
-            or resume_path
-        ):
+    isolation = agent_run.isolation
+    if trials is not None and agent_run.agent_spec is None:
+        if agent_run.shapes_a_run():
             raise click.UsageError(
                 "--decision, --sequential, --max-pairs, --curtail and --resume shape an agent's "
                 "run; not --trials "
@@ -342,15 +384,32 @@ def evidence_for(
         return assess(
             evidence, named, policy, isolation=Isolation(isolation) if isolation else None
         )
-    if agent_spec is None or trials is not None:
+    if agent_run.agent_spec is None or trials is not None:
         raise click.UsageError("give exactly one of --trials or --agent")
     if suite is None:
         raise click.UsageError("--agent needs --suite (the cases to call it with)")
-    rule = None if decision_rule is None else DecisionRule.parse(decision_rule)
+    rule = None if agent_run.decision_rule is None else DecisionRule.parse(agent_run.decision_rule)
     if rule is not None:  # before FACTORY runs, so the framework finds the provider set
         from ..otel.trial_capture import attach_capture
 
         attach_capture()
+    agent = _agent(agent_run.agent_spec, isolation)
+    from ..runner.runner import (
+        run as run_agent,  # the OpenTelemetry SDK loads only when an agent runs
+    )
+
+    path = agent_run.resume_path
+    resume = list(read_trials(path)[0].trials()) if path else []
+    options = agent_run.run_options(rule, resume)
+    with (
+        trials_writer(agent_run.trials_out, suite, agent.isolation) as sink,
+        telemetry_for(agent_run.otlp_endpoint) as telemetry,
+    ):
+        return run_agent(agent, suite, policy, options, sink=sink, telemetry=telemetry)
+
+
+def _agent(agent_spec: str, isolation: str | None) -> Agent:
+    """The agent that `--agent FILE.py:FACTORY` makes, isolated as `--isolation` says."""
     factory = load_factory(agent_spec)
     try:
         made = factory()
@@ -369,37 +428,7 @@ def evidence_for(
             f"--isolation {isolation}: the agent FACTORY returns isolates its trials as "
             f"{agent.isolation.value}, which is what the run declares"
         )
-    from ..runner.runner import (
-        run as run_agent,  # the OpenTelemetry SDK loads only when an agent runs
-    )
-
-    resume = list(read_trials(resume_path)[0].trials()) if resume_path else []
-    with (
-        trials_writer(trials_out, suite, agent.isolation) as sink,
-        telemetry_for(otlp_endpoint) as telemetry,
-    ):
-        return run_agent(
-            agent,
-            suite,
-            policy,
-            repeats=repeats,
-            budget=budget,
-            concurrency=concurrency,
-            timeout=timeout,
-            sink=sink,
-            telemetry=telemetry,
-            run_id=run_id,
-            quality_gate=quality_gate,
-            relations=relations,
-            invariants=[i for spec in invariant_specs for i in _invariants(spec)],
-            semantic=semantic,
-            judge=None if judge_spec is None else _judge(judge_spec),
-            decision=rule,
-            sequential=sequential,
-            max_pairs=max_pairs,
-            curtail=curtail,
-            resume=resume,
-        )
+    return agent
 
 
 def _invariants(spec: str) -> list[Invariant]:

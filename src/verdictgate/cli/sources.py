@@ -20,6 +20,7 @@ from ..suite import Suite
 from ..trials_file import TrialWriter, read_trials
 from .options import (
     ISOLATIONS,
+    AgentRun,
     emit,
     evidence_for,
     handles_errors,
@@ -98,8 +99,7 @@ def assess_command(
         except ValueError as error:
             raise click.BadParameter(str(error), param_hint="--sequential") from None
     if kind is None:  # --trials
-        assessment = evidence_for(trials=trials_path, agent_spec=None, suite=suite, policy=policy,
-                               isolation=isolation)  # fmt: skip
+        assessment = evidence_for(trials_path, suite, policy, AgentRun(isolation=isolation))
         evidence = read_trials(trials_path)[0] if sequential else None
     else:
         imported = _read(kind, sources, suite)

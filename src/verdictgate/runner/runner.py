@@ -12,7 +12,7 @@ import uuid
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 import msgspec
@@ -35,13 +35,13 @@ from ..plan import RunPlan, plan_run, sequential_trials
 from ..policy import Policy
 from ..sequential import sequential_policy
 from ..suite import Case, Suite
-from ..tiers.invariants import Invariant
 from ..tiers.relations import Relation, as_relation
 from ..tiers.semantic import SemanticCheck, bundled_embedder
-from ..tiers.tiers import Judge, Tiers
+from ..tiers.tiers import Tiers
 from ..trial_model import Trial, decision_from_value, decision_text
 from .agent import Agent, from_callable
 from .round_collection import RoundCollection, Stop
+from .run_options import RunOptions
 
 
 class TrialSink(Protocol):
@@ -79,27 +79,16 @@ def run(
     agent: Agent | Callable[[str], Any],
     suite: Suite,
     policy: Policy | None = None,
+    options: RunOptions | None = None,
     *,
-    repeats: int | None = None,
-    budget: int | None = None,
-    concurrency: int = 1,
-    timeout: float | None = None,
-    run_id: str | None = None,
     sink: TrialSink | None = None,
-    progress: bool | None = None,
     telemetry: Telemetry | None = None,
-    quality_gate: bool = False,
-    invariants: Sequence[Invariant] = (),
-    relations: Sequence[Relation | str] = (),
-    judge: Judge | None = None,
-    semantic: SemanticCheck | bool = False,
-    decision: str | DecisionRule | None = None,
-    sequential: bool = False,
-    max_pairs: int | None = None,
-    curtail: bool = False,
-    resume: Sequence[Trial] = (),
+    **settings: Any,
 ) -> Assessment:
     """Call `agent` on every suite case as often as the policy needs, then assess the trials.
+
+    How the run is made is one `RunOptions` (its fields may also be given as keywords, which
+    replace the options' own: `run(agent, suite, concurrency=4)`).
 
     The plan is sized and checked against `budget` before any call. Every call is recorded as a
     decision span inside a `verdictgate.run` span, and the EvidenceProcessor of `telemetry` (a
@@ -137,9 +126,11 @@ def run(
     this one whole), and the run goes on from the round after them; the sequential rule stays
     valid however often it is continued, provided the policy is the one the first run had.
     """
-    checked = [as_relation(relation) for relation in relations]
+    options = replace(options or RunOptions(), **settings)  # an unknown keyword: TypeError
+    checked = [as_relation(relation) for relation in options.relations]
     agent = from_callable(agent)
-    rule = DecisionRule.parse(decision) if isinstance(decision, str) else decision
+    rule = options.decision
+    rule = DecisionRule.parse(rule) if isinstance(rule, str) else rule
     rule = rule or agent.decision
     if rule is not None and checked:
         raise PlanError(
@@ -148,23 +139,24 @@ def run(
             arguments=("relation",),
         )
     policy = policy or Policy.with_tolerance(suite.tolerance, suite.pass_rate)
-    _refuse_before_any_call(suite, concurrency)
+    _refuse_before_any_call(suite, options.concurrency)
     collection = None
-    if resume and not sequential:
+    if options.resume and not options.sequential:
         raise PlanError("continues a sequential run", arguments=("resume",))
-    _one_run(resume)
-    if sequential or curtail:
+    _one_run(options.resume)
+    if options.sequential or options.curtail:
         collection = _round_collection(
-            suite, policy, sequential, curtail, max_pairs, repeats, budget,
-            quality_gate or bool(checked), resume,
-        )  # fmt: skip
+            suite, policy, options, options.quality_gate or bool(checked)
+        )
         policy, calls, planned = collection.policy, [], collection.sized_for
     else:
-        plan = plan_run(suite, policy, repeats=repeats, budget=budget)
+        plan = plan_run(suite, policy, repeats=options.repeats, budget=options.budget)
         calls = planned_calls(suite, plan)
         planned = plan.calls
-    tiers = Tiers(tuple(invariants), _semantic_check(semantic, suite), judge)  # may load a model
-    run_id = run_id or uuid.uuid4().hex
+    tiers = Tiers(
+        tuple(options.invariants), _semantic_check(options.semantic, suite), options.judge
+    )  # may load a model
+    run_id = options.run_id or uuid.uuid4().hex
     own_pipeline = telemetry is None
     pipeline = telemetry or Telemetry()
     processor = pipeline.processor
@@ -188,11 +180,11 @@ def run(
 
     processor.watch(run_id, watch)
     recording = _Recording(
-        run_id, suite, pipeline.tracer_provider, timeout, tiers, rule, processor.force_flush
+        run_id, suite, pipeline.tracer_provider, options.timeout, tiers, rule, processor.force_flush
     )
     rounds = (
         [[c for c in calls if c.index == 0], [c for c in calls if c.index > 0]]
-        if quality_gate
+        if options.quality_gate
         else [calls]
     )
     try:
@@ -205,31 +197,32 @@ def run(
                 isolation=agent.isolation,
                 tracer_provider=pipeline.tracer_provider,
             ) as run_span,
-            _progress_bar(planned, progress) as advance,
+            _progress_bar(planned, options.progress) as advance,
         ):
             if collection is not None:
-                for earlier in resume:
+                for earlier in options.resume:
                     recorded_trial(
                         msgspec.structs.replace(earlier, run=run_id),
                         suite,
                         pipeline.tracer_provider,
                     )
                 made, stop = _collect_in_rounds(
-                    agent, suite, collection, recording, concurrency, advance
+                    agent, suite, collection, recording, options.concurrency, advance
                 )
-                made += len(resume)
+                made += len(options.resume)
                 run_span.set_attribute(names.PLAN_TRIALS, made)  # what the run set out to do
                 run_span.set_attribute(names.PLAN_SIZED_TRIALS, collection.sized_for)
                 if stop is Stop.CURTAILED:  # judged by the rule valid at any stop
                     run_span.set_attribute(names.CURTAILED, True)
                     run_span.set_attribute(names.METHOD, collection.stopped_policy.method.value)
             elif not _call_in_rounds(
-                agent, rounds, recording, concurrency, advance,
-                (lambda: _missed_routes(suite, first_answers)) if quality_gate else None,
+                agent, rounds, recording, options.concurrency, advance,
+                (lambda: _missed_routes(suite, first_answers)) if options.quality_gate else None,
                 run_span,
             ) and checked:  # fmt: skip
                 _declare_relations(
-                    run_span, _check_relations(agent, suite, first_answers, checked, timeout)
+                    run_span,
+                    _check_relations(agent, suite, first_answers, checked, options.timeout),
                 )
     finally:
         processor.watch(run_id, None)
@@ -244,15 +237,7 @@ def run(
 
 
 def _round_collection(
-    suite: Suite,
-    policy: Policy,
-    sequential: bool,
-    curtail: bool,
-    max_pairs: int | None,
-    repeats: int | None,
-    budget: int | None,
-    gated: bool,
-    resume: Sequence[Trial],
+    suite: Suite, policy: Policy, options: RunOptions, gated: bool
 ) -> RoundCollection:
     """The collection of a run that may stop early, refused before any call when it cannot be
     one."""
@@ -262,27 +247,27 @@ def _round_collection(
             "or {relation}",
             arguments=("quality_gate", "relation"),
         )
-    if max_pairs is not None and not sequential:
+    if options.max_pairs is not None and not options.sequential:
         raise PlanError("caps a sequential run", arguments=("max_pairs",))
-    if max_pairs is not None and max_pairs < 1:
-        raise PlanError(f"must be at least 1, got {max_pairs}", arguments=("max_pairs",))
+    if options.max_pairs is not None and options.max_pairs < 1:
+        raise PlanError(f"must be at least 1, got {options.max_pairs}", arguments=("max_pairs",))
     try:
-        if sequential:
-            if repeats is not None:
+        if options.sequential:
+            if options.repeats is not None:
                 raise PlanError(
                     "a sequential run sizes itself round by round", arguments=("repeats",)
                 )
             judged = sequential_policy(policy, suite)
             return RoundCollection(
-                suite, judged, sequential_trials(suite, judged, max_pairs),
-                sequential=True, curtail=curtail or budget is not None, budget=budget,
-                prior=resume,
+                suite, judged, sequential_trials(suite, judged, options.max_pairs),
+                sequential=True, curtail=options.curtail or options.budget is not None,
+                budget=options.budget, prior=options.resume,
             )  # fmt: skip
-        plan = plan_run(suite, policy, repeats=repeats, budget=budget)
+        plan = plan_run(suite, policy, repeats=options.repeats, budget=options.budget)
         return RoundCollection(suite, policy, plan.repeats, sequential=False, curtail=True)
     except ValueError as error:
         raise PlanError(
-            str(error), arguments=("sequential" if sequential else "curtail",)
+            str(error), arguments=("sequential" if options.sequential else "curtail",)
         ) from None
 
 

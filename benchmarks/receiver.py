@@ -25,22 +25,14 @@ import time
 from pathlib import Path
 
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
-from opentelemetry.proto.common.v1.common_pb2 import AnyValue, ArrayValue, KeyValue
+from opentelemetry.proto.common.v1.common_pb2 import KeyValue
 from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans, Span
+
+from verdictgate.receiver.otlp_target import any_value
 
 SPANS_PER_REQUEST = 512
 TRACE_EXPORT = "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
 ROUTES = ["card_security", "cash_withdrawal", "duplicate_charge", "merchant_dispute"]
-
-
-def any_value(value: object) -> AnyValue:
-    if isinstance(value, int):
-        return AnyValue(int_value=value)
-    if isinstance(value, float):
-        return AnyValue(double_value=value)
-    if isinstance(value, list):
-        return AnyValue(array_value=ArrayValue(values=[any_value(item) for item in value]))
-    return AnyValue(string_value=str(value))
 
 
 def attribute(key: str, value: object) -> KeyValue:

@@ -20,13 +20,14 @@ from pathlib import Path
 
 import grpc
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
-from opentelemetry.proto.common.v1.common_pb2 import AnyValue, ArrayValue, KeyValue
+from opentelemetry.proto.common.v1.common_pb2 import KeyValue
 from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans, Span
 
 from verdictgate import Contract, Isolation, Policy, Suite
 from verdictgate.otel import conventions as names
 from verdictgate.otel.spans import run_attributes
 from verdictgate.receiver.config import ReceiverConfig
+from verdictgate.receiver.otlp_target import any_value
 from verdictgate.receiver.receiver import Receiver
 from verdictgate.receiver.server import Limits, Server
 from verdictgate.receiver.store import Store
@@ -34,18 +35,6 @@ from verdictgate.receiver.store import Store
 TRACE_EXPORT = "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
 ROUTES = ["card_security", "cash_withdrawal", "duplicate_charge", "merchant_dispute"]
 CASES = 100
-
-
-def value(item: object) -> AnyValue:
-    if isinstance(item, bool):
-        return AnyValue(bool_value=item)
-    if isinstance(item, int):
-        return AnyValue(int_value=item)
-    if isinstance(item, float):
-        return AnyValue(double_value=item)
-    if isinstance(item, list):
-        return AnyValue(array_value=ArrayValue(values=[value(v) for v in item]))
-    return AnyValue(string_value=str(item))
 
 
 def encoded(spans: list[Span]) -> bytes:
@@ -73,7 +62,7 @@ def requests_of(run: str, trials: int, count: int) -> list[bytes]:
                 name="decide payment_router",
                 trace_id=n.to_bytes(16, "big"),
                 span_id=n.to_bytes(8, "big"),
-                attributes=[KeyValue(key=k, value=value(v)) for k, v in attributes.items()],
+                attributes=[KeyValue(key=k, value=any_value(v)) for k, v in attributes.items()],
             )
         )
     size = trials // count
@@ -82,7 +71,7 @@ def requests_of(run: str, trials: int, count: int) -> list[bytes]:
         name=names.RUN_SPAN,
         trace_id=b"\x09" * 16,
         span_id=b"\x09" * 8,
-        attributes=[KeyValue(key=k, value=value(v)) for k, v in declared.items()],
+        attributes=[KeyValue(key=k, value=any_value(v)) for k, v in declared.items()],
     )
     batches[0] = [run_span, *batches[0]]
     return [encoded(batch) for batch in batches]

@@ -1,29 +1,39 @@
-"""The finisher: one thread that admits the runs the lifecycle made final, in order."""
+"""The finisher: a few threads that admit the runs the lifecycle made final, each run's
+decisions in order, runs side by side."""
 
 from __future__ import annotations
 
 import logging
 import threading
-from collections import deque
+from collections import OrderedDict, deque
 from collections.abc import Callable
 
 from ..lifecycle import Decision
 
 logger = logging.getLogger(__name__)
 
+WORKERS = 2
+"""Threads that assess and admit at once: a large run's assessment never holds a small one's."""
+
 
 class Finisher:
-    """Does each decision handed to it (`put`) on its own thread, one at a time and in order,
-    so that no request and no tick waits for an assessment. A failure is logged with its run
-    and never stops the next one. Started on first need."""
+    """Does each decision handed to it (`put`) off the caller's thread: the decisions of one run
+    one at a time and in order (a window before the final admission), different runs side by
+    side on `workers` threads, taken in turn, so no request, no tick and no other run waits
+    for one run's assessment. A failure is logged with its run and never stops the next one.
+    Started on first need."""
 
-    def __init__(self, do: Callable[[Decision], None]) -> None:
+    def __init__(self, do: Callable[[Decision], None], workers: int = WORKERS) -> None:
         self._do = do
-        self._queue: deque[Decision] = deque()
+        self._workers = workers
+        self._queues: OrderedDict[str, deque[Decision]] = OrderedDict()
+        """Runs with decisions waiting, in the order they are to be taken."""
+        self._busy: set[str] = set()
+        """Runs a thread is working on (their queues wait for it)."""
         self._changed = threading.Condition()
         self._pending = 0
         """Decisions queued or being done: `flush` waits for none."""
-        self._thread: threading.Thread | None = None
+        self._threads: list[threading.Thread] = []
         self._stopping = False
 
     def put(self, decision: Decision) -> None:
@@ -31,19 +41,21 @@ class Finisher:
         with self._changed:
             if self._stopping:
                 return
-            self._queue.append(decision)
+            self._queues.setdefault(decision.run_id, deque()).append(decision)
             self._pending += 1
-            if self._thread is None:
-                self._thread = threading.Thread(
-                    target=self._work, name="verdictgate-finisher", daemon=True
-                )
-                self._thread.start()
+            if len(self._threads) < self._workers:
+                thread = threading.Thread(
+                    target=self._work, name=f"verdictgate-finisher-{len(self._threads)}",
+                    daemon=True,
+                )  # fmt: skip
+                self._threads.append(thread)
+                thread.start()
             self._changed.notify_all()
 
     def flush(self, timeout: float) -> bool:
         """Wait until every decision queued so far (and any it queued) is done; False if
         `timeout` seconds passed first."""
-        if threading.current_thread() is self._thread:
+        if threading.current_thread() in self._threads:
             return False  # never wait on itself
         with self._changed:
             return self._changed.wait_for(lambda: self._pending == 0, timeout)
@@ -54,18 +66,31 @@ class Finisher:
         with self._changed:
             self._stopping = True
             self._changed.notify_all()
-            thread = self._thread
-        if thread is not None and thread is not threading.current_thread():
-            thread.join(timeout)
+            threads = list(self._threads)
+        for thread in threads:
+            if thread is not threading.current_thread():
+                thread.join(timeout)
+
+    def _next(self) -> Decision | None:
+        """The first decision of the first run no thread is working on (the lock is held)."""
+        for run_id, queue in self._queues.items():
+            if run_id not in self._busy:
+                self._busy.add(run_id)
+                decision = queue.popleft()
+                if queue:
+                    self._queues.move_to_end(run_id)  # runs take turns
+                else:
+                    del self._queues[run_id]
+                return decision
+        return None
 
     def _work(self) -> None:
         while True:
             with self._changed:
-                while not self._queue and not self._stopping:
+                while (decision := self._next()) is None:
+                    if self._stopping:
+                        return
                     self._changed.wait()
-                if not self._queue:
-                    return
-                decision = self._queue.popleft()
             try:
                 self._do(decision)
             except Exception:
@@ -74,5 +99,6 @@ class Finisher:
                 )
             finally:
                 with self._changed:
+                    self._busy.discard(decision.run_id)
                     self._pending -= 1
                     self._changed.notify_all()

@@ -57,8 +57,9 @@ class Receiver:
     the trials are committed, so a finish never reads a run back: the store is the durable log
     (read once, at start, to recover the open runs and the runs that were final but not yet
     admitted) and the outbox. Deciding that a run is final is committed with the request that
-    completed it; assessing, staging and publishing its admission happen on one finisher
-    thread, so a slow finish holds no ingest slot and no lock a request needs. With a
+    completed it; assessing, staging and publishing its admission happen on the finisher's
+    threads (each run's decisions in order, runs side by side), so a slow finish holds no
+    ingest slot, no lock a request needs, and no other run's finish. With a
     `forwarder`, each admission is staged in the store's outbox in the same transaction that
     makes the run admitted, and delivered by the forwarder's own thread. A run holds at most
     `max_trials_per_run` trials; spans beyond that are rejected (partial success).
@@ -94,6 +95,9 @@ class Receiver:
         self._canary_suites = config.canary_suites
         self._lock = threading.Lock()
         """Orders commits and the lifecycle's events alike (and guards the lifecycle)."""
+        self._admitting = threading.Lock()
+        """Held while an admission made by a finisher thread is published and committed (never
+        while a run is assessed)."""
         self._lifecycle = Lifecycle(
             Timing(idle=config.idle, window=config.window, run_span_ends_run=False),
             self._canary_declaration,
@@ -277,17 +281,19 @@ class Receiver:
         if run is None or run.status is not None:
             return
         assessment = self._judged(run, final.declaration, final.evidence)
-        now = self._clock()  # when it was admitted, for the store and the metrics alike
-        publication = self._publication(assessment, run, final=True, now=now)
-        finished = self.store.finish(
-            run.run_id, assessment.status.value,
-            publication.to_json() if publication and self.forwarder else None, now,
-            declaration=None if final.declared else self._canary_record(final, assessment),
-        )  # fmt: skip
+        with self._admitting:  # a suite's runs admitted one at a time: their streak counts
+            now = self._clock()  # when it was admitted, for the store and the metrics alike
+            publication = self._publication(assessment, run, final=True, now=now)
+            finished = self.store.finish(
+                run.run_id, assessment.status.value,
+                publication.to_json() if publication and self.forwarder else None, now,
+                declaration=None if final.declared else self._canary_record(final, assessment),
+            )  # fmt: skip
+            if finished:
+                self._cache.put(run, assessment)
+                if publication is not None and self.scrape is not None:
+                    self.scrape.emit(publication)
         if finished:
-            self._cache.put(run, assessment)
-            if publication is not None and self.scrape is not None:
-                self.scrape.emit(publication)
             self._staged()
         self._signals.notify((run.run_id,))
 
@@ -297,13 +303,16 @@ class Receiver:
         if run is None or run.status is not None:
             return  # never after its final admission
         assessment = self._judged(run, interim.declaration, interim.evidence)
-        publication = self._publication(assessment, run, final=False)
-        if publication is None:
-            return
-        if self.forwarder is not None and not self.store.stage(run.run_id, publication.to_json()):
-            return
-        if self.scrape is not None:
-            self.scrape.emit(publication)
+        with self._admitting:
+            publication = self._publication(assessment, run, final=False)
+            if publication is None:
+                return
+            if self.forwarder is not None and not self.store.stage(
+                run.run_id, publication.to_json()
+            ):
+                return
+            if self.scrape is not None:
+                self.scrape.emit(publication)
         self._staged()
 
     def _canary_record(self, final: Final, assessment: Assessment) -> str | None:

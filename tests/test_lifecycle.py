@@ -72,6 +72,8 @@ def runs(draw, most_cases: int = 4, most_pairs: int = 12):
     pairs = draw(st.integers(1, most_pairs))
     method = draw(st.sampled_from([Method.WILSON, Method.EXACT, Method.SEQUENTIAL]))
     flip_chance = draw(st.sampled_from([0.0, 0.1, 0.5]))
+    # a case may jump far ahead part-way (a sparse case: its later pairs lie beyond FAR_GAP)
+    gaps = draw(st.lists(st.sampled_from([0, 0, 40, 150]), min_size=cases, max_size=cases))
     rng = random.Random(draw(st.integers(0, 2**32 - 1)))
     trials = []
     for case in range(cases):
@@ -79,7 +81,8 @@ def runs(draw, most_cases: int = 4, most_pairs: int = 12):
         for index in range(2 * pairs):
             other = ROUTES[(case + 1) % 3]
             verdict = other if index % 2 and rng.random() < flip_chance else route
-            trials.append(Trial(f"c{case}", index, verdict, "r", route))
+            recorded = index + 2 * gaps[case] if index >= pairs else index
+            trials.append(Trial(f"c{case}", recorded, verdict, "r", route))
     return declaration_of("r", cases, 2 * pairs, method), trials
 
 

@@ -308,6 +308,33 @@ def test_a_blocked_publisher_never_holds_the_instrumented_thread():
     assert processor.assessment("r").trials.received == 4
 
 
+def test_a_flush_racing_shutdown_loses_nothing_and_shutdown_finishes():
+    exporter = _BlockingExporter()
+    publishing = TracerProvider()
+    publishing.add_span_processor(SimpleSpanProcessor(exporter))
+    provider = TracerProvider()
+    processor = EvidenceProcessor(Publisher(tracer_provider=publishing))
+    provider.add_span_processor(processor)
+    with evaluation_run(
+        run_id="r1", suite=SUITE, policy=Policy(), planned_trials=2, tracer_provider=provider
+    ):
+        emit([Trial("c", i, "a", "r1", "a") for i in range(2)], provider)
+    assert exporter.entered.wait(5)  # the worker is publishing r1, held by the exporter
+    flushed: list[bool] = []
+    flusher = threading.Thread(target=lambda: flushed.append(processor.force_flush(10_000)))
+    flusher.start()
+    _canary(provider, flush_each=False)  # queued behind that flush
+    stopper = threading.Thread(target=processor.shutdown)
+    stopper.start()
+    exporter.release.set()
+    flusher.join(10)
+    stopper.join(10)
+    assert flushed == [True] and not stopper.is_alive()
+    canary = processor.assessment("canary-1")
+    assert canary is not None and canary.trials.received == 8 and not canary.in_progress
+    assert processor.force_flush() and processor.late == 0
+
+
 def test_after_shutdown_spans_are_ignored_and_shutdown_is_idempotent():
     seen = []
     provider = TracerProvider()

@@ -938,3 +938,24 @@ def test_assess_and_the_receiver_report_the_same_fingerprints_and_isolation():
     got, want = receiver.assessment("fp"), assess(trials)
     assert got.run.fingerprints == want.run.fingerprints == "unkeyed"
     assert got.run.isolation == want.run.isolation and got.run.id == want.run.id == "fp"
+
+
+def test_a_restart_between_the_parts_of_a_sparse_case_changes_nothing(tmp_path):
+    """A case whose trials jump far ahead is held as recorded, across a restart too."""
+    first_part = [decision_span("r", "c0", i, "approve", "approve") for i in (0, 1, 200, 201)]
+    first_part += [decision_span("r", "c1", i, "deny", "deny") for i in range(202)]
+    rest = [decision_span("r", "c0", i, "approve", "approve") for i in range(2, 200)]
+    answers = []
+    for restart in (False, True):
+        path = tmp_path / f"store-{restart}.sqlite"
+        receiver = Receiver(Store(path), None, ReceiverConfig(idle=3600))
+        receiver.ingest(extract(request([run_span("r", 404), *first_part])))
+        if restart:
+            receiver.close()
+            receiver = Receiver(Store(path), None, ReceiverConfig(idle=3600))
+        receiver.ingest(extract(request(rest)))
+        assert receiver.flush() and receiver.store.run("r").final
+        answers.append(receiver.assessment("r"))
+        receiver.close()
+    assert answers[0] == answers[1]
+    assert answers[0].status is Status.QUALIFIED and answers[0].trials.received == 404

@@ -443,7 +443,7 @@ RULES: tuple[Rule, ...] = (
     Rule(ReasonCode.INCOMPLETE, Status.INCONCLUSIVE, "completeness", _incomplete,
          lambda f: () if f.in_progress else (f"Fix what failed and rerun the missing trials: {_incomplete(f)}.",)),
     Rule(ReasonCode.IN_PROGRESS, Status.INCONCLUSIVE, "completeness",
-         lambda f: "the run is still collecting trials: its plan is not complete and its grace period "
+         lambda f: "the run is still collecting trials: its plan is not complete and its idle period "
          "has not ended" if f.in_progress else None,
          _one("Wait for the run to finish (`verdictgate status --wait SECONDS`).")),
     Rule(ReasonCode.NO_REPEATS, Status.INCONCLUSIVE, "repeats",

@@ -146,8 +146,8 @@ class Evidence:
         """What the tiers found on the (rare) trials where an invariant broke or a tier was
         skipped: (failed, warned, skipped)."""
         self._far: dict[tuple[str, str], dict[int, Trial]] = {}
-        """Records more than FAR_GAP slots beyond their case's slots, by case and index; merged
-        into the slots, gaps compacted, by `compacted`."""
+        """Records more than FAR_GAP slots beyond their case's slots, by case and index; laid
+        out with the rest by `compacted`."""
         self.add_all(trials)
 
     def complete_rounds(self) -> int | None:
@@ -158,10 +158,6 @@ class Evidence:
             return None
         return pairs.pop()
 
-    def held_aside(self) -> bool:
-        """Whether some record lies far beyond its case's slots (`compacted` lays it out)."""
-        return bool(self._far)
-
     def kept(self) -> int:
         """How many trials it keeps (the first record of each identity)."""
         held = sum(len(records) for records in self._far.values())
@@ -169,7 +165,12 @@ class Evidence:
 
     def rounds(self) -> int:
         """Rounds (rerun pairs of a case, (0,1), (2,3) ...) the longest case reaches."""
-        return max(((len(case.slots) + 1) // 2 for case in self.cases.values()), default=0)
+        return max(((self._extent(key) + 1) // 2 for key in self.cases), default=0)
+
+    def _extent(self, key: tuple[str, str]) -> int:
+        """One more than the largest trial index a case holds, records held aside included."""
+        far = self._far.get(key)
+        return max(len(self.cases[key].slots), max(far) + 1 if far else 0)
 
     def snapshot(self) -> Evidence:
         """A copy that later records leave unchanged: containers and per-case arrays are
@@ -201,32 +202,58 @@ class Evidence:
         return copy
 
     def compacted(self) -> Evidence:
-        """The evidence with every record held aside merged into its case, each such case's
-        gaps of missing pairs compacted (`compact_gaps`, its real extent kept): what the
-        statistics read. Itself when nothing is held aside."""
-        if not self._far:
+        """The evidence as the statistics read it: records held aside merged into their cases,
+        and each sparse case (its largest index at least twice its records plus two) laid out
+        with its gaps of missing pairs compacted (`compact_gaps`, its real extent kept). Which
+        cases are compacted depends on their indices alone, never on the order the records
+        came in. Itself when there is nothing to lay out."""
+        sparse = {key for key in self.cases if self._sparse(key)}
+        if not sparse and not self._far:
             return self
         merged = Evidence()
+        moved: dict[tuple[str, str, int], int] = {}
         for key, evidence in self.cases.items():
-            records = list(self._case_trials(evidence))
-            far = self._far.get(key)
-            if far is None:
+            records = self._records(key, evidence)
+            if key not in sparse:
                 merged.add_all(records)
                 continue
-            records = sorted([*records, *far.values()], key=lambda trial: trial.index)
-            indices = compact_gaps(trial.index for trial in records)
+            indices = list(compact_gaps(trial.index for trial in records))
+            moved.update(
+                ((trial.run, trial.case, trial.index), index)
+                for trial, index in zip(records, indices, strict=True)
+            )
             merged.add_all(
                 msgspec.structs.replace(trial, index=index)
                 for trial, index in zip(records, indices, strict=True)
             )
             merged.cases[key].extent = records[-1].index + 1
-        merged.note_repeats(self.duplicates, self.conflicted)
+        merged.note_repeats(
+            self.duplicates, ((r, c, moved.get((r, c, i), i)) for r, c, i in self.conflicted)
+        )
         merged.isolation = dict(self.isolation)
         return merged
 
+    def _sparse(self, key: tuple[str, str]) -> bool:
+        """Whether a case's largest index lies far beyond its records (the layout the store's
+        readers used, now the one rule everywhere)."""
+        far = self._far.get(key)
+        records = self.cases[key].received() + (len(far) if far else 0)
+        return self._extent(key) - 1 >= 2 * records + 2
+
+    def _records(self, key: tuple[str, str], evidence: CaseEvidence) -> list[Trial]:
+        """A case's kept trials in index order, records held aside included."""
+        records = list(self._case_trials(evidence))
+        far = self._far.get(key)
+        if far:
+            records = sorted([*records, *far.values()], key=lambda trial: trial.index)
+        return records
+
     def prefix(self, limit: int) -> Evidence:
         """The evidence of trial indices below `limit` only (a sequential look at a round):
-        its records, the conflicts among them, and every duplicate."""
+        its records, the conflicts among them, and every duplicate. Itself when it holds no
+        index from `limit` on."""
+        if 2 * self.rounds() <= limit:
+            return self
         kept = Evidence(trial for trial in self.trials() if trial.index < limit)
         kept.note_repeats(self.duplicates, (c for c in self.conflicted if c[2] < limit))
         kept.isolation = dict(self.isolation)
@@ -373,10 +400,9 @@ class Evidence:
     def trials(self) -> Iterator[Trial]:
         """The kept trials (the first record of each identity), whole: decision, expected
         route, error type, evaluator verdict, latency, tier results and the run's isolation;
-        case by case in index order (indices compacted where records were held aside)."""
-        evidence = self.compacted()
-        for case in evidence.cases.values():
-            yield from evidence._case_trials(case)
+        case by case in index order, at the indices they were recorded at."""
+        for key, case in self.cases.items():
+            yield from self._records(key, case)
 
     def _case_trials(self, evidence: CaseEvidence) -> Iterator[Trial]:
         """The trials one case's slots hold, in index order."""

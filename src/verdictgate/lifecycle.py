@@ -5,7 +5,7 @@ One state machine serves the in-process span processor and the receiver alike. E
 
 - `Final`: the run is over, with why (`Reason`): its run span ended (in process), its declared
   plan is complete, it was `idle` too long, a sequential look found a round its rule decides
-  (`close`), or the collector shuts down;
+  (`close`), the collector shuts down, or it was made final before a restart;
 - `Interim`: a canary's window is due (an in-progress admission that does not end it);
 - `Look`: a sequential run holds new complete rounds, which the caller judges off the hot path
   and, when one decides it, ends with `close(run_id, Reason.SEQUENTIAL)`.
@@ -42,6 +42,8 @@ class Reason(str, Enum):
     IDLE = "idle"
     SEQUENTIAL = "sequential"
     SHUTDOWN = "shutdown"
+    RECOVERED = "recovered"
+    """Made final before a restart, admitted after it."""
 
 
 @dataclass(frozen=True)
@@ -290,12 +292,6 @@ class Lifecycle:
 
     # Queries
 
-    def is_open(self, run_id: str) -> bool:
-        return run_id in self._runs
-
-    def open_runs(self) -> int:
-        return len(self._runs)
-
     def late(self, run_id: str) -> int:
         """Records of an ended run that came after it ended (0 when unknown)."""
         return self._ended.get(run_id, 0)
@@ -360,7 +356,7 @@ class Lifecycle:
         if len(cases) != declaration.planned_cases or (wanted and cases != wanted):
             return None
         rounds = min(self._leading(run, case) for case in cases)
-        if rounds <= run.looked or evidence.held_aside():
+        if rounds <= run.looked:
             return None
         first, run.looked = run.looked + 1, rounds
         return Look(run.run_id, first, rounds, evidence.snapshot(), declaration)

@@ -45,8 +45,7 @@ def replay(
     """Judge the evidence round by round, from round `first` to `last` (default: the last round
     it holds), with `judge` (which must judge by the sequential rule): the first decided
     assessment, or the last one when no round decides, and its round."""
-    evidence = evidence.compacted()
-    last = evidence.rounds() if last is None else last
+    last = evidence.rounds() if last is None else last  # rounds of the indices as recorded
     if not first <= last:
         raise ValueError("no trials to replay")
     for round_number in range(first, last + 1):

@@ -7,8 +7,9 @@ import re
 import signal
 import sys
 import threading
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -17,6 +18,9 @@ from ..sequential import sequential_policy
 from ..stats import Method
 from ..suite import Suite
 from ..suite_file import load_suite
+
+if TYPE_CHECKING:  # serve loads the receiver only when it runs
+    from ..receiver.service import ServeConfig
 
 FORMATS = click.Choice(["text", "json", "junit", "markdown", "html"])
 _DURATION = re.compile(r"^(\d+(?:\.\d+)?)(ms|s|m|h|d)?$")
@@ -189,47 +193,17 @@ def _canary_suites(paths: tuple[str, ...]) -> dict[str, Suite]:
     show_default=True,
     help="Distinct (suite, point) label pairs metrics carry when --metric-suite is not given.",
 )
-def serve_command(store_path, grpc_listen, http_listen, token_file, tls_cert, tls_key,
-                  publish_endpoint, grace, window, prometheus, canary_suite_paths,
-                  max_request_bytes, max_trials_per_run, decoders, settle, retain, metric_suites,
-                  max_metric_suites) -> None:  # fmt: skip
+def serve_command(**flags: Any) -> None:
     """Receive decision spans beside a collector; assess and publish each run."""
     import logging
 
     logging.basicConfig(format="%(asctime)s %(levelname)s %(message)s", level=logging.WARNING)
     from ..receiver.allocator import reuse_freed_memory
-    from ..receiver.config import ReceiverConfig
-    from ..receiver.server import Limits, Tls
-    from ..receiver.service import ServeConfig, Service
+    from ..receiver.service import Service
 
     reuse_freed_memory()  # this process handles one large body after another, like its decoders
     try:
-        if (tls_cert is None) != (tls_key is None):
-            raise click.UsageError("--tls-cert and --tls-key go together")
-        config = ServeConfig(
-            store_path=store_path,
-            grpc_listen=":".join(_listen(grpc_listen, "--grpc-listen")),
-            http_listen=":".join(_listen(http_listen, "--http-listen")),
-            receiver=ReceiverConfig(
-                idle=parse_duration(grace),
-                window=parse_duration(window) if window else None,
-                max_trials_per_run=max_trials_per_run,
-                retain=parse_duration(retain) if retain else None,
-                settle=parse_duration(settle),
-                canary_suites=_canary_suites(canary_suite_paths),
-                metric_suites=frozenset(metric_suites) or None,
-                max_metric_suites=max_metric_suites,
-            ),
-            limits=Limits(
-                max_request_bytes=max_request_bytes,
-                decoders=decoders if decoders is not None else min(1, (os.cpu_count() or 1) - 1),
-            ),
-            token=_read_secret(token_file, "--token-file"),
-            tls=Tls(tls_cert, tls_key) if tls_cert else None,
-            publish_endpoint=publish_endpoint,
-            prometheus=_scrape_address(prometheus),
-        )
-        service = Service(config)
+        service = Service(_serve_config(flags))
     except (InputError, OSError, RuntimeError) as error:
         message = error.render(cli_option) if isinstance(error, InputError) else error
         click.echo(f"verdictgate: error: {message}", err=True)
@@ -241,11 +215,52 @@ def serve_command(store_path, grpc_listen, http_listen, token_file, tls_cert, tl
     _say_serving(service)
     stopped.wait()
     service.stop()
-    if publish_endpoint and (waiting := service.store.outbox_size()):
+    if service.config.publish_endpoint and (waiting := service.store.outbox_size()):
         click.echo(
             f"verdictgate: stopped; {waiting} admissions wait in the outbox for the next start",
             err=True,
         )
+
+
+def _serve_config(flags: Mapping[str, Any]) -> ServeConfig:
+    """`serve`'s flags, checked and parsed once into a ServeConfig (durations, addresses,
+    secrets and suite files read here; a bad one is an InputError naming its flag)."""
+    from ..receiver.config import ReceiverConfig
+    from ..receiver.server import Limits, Tls
+    from ..receiver.service import ServeConfig
+
+    cert, key, window, retain = (
+        flags["tls_cert"],
+        flags["tls_key"],
+        flags["window"],
+        flags["retain"],
+    )
+    if (cert is None) != (key is None):
+        raise click.UsageError("--tls-cert and --tls-key go together")
+    decoders = flags["decoders"]
+    return ServeConfig(
+        store_path=flags["store_path"],
+        grpc_listen=":".join(_listen(flags["grpc_listen"], "--grpc-listen")),
+        http_listen=":".join(_listen(flags["http_listen"], "--http-listen")),
+        receiver=ReceiverConfig(
+            idle=parse_duration(flags["grace"]),
+            window=parse_duration(window) if window else None,
+            max_trials_per_run=flags["max_trials_per_run"],
+            retain=parse_duration(retain) if retain else None,
+            settle=parse_duration(flags["settle"]),
+            canary_suites=_canary_suites(flags["canary_suite_paths"]),
+            metric_suites=frozenset(flags["metric_suites"]) or None,
+            max_metric_suites=flags["max_metric_suites"],
+        ),
+        limits=Limits(
+            max_request_bytes=flags["max_request_bytes"],
+            decoders=decoders if decoders is not None else min(1, (os.cpu_count() or 1) - 1),
+        ),
+        token=_read_secret(flags["token_file"], "--token-file"),
+        tls=Tls(cert, key) if cert else None,
+        publish_endpoint=flags["publish_endpoint"],
+        prometheus=_scrape_address(flags["prometheus"]),
+    )
 
 
 def _say_serving(service: Any) -> None:

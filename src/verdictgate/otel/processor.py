@@ -37,13 +37,17 @@ WAKE_BATCH = 512
 """Spans waiting that wake the worker before its next round (as the SDK's batch processor)."""
 ROUND_SECONDS = 0.1
 """How often the worker looks at what is waiting and what is due, at the latest."""
+ROUND_SPANS = 8192
+"""Spans the worker records before it acts on what is due (it then goes on at once)."""
 
 
 class _Flush:
-    """A marker in the intake: set once everything before it is recorded and published."""
+    """A marker in the intake: set once everything before it is recorded and published (and,
+    for shutdown's, every open run ended and published: the worker then stops)."""
 
-    def __init__(self) -> None:
+    def __init__(self, stop: bool = False) -> None:
         self.done = threading.Event()
+        self.stop = stop
 
 
 class _Started:
@@ -126,6 +130,8 @@ class EvidenceProcessor(SpanProcessor):
         self._intake: deque[ReadableSpan | _Started | _Flush] = deque()
         self._lifecycle = Lifecycle(self._timing)
         self._worker: threading.Thread | None = None
+        self._stopped: _Flush | None = None
+        """Shutdown's marker, once it was asked for."""
 
     # SpanProcessor interface
 
@@ -149,8 +155,9 @@ class EvidenceProcessor(SpanProcessor):
         passed first. A flush never ends a run early."""
         if threading.current_thread() is self._worker:
             return False  # from a publisher or callback on the worker: never wait on itself
-        if self._stopping:
-            return True  # shutdown published what there was
+        if self._stopping:  # what there was is shutdown's to publish
+            stopped = self._stopped
+            return stopped is None or stopped.done.wait(timeout_millis / 1000)
         flush = _Flush()
         self._intake.append(flush)
         self._ensure_worker(wake=True)
@@ -163,8 +170,8 @@ class EvidenceProcessor(SpanProcessor):
             if self._stopping:
                 return
             self._stopping = True
-        flush = _Flush()
-        self._intake.append(flush)
+            flush = self._stopped = _Flush(stop=True)
+            self._intake.append(flush)
         worker = self._ensure_worker(wake=True)
         if worker is not threading.current_thread() and not flush.done.wait(SHUTDOWN_SECONDS):
             logger.warning(
@@ -221,21 +228,29 @@ class EvidenceProcessor(SpanProcessor):
                 return
 
     def _take_intake(self) -> bool:
-        """Record what is queued, in order, acting on what is due at each flush marker and at
-        the end; True once shut down."""
+        """Record what is queued, in order and at most a round's worth (so that what is due
+        is acted on under a steady stream too), acting on what is due at each flush marker
+        and at the end; True once shut down."""
         intake = self._intake
-        while intake:
+        for _ in range(ROUND_SPANS):
+            if not intake:
+                break
             item = intake.popleft()
-            if isinstance(item, _Flush):
-                self._act(self._clock())
-                if self._stopping:
-                    self._lifecycle.shutdown()
-                    self._act(self._clock())
-                item.done.set()
-                if self._stopping:
-                    return True
-            else:
+            if not isinstance(item, _Flush):
                 self._read(item)
+                continue
+            self._act(self._clock())
+            if item.stop:
+                self._lifecycle.shutdown()
+                self._act(self._clock())
+                self.late += sum(not isinstance(rest, _Flush) for rest in intake)
+                for rest in intake:  # flushes that came after shutdown's: nothing more to do
+                    if isinstance(rest, _Flush):
+                        rest.done.set()
+                intake.clear()
+            item.done.set()
+            if item.stop:
+                return True
         self._act(self._clock())
         return False
 

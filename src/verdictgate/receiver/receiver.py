@@ -131,7 +131,7 @@ class Receiver:
                 def admit(run: StoredRun = run) -> None:
                     self._finisher.put(
                         Final(
-                            run.run_id, Reason.IDLE, self.store.evidence(run.run_id),
+                            run.run_id, Reason.RECOVERED, self.store.evidence(run.run_id),
                             self._declaration(run), run.declared is not None,
                         )
                     )  # fmt: skip
@@ -302,9 +302,9 @@ class Receiver:
         run = self.store.run(interim.run_id)
         if run is None or run.status is not None:
             return  # never after its final admission
-        assessment = self._judged(run, interim.declaration, interim.evidence)
+        assessment = self._judged(run, interim.declaration, interim.evidence, in_progress=True)
         with self._admitting:
-            publication = self._publication(assessment, run, final=False)
+            publication = self._publication(assessment, run, final=False, now=self._clock())
             if publication is None:
                 return
             if self.forwarder is not None and not self.store.stage(
@@ -374,12 +374,17 @@ class Receiver:
         return self._judged(run, self._declaration(run), self.store.evidence(run.run_id))
 
     def _judged(
-        self, run: StoredRun, declaration: RunDeclaration, evidence: Evidence
+        self,
+        run: StoredRun,
+        declaration: RunDeclaration,
+        evidence: Evidence,
+        in_progress: bool | None = None,
     ) -> Assessment:
+        """The run's assessment on `evidence` (in progress, unless told, while it is open)."""
         return assess_declared(
             evidence,
             declaration,
-            in_progress=not run.final,
+            in_progress=not run.final if in_progress is None else in_progress,
             late=run.late,
             declaration_conflict=run.declaration_conflict,
         )

@@ -90,7 +90,8 @@ def raise_file_limit() -> None:
 
 
 class Server:
-    """Both transports and the query API over one Receiver, with a ticker for grace periods.
+    """Both transports and the query API over one Receiver, with a ticker for its timers (idle
+    periods, windows, settling traces, retention).
 
     Setting it up raises the process's soft file limit to its hard limit; HTTP connections are
     then held to half of it (see `BoundedHttpServer.max_connections`). With a token, one

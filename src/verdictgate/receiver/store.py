@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import base64
 import functools
-import itertools
 import json
 import logging
 import os
@@ -20,7 +19,7 @@ from typing import Any
 import msgspec
 
 from ..declaration import RunDeclaration
-from ..evidence import Evidence, compact_gaps
+from ..evidence import Evidence
 from ..otel import conventions as names
 from ..otel.framework_traces import FrameworkSpan, TrialMark
 from ..otel.span_decoding import run_declaration
@@ -138,10 +137,6 @@ UPDATE trials SET
 WHERE run_id = ? AND case_id = ? AND trial = ? AND batch != ?
 """
 """A record whose identity an earlier write already holds: a duplicate, or a conflict."""
-_SPARSE_CASES = """
-SELECT case_id FROM trials WHERE run_id = ? GROUP BY case_id HAVING MAX(trial) >= 2 * COUNT(*) + 2
-"""
-"""Cases whose largest index is far beyond their trials: their gaps are compacted on reading."""
 
 
 def encode_decision(decision: Decision | None) -> str | None:
@@ -344,13 +339,7 @@ class Store:
                 " latency_ms, passed, tiers FROM trials WHERE run_id = ? ORDER BY case_id, trial",
                 (run_id,),
             ).fetchall()
-            sparse = {
-                case for (case,) in self._connection.execute(_SPARSE_CASES, (run_id,)).fetchall()
-            }
-        rows, extents = _compacted(rows, sparse)
-        evidence.add_all(_trial(run_id, row) for row in rows)
-        for case, extent in extents.items():
-            evidence.cases[(run_id, case)].extent = extent
+        evidence.add_all(_trial(run_id, row) for row in rows)  # sparse cases laid out later
         evidence.note_repeats(
             sum(row[5] for row in rows), ((run_id, row[0], row[1]) for row in rows if row[6])
         )
@@ -619,24 +608,6 @@ def _cursor(token: str) -> tuple[float, str]:
     if not isinstance(first_seen, (int, float)) or not isinstance(run_id, str):
         raise ValueError("page_token is not one this receiver gave")
     return float(first_seen), run_id
-
-
-def _compacted(rows: list[tuple], sparse: set[str]) -> tuple[list[tuple], dict[str, int]]:
-    """Rows (ordered by case, trial) with the gaps of the `sparse` cases shortened
-    (compact_gaps), and the real extent of each of those cases."""
-    if not sparse:
-        return rows, {}
-    extents: dict[str, int] = {}
-    out = list(rows)
-    for case, group in itertools.groupby(range(len(rows)), key=lambda n: rows[n][0]):
-        if case not in sparse:
-            continue
-        positions = list(group)
-        indices = [rows[n][1] for n in positions]
-        for n, index in zip(positions, compact_gaps(indices), strict=True):
-            out[n] = (case, index, *rows[n][2:])
-        extents[case] = indices[-1] + 1
-    return out, extents
 
 
 def _trial(run_id: str, row: tuple) -> Trial:

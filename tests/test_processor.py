@@ -288,7 +288,9 @@ class _BlockingExporter(SpanExporter):
         self.release.set()
 
 
-def test_a_blocked_publisher_never_holds_the_instrumented_thread():
+def _blocked_publishing(run: str, trials: int):
+    """A processor whose publisher's exporter holds every export until released, and a run of
+    `trials` trials that has ended: its admission is being published, held."""
     exporter = _BlockingExporter()
     publishing = TracerProvider()
     publishing.add_span_processor(SimpleSpanProcessor(exporter))  # exports in the publisher
@@ -296,11 +298,17 @@ def test_a_blocked_publisher_never_holds_the_instrumented_thread():
     processor = EvidenceProcessor(Publisher(tracer_provider=publishing))
     provider.add_span_processor(processor)
     with evaluation_run(
-        run_id="r", suite=SUITE, policy=Policy(), planned_trials=4, tracer_provider=provider
+        run_id=run, suite=SUITE, policy=Policy(), planned_trials=trials, tracer_provider=provider
     ):
-        emit([Trial("c", i, "a", "r", "a") for i in range(4)], provider)
+        emit([Trial("c", i, "a", run, "a") for i in range(trials)], provider)
+    assert exporter.entered.wait(5)  # the worker is publishing the run, held by the exporter
+    return exporter, provider, processor
+
+
+def test_a_blocked_publisher_never_holds_the_instrumented_thread():
+    exporter, _, processor = _blocked_publishing("r", 4)
     # The run span has ended and this thread goes on while the export is still held.
-    assert exporter.entered.wait(5) and exporter.exported == []
+    assert exporter.exported == []
     assert processor.force_flush(timeout_millis=50) is False  # honours its timeout
     exporter.release.set()
     assert processor.force_flush(timeout_millis=10_000) is True
@@ -309,17 +317,7 @@ def test_a_blocked_publisher_never_holds_the_instrumented_thread():
 
 
 def test_a_flush_racing_shutdown_loses_nothing_and_shutdown_finishes():
-    exporter = _BlockingExporter()
-    publishing = TracerProvider()
-    publishing.add_span_processor(SimpleSpanProcessor(exporter))
-    provider = TracerProvider()
-    processor = EvidenceProcessor(Publisher(tracer_provider=publishing))
-    provider.add_span_processor(processor)
-    with evaluation_run(
-        run_id="r1", suite=SUITE, policy=Policy(), planned_trials=2, tracer_provider=provider
-    ):
-        emit([Trial("c", i, "a", "r1", "a") for i in range(2)], provider)
-    assert exporter.entered.wait(5)  # the worker is publishing r1, held by the exporter
+    exporter, provider, processor = _blocked_publishing("r1", 2)
     flushed: list[bool] = []
     flusher = threading.Thread(target=lambda: flushed.append(processor.force_flush(10_000)))
     flusher.start()

@@ -137,6 +137,7 @@ class Receiver:
                     )  # fmt: skip
 
                 _isolated(run.run_id, admit)
+            self._advance(self._clock())  # a run whose plan was complete when it stopped
 
     def _show_latest(self, scrape: PrometheusEndpoint) -> None:
         """Show again the latest admission of every (suite, point) metrics may name, as it

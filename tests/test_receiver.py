@@ -959,3 +959,16 @@ def test_a_restart_between_the_parts_of_a_sparse_case_changes_nothing(tmp_path):
         receiver.close()
     assert answers[0] == answers[1]
     assert answers[0].status is Status.QUALIFIED and answers[0].trials.received == 404
+
+
+def test_a_restart_admits_a_run_whose_plan_was_complete_when_it_stopped(tmp_path):
+    """Stopped between the commit of its last trials and the commit that made it final."""
+    path = tmp_path / "store.sqlite"
+    store = Store(path)
+    declared = run_attributes("r", SUITE, Policy(), 8, Isolation.FRESH_SESSION)
+    trials = [Trial(f"c{c}", i, "approve", "r", "approve") for c in range(2) for i in range(4)]
+    store.write(trials, [declared], {"r": ("gate", "approval_gate")})
+    assert not store.run("r").final
+    receiver = Receiver(Store(path))
+    assert receiver.flush() and receiver.store.run("r").status is not None
+    assert receiver.assessment("r").trials.received == 8

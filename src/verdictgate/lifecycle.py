@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import heapq
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 
@@ -141,7 +141,11 @@ class Lifecycle:
     `canary_declaration(run_id, suite, point)` says what a run without a run span is judged by
     (a known suite's declaration, or the default policy's)."""
 
-    def __init__(self, timing: Timing | None = None, canary_declaration=None) -> None:
+    def __init__(
+        self,
+        timing: Timing | None = None,
+        canary_declaration: Callable[[str, str | None, str | None], RunDeclaration] | None = None,
+    ) -> None:
         self.timing = timing or Timing()
         self._canary = canary_declaration or RunDeclaration.default
         self._runs: dict[str, _Run] = {}

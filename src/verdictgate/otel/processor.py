@@ -50,6 +50,15 @@ class _Flush:
         self.stop = stop
 
 
+class _Watch:
+    """A watcher that starts (or, with None, stops) at its place in the intake."""
+
+    __slots__ = ("on_trial", "run_id")
+
+    def __init__(self, run_id: str, on_trial: Callable[[Trial], None] | None) -> None:
+        self.run_id, self.on_trial = run_id, on_trial
+
+
 class _Started:
     """A run span that started, with its attributes as they were then."""
 
@@ -106,6 +115,7 @@ class EvidenceProcessor(SpanProcessor):
         self._clock = clock
         self._stopping = False
         self._watchers: dict[str, Callable[[Trial], None]] = {}
+        """The worker's own: changed through the intake, in order with the spans."""
         self._assessments: OrderedDict[str, Assessment] = OrderedDict()
         self.dropped = 0
         """Spans that looked like evidence but could not be read (malformed attributes)."""
@@ -127,7 +137,7 @@ class EvidenceProcessor(SpanProcessor):
         child)."""
         self._lock = threading.Lock()
         self._wake = threading.Condition(self._lock)
-        self._intake: deque[ReadableSpan | _Started | _Flush] = deque()
+        self._intake: deque[ReadableSpan | _Started | _Watch | _Flush] = deque()
         self._lifecycle = Lifecycle(self._timing)
         self._worker: threading.Thread | None = None
         self._stopped: _Flush | None = None
@@ -186,13 +196,12 @@ class EvidenceProcessor(SpanProcessor):
             return self._assessments.get(run_id)
 
     def watch(self, run_id: str, on_trial: Callable[[Trial], None] | None) -> None:
-        """Call `on_trial`, on the worker, with every new trial of `run_id` (None stops
-        watching); `force_flush` returns after it was called for every trial ended before."""
-        with self._lock:
-            if on_trial is None:
-                self._watchers.pop(run_id, None)
-            else:
-                self._watchers[run_id] = on_trial
+        """Call `on_trial`, on the worker, with every new trial of `run_id` whose span ends
+        from now on (None: stop, after the trials of spans that ended before); `force_flush`
+        returns after it was called for every trial ended before."""
+        if not self._stopping:
+            self._intake.append(_Watch(run_id, on_trial))
+            self._ensure_worker()
 
     # The caller's side: a name check and a queue
 
@@ -241,21 +250,33 @@ class EvidenceProcessor(SpanProcessor):
                 continue
             self._act(self._clock())
             if item.stop:
-                self._lifecycle.shutdown()
-                self._act(self._clock())
-                self.late += sum(not isinstance(rest, _Flush) for rest in intake)
-                for rest in intake:  # flushes that came after shutdown's: nothing more to do
-                    if isinstance(rest, _Flush):
-                        rest.done.set()
-                intake.clear()
+                self._shut_down()
             item.done.set()
             if item.stop:
                 return True
         self._act(self._clock())
         return False
 
-    def _read(self, item: ReadableSpan | _Started) -> None:
-        """One queued span into the lifecycle; an unreadable one is counted, never raised."""
+    def _shut_down(self) -> None:
+        """End and publish every open run; what was queued after shutdown is late."""
+        self._lifecycle.shutdown()
+        self._act(self._clock())
+        for rest in self._intake:
+            if isinstance(rest, _Flush):
+                rest.done.set()  # a flush after shutdown's: nothing more to do
+            elif isinstance(rest, ReadableSpan):
+                self.late += 1
+        self._intake.clear()
+
+    def _read(self, item: ReadableSpan | _Started | _Watch) -> None:
+        """One queued span into the lifecycle (or a watcher changed); an unreadable span is
+        counted, never raised."""
+        if isinstance(item, _Watch):
+            if item.on_trial is None:
+                self._watchers.pop(item.run_id, None)
+            else:
+                self._watchers[item.run_id] = item.on_trial
+            return
         lifecycle, now = self._lifecycle, self._clock()
         try:
             if isinstance(item, _Started):
@@ -320,8 +341,9 @@ class EvidenceProcessor(SpanProcessor):
 
     @staticmethod
     def _isolated(run_id: str, work: Callable[[], object]) -> None:
-        """Do one run's work on the worker; a failure is logged, never raised."""
+        """Do one run's work on the worker (a watcher, an assessment, a publication); a failure
+        is logged, never raised."""
         try:
             work()
         except Exception:
-            logger.warning("verdictgate: could not assess run %s", run_id, exc_info=True)
+            logger.warning("verdictgate: work on run %s failed", run_id, exc_info=True)

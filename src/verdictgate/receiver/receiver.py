@@ -7,7 +7,7 @@ import json
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -110,34 +110,31 @@ class Receiver:
     def _recover(self) -> None:
         """Take up the store's open runs again (their evidence read once), and finish the runs
         that were final but not yet admitted when the process stopped."""
-        lifecycle = self._lifecycle
         with self._lock:
             for run in self.store.open_runs():
-
-                def restore(run: StoredRun = run) -> None:
-                    lifecycle.restore(
-                        run.run_id,
-                        self.store.evidence(run.run_id),
-                        self._declaration(run),
-                        declared=run.declared is not None,
-                        opened=run.first_seen,
-                        last_news=max(run.last_seen, run.declared_at or 0.0),
-                    )
-
-                if not _isolated(run.run_id, restore):
-                    lifecycle.set_aside(run.run_id)
+                if not _isolated(run.run_id, functools.partial(self._restore, run)):
+                    self._lifecycle.set_aside(run.run_id)
             for run in self.store.runs_to_admit():
-
-                def admit(run: StoredRun = run) -> None:
-                    self._finisher.put(
-                        Final(
-                            run.run_id, Reason.RECOVERED, self.store.evidence(run.run_id),
-                            self._declaration(run), run.declared is not None,
-                        )
-                    )  # fmt: skip
-
-                _isolated(run.run_id, admit)
+                _isolated(run.run_id, functools.partial(self._admit_recovered, run))
             self._advance(self._clock())  # a run whose plan was complete when it stopped
+
+    def _restore(self, run: StoredRun) -> None:
+        """An open run into the lifecycle, as the store holds it."""
+        self._lifecycle.restore(
+            run.run_id,
+            self.store.evidence(run.run_id),
+            self._declaration(run),
+            declared=run.declared is not None,
+            opened=run.first_seen,
+            last_news=max(run.last_seen, run.declared_at or 0.0),
+        )
+
+    def _admit_recovered(self, run: StoredRun) -> None:
+        """A run made final before a restart, to the finisher."""
+        evidence, declaration = self.store.evidence(run.run_id), self._declaration(run)
+        self._finisher.put(
+            Final(run.run_id, Reason.RECOVERED, evidence, declaration, run.declared is not None)
+        )
 
     def _show_latest(self, scrape: PrometheusEndpoint) -> None:
         """Show again the latest admission of every (suite, point) metrics may name, as it
@@ -165,10 +162,8 @@ class Receiver:
         settles."""
         if not (extract.trials or extract.declarations or extract.marks or extract.framework_spans):
             return
-        declarations = [run_declaration(attributes) for attributes in extract.declarations]
         self._write(
             extract,
-            declarations,
             extract.trials,
             extract.declarations,
             extract.labels,
@@ -204,22 +199,24 @@ class Receiver:
     def _write(
         self,
         extract: Extract | None,
-        declarations: list[RunDeclaration],
         trials: list[Trial],
-        declared: Iterable[dict[str, Any]] = (),
+        declared: Sequence[dict[str, Any]] = (),
         labels: Mapping[str, tuple[str | None, str | None]] | None = None,
         **held: Any,
     ) -> None:
-        """Commit, then tell the lifecycle what was committed (in commit order), make the runs
-        it completed final, and wake the watchers of the runs touched."""
+        """Commit trials and run spans' declarations (checked at the door), then tell the
+        lifecycle what was committed (in commit order), make the runs it completed final, and
+        wake the watchers of the runs touched."""
         with self._lock:
             now = self._clock()
             written = self.store.write(
                 trials, declared, dict(labels or {}), now=now, max_trials=self._max_trials, **held
             )  # fmt: skip
             lifecycle = self._lifecycle
-            for declaration in declarations:
-                if not any(r.run_id == declaration.run_id and r.final for r in written.runs):
+            final = {run.run_id for run in written.runs if run.final}
+            for attributes in declared:
+                declaration = run_declaration(attributes)
+                if declaration.run_id not in final:  # else late: the store counted it
                     lifecycle.ended(declaration, now)
             for run_id, accepted in written.accepted.items():
                 suite, point = (labels or {}).get(run_id, (None, None))
@@ -250,7 +247,6 @@ class Receiver:
             marks, facts = self.store.trace(trace_id)
             self._write(
                 None,
-                [],
                 settled_trials(marks, facts),
                 labels={mark.run: (mark.suite, mark.point) for mark in marks},
                 settled=(trace_id,),

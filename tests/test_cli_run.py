@@ -15,12 +15,15 @@ ROUTER = EXAMPLES / "payment_router.py"
 @pytest.mark.parametrize(
     ("args", "expected"),
     [
-        (["--tolerance", "0.05"], "73 pairs at 0.05 (146 calls"),
-        (["--precision", "cheap"], "35 pairs at 0.1"),
-        (["--precision", "strict"], "381 pairs at 0.01"),
+        (["--tolerance", "0.05"], "72 pairs at 0.05 (144 calls"),
+        (["--precision", "cheap"], "36 pairs at 0.1"),
+        (["--precision", "strict"], "368 pairs at 0.01"),
         (["--observed", "1/73"], "1/73 -> 110 pairs in total: 37 more pairs (74 calls)"),
-        (["--observed", "8/78"], "8/78 -> 311 pairs in total"),
-        (["--suite", SUITE], "12 cases x 14/382 trials = 904 calls"),
+        (["--observed", "8/78"], "8/78 -> 312 pairs in total"),
+        (["--suite", SUITE], "12 cases x 12/368 trials = 856 calls"),
+        (["--method", "wilson", "--tolerance", "0.05"], "73 pairs at 0.05 (146 calls"),
+        (["--method", "wilson", "--observed", "8/78"], "8/78 -> 311 pairs in total"),
+        (["--method", "wilson", "--suite", SUITE], "12 cases x 14/382 trials = 904 calls"),
     ],
 )
 def test_plan(cli, args, expected):
@@ -31,9 +34,9 @@ def test_plan(cli, args, expected):
 
 def test_plan_as_json_and_with_a_budget(cli):
     document = json.loads(cli("plan", "--suite", SUITE, "--format", "json").stdout)
-    assert document["pairs_needed"] == 73 and document["suite"]["calls"] == 904
+    assert document["pairs_needed"] == 72 and document["suite"]["calls"] == 856
     refused = cli("plan", "--suite", SUITE, "--budget", "500")
-    assert refused.exit_code == 2 and "needs 904 calls" in refused.stderr
+    assert refused.exit_code == 2 and "needs 856 calls" in refused.stderr
 
 
 @pytest.mark.parametrize(
@@ -53,7 +56,7 @@ def test_run_the_examples(cli, tmp_path, factory, exit_code, codes):
     assert result.exit_code == exit_code, result.output
     report = json.loads(result.stdout)
     assert codes <= {reason["code"] for reason in report["reasons"]}
-    assert report["trials"]["received"] == 904 == len(trials.read_text().splitlines())
+    assert report["trials"]["received"] == 856 == len(trials.read_text().splitlines())
     again = cli("assess", "--trials", str(trials), "--suite", SUITE, "--format", "json")
     reassessed = json.loads(again.stdout)
     assert again.exit_code == exit_code

@@ -86,8 +86,8 @@ def test_a_curtailed_run_says_so_and_counts_the_calls_it_avoided(cli) -> None:
     assert report["headline"].startswith("Inconclusive: the run was curtailed")
     stop = report["sequential"]
     assert stop["curtailed"] and stop["calls_used"] == report["trials"]["received"]
-    assert stop["calls_used"] + stop["calls_avoided"] == 904  # the fixed plan
-    assert stop["calls_used"] <= 0.15 * 904
+    assert stop["calls_used"] + stop["calls_avoided"] == 856  # the fixed plan
+    assert stop["calls_used"] <= 0.15 * 856
     assert report["policy"]["method"] == "sequential"  # valid at the stop
 
 
@@ -106,7 +106,7 @@ def test_a_seeded_curtailed_run_stops_at_the_first_flip(monkeypatch) -> None:
         return label
 
     assessment = verdictgate.run(decide, verdictgate.load_suite(SUITE), curtail=True)
-    assert assessment.stopping == Stopping(904, True)
+    assert assessment.stopping == Stopping(856, True)
     card = next(r for r in assessment.routes if r.route == "card_security")
     assert card.change.flips >= 1 and assessment.trials.received == len(answers)
     earlier = assessment.trials.received - 24  # the round before the last had no flip
@@ -115,10 +115,10 @@ def test_a_seeded_curtailed_run_stops_at_the_first_flip(monkeypatch) -> None:
 
 def test_a_stable_run_is_not_curtailed(cli) -> None:
     report = run(cli, "stable_router", "--curtail")
-    assert report["status"] == "qualified" and report["policy"]["method"] == "wilson"
+    assert report["status"] == "qualified" and report["policy"]["method"] == "exact"
     assert report["sequential"] == {
-        "stopped_at_pairs": 452, "calls_used": 904, "calls_avoided": 0, "curtailed": False,
-        "reason": "every one of the 904 calls made",
+        "stopped_at_pairs": 428, "calls_used": 856, "calls_avoided": 0, "curtailed": False,
+        "reason": "every one of the 856 calls made",
     }  # fmt: skip
 
 

@@ -204,7 +204,7 @@ def test_simulated_agents_at_the_tolerance_are_rarely_certified_deterministic():
     rng = random.Random(20261130)
     tolerance, runs, cases = 0.05, 2000, 6
     policy = Policy(tolerance=tolerance)
-    repeats = 2 * -(-73 // cases)  # the runner's sizing: 2 * ceil(pairs_needed / cases)
+    repeats = 2 * -(-72 // cases)  # the runner's sizing: 2 * ceil(pairs_needed / cases)
     for true_rate_scale, limit in ((1.0, 0.05), (1.5, 0.05)):
         true_rate = tolerance * true_rate_scale
         q = 0.5 * (1 - (1 - 2 * true_rate) ** 0.5)  # per-trial switch chance: 2q(1-q) = true rate

@@ -96,18 +96,18 @@ def test_a_judge_that_is_down_makes_every_trial_an_error_not_a_failure(
     assert codes_of(report) == {"incomplete", "pooled_undecided"}  # no contract_*, no rejection
     # the contract routes are not shown reached, but a judge fault is no evidence against them
     assert report["coverage"]["missing_observed"] == ["approve", "deny", "review"]
-    assert report["trials"]["errors"] == report["trials"]["received"] == 156
-    assert report["trials"]["error_types"] == {"judge:ConnectionError": 156}
+    assert report["trials"]["errors"] == report["trials"]["received"] == 144
+    assert report["trials"]["error_types"] == {"judge:ConnectionError": 144}
     assert report["pass_rate"]["judged"] == 0 and report["pass_rate"]["passed"] == 0
     records = fault_records(caplog, "verdictgate.tiers.tiers")
-    assert len(records) == 1  # 156 faults, one line
+    assert len(records) == 1  # 144 faults, one line
     message = records[0].getMessage()
     assert "judge" in message and "ConnectionError" in message
     assert SECRET not in caplog.text and "request" not in message.lower()
     assert SECRET not in result.stdout
     junit = cli("assess", "--trials", trials, "--suite", title_suite, "--format", "junit")
     assert junit.exit_code == 3  # the trials file keeps the fault's error type
-    assert "judge:ConnectionError x156" in junit.stdout
+    assert "judge:ConnectionError x144" in junit.stdout
     assert '<testcase classname="verdictgate.approval_gate" name="contract">\n      <error' in (
         junit.stdout
     )
@@ -122,10 +122,10 @@ def test_a_judge_that_raises_on_some_calls_errors_only_those_trials(
     report = report_of(result)
     assert result.exit_code == 3 and report["status"] == "inconclusive"
     assert codes_of(report) == {"incomplete", "pooled_undecided"}  # deny unreached: not a verdict
-    assert report["trials"]["error_types"] == {"judge:TimeoutError": 52}  # 2 deny cases x 26
-    assert (report["pass_rate"]["passed"], report["pass_rate"]["judged"]) == (104, 104)
+    assert report["trials"]["error_types"] == {"judge:TimeoutError": 48}  # 2 deny cases x 24
+    assert (report["pass_rate"]["passed"], report["pass_rate"]["judged"]) == (96, 96)
     by_case = {case["case"]: case for case in report["cases"]}
-    assert by_case["deny-0"]["errors"] == 26 and by_case["approve-0"]["errors"] == 0
+    assert by_case["deny-0"]["errors"] == 24 and by_case["approve-0"]["errors"] == 0
     assert [r.getMessage() for r in fault_records(caplog, "verdictgate.tiers.tiers")] == [
         "the judge tier raised TimeoutError: its trials are recorded as errors "
         "(judge:TimeoutError), not as failures; logged once per error type"
@@ -146,8 +146,8 @@ def test_the_quality_gate_does_not_reject_first_answers_the_judge_could_not_grad
     assert assessment.quality_failed == ()
     assert "quality_failed" not in assessment.reason_codes
     assert assessment.status is Status.INCONCLUSIVE and "incomplete" in assessment.reason_codes
-    assert len(calls) == assessment.trials.errors == 156  # it went on to the repeats
-    assert dict(assessment.trials.error_types) == {"judge:ConnectionError": 156}
+    assert len(calls) == assessment.trials.errors == 144  # it went on to the repeats
+    assert dict(assessment.trials.error_types) == {"judge:ConnectionError": 144}
 
 
 def test_the_quality_gate_still_stops_on_a_judged_failure_next_to_a_fault():
@@ -206,7 +206,7 @@ def test_a_semantic_tier_whose_embedding_raises_makes_error_trials(caplog):
         semantic=semantic,
         judge=lambda output, given: judged.append(output) or True,
     )
-    assert dict(assessment.trials.error_types) == {"semantic:RuntimeError": 156}
+    assert dict(assessment.trials.error_types) == {"semantic:RuntimeError": 144}
     assert judged == []  # a faulted semantic tier does not go on to the judge
     assert assessment.status is Status.INCONCLUSIVE and "incomplete" in assessment.reason_codes
     assert assessment.passes.judged == 0 and assessment.passes.skipped == 0
@@ -227,8 +227,8 @@ def test_a_semantic_embedding_that_fails_on_some_texts_errors_only_those():
         suite,
         semantic=SemanticCheck(0.5, references, embed),
     )
-    assert dict(assessment.trials.error_types) == {"semantic:OSError": 52}
-    assert (assessment.passes.passed, assessment.passes.judged) == (104, 104)
+    assert dict(assessment.trials.error_types) == {"semantic:OSError": 48}
+    assert (assessment.passes.passed, assessment.passes.judged) == (96, 96)
     assert assessment.status is Status.INCONCLUSIVE
     assert not set(assessment.reason_codes) & {"pass_rate_unreliable", "quality_failed"}
 

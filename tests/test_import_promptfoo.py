@@ -191,7 +191,7 @@ def test_agentverity_reads_the_same_promptfoo_export_the_same_way(cli, tmp_path)
         "--suite", suite, tmp=tmp_path,
     )  # fmt: skip
     _, ours = assess(cli, "--promptfoo", str(REAL), "--provider", "file://provider.py",
-                     "--decision-path", "route", "--suite", suite)  # fmt: skip
+                     "--decision-path", "route", "--suite", suite, "--method", "wilson")  # fmt: skip
     pooled = ours["stability"]["pooled"]
     assert (
         (pooled["pairs"], pooled["flips"])

@@ -1,4 +1,4 @@
-"""`--method wilson|exact`: the rule that judges change rates, from every command and the suite,
+"""`--method exact|wilson`: the rule that judges change rates, from every command and the suite,
 named in the report, carried on the run span."""
 
 from __future__ import annotations
@@ -53,7 +53,7 @@ def test_plan_shows_every_rule(cli) -> None:
     report = report_of(cli("plan", "--method", "exact", "--format", "json"))
     assert (report["method"], report["pairs_needed"]) == ("exact", 72)
     assert report["pairs_needed_by_method"] == {"wilson": 73, "exact": 72, "sequential": 76}
-    assert "exact: 72" in cli("plan").stdout
+    assert "by the exact rule; wilson: 73" in cli("plan").stdout  # the default rule, then others
 
 
 def test_the_run_span_carries_the_method() -> None:
@@ -61,5 +61,5 @@ def test_the_run_span_carries_the_method() -> None:
     attributes = run_attributes("r1", suite, Policy(method=Method.EXACT), 10, Isolation.UNKNOWN)
     assert attributes[names.METHOD] == "exact"
     assert run_declaration(attributes).policy.method is Method.EXACT
-    del attributes[names.METHOD]  # a run span from before the method existed
-    assert run_declaration(attributes).policy.method is Method.WILSON
+    del attributes[names.METHOD]  # a run span that does not say: judged by the default rule
+    assert run_declaration(attributes).policy.method is Method.EXACT

@@ -35,7 +35,7 @@ def test_run_exports_decisions_admission_metrics_and_event(cli):
 
     spans = collector.spans()
     decisions = [s for s in spans if s.name == "decide payment_router"]
-    assert len(decisions) == report["trials"]["received"] == 904
+    assert len(decisions) == report["trials"]["received"] == 856
     (run_span,) = [s for s in spans if s.name == names.RUN_SPAN]
     assert all(s.parent_span_id == run_span.span_id for s in decisions)
     (admission,) = [s for s in spans if s.name == names.ADMISSION_SPAN]

@@ -35,9 +35,9 @@ def keyword_gate(text: str) -> str:
 def test_repeats_are_sized_from_the_tolerance_and_route_targets():
     suite = gate_suite(targets={"deny": 0.01})
     plan = plan_run(suite, Policy(tolerance=0.05))
-    assert plan.repeats["approve-0"] == 2 * -(-73 // 6) == 26
-    assert plan.repeats["deny-0"] == 2 * -(-381 // 2) == 382
-    assert plan.calls == 4 * 26 + 2 * 382
+    assert plan.repeats["approve-0"] == 2 * -(-72 // 6) == 24
+    assert plan.repeats["deny-0"] == 2 * -(-368 // 2) == 368
+    assert plan.calls == 4 * 24 + 2 * 368
 
 
 def test_a_stable_gate_qualifies_and_every_call_is_a_trial():
@@ -51,8 +51,8 @@ def test_a_stable_gate_qualifies_and_every_call_is_a_trial():
         verdictgate.from_callable(gate, isolation="fresh-session"), gate_suite()
     )
     assert assessment.status is Status.QUALIFIED, assessment.headline
-    assert len(calls) == assessment.trials.received == assessment.trials.expected == 6 * 26
-    assert assessment.pooled.pairs == 78 and assessment.run.isolation is Isolation.FRESH_SESSION
+    assert len(calls) == assessment.trials.received == assessment.trials.expected == 6 * 24
+    assert assessment.pooled.pairs == 72 and assessment.run.isolation is Isolation.FRESH_SESSION
 
 
 def test_an_unaffordable_plan_is_refused_before_any_call():
@@ -205,7 +205,7 @@ def test_the_quality_gate_stops_before_paying_for_repeats():
 
 def test_the_quality_gate_lets_a_correct_agent_through():
     assessment = verdictgate.run(keyword_gate, gate_suite(), quality_gate=True)
-    assert assessment.status is Status.QUALIFIED and assessment.trials.received == 156
+    assert assessment.status is Status.QUALIFIED and assessment.trials.received == 144
 
 
 def test_metamorphic_relations_violated_held_and_vacuous():

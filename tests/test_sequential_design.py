@@ -94,6 +94,6 @@ def test_plan_prices_a_suites_sequential_run_round_by_round(cli) -> None:
     report = report_of(cli("plan", "--suite", "examples/payment_suite.json", "--format", "json"))
     # card_security: a 1% target needs 384 agreeing pairs from its 2 cases, 192 rounds of 24
     assert report["suite"]["sequential"] == {"calls_to_certify": 4608, "most_calls": 18000}
-    assert report["suite"]["calls"] == 904
+    assert report["suite"]["calls"] == 856
     tiny = report_of(cli("plan", "--tolerance", "0.0001", "--format", "json"))
     assert "sequential_design" not in tiny  # 150,000 pairs: beyond what plan prices exactly

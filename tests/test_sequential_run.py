@@ -59,7 +59,7 @@ def seeded_flipping_router(seed: int):
 def test_a_sequential_run_needs_a_median_of_a_tenth_of_the_fixed_calls(monkeypatch) -> None:
     monkeypatch.syspath_prepend(str(EXAMPLES))
     suite = verdictgate.load_suite(SUITE)
-    fixed_calls = verdictgate.plan_run(suite, verdictgate.Policy()).calls  # 904
+    fixed_calls = verdictgate.plan_run(suite, verdictgate.Policy()).calls  # 856
     calls = []
     for seed in range(15):
         assessment = verdictgate.run(seeded_flipping_router(seed), suite, sequential=True)

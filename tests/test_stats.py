@@ -1,4 +1,5 @@
-"""The statistics pinned to REPORT.md's known values, and their properties."""
+"""Wilson's statistics pinned to REPORT.md's known values (AgentVerity's rule, kept as
+`--method wilson`), and their properties."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from verdictgate.stats import (
+    Method,
     Stability,
     change_rate,
     classify,
@@ -15,6 +17,8 @@ from verdictgate.stats import (
     wilson_interval,
     z_score,
 )
+
+WILSON = Method.WILSON
 
 
 def test_z_at_95_percent_is_the_exact_quantile():
@@ -39,27 +43,27 @@ def test_known_intervals(flips, pairs, low, high):
 
 
 def test_the_73rd_pair_decides_at_five_percent():
-    assert change_rate(0, 72, 0.05).result is Stability.UNDECIDED
-    assert change_rate(0, 73, 0.05).result is Stability.DETERMINISTIC
+    assert change_rate(0, 72, 0.05, method=WILSON).result is Stability.UNDECIDED
+    assert change_rate(0, 73, 0.05, method=WILSON).result is Stability.DETERMINISTIC
     assert wilson_interval(0, 73)[1] < 0.05 < wilson_interval(0, 72)[1]
 
 
 def test_known_results():
-    assert change_rate(8, 13, 0.05).result is Stability.STOCHASTIC
-    assert change_rate(0, 13, 0.05).result is Stability.UNDECIDED
-    assert change_rate(8, 78, 0.05).result is Stability.STOCHASTIC
-    assert change_rate(0, 0, 0.05).result is Stability.UNDECIDED
+    assert change_rate(8, 13, 0.05, method=WILSON).result is Stability.STOCHASTIC
+    assert change_rate(0, 13, 0.05, method=WILSON).result is Stability.UNDECIDED
+    assert change_rate(8, 78, 0.05, method=WILSON).result is Stability.STOCHASTIC
+    assert change_rate(0, 0, 0.05, method=WILSON).result is Stability.UNDECIDED
     assert wilson_interval(0, 0) == (0.0, 1.0)
 
 
 @pytest.mark.parametrize(("tolerance", "pairs"), [(0.05, 73), (0.10, 35), (0.01, 381)])
 def test_pairs_needed(tolerance, pairs):
-    assert pairs_needed(tolerance) == pairs
+    assert pairs_needed(tolerance, method=WILSON) == pairs
 
 
 @pytest.mark.parametrize(("flips", "pairs", "total"), [(1, 73, 110), (8, 78, 311)])
 def test_pairs_to_qualify(flips, pairs, total):
-    assert pairs_to_qualify(flips, pairs, 0.05) == total
+    assert pairs_to_qualify(flips, pairs, 0.05, method=WILSON) == total
 
 
 def test_strict_inequalities_at_the_tolerance():
@@ -99,7 +103,7 @@ def test_bounds_are_monotonic(count, confidence):
 
 @given(st.floats(min_value=0.003, max_value=0.5), confidences)
 def test_pairs_needed_is_the_smallest_sufficient_number(tolerance, confidence):
-    n = pairs_needed(tolerance, confidence)
+    n = pairs_needed(tolerance, confidence, WILSON)
     assert wilson_interval(0, n, confidence)[1] < tolerance
     assert n == 1 or wilson_interval(0, n - 1, confidence)[1] >= tolerance
 
@@ -111,7 +115,7 @@ def test_pairs_needed_is_the_smallest_sufficient_number(tolerance, confidence):
 )
 def test_pairs_to_qualify_is_the_smallest_total(flips, extra, tolerance):
     pairs = flips + extra
-    total = pairs_to_qualify(flips, pairs, tolerance)
+    total = pairs_to_qualify(flips, pairs, tolerance, method=WILSON)
     assert total is not None and total >= pairs
     assert wilson_interval(flips, total)[1] < tolerance
     if total > pairs:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import Enum
 
-from .judgement import MAX_SEQUENTIAL_TOLERANCE, Method
+from .judgement import DEFAULT_METHOD, MAX_SEQUENTIAL_TOLERANCE, Method
 
 PRECISION_PRESETS: dict[str, float] = {"cheap": 0.10, "balanced": 0.05, "strict": 0.01}
 """Named tolerances for the change rate between reruns."""
@@ -35,8 +35,8 @@ class Policy:
     """The 95th-percentile latency trials must be shown to stay under, when one is set."""
     max_p95_tool_calls: float | None = None
     """The 95th-percentile tools called per trial must be shown to stay under, when one is set."""
-    method: Method = Method.WILSON
-    """How a change rate is judged: Wilson's interval (the default), the exact rule, or the
+    method: Method = DEFAULT_METHOD
+    """How a change rate is judged: the exact rule (the default), Wilson's interval, or the
     sequential rule (valid however often it is looked at)."""
     claim: Claim = Claim.TESTED
     """Which verdict gates the status: the pooled one (tested cases) or the case-level one."""

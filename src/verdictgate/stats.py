@@ -13,6 +13,7 @@ from statistics import NormalDist
 
 from .eprocess import sequential_evalues, sequential_interval
 from .judgement import ALPHA as ALPHA
+from .judgement import DEFAULT_METHOD as DEFAULT_METHOD
 from .judgement import MAX_SEQUENTIAL_TOLERANCE as MAX_SEQUENTIAL_TOLERANCE
 from .judgement import Method as Method
 from .judgement import Stability as Stability
@@ -164,7 +165,7 @@ class ChangeRate:
     ci_high: float
     tolerance: float
     result: Stability
-    method: Method = Method.WILSON
+    method: Method = DEFAULT_METHOD
 
     @property
     def rate(self) -> float:
@@ -176,7 +177,7 @@ def change_rate(
     pairs: int,
     tolerance: float,
     confidence: float = 0.95,
-    method: Method = Method.WILSON,
+    method: Method = DEFAULT_METHOD,
 ) -> ChangeRate:
     """Judge `flips` changes in `pairs` rerun pairs against a tolerated change rate, by Wilson's
     interval or by the exact rule (with its Clopper-Pearson interval)."""
@@ -193,7 +194,9 @@ def change_rate(
     return ChangeRate(pairs, flips, low, high, tolerance, result, method)
 
 
-def pairs_needed(tolerance: float, confidence: float = 0.95, method: Method = Method.WILSON) -> int:
+def pairs_needed(
+    tolerance: float, confidence: float = 0.95, method: Method = DEFAULT_METHOD
+) -> int:
     """Smallest number of pairs that, all agreeing, shows the change rate is below tolerance."""
     if not 0.0 < tolerance < 1.0:
         raise ValueError(f"tolerance must be between 0 and 1, got {tolerance}")
@@ -219,7 +222,7 @@ def pairs_to_qualify(
     pairs: int,
     tolerance: float,
     confidence: float = 0.95,
-    method: Method = Method.WILSON,
+    method: Method = DEFAULT_METHOD,
 ) -> int | None:
     """Smallest total N >= pairs that could still be deterministic if every later pair agrees.
 

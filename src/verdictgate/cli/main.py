@@ -126,7 +126,7 @@ def _parse_observed(value: str) -> tuple[int, int]:
 @click.option("--budget", type=int, help="With --suite: refuse a plan above this many calls.")
 @click.option(
     "--method", type=click.Choice([m.value for m in Method]),
-    help="Size by this rule: wilson (default), exact or sequential; all are shown.",
+    help="Size by this rule: exact (default), wilson or sequential; all are shown.",
 )  # fmt: skip
 @click.option(
     "--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True,

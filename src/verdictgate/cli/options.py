@@ -24,7 +24,7 @@ from ..reports import RENDERERS, render_html, render_text
 from ..reports.json_report import report_document
 from ..runner.agent import Agent, from_callable, from_factory
 from ..runner.run_options import RunOptions
-from ..stats import Method
+from ..stats import DEFAULT_METHOD, Method
 from ..suite import Suite
 from ..suite_file import load_suite
 from ..tiers.invariants import Invariant
@@ -84,7 +84,7 @@ def policy_for(
         judged_by = Method(method) if method else (suite.method if suite else None)
         claimed = Claim(claim) if claim else (suite.claim if suite else None)
         return replace(
-            policy, **given, method=judged_by or Method.WILSON, claim=claimed or Claim.TESTED
+            policy, **given, method=judged_by or DEFAULT_METHOD, claim=claimed or Claim.TESTED
         )
     except ValueError as error:
         raise click.BadParameter(str(error), param_hint="--tolerance") from None
@@ -336,9 +336,10 @@ def policy_options(command: Callable) -> Callable:
         click.option(
             "--method",
             type=click.Choice([m.value for m in Method]),
-            help="How change rates are judged: wilson (default), exact (Clopper-Pearson: both "
-            "wrong answers within 2.5% at every n) or sequential (valid however often it is "
-            "looked at); docs/statistics.md.",
+            help="How change rates are judged: exact (the default: both wrong answers within "
+            "2.5% at every n), wilson (AgentVerity's interval, whose wrong answers exceed 2.5% "
+            "at some n) or sequential (valid however often it is looked at); "
+            "docs/statistics.md.",
         ),
         click.option(
             "--claim",

@@ -12,7 +12,7 @@ from ..assessment import Isolation, RelationResult, Stopping
 from ..declaration import RunDeclaration
 from ..evidence import MAX_TRIAL_INDEX
 from ..policy import Claim, Policy
-from ..stats import Method
+from ..stats import DEFAULT_METHOD, Method
 from ..suite import Contract, Suite
 from ..trial_model import Decision, InvalidDecision, NoDecision, Trial, decision_from_value
 from . import conventions as names
@@ -71,7 +71,7 @@ def run_declaration(attributes: Mapping[str, Any]) -> RunDeclaration:
         pass_rate=_optional_number(attributes, names.PASS_RATE_REQUIRED),
         max_p95_ms=_optional_number(attributes, names.MAX_P95_MS),
         max_p95_tool_calls=_optional_number(attributes, names.MAX_P95_TOOL_CALLS),
-        method=_choice(attributes, names.METHOD, Method, Method.WILSON),
+        method=_choice(attributes, names.METHOD, Method, DEFAULT_METHOD),
         claim=_choice(attributes, names.CLAIM, Claim, Claim.TESTED),
     )
     suite = Suite(

@@ -9,14 +9,15 @@ from verdictgate.otel import conventions as names
 from verdictgate.otel.span_decoding import run_declaration
 from verdictgate.otel.spans import run_attributes
 from verdictgate.policy import Policy
-from verdictgate.stats import Method
+from verdictgate.stats import Method, clopper_pearson_interval, wilson_interval
 from verdictgate.suite import Contract, Suite
 
 ROUTES = ("approve", "deny", "review")
 
 
 def two_flips_in_eleven_pairs() -> dict[str, list[str]]:
-    """One case whose 11 pairs flip twice: stochastic by Wilson, undecided by the exact rule."""
+    """One case whose 11 pairs flip twice: stochastic by Wilson alone, undecided by the exact
+    rule."""
     answers = ["approve"] * 22
     answers[1] = answers[3] = "deny"
     return {"approve-0": answers}
@@ -30,8 +31,12 @@ def test_assess_judges_by_the_method_asked_for(cli, write) -> None:
         result = cli("assess", "--trials", trials, "--suite", suite, "--method", method,
                      "--format", "json")  # fmt: skip
         report = report_of(result)
-        by[method] = (report["policy"]["method"], report["stability"]["pooled"]["result"])
-    assert by == {"wilson": ("wilson", "stochastic"), "exact": ("exact", "undecided")}
+        pooled = report["stability"]["pooled"]
+        by[method] = (report["policy"]["method"], pooled["ci_low"], pooled["ci_high"])
+    assert by == {
+        "wilson": ("wilson", *wilson_interval(2, 11)),
+        "exact": ("exact", *clopper_pearson_interval(2, 11)),
+    }
 
 
 def test_a_suite_names_its_method_and_the_option_overrides_it(cli, write) -> None:

@@ -269,6 +269,14 @@ class Findings:
         """Cases that received a trial but fewer than two, so they form no rerun pair."""
         return sum(1 for case in self.cases if 0 < case.trials - case.errors < 2)
 
+    @property
+    def family_tests(self) -> int:
+        """How many tests' stochastic sides were judged together (`family`): the claim's and
+        every route's with pairs."""
+        levels = [self.pooled.level, self.population.level]
+        levels += [route.change.level for route in self.routes]
+        return sum(level is not None for level in levels)
+
     def routes_with(self, result: Stability) -> tuple[str, ...]:
         """Names of the routes judged `result`."""
         return tuple(route.route for route in self.routes if route.change.result is result)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
+from typing import cast
 
 from . import admission
 from .assessment import (
@@ -25,11 +26,20 @@ from .assessment import (
 )
 from .declaration import RunDeclaration
 from .evidence import ERROR, MISSING, CaseEvidence, Evidence
+from .family import judged_together
 from .fingerprints import fingerprint_mode
-from .policy import Policy
-from .sequential import population_verdict
+from .policy import Claim, Policy
+from .sequential import PopulationVerdict, population_verdict
 from .sequential_replay import decides, replay
-from .stats import PassRate, Quantiles, change_rate, pass_rate, quantile_stats
+from .stats import (
+    ChangeRate,
+    PassRate,
+    Quantiles,
+    change_rate,
+    pass_rate,
+    quantile_stats,
+    side_error,
+)
 from .suite import Contract, Suite
 from .trial_model import NoDecision, Trial, decision_text
 
@@ -317,16 +327,20 @@ def _findings(
         scan.add(case_evidence, route, evidence.keys, policy)
     scan.add_unseen(suite)
     pooled = scan.pooled
+    change, routes, population = _judged_together(
+        change_rate(pooled.flips, pooled.pairs, policy.tolerance, policy.confidence, policy.method),
+        _route_results(scan, evidence, contract, policy),
+        _population(scan.cases, policy.tolerance),
+        policy,
+    )
     return Findings(
         run=run,
         policy=policy,
         trials=_trial_counts(
             scan, evidence, scan.planned(suite) if planned is None else planned, reported.late
         ),
-        pooled=change_rate(
-            pooled.flips, pooled.pairs, policy.tolerance, policy.confidence, policy.method
-        ),
-        routes=_route_results(scan, evidence, contract, policy),
+        pooled=change,
+        routes=routes,
         flip_pairs=_flip_pairs(pooled.flip_counts, evidence),
         coverage=_coverage(
             contract,
@@ -352,10 +366,37 @@ def _findings(
         relations=reported.relations,
         declaration_conflict=reported.declaration_conflict,
         stopping=reported.stopping,
-        population=population_verdict(
-            [case.flips / case.pairs for case in scan.cases if case.pairs], policy.tolerance
-        ),
+        population=population,
     )
+
+
+def _judged_together(
+    pooled: ChangeRate,
+    routes: tuple[RouteStability, ...],
+    population: PopulationVerdict,
+    policy: Policy,
+) -> tuple[ChangeRate, tuple[RouteStability, ...], PopulationVerdict]:
+    """The claim's test (pooled, or case-level under a claim about new inputs) and every
+    route's with evidence, their stochastic sides judged together (`family`)."""
+    claims_population = policy.claim is Claim.POPULATION
+    tested = [i for i, route in enumerate(routes) if route.change.pairs]
+    family: list[ChangeRate | PopulationVerdict] = [routes[i].change for i in tested]
+    if population.cases if claims_population else pooled.pairs:
+        family.append(population if claims_population else pooled)
+    judged = judged_together(family, side_error(policy.confidence))
+    adjusted = list(routes)
+    for i, change in zip(tested, judged, strict=False):  # the routes come first
+        adjusted[i] = replace(routes[i], change=cast(ChangeRate, change))
+    claimed = judged[len(tested) :]
+    if claimed and claims_population:
+        population = cast(PopulationVerdict, claimed[0])
+    elif claimed:
+        pooled = cast(ChangeRate, claimed[0])
+    return pooled, tuple(adjusted), population
+
+
+def _population(cases: list[CaseResult], tolerance: float) -> PopulationVerdict:
+    return population_verdict([case.flips / case.pairs for case in cases if case.pairs], tolerance)
 
 
 def _judged_rate(passed: int, judged: int, policy: Policy) -> PassRate | None:

@@ -51,6 +51,17 @@ class PopulationVerdict:
     e_stoch: float
     result: Stability
     cases_needed: int
+    level: float | None = None
+    """The level its stochastic side was held to when judged with the run's routes (`family`);
+    None when judged alone."""
+
+    def stochastic_p_value(self) -> float:
+        """1 / E_st: the smallest level at which it would say stochastic."""
+        return min(1.0, 1.0 / self.e_stoch) if self.e_stoch > 0 else 1.0
+
+    def stochastic_at(self, level: float) -> bool:
+        """Whether E_st reaches 1 / `level`."""
+        return self.cases > 0 and self.e_stoch >= 1.0 / level
 
 
 def population_verdict(

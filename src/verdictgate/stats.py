@@ -96,9 +96,19 @@ def exact_stability(flips: int, pairs: int, tolerance: float, alpha: float = ALP
         return Stability.UNDECIDED
     if binomial_cdf(flips, pairs, tolerance) < alpha:
         return Stability.DETERMINISTIC
-    if 1.0 - binomial_cdf(flips - 1, pairs, tolerance) < alpha:
+    if upper_tail(flips, pairs, tolerance) < alpha:
         return Stability.STOCHASTIC
     return Stability.UNDECIDED
+
+
+def upper_tail(x: int, n: int, p: float) -> float:
+    """P(X >= x) for X ~ Binomial(n, p), computed as a tail (I_p(x, n - x + 1)), never as one
+    minus a number close to 1."""
+    if x <= 0:
+        return 1.0
+    if x > n:
+        return 0.0
+    return regularized_beta(x, n - x + 1, p)
 
 
 def exact_pairs_needed(tolerance: float, alpha: float = ALPHA) -> int:
@@ -166,10 +176,37 @@ class ChangeRate:
     tolerance: float
     result: Stability
     method: Method = DEFAULT_METHOD
+    level: float | None = None
+    """The level its stochastic side was held to when judged with the run's other tests
+    (`family`); None when judged alone, at alpha."""
 
     @property
     def rate(self) -> float:
         return self.flips / self.pairs if self.pairs else 0.0
+
+    def stochastic_p_value(self) -> float:
+        """The smallest level at which its method would call it stochastic: the exact upper
+        tail, Wilson's one-sided score test, or 1 / E_st."""
+        x, n, t = self.flips, self.pairs, self.tolerance
+        if x == 0:
+            return 1.0
+        if self.method is Method.EXACT:
+            return upper_tail(x, n, t)
+        if self.method is Method.SEQUENTIAL:
+            return min(1.0, 1.0 / sequential_evalues(x, n, t).stochastic)
+        score = (x / n - t) / math.sqrt(t * (1.0 - t) / n)
+        return 1.0 - NormalDist().cdf(score)
+
+    def stochastic_at(self, level: float) -> bool:
+        """Whether its method's rule says stochastic when that side is held to `level`."""
+        x, n, t = self.flips, self.pairs, self.tolerance
+        if n == 0:
+            return False
+        if self.method is Method.EXACT:
+            return upper_tail(x, n, t) < level
+        if self.method is Method.SEQUENTIAL:
+            return sequential_evalues(x, n, t).stochastic >= 1.0 / level
+        return wilson_interval(x, n, 1.0 - 2.0 * level)[0] > t
 
 
 def change_rate(

@@ -25,7 +25,13 @@ from ..snapshot import (
     make_snapshot,
     regression_document,
 )
-from ..stats import MAX_SEQUENTIAL_TOLERANCE, Method, pairs_needed, pairs_to_qualify
+from ..stats import (
+    MAX_SEQUENTIAL_TOLERANCE,
+    Method,
+    pairs_needed,
+    pairs_to_qualify,
+    side_error,
+)
 from ..suite import Suite
 from ..suite_file import load_suite, read_json
 from .calibrate import calibrate_command
@@ -213,6 +219,13 @@ def plan_command(
         lines.append(
             f"suite {suite.name}: {len(suite.cases)} cases x {'/'.join(map(str, per_case))} "
             f"trials = {plan.calls} calls"
+        )
+        tests = 1 + len({case.expected for case in suite.cases if case.expected is not None})
+        document["suite"]["family_tests"] = tests
+        lines.append(
+            f"  a stochastic verdict is held to {side_error(confidence):.1%} across its {tests} "
+            "tests together (Holm); qualifying needs every test deterministic, which needs no "
+            "correction, so the plan's size is unchanged"
         )
         if sequential := _sequential_suite_calls(suite, policy):
             certify, most = sequential

@@ -7,7 +7,7 @@ import math
 from typing import Any
 
 from ..assessment import Assessment, FlipPair
-from ..stats import ChangeRate, Method, PassRate, Quantiles
+from ..stats import ChangeRate, Method, PassRate, Quantiles, side_error
 from .bounds import bounded
 
 REPORT_SCHEMA = "verdictgate.report/v1"
@@ -22,6 +22,7 @@ def _change(change: ChangeRate) -> dict[str, Any]:
         "ci_high": change.ci_high,
         "tolerance": change.tolerance,
         "result": change.result.value,
+        "stochastic_level": change.level,
     }
 
 
@@ -113,6 +114,7 @@ def report_document(assessment: Assessment) -> dict[str, Any]:
             "e_det": a.population.e_det,
             "e_stoch": a.population.e_stoch,
             "cases_needed": a.population.cases_needed,
+            "stochastic_level": a.population.level,
         },
         "policy": {
             "tolerance": a.policy.tolerance,
@@ -150,6 +152,11 @@ def report_document(assessment: Assessment) -> dict[str, Any]:
                 for r in a.routes
             ],
             "flip_pairs": _flip_pairs(a.flip_pairs),
+            "family": {
+                "tests": a.family_tests,
+                "correction": "holm",
+                "alpha": side_error(a.policy.confidence),
+            },
         },
         "coverage": {
             "declared": coverage.declared,

@@ -11,7 +11,7 @@ from rich.text import Text
 from ..admission import percent
 from ..assessment import Assessment, Status
 from ..policy import Claim
-from ..stats import PassRate, Quantiles, Stability
+from ..stats import PassRate, Quantiles, Stability, side_error
 from .bounds import bounded
 
 _STATUS_STYLE = {
@@ -31,7 +31,16 @@ def _listing(values) -> str:
 
 
 def _stability_table(a: Assessment) -> Table:
-    table = Table(title="Stability by route", title_justify="left", expand=False)
+    table = Table(
+        title="Stability by route",
+        title_justify="left",
+        expand=False,
+        caption=f"stochastic results held to {percent(side_error(a.policy.confidence))} across "
+        f"{a.family_tests} tests together (Holm: the column gives each test's level)"
+        if a.family_tests > 1
+        else None,
+        caption_justify="left",
+    )
     columns: tuple[tuple[str, JustifyMethod], ...] = (
         ("route", "left"),
         ("cases", "right"),
@@ -39,6 +48,7 @@ def _stability_table(a: Assessment) -> Table:
         ("flips", "right"),
         ("95% CI", "left"),
         ("tolerance", "right"),
+        ("stochastic at", "right"),
         ("result", "left"),
     )
     for column, justify in columns:
@@ -53,6 +63,7 @@ def _stability_table(a: Assessment) -> Table:
             str(change.flips),
             f"[{change.ci_low:.3f}, {change.ci_high:.3f}]",
             percent(change.tolerance) + (" (target)" if targeted else ""),
+            "-" if change.level is None else percent(change.level),
             Text(change.result.value, style=_RESULT_STYLE[change.result]),
         )
     return table

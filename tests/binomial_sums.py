@@ -1,0 +1,104 @@
+"""Exact binomial sums, written apart from verdictgate's own statistics, to compute how often a
+rule gives each wrong answer: by summing the probability of every flip count it answers
+wrongly, never by simulation."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from functools import lru_cache
+
+from verdictgate.stats import Method, Stability, change_rate
+
+
+def pmf(n: int, p: float) -> list[float]:
+    """P(X = k) for k = 0..n, X ~ Binomial(n, p), each term in logs (no overflow at n = 3000)."""
+    log_p, log_q = math.log(p), math.log1p(-p)
+    return [
+        math.exp(
+            math.lgamma(n + 1)
+            - math.lgamma(k + 1)
+            - math.lgamma(n - k + 1)
+            + k * log_p
+            + (n - k) * log_q
+        )  # fmt: skip
+        for k in range(n + 1)
+    ]
+
+
+Rule = Callable[[int, int, float], Stability]
+"""(flips, pairs, tolerance) -> what a rule answers."""
+
+
+def by_method(method: Method) -> Rule:
+    return lambda x, n, t: change_rate(x, n, t, method=method).result
+
+
+def boundaries(rule: Rule, tolerance: float, largest: int) -> list[tuple[int, int]]:
+    """For n = 1..largest: (the most flips still deterministic, -1 when none; the fewest flips
+    already stochastic, n + 1 when none). Each moves by at most one flip from n to n + 1 for
+    these rules; the neighbours of every boundary are checked, so a rule that broke that would
+    fail here rather than be summed wrongly."""
+    found = []
+    det, stoch = -1, 1
+    for n in range(1, largest + 1):
+        det = min(det + 1, n)
+        while det >= 0 and rule(det, n, tolerance) is not Stability.DETERMINISTIC:
+            det -= 1
+        assert det == n or rule(det + 1, n, tolerance) is not Stability.DETERMINISTIC
+        stoch = min(stoch, n + 1)
+        while stoch <= n and rule(stoch, n, tolerance) is not Stability.STOCHASTIC:
+            stoch += 1
+        assert stoch <= 1 or rule(stoch - 1, n, tolerance) is not Stability.STOCHASTIC
+        found.append((det, stoch))
+    return found
+
+
+@lru_cache(maxsize=16)
+def worst_errors(method: Method, tolerance: float, largest: int) -> tuple[
+    tuple[float, int], tuple[float, int]
+]:  # fmt: skip
+    """(worst false "deterministic", at n), (worst false "stochastic", at n) over n = 1..largest,
+    at a true change rate of exactly the tolerance: the worst case of either, since the chance
+    of x <= d falls as the rate rises and that of x >= s falls as it drops."""
+    worst_det, worst_stoch = (0.0, 0), (0.0, 0)
+    for n, (det, stoch) in enumerate(boundaries(by_method(method), tolerance, largest), 1):
+        terms = pmf(n, tolerance)
+        false_det = math.fsum(terms[: det + 1])
+        false_stoch = math.fsum(terms[stoch:])
+        worst_det = max(worst_det, (false_det, n))
+        worst_stoch = max(worst_stoch, (false_stoch, n))
+    return worst_det, worst_stoch
+
+
+def stochastic_threshold(n: int, tolerance: float, level: float, method: Method) -> int:
+    """The fewest flips in n pairs that `method` calls stochastic at `level` (n + 1 when none)."""
+    return next(
+        (
+            x for x in range(1, n + 1)
+            if change_rate(x, n, tolerance, method=method).stochastic_at(level)
+        ),
+        n + 1,
+    )  # fmt: skip
+
+
+def false_rejection_of_family(
+    routes: int, pairs: int, tolerance: float, method: Method, level: float
+) -> float:
+    """The chance that a run of `routes` routes, `pairs` pairs each, every pair flipping with
+    chance `tolerance`, has any of its tests (the pooled one and each route's) stochastic at
+    `level`: one minus the chance that no route reaches its threshold and neither do their
+    flips together, the routes' counts convolved below their threshold. Holm's step-down
+    rejects anything, when every test is at its tolerance, exactly when this happens at
+    alpha / (routes + 1)."""
+    own = stochastic_threshold(pairs, tolerance, level, method)
+    pooled = stochastic_threshold(routes * pairs, tolerance, level, method)
+    below = pmf(pairs, tolerance)[:own]
+    together = [1.0]
+    for _ in range(routes):
+        grown = [0.0] * (len(together) + len(below) - 1)
+        for i, a in enumerate(together):
+            for j, b in enumerate(below):
+                grown[i + j] += a * b
+        together = grown
+    return 1.0 - math.fsum(together[:pooled])

@@ -1,0 +1,162 @@
+"""Every verdict valid by default: the default rule's two wrong answers, computed by exact
+binomial sums at every n, and a run's stochastic verdicts across all its routes held to 2.5%
+together (Holm's step-down), for the exact rule by exact sums and for the sequential rule by a
+seeded simulation with its standard error."""
+
+from __future__ import annotations
+
+import math
+import random
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from binomial_sums import false_rejection_of_family, worst_errors
+from verdictgate import Contract, Policy, Suite, Trial, assess
+from verdictgate.family import holm, judged_together
+from verdictgate.sequential_design import default_max_pairs
+from verdictgate.stats import ALPHA, Method, Stability, change_rate
+
+TOLERANCES = (0.01, 0.05, 0.10)
+
+
+@pytest.mark.parametrize("tolerance", TOLERANCES)
+def test_the_default_rule_keeps_both_wrong_answers_within_2_5_percent_at_every_n(tolerance):
+    (false_det, at_det), (false_stoch, at_stoch) = worst_errors(Policy().method, tolerance, 1000)
+    assert false_det <= ALPHA, (false_det, at_det)
+    assert false_stoch <= ALPHA, (false_stoch, at_stoch)
+    assert false_det > 0.02 and false_stoch > 0.01  # the sums see the rule's real boundary
+
+
+def test_wilson_breaks_both_bounds_where_the_docs_say() -> None:
+    """Wilson, AgentVerity's rule, computed by the same sums: the sums can fail a rule."""
+    (false_det, at), (false_stoch, at_stoch) = worst_errors(Method.WILSON, 0.05, 1000)
+    assert false_det > ALPHA and false_stoch > 0.14 and at_stoch == 3
+
+
+def stochastic_thresholds(largest: int, tolerance: float, level: float, method: Method) -> list:
+    """For n = 0..largest, the fewest flips `method` calls stochastic at `level` (n + 1 when
+    none); it never falls as n grows, and each boundary's neighbour is checked."""
+    found, s = [1], 1
+    for n in range(1, largest + 1):
+        s = min(s, n + 1)
+        while s <= n and not change_rate(s, n, tolerance, method=method).stochastic_at(level):
+            s += 1
+        assert s == 1 or not change_rate(s - 1, n, tolerance, method=method).stochastic_at(level)
+        found.append(s)
+    return found
+
+
+@pytest.mark.parametrize("tolerance", TOLERANCES)
+def test_a_run_of_2_to_12_routes_at_their_tolerance_is_falsely_rejected_at_most_2_5_percent(
+    tolerance,
+):
+    """Exact sums: every route's pairs and the pooled pairs flip with chance exactly the
+    tolerance. Holm's step-down rejects such a run iff one of its routes + 1 tests is
+    stochastic at alpha / (routes + 1)."""
+    worst = max(
+        (false_rejection_of_family(routes, pairs, tolerance, Method.EXACT, ALPHA / (routes + 1)),
+         routes, pairs)
+        for routes in range(2, 13)
+        for pairs in (1, 2, 3, 5, 8, 12, 20, 36, 72)
+    )  # fmt: skip
+    assert worst[0] <= ALPHA, worst
+
+
+def test_without_the_correction_six_routes_reject_falsely_far_more_often() -> None:
+    """The same sums with each test at alpha alone, on the default plan's 12 pairs a route."""
+    alone = false_rejection_of_family(6, 12, 0.05, Method.EXACT, ALPHA)
+    together = false_rejection_of_family(6, 12, 0.05, Method.EXACT, ALPHA / 7)
+    assert alone > 2 * ALPHA and together <= ALPHA
+
+
+def simulated_false_rejection(routes: int, tolerance: float, level: float, runs: int) -> float:
+    """Sequential runs of one case a route, a look after every round up to the rule's cap, every
+    pair flipping with chance `tolerance`: the share of runs in which any test (a route's, or
+    the pooled one) is ever stochastic at `level`. A run that qualifies would stop sooner and
+    reject less, so this ignores qualifying: it overstates the rate, never understates it."""
+    cap = default_max_pairs(tolerance)
+    own = stochastic_thresholds(cap, tolerance, level, Method.SEQUENTIAL)
+    pooled = stochastic_thresholds(routes * cap, tolerance, level, Method.SEQUENTIAL)
+    coin = random.Random(20261201 + routes)
+    rejected = 0
+    for _ in range(runs):
+        flips = [0] * routes
+        for n in range(1, cap + 1):
+            for route in range(routes):
+                flips[route] += coin.random() < tolerance
+            if max(flips) >= own[n] or sum(flips) >= pooled[routes * n]:
+                rejected += 1
+                break
+    return rejected / runs
+
+
+@pytest.mark.parametrize("routes", [2, 6, 12])
+def test_a_sequential_run_at_its_tolerance_is_falsely_rejected_at_most_2_5_percent(routes):
+    runs = 3000
+    rate = simulated_false_rejection(routes, 0.10, ALPHA / (routes + 1), runs)
+    standard_error = math.sqrt(rate * (1 - rate) / runs)  # about 0.2% at these rates
+    assert rate <= ALPHA, f"{rate:.4f} +/- {standard_error:.4f}"
+
+
+def test_a_sequential_run_without_the_correction_rejects_falsely_more_often() -> None:
+    runs = 3000
+    rate = simulated_false_rejection(6, 0.10, ALPHA, runs)
+    assert rate > ALPHA + 3 * math.sqrt(ALPHA * (1 - ALPHA) / runs), rate
+
+
+methods = st.sampled_from([Method.EXACT, Method.WILSON, Method.SEQUENTIAL])
+counts = st.integers(1, 200).flatmap(lambda n: st.tuples(st.integers(0, n), st.just(n)))
+changes = st.builds(
+    lambda count, t, method: change_rate(count[0], count[1], t, method=method),
+    counts, st.sampled_from([0.01, 0.05, 0.1, 0.2]), methods,
+)  # fmt: skip
+
+
+@given(changes)
+def test_one_test_alone_is_judged_exactly_as_its_method_judges_it(change) -> None:
+    [alone] = judged_together([change], ALPHA)
+    assert alone.result is change.result and alone.level == ALPHA
+
+
+@given(st.lists(changes, min_size=1, max_size=13))
+def test_holm_rejects_something_iff_some_test_is_stochastic_at_alpha_over_m(tests) -> None:
+    adjusted = holm(tests, ALPHA)
+    m = len(tests)
+    assert any(a.stochastic for a in adjusted) == any(t.stochastic_at(ALPHA / m) for t in tests)
+    assert sorted(a.level for a in adjusted) == sorted(ALPHA / k for k in range(1, m + 1))
+    for test, a, judged in zip(tests, adjusted, judged_together(tests, ALPHA), strict=True):
+        assert judged.level == a.level
+        assert (judged.result is Stability.STOCHASTIC) == (
+            a.stochastic and test.stochastic_at(a.level)
+        )
+        if test.result is not Stability.STOCHASTIC:
+            assert judged.result is test.result  # the deterministic side is never touched
+
+
+@given(changes, st.sampled_from([ALPHA, ALPHA / 3, ALPHA / 13]))
+def test_a_p_value_orders_tests_as_their_rule_decides_them(change, level) -> None:
+    p = change.stochastic_p_value()
+    if abs(p - level) > 1e-9 * level:  # away from a tie at the boundary
+        assert change.stochastic_at(level) == (p < level)
+
+
+def test_a_route_stochastic_alone_is_undecided_beside_six_others() -> None:
+    """3 flips in 12 pairs at 5%: P(X >= 3) = 1.96% is stochastic alone, but the smallest of
+    seven tests is held to 2.5% / 7 = 0.357%, so the run is not rejected for it."""
+    routes = [f"r{i}" for i in range(6)]
+    suite = Suite("s", "p", (), Contract(frozenset(routes)))
+    trials = [
+        Trial(f"{route}-case", index, route if not (route == "r0" and index in (1, 3, 5)) else "r1",
+              expected=route)
+        for route in routes
+        for index in range(24)
+    ]  # fmt: skip
+    assessment = assess(trials, suite, Policy())
+    r0 = next(r for r in assessment.routes if r.route == "r0")
+    assert (r0.change.flips, r0.change.pairs) == (3, 12)
+    assert change_rate(3, 12, 0.05).result is Stability.STOCHASTIC  # alone
+    assert r0.change.result is Stability.UNDECIDED and r0.change.level == pytest.approx(ALPHA / 7)
+    assert "route_stochastic" not in assessment.reason_codes
+    assert assessment.family_tests == 7

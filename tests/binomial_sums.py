@@ -14,16 +14,11 @@ from verdictgate.stats import Method, Stability, change_rate
 def pmf(n: int, p: float) -> list[float]:
     """P(X = k) for k = 0..n, X ~ Binomial(n, p), each term in logs (no overflow at n = 3000)."""
     log_p, log_q = math.log(p), math.log1p(-p)
-    return [
-        math.exp(
-            math.lgamma(n + 1)
-            - math.lgamma(k + 1)
-            - math.lgamma(n - k + 1)
-            + k * log_p
-            + (n - k) * log_q
-        )  # fmt: skip
-        for k in range(n + 1)
-    ]
+    return [math.exp(log_choose(n, k) + k * log_p + (n - k) * log_q) for k in range(n + 1)]
+
+
+def log_choose(n: int, k: int) -> float:
+    return math.lgamma(n + 1) - math.lgamma(k + 1) - math.lgamma(n - k + 1)
 
 
 Rule = Callable[[int, int, float], Stability]

@@ -31,7 +31,7 @@ def test_the_default_rule_keeps_both_wrong_answers_within_2_5_percent_at_every_n
 
 def test_wilson_breaks_both_bounds_where_the_docs_say() -> None:
     """Wilson, AgentVerity's rule, computed by the same sums: the sums can fail a rule."""
-    (false_det, at), (false_stoch, at_stoch) = worst_errors(Method.WILSON, 0.05, 1000)
+    (false_det, _), (false_stoch, at_stoch) = worst_errors(Method.WILSON, 0.05, 1000)
     assert false_det > ALPHA and false_stoch > 0.14 and at_stoch == 3
 
 

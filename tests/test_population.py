@@ -99,3 +99,33 @@ def test_the_run_span_carries_the_claim_and_a_sequential_run_refuses_a_populatio
     result = cli("run", "--agent", f"{EXAMPLES / 'payment_router.py'}:stable_router", "--suite",
                  str(EXAMPLES / "payment_suite.json"), "--sequential", "--claim", "population")  # fmt: skip
     assert result.exit_code == 2 and "sized in advance" in result.stderr
+
+
+def split_into_two_runs(answers: dict[str, list[str]]) -> list[dict]:
+    """The same trials as two runs: each case's first half of pairs in run a, the rest in b."""
+    records = []
+    for case, decisions in answers.items():
+        half = len(decisions) // 4 * 2
+        records += trial_records({case: decisions[:half]}, run="a")
+        records += trial_records({case: decisions[half:]}, run="b")
+    return records
+
+
+def test_a_case_in_two_runs_is_one_case_with_more_pairs(cli, write):
+    """40 cases of 26 pairs, one flip among them: inconclusive for new inputs (40 cases) whether
+    the 1,040 pairs came as one run or as two; counting (run, case) would certify 80 cases."""
+    document = suite_document(cases_per_route=14)
+    document["cases"] = document["cases"][:40]
+    suite = write("suite.json", {**document, "claim": "population"})
+    answers = dict(list(stable_answers(pairs_per_case=26, cases_per_route=14).items())[:40])
+    answers["approve-0"][1] = "deny"  # one flip in run a: that case's rate is 1 / 26, not 1 / 13
+    one = write("one.jsonl", trial_records(answers))
+    two = write("two.jsonl", split_into_two_runs(answers))
+    reports = [
+        report_of(cli("assess", "--trials", path, "--suite", suite, "--format", "json"))
+        for path in (one, two)
+    ]
+    assert reports[0]["population"] == reports[1]["population"]
+    assert reports[0]["population"]["cases"] == 40 and reports[0]["status"] == "inconclusive"
+    assert len(reports[1]["cases"]) == 80  # each (run, case) is still listed on its own
+    assert sum(c["pairs"] for c in reports[1]["cases"]) == 1040

@@ -396,7 +396,16 @@ def _judged_together(
 
 
 def _population(cases: list[CaseResult], tolerance: float) -> PopulationVerdict:
-    return population_verdict([case.flips / case.pairs for case in cases if case.pairs], tolerance)
+    """The case-level verdict with the case as the unit: a case (its id or fingerprint) that
+    several runs or files hold is one case, its change rate all its flips over all its pairs
+    (pairs form within a run)."""
+    totals: dict[str, tuple[int, int]] = {}
+    for case in cases:
+        flips, pairs = totals.get(case.case, (0, 0))
+        totals[case.case] = (flips + case.flips, pairs + case.pairs)
+    return population_verdict(
+        [flips / pairs for flips, pairs in totals.values() if pairs], tolerance
+    )
 
 
 def _judged_rate(passed: int, judged: int, policy: Policy) -> PassRate | None:

@@ -63,6 +63,8 @@ def trials_file(path: Path) -> Path:
                       "passed": index != 4, "isolation": "fresh-session"}  # fmt: skip
             if index == 3:
                 record.update(invariants_failed=["no_ids"], evaluation_skipped=True)
+            if index == 5:
+                record.update(verdict=None, tools=["lookup", "refund"], order_ambiguous=True)
             records.append(record)
     records.append(
         {"run": "t", "case": "c3", "trial": 0, "outcome": "error", "error_type": "Timeout"}
@@ -133,3 +135,4 @@ def test_assess_of_convert_equals_assess_of_the_source(cli, tmp_path, kind):
     assert (direct.get("latency") or {}).get("trials") == timed
     assert {k: v for k, v in direct["invariants"].items() if v} == invariants
     assert direct["run"]["isolation"] == isolation
+    assert direct["trials"]["ambiguous_order"] == (2 if kind == "trials" else 0)

@@ -8,8 +8,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from verdictgate.decision_rules import NO_SPANS, DecisionRule
+from verdictgate import Trial, assess
+from verdictgate.decision_rules import NO_SPANS, DecisionRule, Derived
 from verdictgate.errors import VerdictgateError
+from verdictgate.reports.json_report import report_document
 from verdictgate.span_facts import SpanFacts, facts_of
 from verdictgate.trial_model import NO_TOOL_SELECTED, NoDecision
 
@@ -117,7 +119,7 @@ def test_tools_follow_start_times_whatever_order_spans_end_in(calls, random) -> 
     spans = [fact(n + 2, start, tool=name) for n, (start, name) in enumerate(calls)]
     shuffled = [agent_span(1, 0), *spans]
     random.shuffle(shuffled)
-    expected = [name for _, _, name in sorted((s, n, t) for n, (s, t) in enumerate(calls))]
+    expected = [name for _, name in sorted(calls)]  # ties in start time: by name
     derived = derive("tools", *shuffled)
     assert derived.decision == (tuple(expected) if expected else NO_TOOL_SELECTED)
     toolset = derive("toolset", *shuffled).decision
@@ -158,3 +160,53 @@ def test_facts_of_openinference_spans() -> None:
     assert broken.node is None
     typed = facts_of("05", None, 1, {"error.type": "TimeoutError"}, failed=True)
     assert typed.error == "TimeoutError"
+
+
+def test_tools_that_start_in_the_same_millisecond_compare_equal_whatever_their_span_ids(
+) -> None:  # fmt: skip
+    """Whole-millisecond timestamps (the OpenTelemetry JS SDK's): lookup_order then
+    issue_refund, both at 5 ms, in spans whose ids are random. Ordered by span id, the path
+    flipped between the two orders; ordered canonically it is one path, said to be tied."""
+    ms = 1_000_000
+    derived = {
+        derive(
+            "tools",
+            agent_span(1, 0),
+            fact(a, 5 * ms, tool="lookup_order"),
+            fact(b, 5 * ms, tool="issue_refund"),
+        )
+        for a, b in ((2, 3), (3, 2), (7, 4), (4, 9))
+    }
+    assert derived == {Derived(("issue_refund", "lookup_order"), order_ambiguous=True)}
+    apart = derive("tools", agent_span(1, 0), fact(2, 5 * ms, tool="lookup_order"),
+                   fact(3, 6 * ms, tool="issue_refund"))  # fmt: skip
+    assert apart == Derived(("lookup_order", "issue_refund"))  # not tied: not ambiguous
+    same = derive("tools", agent_span(1, 0), fact(2, 5 * ms, tool="lookup"),
+                  fact(3, 5 * ms, tool="lookup"))  # fmt: skip
+    assert not same.order_ambiguous  # the same tool twice has one order
+    assert not derive("toolset", agent_span(1, 0), fact(2, 5, tool="b"), fact(3, 5, tool="a")
+                      ).order_ambiguous  # fmt: skip
+
+
+def test_an_enclosing_span_comes_before_the_spans_inside_it_when_they_start_together() -> None:
+    triage = fact(9, 0, agent="triage")
+    billing = fact(1, 0, parent=triage.span_id, agent="billing")  # a smaller id, a later name
+    assert derive("agents", billing, triage).decision == ("billing",)
+
+
+def test_a_stable_path_of_tied_spans_shows_no_flips_and_the_report_says_it_was_tied() -> None:
+    import random
+
+    coin = random.Random(7)
+    trials = []
+    for index in range(12):
+        ids = coin.sample(range(2, 1 << 30), 2)
+        derived = derive("tools", agent_span(1, 0), fact(ids[0], 5_000_000, tool="lookup_order"),
+                         fact(ids[1], 5_000_000, tool="issue_refund"))  # fmt: skip
+        trials.append(Trial("refund-case", index, derived.decision, "r1",
+                            order_ambiguous=derived.order_ambiguous))  # fmt: skip
+    assessment = assess(trials)
+    assert (assessment.pooled.pairs, assessment.pooled.flips) == (6, 0)
+    assert assessment.trials.ambiguous_order == 12
+    assert any("started in the same instant" in step for step in assessment.next_steps)
+    assert report_document(assessment)["trials"]["ambiguous_order"] == 12

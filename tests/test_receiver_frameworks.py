@@ -54,7 +54,7 @@ class Trace:
 
 def strands_trial(number: int, run: str, case: str, index: int, tools: list[str],
                   rule: str = "tools", failing: str | None = None,
-                  agent_failed: bool = False) -> list[Span]:  # fmt: skip
+                  agent_failed: bool = False, start: int | None = None) -> list[Span]:  # fmt: skip
     trace = Trace(number)
     harness = trace.add(
         names.TRIAL_SPAN, None, 1,
@@ -68,7 +68,8 @@ def strands_trial(number: int, run: str, case: str, index: int, tools: list[str]
     trace.add("chat", cycle, 4, **{"gen_ai.operation.name": "chat",
                                    "gen_ai.input.messages": "secret words"})  # fmt: skip
     for n, tool in enumerate(tools):
-        trace.add(f"execute_tool {tool}", cycle, 10 + n, error=tool == failing,
+        trace.add(f"execute_tool {tool}", cycle, 10 + n if start is None else start,
+                  error=tool == failing,
                   **{"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": tool})  # fmt: skip
     return trace.spans
 
@@ -197,3 +198,31 @@ def _json_value(value) -> dict:
     if kind == "int_value":
         return {"intValue": str(value.int_value)}
     return {"stringValue": value.string_value}
+
+
+def test_tools_that_start_in_the_same_millisecond_never_flip_through_the_receiver() -> None:
+    """A stable path whose two tool spans share their start time (whole milliseconds), sent
+    with their span ids in either order: 0 flips, and the report counts the tied trials."""
+    clock = Clock()
+    receiver = Receiver(Store(), clock=clock)
+    spans = [
+        span
+        for index in range(6)
+        for span in strands_trial(
+            index + 1,
+            "r1",
+            "c0",
+            index,
+            ["lookup_order", "issue_refund"][:: 1 if index % 2 else -1],
+            start=5_000_000,
+        )
+    ]
+    receiver.ingest(extract_protobuf(request(spans).SerializeToString()))
+    clock.now += DEFAULT_SETTLE + 0.1
+    receiver.tick()
+    assessment = receiver.assessment("r1")
+    assert {decision for decision, _ in stored(receiver, "r1").values()} == {
+        ("issue_refund", "lookup_order")
+    }
+    assert (assessment.pooled.pairs, assessment.pooled.flips) == (3, 0)
+    assert assessment.trials.ambiguous_order == 6

@@ -469,6 +469,12 @@ def _advice(f: Findings) -> Iterator[str]:
             "Set VERDICTGATE_FINGERPRINT_KEY: case ids are unkeyed SHA-256 fingerprints, and a short "
             "input can be guessed from one."
         )
+    if tied := f.trials.ambiguous_order:
+        yield (
+            f"{tied} trials' paths had steps whose spans started in the same instant (timestamps "
+            "in whole milliseconds, as the OpenTelemetry JS SDK stamps them): those steps were "
+            "ordered by name, so tied tools compare equal but their true order is not known."
+        )
     if f.run.isolation is Isolation.UNKNOWN:
         yield "Declare how reruns were isolated (fresh-session or fresh-instance); independence is assumed, not shown."
 

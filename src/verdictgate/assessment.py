@@ -95,6 +95,9 @@ class TrialCounts:
     error_types: Mapping[str, int]
     late: int = 0
     """Records that reached a receiver after the run was final: counted, never assessed."""
+    ambiguous_order: int = 0
+    """Trials whose decided path was ordered across spans that started in the same instant
+    (canonically, so tied tools compare equal: `decision_rules`)."""
 
     @property
     def missing(self) -> int:

@@ -8,6 +8,13 @@
 | `nodes`         | LangGraph's nodes as they started (internal `__x__` nodes left out) | `no_node` |
 | `attribute:KEY` | the label KEY holds on the trial's span or the first below it    | `no_verdict` |
 
+Spans are taken in the order they started. Timestamps are often whole milliseconds (the
+OpenTelemetry JS SDK stamps spans from `Date.now()`), so two tools called in turn can start in
+the same instant; those ties are broken canonically, an enclosing span before the spans inside
+it and then by name, never by span id (random), so the same tools in tied positions compare
+equal on every rerun. A derived path whose order rests on such a tie says so
+(`Derived.order_ambiguous`), and the report counts those trials.
+
 A trial whose spans give no decision is a no-decision, never an error; a trial whose
 framework call ended in error (a top span, right below the trial's, with status ERROR) is an
 error trial of that span's error type, and one that no framework span reached at all is an
@@ -17,6 +24,7 @@ error trial `no_spans`. Rules read names only
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -37,6 +45,8 @@ class Derived:
 
     decision: Decision | None
     error_type: str | None = None
+    order_ambiguous: bool = False
+    """Its path's order rests on spans that started in the same instant (ordered canonically)."""
 
 
 @dataclass(frozen=True)
@@ -87,13 +97,22 @@ class DecisionRule:
         """The decision the spans below span `root` (the trial's) make under this rule. An
         error counts only on a top span, right below `root`: one the agent recovered from
         deeper down (a failed tool whose error went back to the model) is part of its route."""
-        spans = sorted(facts, key=lambda fact: (fact.start_ns, fact.span_id))
+        spans = canonical_order(facts)
         if not spans:  # not even the agent's own span: the framework is not instrumented
             return Derived(None, NO_SPANS)
         failed = next((f.error for f in spans if f.error is not None and f.parent_id == root), None)
         if failed is not None:
             return Derived(None, failed)
-        return Derived(self._decide(spans))
+        return Derived(self._decide(spans), order_ambiguous=self._tied(spans))
+
+    def _tied(self, spans: list[SpanFacts]) -> bool:
+        """Whether two spans that name different steps of an ordered path started in the same
+        instant (a `toolset` or `attribute:` decision has no order to be unsure of)."""
+        if self.name not in ("tools", "agents", "nodes"):
+            return False
+        named = [(fact.start_ns, _step_name(fact, self.name)) for fact in spans]
+        named = [(start, name) for start, name in named if name is not None]
+        return any(a[0] == b[0] and a[1] != b[1] for a, b in itertools.pairwise(named))
 
     def _decide(self, spans: list[SpanFacts]) -> Decision:
         if self.name in ("tools", "toolset"):
@@ -111,6 +130,40 @@ class DecisionRule:
             (value for fact in spans for key, value in fact.values if key == self.key),
             NoDecision("no_verdict"),
         )
+
+
+def canonical_order(facts: Iterable[SpanFacts]) -> list[SpanFacts]:
+    """Spans in the order they started; spans that started in the same instant with an
+    enclosing span before the spans inside it, then by tool, agent and node name (span ids are
+    random: ordering by them would make a stable path flip)."""
+    facts = list(facts)
+    parents = {fact.span_id: fact.parent_id for fact in facts}
+    depths: dict[str, int] = {}
+
+    def depth(span_id: str) -> int:
+        """Spans above it in `facts` (walked up without recursion; a cycle stops the walk)."""
+        chain: list[str] = []
+        current: str | None = span_id
+        while current in parents and current not in depths and len(chain) <= len(parents):
+            chain.append(current)
+            current = parents[current]
+        level = depths.get(current, -1) if current is not None else -1
+        for member in reversed(chain):
+            level += 1
+            depths[member] = level
+        return depths[span_id]
+
+    return sorted(
+        facts,
+        key=lambda f: (
+            f.start_ns, depth(f.span_id), f.tool or "", f.agent or "", f.node or "", f.span_id
+        ),
+    )  # fmt: skip
+
+
+def _step_name(fact: SpanFacts, rule: str) -> str | None:
+    """The name a span adds to an ordered path under `rule`, if any."""
+    return {"tools": fact.tool, "agents": fact.agent, "nodes": fact.node}[rule]
 
 
 def _collapsed(names: Iterable[str]) -> list[str]:

@@ -293,6 +293,7 @@ def _trial_counts(scan: _Scan, evidence: Evidence, planned: int, late: int) -> T
         duplicates=evidence.duplicates,
         error_types=dict(sorted(evidence.error_types.items())),
         late=late,
+        ambiguous_order=evidence.ambiguous_orders(),
     )
 
 

@@ -139,6 +139,8 @@ class Evidence:
         self.invariant_warnings: Counter[str] = Counter()
         self.evaluations_skipped = 0
         """Trials whose expensive tiers were skipped because a cheaper one failed."""
+        self._tied: set[tuple[str, str, int]] = set()
+        """Trials whose path's order rests on spans that started in the same instant."""
         self.isolation: dict[str, Isolation] = {}
         """Run -> the isolation its records declared; when they disagree, the least independent
         (shared-session, then unknown, then a fresh one) counts."""
@@ -157,6 +159,10 @@ class Evidence:
         if len(pairs) != 1 or -1 in pairs or self._far:
             return None
         return pairs.pop()
+
+    def ambiguous_orders(self) -> int:
+        """Trials kept whose path's order rests on spans that started in the same instant."""
+        return len(self._tied)
 
     def kept(self) -> int:
         """How many trials it keeps (the first record of each identity)."""
@@ -197,6 +203,7 @@ class Evidence:
         copy.invariant_failures = Counter(self.invariant_failures)
         copy.invariant_warnings = Counter(self.invariant_warnings)
         copy._tiers = dict(self._tiers)
+        copy._tied = set(self._tied)
         copy.isolation = dict(self.isolation)
         copy._far = {key: dict(records) for key, records in self._far.items()}
         return copy
@@ -320,6 +327,8 @@ class Evidence:
             new += 1
             if slot == ERROR:
                 self._note_error(evidence, trial)
+            if trial.order_ambiguous:
+                self._tied.add((trial.run, trial.case, index))
             if (
                 trial.latency_ms is not None
                 or trial.passed is not None
@@ -340,6 +349,8 @@ class Evidence:
         self.invariant_failures.update(trial.invariants_failed)
         self.invariant_warnings.update(trial.invariants_warned)
         self.evaluations_skipped += bool(trial.evaluation_skipped)
+        if trial.order_ambiguous:
+            self._tied.add((trial.run, trial.case, trial.index))
         if trial.isolation is not None:
             self.declare_isolation(trial.run, trial.isolation)
 
@@ -434,6 +445,7 @@ class Evidence:
                 latency_ms=None if math.isnan(latency) else latency,
                 evaluation_skipped=skipped,
                 isolation=isolation,
+                order_ambiguous=(evidence.run, evidence.case, index) in self._tied,
             )
 
     def is_no_decision(self, key_id: int) -> bool:

@@ -124,6 +124,9 @@ class Trial(_TrialIdentity, frozen=True, gc=False, kw_only=True):
     """An expensive tier (semantic, judge) was skipped because a cheaper one failed."""
     isolation: Isolation | None = None
     """How the run kept reruns apart, where the source knows it (a run's declaration)."""
+    order_ambiguous: bool = False
+    """Its decision is a path whose order rests on spans that started in the same instant
+    (ordered canonically: `decision_rules`)."""
 
     @property
     def outcome(self) -> Outcome:

@@ -87,6 +87,7 @@ def _as_trial(line: TrialLine, decision: Decision | None) -> Trial:
         passed=line.passed, invariants_failed=line.invariants_failed,
         invariants_warned=line.invariants_warned, latency_ms=line.latency_ms,
         evaluation_skipped=line.evaluation_skipped, isolation=line.isolation,
+        order_ambiguous=line.order_ambiguous,
     )  # fmt: skip
 
 
@@ -262,6 +263,7 @@ def trial_fields(trial: Trial, suite: str | None = None, point: str | None = Non
         "latency_ms": trial.latency_ms,
         "evaluation_skipped": trial.evaluation_skipped or None,
         "isolation": trial.isolation.value if trial.isolation is not None else None,
+        "order_ambiguous": trial.order_ambiguous or None,
     }
     return {name: value for name, value in fields.items() if value is not None}
 

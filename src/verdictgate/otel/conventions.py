@@ -78,6 +78,9 @@ SEMANTIC_SIMILARITY = "verdictgate.semantic.similarity"
 """float: the semantic tier's cosine similarity of the output to the case's reference."""
 EVALUATION_SKIPPED = "verdictgate.evaluation.skipped"
 """bool: an expensive tier (semantic, judge) was skipped because a cheaper one failed."""
+ORDER_AMBIGUOUS = "verdictgate.decision.order_ambiguous"
+"""bool: the decision is a path a rule ordered across spans that started in the same instant
+(extension)."""
 
 # Admission span
 STATUS = "verdictgate.status"

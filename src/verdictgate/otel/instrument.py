@@ -140,12 +140,13 @@ class DecisionRecorder:
         makes the trial an error of that type: a fault, not a verdict on the answer. Under a
         decision rule the decision comes from the framework's spans, and `answer` only from
         the tiers' point of view (they have judged it already)."""
+        tied = False
         if self.spans is not None:
             derived = self.spans.derive()
             if derived.error_type is not None:
                 self.record_error(derived.error_type)
                 return
-            answer = derived.decision
+            answer, tied = derived.decision, derived.order_ambiguous
         try:
             decision = decision_from_value(answer)
         except InvalidDecision:
@@ -165,6 +166,8 @@ class DecisionRecorder:
             attributes[names.SEMANTIC_SIMILARITY] = float(tiers.similarity)
         if tiers.skipped:
             attributes[names.EVALUATION_SKIPPED] = True
+        if tied:
+            attributes[names.ORDER_AMBIGUOUS] = True
         self._finish(attributes)
 
     def record_error(self, error_type: str) -> None:

@@ -186,7 +186,7 @@ def trial_from_attributes(attributes: Mapping[str, Any], latency_ms: float | Non
         )
     # the common case first: each absent, or of its type
     expected, passed = get(names.CASE_EXPECTED), get(names.PASSED)
-    skipped = get(names.EVALUATION_SKIPPED)
+    skipped, tied = get(names.EVALUATION_SKIPPED), get(names.ORDER_AMBIGUOUS)
     failed, warned = get(names.INVARIANT_FAILED), get(names.INVARIANT_WARNED)
     if expected is not None and type(expected) is not str:
         _optional_text(attributes, names.CASE_EXPECTED)
@@ -194,6 +194,8 @@ def trial_from_attributes(attributes: Mapping[str, Any], latency_ms: float | Non
         _optional_flag(attributes, names.PASSED)
     if skipped is not None and type(skipped) is not bool:
         _optional_flag(attributes, names.EVALUATION_SKIPPED)
+    if tied is not None and type(tied) is not bool:
+        _optional_flag(attributes, names.ORDER_AMBIGUOUS)
     return Trial(
         case,
         index,
@@ -206,6 +208,7 @@ def trial_from_attributes(attributes: Mapping[str, Any], latency_ms: float | Non
         invariants_warned=() if warned is None else _names(attributes, names.INVARIANT_WARNED),
         latency_ms=latency_ms,
         evaluation_skipped=skipped is True,
+        order_ambiguous=tied is True,
     )
 
 

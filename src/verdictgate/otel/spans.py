@@ -85,6 +85,8 @@ def trial_attributes(trial: Trial) -> dict[str, Any]:
         attributes[names.INVARIANT_WARNED] = list(trial.invariants_warned)
     if trial.evaluation_skipped:
         attributes[names.EVALUATION_SKIPPED] = True
+    if trial.order_ambiguous:
+        attributes[names.ORDER_AMBIGUOUS] = True
     return attributes
 
 

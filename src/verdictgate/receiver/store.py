@@ -57,7 +57,7 @@ CREATE TABLE IF NOT EXISTS trials (
     batch INTEGER NOT NULL,      -- the write that inserted it
     latency_ms REAL,             -- the decision span's duration
     passed INTEGER,              -- verdictgate.passed: 1, 0, or NULL when no tier judged it
-    tiers TEXT,                  -- JSON [failed, warned, skipped] when an invariant broke or a tier was skipped
+    tiers TEXT,                  -- JSON [failed, warned, skipped, tied] when an invariant broke, a tier was skipped or a path was tied
     PRIMARY KEY (run_id, case_id, trial)
 ) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS traces (
@@ -588,10 +588,21 @@ class _Transaction:
 
 
 def _tiers_column(trial: Trial) -> str | None:
-    """What the tiers found, as compact JSON `[failed, warned, skipped]`; None when nothing."""
-    if not (trial.invariants_failed or trial.invariants_warned or trial.evaluation_skipped):
+    """What the tiers found and whether the path's order was tied, as compact JSON `[failed,
+    warned, skipped, tied]` (rows from before `tied` have three); None when nothing."""
+    if not (
+        trial.invariants_failed
+        or trial.invariants_warned
+        or trial.evaluation_skipped
+        or trial.order_ambiguous
+    ):
         return None
-    tiers = [list(trial.invariants_failed), list(trial.invariants_warned), trial.evaluation_skipped]
+    tiers = [
+        list(trial.invariants_failed),
+        list(trial.invariants_warned),
+        trial.evaluation_skipped,
+        trial.order_ambiguous,
+    ]
     return json.dumps(tiers, separators=(",", ":"))
 
 
@@ -613,7 +624,7 @@ def _cursor(token: str) -> tuple[float, str]:
 def _trial(run_id: str, row: tuple) -> Trial:
     """A stored row as the trial it records."""
     case, index, decision, expected, error_type, _, _, latency, passed, tiers = row
-    failed, warned, skipped = json.loads(tiers) if tiers else ((), (), False)
+    failed, warned, skipped, *tied = json.loads(tiers) if tiers else ((), (), False)
     return Trial(
         case,
         index,
@@ -626,6 +637,7 @@ def _trial(run_id: str, row: tuple) -> Trial:
         invariants_warned=tuple(warned),
         latency_ms=latency,
         evaluation_skipped=bool(skipped),
+        order_ambiguous=bool(tied and tied[0]),
     )
 
 

@@ -138,6 +138,7 @@ def report_document(assessment: Assessment) -> dict[str, Any]:
             "conflicts": a.trials.conflicts,
             "duplicates": a.trials.duplicates,
             "late": a.trials.late,
+            "ambiguous_order": a.trials.ambiguous_order,
         },
         "stability": {
             "pooled": _change(a.pooled),

@@ -97,3 +97,28 @@ def false_rejection_of_family(
                 grown[i + j] += a * b
         together = grown
     return 1.0 - math.fsum(together[:pooled])
+
+
+def looked_at_every_pair(method: Method, tolerance: float, flip_chance: float, cap: int) -> tuple[
+    float, float
+]:  # fmt: skip
+    """(P(it ever says deterministic), P(it ever says stochastic)) when `method` is looked at
+    after every pair up to `cap` pairs and the run stops at its first answer: the chance of each
+    flip count among runs still undecided, carried forward one pair at a time."""
+    bounds = boundaries(by_method(method), tolerance, cap)
+    undecided = {0: 1.0}
+    deterministic = stochastic = 0.0
+    for det, stoch in bounds:
+        grown: dict[int, float] = {}
+        for flips, mass in undecided.items():
+            grown[flips] = grown.get(flips, 0.0) + mass * (1 - flip_chance)
+            grown[flips + 1] = grown.get(flips + 1, 0.0) + mass * flip_chance
+        undecided = {}
+        for flips, mass in grown.items():
+            if flips <= det:
+                deterministic += mass
+            elif flips >= stoch:
+                stochastic += mass
+            else:
+                undecided[flips] = mass
+    return deterministic, stochastic

@@ -12,11 +12,20 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from binomial_sums import false_rejection_of_family, worst_errors
+from binomial_sums import boundaries, false_rejection_of_family, pmf, worst_errors
 from verdictgate import Contract, Policy, Suite, Trial, assess
 from verdictgate.family import holm, judged_together
 from verdictgate.sequential_design import default_max_pairs
-from verdictgate.stats import ALPHA, Method, Stability, change_rate
+from verdictgate.stats import (
+    ALPHA,
+    Method,
+    Reliability,
+    Stability,
+    change_rate,
+    pairs_needed,
+    pass_rate,
+    trials_needed_for_pass_rate,
+)
 
 TOLERANCES = (0.01, 0.05, 0.10)
 
@@ -160,3 +169,23 @@ def test_a_route_stochastic_alone_is_undecided_beside_six_others() -> None:
     assert r0.change.result is Stability.UNDECIDED and r0.change.level == pytest.approx(ALPHA / 7)
     assert "route_stochastic" not in assessment.reason_codes
     assert assessment.family_tests == 7
+
+
+@pytest.mark.parametrize("required", [0.8, 0.95])
+def test_the_default_pass_rate_verdict_keeps_both_wrong_answers_within_2_5_percent(required):
+    """A pass rate judged as a change rate of failures against 1 - required: "reliable" when
+    it is shown above the rate required, "unreliable" when shown below."""
+    as_stability = {
+        Reliability.RELIABLE: Stability.DETERMINISTIC,
+        Reliability.UNRELIABLE: Stability.STOCHASTIC,
+        Reliability.UNDECIDED: Stability.UNDECIDED,
+    }
+
+    def rule(failed: int, judged: int, tolerance: float) -> Stability:
+        return as_stability[pass_rate(judged - failed, judged, 1 - tolerance).result]
+
+    tolerance = round(1 - required, 10)
+    for n, (det, stoch) in enumerate(boundaries(rule, tolerance, 400), 1):
+        terms = pmf(n, tolerance)
+        assert math.fsum(terms[: det + 1]) <= ALPHA and math.fsum(terms[stoch:]) <= ALPHA, n
+    assert trials_needed_for_pass_rate(required) == pairs_needed(tolerance)

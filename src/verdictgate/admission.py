@@ -26,6 +26,7 @@ from .stats import (
     Reliability,
     Stability,
     Threshold,
+    judged_once,
     pairs_to_qualify,
 )
 
@@ -292,8 +293,9 @@ def _more_judged(f: Findings) -> Iterator[str]:
     if rate is None or not rate.judged:
         return
     total = pairs_to_qualify(
-        rate.judged - rate.passed, rate.judged, 1 - rate.required, f.policy.confidence
-    )
+        rate.judged - rate.passed, rate.judged, 1 - rate.required, f.policy.confidence,
+        judged_once(f.policy.method),
+    )  # fmt: skip
     if total is not None:
         yield (
             f"Collect {total - rate.judged} more judged trials: if they all pass, the pass rate "

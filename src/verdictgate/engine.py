@@ -351,7 +351,9 @@ def _findings(
         dominance=_dominance(scan.first_decisions, evidence, policy.dominance_threshold),
         cases=tuple(sorted(scan.cases, key=lambda c: (c.case, c.run or ""))),
         pass_rate=(
-            pass_rate(pooled.passed, pooled.judged, policy.pass_rate, policy.confidence)
+            pass_rate(
+                pooled.passed, pooled.judged, policy.pass_rate, policy.confidence, policy.method
+            )
             if policy.pass_rate is not None
             else None
         ),
@@ -413,7 +415,7 @@ def _judged_rate(passed: int, judged: int, policy: Policy) -> PassRate | None:
     """A pass rate against the required rate, for a case or route with judged trials."""
     if policy.pass_rate is None or not judged:
         return None
-    return pass_rate(passed, judged, policy.pass_rate, policy.confidence)
+    return pass_rate(passed, judged, policy.pass_rate, policy.confidence, policy.method)
 
 
 def _tool_calls(evidence: Evidence, policy: Policy) -> Quantiles | None:

@@ -314,23 +314,56 @@ class PassRate:
     result: Reliability
 
 
-def pass_rate(passed: int, judged: int, required: float, confidence: float = 0.95) -> PassRate:
-    """Reliable if ci_low > required, unreliable if ci_high < required, else undecided."""
-    low, high = wilson_interval(passed, judged, confidence)
-    if judged and low > required:
+def judged_once(method: Method) -> Method:
+    """The rule for counts judged once, at the end (a pass rate): Wilson's under `wilson`, the
+    exact rule otherwise."""
+    return Method.WILSON if method is Method.WILSON else Method.EXACT
+
+
+def rate_interval(
+    successes: int, trials: int, confidence: float = 0.95, method: Method = DEFAULT_METHOD
+) -> tuple[float, float]:
+    """A rate's interval by a method's rule for fixed counts: Wilson's under `wilson`, the exact
+    (Clopper-Pearson) one otherwise (a pass rate is judged once, at the end)."""
+    if method is Method.WILSON:
+        return wilson_interval(successes, trials, confidence)
+    return clopper_pearson_interval(successes, trials, confidence)
+
+
+def pass_rate(
+    passed: int,
+    judged: int,
+    required: float,
+    confidence: float = 0.95,
+    method: Method = DEFAULT_METHOD,
+) -> PassRate:
+    """Reliable if ci_low > required, unreliable if ci_high < required, else undecided, with
+    the method's interval (`rate_interval`): exact, each wrong answer within its bound at every
+    n, unless the method is Wilson's."""
+    low, high = rate_interval(passed, judged, confidence, method)
+    if method is Method.WILSON:
+        shown_above, shown_below = judged and low > required, judged and high < required
+    else:
+        alpha = side_error(confidence)
+        shown_above = judged and upper_tail(passed, judged, required) < alpha
+        shown_below = judged and binomial_cdf(passed, judged, required) < alpha
+    if shown_above:
         result = Reliability.RELIABLE
-    elif judged and high < required:
+    elif shown_below:
         result = Reliability.UNRELIABLE
     else:
         result = Reliability.UNDECIDED
     return PassRate(passed, judged, low, high, required, result)
 
 
-def trials_needed_for_pass_rate(required: float, confidence: float = 0.95) -> int:
-    """Smallest number of judged trials that, all passing, shows the pass rate above `required`."""
+def trials_needed_for_pass_rate(
+    required: float, confidence: float = 0.95, method: Method = DEFAULT_METHOD
+) -> int:
+    """Smallest number of judged trials that, all passing, shows the pass rate above `required`
+    (by symmetry: the pairs that, none flipping, show a change rate below 1 - required)."""
     if not 0.0 < required < 1.0:
         raise ValueError(f"a required pass rate must be between 0 and 1, got {required}")
-    return pairs_needed(1.0 - required, confidence)  # by symmetry of the Wilson interval
+    return pairs_needed(1.0 - required, confidence, judged_once(method))
 
 
 class Threshold(str, Enum):

@@ -202,7 +202,7 @@ def plan_command(
         from ..stats import trials_needed_for_pass_rate
 
         try:
-            judged = trials_needed_for_pass_rate(pass_rate, confidence)
+            judged = trials_needed_for_pass_rate(pass_rate, confidence, policy.method)
         except ValueError as error:
             raise click.BadParameter(str(error), param_hint="--pass-rate") from None
         document["pass_rate"] = {"required": pass_rate, "judged_trials_needed": judged}

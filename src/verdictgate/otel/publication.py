@@ -13,7 +13,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from ..assessment import Assessment, Status
-from ..stats import Stability, wilson_interval
+from ..stats import Stability, rate_interval
 from . import conventions as names
 
 GAUGES: dict[str, tuple[str, str]] = {
@@ -138,8 +138,9 @@ def _gauges(
         (names.METRIC_CHANGE_RATE_UPPER, assessment.pooled.ci_high, base),
     ]
     passes, confidence = assessment.passes, assessment.policy.confidence
+    method = assessment.policy.method
     if passes.judged:
-        low = wilson_interval(passes.passed, passes.judged, confidence)[0]
+        low = rate_interval(passes.passed, passes.judged, confidence, method)[0]
         points.append((names.METRIC_PASS_RATE_LOWER, low, base))
     if OVERFLOW in base:
         return points  # one point per gauge: the overflow series has no routes
@@ -150,7 +151,7 @@ def _gauges(
     lower: dict[str, float] = {}
     for route, (passed, judged) in passes.routes.items():
         name = route if route in contract_routes else names.OTHER_ROUTE
-        low = wilson_interval(passed, judged, confidence)[0]
+        low = rate_interval(passed, judged, confidence, method)[0]
         lower[name] = min(lower.get(name, 1.0), low)
     points += [(names.METRIC_CHANGE_RATE_UPPER, v, label(r)) for r, v in upper.items()]
     points += [(names.METRIC_PASS_RATE_LOWER, v, label(r)) for r, v in lower.items()]

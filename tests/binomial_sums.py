@@ -8,7 +8,7 @@ import math
 from collections.abc import Callable
 from functools import lru_cache
 
-from verdictgate.stats import Method, Stability, change_rate
+from verdictgate.stats import ChangeRate, Method, Stability, change_rate
 
 
 def pmf(n: int, p: float) -> list[float]:
@@ -68,13 +68,14 @@ def worst_errors(method: Method, tolerance: float, largest: int) -> tuple[
 
 def stochastic_threshold(n: int, tolerance: float, level: float, method: Method) -> int:
     """The fewest flips in n pairs that `method` calls stochastic at `level` (n + 1 when none)."""
-    return next(
-        (
-            x for x in range(1, n + 1)
-            if change_rate(x, n, tolerance, method=method).stochastic_at(level)
-        ),
-        n + 1,
-    )  # fmt: skip
+    return next((x for x in range(1, n + 1) if counts(x, n, tolerance, method).stochastic_at(level)),
+                n + 1)  # fmt: skip
+
+
+def counts(flips: int, pairs: int, tolerance: float, method: Method) -> ChangeRate:
+    """The counts alone, as the family judges them (`stochastic_at` reads nothing else), without
+    the interval `change_rate` would compute."""
+    return ChangeRate(pairs, flips, 0.0, 1.0, tolerance, Stability.UNDECIDED, method)
 
 
 def false_rejection_of_family(

@@ -29,8 +29,9 @@ def test_a_real_export_mixing_providers_is_refused_until_one_is_chosen(cli):
 @pytest.mark.parametrize(
     ("provider", "exit_code"),
     # no contract is declared, so the route the keyword router never returns is not judged: its
-    # 30 agreeing pairs leave the run undecided; the random one flips and is rejected
-    [("keyword-router", 3), ("stochastic-router", 1)],
+    # 30 agreeing pairs leave the run undecided; the random one flips 5 times in 25 pairs, which
+    # its six tests judged together (the pooled one first, at 2.5% / 6) do not show above 5%
+    [("keyword-router", 3), ("stochastic-router", 3)],
 )
 def test_real_export_per_provider_follows_the_rules(cli, provider, exit_code):
     rows = [

@@ -112,7 +112,7 @@ def test_a_judge_runs_only_where_invariants_held_and_feeds_the_pass_rate():
         return output != "hold"  # the judge dislikes one route
 
     blocks_escalate = Invariant("not_escalate", lambda output, given: output != "escalate")
-    policy = verdictgate.Policy(pass_rate=0.5)
+    policy = verdictgate.Policy(pass_rate=0.45)  # 60 of 100: shown above 45%, not above 50%
     assessment = verdictgate.run(
         agent, SUITE, policy, repeats=20, invariants=[blocks_escalate], judge=judge
     )

@@ -415,7 +415,10 @@ RULES: tuple[Rule, ...] = (
          f"no outcome of the {s.sized_for - f.trials.expected} calls left could qualify it"
          if (s := f.stopping) is not None and s.curtailed else None,
          _one("Make the cases that changed repeatable (see flip pairs), or plan more pairs: even "
-              "had every call left agreed, this plan could not have qualified the run.")),
+              "had every call left agreed, this plan could not have qualified the run. A plan "
+              "curtailed at its first flips never rejects: for a verdict on whether it flips too "
+              "often, run it with --sequential, which stops once a change rate is shown above its "
+              "tolerance.")),
     Rule(ReasonCode.LATENCY_UNDECIDED, Status.INCONCLUSIVE, "latency",
          _threshold("latency", "ms", "recorded a latency", Threshold.UNDECIDED), _threshold_step("latency")),
     Rule(ReasonCode.TOOL_CALLS_UNDECIDED, Status.INCONCLUSIVE, "tool_calls",

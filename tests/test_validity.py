@@ -22,6 +22,7 @@ from verdictgate.stats import (
     Reliability,
     Stability,
     change_rate,
+    clopper_pearson_interval,
     pairs_needed,
     pass_rate,
     trials_needed_for_pass_rate,
@@ -189,3 +190,20 @@ def test_the_default_pass_rate_verdict_keeps_both_wrong_answers_within_2_5_perce
         terms = pmf(n, tolerance)
         assert math.fsum(terms[: det + 1]) <= ALPHA and math.fsum(terms[stoch:]) <= ALPHA, n
     assert trials_needed_for_pass_rate(required) == pairs_needed(tolerance)
+
+
+@given(
+    st.integers(1, 5000).flatmap(lambda n: st.tuples(st.integers(0, n), st.just(n))),
+    st.sampled_from([0.8, 0.95, 0.99, 0.999]),
+)
+def test_the_exact_intervals_ends_are_where_each_tail_is_its_share(count, confidence) -> None:
+    """Each end of the Clopper-Pearson interval solves its tail equation to 1e-9 (relative),
+    by exact sums written apart from the project's continued fraction."""
+    x, n = count
+    low, high = clopper_pearson_interval(x, n, confidence)
+    alpha = (1 - confidence) / 2
+    assert 0.0 <= low <= x / n <= high <= 1.0
+    if x > 0:
+        assert math.fsum(pmf(n, low)[x:]) == pytest.approx(alpha, rel=1e-9)
+    if x < n:
+        assert math.fsum(pmf(n, high)[: x + 1]) == pytest.approx(alpha, rel=1e-9)

@@ -121,37 +121,58 @@ def exact_pairs_needed(tolerance: float, alpha: float = ALPHA) -> int:
     return n
 
 
+@lru_cache(maxsize=4096)
 def clopper_pearson_interval(
     successes: int, trials: int, confidence: float = 0.95
 ) -> tuple[float, float]:
     """The exact two-sided interval: each end where the binomial tail beyond the observed count
-    is (1 - confidence) / 2; exactly 0 / 1 at the edges, [0, 1] for no trials."""
+    is (1 - confidence) / 2; exactly 0 / 1 at the edges, [0, 1] for no trials. Remembered: the
+    cases of a run share few distinct counts."""
     if trials < 0 or not 0 <= successes <= trials:
         raise ValueError(f"need 0 <= successes <= trials, got {successes}/{trials}")
     alpha = side_error(confidence)
-    low = (
-        0.0
-        if successes == 0
-        else _solve(lambda p: 1 - binomial_cdf(successes - 1, trials, p), alpha)
-    )
+    x, n = successes, trials
+    low = 0.0 if x == 0 else _solve(lambda p: upper_tail(x, n, p), _tail_slope(x - 1, n), alpha)
+    # P(X <= x; n, p) falls as p rises: its complement, P(X >= x + 1), rises to 1 - alpha
     high = (
-        1.0
-        if successes == trials
-        else _solve(lambda p: -binomial_cdf(successes, trials, p), -alpha)
+        1.0 if x == n else _solve(lambda p: upper_tail(x + 1, n, p), _tail_slope(x, n), 1 - alpha)
     )
     return low, high
 
 
-def _solve(rising: Callable[[float], float], target: float) -> float:
-    """The p in (0, 1) where the rising function `rising(p)` meets `target` (bisection)."""
-    low, high = 0.0, 1.0
-    for _ in range(60):
-        middle = (low + high) / 2
-        if rising(middle) < target:
-            low = middle
+def _tail_slope(k: int, n: int) -> Callable[[float], float]:
+    """d/dp P(X >= k + 1; n, p) = n C(n - 1, k) p^k (1 - p)^(n - 1 - k), in logs."""
+    log_front = math.log(n) + math.lgamma(n) - math.lgamma(k + 1) - math.lgamma(n - k)
+
+    def slope(p: float) -> float:
+        return math.exp(log_front + k * math.log(p) + (n - 1 - k) * math.log1p(-p))
+
+    return slope
+
+
+def _solve(
+    rising: Callable[[float], float], slope: Callable[[float], float], target: float
+) -> float:
+    """The p in (0, 1) where the rising function meets `target`: Newton's steps from the middle,
+    each kept inside the bracket that holds the root (a bisection when a step would leave it),
+    to the last bit a double holds."""
+    low, high, p = 0.0, 1.0, 0.5
+    for _ in range(400):
+        value = rising(p) - target
+        if value == 0:
+            return p
+        if value < 0:
+            low = p
         else:
-            high = middle
-    return (low + high) / 2
+            high = p
+        gradient = slope(p)
+        step = p - value / gradient if gradient > 0 else math.nan
+        if abs(step - p) <= 1e-15 * p:  # Newton has converged
+            return step
+        p = step if low < step < high else (low + high) / 2
+        if high - low <= 1e-15 * high:
+            break
+    return p
 
 
 def classify(ci_low: float, ci_high: float, tolerance: float, pairs: int) -> Stability:

@@ -66,10 +66,22 @@ def worst_errors(method: Method, tolerance: float, largest: int) -> tuple[
     return worst_det, worst_stoch
 
 
-def stochastic_threshold(n: int, tolerance: float, level: float, method: Method) -> int:
-    """The fewest flips in n pairs that `method` calls stochastic at `level` (n + 1 when none)."""
-    return next((x for x in range(1, n + 1) if counts(x, n, tolerance, method).stochastic_at(level)),
-                n + 1)  # fmt: skip
+_THRESHOLDS: dict[tuple[float, float, Method], list[int]] = {}
+
+
+def stochastic_thresholds(largest: int, tolerance: float, level: float, method: Method) -> list:
+    """For n = 0..largest (at least), the fewest flips `method` calls stochastic at `level`
+    (n + 1 when none); it never falls as n grows, and each boundary's neighbour is checked.
+    Kept per (tolerance, level, method) and extended as longer runs ask."""
+    found = _THRESHOLDS.setdefault((tolerance, level, method), [1])
+    s = found[-1]
+    for n in range(len(found), largest + 1):
+        s = min(s, n + 1)
+        while s <= n and not counts(s, n, tolerance, method).stochastic_at(level):
+            s += 1
+        assert s == 1 or not counts(s - 1, n, tolerance, method).stochastic_at(level)
+        found.append(s)
+    return found
 
 
 def counts(flips: int, pairs: int, tolerance: float, method: Method) -> ChangeRate:
@@ -87,8 +99,8 @@ def false_rejection_of_family(
     flips together, the routes' counts convolved below their threshold. Holm's step-down
     rejects anything, when every test is at its tolerance, exactly when this happens at
     alpha / (routes + 1)."""
-    own = stochastic_threshold(pairs, tolerance, level, method)
-    pooled = stochastic_threshold(routes * pairs, tolerance, level, method)
+    thresholds = stochastic_thresholds(routes * pairs, tolerance, level, method)
+    own, pooled = thresholds[pairs], thresholds[routes * pairs]
     below = pmf(pairs, tolerance)[:own]
     together = [1.0]
     for _ in range(routes):
@@ -100,26 +112,29 @@ def false_rejection_of_family(
     return 1.0 - math.fsum(together[:pooled])
 
 
-def looked_at_every_pair(method: Method, tolerance: float, flip_chance: float, cap: int) -> tuple[
-    float, float
-]:  # fmt: skip
-    """(P(it ever says deterministic), P(it ever says stochastic)) when `method` is looked at
-    after every pair up to `cap` pairs and the run stops at its first answer: the chance of each
-    flip count among runs still undecided, carried forward one pair at a time."""
-    bounds = boundaries(by_method(method), tolerance, cap)
+def looked_at_every_pair(
+    judge: Callable[[int, int], Stability], flip_chance: float, cap: int
+) -> tuple[float, float, float]:
+    """(expected pairs, P(it ever says deterministic), P(it ever says stochastic)) when a rule,
+    `judge(flips, pairs)`, is looked at after every pair up to `cap` pairs and the run stops at
+    its first answer: the chance of each flip count among runs still undecided, carried forward
+    one pair at a time, every count judged afresh."""
     undecided = {0: 1.0}
-    deterministic = stochastic = 0.0
-    for det, stoch in bounds:
+    expected = deterministic = stochastic = 0.0
+    for n in range(1, cap + 1):
         grown: dict[int, float] = {}
         for flips, mass in undecided.items():
             grown[flips] = grown.get(flips, 0.0) + mass * (1 - flip_chance)
             grown[flips + 1] = grown.get(flips + 1, 0.0) + mass * flip_chance
         undecided = {}
         for flips, mass in grown.items():
-            if flips <= det:
-                deterministic += mass
-            elif flips >= stoch:
-                stochastic += mass
-            else:
+            result = judge(flips, n)
+            if result is Stability.UNDECIDED:
                 undecided[flips] = mass
-    return deterministic, stochastic
+                continue
+            expected += n * mass
+            if result is Stability.DETERMINISTIC:
+                deterministic += mass
+            else:
+                stochastic += mass
+    return expected + cap * sum(undecided.values()), deterministic, stochastic

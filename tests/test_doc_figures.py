@@ -97,8 +97,8 @@ def test_the_family_of_routes() -> None:
 
 
 def test_peeking_and_the_sequential_design() -> None:
-    exact = looked_at_every_pair(EXACT, 0.05, 0.05, 300)
-    wilson = looked_at_every_pair(WILSON, 0.05, 0.05, 300)
+    _, *exact = looked_at_every_pair(lambda x, n: by_method(EXACT)(x, n, 0.05), 0.05, 300)
+    _, *wilson = looked_at_every_pair(lambda x, n: by_method(WILSON)(x, n, 0.05), 0.05, 300)
     in_text(STATISTICS, f"gives {pct(exact[0])} false \"deterministic\" and {pct(exact[1])} "
                         f"false \"stochastic\" (Wilson: {pct(wilson[0])} and {pct(wilson[1])})")  # fmt: skip
     flaky, at_t = sequential_design(0.05, 0.2), sequential_design(0.05, 0.05)

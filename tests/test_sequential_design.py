@@ -9,6 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from binomial_sums import looked_at_every_pair
 from conftest import report_of
 from verdictgate.eprocess import sequential_evalues
 from verdictgate.sequential_design import default_max_pairs, sequential_design
@@ -17,23 +18,7 @@ from verdictgate.stats import Stability
 
 def brute_force(tolerance: float, p: float, cap: int) -> tuple[float, float, float]:
     """Expected pairs, P(deterministic), P(stochastic): every (pairs, flips) judged afresh."""
-    mass = {0: 1.0}
-    expected = det = stoch = 0.0
-    for n in range(1, cap + 1):
-        grown: dict[int, float] = {}
-        for x, m in mass.items():
-            grown[x] = grown.get(x, 0.0) + m * (1 - p)
-            grown[x + 1] = grown.get(x + 1, 0.0) + m * p
-        mass = {}
-        for x, m in grown.items():
-            result = sequential_evalues(x, n, tolerance).result
-            if result is Stability.UNDECIDED:
-                mass[x] = m
-            else:
-                expected += n * m
-                det += m if result is Stability.DETERMINISTIC else 0.0
-                stoch += m if result is Stability.STOCHASTIC else 0.0
-    return expected + cap * sum(mass.values()), det, stoch
+    return looked_at_every_pair(lambda x, n: sequential_evalues(x, n, tolerance).result, p, cap)
 
 
 @settings(max_examples=40, deadline=None)

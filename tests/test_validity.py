@@ -12,7 +12,13 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from binomial_sums import boundaries, false_rejection_of_family, pmf, worst_errors
+from binomial_sums import (
+    boundaries,
+    false_rejection_of_family,
+    pmf,
+    stochastic_thresholds,
+    worst_errors,
+)
 from verdictgate import Contract, Policy, Suite, Trial, assess
 from verdictgate.family import holm, judged_together
 from verdictgate.sequential_design import default_max_pairs
@@ -43,19 +49,6 @@ def test_wilson_breaks_both_bounds_where_the_docs_say() -> None:
     """Wilson, AgentVerity's rule, computed by the same sums: the sums can fail a rule."""
     (false_det, _), (false_stoch, at_stoch) = worst_errors(Method.WILSON, 0.05, 1000)
     assert false_det > ALPHA and false_stoch > 0.14 and at_stoch == 3
-
-
-def stochastic_thresholds(largest: int, tolerance: float, level: float, method: Method) -> list:
-    """For n = 0..largest, the fewest flips `method` calls stochastic at `level` (n + 1 when
-    none); it never falls as n grows, and each boundary's neighbour is checked."""
-    found, s = [1], 1
-    for n in range(1, largest + 1):
-        s = min(s, n + 1)
-        while s <= n and not change_rate(s, n, tolerance, method=method).stochastic_at(level):
-            s += 1
-        assert s == 1 or not change_rate(s - 1, n, tolerance, method=method).stochastic_at(level)
-        found.append(s)
-    return found
 
 
 @pytest.mark.parametrize("tolerance", TOLERANCES)

@@ -140,6 +140,7 @@ def test_watchers_see_each_new_trial_once():
     )
     processor.watch("r", None)
     emit([Trial("c", 2, "a", "r")], provider)
+    assert processor.force_flush()  # watchers are called on the worker, in order with the spans
     assert [(t.index, t.decision, t.error_type) for t in got] == [
         (0, "a", None),
         (1, None, "Timeout"),

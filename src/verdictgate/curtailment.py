@@ -1,9 +1,13 @@
-"""Curtailment: a run stops as soon as nothing it has left to collect could qualify it.
+"""Curtailment: a run stops as soon as the change rates it must show below their tolerance
+(the pooled one, each targeted route's) could no longer be, even if every pair left agreed.
+Other reasons it could not qualify (an untargeted route bound to end stochastic, a dominant
+decision) do not stop it.
 
 Stopping only when qualifying has become impossible never lets a wrong qualification through:
 the run could not have qualified had it gone on. Its other answers are another matter: a
 fixed rule looked at part-way is no longer valid, so a curtailed run is judged by the
-sequential rule, which is valid at any stop.
+sequential rule, which is valid at any stop. That costs the verdict: a plan sized for zero
+flips is stopped at its first flip, where the sequential rule cannot yet say stochastic.
 """
 
 from __future__ import annotations

@@ -268,8 +268,10 @@ def run_options(command: Callable, *, agent_required: bool = False) -> Callable:
             click.option(
                 "--curtail",
                 is_flag=True,
-                help="Collect the plan round by round and stop as soon as no outcome of the "
-                "calls left could qualify the run (--sequential with --budget does this too).",
+                help="Collect the plan round by round and stop as soon as the pooled or a "
+                "targeted route's change rate could no longer be shown below its tolerance "
+                "(--sequential with --budget does this too). It saves calls, but a plan stopped "
+                "at its first flips never rejects: use --sequential for a verdict.",
             ),
             click.option(
                 "--decision",

@@ -77,15 +77,15 @@ def stochastic_thresholds(largest: int, tolerance: float, level: float, method: 
     s = found[-1]
     for n in range(len(found), largest + 1):
         s = min(s, n + 1)
-        while s <= n and not counts(s, n, tolerance, method).stochastic_at(level):
+        while s <= n and not counts(s, n, tolerance, method).rejects_at(level):
             s += 1
-        assert s == 1 or not counts(s - 1, n, tolerance, method).stochastic_at(level)
+        assert s == 1 or not counts(s - 1, n, tolerance, method).rejects_at(level)
         found.append(s)
     return found
 
 
 def counts(flips: int, pairs: int, tolerance: float, method: Method) -> ChangeRate:
-    """The counts alone, as the family judges them (`stochastic_at` reads nothing else), without
+    """The counts alone, as the family judges them (`rejects_at` reads nothing else), without
     the interval `change_rate` would compute."""
     return ChangeRate(pairs, flips, 0.0, 1.0, tolerance, Stability.UNDECIDED, method)
 

@@ -1,7 +1,7 @@
 """Every verdict valid by default: the default rule's two wrong answers, computed by exact
-binomial sums at every n, and a run's stochastic verdicts across all its routes held to 2.5%
-together (Holm's step-down), for the exact rule by exact sums and for the sequential rule by a
-seeded simulation with its standard error."""
+binomial sums at every n (change rates and pass rates), and a run's rejecting verdicts across
+all its routes held to 2.5% together (Holm's step-down), for the exact rule by exact sums and
+for the sequential rule by a seeded simulation with its standard error."""
 
 from __future__ import annotations
 
@@ -127,22 +127,20 @@ def test_one_test_alone_is_judged_exactly_as_its_method_judges_it(change) -> Non
 def test_holm_rejects_something_iff_some_test_is_stochastic_at_alpha_over_m(tests) -> None:
     adjusted = holm(tests, ALPHA)
     m = len(tests)
-    assert any(a.stochastic for a in adjusted) == any(t.stochastic_at(ALPHA / m) for t in tests)
+    assert any(a.rejects for a in adjusted) == any(t.rejects_at(ALPHA / m) for t in tests)
     assert sorted(a.level for a in adjusted) == sorted(ALPHA / k for k in range(1, m + 1))
     for test, a, judged in zip(tests, adjusted, judged_together(tests, ALPHA), strict=True):
         assert judged.level == a.level
-        assert (judged.result is Stability.STOCHASTIC) == (
-            a.stochastic and test.stochastic_at(a.level)
-        )
+        assert (judged.result is Stability.STOCHASTIC) == (a.rejects and test.rejects_at(a.level))
         if test.result is not Stability.STOCHASTIC:
             assert judged.result is test.result  # the deterministic side is never touched
 
 
 @given(changes, st.sampled_from([ALPHA, ALPHA / 3, ALPHA / 13]))
 def test_a_p_value_orders_tests_as_their_rule_decides_them(change, level) -> None:
-    p = change.stochastic_p_value()
+    p = change.rejection_p_value()
     if abs(p - level) > 1e-9 * level:  # away from a tie at the boundary
-        assert change.stochastic_at(level) == (p < level)
+        assert change.rejects_at(level) == (p < level)
 
 
 def test_a_route_stochastic_alone_is_undecided_beside_six_others() -> None:
@@ -200,3 +198,40 @@ def test_the_exact_intervals_ends_are_where_each_tail_is_its_share(count, confid
         assert math.fsum(pmf(n, low)[x:]) == pytest.approx(alpha, rel=1e-9)
     if x < n:
         assert math.fsum(pmf(n, high)[: x + 1]) == pytest.approx(alpha, rel=1e-9)
+
+
+def test_route_pass_rates_are_judged_together_with_the_pooled_one() -> None:
+    """Six routes of 20 judged trials at a required rate of 80%: one route passing 11 (P(X <= 11;
+    20, 0.8) = 1.0%) is shown below it alone, but not held to 2.5% / 7 beside the pooled rate
+    and five other routes."""
+    routes = [f"r{i}" for i in range(6)]
+    trials = [
+        Trial(f"{route}-case", index, route, "r1", expected=route,
+              passed=not (route == "r0" and index < 9))
+        for route in routes
+        for index in range(20)
+    ]  # fmt: skip
+    assessment = assess(trials, Suite("s", "p", (), Contract(frozenset(routes))),
+                        Policy(pass_rate=0.8))  # fmt: skip
+    r0 = assessment.passes.route_rates["r0"]
+    assert (r0.passed, r0.judged) == (11, 20)
+    assert pass_rate(11, 20, 0.8).result is Reliability.UNRELIABLE  # alone
+    assert r0.result is Reliability.UNDECIDED and r0.level == pytest.approx(ALPHA / 7)
+    assert "route_pass_rate_unreliable" not in assessment.reason_codes
+    [alone] = judged_together([pass_rate(11, 20, 0.8)], ALPHA)
+    assert alone.result is Reliability.UNRELIABLE and alone.level == ALPHA
+
+
+@given(
+    st.integers(1, 300).flatmap(lambda n: st.tuples(st.integers(0, n), st.just(n))),
+    st.sampled_from([0.5, 0.8, 0.95]),
+    st.sampled_from([Method.EXACT, Method.WILSON]),
+    st.sampled_from([ALPHA, ALPHA / 4]),
+)
+def test_a_pass_rates_p_value_orders_it_as_its_rule_decides_it(count, required, method, level):
+    rate = pass_rate(*count, required, method=method)
+    p = rate.rejection_p_value()
+    if abs(p - level) > 1e-9 * level:
+        assert rate.rejects_at(level) == (p < level)
+    if level == ALPHA:
+        assert rate.rejects_at(level) == (rate.result is Reliability.UNRELIABLE)

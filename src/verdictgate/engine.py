@@ -334,6 +334,12 @@ def _findings(
         _population(scan.cases, policy.tolerance),
         policy,
     )
+    pooled_passes, passes = _pass_rates_together(
+        pass_rate(pooled.passed, pooled.judged, policy.pass_rate, policy.confidence, policy.method)
+        if policy.pass_rate is not None else None,
+        _pass_counts(scan, evidence, policy),
+        policy,
+    )  # fmt: skip
     return Findings(
         run=run,
         policy=policy,
@@ -350,20 +356,14 @@ def _findings(
         ),
         dominance=_dominance(scan.first_decisions, evidence, policy.dominance_threshold),
         cases=tuple(sorted(scan.cases, key=lambda c: (c.case, c.run or ""))),
-        pass_rate=(
-            pass_rate(
-                pooled.passed, pooled.judged, policy.pass_rate, policy.confidence, policy.method
-            )
-            if policy.pass_rate is not None
-            else None
-        ),
+        pass_rate=pooled_passes,
         latency=quantile_stats(scan.latencies, policy.max_p95_ms, policy.confidence),
         tool_calls=_tool_calls(evidence, policy),
         invariants=InvariantCounts(
             dict(sorted(evidence.invariant_failures.items())),
             dict(sorted(evidence.invariant_warnings.items())),
         ),
-        passes=_pass_counts(scan, evidence, policy),
+        passes=passes,
         in_progress=reported.in_progress,
         quality_failed=reported.quality_failed,
         relations=reported.relations,
@@ -396,6 +396,20 @@ def _judged_together(
     elif claimed:
         pooled = cast(ChangeRate, claimed[0])
     return pooled, tuple(adjusted), population
+
+
+def _pass_rates_together(
+    pooled: PassRate | None, passes: PassCounts, policy: Policy
+) -> tuple[PassRate | None, PassCounts]:
+    """The pooled pass rate and every route's, their "unreliable" sides judged together
+    (`family`)."""
+    if pooled is None or not pooled.judged:  # no judged trial: no route has a rate either
+        return pooled, passes
+    routes = list(passes.route_rates)  # each with judged trials
+    judged = judged_together(
+        [pooled, *(passes.route_rates[r] for r in routes)], side_error(policy.confidence)
+    )
+    return judged[0], replace(passes, route_rates=dict(zip(routes, judged[1:], strict=True)))
 
 
 def _population(cases: list[CaseResult], tolerance: float) -> PopulationVerdict:

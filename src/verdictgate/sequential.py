@@ -14,6 +14,7 @@ import functools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from typing import ClassVar
 
 from .eprocess import decide, log_product, log_sum, reported
 from .judgement import ALPHA, MAX_SEQUENTIAL_TOLERANCE, Method, Stability, check_counts
@@ -55,11 +56,14 @@ class PopulationVerdict:
     """The level its stochastic side was held to when judged with the run's routes (`family`);
     None when judged alone."""
 
-    def stochastic_p_value(self) -> float:
+    REJECTS: ClassVar[Stability] = Stability.STOCHASTIC
+    UNDECIDED: ClassVar[Stability] = Stability.UNDECIDED
+
+    def rejection_p_value(self) -> float:
         """1 / E_st: the smallest level at which it would say stochastic."""
         return min(1.0, 1.0 / self.e_stoch) if self.e_stoch > 0 else 1.0
 
-    def stochastic_at(self, level: float) -> bool:
+    def rejects_at(self, level: float) -> bool:
         """Whether E_st reaches 1 / `level`."""
         return self.cases > 0 and self.e_stoch >= 1.0 / level
 

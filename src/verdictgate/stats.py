@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from enum import Enum
 from functools import lru_cache
 from statistics import NormalDist
+from typing import ClassVar
 
 from .eprocess import sequential_evalues, sequential_interval
 from .judgement import ALPHA as ALPHA
@@ -205,7 +206,10 @@ class ChangeRate:
     def rate(self) -> float:
         return self.flips / self.pairs if self.pairs else 0.0
 
-    def stochastic_p_value(self) -> float:
+    REJECTS: ClassVar[Stability] = Stability.STOCHASTIC
+    UNDECIDED: ClassVar[Stability] = Stability.UNDECIDED
+
+    def rejection_p_value(self) -> float:
         """The smallest level at which its method would call it stochastic: the exact upper
         tail, Wilson's one-sided score test, or 1 / E_st."""
         x, n, t = self.flips, self.pairs, self.tolerance
@@ -218,7 +222,7 @@ class ChangeRate:
         score = (x / n - t) / math.sqrt(t * (1.0 - t) / n)
         return 1.0 - NormalDist().cdf(score)
 
-    def stochastic_at(self, level: float) -> bool:
+    def rejects_at(self, level: float) -> bool:
         """Whether its method's rule says stochastic when that side is held to `level`."""
         x, n, t = self.flips, self.pairs, self.tolerance
         if n == 0:
@@ -333,6 +337,32 @@ class PassRate:
     ci_high: float
     required: float
     result: Reliability
+    method: Method = DEFAULT_METHOD
+    level: float | None = None
+    """The level its "unreliable" side was held to when judged with the run's other pass rates
+    (`family`); None when judged alone, at alpha."""
+
+    REJECTS: ClassVar[Reliability] = Reliability.UNRELIABLE
+    UNDECIDED: ClassVar[Reliability] = Reliability.UNDECIDED
+
+    def rejection_p_value(self) -> float:
+        """The smallest level at which its rule would call it unreliable: the exact lower tail,
+        or Wilson's one-sided score test."""
+        x, n, r = self.passed, self.judged, self.required
+        if n == 0 or x == n:
+            return 1.0
+        if judged_once(self.method) is Method.EXACT:
+            return binomial_cdf(x, n, r)
+        return NormalDist().cdf((x / n - r) / math.sqrt(r * (1.0 - r) / n))
+
+    def rejects_at(self, level: float) -> bool:
+        """Whether its rule says unreliable when that side is held to `level`."""
+        x, n, r = self.passed, self.judged, self.required
+        if n == 0:
+            return False
+        if judged_once(self.method) is Method.EXACT:
+            return binomial_cdf(x, n, r) < level
+        return wilson_interval(x, n, 1.0 - 2.0 * level)[1] < r
 
 
 def judged_once(method: Method) -> Method:
@@ -374,7 +404,7 @@ def pass_rate(
         result = Reliability.UNRELIABLE
     else:
         result = Reliability.UNDECIDED
-    return PassRate(passed, judged, low, high, required, result)
+    return PassRate(passed, judged, low, high, required, result, judged_once(method))
 
 
 def trials_needed_for_pass_rate(

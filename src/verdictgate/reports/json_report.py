@@ -61,6 +61,7 @@ def _judgement(rate: PassRate | None) -> dict[str, Any]:
         "ci_low": rate.ci_low,
         "ci_high": rate.ci_high,
         "result": rate.result.value,
+        "unreliable_level": rate.level,
     }
 
 

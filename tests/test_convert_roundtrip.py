@@ -64,7 +64,7 @@ def trials_file(path: Path) -> Path:
             if index == 3:
                 record.update(invariants_failed=["no_ids"], evaluation_skipped=True)
             if index == 5:
-                record.update(verdict=None, tools=["lookup", "refund"], order_ambiguous=True)
+                record.update(verdict=None, tools=["lookup", "refund"], tied_steps=[[0, 2]])
             records.append(record)
     records.append(
         {"run": "t", "case": "c3", "trial": 0, "outcome": "error", "error_type": "Timeout"}

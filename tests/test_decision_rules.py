@@ -177,7 +177,7 @@ def test_tools_that_start_in_the_same_millisecond_compare_equal_whatever_their_s
         )
         for a, b in ((2, 3), (3, 2), (7, 4), (4, 9))
     }
-    assert derived == {Derived(("issue_refund", "lookup_order"), order_ambiguous=True)}
+    assert derived == {Derived(("issue_refund", "lookup_order"), tied_steps=((0, 2),))}
     apart = derive("tools", agent_span(1, 0), fact(2, 5 * ms, tool="lookup_order"),
                    fact(3, 6 * ms, tool="issue_refund"))  # fmt: skip
     assert apart == Derived(("lookup_order", "issue_refund"))  # not tied: not ambiguous
@@ -186,12 +186,6 @@ def test_tools_that_start_in_the_same_millisecond_compare_equal_whatever_their_s
     assert not same.order_ambiguous  # the same tool twice has one order
     assert not derive("toolset", agent_span(1, 0), fact(2, 5, tool="b"), fact(3, 5, tool="a")
                       ).order_ambiguous  # fmt: skip
-
-
-def test_an_enclosing_span_comes_before_the_spans_inside_it_when_they_start_together() -> None:
-    triage = fact(9, 0, agent="triage")
-    billing = fact(1, 0, parent=triage.span_id, agent="billing")  # a smaller id, a later name
-    assert derive("agents", billing, triage).decision == ("billing",)
 
 
 def test_a_stable_path_of_tied_spans_shows_no_flips_and_the_report_says_it_was_tied() -> None:
@@ -204,9 +198,46 @@ def test_a_stable_path_of_tied_spans_shows_no_flips_and_the_report_says_it_was_t
         derived = derive("tools", agent_span(1, 0), fact(ids[0], 5_000_000, tool="lookup_order"),
                          fact(ids[1], 5_000_000, tool="issue_refund"))  # fmt: skip
         trials.append(Trial("refund-case", index, derived.decision, "r1",
-                            order_ambiguous=derived.order_ambiguous))  # fmt: skip
+                            tied_steps=derived.tied_steps))  # fmt: skip
     assessment = assess(trials)
     assert (assessment.pooled.pairs, assessment.pooled.flips) == (6, 0)
     assert assessment.trials.ambiguous_order == 12
     assert any("started in the same instant" in step for step in assessment.next_steps)
     assert report_document(assessment)["trials"]["ambiguous_order"] == 12
+
+
+def test_a_pair_with_one_tied_trial_compares_the_tied_steps_unordered() -> None:
+    """search then book, 2 ms apart in one trial and in the same millisecond in the other: the
+    tied trial reads book > search (by name), yet the pair agrees; a real reordering outside
+    the tie, or another tool, is still a flip."""
+    ms = 1_000_000
+    apart = derive("tools", agent_span(1, 0), fact(2, 5 * ms, tool="search"),
+                   fact(3, 7 * ms, tool="book"))  # fmt: skip
+    tied = derive("tools", agent_span(1, 0), fact(2, 5 * ms, tool="search"),
+                  fact(3, 5 * ms, tool="book"))  # fmt: skip
+    assert (apart.decision, tied.decision) == (("search", "book"), ("book", "search"))
+
+    def flips(*paths: Derived) -> int:
+        trials = [Trial("c", i, d.decision, "r1", tied_steps=d.tied_steps)
+                  for i, d in enumerate(paths)]  # fmt: skip
+        return assess(trials).pooled.flips
+
+    assert flips(apart, tied, tied, apart, apart, apart) == 0
+    other = Derived(("search", "pay"))
+    assert flips(tied, other) == 1
+    three = derive("tools", agent_span(1, 0), fact(2, 5 * ms, tool="search"),
+                   fact(3, 5 * ms, tool="book"), fact(4, 9 * ms, tool="pay"))  # fmt: skip
+    assert three.tied_steps == ((0, 2),)
+    assert flips(three, Derived(("search", "book", "pay"))) == 0
+    assert flips(three, Derived(("pay", "search", "book"))) == 1  # pay moved: not the tie
+
+
+def test_only_steps_of_the_path_at_one_depth_can_tie() -> None:
+    """An entry agent and the agent it hands to, nested and started together: containment
+    orders them, and the entry agent is not part of the route anyway."""
+    triage = fact(9, 0, agent="triage")
+    billing = fact(1, 0, parent=triage.span_id, agent="billing")
+    assert derive("agents", billing, triage) == Derived(("billing",))
+    parent = fact(2, 5, tool="outer")
+    child = fact(3, 5, parent=parent.span_id, tool="inner")
+    assert derive("tools", agent_span(1, 0), child, parent) == Derived(("outer", "inner"))

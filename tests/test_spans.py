@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import contextlib
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from verdictgate import Contract, Isolation, NoDecision, Policy, Suite, Trial
 from verdictgate.otel import conventions as names
 from verdictgate.otel.span_decoding import run_declaration, trial_from_attributes
-from verdictgate.otel.spans import decision_attributes, run_attributes
+from verdictgate.otel.spans import decision_attributes, flat_ranges, run_attributes
 
 labels = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), min_size=1, max_size=10)
 routes = st.frozensets(labels.filter(lambda s: "=" not in s), max_size=4)
@@ -86,10 +87,12 @@ attribute_values = st.one_of(
     st.floats(allow_nan=False),
     labels,
     st.lists(labels, max_size=3),
+    st.lists(st.integers(-2, 5), max_size=5),
 )
 keys = st.sampled_from(
     [names.RUN_ID, names.CASE_ID, names.TRIAL, names.OUTCOME, names.VERDICT, names.TOOLS, names.TOLERANCE,
-     names.CONFIDENCE, names.CONTRACT_TARGETS, names.CONTRACT_ALLOWED, names.ISOLATION, names.PLAN_TRIALS]
+     names.CONFIDENCE, names.CONTRACT_TARGETS, names.CONTRACT_ALLOWED, names.ISOLATION, names.PLAN_TRIALS,
+     names.TIED_STEPS]
 )  # fmt: skip
 
 
@@ -99,3 +102,17 @@ def test_arbitrary_attributes_decode_or_raise_value_error(attributes):
     for decode in (trial_from_attributes, run_declaration):
         with contextlib.suppress(ValueError):
             decode(attributes)
+
+
+@given(st.lists(verdicts, min_size=2, max_size=5).flatmap(
+    lambda path: st.tuples(st.just(tuple(path)), st.integers(0, len(path) - 2))
+))  # fmt: skip
+def test_tied_steps_round_trip_and_bad_ones_are_refused(path_and_start) -> None:
+    path, start = path_and_start
+    trial = Trial("c", 0, path, "r", tied_steps=((start, start + 2),))
+    attributes = {names.RUN_ID: "r", names.CASE_ID: "c", names.TRIAL: 0,
+                  **decision_attributes(path), names.TIED_STEPS: flat_ranges(trial.tied_steps)}  # fmt: skip
+    assert trial_from_attributes(attributes) == trial
+    for bad in ([start], [start, len(path) + 1], [start + 1, start], "0,2"):
+        with pytest.raises(ValueError, match=names.TIED_STEPS):
+            trial_from_attributes({**attributes, names.TIED_STEPS: bad})

@@ -82,6 +82,17 @@ BAD_LINES = [
     ('{"case": "c", "trial": -1, "outcome": "error"}', "trial", "outside"),
     ('{"case": "c", "trial": 0, "outcome": "decision", "verdict": "a"', None, "invalid JSON"),
     ("[1, 2]", None, "Expected `object`"),
+    (
+        '{"case": "c", "trial": 0, "outcome": "decision", "verdict": "a", "tied_steps": [[0, 2]]}',
+        "tied_steps",
+        "within the 0-step path",
+    ),
+    (
+        '{"case": "c", "trial": 0, "outcome": "decision", "tools": ["a", "b"], '
+        '"tied_steps": [[1, 3]]}',
+        "tied_steps",
+        "within the 2-step path",
+    ),
 ]
 
 

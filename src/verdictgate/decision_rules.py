@@ -24,13 +24,12 @@ error trial `no_spans`. Rules read names only
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Iterable
 from dataclasses import dataclass
 
 from .errors import VerdictgateError
 from .span_facts import SpanFacts, carries_content
-from .trial_model import NO_TOOL_SELECTED, Decision, NoDecision
+from .trial_model import NO_TOOL_SELECTED, Decision, NoDecision, TiedSteps
 
 NO_SPANS = "no_spans"
 """The error of a trial that no framework span reached: its telemetry is missing, which says
@@ -45,8 +44,13 @@ class Derived:
 
     decision: Decision | None
     error_type: str | None = None
-    order_ambiguous: bool = False
-    """Its path's order rests on spans that started in the same instant (ordered canonically)."""
+    tied_steps: TiedSteps = ()
+    """The ranges [start, end) of steps of its path whose spans started in the same instant, at
+    the same depth, under different names: their order there is canonical, not observed."""
+
+    @property
+    def order_ambiguous(self) -> bool:
+        return bool(self.tied_steps)
 
 
 @dataclass(frozen=True)
@@ -97,45 +101,65 @@ class DecisionRule:
         """The decision the spans below span `root` (the trial's) make under this rule. An
         error counts only on a top span, right below `root`: one the agent recovered from
         deeper down (a failed tool whose error went back to the model) is part of its route."""
-        spans = canonical_order(facts)
+        spans, instants = canonical_order(facts)
         if not spans:  # not even the agent's own span: the framework is not instrumented
             return Derived(None, NO_SPANS)
         failed = next((f.error for f in spans if f.error is not None and f.parent_id == root), None)
         if failed is not None:
             return Derived(None, failed)
-        return Derived(self._decide(spans), order_ambiguous=self._tied(spans))
-
-    def _tied(self, spans: list[SpanFacts]) -> bool:
-        """Whether two spans that name different steps of an ordered path started in the same
-        instant (a `toolset` or `attribute:` decision has no order to be unsure of)."""
-        if self.name not in ("tools", "agents", "nodes"):
-            return False
-        named = [(fact.start_ns, _step_name(fact, self.name)) for fact in spans]
-        named = [(start, name) for start, name in named if name is not None]
-        return any(a[0] == b[0] and a[1] != b[1] for a, b in itertools.pairwise(named))
-
-    def _decide(self, spans: list[SpanFacts]) -> Decision:
-        if self.name in ("tools", "toolset"):
-            tools = [fact.tool for fact in spans if fact.tool is not None]
-            if not tools:
-                return NO_TOOL_SELECTED
-            return tuple(sorted(tools) if self.name == "toolset" else tools)
-        if self.name == "agents":
-            route = _collapsed(fact.agent for fact in spans if fact.agent is not None)[1:]
-            return tuple(route) if route else NoDecision("no_handoff")
-        if self.name == "nodes":
-            nodes = _graph_nodes(spans)
-            return tuple(nodes) if nodes else NoDecision("no_node")
-        return next(
-            (value for fact in spans for key, value in fact.values if key == self.key),
-            NoDecision("no_verdict"),
+        if self.name in ("tools", "agents", "nodes"):
+            path = self._path(spans, instants)
+            if path:
+                names = tuple(name for name, _ in path)
+                return Derived(names, tied_steps=tied_ranges(path))
+            return Derived(EMPTY_PATH[self.name])
+        if self.name == "toolset":
+            tools = sorted(fact.tool for fact in spans if fact.tool is not None)
+            return Derived(tuple(tools) if tools else NO_TOOL_SELECTED)
+        return Derived(
+            next(
+                (value for fact in spans for key, value in fact.values if key == self.key),
+                NoDecision("no_verdict"),
+            )
         )
 
+    def _path(self, spans: list[SpanFacts], instants: dict[str, Instant]) -> list[Step]:
+        """The ordered path the rule reads, each step with the instant its span started."""
+        if self.name == "tools":
+            return [(f.tool, instants[f.span_id]) for f in spans if f.tool is not None]
+        if self.name == "agents":
+            steps = [(f.agent, instants[f.span_id]) for f in spans if f.agent is not None]
+            return _collapsed(steps)[1:]  # the entry agent is where the route starts
+        return _graph_nodes(spans, instants)
 
-def canonical_order(facts: Iterable[SpanFacts]) -> list[SpanFacts]:
+
+Instant = tuple[int, int]
+"""When a span started, and how deep it lies: spans that share both are in no observed order."""
+Step = tuple[str, Instant]
+EMPTY_PATH = {
+    "tools": NO_TOOL_SELECTED,
+    "agents": NoDecision("no_handoff"),
+    "nodes": NoDecision("no_node"),
+}
+
+
+def tied_ranges(path: list[Step]) -> TiedSteps:
+    """The ranges [start, end) of consecutive steps that share an instant and are not all the
+    same name (the same tool twice has one order)."""
+    ranges = []
+    start = 0
+    for end in range(1, len(path) + 1):
+        if end == len(path) or path[end][1] != path[start][1]:
+            if end - start > 1 and len({name for name, _ in path[start:end]}) > 1:
+                ranges.append((start, end))
+            start = end
+    return tuple(ranges)
+
+
+def canonical_order(facts: Iterable[SpanFacts]) -> tuple[list[SpanFacts], dict[str, Instant]]:
     """Spans in the order they started; spans that started in the same instant with an
     enclosing span before the spans inside it, then by tool, agent and node name (span ids are
-    random: ordering by them would make a stable path flip)."""
+    random: ordering by them would make a stable path flip). With each span's instant."""
     facts = list(facts)
     parents = {fact.span_id: fact.parent_id for fact in facts}
     depths: dict[str, int] = {}
@@ -153,34 +177,29 @@ def canonical_order(facts: Iterable[SpanFacts]) -> list[SpanFacts]:
             depths[member] = level
         return depths[span_id]
 
-    return sorted(
+    instants = {f.span_id: (f.start_ns, depth(f.span_id)) for f in facts}
+    ordered = sorted(
         facts,
-        key=lambda f: (
-            f.start_ns, depth(f.span_id), f.tool or "", f.agent or "", f.node or "", f.span_id
-        ),
-    )  # fmt: skip
+        key=lambda f: (*instants[f.span_id], f.tool or "", f.agent or "", f.node or "", f.span_id),
+    )
+    return ordered, instants
 
 
-def _step_name(fact: SpanFacts, rule: str) -> str | None:
-    """The name a span adds to an ordered path under `rule`, if any."""
-    return {"tools": fact.tool, "agents": fact.agent, "nodes": fact.node}[rule]
-
-
-def _collapsed(names: Iterable[str]) -> list[str]:
-    """Names with runs of the same one folded (an agent's own nested spans)."""
-    folded: list[str] = []
-    for name in names:
-        if not folded or folded[-1] != name:
-            folded.append(name)
+def _collapsed(steps: Iterable[Step]) -> list[Step]:
+    """Steps with runs of the same name folded into the first (an agent's own nested spans)."""
+    folded: list[Step] = []
+    for step in steps:
+        if not folded or folded[-1][0] != step[0]:
+            folded.append(step)
     return folded
 
 
-def _graph_nodes(spans: list[SpanFacts]) -> list[str]:
+def _graph_nodes(spans: list[SpanFacts], instants: dict[str, Instant]) -> list[Step]:
     """Each (step, node) LangGraph ran, once, in the order it started (steps restart inside a
     subgraph, so they only tell the spans of one node run from the next); the spans inside a
     node carry its name too, and LangGraph's own `__start__`-style nodes are no route."""
-    seen: dict[tuple[int | None, str], None] = {}
+    seen: dict[tuple[int | None, str], Instant] = {}
     for fact in spans:  # in start order
         if fact.node is not None and not fact.node.startswith("__"):
-            seen.setdefault((fact.step, fact.node), None)
-    return [node for _, node in seen]
+            seen.setdefault((fact.step, fact.node), instants[fact.span_id])
+    return [(node, instant) for (_, node), instant in seen.items()]

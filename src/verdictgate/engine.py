@@ -41,7 +41,7 @@ from .stats import (
     side_error,
 )
 from .suite import Contract, Suite
-from .trial_model import NoDecision, Trial, decision_text
+from .trial_model import Decision, NoDecision, TiedSteps, Trial, decision_text
 
 
 @dataclass(frozen=True)
@@ -177,17 +177,47 @@ class _Tally:
         self.judged = 0
 
 
-def _case_pairs(slots: Sequence[int]) -> tuple[int, int, Counter[tuple[int, int]]]:
-    """(pairs, flips, flips by unordered pair of decision keys) of one case's trial slots."""
+def _case_pairs(
+    slots: Sequence[int], keys: Sequence[Decision], tied: Mapping[int, TiedSteps]
+) -> tuple[int, int, Counter[tuple[int, int]]]:
+    """(pairs, flips, flips by unordered pair of decision keys) of one case's trial slots. A
+    pair in which a trial's path holds tied steps (`tied`: index -> ranges) compares those
+    steps unordered in both paths: their order was never observed."""
     pairs = flips = 0
     flip_counts: Counter[tuple[int, int]] = Counter()
-    for a, b in zip(slots[0::2], slots[1::2], strict=False):
+    for first, (a, b) in enumerate(zip(slots[0::2], slots[1::2], strict=False)):
         if a >= 0 and b >= 0:
             pairs += 1
-            if a != b:
+            if a != b and not (tied and _equal_but_for_ties(keys[a], keys[b], tied, 2 * first)):
                 flips += 1
                 flip_counts[(a, b) if a < b else (b, a)] += 1
     return pairs, flips, flip_counts
+
+
+def _equal_but_for_ties(
+    a: Decision, b: Decision, tied: Mapping[int, TiedSteps], first: int
+) -> bool:
+    """Whether two paths of the same length are equal once the steps either trial of the pair
+    (trials `first` and `first + 1`) holds tied are compared as sets."""
+    ranges = [*tied.get(first, ()), *tied.get(first + 1, ())]
+    if not ranges or not (isinstance(a, tuple) and isinstance(b, tuple)) or len(a) != len(b):
+        return False
+    loose_a, loose_b = list(a), list(b)
+    for start, end in _groups(ranges):
+        loose_a[start:end] = sorted(a[start:end])
+        loose_b[start:end] = sorted(b[start:end])
+    return loose_a == loose_b
+
+
+def _groups(ranges: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """Overlapping ranges merged."""
+    merged: list[tuple[int, int]] = []
+    for start, end in sorted(ranges):
+        if merged and start < merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(end, merged[-1][1]))
+        else:
+            merged.append((start, end))
+    return merged
 
 
 class _Scan:
@@ -206,8 +236,16 @@ class _Scan:
         self.longest: Counter[str | None] = Counter()
         self.case_routes: list[str | None] = []
 
-    def add(self, case: CaseEvidence, route: str | None, keys: list, policy: Policy) -> None:
-        """Tally one case of the evidence, judged as intended for `route`."""
+    def add(
+        self,
+        case: CaseEvidence,
+        route: str | None,
+        keys: list,
+        policy: Policy,
+        tied: Mapping[int, TiedSteps],
+    ) -> None:
+        """Tally one case of the evidence, judged as intended for `route`, with its trials'
+        tied steps (`Evidence.tied_steps`)."""
         slots = case.slots
         counts = Counter(slots)
         counts.pop(MISSING, None)
@@ -218,7 +256,7 @@ class _Scan:
         self.longest[route] = max(self.longest[route], case.length())
         self.case_routes.append(route)
         self.seen_cases.add(case.case)
-        pairs, flips, flip_counts = _case_pairs(slots)
+        pairs, flips, flip_counts = _case_pairs(slots, keys, tied)
         passed, judged = case.pass_counts()
         self.latencies.extend(case.latency_values())
         tallies = [self.pooled, self.routes.setdefault(route, _Tally())] if route else [self.pooled]
@@ -325,7 +363,10 @@ def _findings(
     scan = _Scan()
     for case_evidence in evidence.cases.values():
         route = suite_expected.get(case_evidence.case, case_evidence.expected)
-        scan.add(case_evidence, route, evidence.keys, policy)
+        scan.add(
+            case_evidence, route, evidence.keys, policy,
+            evidence.tied_steps(case_evidence.run, case_evidence.case),
+        )  # fmt: skip
     scan.add_unseen(suite)
     pooled = scan.pooled
     change, routes, population = _judged_together(

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from array import array
 from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 
 import msgspec
@@ -139,8 +139,8 @@ class Evidence:
         self.invariant_warnings: Counter[str] = Counter()
         self.evaluations_skipped = 0
         """Trials whose expensive tiers were skipped because a cheaper one failed."""
-        self._tied: set[tuple[str, str, int]] = set()
-        """Trials whose path's order rests on spans that started in the same instant."""
+        self._tied: dict[tuple[str, str], dict[int, tuple[tuple[int, int], ...]]] = {}
+        """Case -> index -> the tied ranges of that trial's path (`Trial.tied_steps`)."""
         self.isolation: dict[str, Isolation] = {}
         """Run -> the isolation its records declared; when they disagree, the least independent
         (shared-session, then unknown, then a fresh one) counts."""
@@ -162,7 +162,11 @@ class Evidence:
 
     def ambiguous_orders(self) -> int:
         """Trials kept whose path's order rests on spans that started in the same instant."""
-        return len(self._tied)
+        return sum(len(tied) for tied in self._tied.values())
+
+    def tied_steps(self, run: str, case: str) -> Mapping[int, tuple[tuple[int, int], ...]]:
+        """A case's trials whose paths hold tied steps: index -> the tied ranges."""
+        return self._tied.get((run, case), {})
 
     def kept(self) -> int:
         """How many trials it keeps (the first record of each identity)."""
@@ -203,7 +207,7 @@ class Evidence:
         copy.invariant_failures = Counter(self.invariant_failures)
         copy.invariant_warnings = Counter(self.invariant_warnings)
         copy._tiers = dict(self._tiers)
-        copy._tied = set(self._tied)
+        copy._tied = {key: dict(tied) for key, tied in self._tied.items()}
         copy.isolation = dict(self.isolation)
         copy._far = {key: dict(records) for key, records in self._far.items()}
         return copy
@@ -327,8 +331,8 @@ class Evidence:
             new += 1
             if slot == ERROR:
                 self._note_error(evidence, trial)
-            if trial.order_ambiguous:
-                self._tied.add((trial.run, trial.case, index))
+            if trial.tied_steps:
+                self._tied.setdefault((trial.run, trial.case), {})[index] = trial.tied_steps
             if (
                 trial.latency_ms is not None
                 or trial.passed is not None
@@ -349,8 +353,8 @@ class Evidence:
         self.invariant_failures.update(trial.invariants_failed)
         self.invariant_warnings.update(trial.invariants_warned)
         self.evaluations_skipped += bool(trial.evaluation_skipped)
-        if trial.order_ambiguous:
-            self._tied.add((trial.run, trial.case, trial.index))
+        if trial.tied_steps:
+            self._tied.setdefault((trial.run, trial.case), {})[trial.index] = trial.tied_steps
         if trial.isolation is not None:
             self.declare_isolation(trial.run, trial.isolation)
 
@@ -422,6 +426,7 @@ class Evidence:
         latencies = evidence.latencies
         judgements = evidence.judgements
         isolation = self.isolation.get(evidence.run)
+        tied = self.tied_steps(evidence.run, evidence.case)
         for index, slot in enumerate(evidence.slots):
             if slot == MISSING:
                 continue
@@ -445,7 +450,7 @@ class Evidence:
                 latency_ms=None if math.isnan(latency) else latency,
                 evaluation_skipped=skipped,
                 isolation=isolation,
-                order_ambiguous=(evidence.run, evidence.case, index) in self._tied,
+                tied_steps=tied.get(index, ()),
             )
 
     def is_no_decision(self, key_id: int) -> bool:

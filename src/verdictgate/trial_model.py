@@ -94,6 +94,10 @@ def outcome_of(decision: Decision | None) -> Outcome:
     return Outcome.DECISION
 
 
+TiedSteps = tuple[tuple[int, int], ...]
+"""Ranges [start, end) of a path's steps whose spans started in the same instant."""
+
+
 class _TrialIdentity(msgspec.Struct, frozen=True, gc=False):
     """Who the trial is and what it decided (positional: `Trial(case, index, decision, run)`)."""
 
@@ -124,10 +128,36 @@ class Trial(_TrialIdentity, frozen=True, gc=False, kw_only=True):
     """An expensive tier (semantic, judge) was skipped because a cheaper one failed."""
     isolation: Isolation | None = None
     """How the run kept reruns apart, where the source knows it (a run's declaration)."""
-    order_ambiguous: bool = False
-    """Its decision is a path whose order rests on spans that started in the same instant
-    (ordered canonically: `decision_rules`)."""
+    tied_steps: TiedSteps = ()
+    """Ranges [start, end) of steps of its path whose spans started in the same instant: their
+    order there is canonical, not observed (`decision_rules`); a pair compares them unordered."""
 
     @property
     def outcome(self) -> Outcome:
         return outcome_of(self.decision)
+
+    @property
+    def order_ambiguous(self) -> bool:
+        return bool(self.tied_steps)
+
+
+def tied_steps_of(ranges: object, decision: Decision | None) -> TiedSteps:
+    """Tied ranges [start, end) as a trial holds them: ValueError unless each is a pair of
+    whole numbers, 0 <= start < end <= the path's length, in order and apart."""
+    length = len(decision) if isinstance(decision, tuple) else 0
+    checked: list[tuple[int, int]] = []
+    if not isinstance(ranges, (list, tuple)):
+        raise ValueError("must be a list of [start, end] ranges")
+    for item in ranges:
+        if (
+            not isinstance(item, (list, tuple))
+            or len(item) != 2
+            or not all(type(bound) is int for bound in item)
+            or not (checked[-1][1] if checked else 0) <= item[0] < item[1] <= length
+        ):
+            raise ValueError(
+                f"must be [start, end] ranges in order within the {length}-step path, got "
+                f"{item!r:.40}"
+            )
+        checked.append((item[0], item[1]))
+    return tuple(checked)

@@ -20,6 +20,7 @@ from .trial_model import (
     Outcome,
     Trial,
     decision_from_value,
+    tied_steps_of,
 )
 
 CHUNK_BYTES = 1 << 20
@@ -82,12 +83,16 @@ def _settled(line: TrialLine) -> Trial:
 
 
 def _as_trial(line: TrialLine, decision: Decision | None) -> Trial:
+    try:
+        tied = tied_steps_of(line.tied_steps, decision) if line.tied_steps else ()
+    except ValueError as error:
+        raise ValueError(f"tied_steps: {error}") from None
     return Trial(
         line.case, line.index, decision, line.run, line.expected, line.error_type,
         passed=line.passed, invariants_failed=line.invariants_failed,
         invariants_warned=line.invariants_warned, latency_ms=line.latency_ms,
         evaluation_skipped=line.evaluation_skipped, isolation=line.isolation,
-        order_ambiguous=line.order_ambiguous,
+        tied_steps=tied,
     )  # fmt: skip
 
 
@@ -220,7 +225,12 @@ def _add_batch(
         if record is None:
             continue
         decision = record.decision
-        if record.outcome is decision_outcome and type(decision) is str and decision.strip():
+        if (
+            record.outcome is decision_outcome
+            and type(decision) is str
+            and decision.strip()
+            and not record.tied_steps
+        ):
             trials.append(record)  # most lines: the record is the trial
             continue
         try:
@@ -263,7 +273,7 @@ def trial_fields(trial: Trial, suite: str | None = None, point: str | None = Non
         "latency_ms": trial.latency_ms,
         "evaluation_skipped": trial.evaluation_skipped or None,
         "isolation": trial.isolation.value if trial.isolation is not None else None,
-        "order_ambiguous": trial.order_ambiguous or None,
+        "tied_steps": [list(pair) for pair in trial.tied_steps] or None,
     }
     return {name: value for name, value in fields.items() if value is not None}
 

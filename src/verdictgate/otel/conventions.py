@@ -78,8 +78,9 @@ SEMANTIC_SIMILARITY = "verdictgate.semantic.similarity"
 """float: the semantic tier's cosine similarity of the output to the case's reference."""
 EVALUATION_SKIPPED = "verdictgate.evaluation.skipped"
 """bool: an expensive tier (semantic, judge) was skipped because a cheaper one failed."""
-ORDER_AMBIGUOUS = "verdictgate.decision.order_ambiguous"
-"""bool: the decision is a path a rule ordered across spans that started in the same instant
+TIED_STEPS = "verdictgate.decision.tied_steps"
+"""int[]: ranges [start, end) of the decided path, flattened (start, end, start, end ...), whose
+spans started in the same instant, so their order there is canonical, not observed
 (extension)."""
 
 # Admission span

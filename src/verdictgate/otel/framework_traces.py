@@ -98,7 +98,7 @@ def settled_trials(marks: Iterable[TrialMark], facts: list[SpanFacts]) -> list[T
             Trial(
                 mark.case, mark.index, derived.decision, mark.run,
                 expected=mark.expected, error_type=derived.error_type, latency_ms=mark.latency_ms,
-                order_ambiguous=derived.order_ambiguous,
+                tied_steps=derived.tied_steps,
             )
         )  # fmt: skip
     return trials

@@ -35,7 +35,7 @@ from ..tiers.invariants import Invariant
 from ..tiers.tiers import TierOutcome, Tiers
 from ..trial_model import InvalidDecision, Isolation, Trial, decision_from_value
 from . import conventions as names
-from .spans import decision_attributes, run_attributes, trial_attributes
+from .spans import decision_attributes, flat_ranges, run_attributes, trial_attributes
 
 if TYPE_CHECKING:
     from .trial_capture import OpenTrial
@@ -140,13 +140,13 @@ class DecisionRecorder:
         makes the trial an error of that type: a fault, not a verdict on the answer. Under a
         decision rule the decision comes from the framework's spans, and `answer` only from
         the tiers' point of view (they have judged it already)."""
-        tied = False
+        tied: tuple[tuple[int, int], ...] = ()
         if self.spans is not None:
             derived = self.spans.derive()
             if derived.error_type is not None:
                 self.record_error(derived.error_type)
                 return
-            answer, tied = derived.decision, derived.order_ambiguous
+            answer, tied = derived.decision, derived.tied_steps
         try:
             decision = decision_from_value(answer)
         except InvalidDecision:
@@ -167,7 +167,7 @@ class DecisionRecorder:
         if tiers.skipped:
             attributes[names.EVALUATION_SKIPPED] = True
         if tied:
-            attributes[names.ORDER_AMBIGUOUS] = True
+            attributes[names.TIED_STEPS] = flat_ranges(tied)
         self._finish(attributes)
 
     def record_error(self, error_type: str) -> None:

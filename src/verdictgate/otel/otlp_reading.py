@@ -183,7 +183,7 @@ def _latency_ms(start: int, end: int) -> float | None:
 _ALWAYS = (
     names.RUN_ID, names.CASE_ID, names.TRIAL, names.OUTCOME, names.CASE_EXPECTED, names.PASSED,
     names.INVARIANT_FAILED, names.INVARIANT_WARNED, names.EVALUATION_SKIPPED,
-    names.ORDER_AMBIGUOUS,
+    names.TIED_STEPS,
 )  # fmt: skip
 _BY_OUTCOME = {
     "decision": (names.VERDICT, names.TOOLS),

@@ -14,7 +14,14 @@ from ..evidence import MAX_TRIAL_INDEX
 from ..policy import Claim, Policy
 from ..stats import DEFAULT_METHOD, Method
 from ..suite import Contract, Suite
-from ..trial_model import Decision, InvalidDecision, NoDecision, Trial, decision_from_value
+from ..trial_model import (
+    Decision,
+    InvalidDecision,
+    NoDecision,
+    Trial,
+    decision_from_value,
+    tied_steps_of,
+)
 from . import conventions as names
 
 E = TypeVar("E", bound=Enum)
@@ -186,7 +193,7 @@ def trial_from_attributes(attributes: Mapping[str, Any], latency_ms: float | Non
         )
     # the common case first: each absent, or of its type
     expected, passed = get(names.CASE_EXPECTED), get(names.PASSED)
-    skipped, tied = get(names.EVALUATION_SKIPPED), get(names.ORDER_AMBIGUOUS)
+    skipped, tied = get(names.EVALUATION_SKIPPED), get(names.TIED_STEPS)
     failed, warned = get(names.INVARIANT_FAILED), get(names.INVARIANT_WARNED)
     if expected is not None and type(expected) is not str:
         _optional_text(attributes, names.CASE_EXPECTED)
@@ -194,8 +201,6 @@ def trial_from_attributes(attributes: Mapping[str, Any], latency_ms: float | Non
         _optional_flag(attributes, names.PASSED)
     if skipped is not None and type(skipped) is not bool:
         _optional_flag(attributes, names.EVALUATION_SKIPPED)
-    if tied is not None and type(tied) is not bool:
-        _optional_flag(attributes, names.ORDER_AMBIGUOUS)
     return Trial(
         case,
         index,
@@ -208,7 +213,7 @@ def trial_from_attributes(attributes: Mapping[str, Any], latency_ms: float | Non
         invariants_warned=() if warned is None else _names(attributes, names.INVARIANT_WARNED),
         latency_ms=latency_ms,
         evaluation_skipped=skipped is True,
-        order_ambiguous=tied is True,
+        tied_steps=() if tied is None else _tied_steps(tied, decision),
     )
 
 
@@ -257,3 +262,13 @@ def decode_results(
         RelationResult(n, routes(violated, n), routes(held, n), routes(errored, n))
         for n in requested
     )
+
+
+def _tied_steps(value: object, decision: Decision | None) -> tuple[tuple[int, int], ...]:
+    """The span's flattened tied ranges, checked against its path."""
+    if not isinstance(value, (list, tuple)) or len(value) % 2:
+        raise ValueError(f"{names.TIED_STEPS} must be an even list of whole numbers")
+    try:
+        return tied_steps_of([value[i : i + 2] for i in range(0, len(value), 2)], decision)
+    except ValueError as error:
+        raise ValueError(f"{names.TIED_STEPS} {error}") from None

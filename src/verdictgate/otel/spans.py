@@ -85,11 +85,16 @@ def trial_attributes(trial: Trial) -> dict[str, Any]:
         attributes[names.INVARIANT_WARNED] = list(trial.invariants_warned)
     if trial.evaluation_skipped:
         attributes[names.EVALUATION_SKIPPED] = True
-    if trial.order_ambiguous:
-        attributes[names.ORDER_AMBIGUOUS] = True
+    if trial.tied_steps:
+        attributes[names.TIED_STEPS] = flat_ranges(trial.tied_steps)
     return attributes
 
 
 def encode_routes(result: RelationResult, routes: tuple[str, ...]) -> list[str]:
     """`name=route` strings, as the run span carries them."""
     return [f"{result.name}={route}" for route in routes]
+
+
+def flat_ranges(ranges: tuple[tuple[int, int], ...]) -> list[int]:
+    """Ranges as the span attribute carries them: start, end, start, end ..."""
+    return [bound for pair in ranges for bound in pair]

@@ -594,14 +594,14 @@ def _tiers_column(trial: Trial) -> str | None:
         trial.invariants_failed
         or trial.invariants_warned
         or trial.evaluation_skipped
-        or trial.order_ambiguous
+        or trial.tied_steps
     ):
         return None
     tiers = [
         list(trial.invariants_failed),
         list(trial.invariants_warned),
         trial.evaluation_skipped,
-        trial.order_ambiguous,
+        [list(pair) for pair in trial.tied_steps],
     ]
     return json.dumps(tiers, separators=(",", ":"))
 
@@ -637,7 +637,7 @@ def _trial(run_id: str, row: tuple) -> Trial:
         invariants_warned=tuple(warned),
         latency_ms=latency,
         evaluation_skipped=bool(skipped),
-        order_ambiguous=bool(tied and tied[0]),
+        tied_steps=tuple(tuple(pair) for pair in tied[0]) if tied else (),
     )
 
 

@@ -12,8 +12,9 @@ Spans are taken in the order they started. Timestamps are often whole millisecon
 OpenTelemetry JS SDK stamps spans from `Date.now()`), so two tools called in turn can start in
 the same instant; those ties are broken canonically, an enclosing span before the spans inside
 it and then by name, never by span id (random), so the same tools in tied positions compare
-equal on every rerun. A derived path whose order rests on such a tie says so
-(`Derived.order_ambiguous`), and the report counts those trials.
+equal on every rerun. A derived path whose order rests on such a tie carries the tied ranges
+(`Derived.tied_steps`): a rerun pair compares those steps unordered, and the report counts the
+trials.
 
 A trial whose spans give no decision is a no-decision, never an error; a trial whose
 framework call ended in error (a top span, right below the trial's, with status ERROR) is an

@@ -18,6 +18,7 @@ from binomial_sums import (
     pmf,
     worst_errors,
 )
+from conftest import report_of
 from verdictgate.sequential_design import sequential_design
 from verdictgate.stats import ALPHA, Method, pairs_needed, sequential_evalues
 
@@ -128,3 +129,23 @@ def test_what_curtailment_costs(method) -> None:
                             f"whole fixed plan")  # fmt: skip
     else:
         in_text(STATISTICS, f"(Wilson's {n}-pair plan: {pct(fixed)})")
+
+
+def test_the_design_table_and_the_suites_price(cli) -> None:
+    """`plan`'s table of the sequential design at 5%, and `plan --suite`'s calls, as quoted."""
+    designs = [sequential_design(0.05, p) for p in (0.0, 0.0125, 0.05, 0.1, 0.2)]
+    rows = {
+        "expected pairs": [f"{d.expected_pairs:.1f}" for d in designs],
+        "P(deterministic)": [f"{d.deterministic:.2%}" for d in designs],
+        "P(stochastic)": [f"{d.stochastic:.2%}" for d in designs],
+    }
+    for name, cells in rows.items():
+        in_text(STATISTICS, f"| sequential, {name} | " + " | ".join(cells) + " |")
+    in_text(README, f"| {pairs_needed(0.05, method=Method.SEQUENTIAL)} pairs | "
+                    f"{round(designs[-1].expected_pairs)} pairs on average |")  # fmt: skip
+    suite = report_of(cli("plan", "--suite", "examples/payment_suite.json", "--format", "json"))
+    certify, fixed = suite["suite"]["sequential"]["calls_to_certify"], suite["suite"]["calls"]
+    in_text(README, f"needs {certify:,} calls to qualify an agent that never flips, against the "
+                    f"fixed plan's {fixed}")  # fmt: skip
+    in_text(STATISTICS, f"{certify:,} calls to qualify an agent that never flips (the fixed "
+                        f"plan: {fixed})")  # fmt: skip

@@ -128,7 +128,10 @@ def test_holm_rejects_something_iff_some_test_is_stochastic_at_alpha_over_m(test
     adjusted = holm(tests, ALPHA)
     m = len(tests)
     assert any(a.rejects for a in adjusted) == any(t.rejects_at(ALPHA / m) for t in tests)
-    assert sorted(a.level for a in adjusted) == sorted(ALPHA / k for k in range(1, m + 1))
+    reached = sorted(a.level for a in adjusted if a.level is not None)
+    rejected = sum(a.rejects for a in adjusted)
+    assert len(reached) == min(m, rejected + 1)  # the step-down stops at its first failure
+    assert reached == pytest.approx([ALPHA / (m - k) for k in range(len(reached))])
     for test, a, judged in zip(tests, adjusted, judged_together(tests, ALPHA), strict=True):
         assert judged.level == a.level
         assert (judged.result is Stability.STOCHASTIC) == (a.rejects and test.rejects_at(a.level))
@@ -235,3 +238,15 @@ def test_a_pass_rates_p_value_orders_it_as_its_rule_decides_it(count, required, 
         assert rate.rejects_at(level) == (p < level)
     if level == ALPHA:
         assert rate.rejects_at(level) == (rate.result is Reliability.UNRELIABLE)
+
+
+def test_a_run_of_one_route_is_one_test_not_two() -> None:
+    """Every pair is the route's and the pooled test's: 2 flips in 4 pairs at 5% (P(X >= 2) =
+    1.4%) is stochastic, as that one test alone says, not held to 2.5% / 2."""
+    trials = [Trial("c", i, "a" if i % 4 != 1 else "b", "r1", expected="a") for i in range(8)]
+    assessment = assess(trials, Suite("s", "p", (), Contract(frozenset({"a", "b"}))), Policy())
+    [route] = assessment.routes
+    assert (route.change.flips, route.change.pairs) == (2, 4)
+    assert assessment.family_tests == 1
+    assert route.change.result is assessment.pooled.result is Stability.STOCHASTIC
+    assert route.change.level == assessment.pooled.level == ALPHA

@@ -21,6 +21,7 @@ from .assessment import (
 from .policy import Claim
 from .stats import (
     ChangeRate,
+    Method,
     PassRate,
     Quantiles,
     Reliability,
@@ -28,6 +29,7 @@ from .stats import (
     Threshold,
     judged_once,
     pairs_to_qualify,
+    side_error,
 )
 
 
@@ -114,6 +116,26 @@ def interval(change: ChangeRate) -> str:
     )
 
 
+def level_text(level: float | None) -> str:
+    """The level a test's stochastic side was held to, or `-` when the step-down never reached
+    it (or it was not judged with the others)."""
+    return "-" if level is None else percent(level)
+
+
+def family_caption(f: Findings) -> str | None:
+    """What the "stochastic at" column means, when more than one test was judged together."""
+    if f.family_tests < 2:
+        return None
+    caption = (
+        f"stochastic results held to {percent(side_error(f.policy.confidence))} across "
+        f"{f.family_tests} tests together (Holm's step-down; stochastic at: each test's level, "
+        "- where the step-down stopped before it)"
+    )
+    if f.policy.method is Method.WILSON:
+        caption += "; Wilson's rule does not hold a test to its level, so neither is the run's"
+    return caption
+
+
 LISTED = 10
 """Most names a message lists; the rest are counted ("and 12 more"), so a run with thousands of
 labels still gets short reasons (the report's tables hold the detail)."""
@@ -179,8 +201,13 @@ def population_summary(f: Findings) -> str:
     p = f.population
     return (
         f"{p.cases} cases with rerun pairs, case-level e-values {p.e_det:.3g} for below and "
-        f"{p.e_stoch:.3g} for above (40 decides)"
+        f"{p.e_stoch:.3g} for above ({_decisive(f)} decides)"
     )
+
+
+def _decisive(f: Findings) -> str:
+    """The e-value that decides at the policy's confidence: 40 at 95%."""
+    return f"{1 / side_error(f.policy.confidence):.4g}"
 
 
 def _more_cases(f: Findings) -> Iterator[str]:
@@ -303,6 +330,20 @@ def _more_judged(f: Findings) -> Iterator[str]:
         )
 
 
+def _curtailed_steps(f: Findings) -> Iterator[str]:
+    yield (
+        "Make the cases that changed repeatable (see flip pairs), or plan more pairs: even had "
+        "every call left agreed, this plan could not have qualified the run."
+    )
+    if not any(rule.message(f) for rule in RULES if rule.check.startswith("stability.")
+               and rule.effect is Status.REJECTED):  # fmt: skip
+        yield (
+            "Curtailed at its first flips, the run had too few to show a change rate above its "
+            "tolerance: for that verdict, run it with --sequential, which stops as soon as one "
+            "is shown."
+        )
+
+
 def _unreached_steps(f: Findings) -> Iterator[str]:
     for route in unreached(f):
         if route not in f.coverage.missing_intended:
@@ -414,11 +455,7 @@ RULES: tuple[Rule, ...] = (
          lambda f: f"the run was curtailed after {f.trials.expected} of {s.sized_for} planned calls: "
          f"no outcome of the {s.sized_for - f.trials.expected} calls left could qualify it"
          if (s := f.stopping) is not None and s.curtailed else None,
-         _one("Make the cases that changed repeatable (see flip pairs), or plan more pairs: even "
-              "had every call left agreed, this plan could not have qualified the run. A plan "
-              "curtailed at its first flips never rejects: for a verdict on whether it flips too "
-              "often, run it with --sequential, which stops once a change rate is shown above its "
-              "tolerance.")),
+         _curtailed_steps),
     Rule(ReasonCode.LATENCY_UNDECIDED, Status.INCONCLUSIVE, "latency",
          _threshold("latency", "ms", "recorded a latency", Threshold.UNDECIDED), _threshold_step("latency")),
     Rule(ReasonCode.TOOL_CALLS_UNDECIDED, Status.INCONCLUSIVE, "tool_calls",
@@ -476,9 +513,10 @@ def _advice(f: Findings) -> Iterator[str]:
         )
     if tied := f.trials.ambiguous_order:
         yield (
-            f"{tied} trials' paths had steps whose spans started in the same instant (timestamps "
-            "in whole milliseconds, as the OpenTelemetry JS SDK stamps them): those steps were "
-            "ordered by name, so tied tools compare equal but their true order is not known."
+            f"{tied} {'trial' if tied == 1 else 'trials'} had tool paths with steps whose spans "
+            "started in the same instant (timestamps in whole milliseconds, as the "
+            "OpenTelemetry JS SDK stamps them): those steps were compared unordered, so their "
+            "true order is not known. Record finer timestamps to judge it."
         )
     if f.run.isolation is Isolation.UNKNOWN:
         yield "Declare how reruns were isolated (fresh-session or fresh-instance); independence is assumed, not shown."
@@ -522,7 +560,7 @@ def _headline(f: Findings, status: Status, reasons: tuple[Reason, ...]) -> str:
             return (
                 f"Qualified: {p.cases} cases, {changed} changed; new inputs like these change "
                 f"below {percent(f.policy.tolerance)} of reruns (case-level e-value "
-                f"{p.e_det:.3g} >= 40) and {coverage}."
+                f"{p.e_det:.3g} >= {_decisive(f)}) and {coverage}."
             )
         pooled = f.pooled
         return (

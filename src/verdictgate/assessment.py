@@ -260,6 +260,9 @@ class Findings:
     """The claim about new inputs, with the case as the unit (gating under that claim)."""
     stopping: Stopping | None
     """How a run that could stop early did: None for a run that could not."""
+    family_tests: int
+    """How many tests' stochastic sides were judged together (`family`): the claim's and every
+    route's with pairs (a route whose test is the pooled one counts once)."""
 
     @property
     def how_stopped(self) -> str | None:
@@ -271,14 +274,6 @@ class Findings:
     def cases_without_repeats(self) -> int:
         """Cases that received a trial but fewer than two, so they form no rerun pair."""
         return sum(1 for case in self.cases if 0 < case.trials - case.errors < 2)
-
-    @property
-    def family_tests(self) -> int:
-        """How many tests' stochastic sides were judged together (`family`): the claim's and
-        every route's with pairs."""
-        levels = [self.pooled.level, self.population.level]
-        levels += [route.change.level for route in self.routes]
-        return sum(level is not None for level in levels)
 
     def routes_with(self, result: Stability) -> tuple[str, ...]:
         """Names of the routes judged `result`."""

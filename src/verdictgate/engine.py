@@ -369,10 +369,10 @@ def _findings(
         )  # fmt: skip
     scan.add_unseen(suite)
     pooled = scan.pooled
-    change, routes, population = _judged_together(
+    change, routes, population, family_tests = _judged_together(
         change_rate(pooled.flips, pooled.pairs, policy.tolerance, policy.confidence, policy.method),
         _route_results(scan, evidence, contract, policy),
-        _population(scan.cases, policy.tolerance),
+        _population(scan.cases, policy.tolerance, side_error(policy.confidence)),
         policy,
     )
     pooled_passes, passes = _pass_rates_together(
@@ -411,6 +411,7 @@ def _findings(
         declaration_conflict=reported.declaration_conflict,
         stopping=reported.stopping,
         population=population,
+        family_tests=family_tests,
     )
 
 
@@ -419,24 +420,45 @@ def _judged_together(
     routes: tuple[RouteStability, ...],
     population: PopulationVerdict,
     policy: Policy,
-) -> tuple[ChangeRate, tuple[RouteStability, ...], PopulationVerdict]:
+) -> tuple[ChangeRate, tuple[RouteStability, ...], PopulationVerdict, int]:
     """The claim's test (pooled, or case-level under a claim about new inputs) and every
-    route's with evidence, their stochastic sides judged together (`family`)."""
+    route's with evidence, their stochastic sides judged together (`family`), and how many
+    tests that is. A route whose test is the pooled one (the same flips, pairs and tolerance:
+    a run of one route) is one test, not two."""
     claims_population = policy.claim is Claim.POPULATION
-    tested = [i for i, route in enumerate(routes) if route.change.pairs]
+    claim_tested = population.cases if claims_population else pooled.pairs
+
+    def same_as_pooled(change: ChangeRate) -> bool:
+        counts = (change.flips, change.pairs, change.tolerance)
+        return not claims_population and counts == (pooled.flips, pooled.pairs, pooled.tolerance)
+
+    tested = [
+        i for i, route in enumerate(routes)
+        if route.change.pairs and not (claim_tested and same_as_pooled(route.change))
+    ]  # fmt: skip
     family: list[ChangeRate | PopulationVerdict] = [routes[i].change for i in tested]
-    if population.cases if claims_population else pooled.pairs:
+    if claim_tested:
         family.append(population if claims_population else pooled)
     judged = judged_together(family, side_error(policy.confidence))
-    adjusted = list(routes)
-    for i, change in zip(tested, judged, strict=False):  # the routes come first
-        adjusted[i] = replace(routes[i], change=cast(ChangeRate, change))
-    claimed = judged[len(tested) :]
+    claimed = judged[len(tested) :]  # the routes come first
     if claimed and claims_population:
         population = cast(PopulationVerdict, claimed[0])
     elif claimed:
         pooled = cast(ChangeRate, claimed[0])
-    return pooled, tuple(adjusted), population
+    adjusted = {i: cast(ChangeRate, change) for i, change in zip(tested, judged, strict=False)}
+    return (
+        pooled,
+        tuple(
+            replace(route, change=adjusted[i])
+            if i in adjusted
+            else replace(route, change=pooled)
+            if route.change.pairs and claim_tested and same_as_pooled(route.change)
+            else route
+            for i, route in enumerate(routes)
+        ),
+        population,
+        len(family),
+    )
 
 
 def _pass_rates_together(
@@ -453,7 +475,7 @@ def _pass_rates_together(
     return judged[0], replace(passes, route_rates=dict(zip(routes, judged[1:], strict=True)))
 
 
-def _population(cases: list[CaseResult], tolerance: float) -> PopulationVerdict:
+def _population(cases: list[CaseResult], tolerance: float, alpha: float) -> PopulationVerdict:
     """The case-level verdict with the case as the unit: a case (its id or fingerprint) that
     several runs or files hold is one case, its change rate all its flips over all its pairs
     (pairs form within a run)."""
@@ -462,7 +484,7 @@ def _population(cases: list[CaseResult], tolerance: float) -> PopulationVerdict:
         flips, pairs = totals.get(case.case, (0, 0))
         totals[case.case] = (flips + case.flips, pairs + case.pairs)
     return population_verdict(
-        [flips / pairs for flips, pairs in totals.values() if pairs], tolerance
+        [flips / pairs for flips, pairs in totals.values() if pairs], tolerance, alpha
     )
 
 

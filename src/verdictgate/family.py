@@ -11,9 +11,10 @@ tolerance, a pass rate at or above the rate required) rejects stays within alpha
 the tests depend on each other (the pooled test shares every route's trials). A test rejects
 at a level by its own method's rule, so one test alone is judged exactly as before.
 
-The other side needs no correction: a run qualifies only when every test says deterministic
-(or reliable), and a wrong qualification needs a test whose null is false to say so, which
-each does with chance at most alpha.
+The other side needs no correction: a run qualifies only when each test it must pass says
+deterministic (the pooled one and every targeted route's; the pass rates' say reliable), and a
+wrong qualification needs one of those whose null is false to say so, which each does with
+chance at most alpha.
 """
 
 from __future__ import annotations
@@ -55,24 +56,27 @@ class RejectingTest(Protocol):
 
 @dataclass(frozen=True)
 class Adjusted:
-    """What Holm's step-down made of one test: the level its rejecting side was held to, and
-    whether it rejects at that level with every test before it."""
+    """What Holm's step-down made of one test: the level its rejecting side was held to (None
+    when the step-down stopped before it: an earlier test did not reject, so it cannot), and
+    whether it rejects there."""
 
-    level: float
+    level: float | None
     rejects: bool
 
 
 def holm(tests: Sequence[RejectingTest], alpha: float) -> list[Adjusted]:
     """Each test's adjusted level and verdict, in the order given; ties in p-value keep that
-    order, so the same tests give the same answer."""
+    order, so the same tests give the same answer. Levels are rounded to 15 significant
+    digits (alpha / k to the digits it is written with)."""
     order = sorted(range(len(tests)), key=lambda i: tests[i].rejection_p_value())
-    adjusted: list[Adjusted | None] = [None] * len(tests)
-    rejecting = True
+    adjusted: list[Adjusted] = [Adjusted(None, False)] * len(tests)
     for rank, i in enumerate(order):
-        level = alpha / (len(tests) - rank)
-        rejecting = rejecting and tests[i].rejects_at(level)
-        adjusted[i] = Adjusted(level, rejecting)
-    return [a for a in adjusted if a is not None]
+        level = float(f"{alpha / (len(tests) - rank):.15g}")
+        rejects = tests[i].rejects_at(level)
+        adjusted[i] = Adjusted(level, rejects)
+        if not rejects:
+            break
+    return adjusted
 
 
 Test = TypeVar("Test", bound=RejectingTest)

@@ -179,7 +179,7 @@ def plan_command(
             f"  {d.stochastic:<10.2%}  {d.undecided:.2%}"
             for d in designs
         ]
-    cases = population_cases_needed(t)
+    cases = population_cases_needed(t, side_error(confidence))
     document["population_cases_needed"] = cases
     lines.append(f"a claim about new inputs needs at least {cases} cases, none of which changes")
     if observed is not None:
@@ -222,11 +222,18 @@ def plan_command(
         )
         tests = 1 + len({case.expected for case in suite.cases if case.expected is not None})
         document["suite"]["family_tests"] = tests
-        lines.append(
-            f"  a stochastic verdict is held to {side_error(confidence):.1%} across its {tests} "
-            "tests together (Holm); qualifying needs every test deterministic, which needs no "
-            "correction, so the plan's size is unchanged"
-        )
+        if tests > 1:
+            lines.append(
+                f"  a stochastic verdict is held to {side_error(confidence):.1%} across the "
+                f"run's {tests} tests together (Holm); qualifying needs the pooled test and "
+                "every targeted route deterministic, which needs no correction, so the plan's "
+                "size is unchanged"
+                + (
+                    "; Wilson's rule does not hold a test to its level"
+                    if policy.method is Method.WILSON
+                    else ""
+                )
+            )
         if sequential := _sequential_suite_calls(suite, policy):
             certify, most = sequential
             document["suite"]["sequential"] = {"calls_to_certify": certify, "most_calls": most}

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..admission import percent
+from ..admission import family_caption, level_text, percent
 from ..assessment import Assessment, Status
 from .bounds import bounded
 from .checks import CheckResult, checks
@@ -46,15 +46,17 @@ def render_markdown(assessment: Assessment) -> str:
     if a.routes:
         lines += [
             "",
-            "| route | cases | pairs | flips | 95% CI | tolerance | result |",
-            "|---|---:|---:|---:|---|---:|---|",
+            "| route | cases | pairs | flips | 95% CI | tolerance | stochastic at | result |",
+            "|---|---:|---:|---:|---|---:|---:|---|",
         ]
         lines += [
             f"| {_cell(r.route)} | {r.cases} | {r.change.pairs} | {r.change.flips} | "
             f"[{r.change.ci_low:.3f}, {r.change.ci_high:.3f}] | {percent(r.change.tolerance)} | "
-            f"{r.change.result.value} |"
+            f"{level_text(r.change.level)} | {r.change.result.value} |"
             for r in a.routes
         ]
+        if caption := family_caption(a):
+            lines += ["", caption]
     if a.flip_pairs:
         lines += [
             "",

@@ -8,10 +8,10 @@ from rich.console import Console, Group, JustifyMethod
 from rich.table import Table
 from rich.text import Text
 
-from ..admission import percent
+from ..admission import family_caption, level_text, percent
 from ..assessment import Assessment, Status
 from ..policy import Claim
-from ..stats import PassRate, Quantiles, Stability, side_error
+from ..stats import PassRate, Quantiles, Stability
 from .bounds import bounded
 
 _STATUS_STYLE = {
@@ -35,10 +35,7 @@ def _stability_table(a: Assessment) -> Table:
         title="Stability by route",
         title_justify="left",
         expand=False,
-        caption=f"stochastic results held to {percent(side_error(a.policy.confidence))} across "
-        f"{a.family_tests} tests together (Holm: the column gives each test's level)"
-        if a.family_tests > 1
-        else None,
+        caption=family_caption(a),
         caption_justify="left",
     )
     columns: tuple[tuple[str, JustifyMethod], ...] = (
@@ -63,7 +60,7 @@ def _stability_table(a: Assessment) -> Table:
             str(change.flips),
             f"[{change.ci_low:.3f}, {change.ci_high:.3f}]",
             percent(change.tolerance) + (" (target)" if targeted else ""),
-            "-" if change.level is None else percent(change.level),
+            level_text(change.level),
             Text(change.result.value, style=_RESULT_STYLE[change.result]),
         )
     return table

@@ -50,7 +50,8 @@ def _stability_table(a: Assessment) -> Table:
     )
     for column, justify in columns:
         table.add_column(column, justify=justify)
-    rows = [("(pooled)", len(a.cases), a.pooled, False)]
+    pooled = "(pooled)" if a.policy.claim is Claim.TESTED else "(pooled, not gating)"
+    rows = [(pooled, len(a.cases), a.pooled, False)]
     rows += [(r.route, r.cases, r.change, r.targeted) for r in a.routes]
     for name, cases, change, targeted in rows:
         table.add_row(

@@ -95,7 +95,7 @@ def simulated_false_rejection(routes: int, tolerance: float, level: float, runs:
     return rejected / runs
 
 
-@pytest.mark.parametrize("routes", [2, 6, 12])
+@pytest.mark.parametrize("routes", range(2, 13))
 def test_a_sequential_run_at_its_tolerance_is_falsely_rejected_at_most_2_5_percent(routes):
     runs = 3000
     rate = simulated_false_rejection(routes, 0.10, ALPHA / (routes + 1), runs)

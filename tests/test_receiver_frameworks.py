@@ -4,6 +4,7 @@ however the spans arrive: in several requests, out of order, some twice, over bo
 from __future__ import annotations
 
 import json
+import logging
 import random
 import sqlite3
 
@@ -11,8 +12,10 @@ from opentelemetry.proto.common.v1.common_pb2 import KeyValue
 from opentelemetry.proto.trace.v1.trace_pb2 import Span, Status
 
 from receiver_support import request
+from verdictgate import Contract, Isolation, Policy, Suite
 from verdictgate.otel import conventions as names
 from verdictgate.otel.otlp_reading import extract_json, extract_protobuf
+from verdictgate.otel.spans import run_attributes
 from verdictgate.receiver.config import DEFAULT_SETTLE
 from verdictgate.receiver.otlp_target import any_value
 from verdictgate.receiver.receiver import TRACE_TTL, Receiver
@@ -226,3 +229,88 @@ def test_tools_that_start_in_the_same_millisecond_never_flip_through_the_receive
     }
     assert (assessment.pooled.pairs, assessment.pooled.flips) == (3, 0)
     assert assessment.trials.ambiguous_order == 6
+
+
+def nested_run(run: str, calls: int, tools: list[str]) -> tuple[Span, list[list[Span]]]:
+    """A harness that nests its trial spans under its run span, as docs/opentelemetry.md shows:
+    one trace, the run span its root (exported last, when the run ends), and each call's trial
+    span with the agent's spans below it."""
+    trace = Trace(1)
+    declared = run_attributes(
+        run, Suite("support", "support", (), Contract(frozenset({"refund", "lookup"})), 0.10),
+        Policy(tolerance=0.10), calls, Isolation.FRESH_INSTANCE,
+    )  # fmt: skip
+    root = trace.add(names.RUN_SPAN, None, 1, **declared)
+    del trace.spans[:]
+    per_call = []
+    for index in range(calls):
+        harness = trace.add(
+            names.TRIAL_SPAN, root, 10 + index,
+            **{names.RUN_ID: run, names.CASE_ID: f"c{index // 2}", names.TRIAL: index % 2,
+               names.CASE_EXPECTED: "refund", names.DECISION_RULE: "tools",
+               names.SUITE: "support"},
+        )  # fmt: skip
+        agent = trace.add("invoke_agent support", harness, 11 + index,
+                          **{"gen_ai.operation.name": "invoke_agent",
+                             "gen_ai.agent.name": "support"})  # fmt: skip
+        for n, tool in enumerate(tools):
+            trace.add(f"execute_tool {tool}", agent, 12 + index + n,
+                      **{"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": tool})  # fmt: skip
+        per_call.append(trace.spans[:])
+        del trace.spans[:]
+    return root, per_call
+
+
+def test_trials_nested_under_their_run_span_each_settle_whatever_the_pauses() -> None:
+    """12 calls, each followed by a pause longer than the settle time, in one trace under the
+    run span: each trial settles on its own, all 12 are stored, and the run is judged by its
+    run span's declaration (a 10% tolerance, not the default 5%)."""
+    clock = Clock()
+    receiver = Receiver(Store(), clock=clock)
+    root, calls = nested_run("nested", 12, ["lookup", "refund"])
+    for spans in calls:
+        receiver.ingest(extract_protobuf(request(spans).SerializeToString()))
+        clock.now += DEFAULT_SETTLE + 2.5  # the next call comes after the trace went quiet
+        receiver.tick()
+    receiver.ingest(extract_protobuf(request([root]).SerializeToString()))
+    receiver.tick()
+    assert receiver.flush()
+    assert len(stored(receiver, "nested")) == 12
+    assessment = receiver.assessment("nested")
+    assert assessment.trials.received == 12 and assessment.pooled.flips == 0
+    assert assessment.policy.tolerance == 0.10 and not assessment.in_progress
+
+
+def test_a_span_that_comes_after_its_trial_settled_is_counted_late_not_dropped(caplog) -> None:
+    clock = Clock()
+    receiver = Receiver(Store(), clock=clock)
+    spans = strands_trial(1, "r1", "c0", 0, ["lookup", "refund"])
+    straggler = spans.pop()  # the refund tool span, held back by its exporter
+    receiver.ingest(extract_protobuf(request(spans).SerializeToString()))
+    clock.now += DEFAULT_SETTLE + 0.1
+    receiver.tick()
+    assert stored(receiver, "r1") == {("c0", 0): (("lookup",), None)}
+    with caplog.at_level(logging.WARNING, logger="verdictgate"):
+        receiver.ingest(extract_protobuf(request([straggler]).SerializeToString()))
+    assert receiver.assessment("r1").trials.late == 1
+    assert "came after their trial was settled" in caplog.text
+    assert stored(receiver, "r1") == {("c0", 0): (("lookup",), None)}  # what was settled stands
+
+
+def test_thousands_of_trials_in_one_trace_settle_in_one_tick() -> None:
+    """3,000 trial spans and their 3,000 tool spans in one trace (one request): settling indexes
+    the trace once, so one tick stores every trial."""
+    clock = Clock()
+    receiver = Receiver(Store(), clock=clock)
+    _, calls = nested_run("many", 3000, ["refund"])
+    spans = [span for call in calls for span in call]
+    receiver.ingest(extract_protobuf(request(spans).SerializeToString()))
+    clock.now += DEFAULT_SETTLE + 0.1
+    receiver.tick()
+    assert len(stored(receiver, "many")) == 3000
+
+
+def test_a_trial_span_beyond_the_trial_index_limit_is_refused_as_a_decision_span_is() -> None:
+    spans = strands_trial(1, "r1", "c0", 1 << 20, ["refund"])[:1]
+    got = extract_protobuf(request(spans).SerializeToString())
+    assert got.rejected == 1 and str((1 << 20) - 1) in got.errors[0]

@@ -118,12 +118,18 @@ def facts_of(
     return SpanFacts(span_id, parent_id, start_ns, tool, agent, node, step, error, values)
 
 
-def descendants(facts: Iterable[SpanFacts], root: str) -> list[SpanFacts]:
-    """The facts of the spans below span `root` in one trace (however they arrived)."""
+def children_index(facts: Iterable[SpanFacts]) -> dict[str, list[SpanFacts]]:
+    """One trace's span facts by their parent's span id."""
     children: dict[str, list[SpanFacts]] = {}
     for fact in facts:
         if fact.parent_id is not None:
             children.setdefault(fact.parent_id, []).append(fact)
+    return children
+
+
+def descendants(children: dict[str, list[SpanFacts]], root: str) -> list[SpanFacts]:
+    """The facts of the spans below span `root`, from a trace's `children_index` (however they
+    arrived)."""
     found: list[SpanFacts] = []
     seen = {root}
     waiting = [root]

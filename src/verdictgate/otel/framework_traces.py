@@ -17,8 +17,9 @@ import msgspec
 
 from ..decision_rules import DecisionRule, Derived
 from ..errors import VerdictgateError
+from ..evidence import MAX_TRIAL_INDEX
 from ..otel import conventions as names
-from ..span_facts import SpanFacts, descendants
+from ..span_facts import SpanFacts, children_index, descendants
 from ..trial_model import Trial
 
 TRIAL_MARK_KEYS = (
@@ -62,8 +63,8 @@ def trial_mark(
         raise ValueError(f"{names.RUN_ID} must be a non-empty string")
     if type(case) is not str or not case:
         raise ValueError(f"{names.CASE_ID} must be a non-empty string")
-    if type(index) is not int or index < 0:
-        raise ValueError(f"{names.TRIAL} must be an integer >= 0")
+    if type(index) is not int or not 0 <= index <= MAX_TRIAL_INDEX:
+        raise ValueError(f"{names.TRIAL} must be an integer in 0..{MAX_TRIAL_INDEX}")
     text = attributes.get(names.DECISION_RULE)
     if type(text) is not str:
         raise ValueError(f"{names.DECISION_RULE} must name a decision rule")
@@ -87,11 +88,14 @@ def trial_mark(
 
 
 def settled_trials(marks: Iterable[TrialMark], facts: list[SpanFacts]) -> list[Trial]:
-    """The trials of one settled trace: each mark decided by the spans below it."""
+    """The trials of one trace that settle: each mark decided by the spans below it (the
+    trace's spans indexed once, so settling costs what the trace holds, not that times its
+    trials)."""
+    below = children_index(facts)
     trials = []
     for mark in marks:
         rule = DecisionRule.parse(mark.rule)
-        derived = rule.derive(descendants(facts, mark.span_id), mark.span_id)
+        derived = rule.derive(descendants(below, mark.span_id), mark.span_id)
         if mark.error_type is not None:
             derived = Derived(None, mark.error_type)
         trials.append(

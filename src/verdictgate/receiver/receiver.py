@@ -103,6 +103,8 @@ class Receiver:
             self._canary_declaration,
         )
         self._finisher = Finisher(self._do)
+        self._late_logged: set[str] = set()
+        """Runs whose late framework spans were logged (once a run)."""
         if scrape is not None:
             self._show_latest(scrape)
         self._recover()
@@ -222,6 +224,14 @@ class Receiver:
                 suite, point = (labels or {}).get(run_id, (None, None))
                 lifecycle.record_all(run_id, accepted, now, suite, point)
             self._advance(now)
+        for run_id, late in written.late_spans.items():
+            if run_id not in self._late_logged:
+                self._late_logged.add(run_id)
+                logger.warning(
+                    "run %.80s: %d framework spans came after their trial was settled (counted "
+                    "late; raise --settle if the agent's spans take longer to arrive)",
+                    run_id, late,
+                )  # fmt: skip
         if written.refused and extract is not None:
             extract.rejected += sum(written.refused.values())
             extract.errors.append(
@@ -241,15 +251,18 @@ class Receiver:
             self._finisher.put(decision)
 
     def _settle_traces(self, now: float) -> None:
-        """Derive and store the trials of traces quiet for the settle time, each trace in one
-        transaction with letting go of its spans; forget traces that never got a trial span."""
-        for trace_id in self.store.quiet_traces(now - self.config.settle, SETTLE_BATCH):
-            marks, facts = self.store.trace(trace_id)
+        """Derive and store the trials whose own spans (the trial span and those below it) have
+        been quiet for the settle time, whatever else shares their trace: a trace's due trials
+        in one transaction with marking them settled. Forget traces with no trial left to
+        settle, once quiet for TRACE_TTL."""
+        quiet_since = now - self.config.settle
+        for trace_id in self.store.quiet_traces(quiet_since, SETTLE_BATCH):
+            marks, facts = self.store.trace(trace_id, quiet_since)
             self._write(
                 None,
                 settled_trials(marks, facts),
                 labels={mark.run: (mark.suite, mark.point) for mark in marks},
-                settled=(trace_id,),
+                settled=((trace_id, [mark.span_id for mark in marks]),),
             )
         self.store.forget_traces(now - TRACE_TTL, SETTLE_BATCH)
 

@@ -11,8 +11,8 @@ import secrets
 import sqlite3
 import threading
 import time
-from collections.abc import Iterable
-from dataclasses import dataclass
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -63,18 +63,21 @@ CREATE TABLE IF NOT EXISTS trials (
 CREATE TABLE IF NOT EXISTS traces (
     trace_id TEXT PRIMARY KEY,   -- a trace holding framework spans or a harness's trial span
     last_seen REAL NOT NULL,
-    state INTEGER NOT NULL DEFAULT 0   -- 0 no trial span yet, 1 trial span held, 2 settled
+    state INTEGER NOT NULL DEFAULT 0   -- 0 no trial span yet, 1 a trial span held
 );
 CREATE TABLE IF NOT EXISTS trace_spans (
     trace_id TEXT NOT NULL,
     span_id TEXT NOT NULL,
     facts BLOB NOT NULL,         -- SpanFacts, msgpack: names only, never content
+    parent_id TEXT,              -- the facts' parent, to find a span's trial without decoding
     PRIMARY KEY (trace_id, span_id)
 ) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS trial_marks (
     trace_id TEXT NOT NULL,
     span_id TEXT NOT NULL,
     mark BLOB NOT NULL,          -- TrialMark, msgpack
+    last_seen REAL,              -- when the trial span or the last span below it arrived
+    settled INTEGER NOT NULL DEFAULT 0,  -- 1 once its trial is stored
     PRIMARY KEY (trace_id, span_id)
 ) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS outbox (
@@ -98,6 +101,8 @@ ones go first, then the oldest."""
 
 ADDED_COLUMNS = {
     "trials": {"latency_ms": "REAL", "passed": "INTEGER", "tiers": "TEXT"},
+    "trace_spans": {"parent_id": "TEXT"},
+    "trial_marks": {"last_seen": "REAL", "settled": "INTEGER NOT NULL DEFAULT 0"},
     "runs": {
         "late": "INTEGER NOT NULL DEFAULT 0",
         "declaration_conflict": "INTEGER NOT NULL DEFAULT 0",
@@ -110,14 +115,17 @@ INDEXES = (
     "CREATE INDEX IF NOT EXISTS runs_finished ON runs (finished_at) WHERE final = 1",
     "CREATE INDEX IF NOT EXISTS runs_listed ON runs (first_seen, run_id)",
     "CREATE INDEX IF NOT EXISTS runs_latest ON runs (suite, point, finished_at) WHERE final = 1",
-    "CREATE INDEX IF NOT EXISTS traces_by_state ON traces (state, last_seen)",
+    "CREATE INDEX IF NOT EXISTS traces_by_age ON traces (last_seen)",
+    "CREATE INDEX IF NOT EXISTS marks_due ON trial_marks (last_seen) WHERE settled = 0",
 )
 """Open runs (the tick's cost follows the work in flight, not the store's history), finished
 runs by age (retention deletes the oldest without a scan), and every run in listing order
-(a page of `/v1/runs` reads that page only), and traces by state and age (settling and
-forgetting read the traces that are due, not every one held)."""
-WAITING, MARKED, SETTLED = 0, 1, 2
-"""A trace's state: no trial span yet, a trial span held, its trials stored."""
+(a page of `/v1/runs` reads that page only), traces by age and trials not yet settled by age
+(settling and forgetting read what is due, not everything held)."""
+WAITING, MARKED = 0, 1
+"""A trace's state: no trial span yet, a trial span held."""
+MAX_ANCESTRY = 256
+"""Spans walked up from a new span to find its trial: deeper chains are not a framework's."""
 _RUN_COLUMNS = (
     "run_id, suite, point, declaration, planned_trials, declared_at, first_seen, last_seen,"
     " status, final, received, late, declaration_conflict"
@@ -203,6 +211,8 @@ class Written:
     runs: list[StoredRun]
     refused: dict[str, int]
     accepted: dict[str, list[Trial]]
+    late_spans: dict[str, int] = field(default_factory=dict)
+    """Per run, framework spans that came below a trial already settled (counted late)."""
 
 
 class Store:
@@ -256,13 +266,14 @@ class Store:
         max_trials: int | None = None,
         marks: Iterable[TrialMark] = (),
         spans: Iterable[FrameworkSpan] = (),
-        settled: Iterable[str] = (),
+        settled: Iterable[tuple[str, Sequence[str]]] = (),
     ) -> Written:
         """Commit trials and run declarations in one transaction; the runs touched, as they
         stand after it, and the trials refused because a run had no room (`max_trials`).
         Harnesses' trial `marks` and framework `spans` are held by trace in the same
-        transaction (a trace already settled takes no more); the `settled` traces, whose trials
-        these are, give up what they held.
+        transaction; a span below a trial already settled is counted late for its run, never
+        held for it. The `settled` trials ((trace, trial span ids): these trials') are marked
+        settled.
 
         Each run keeps a count of its stored trials, so no write ever scans a run; the room a
         run has left is read and used in the same transaction.
@@ -302,9 +313,11 @@ class Store:
                 )
             for attributes in declared:
                 _declare(cursor, attributes, now)
-            _hold(cursor, list(marks), list(spans), now)
-            for trace_id in settled:
-                _settle(cursor, trace_id)
+            late_spans = _hold(cursor, list(marks), list(spans), now)
+            cursor.executemany(
+                "UPDATE trial_marks SET settled = 1 WHERE trace_id = ? AND span_id = ?",
+                [(trace_id, span_id) for trace_id, span_ids in settled for span_id in span_ids],
+            )
             for run_id, rows in by_run.items():
                 cursor.execute("SELECT final, received FROM runs WHERE run_id = ?", (run_id,))
                 final, received = cursor.fetchone()
@@ -328,7 +341,7 @@ class Store:
             runs = [
                 _stored_run(cursor.execute(_RUN_BY_ID, (run_id,)).fetchone()) for run_id in touched
             ]
-        return Written(runs, refused, accepted)
+        return Written(runs, refused, accepted, late_spans)
 
     def evidence(self, run_id: str) -> Evidence:
         """Every kept trial of a run, with its duplicates, conflicts, latency and tier results."""
@@ -404,20 +417,23 @@ class Store:
         return len(doomed)
 
     def quiet_traces(self, before: float, limit: int = 1000) -> list[str]:
-        """Traces holding a trial span and quiet since `before`: due to be settled."""
+        """Traces with a trial not yet settled whose own spans have been quiet since `before`
+        (the trial span and those below it, whatever else shares the trace): due to settle."""
         with self._lock:
             rows = self._connection.execute(
-                "SELECT trace_id FROM traces WHERE state = ? AND last_seen < ?"
+                "SELECT DISTINCT trace_id FROM trial_marks WHERE settled = 0 AND last_seen < ?"
                 " ORDER BY last_seen LIMIT ?",
-                (MARKED, before, limit),
+                (before, limit),
             ).fetchall()
         return [trace_id for (trace_id,) in rows]
 
-    def trace(self, trace_id: str) -> tuple[list[TrialMark], list[SpanFacts]]:
-        """The trial marks and framework span facts a trace holds."""
+    def trace(self, trace_id: str, quiet_since: float) -> tuple[list[TrialMark], list[SpanFacts]]:
+        """A trace's trials due to settle (not settled, quiet since `quiet_since`) and the
+        framework span facts it holds."""
         with self._lock:
             marks = self._connection.execute(
-                "SELECT mark FROM trial_marks WHERE trace_id = ?", (trace_id,)
+                "SELECT mark FROM trial_marks WHERE trace_id = ? AND settled = 0 AND last_seen < ?",
+                (trace_id, quiet_since),
             ).fetchall()
             spans = self._connection.execute(
                 "SELECT facts FROM trace_spans WHERE trace_id = ?", (trace_id,)
@@ -428,13 +444,15 @@ class Store:
         )
 
     def forget_traces(self, before: float, limit: int = 1000) -> int:
-        """Delete up to `limit` traces quiet since `before` that never got a trial span, or
-        whose trials are stored; how many."""
+        """Delete up to `limit` traces quiet since `before` with no trial left to settle (none
+        came, or every one is stored); how many. A settled trial's spans are kept until then,
+        so that a late copy of them is known for what it is."""
         with self._lock, self._transaction() as cursor:
             cursor.execute(
-                "SELECT trace_id FROM traces WHERE state IN (?, ?) AND last_seen < ?"
+                "SELECT trace_id FROM traces WHERE last_seen < ? AND NOT EXISTS (SELECT 1 FROM"
+                " trial_marks m WHERE m.trace_id = traces.trace_id AND m.settled = 0)"
                 " ORDER BY last_seen LIMIT ?",
-                (WAITING, SETTLED, before, limit),
+                (before, limit),
             )
             doomed = [(trace_id,) for (trace_id,) in cursor.fetchall()]
             for table in ("trace_spans", "trial_marks", "traces"):
@@ -660,47 +678,84 @@ _PACK = msgspec.msgpack.Encoder()
 
 def _hold(
     cursor: sqlite3.Cursor, marks: list[TrialMark], spans: list[FrameworkSpan], now: float
-) -> None:
+) -> dict[str, int]:
     """Keep trial marks and framework span facts by trace (first copy wins: a span sent twice
-    is held once); a settled trace takes nothing more."""
+    is held once). A new span below a trial not yet settled keeps that trial from settling for
+    now; one below a settled trial is late: counted for its run (returned, per run), not held
+    for it."""
     traces = {span.trace_id for span in spans} | {mark.trace_id for mark in marks}
     if not traces:
-        return
-    closed = set()
-    for trace_id in traces:
+        return {}
+    cursor.executemany(
+        "INSERT INTO traces (trace_id, last_seen) VALUES (?, ?)"
+        " ON CONFLICT (trace_id) DO UPDATE SET last_seen = excluded.last_seen",
+        [(trace_id, now) for trace_id in traces],
+    )
+    cursor.executemany(
+        "INSERT OR IGNORE INTO trial_marks (trace_id, span_id, mark, last_seen) VALUES (?, ?, ?, ?)",
+        [(mark.trace_id, mark.span_id, _PACK.encode(mark), now) for mark in marks],
+    )
+    cursor.executemany(
+        "UPDATE traces SET state = ? WHERE trace_id = ?",
+        [(MARKED, trace_id) for trace_id in {mark.trace_id for mark in marks}],
+    )
+    new = []
+    for span in spans:
         cursor.execute(
-            "INSERT INTO traces (trace_id, last_seen) VALUES (?, ?)"
-            " ON CONFLICT (trace_id) DO UPDATE SET last_seen = excluded.last_seen"
-            " RETURNING state",
-            (trace_id, now),
+            "INSERT OR IGNORE INTO trace_spans (trace_id, span_id, facts, parent_id)"
+            " VALUES (?, ?, ?, ?)",
+            (span.trace_id, span.facts.span_id, _PACK.encode(span.facts), span.facts.parent_id),
         )
-        if cursor.fetchone()[0] == SETTLED:
-            closed.add(trace_id)
+        if cursor.rowcount:
+            new.append(span)
+    late: dict[str, int] = {}
+    active: set[tuple[str, str]] = set()
+    for span in new:
+        trial = _trial_above(cursor, span.trace_id, span.facts.parent_id)
+        if trial is None:
+            continue
+        span_id, settled, run_id = trial
+        if settled:
+            late[run_id] = late.get(run_id, 0) + 1
+            cursor.execute(
+                "DELETE FROM trace_spans WHERE trace_id = ? AND span_id = ?",
+                (span.trace_id, span.facts.span_id),
+            )
+        else:
+            active.add((span.trace_id, span_id))
     cursor.executemany(
-        "INSERT OR IGNORE INTO trace_spans (trace_id, span_id, facts) VALUES (?, ?, ?)",
-        [
-            (span.trace_id, span.facts.span_id, _PACK.encode(span.facts))
-            for span in spans
-            if span.trace_id not in closed
-        ],
-    )
-    open_marks = [mark for mark in marks if mark.trace_id not in closed]
-    cursor.executemany(
-        "INSERT OR IGNORE INTO trial_marks (trace_id, span_id, mark) VALUES (?, ?, ?)",
-        [(mark.trace_id, mark.span_id, _PACK.encode(mark)) for mark in open_marks],
+        "UPDATE trial_marks SET last_seen = ? WHERE trace_id = ? AND span_id = ?",
+        [(now, trace_id, span_id) for trace_id, span_id in active],
     )
     cursor.executemany(
-        "UPDATE traces SET state = ? WHERE trace_id = ? AND state = ?",
-        [(MARKED, trace_id, WAITING) for trace_id in {mark.trace_id for mark in open_marks}],
+        "UPDATE runs SET late = late + ? WHERE run_id = ?", [(n, run) for run, n in late.items()]
     )
+    return late
 
 
-def _settle(cursor: sqlite3.Cursor, trace_id: str) -> None:
-    """A trace whose trials are stored: it lets go of its spans and marks, and is kept settled
-    (so that a late copy of its spans decides nothing again) until it is forgotten."""
-    cursor.execute("DELETE FROM trace_spans WHERE trace_id = ?", (trace_id,))
-    cursor.execute("DELETE FROM trial_marks WHERE trace_id = ?", (trace_id,))
-    cursor.execute("UPDATE traces SET state = ? WHERE trace_id = ?", (SETTLED, trace_id))
+def _trial_above(
+    cursor: sqlite3.Cursor, trace_id: str, parent_id: str | None
+) -> tuple[str, bool, str] | None:
+    """The trial a span belongs to, walking up from its parent through the spans held (at most
+    MAX_ANCESTRY): (its trial span's id, whether settled, its run); None when no trial span
+    is known above it yet."""
+    for _ in range(MAX_ANCESTRY):
+        if parent_id is None:
+            return None
+        row = cursor.execute(
+            "SELECT settled, mark FROM trial_marks WHERE trace_id = ? AND span_id = ?",
+            (trace_id, parent_id),
+        ).fetchone()
+        if row is not None:
+            return parent_id, bool(row[0]), _MARK.decode(row[1]).run
+        row = cursor.execute(
+            "SELECT parent_id FROM trace_spans WHERE trace_id = ? AND span_id = ?",
+            (trace_id, parent_id),
+        ).fetchone()
+        if row is None:
+            return None
+        parent_id = row[0]
+    return None
 
 
 def _declare(cursor: sqlite3.Cursor, attributes: dict[str, Any], now: float) -> None:

@@ -8,10 +8,11 @@ import logging
 import random
 import sqlite3
 
+from google.protobuf.json_format import MessageToJson
 from opentelemetry.proto.common.v1.common_pb2 import KeyValue
 from opentelemetry.proto.trace.v1.trace_pb2 import Span, Status
 
-from receiver_support import request
+from receiver_support import decision_span, request
 from verdictgate import Contract, Isolation, Policy, Suite
 from verdictgate.otel import conventions as names
 from verdictgate.otel.otlp_reading import extract_json, extract_protobuf
@@ -314,3 +315,31 @@ def test_a_trial_span_beyond_the_trial_index_limit_is_refused_as_a_decision_span
     spans = strands_trial(1, "r1", "c0", 1 << 20, ["refund"])[:1]
     got = extract_protobuf(request(spans).SerializeToString())
     assert got.rejected == 1 and str((1 << 20) - 1) in got.errors[0]
+
+
+def test_spans_that_are_not_ours_never_sink_the_decision_spans_beside_them() -> None:
+    """A framework span whose OpenInference metadata nests 1,200 deep, and OTLP/JSON spans
+    whose start is out of range: each affects its own span alone; the 3 decision spans of the
+    same request are stored."""
+    deep = '{"langgraph_node": "n", "x": ' + "[" * 1200 + "]" * 1200 + "}"
+    metadata = Trace(7).add("node", None, 5, metadata=deep)
+    decisions = [decision_span("r1", f"c{n}", 0, "approve", "approve") for n in range(3)]
+    for n, decision in enumerate(decisions):
+        decision.span_id = bytes([n + 1]) * 8
+    receiver = Receiver(Store(), clock=Clock())
+    receiver.ingest(extract_protobuf(request([metadata, *decisions]).SerializeToString()))
+    assert receiver.assessment("r1").trials.received == 3
+    document = json.loads(MessageToJson(request(decisions)))
+    spans = document["resourceSpans"][0]["scopeSpans"][0]["spans"]
+    for n, start in enumerate(("1e30", -(10**19), str(10**30))):
+        spans.append({"traceId": "ab" * 16, "spanId": f"{n + 10:016x}", "name": "tool",
+                      "startTimeUnixNano": start})  # fmt: skip
+    for span_document in spans[:3]:
+        span_document["attributes"] = [
+            a if a["key"] != names.RUN_ID else {"key": names.RUN_ID, "value": {"stringValue": "r2"}}
+            for a in span_document["attributes"]
+        ]
+    got = extract_json(json.dumps(document).encode())
+    assert got.rejected == 3 and len(got.trials) == 3  # the three bad starts, each alone
+    receiver.ingest(got)
+    assert receiver.assessment("r2").trials.received == 3

@@ -175,13 +175,33 @@ def _node(attributes: Mapping[str, Any]) -> tuple[str | None, int | None]:
 
 
 def _json_object(text: str) -> dict[str, Any]:
-    if len(text) > MAX_METADATA:
+    """A JSON object's fields; empty when the text is larger than MAX_METADATA, nested deeper
+    than MAX_NESTING (measured without recursion, before parsing) or not an object."""
+    if len(text) > MAX_METADATA or _nesting(text) > MAX_NESTING:
         return {}
     try:
         value = json.loads(text)
     except ValueError:
         return {}
     return value if isinstance(value, dict) else {}
+
+
+MAX_NESTING = 32
+"""Deepest JSON read for the LangGraph node (LangGraph's metadata is a few levels deep)."""
+_STRING = re.compile(r'"(?:[^"\\]|\\.)*"')
+
+
+def _nesting(text: str) -> int:
+    """How deep arrays and objects nest in a JSON text, strings left out (one pass, no
+    recursion)."""
+    depth = deepest = 0
+    for char in _STRING.sub("", text):
+        if char in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif char in "]}":
+            depth -= 1
+    return deepest
 
 
 def _error_kind(tool: str | None, agent: str | None, node: str | None) -> str:

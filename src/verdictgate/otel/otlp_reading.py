@@ -492,9 +492,10 @@ def _take_other_json(extract: Extract, name: str, span: dict) -> None:
     status = span.get("status")
     code = status.get("code") if isinstance(status, dict) else None
     try:
-        start = int(span.get("startTimeUnixNano") or 0)
-    except (TypeError, ValueError):
-        start = 0
+        start = _json_integer(span.get("startTimeUnixNano", 0), "startTimeUnixNano", _UINT64)
+    except ValueError as error:  # a start out of range would sink the request's commit
+        extract.reject(name, error)
+        return
     extract.add_framework_span(
         ids, parent[1] if parent else None, start, _tolerant(found.get, _read_json, FACT_KEYS),
         code in (_ERROR_STATUS, "STATUS_CODE_ERROR"),

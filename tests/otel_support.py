@@ -43,11 +43,12 @@ class MemoryTelemetry:
 class OtlpCollector:
     """A local OTLP/gRPC server that keeps every request it receives (traces, metrics, logs)."""
 
-    def __init__(self, port: int = 0) -> None:
+    def __init__(self, port: int = 0, max_request: int | None = None) -> None:
         self.traces: list = []
         self.metrics: list = []
         self.logs: list = []
-        self.server = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
+        options = [] if max_request is None else [("grpc.max_receive_message_length", max_request)]
+        self.server = grpc.server(futures.ThreadPoolExecutor(max_workers=4), options=options)
         collector = self
 
         class Traces(trace_service_pb2_grpc.TraceServiceServicer):

@@ -116,3 +116,59 @@ def test_a_replayed_admission_keeps_its_time_and_a_counter_start_before_it(monke
     sums = collector.data_points(names.METRIC_TRIALS)
     assert sums and all(p.start_time_unix_nano <= p.time_unix_nano == staged_ns for p in sums)
     assert sum(p.as_int for p in sums) == 4
+
+
+def oversized_publication(run: str) -> str:
+    """An admission of 512 routes with long names: its metrics are megabytes."""
+    routes = [f"{n:03d}-" + "r" * 3000 for n in range(512)]
+    trials = [
+        Trial(f"c{n}", i, route, run, route) for n, route in enumerate(routes) for i in range(2)
+    ]
+    assessment = assess(trials, Suite("big", "gate", (), Contract(frozenset(routes))))
+    return Publication.of(assessment, set(routes), TrialTally()).to_json()
+
+
+def test_an_oversized_admission_is_delivered_in_parts_and_the_ones_after_it_flow() -> None:
+    """A target whose request limit (1.5 MiB here; the Collector's default is 4 MiB) is below
+    the admission's metrics (1.6 MB in one request): they go in requests of 1 MiB at most, every
+    point arrives, and the 5 admissions after it too."""
+    store = Store()
+    runs = ["huge", *(f"after-{n}" for n in range(5))]
+    for run in runs:
+        open_run(store, run)
+    big = oversized_publication("huge")
+    store.stage("huge", big)
+    for run in runs[1:]:
+        store.stage(run, publication(run))
+    with OtlpCollector(max_request=3 << 19) as collector:
+        target = OtlpTarget(f"http://127.0.0.1:{collector.port}")
+        assert Forwarder(store, target).drain()
+    assert store.outbox_size() == 0 and target.set_aside == 0
+    assert all(request.ByteSize() <= 1 << 20 for request in collector.metrics)
+    sent = Publication.from_json(big)
+    assert len(collector.data_points(names.METRIC_CHANGE_RATE_UPPER)) >= sum(
+        1 for name, _, _ in sent.gauges if name == names.METRIC_CHANGE_RATE_UPPER
+    )
+    delivered = [attributes(span.attributes)[names.RUN_ID] for span in collector.spans()]
+    assert delivered == runs
+
+
+def test_a_request_the_target_never_takes_is_set_aside_and_the_rest_flow(caplog) -> None:
+    """A target whose limit is below the admission span itself answers RESOURCE_EXHAUSTED
+    without RetryInfo: after a few attempts that request is set aside, logged, and the outbox
+    goes on."""
+    store = Store()
+    for run in ("huge", "next"):
+        open_run(store, run)
+    store.stage("huge", oversized_publication("huge"))
+    store.stage("next", publication("next"))
+    with OtlpCollector(max_request=64 << 10) as collector:
+        target = OtlpTarget(f"http://127.0.0.1:{collector.port}")
+        forwarder = Forwarder(store, target, backoff=(0.001, 0.002))
+        with caplog.at_level(logging.ERROR, logger="verdictgate"):
+            for _ in range(60):
+                if forwarder.drain():
+                    break
+    assert store.outbox_size() == 0 and target.set_aside >= 1
+    assert "set aside" in caplog.text
+    assert "next" in [attributes(span.attributes)[names.RUN_ID] for span in collector.spans()]

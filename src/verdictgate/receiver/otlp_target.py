@@ -48,6 +48,13 @@ RETRYABLE = frozenset(
 )
 """OTLP's retryable codes, and the two an operator fixes (a token, a permission): admissions
 wait for those rather than being dropped."""
+MAX_REQUEST_BYTES = 1 << 20
+"""Largest export request sent: an admission's metrics beyond it go in several requests, well
+under the Collector's default limit of 4 MiB a request."""
+EXHAUSTED_ATTEMPTS = 5
+"""Attempts at one request that the target answers RESOURCE_EXHAUSTED without saying when to
+come back (OTLP: retryable only with RetryInfo) before it is set aside, so the entries after it
+flow."""
 
 
 def any_value(value: Any) -> AnyValue:
@@ -106,47 +113,67 @@ class OtlpTarget:
         self._scope = InstrumentationScope(name=names.INSTRUMENTATION_SCOPE)
         self._started_ns = time.time_ns()
         self._totals: dict[tuple[Any, ...], int] = {}
-        self._encoded: tuple[int, dict[int, Any]] | None = None
-        """The requests of the entry being delivered (entries are delivered one at a time)."""
+        self._encoded: tuple[int, dict[int, list[Any]]] | None = None
+        """The requests of the entry being delivered (entries are delivered one at a time), by
+        signal; a signal's requests already accepted are taken off the front."""
+        self._exhausted = 0
+        """RESOURCE_EXHAUSTED answers in a row to the request at the front."""
+        self.set_aside = 0
+        """Requests refused for good or set aside after EXHAUSTED_ATTEMPTS (logged each)."""
 
     def deliver(self, seq: int, publication: Publication, pending: int) -> tuple[int, str | None]:
         if self._encoded is None or self._encoded[0] != seq:
-            self._encoded = (seq, self._requests(publication))
+            self._encoded, self._exhausted = (seq, self._requests(publication)), 0
         done = 0
-        for signal, request in self._encoded[1].items():
+        for signal, requests in self._encoded[1].items():
             if not pending & signal:
                 continue
-            try:
-                response = self._exports[signal](
-                    request, timeout=self._timeout, metadata=self._metadata
-                )
-            except grpc.RpcError as error:
-                code = error.code() if hasattr(error, "code") else grpc.StatusCode.UNKNOWN
-                if code in RETRYABLE:
-                    return (
-                        done,
-                        f"{code.name}: {error.details() if hasattr(error, 'details') else ''}",
-                    )
-                logger.error(
-                    "verdictgate: %s refused an admission of run %s for good (%s); OTLP says not "
-                    "to retry it",
-                    self.endpoint, publication.run_id, code.name,
-                )  # fmt: skip
-            else:
-                rejected = _rejected(response)
-                if rejected:
-                    logger.warning(
-                        "verdictgate: %s rejected %d items of run %s's admission",
-                        self.endpoint, rejected, publication.run_id,
-                    )  # fmt: skip
+            while requests:
+                failure = self._send(signal, requests[0], publication.run_id)
+                if failure is not None:
+                    return done, failure
+                requests.pop(0)
+                self._exhausted = 0
             done |= signal
         return done, None
+
+    def _send(self, signal: int, request: Any, run_id: str) -> str | None:
+        """Export one request: None when it is done with (accepted, or refused for good and
+        logged), else why it must be tried again."""
+        try:
+            response = self._exports[signal](
+                request, timeout=self._timeout, metadata=self._metadata
+            )
+        except grpc.RpcError as error:
+            code = error.code() if hasattr(error, "code") else grpc.StatusCode.UNKNOWN
+            why = f"{code.name}: {error.details() if hasattr(error, 'details') else ''}"
+            if code is grpc.StatusCode.RESOURCE_EXHAUSTED:
+                self._exhausted += 1
+                if self._exhausted < EXHAUSTED_ATTEMPTS:
+                    return why
+            elif code in RETRYABLE:
+                return why
+            self.set_aside += 1
+            logger.error(
+                "verdictgate: %s refused part of run %s's admission for good (%s, %d bytes); "
+                "set aside so the admissions after it are delivered",
+                self.endpoint, run_id, code.name, request.ByteSize(),
+            )  # fmt: skip
+            return None
+        rejected = _rejected(response)
+        if rejected:
+            logger.warning(
+                "verdictgate: %s rejected %d items of run %s's admission",
+                self.endpoint, rejected, run_id,
+            )  # fmt: skip
+        return None
 
     def close(self) -> None:
         self._channel.close()
 
-    def _requests(self, publication: Publication) -> dict[int, Any]:
-        """The three export requests of a publication (made once per entry)."""
+    def _requests(self, publication: Publication) -> dict[int, list[Any]]:
+        """The export requests of a publication, by signal (made once per entry): one span, one
+        event, and its metrics in as many requests as keep each within MAX_REQUEST_BYTES."""
         when = publication.time_unix_nano
         trace_id, span_id = bytes.fromhex(publication.trace_id), bytes.fromhex(publication.span_id)
         span = trace_pb2.Span(
@@ -168,35 +195,42 @@ class OtlpTarget:
             flags=1,  # sampled, as the admission span was
         )
         return {
-            TRACES: trace_service_pb2.ExportTraceServiceRequest(
-                resource_spans=[
-                    trace_pb2.ResourceSpans(
-                        resource=self._resource,
-                        scope_spans=[trace_pb2.ScopeSpans(scope=self._scope, spans=[span])],
-                    )
-                ]
-            ),
-            LOGS: logs_service_pb2.ExportLogsServiceRequest(
-                resource_logs=[
-                    logs_pb2.ResourceLogs(
-                        resource=self._resource,
-                        scope_logs=[logs_pb2.ScopeLogs(scope=self._scope, log_records=[record])],
-                    )
-                ]
-            ),
-            METRICS: metrics_service_pb2.ExportMetricsServiceRequest(
-                resource_metrics=[
-                    metrics_pb2.ResourceMetrics(
-                        resource=self._resource,
-                        scope_metrics=[
-                            metrics_pb2.ScopeMetrics(
-                                scope=self._scope, metrics=self._metrics(publication)
-                            )
-                        ],
-                    )
-                ]
-            ),
+            TRACES: [
+                trace_service_pb2.ExportTraceServiceRequest(
+                    resource_spans=[
+                        trace_pb2.ResourceSpans(
+                            resource=self._resource,
+                            scope_spans=[trace_pb2.ScopeSpans(scope=self._scope, spans=[span])],
+                        )
+                    ]
+                )
+            ],
+            LOGS: [
+                logs_service_pb2.ExportLogsServiceRequest(
+                    resource_logs=[
+                        logs_pb2.ResourceLogs(
+                            resource=self._resource,
+                            scope_logs=[
+                                logs_pb2.ScopeLogs(scope=self._scope, log_records=[record])
+                            ],
+                        )
+                    ]
+                )
+            ],
+            METRICS: [
+                self._metrics_request(chunk) for chunk in _chunks(self._metrics(publication))
+            ],
         }
+
+    def _metrics_request(self, metrics: list[metrics_pb2.Metric]) -> Any:
+        return metrics_service_pb2.ExportMetricsServiceRequest(
+            resource_metrics=[
+                metrics_pb2.ResourceMetrics(
+                    resource=self._resource,
+                    scope_metrics=[metrics_pb2.ScopeMetrics(scope=self._scope, metrics=metrics)],
+                )
+            ]
+        )
 
     def _metrics(self, publication: Publication) -> list[metrics_pb2.Metric]:
         """Gauges as they stood at the admission; the trials counter as a cumulative sum."""
@@ -259,3 +293,46 @@ def _rejected(response: Any) -> int:
         if hasattr(partial, field):
             return int(getattr(partial, field))
     return 0
+
+
+def _chunks(metrics: list[metrics_pb2.Metric]) -> list[list[metrics_pb2.Metric]]:
+    """The metrics in groups of MAX_REQUEST_BYTES at most: a metric with more points than fit is
+    split into several metrics of the same name, each with some of its points (a single point
+    larger than that goes alone)."""
+    budget = MAX_REQUEST_BYTES - (4 << 10)  # the resource and scope around them
+    chunks: list[list[metrics_pb2.Metric]] = []
+    current: list[metrics_pb2.Metric] = []
+    size = 0
+    for metric in metrics:
+        points = _points(metric)
+        bare = _with_points(metric, []).ByteSize() + 8
+        start = 0
+        while start < len(points):
+            end, part = start + 1, bare + points[start].ByteSize() + 8
+            while end < len(points) and size + part + points[end].ByteSize() + 8 <= budget:
+                part += points[end].ByteSize() + 8
+                end += 1
+            if current and size + part > budget:  # it does not fit beside what is there
+                chunks.append(current)
+                current, size = [], 0
+                continue
+            current.append(_with_points(metric, points[start:end]))
+            size += part
+            start = end
+    return [*chunks, current] if current else chunks
+
+
+def _points(metric: metrics_pb2.Metric) -> list[metrics_pb2.NumberDataPoint]:
+    return list(metric.gauge.data_points if metric.HasField("gauge") else metric.sum.data_points)
+
+
+def _with_points(
+    metric: metrics_pb2.Metric, points: list[metrics_pb2.NumberDataPoint]
+) -> metrics_pb2.Metric:
+    """A copy of the metric holding only `points`."""
+    copy = metrics_pb2.Metric()
+    copy.CopyFrom(metric)
+    data = copy.gauge if copy.HasField("gauge") else copy.sum
+    del data.data_points[:]
+    data.data_points.extend(points)
+    return copy

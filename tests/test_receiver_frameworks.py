@@ -17,7 +17,7 @@ from verdictgate import Contract, Isolation, Policy, Suite
 from verdictgate.otel import conventions as names
 from verdictgate.otel.otlp_reading import extract_json, extract_protobuf
 from verdictgate.otel.spans import run_attributes
-from verdictgate.receiver.config import DEFAULT_SETTLE
+from verdictgate.receiver.config import DEFAULT_SETTLE, ReceiverConfig
 from verdictgate.receiver.otlp_target import any_value
 from verdictgate.receiver.receiver import TRACE_TTL, Receiver
 from verdictgate.receiver.store import Store
@@ -343,3 +343,51 @@ def test_spans_that_are_not_ours_never_sink_the_decision_spans_beside_them() -> 
     assert got.rejected == 3 and len(got.trials) == 3  # the three bad starts, each alone
     receiver.ingest(got)
     assert receiver.assessment("r2").trials.received == 3
+
+
+def test_a_trial_whose_spans_never_go_quiet_settles_after_the_maximum_hold() -> None:
+    """A span below the trial every 3 s, for ever: after `max_hold` the trial is settled from
+    what has arrived, and what comes later is counted late."""
+    clock = Clock()
+    receiver = Receiver(Store(), config=ReceiverConfig(max_hold=120), clock=clock)
+    spans = strands_trial(1, "r1", "c0", 0, ["lookup"])
+    receiver.ingest(extract_protobuf(request(spans).SerializeToString()))
+    agent = spans[1]
+    for n in range(60):  # three minutes of one more tool span every 3 s
+        clock.now += 3
+        tool = Span(name="execute_tool refund", trace_id=agent.trace_id,
+                    span_id=(10_000 + n).to_bytes(8, "big"), parent_span_id=agent.span_id,
+                    start_time_unix_nano=100 + n,
+                    attributes=[KeyValue(key="gen_ai.operation.name", value=any_value("execute_tool")),
+                                KeyValue(key="gen_ai.tool.name", value=any_value("refund"))])  # fmt: skip
+        receiver.ingest(extract_protobuf(request([tool]).SerializeToString()))
+        receiver.tick()
+    [(decision, error)] = stored(receiver, "r1").values()
+    assert error is None and decision[0] == "lookup" and 30 <= len(decision) <= 42
+    assert receiver.assessment("r1").trials.late >= 15
+
+
+def test_a_flood_of_trial_less_traces_stays_under_the_cap_and_honest_trials_still_settle() -> None:
+    """5,000 traces without a trial span (plain application spans a gateway forwards) into a
+    receiver that holds 1,000 framework spans: the oldest are let go as the flood comes, the
+    store never holds more than its cap, decision spans are still taken, and an honest trial
+    sent after the flood is stored."""
+    clock = Clock()
+    store = Store()
+    receiver = Receiver(store, config=ReceiverConfig(max_held_spans=1000), clock=clock)
+    for batch in range(10):
+        flood = [
+            Trace(100_000 + batch * 500 + n).add("GET /api/items", None, 1) for n in range(500)
+        ]
+        receiver.ingest(extract_protobuf(request(flood).SerializeToString()))
+        assert store.held_spans() <= 1000
+        clock.now += 0.1
+    assert store.spans_let_go >= 4000
+    decision = decision_span("plain", "c0", 0, "approve", "approve")
+    receiver.ingest(extract_protobuf(request([decision]).SerializeToString()))
+    assert receiver.assessment("plain").trials.received == 1
+    receiver.ingest(extract_protobuf(request(strands_trial(1, "r1", "c0", 0, ["refund"]))
+                                     .SerializeToString()))  # fmt: skip
+    clock.now += DEFAULT_SETTLE + 0.1
+    receiver.tick()
+    assert stored(receiver, "r1") == {("c0", 0): (("refund",), None)}

@@ -170,8 +170,24 @@ def _canary_suites(paths: tuple[str, ...]) -> dict[str, Suite]:
     metavar="DURATION",
     default="5s",
     show_default=True,
-    help="How long a trace with a harness's verdictgate.trial span must be quiet before its "
-    "trial is derived from the framework spans below it (docs/frameworks.md).",
+    help="How long a harness's verdictgate.trial span and the spans below it must be quiet "
+    "before its trial is derived from them (docs/frameworks.md).",
+)
+@click.option(
+    "--max-hold",
+    metavar="DURATION",
+    default="2m",
+    show_default=True,
+    help="A trial whose spans never go quiet is settled this long after its trial span came, "
+    "from what has arrived (later spans are counted late).",
+)
+@click.option(
+    "--max-held-spans",
+    type=int,
+    default=500_000,
+    show_default=True,
+    help="Framework spans held at most; beyond, the traces without a trial span quiet the "
+    "longest are let go first (counted).",
 )
 @click.option(
     "--retain",
@@ -248,6 +264,8 @@ def _serve_config(flags: Mapping[str, Any]) -> ServeConfig:
             max_trials_per_run=flags["max_trials_per_run"],
             retain=parse_duration(retain) if retain else None,
             settle=parse_duration(flags["settle"]),
+            max_hold=parse_duration(flags["max_hold"]),
+            max_held_spans=flags["max_held_spans"],
             canary_suites=_canary_suites(flags["canary_suite_paths"]),
             metric_suites=frozenset(flags["metric_suites"]) or None,
             max_metric_suites=flags["max_metric_suites"],

@@ -15,6 +15,12 @@ DEFAULT_MAX_TRIALS_PER_RUN = 1_000_000
 DEFAULT_SETTLE = 5.0
 """Seconds a trace with a harness's trial span must be quiet before its trials are derived:
 the framework spans of other processes may arrive after the trial span."""
+DEFAULT_MAX_HOLD = 120.0
+"""Seconds a trial span's spans are waited for at most: a trial whose spans never go quiet is
+settled from what has arrived by then (what comes later is counted late)."""
+DEFAULT_MAX_HELD_SPANS = 500_000
+"""Framework spans held at most (about 100 MiB): beyond, the traces with no trial span that were
+quiet the longest are let go first, and counted."""
 DEFAULT_METRIC_SUITES = 50
 """Distinct (suite, point) label pairs metrics carry when no suites are named."""
 
@@ -28,7 +34,9 @@ class ReceiverConfig:
     interim admissions (None: none). `max_trials_per_run`: spans beyond it are rejected.
     `assess_interval`: an open run is assessed for queries at most this often. `retain`:
     delete runs finished longer ago (None: keep every run). `settle`: quiet seconds before a
-    trace's framework spans become trials. `canary_suites`: suite name -> the suite its
+    trial's framework spans become its trial; `max_hold`: seconds after its trial span arrived
+    by which a trial settles even if its spans keep coming; `max_held_spans`: framework spans
+    held at most (the oldest trial-less traces are let go beyond it). `canary_suites`: suite name -> the suite its
     canaries are judged by. `metric_suites`: the suites metrics may name (None: the first
     `max_metric_suites` seen).
     """
@@ -39,6 +47,8 @@ class ReceiverConfig:
     assess_interval: float = 1.0
     retain: float | None = None
     settle: float = DEFAULT_SETTLE
+    max_hold: float = DEFAULT_MAX_HOLD
+    max_held_spans: int = DEFAULT_MAX_HELD_SPANS
     canary_suites: Mapping[str, Suite] = field(default_factory=lambda: MappingProxyType({}))
     metric_suites: frozenset[str] | None = None
     max_metric_suites: int = DEFAULT_METRIC_SUITES

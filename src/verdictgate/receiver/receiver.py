@@ -35,7 +35,10 @@ TRACE_TTL = 600.0
 """Seconds a trace without a trial span is held (then dropped), and a settled trace remembered
 (so that a late copy of its spans decides nothing again)."""
 SETTLE_BATCH = 1000
-"""Traces one tick settles or forgets at most; the next tick takes the rest."""
+"""Traces one tick settles at most, and one transaction forgets; the next takes the rest."""
+FORGET_BATCHES = 20
+"""Transactions of forgetting a tick makes at most: 20,000 traces a tick, ahead of any flood of
+trial-less traces a receiver takes, and a bounded slice of the tick."""
 
 RETENTION_EVERY = 60.0
 """Seconds between two retention passes."""
@@ -212,7 +215,8 @@ class Receiver:
         with self._lock:
             now = self._clock()
             written = self.store.write(
-                trials, declared, dict(labels or {}), now=now, max_trials=self._max_trials, **held
+                trials, declared, dict(labels or {}), now=now, max_trials=self._max_trials,
+                max_held_spans=self.config.max_held_spans, **held,
             )  # fmt: skip
             lifecycle = self._lifecycle
             final = {run.run_id for run in written.runs if run.final}
@@ -252,19 +256,22 @@ class Receiver:
 
     def _settle_traces(self, now: float) -> None:
         """Derive and store the trials whose own spans (the trial span and those below it) have
-        been quiet for the settle time, whatever else shares their trace: a trace's due trials
-        in one transaction with marking them settled. Forget traces with no trial left to
-        settle, once quiet for TRACE_TTL."""
-        quiet_since = now - self.config.settle
-        for trace_id in self.store.quiet_traces(quiet_since, SETTLE_BATCH):
-            marks, facts = self.store.trace(trace_id, quiet_since)
+        been quiet for the settle time, whatever else shares their trace, or whose trial span
+        has waited `max_hold` (settled from what has arrived; later spans are late): a trace's
+        due trials in one transaction with marking them settled. Forget traces with no trial
+        left to settle, once quiet for TRACE_TTL (FORGET_BATCHES batches at most)."""
+        quiet_since, held_since = now - self.config.settle, now - self.config.max_hold
+        for trace_id in self.store.quiet_traces(quiet_since, held_since, SETTLE_BATCH):
+            marks, facts = self.store.trace(trace_id, quiet_since, held_since)
             self._write(
                 None,
                 settled_trials(marks, facts),
                 labels={mark.run: (mark.suite, mark.point) for mark in marks},
                 settled=((trace_id, [mark.span_id for mark in marks]),),
             )
-        self.store.forget_traces(now - TRACE_TTL, SETTLE_BATCH)
+        for _ in range(FORGET_BATCHES):
+            if self.store.forget_traces(now - TRACE_TTL, SETTLE_BATCH) < SETTLE_BATCH:
+                break
 
     # The finisher's side
 

@@ -63,7 +63,8 @@ CREATE TABLE IF NOT EXISTS trials (
 CREATE TABLE IF NOT EXISTS traces (
     trace_id TEXT PRIMARY KEY,   -- a trace holding framework spans or a harness's trial span
     last_seen REAL NOT NULL,
-    state INTEGER NOT NULL DEFAULT 0   -- 0 no trial span yet, 1 a trial span held
+    state INTEGER NOT NULL DEFAULT 0,  -- 0 no trial span yet, 1 a trial span held
+    spans INTEGER NOT NULL DEFAULT 0   -- framework spans it holds
 );
 CREATE TABLE IF NOT EXISTS trace_spans (
     trace_id TEXT NOT NULL,
@@ -77,6 +78,7 @@ CREATE TABLE IF NOT EXISTS trial_marks (
     span_id TEXT NOT NULL,
     mark BLOB NOT NULL,          -- TrialMark, msgpack
     last_seen REAL,              -- when the trial span or the last span below it arrived
+    arrived REAL,                -- when the trial span arrived (it settles by arrived + max hold)
     settled INTEGER NOT NULL DEFAULT 0,  -- 1 once its trial is stored
     PRIMARY KEY (trace_id, span_id)
 ) WITHOUT ROWID;
@@ -102,7 +104,12 @@ ones go first, then the oldest."""
 ADDED_COLUMNS = {
     "trials": {"latency_ms": "REAL", "passed": "INTEGER", "tiers": "TEXT"},
     "trace_spans": {"parent_id": "TEXT"},
-    "trial_marks": {"last_seen": "REAL", "settled": "INTEGER NOT NULL DEFAULT 0"},
+    "trial_marks": {
+        "last_seen": "REAL",
+        "arrived": "REAL",
+        "settled": "INTEGER NOT NULL DEFAULT 0",
+    },
+    "traces": {"spans": "INTEGER NOT NULL DEFAULT 0"},
     "runs": {
         "late": "INTEGER NOT NULL DEFAULT 0",
         "declaration_conflict": "INTEGER NOT NULL DEFAULT 0",
@@ -117,6 +124,8 @@ INDEXES = (
     "CREATE INDEX IF NOT EXISTS runs_latest ON runs (suite, point, finished_at) WHERE final = 1",
     "CREATE INDEX IF NOT EXISTS traces_by_age ON traces (last_seen)",
     "CREATE INDEX IF NOT EXISTS marks_due ON trial_marks (last_seen) WHERE settled = 0",
+    "CREATE INDEX IF NOT EXISTS marks_held ON trial_marks (arrived) WHERE settled = 0",
+    "CREATE INDEX IF NOT EXISTS traces_unmarked ON traces (last_seen) WHERE state = 0",
 )
 """Open runs (the tick's cost follows the work in flight, not the store's history), finished
 runs by age (retention deletes the oldest without a scan), and every run in listing order
@@ -126,6 +135,8 @@ WAITING, MARKED = 0, 1
 """A trace's state: no trial span yet, a trial span held."""
 MAX_ANCESTRY = 256
 """Spans walked up from a new span to find its trial: deeper chains are not a framework's."""
+MAX_TRACE_SPANS = 50_000
+"""Framework spans one trace holds at most; later ones are dropped and counted."""
 _RUN_COLUMNS = (
     "run_id, suite, point, declaration, planned_trials, declared_at, first_seen, last_seen,"
     " status, final, received, late, declaration_conflict"
@@ -251,6 +262,12 @@ class Store:
             (self._outbox_size,) = self._connection.execute(
                 "SELECT COUNT(*) FROM outbox"
             ).fetchone()
+            self._held_spans: int
+            (self._held_spans,) = self._connection.execute(
+                "SELECT COUNT(*) FROM trace_spans"
+            ).fetchone()
+        self.spans_let_go = 0
+        """Framework spans let go to stay within the held-span cap, or beyond a trace's cap."""
         self._outbox_full = False
 
     def close(self) -> None:
@@ -267,13 +284,15 @@ class Store:
         marks: Iterable[TrialMark] = (),
         spans: Iterable[FrameworkSpan] = (),
         settled: Iterable[tuple[str, Sequence[str]]] = (),
+        max_held_spans: int | None = None,
     ) -> Written:
         """Commit trials and run declarations in one transaction; the runs touched, as they
         stand after it, and the trials refused because a run had no room (`max_trials`).
         Harnesses' trial `marks` and framework `spans` are held by trace in the same
         transaction; a span below a trial already settled is counted late for its run, never
         held for it. The `settled` trials ((trace, trial span ids): these trials') are marked
-        settled.
+        settled. Beyond `max_held_spans` framework spans held, the traces with no trial span
+        quiet the longest are let go (counted in `spans_let_go`).
 
         Each run keeps a count of its stored trials, so no write ever scans a run; the room a
         run has left is read and used in the same transaction.
@@ -313,7 +332,11 @@ class Store:
                 )
             for attributes in declared:
                 _declare(cursor, attributes, now)
-            late_spans = _hold(cursor, list(marks), list(spans), now)
+            late_spans, held, dropped = _hold(cursor, list(marks), list(spans), now)
+            if max_held_spans is not None and self._held_spans + held > max_held_spans:
+                released = _let_go(cursor, self._held_spans + held - max_held_spans)
+                held -= released
+                dropped += released
             cursor.executemany(
                 "UPDATE trial_marks SET settled = 1 WHERE trace_id = ? AND span_id = ?",
                 [(trace_id, span_id) for trace_id, span_ids in settled for span_id in span_ids],
@@ -341,6 +364,8 @@ class Store:
             runs = [
                 _stored_run(cursor.execute(_RUN_BY_ID, (run_id,)).fetchone()) for run_id in touched
             ]
+        self._held_spans += held
+        self.spans_let_go += dropped
         return Written(runs, refused, accepted, late_spans)
 
     def evidence(self, run_id: str) -> Evidence:
@@ -416,24 +441,34 @@ class Store:
             cursor.executemany("DELETE FROM runs WHERE run_id = ?", doomed)
         return len(doomed)
 
-    def quiet_traces(self, before: float, limit: int = 1000) -> list[str]:
-        """Traces with a trial not yet settled whose own spans have been quiet since `before`
-        (the trial span and those below it, whatever else shares the trace): due to settle."""
+    def held_spans(self) -> int:
+        """Framework spans held for trials still to settle or to recognise late copies of."""
+        return self._held_spans
+
+    def quiet_traces(self, before: float, held_before: float, limit: int = 1000) -> list[str]:
+        """Traces with a trial due to settle: not settled, and its own spans (the trial span and
+        those below it, whatever else shares the trace) quiet since `before`, or its trial span
+        held since `held_before` however busy they still are."""
         with self._lock:
             rows = self._connection.execute(
-                "SELECT DISTINCT trace_id FROM trial_marks WHERE settled = 0 AND last_seen < ?"
-                " ORDER BY last_seen LIMIT ?",
-                (before, limit),
+                "SELECT trace_id FROM (SELECT trace_id, last_seen AS due FROM trial_marks"
+                " WHERE settled = 0 AND last_seen < ? UNION ALL SELECT trace_id, arrived FROM"
+                " trial_marks WHERE settled = 0 AND arrived < ?)"
+                " GROUP BY trace_id ORDER BY MIN(due) LIMIT ?",
+                (before, held_before, limit),
             ).fetchall()
         return [trace_id for (trace_id,) in rows]
 
-    def trace(self, trace_id: str, quiet_since: float) -> tuple[list[TrialMark], list[SpanFacts]]:
-        """A trace's trials due to settle (not settled, quiet since `quiet_since`) and the
-        framework span facts it holds."""
+    def trace(
+        self, trace_id: str, quiet_since: float, held_since: float
+    ) -> tuple[list[TrialMark], list[SpanFacts]]:
+        """A trace's trials due to settle (as `quiet_traces` says) and the framework span facts
+        it holds."""
         with self._lock:
             marks = self._connection.execute(
-                "SELECT mark FROM trial_marks WHERE trace_id = ? AND settled = 0 AND last_seen < ?",
-                (trace_id, quiet_since),
+                "SELECT mark FROM trial_marks WHERE trace_id = ? AND settled = 0"
+                " AND (last_seen < ? OR arrived < ?)",
+                (trace_id, quiet_since, held_since),
             ).fetchall()
             spans = self._connection.execute(
                 "SELECT facts FROM trace_spans WHERE trace_id = ?", (trace_id,)
@@ -455,8 +490,11 @@ class Store:
                 (before, limit),
             )
             doomed = [(trace_id,) for (trace_id,) in cursor.fetchall()]
-            for table in ("trace_spans", "trial_marks", "traces"):
+            cursor.executemany("DELETE FROM trace_spans WHERE trace_id = ?", doomed)
+            released = cursor.rowcount
+            for table in ("trial_marks", "traces"):
                 cursor.executemany(f"DELETE FROM {table} WHERE trace_id = ?", doomed)
+        self._held_spans -= max(released, 0)
         return len(doomed)
 
     def open_runs(self) -> list[StoredRun]:
@@ -678,29 +716,37 @@ _PACK = msgspec.msgpack.Encoder()
 
 def _hold(
     cursor: sqlite3.Cursor, marks: list[TrialMark], spans: list[FrameworkSpan], now: float
-) -> dict[str, int]:
+) -> tuple[dict[str, int], int, int]:
     """Keep trial marks and framework span facts by trace (first copy wins: a span sent twice
-    is held once). A new span below a trial not yet settled keeps that trial from settling for
-    now; one below a settled trial is late: counted for its run (returned, per run), not held
-    for it."""
+    is held once); returns (late spans per run, spans newly held, spans dropped). A new span
+    below a trial not yet settled keeps that trial from settling for now; one below a settled
+    trial is late: counted for its run, not held for it. A trace holds MAX_TRACE_SPANS at most:
+    spans beyond are dropped."""
     traces = {span.trace_id for span in spans} | {mark.trace_id for mark in marks}
     if not traces:
-        return {}
+        return {}, 0, 0
+    room = {}
+    for trace_id in traces:
+        cursor.execute(
+            "INSERT INTO traces (trace_id, last_seen) VALUES (?, ?)"
+            " ON CONFLICT (trace_id) DO UPDATE SET last_seen = excluded.last_seen RETURNING spans",
+            (trace_id, now),
+        )
+        room[trace_id] = MAX_TRACE_SPANS - cursor.fetchone()[0]
     cursor.executemany(
-        "INSERT INTO traces (trace_id, last_seen) VALUES (?, ?)"
-        " ON CONFLICT (trace_id) DO UPDATE SET last_seen = excluded.last_seen",
-        [(trace_id, now) for trace_id in traces],
-    )
-    cursor.executemany(
-        "INSERT OR IGNORE INTO trial_marks (trace_id, span_id, mark, last_seen) VALUES (?, ?, ?, ?)",
-        [(mark.trace_id, mark.span_id, _PACK.encode(mark), now) for mark in marks],
+        "INSERT OR IGNORE INTO trial_marks (trace_id, span_id, mark, last_seen, arrived)"
+        " VALUES (?, ?, ?, ?, ?)",
+        [(mark.trace_id, mark.span_id, _PACK.encode(mark), now, now) for mark in marks],
     )
     cursor.executemany(
         "UPDATE traces SET state = ? WHERE trace_id = ?",
         [(MARKED, trace_id) for trace_id in {mark.trace_id for mark in marks}],
     )
-    new = []
+    new, dropped = [], 0
     for span in spans:
+        if room[span.trace_id] <= 0:
+            dropped += 1
+            continue
         cursor.execute(
             "INSERT OR IGNORE INTO trace_spans (trace_id, span_id, facts, parent_id)"
             " VALUES (?, ?, ?, ?)",
@@ -708,21 +754,26 @@ def _hold(
         )
         if cursor.rowcount:
             new.append(span)
+            room[span.trace_id] -= 1
     late: dict[str, int] = {}
     active: set[tuple[str, str]] = set()
+    added = {trace_id: 0 for trace_id in traces}
     for span in new:
         trial = _trial_above(cursor, span.trace_id, span.facts.parent_id)
-        if trial is None:
-            continue
-        span_id, settled, run_id = trial
-        if settled:
-            late[run_id] = late.get(run_id, 0) + 1
+        if trial is not None and trial[1]:  # below a settled trial: late
+            late[trial[2]] = late.get(trial[2], 0) + 1
             cursor.execute(
                 "DELETE FROM trace_spans WHERE trace_id = ? AND span_id = ?",
                 (span.trace_id, span.facts.span_id),
             )
-        else:
-            active.add((span.trace_id, span_id))
+            continue
+        added[span.trace_id] += 1
+        if trial is not None:
+            active.add((span.trace_id, trial[0]))
+    cursor.executemany(
+        "UPDATE traces SET spans = spans + ? WHERE trace_id = ?",
+        [(n, trace_id) for trace_id, n in added.items() if n],
+    )
     cursor.executemany(
         "UPDATE trial_marks SET last_seen = ? WHERE trace_id = ? AND span_id = ?",
         [(now, trace_id, span_id) for trace_id, span_id in active],
@@ -730,7 +781,30 @@ def _hold(
     cursor.executemany(
         "UPDATE runs SET late = late + ? WHERE run_id = ?", [(n, run) for run, n in late.items()]
     )
-    return late
+    return late, sum(added.values()), dropped
+
+
+def _let_go(cursor: sqlite3.Cursor, excess: int) -> int:
+    """Delete the traces with no trial span quiet the longest until at least `excess` spans are
+    gone (or none is left); how many spans went."""
+    gone = 0
+    while gone < excess:
+        cursor.execute(
+            "SELECT trace_id, spans FROM traces WHERE state = ? ORDER BY last_seen LIMIT 256",
+            (WAITING,),
+        )
+        rows = cursor.fetchall()
+        if not rows:
+            break
+        doomed = []
+        for trace_id, spans in rows:
+            doomed.append((trace_id,))
+            gone += spans
+            if gone >= excess:
+                break
+        for table in ("trace_spans", "traces"):
+            cursor.executemany(f"DELETE FROM {table} WHERE trace_id = ?", doomed)
+    return gone
 
 
 def _trial_above(

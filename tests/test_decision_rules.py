@@ -9,7 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from verdictgate import Trial, assess
-from verdictgate.decision_rules import NO_SPANS, DecisionRule, Derived
+from verdictgate.decision_rules import NO_SPANS, PATH_OVER_LIMIT, DecisionRule, Derived
 from verdictgate.errors import VerdictgateError
 from verdictgate.reports.json_report import report_document
 from verdictgate.span_facts import SpanFacts, facts_of
@@ -241,3 +241,10 @@ def test_only_steps_of_the_path_at_one_depth_can_tie() -> None:
     parent = fact(2, 5, tool="outer")
     child = fact(3, 5, parent=parent.span_id, tool="inner")
     assert derive("tools", agent_span(1, 0), child, parent) == Derived(("outer", "inner"))
+
+
+def test_a_path_longer_than_any_reviewed_decision_is_an_error_trial_not_a_label() -> None:
+    tools = [fact(n + 2, n, tool=f"t{n % 7}") for n in range(257)]
+    for rule in ("tools", "toolset"):
+        assert derive(rule, agent_span(1, 0), *tools) == Derived(None, PATH_OVER_LIMIT)
+    assert derive("tools", agent_span(1, 0), *tools[:256]).decision is not None

@@ -83,6 +83,23 @@ BAD_LINES = [
     ('{"case": "c", "trial": 0, "outcome": "decision", "verdict": "a"', None, "invalid JSON"),
     ("[1, 2]", None, "Expected `object`"),
     (
+        '{"case": "c", "trial": 0, "outcome": "decision", "verdict": "' + "v" * 4097 + '"}',
+        "verdict",
+        "at most 4096 characters",
+    ),
+    (
+        '{"case": "c", "trial": 0, "outcome": "decision", "tools": ["'
+        + '", "'.join("t" * 257)
+        + '"]}',
+        "tools",
+        "at most 256 names",
+    ),
+    (
+        '{"case": "c", "trial": 0, "outcome": "no_decision", "reason": "' + "r" * 5000 + '"}',
+        "reason",
+        "at most 4096 characters",
+    ),
+    (
         '{"case": "c", "trial": 0, "outcome": "decision", "verdict": "a", "tied_steps": [[0, 2]]}',
         "tied_steps",
         "within the 0-step path",

@@ -30,8 +30,11 @@ from dataclasses import dataclass
 
 from .errors import VerdictgateError
 from .span_facts import SpanFacts, carries_content
-from .trial_model import NO_TOOL_SELECTED, Decision, NoDecision, TiedSteps
+from .trial_model import MAX_PATH_STEPS, NO_TOOL_SELECTED, Decision, NoDecision, TiedSteps
 
+PATH_OVER_LIMIT = "path_over_limit"
+"""The error of a trial whose spans make a path of more than MAX_PATH_STEPS steps: no
+decision of a finite, reviewed set is that long, and holding it would cost every report."""
 NO_SPANS = "no_spans"
 """The error of a trial that no framework span reached: its telemetry is missing, which says
 nothing about the agent's decision."""
@@ -110,12 +113,16 @@ class DecisionRule:
             return Derived(None, failed)
         if self.name in ("tools", "agents", "nodes"):
             path = self._path(spans, instants)
+            if len(path) > MAX_PATH_STEPS:  # not a decision a reviewed set holds
+                return Derived(None, PATH_OVER_LIMIT)
             if path:
                 names = tuple(name for name, _ in path)
                 return Derived(names, tied_steps=tied_ranges(path))
             return Derived(EMPTY_PATH[self.name])
         if self.name == "toolset":
             tools = sorted(fact.tool for fact in spans if fact.tool is not None)
+            if len(tools) > MAX_PATH_STEPS:
+                return Derived(None, PATH_OVER_LIMIT)
             return Derived(tuple(tools) if tools else NO_TOOL_SELECTED)
         return Derived(
             next(

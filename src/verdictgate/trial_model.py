@@ -46,14 +46,25 @@ class InvalidDecision(ValueError):
     """A value that is not a decision (an empty label, a path with a non-string step, ...)."""
 
 
+MAX_LABEL = 4096
+"""Longest label, tool name or no-decision reason a decision holds, from every source (a
+receiver's string attributes have the same limit)."""
+MAX_PATH_STEPS = 256
+"""Most steps a decided path holds, from every source (a receiver's array attributes have the
+same limit)."""
+
+
 def decision_from_value(value: Any) -> Decision:
     """The one rule that turns a raw value into a decision key: a string that is not blank is a
     label; a list or tuple of such strings is an ordered tool path, and an empty one is the
     no-decision `no_tool_selected`; a NoDecision is itself; a mapping decides by its `verdict`
-    or its `tools`, or is `{kind: no_decision, reason}`. Anything else raises InvalidDecision."""
+    or its `tools`, or is `{kind: no_decision, reason}`. Anything else, or a label longer than
+    MAX_LABEL or a path of more than MAX_PATH_STEPS steps, raises InvalidDecision."""
     if isinstance(value, str):
         if not value.strip():
             raise InvalidDecision("an empty label is not a decision")
+        if len(value) > MAX_LABEL:
+            raise InvalidDecision(f"a label is at most {MAX_LABEL} characters, got {len(value)}")
         return value
     if isinstance(value, NoDecision):
         return value
@@ -62,12 +73,20 @@ def decision_from_value(value: Any) -> Decision:
             return NO_TOOL_SELECTED
         if not all(isinstance(step, str) and step.strip() for step in value):
             raise InvalidDecision("a tool path holds non-empty tool names only")
+        if len(value) > MAX_PATH_STEPS or any(len(step) > MAX_LABEL for step in value):
+            raise InvalidDecision(
+                f"a tool path holds at most {MAX_PATH_STEPS} names of at most {MAX_LABEL} "
+                f"characters, got {len(value)} steps"
+            )
         return tuple(value)
     if isinstance(value, Mapping):
         if value.get("kind") == "no_decision":
             reason = value.get("reason", "unspecified")
-            if not isinstance(reason, str) or not reason.strip():
-                raise InvalidDecision("a no-decision's reason is a string that is not blank")
+            if not isinstance(reason, str) or not reason.strip() or len(reason) > MAX_LABEL:
+                raise InvalidDecision(
+                    f"a no-decision's reason is a string that is not blank, of at most "
+                    f"{MAX_LABEL} characters"
+                )
             return NoDecision(reason)
         for key in ("verdict", "tools"):
             if value.get(key) is not None:

@@ -13,6 +13,7 @@ import msgspec
 from .errors import InputError
 from .evidence import MAX_TRIAL_INDEX, Evidence, TrialIndexError
 from .trial_model import (
+    MAX_LABEL,
     Decision,
     InvalidDecision,
     Isolation,
@@ -78,7 +79,13 @@ def _settled(line: TrialLine) -> Trial:
         except InvalidDecision as error:
             raise ValueError(f"{field_name}: {error}") from None
     if outcome is Outcome.NO_DECISION:
-        return _as_trial(line, NoDecision(line.reason or "unspecified"))
+        try:
+            reason = decision_from_value(
+                {"kind": "no_decision", "reason": line.reason or "unspecified"}
+            )
+        except InvalidDecision as error:
+            raise ValueError(f"reason: {error}") from None
+        return _as_trial(line, reason)
     return _as_trial(line, None)
 
 
@@ -229,6 +236,7 @@ def _add_batch(
             record.outcome is decision_outcome
             and type(decision) is str
             and decision.strip()
+            and len(decision) <= MAX_LABEL
             and not record.tied_steps
         ):
             trials.append(record)  # most lines: the record is the trial

@@ -28,13 +28,13 @@ from google.protobuf.message import DecodeError
 from ..otel import conventions as names
 from ..otel.span_decoding import run_declaration, trial_from_attributes
 from ..span_facts import FACT_KEYS, facts_of
-from ..trial_model import Trial
+from ..trial_model import MAX_LABEL, MAX_PATH_STEPS, Trial
 from ..v1.otlp_view_pb2 import ExportTraceRequestEntries, ExportTraceRequestView, RawKeyValue
 from .framework_traces import TRIAL_MARK_KEYS, FrameworkSpan, TrialMark, trial_mark
 
-MAX_ATTRIBUTE_VALUE = 4096
+MAX_ATTRIBUTE_VALUE = MAX_LABEL
 """Longest string attribute value kept; a longer one makes its span rejected."""
-MAX_ARRAY_VALUES = 256
+MAX_ARRAY_VALUES = MAX_PATH_STEPS
 """Most values in an array attribute (labels of a tool path, contract routes)."""
 MAX_ERRORS = 5
 """Rejected spans named in a partial success message; the rest are counted only."""

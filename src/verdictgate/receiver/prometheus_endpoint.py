@@ -1,13 +1,17 @@
 """The receiver's admission metrics as a Prometheus scrape endpoint, through OpenTelemetry's own
 Prometheus exporter, so names and labels follow the standard conversion (`verdictgate.admission`
 becomes `verdictgate_admission`, its `verdictgate.suite` attribute the `verdictgate_suite`
-label, a unit of seconds the `_seconds` suffix)."""
+label, a unit of seconds the `_seconds` suffix).
+
+A scrape is answered from a snapshot rendered when an admission changes it, on a bounded HTTP
+server of its own (timeouts, a connection cap, a cap per host, a few workers), so no number of
+scrapers slows ingest or finishing, and idle sockets cannot take the process's descriptors."""
 
 from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Iterator
-from wsgiref.simple_server import WSGIServer
+from typing import Any
 
 from opentelemetry.metrics import CallbackOptions, Observation
 from opentelemetry.sdk.metrics import MeterProvider
@@ -16,9 +20,18 @@ from opentelemetry.sdk.resources import Resource
 from ..errors import InputError
 from ..otel import conventions as names
 from ..otel.publication import COUNTER, GAUGES, Publication, publishing_resource
+from .http_server import BoundedHttpServer, RequestHandler
+from .ingest import Limits
 
 EXTRA = "prometheus"
 """The extra that installs the exporter: `pip install 'verdictgate[prometheus]'`."""
+SCRAPE_LIMITS = Limits(
+    max_connections=64, max_connections_per_host=16, http_workers=2, http_queue=32,
+    http_backlog=64,
+)  # fmt: skip
+"""What scrapers may cost: 64 connections, 16 from one host, two workers; the OTLP ports'
+timeouts (a head in 10 s, a response in 30 s, 60 s idle)."""
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
 
 class PrometheusEndpoint:
@@ -60,30 +73,56 @@ class PrometheusEndpoint:
             )
         unit, description = COUNTER
         self._trials = meter.create_counter(names.METRIC_TRIALS, unit=unit, description=description)
-        self._server: WSGIServer | None = None
+        self._server: BoundedHttpServer | None = None
         self.port = 0
+        self.snapshot = self._render()
+        """What a scrape is answered with: the exposition as the latest admissions left it."""
 
     def serve(self, host: str, port: int) -> None:
         """Start answering scrapes on host:port; an InputError names the address it cannot
         take."""
-        from prometheus_client import start_http_server
+        endpoint = self
+
+        class Scrapes(RequestHandler):
+            def do_GET(self) -> None:
+                if self.path.split("?", 1)[0] not in ("/metrics", "/"):
+                    self.send_error(404, "not found: scrape /metrics")
+                    return
+                body = endpoint.snapshot
+                self.send_response(200)
+                self.send_header("Content-Type", CONTENT_TYPE)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.responded = True
+                self.wfile.write(body)
 
         try:
-            self._server, _ = start_http_server(port, addr=host, registry=self._registry)
+            self._server = BoundedHttpServer((host, port), Scrapes, SCRAPE_LIMITS)
         except OSError as error:
             reason = error.strerror or str(error)
             raise InputError(
                 f"cannot listen on {host}:{port} ({reason})", field="--prometheus-listen"
             ) from None
-        self.port = self._server.server_port
+        self.port = self._server.server_address[1]
+        threading.Thread(
+            target=self._server.serve_forever, name="verdictgate-scrapes", daemon=True
+        ).start()
 
     def emit(self, publication: Publication) -> None:
-        """Make an admission the latest of its (suite, point), and count its trials."""
+        """Make an admission the latest of its (suite, point), count its trials, and render the
+        snapshot scrapes are answered with."""
         key = tuple(sorted(publication.metric_base.items()))
         with self._lock:
             self._latest[key] = publication
-        for outcome, added in publication.trials_added.items():
-            self._trials.add(added, {**publication.metric_base, names.OUTCOME: outcome})
+            for outcome, added in publication.trials_added.items():
+                self._trials.add(added, {**publication.metric_base, names.OUTCOME: outcome})
+            self.snapshot = self._render()
+
+    def _render(self) -> bytes:
+        from prometheus_client import generate_latest
+
+        rendered: Any = generate_latest(self._registry)
+        return bytes(rendered)
 
     def _observer(self, name: str) -> Callable[[CallbackOptions], Iterator[Observation]]:
         def observe(options: CallbackOptions) -> Iterator[Observation]:

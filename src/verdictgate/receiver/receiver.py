@@ -9,7 +9,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..assessment import Assessment, Isolation
 from ..declaration import RunDeclaration
@@ -25,9 +25,11 @@ from ..trial_model import Trial
 from .config import ReceiverConfig
 from .finisher import Finisher
 from .forwarder import Forwarder
-from .prometheus_endpoint import PrometheusEndpoint
 from .store import Store, StoredRun
 from .watch import AssessmentCache, CachedAssessment, RunSignals
+
+if TYPE_CHECKING:
+    from .prometheus_endpoint import PrometheusEndpoint
 
 logger = logging.getLogger(__name__)
 

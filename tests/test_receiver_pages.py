@@ -8,8 +8,9 @@ import http.client
 from urllib.parse import quote, urlencode
 
 from receiver_support import decision_span, request, run_span, running_server
+from verdictgate import ManualClock
 from verdictgate.otel.otlp_reading import extract_protobuf
-from verdictgate.receiver.http_api import page_key
+from verdictgate.receiver.http_api import SignInThrottle, page_key
 
 TOKEN = "s3cret-token"
 EVIL = '<img src=x onerror="window.pwned=1"><script>window.pwned=1</script>'
@@ -147,3 +148,25 @@ def test_the_pages_in_a_browser(browser) -> None:
         assert overflow[0] <= overflow[1]
         assert all(url.startswith(base) for url in requests)
         page.close()
+
+
+def test_guessing_the_token_at_the_sign_in_form_is_throttled() -> None:
+    """Ten wrong tokens a minute from one host; the eleventh try is answered 429 with
+    Retry-After, even with the right token, until the oldest failure ages out."""
+    with running_server(token=TOKEN) as server:
+        assert [sign_in(server, f"guess-{n}")[0] for n in range(10)] == [401] * 10
+        status, headers = sign_in(server, TOKEN)
+        assert status == 429 and 1 <= int(headers["Retry-After"]) <= 60
+
+
+def test_the_throttle_forgets_failures_as_they_age() -> None:
+    clock = ManualClock(100.0)
+    throttle = SignInThrottle(allowed=3, window=60.0, clock=clock)
+    for _ in range(3):
+        assert throttle.wait("h") == 0
+        throttle.failed("h")
+    assert throttle.wait("h") == 60 and throttle.wait("other") == 0
+    clock.advance(30)
+    assert throttle.wait("h") == 30
+    clock.advance(30)
+    assert throttle.wait("h") == 0

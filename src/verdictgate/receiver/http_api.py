@@ -18,9 +18,13 @@ import hashlib
 import hmac
 import json
 import logging
+import math
 import re
 import ssl
+import threading
+import time
 import zlib
+from collections import deque
 from collections.abc import Callable
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
@@ -86,8 +90,44 @@ _RUN_PATH = re.compile(r"^/v1/runs/([^/?]+)$")
 _PAGE_PATH = re.compile(r"^/runs/([^/?]+)$")
 PAGE_COOKIE = "verdictgate_pages"
 """The cookie a browser keeps after signing in to the pages (suffixed with the port)."""
+TEXT = "text/plain; charset=utf-8"
 SIGN_IN_BYTES = 4096
 """The most a sign-in form may send."""
+
+
+class SignInThrottle:
+    """Wrong tokens a host may try at the sign-in form: `allowed` a `window` of seconds; beyond,
+    the form answers 429 until the window's oldest failure ages out. Hosts are forgotten once
+    their failures have aged out, so its size follows the hosts guessing now."""
+
+    def __init__(
+        self, allowed: int = 10, window: float = 60.0, clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        self.allowed, self.window, self._clock = allowed, window, clock
+        self._failures: dict[str, deque[float]] = {}
+        self._lock = threading.Lock()
+
+    def wait(self, host: str) -> int:
+        """Seconds the host must wait before it may try again (0: it may now)."""
+        with self._lock:
+            failures = self._recent(host)
+            if len(failures) < self.allowed:
+                return 0
+            return max(1, math.ceil(failures[0] + self.window - self._clock()))
+
+    def failed(self, host: str) -> None:
+        with self._lock:
+            self._recent(host).append(self._clock())
+
+    def _recent(self, host: str) -> deque[float]:
+        failures = self._failures.setdefault(host, deque())
+        while failures and failures[0] <= self._clock() - self.window:
+            failures.popleft()
+        for other in [h for h, f in self._failures.items() if not f and h != host][:8]:
+            del self._failures[other]
+        return failures
+
+
 PAGE_HEADERS = {
     "Content-Security-Policy": "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'",
     "X-Content-Type-Options": "nosniff",
@@ -120,6 +160,7 @@ class OtlpHttpHandler(RequestHandler):
 
     ingest: Ingest
     token: str | None = None
+    sign_ins: SignInThrottle
     server_version = "verdictgate"
     reply_type = JSON
     """The format of this request's answers: the request's own content type, JSON otherwise."""
@@ -320,7 +361,12 @@ class OtlpHttpHandler(RequestHandler):
         given = parse_qs(body.decode("utf-8", "replace")).get("token", [""])[0]
         if self.token is None:  # open pages: nothing to sign in to
             return self._send(303, b"", HTML, {"Location": "/", "Cache-Control": "no-store"})
+        host = str(self.client_address[0])
+        if wait := self.sign_ins.wait(host):
+            headers = {**PAGE_HEADERS, "Retry-After": str(wait)}
+            return self._send(429, b"too many wrong tokens: try again later\n", TEXT, headers)
         if not authorized(f"Bearer {given}", self.token):
+            self.sign_ins.failed(host)
             headers = {**PAGE_HEADERS, "WWW-Authenticate": "Bearer"}
             return self._send(401, sign_in_page(failed=True).encode(), HTML, headers)
         secure = "; Secure" if isinstance(self.connection, ssl.SSLSocket) else ""
@@ -350,6 +396,13 @@ def page_key(token: str) -> str:
     return hmac.new(token.encode(), b"verdictgate pages", hashlib.sha256).hexdigest()
 
 
-def http_handler(ingest: Ingest, token: str | None) -> type[OtlpHttpHandler]:
-    """The handler class the server instantiates per connection, bound to `ingest` and `token`."""
-    return type("Handler", (OtlpHttpHandler,), {"ingest": ingest, "token": token})
+def http_handler(
+    ingest: Ingest, token: str | None, sign_ins: SignInThrottle | None = None
+) -> type[OtlpHttpHandler]:
+    """The handler class the server instantiates per connection, bound to `ingest`, `token` and
+    the sign-in form's throttle."""
+    return type(
+        "Handler",
+        (OtlpHttpHandler,),
+        {"ingest": ingest, "token": token, "sign_ins": sign_ins or SignInThrottle()},
+    )

@@ -8,6 +8,7 @@ import logging
 import random
 import sqlite3
 
+import msgspec
 from google.protobuf.json_format import MessageToJson
 from opentelemetry.proto.common.v1.common_pb2 import KeyValue
 from opentelemetry.proto.trace.v1.trace_pb2 import Span, Status
@@ -15,12 +16,14 @@ from opentelemetry.proto.trace.v1.trace_pb2 import Span, Status
 from receiver_support import decision_span, request
 from verdictgate import Contract, Isolation, Policy, Suite
 from verdictgate.otel import conventions as names
+from verdictgate.otel.framework_traces import TrialMark
 from verdictgate.otel.otlp_reading import extract_json, extract_protobuf
 from verdictgate.otel.spans import run_attributes
 from verdictgate.receiver.config import DEFAULT_SETTLE, ReceiverConfig
 from verdictgate.receiver.otlp_target import any_value
 from verdictgate.receiver.receiver import TRACE_TTL, Receiver
 from verdictgate.receiver.store import Store
+from verdictgate.span_facts import SpanFacts
 from verdictgate.trial_model import NoDecision
 
 
@@ -391,3 +394,83 @@ def test_a_flood_of_trial_less_traces_stays_under_the_cap_and_honest_trials_stil
     clock.now += DEFAULT_SETTLE + 0.1
     receiver.tick()
     assert stored(receiver, "r1") == {("c0", 0): (("refund",), None)}
+
+
+OLD_HELD = """
+CREATE TABLE traces (trace_id TEXT PRIMARY KEY, last_seen REAL NOT NULL,
+                     state INTEGER NOT NULL DEFAULT 0);
+CREATE TABLE trace_spans (trace_id TEXT NOT NULL, span_id TEXT NOT NULL, facts BLOB NOT NULL,
+                          PRIMARY KEY (trace_id, span_id)) WITHOUT ROWID;
+CREATE TABLE trial_marks (trace_id TEXT NOT NULL, span_id TEXT NOT NULL, mark BLOB NOT NULL,
+                          PRIMARY KEY (trace_id, span_id)) WITHOUT ROWID;
+"""
+"""The tables a store made before trials were keyed by their trial span held them in."""
+
+
+def test_a_store_from_before_trial_keying_settles_what_it_held(tmp_path) -> None:
+    """An in-flight trial (its trial span and tool held), a trace whose trial span had not come
+    yet, and a trace that release had settled: opened by this one, the first settles, the
+    second settles once its trial span comes, and the third is forgotten in time."""
+    path = tmp_path / "old.sqlite"
+    pack = msgspec.msgpack.encode
+    with sqlite3.connect(path) as old:
+        old.executescript(OLD_HELD)
+        for trace, state in (("t1", 1), ("t2", 0), ("t3", 2)):
+            old.execute("INSERT INTO traces VALUES (?, 1000.0, ?)", (trace, state))
+        old.execute("INSERT INTO trial_marks VALUES ('t1', 'm1', ?)",
+                    (pack(TrialMark("t1", "m1", "r1", "c0", 0, "tools")),))  # fmt: skip
+        for trace, parent, tool in (("t1", "m1", "lookup"), ("t2", "m2", "refund")):
+            old.execute("INSERT INTO trace_spans VALUES (?, ?, ?)",
+                        (trace, f"s-{trace}", pack(SpanFacts(f"s-{trace}", parent, 5, tool=tool))))  # fmt: skip
+    clock = Clock()
+    clock.now = 1_001.0
+    store = Store(path)
+    receiver = Receiver(store, clock=clock)
+    assert store.held_spans() == 2
+    store.write([], marks=[TrialMark("t2", "m2", "r1", "c1", 0, "tools")], now=clock.now)
+    clock.now += DEFAULT_SETTLE + 0.1
+    receiver.tick()
+    assert stored(receiver, "r1") == {
+        ("c0", 0): (("lookup",), None),
+        ("c1", 0): (("refund",), None),
+    }
+    clock.now += TRACE_TTL + 1
+    receiver.tick()
+    assert store.held_spans() == 0
+    with sqlite3.connect(path) as after:
+        assert after.execute("SELECT COUNT(*) FROM traces").fetchone() == (0,)
+
+
+def test_settled_trials_never_crowd_out_a_trial_whose_spans_came_before_its_trial_span() -> None:
+    """300 trials settled under a 1,000-span cap, then a trial whose agent spans (another
+    process) come a second before its trial span: it is stored with its tool, not `no_spans`."""
+    clock = Clock()
+    store = Store()
+    receiver = Receiver(store, config=ReceiverConfig(max_held_spans=1000), clock=clock)
+    for n in range(300):
+        spans = strands_trial(n + 1, "r1", f"c{n}", 0, ["refund"])
+        receiver.ingest(extract_protobuf(request(spans).SerializeToString()))
+    clock.now += DEFAULT_SETTLE + 0.1
+    receiver.tick()
+    assert len(stored(receiver, "r1")) == 300 and store.held_spans() < 1000
+    spans = strands_trial(9999, "r2", "c0", 0, ["refund"])
+    receiver.ingest(extract_protobuf(request(spans[1:]).SerializeToString()))
+    clock.now += 1
+    receiver.ingest(extract_protobuf(request(spans[:1]).SerializeToString()))
+    clock.now += DEFAULT_SETTLE + 0.1
+    receiver.tick()
+    assert stored(receiver, "r2") == {("c0", 0): (("refund",), None)}
+
+
+def test_a_run_of_thousands_of_nested_trials_is_not_cut_at_the_traces_span_cap() -> None:
+    """5,000 trials of 11 spans under one run span: 55,000 spans, more than one trace may hold
+    at once, but a settled trial's spans leave the trace's count, so every trial is whole."""
+    clock = Clock()
+    receiver = Receiver(Store(), clock=clock)
+    _, calls = nested_run("long", 5000, ["lookup"] * 9)
+    for spans in calls:
+        receiver.ingest(extract_protobuf(request(spans).SerializeToString()))
+        clock.now += DEFAULT_SETTLE + 1
+        receiver.tick()
+    assert set(stored(receiver, "long").values()) == {(("lookup",) * 9, None)}
+    assert len(stored(receiver, "long")) == 5000

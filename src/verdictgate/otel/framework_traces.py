@@ -87,15 +87,19 @@ def trial_mark(
                      **optional)  # fmt: skip
 
 
-def settled_trials(marks: Iterable[TrialMark], facts: list[SpanFacts]) -> list[Trial]:
-    """The trials of one trace that settle: each mark decided by the spans below it (the
-    trace's spans indexed once, so settling costs what the trace holds, not that times its
-    trials)."""
-    below = children_index(facts)
-    trials = []
+def settled_trials(
+    marks: Iterable[TrialMark], facts: list[SpanFacts]
+) -> tuple[list[Trial], dict[str, list[str]]]:
+    """The trials of one trace that settle, each mark decided by the spans below it, and the
+    span ids below each mark (the trace's spans indexed once, so settling costs what the trace
+    holds, not that times its trials)."""
+    children = children_index(facts)
+    trials, below = [], {}
     for mark in marks:
         rule = DecisionRule.parse(mark.rule)
-        derived = rule.derive(descendants(below, mark.span_id), mark.span_id)
+        subtree = descendants(children, mark.span_id)
+        below[mark.span_id] = [fact.span_id for fact in subtree]
+        derived = rule.derive(subtree, mark.span_id)
         if mark.error_type is not None:
             derived = Derived(None, mark.error_type)
         trials.append(
@@ -105,4 +109,4 @@ def settled_trials(marks: Iterable[TrialMark], facts: list[SpanFacts]) -> list[T
                 tied_steps=derived.tied_steps,
             )
         )  # fmt: skip
-    return trials
+    return trials, below

@@ -209,13 +209,22 @@ class Receiver:
         trials: list[Trial],
         declared: Sequence[dict[str, Any]] = (),
         labels: Mapping[str, tuple[str | None, str | None]] | None = None,
+        settle: tuple[str, float, float] | None = None,
         **held: Any,
     ) -> None:
         """Commit trials and run spans' declarations (checked at the door), then tell the
         lifecycle what was committed (in commit order), make the runs it completed final, and
-        wake the watchers of the runs touched."""
+        wake the watchers of the runs touched. With `settle` (a trace, quiet since, held since)
+        the trials are that trace's due ones, read and stored under the same lock, so no span
+        lands between the reading and the settling."""
         with self._lock:
             now = self._clock()
+            if settle is not None:
+                trace_id, quiet_since, held_since = settle
+                marks, facts = self.store.trace(trace_id, quiet_since, held_since)
+                trials, below = settled_trials(marks, facts)
+                labels = {mark.run: (mark.suite, mark.point) for mark in marks}
+                held["settled"] = ((trace_id, [(mark.span_id, below[mark.span_id]) for mark in marks]),)
             written = self.store.write(
                 trials, declared, dict(labels or {}), now=now, max_trials=self._max_trials,
                 max_held_spans=self.config.max_held_spans, **held,
@@ -232,6 +241,8 @@ class Receiver:
             self._advance(now)
         for run_id, late in written.late_spans.items():
             if run_id not in self._late_logged:
+                if len(self._late_logged) >= 10_000:  # a log line a run, not a set for ever
+                    self._late_logged.clear()
                 self._late_logged.add(run_id)
                 logger.warning(
                     "run %.80s: %d framework spans came after their trial was settled (counted "
@@ -264,13 +275,7 @@ class Receiver:
         left to settle, once quiet for TRACE_TTL (FORGET_BATCHES batches at most)."""
         quiet_since, held_since = now - self.config.settle, now - self.config.max_hold
         for trace_id in self.store.quiet_traces(quiet_since, held_since, SETTLE_BATCH):
-            marks, facts = self.store.trace(trace_id, quiet_since, held_since)
-            self._write(
-                None,
-                settled_trials(marks, facts),
-                labels={mark.run: (mark.suite, mark.point) for mark in marks},
-                settled=((trace_id, [mark.span_id for mark in marks]),),
-            )
+            self._write(None, [], settle=(trace_id, quiet_since, held_since))
         for _ in range(FORGET_BATCHES):
             if self.store.forget_traces(now - TRACE_TTL, SETTLE_BATCH) < SETTLE_BATCH:
                 break

@@ -82,6 +82,12 @@ CREATE TABLE IF NOT EXISTS trial_marks (
     settled INTEGER NOT NULL DEFAULT 0,  -- 1 once its trial is stored
     PRIMARY KEY (trace_id, span_id)
 ) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS settled_spans (
+    trace_id TEXT NOT NULL,
+    span_id TEXT NOT NULL,       -- a span below a settled trial: its facts are let go
+    mark TEXT NOT NULL,          -- that trial's span id, to count a late copy below it
+    PRIMARY KEY (trace_id, span_id)
+) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS outbox (
     seq INTEGER PRIMARY KEY AUTOINCREMENT,
     run_id TEXT NOT NULL,
@@ -252,6 +258,7 @@ class Store:
                     if column not in present:
                         self._connection.execute(f"ALTER TABLE {table} ADD COLUMN {column} {kind}")
                         added.add(column)
+            self._migrate_held(added)
             if "finished_at" in added:  # runs finished by a release before `finished_at`
                 self._connection.execute(
                     "UPDATE runs SET finished_at = last_seen WHERE final = 1 AND finished_at IS NULL"
@@ -270,6 +277,31 @@ class Store:
         """Framework spans let go to stay within the held-span cap, or beyond a trace's cap."""
         self._outbox_full = False
 
+    def _migrate_held(self, added: set[str]) -> None:
+        """What a store made before trials were keyed by their trial span held, brought to
+        the new keying: marks get their arrival (their trace's last span), traces their span
+        counts and spans their parent; a trace that release had settled is one whose trials
+        are all settled (it took no spans since)."""
+        connection = self._connection
+        if "arrived" in added:
+            connection.execute(
+                "UPDATE trial_marks SET arrived = (SELECT last_seen FROM traces t WHERE"
+                " t.trace_id = trial_marks.trace_id), last_seen = (SELECT last_seen FROM traces t"
+                " WHERE t.trace_id = trial_marks.trace_id) WHERE arrived IS NULL"
+            )
+            connection.execute("UPDATE traces SET state = ? WHERE state = 2", (MARKED,))
+        if "spans" in added:
+            connection.execute(
+                "UPDATE traces SET spans = (SELECT COUNT(*) FROM trace_spans s WHERE"
+                " s.trace_id = traces.trace_id)"
+            )
+        if "parent_id" in added:
+            rows = connection.execute("SELECT trace_id, span_id, facts FROM trace_spans").fetchall()
+            connection.executemany(
+                "UPDATE trace_spans SET parent_id = ? WHERE trace_id = ? AND span_id = ?",
+                [(_FACTS.decode(facts).parent_id, trace, span) for trace, span, facts in rows],
+            )
+
     def close(self) -> None:
         with self._lock:
             self._connection.close()
@@ -283,15 +315,16 @@ class Store:
         max_trials: int | None = None,
         marks: Iterable[TrialMark] = (),
         spans: Iterable[FrameworkSpan] = (),
-        settled: Iterable[tuple[str, Sequence[str]]] = (),
+        settled: Iterable[tuple[str, Sequence[tuple[str, Sequence[str]]]]] = (),
         max_held_spans: int | None = None,
     ) -> Written:
         """Commit trials and run declarations in one transaction; the runs touched, as they
         stand after it, and the trials refused because a run had no room (`max_trials`).
         Harnesses' trial `marks` and framework `spans` are held by trace in the same
         transaction; a span below a trial already settled is counted late for its run, never
-        held for it. The `settled` trials ((trace, trial span ids): these trials') are marked
-        settled. Beyond `max_held_spans` framework spans held, the traces with no trial span
+        held for it. The `settled` trials ((trace, [(trial span id, the span ids below it)]):
+        these trials') are marked settled, and the facts of the spans below them let go (their
+        ids kept, to count a late copy). Beyond `max_held_spans` framework spans held, the traces with no trial span
         quiet the longest are let go (counted in `spans_let_go`).
 
         Each run keeps a count of its stored trials, so no write ever scans a run; the room a
@@ -333,14 +366,11 @@ class Store:
             for attributes in declared:
                 _declare(cursor, attributes, now)
             late_spans, held, dropped = _hold(cursor, list(marks), list(spans), now)
+            held -= _settle(cursor, settled)
             if max_held_spans is not None and self._held_spans + held > max_held_spans:
                 released = _let_go(cursor, self._held_spans + held - max_held_spans)
                 held -= released
                 dropped += released
-            cursor.executemany(
-                "UPDATE trial_marks SET settled = 1 WHERE trace_id = ? AND span_id = ?",
-                [(trace_id, span_id) for trace_id, span_ids in settled for span_id in span_ids],
-            )
             for run_id, rows in by_run.items():
                 cursor.execute("SELECT final, received FROM runs WHERE run_id = ?", (run_id,))
                 final, received = cursor.fetchone()
@@ -364,8 +394,8 @@ class Store:
             runs = [
                 _stored_run(cursor.execute(_RUN_BY_ID, (run_id,)).fetchone()) for run_id in touched
             ]
-        self._held_spans += held
-        self.spans_let_go += dropped
+            self._held_spans += held
+            self.spans_let_go += dropped
         return Written(runs, refused, accepted, late_spans)
 
     def evidence(self, run_id: str) -> Evidence:
@@ -491,10 +521,10 @@ class Store:
             )
             doomed = [(trace_id,) for (trace_id,) in cursor.fetchall()]
             cursor.executemany("DELETE FROM trace_spans WHERE trace_id = ?", doomed)
-            released = cursor.rowcount
-            for table in ("trial_marks", "traces"):
+            released = max(cursor.rowcount, 0)
+            for table in ("settled_spans", "trial_marks", "traces"):
                 cursor.executemany(f"DELETE FROM {table} WHERE trace_id = ?", doomed)
-        self._held_spans -= max(released, 0)
+            self._held_spans -= released
         return len(doomed)
 
     def open_runs(self) -> list[StoredRun]:
@@ -766,6 +796,10 @@ def _hold(
                 "DELETE FROM trace_spans WHERE trace_id = ? AND span_id = ?",
                 (span.trace_id, span.facts.span_id),
             )
+            cursor.execute(  # so that a span below it, in any order, is late too
+                "INSERT OR IGNORE INTO settled_spans (trace_id, span_id, mark) VALUES (?, ?, ?)",
+                (span.trace_id, span.facts.span_id, trial[0]),
+            )
             continue
         added[span.trace_id] += 1
         if trial is not None:
@@ -785,26 +819,59 @@ def _hold(
 
 
 def _let_go(cursor: sqlite3.Cursor, excess: int) -> int:
-    """Delete the traces with no trial span quiet the longest until at least `excess` spans are
-    gone (or none is left); how many spans went."""
+    """Delete held spans until at least `excess` are gone (or nothing is left to let go); how
+    many went. First the spans of traces whose trials are all settled (no trial needs them),
+    then traces with no trial span at all, quiet the longest first (under a flood, the newest,
+    which may be an honest trial's spans waiting for its trial span, go last)."""
     gone = 0
-    while gone < excess:
-        cursor.execute(
-            "SELECT trace_id, spans FROM traces WHERE state = ? ORDER BY last_seen LIMIT 256",
-            (WAITING,),
-        )
-        rows = cursor.fetchall()
-        if not rows:
-            break
-        doomed = []
-        for trace_id, spans in rows:
-            doomed.append((trace_id,))
-            gone += spans
-            if gone >= excess:
+    for query in (
+        "SELECT trace_id, spans FROM traces WHERE state = 1 AND spans > 0 AND NOT EXISTS"
+        " (SELECT 1 FROM trial_marks m WHERE m.trace_id = traces.trace_id AND m.settled = 0)"
+        " ORDER BY last_seen LIMIT 256",
+        "SELECT trace_id, spans FROM traces WHERE state = 0 ORDER BY last_seen LIMIT 256",
+    ):
+        while gone < excess:
+            rows = cursor.execute(query).fetchall()
+            if not rows:
                 break
-        for table in ("trace_spans", "traces"):
-            cursor.executemany(f"DELETE FROM {table} WHERE trace_id = ?", doomed)
+            doomed = []
+            for trace_id, spans in rows:
+                doomed.append((trace_id,))
+                gone += spans
+                if gone >= excess:
+                    break
+            cursor.executemany("DELETE FROM trace_spans WHERE trace_id = ?", doomed)
+            cursor.executemany("UPDATE traces SET spans = 0 WHERE trace_id = ?", doomed)
+            cursor.executemany("DELETE FROM traces WHERE trace_id = ? AND state = 0", doomed)
     return gone
+
+
+def _settle(
+    cursor: sqlite3.Cursor, settled: Iterable[tuple[str, Sequence[tuple[str, Sequence[str]]]]]
+) -> int:
+    """Mark trials settled and let go of the facts below them, keeping their ids; how many
+    spans were let go."""
+    released = 0
+    for trace_id, trials in settled:
+        for mark, below in trials:
+            cursor.execute(
+                "UPDATE trial_marks SET settled = 1 WHERE trace_id = ? AND span_id = ?",
+                (trace_id, mark),
+            )
+            cursor.executemany(
+                "INSERT OR IGNORE INTO settled_spans (trace_id, span_id, mark) VALUES (?, ?, ?)",
+                [(trace_id, span_id, mark) for span_id in below],
+            )
+            cursor.executemany(
+                "DELETE FROM trace_spans WHERE trace_id = ? AND span_id = ?",
+                [(trace_id, span_id) for span_id in below],
+            )
+            gone = max(cursor.rowcount, 0)
+            cursor.execute(
+                "UPDATE traces SET spans = MAX(spans - ?, 0) WHERE trace_id = ?", (gone, trace_id)
+            )
+            released += gone
+    return released
 
 
 def _trial_above(
@@ -827,7 +894,13 @@ def _trial_above(
             (trace_id, parent_id),
         ).fetchone()
         if row is None:
-            return None
+            settled = cursor.execute(
+                "SELECT s.mark, m.mark FROM settled_spans s JOIN trial_marks m ON"
+                " m.trace_id = s.trace_id AND m.span_id = s.mark"
+                " WHERE s.trace_id = ? AND s.span_id = ?",
+                (trace_id, parent_id),
+            ).fetchone()
+            return None if settled is None else (settled[0], True, _MARK.decode(settled[1]).run)
         parent_id = row[0]
     return None
 

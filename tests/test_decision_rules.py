@@ -248,3 +248,17 @@ def test_a_path_longer_than_any_reviewed_decision_is_an_error_trial_not_a_label(
     for rule in ("tools", "toolset"):
         assert derive(rule, agent_span(1, 0), *tools) == Derived(None, PATH_OVER_LIMIT)
     assert derive("tools", agent_span(1, 0), *tools[:256]).decision is not None
+
+
+@given(st.integers(0, 40), st.text(alphabet='[]{}"\\ ,:a', max_size=40))
+def test_metadata_nested_within_the_limit_names_its_node_and_deeper_is_not_parsed(depth, junk):
+    """OpenInference `metadata` is read for the LangGraph node up to 32 levels deep (measured
+    without recursion, brackets inside strings not counted); deeper, or malformed, names none."""
+    inner = json.dumps({"junk": junk})
+    for _ in range(max(0, depth - 1)):
+        inner = "[" + inner + "]"
+    metadata = '{"langgraph_node": "plan", "x": ' + inner + "}"
+    facts = facts_of("01", None, 0, {"metadata": metadata}, failed=False)
+    assert facts.node == ("plan" if depth + 1 <= 32 else None)
+    unterminated = '{"langgraph_node": "plan' + '\\"' * 500  # no closing quote: read once
+    assert facts_of("02", None, 0, {"metadata": unterminated}, failed=False).node is None

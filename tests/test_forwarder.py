@@ -6,6 +6,14 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from concurrent import futures
+
+import grpc
+from google.protobuf import any_pb2, duration_pb2
+from google.rpc import code_pb2, error_details_pb2, status_pb2
+from opentelemetry.proto.collector.logs.v1 import logs_service_pb2, logs_service_pb2_grpc
+from opentelemetry.proto.collector.metrics.v1 import metrics_service_pb2, metrics_service_pb2_grpc
+from opentelemetry.proto.collector.trace.v1 import trace_service_pb2, trace_service_pb2_grpc
 
 from otel_support import OtlpCollector
 from test_otlp_export import attributes
@@ -172,3 +180,52 @@ def test_a_request_the_target_never_takes_is_set_aside_and_the_rest_flow(caplog)
     assert store.outbox_size() == 0 and target.set_aside >= 1
     assert "set aside" in caplog.text
     assert "next" in [attributes(span.attributes)[names.RUN_ID] for span in collector.spans()]
+
+
+def test_a_busy_target_that_sends_retry_info_is_waited_for_not_set_aside() -> None:
+    """RESOURCE_EXHAUSTED with RetryInfo (a target shedding load, as verdictgate itself does)
+    is tried again however often it comes, unlike the same code without it."""
+    refusals = []
+
+    class BusyTraces(trace_service_pb2_grpc.TraceServiceServicer):
+        def Export(self, request, context):
+            if len(refusals) < 8:  # more than the attempts a refusal without RetryInfo gets
+                refusals.append(1)
+                detail = any_pb2.Any()
+                detail.Pack(error_details_pb2.RetryInfo(retry_delay=duration_pb2.Duration(nanos=1)))
+                status = status_pb2.Status(code=code_pb2.RESOURCE_EXHAUSTED, details=[detail])
+                context.set_trailing_metadata(
+                    (("grpc-status-details-bin", status.SerializeToString()),)
+                )
+                context.set_code(grpc.StatusCode.RESOURCE_EXHAUSTED)
+                context.set_details("busy")
+                return trace_service_pb2.ExportTraceServiceResponse()
+            return trace_service_pb2.ExportTraceServiceResponse()
+
+    class Metrics(metrics_service_pb2_grpc.MetricsServiceServicer):
+        def Export(self, request, context):
+            return metrics_service_pb2.ExportMetricsServiceResponse()
+
+    class Logs(logs_service_pb2_grpc.LogsServiceServicer):
+        def Export(self, request, context):
+            return logs_service_pb2.ExportLogsServiceResponse()
+
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=2))
+    trace_service_pb2_grpc.add_TraceServiceServicer_to_server(BusyTraces(), server)
+    metrics_service_pb2_grpc.add_MetricsServiceServicer_to_server(Metrics(), server)
+    logs_service_pb2_grpc.add_LogsServiceServicer_to_server(Logs(), server)
+    port = server.add_insecure_port("127.0.0.1:0")
+    server.start()
+    try:
+        store = Store()
+        open_run(store, "busy")
+        store.stage("busy", publication("busy"))
+        target = OtlpTarget(f"http://127.0.0.1:{port}")
+        forwarder = Forwarder(store, target)
+        attempts = 0
+        while not forwarder.drain():
+            attempts += 1
+            assert attempts < 20
+        assert len(refusals) == 8 and target.set_aside == 0 and store.outbox_size() == 0
+    finally:
+        server.stop(grace=None)

@@ -159,14 +159,17 @@ def test_guessing_the_token_at_the_sign_in_form_is_throttled() -> None:
         assert status == 429 and 1 <= int(headers["Retry-After"]) <= 60
 
 
-def test_the_throttle_forgets_failures_as_they_age() -> None:
+def test_the_throttle_forgets_tries_as_they_age_and_keeps_no_host_for_ever() -> None:
     clock = ManualClock(100.0)
     throttle = SignInThrottle(allowed=3, window=60.0, clock=clock)
-    for _ in range(3):
-        assert throttle.wait("h") == 0
-        throttle.failed("h")
-    assert throttle.wait("h") == 60 and throttle.wait("other") == 0
+    assert [throttle.attempt("h") for _ in range(3)] == [0, 0, 0]
+    assert throttle.attempt("h") == 60 and throttle.attempt("other") == 0
+    throttle.succeeded("other")  # a right token does not count
     clock.advance(30)
-    assert throttle.wait("h") == 30
+    assert throttle.attempt("h") == 30
     clock.advance(30)
-    assert throttle.wait("h") == 0
+    assert throttle.attempt("h") == 0
+    for n in range(1000):
+        throttle.attempt(f"guesser-{n}")
+    clock.advance(61)
+    assert throttle.attempt("late") == 0 and throttle.hosts() == 1

@@ -188,7 +188,8 @@ def _json_object(text: str) -> dict[str, Any]:
 
 MAX_NESTING = 32
 """Deepest JSON read for the LangGraph node (LangGraph's metadata is a few levels deep)."""
-_STRING = re.compile(r'"(?:[^"\\]|\\.)*"')
+_STRING = re.compile(r'"(?:[^"\\]|\\.)*(?:"|$)', re.S)
+"""A JSON string, or an unterminated one to the end: linear however the quotes fall."""
 
 
 def _nesting(text: str) -> int:

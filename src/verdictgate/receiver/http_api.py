@@ -96,36 +96,52 @@ SIGN_IN_BYTES = 4096
 
 
 class SignInThrottle:
-    """Wrong tokens a host may try at the sign-in form: `allowed` a `window` of seconds; beyond,
-    the form answers 429 until the window's oldest failure ages out. Hosts are forgotten once
-    their failures have aged out, so its size follows the hosts guessing now."""
+    """Tries a host may make at the sign-in form: `allowed` a `window` of seconds; beyond, the
+    form answers 429 until the oldest try ages out. A try is taken (`attempt`) before the token
+    is checked, so parallel guesses cannot slip past, and handed back when it was right. Tries
+    are kept in one queue by age and swept as they age out, so memory follows the hosts trying
+    now."""
 
     def __init__(
         self, allowed: int = 10, window: float = 60.0, clock: Callable[[], float] = time.monotonic
     ) -> None:
         self.allowed, self.window, self._clock = allowed, window, clock
-        self._failures: dict[str, deque[float]] = {}
+        self._tries: dict[str, deque[float]] = {}
+        self._by_age: deque[tuple[float, str]] = deque()
         self._lock = threading.Lock()
 
-    def wait(self, host: str) -> int:
-        """Seconds the host must wait before it may try again (0: it may now)."""
+    def attempt(self, host: str) -> int:
+        """Take a try for `host`: 0 when it may try now, else the seconds it must wait."""
         with self._lock:
-            failures = self._recent(host)
-            if len(failures) < self.allowed:
-                return 0
-            return max(1, math.ceil(failures[0] + self.window - self._clock()))
+            now = self._clock()
+            self._sweep(now)
+            tries = self._tries.setdefault(host, deque())
+            if len(tries) >= self.allowed:
+                return max(1, math.ceil(tries[0] + self.window - now))
+            tries.append(now)
+            self._by_age.append((now, host))
+            return 0
 
-    def failed(self, host: str) -> None:
+    def hosts(self) -> int:
+        """Hosts with tries still counted."""
         with self._lock:
-            self._recent(host).append(self._clock())
+            return len(self._tries)
 
-    def _recent(self, host: str) -> deque[float]:
-        failures = self._failures.setdefault(host, deque())
-        while failures and failures[0] <= self._clock() - self.window:
-            failures.popleft()
-        for other in [h for h, f in self._failures.items() if not f and h != host][:8]:
-            del self._failures[other]
-        return failures
+    def succeeded(self, host: str) -> None:
+        """The try was the right token: it does not count against the host."""
+        with self._lock:
+            tries = self._tries.get(host)
+            if tries:
+                tries.pop()
+
+    def _sweep(self, now: float) -> None:
+        while self._by_age and self._by_age[0][0] <= now - self.window:
+            when, host = self._by_age.popleft()
+            tries = self._tries.get(host)
+            while tries and tries[0] <= when:
+                tries.popleft()
+            if not tries:
+                self._tries.pop(host, None)
 
 
 PAGE_HEADERS = {
@@ -362,13 +378,13 @@ class OtlpHttpHandler(RequestHandler):
         if self.token is None:  # open pages: nothing to sign in to
             return self._send(303, b"", HTML, {"Location": "/", "Cache-Control": "no-store"})
         host = str(self.client_address[0])
-        if wait := self.sign_ins.wait(host):
+        if wait := self.sign_ins.attempt(host):
             headers = {**PAGE_HEADERS, "Retry-After": str(wait)}
             return self._send(429, b"too many wrong tokens: try again later\n", TEXT, headers)
         if not authorized(f"Bearer {given}", self.token):
-            self.sign_ins.failed(host)
             headers = {**PAGE_HEADERS, "WWW-Authenticate": "Bearer"}
             return self._send(401, sign_in_page(failed=True).encode(), HTML, headers)
+        self.sign_ins.succeeded(host)
         secure = "; Secure" if isinstance(self.connection, ssl.SSLSocket) else ""
         cookie = f"{self._cookie_name()}={page_key(self.token)}; HttpOnly; SameSite=Strict; Path=/"
         self._send(303, b"", HTML, {"Location": "/", "Set-Cookie": cookie + secure,

@@ -11,6 +11,8 @@ from typing import Any
 from urllib.parse import urlparse
 
 import grpc
+from google.protobuf.message import DecodeError
+from google.rpc import error_details_pb2, status_pb2
 from opentelemetry.proto.collector.logs.v1 import logs_service_pb2, logs_service_pb2_grpc
 from opentelemetry.proto.collector.metrics.v1 import metrics_service_pb2, metrics_service_pb2_grpc
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2, trace_service_pb2_grpc
@@ -147,11 +149,11 @@ class OtlpTarget:
         except grpc.RpcError as error:
             code = error.code() if hasattr(error, "code") else grpc.StatusCode.UNKNOWN
             why = f"{code.name}: {error.details() if hasattr(error, 'details') else ''}"
-            if code is grpc.StatusCode.RESOURCE_EXHAUSTED:
+            if code is grpc.StatusCode.RESOURCE_EXHAUSTED and not _retry_info(error):
                 self._exhausted += 1
                 if self._exhausted < EXHAUSTED_ATTEMPTS:
                     return why
-            elif code in RETRYABLE:
+            elif code in RETRYABLE:  # RESOURCE_EXHAUSTED with RetryInfo: the target will be back
                 return why
             self.set_aside += 1
             logger.error(
@@ -336,3 +338,18 @@ def _with_points(
     del data.data_points[:]
     data.data_points.extend(points)
     return copy
+
+
+def _retry_info(error: grpc.RpcError) -> bool:
+    """Whether a refusal carries RetryInfo (`grpc-status-details-bin`): OTLP's sign that the
+    target expects the request again, as a busy one does."""
+    trailers: Any = error.trailing_metadata() if hasattr(error, "trailing_metadata") else None
+    for key, value in trailers or ():
+        if key == "grpc-status-details-bin" and isinstance(value, bytes):
+            try:
+                status = status_pb2.Status.FromString(value)
+            except DecodeError:
+                return False
+            kind = error_details_pb2.RetryInfo.DESCRIPTOR.full_name
+            return any(detail.type_url.endswith("/" + kind) for detail in status.details)
+    return False

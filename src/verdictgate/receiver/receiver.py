@@ -224,7 +224,9 @@ class Receiver:
                 marks, facts = self.store.trace(trace_id, quiet_since, held_since)
                 trials, below = settled_trials(marks, facts)
                 labels = {mark.run: (mark.suite, mark.point) for mark in marks}
-                held["settled"] = ((trace_id, [(mark.span_id, below[mark.span_id]) for mark in marks]),)
+                held["settled"] = (
+                    (trace_id, [(mark.span_id, below[mark.span_id]) for mark in marks]),
+                )
             written = self.store.write(
                 trials, declared, dict(labels or {}), now=now, max_trials=self._max_trials,
                 max_held_spans=self.config.max_held_spans, **held,

@@ -109,6 +109,7 @@ class Receiver:
         )
         self._finisher = Finisher(self._do)
         self._late_logged: set[str] = set()
+        self._let_go_logged = False
         """Runs whose late framework spans were logged (once a run)."""
         if scrape is not None:
             self._show_latest(scrape)
@@ -251,6 +252,14 @@ class Receiver:
                     "late; raise --settle if the agent's spans take longer to arrive)",
                     run_id, late,
                 )  # fmt: skip
+        if written.let_go and not self._let_go_logged:
+            self._let_go_logged = True
+            logger.warning(
+                "framework spans are being let go to stay within --max-held-spans (%d) or a "
+                "trace's 50,000: traces without a trial span, quiet the longest, go first "
+                "(logged once; Store.spans_let_go counts them)",
+                self.config.max_held_spans,
+            )
         if written.refused and extract is not None:
             extract.rejected += sum(written.refused.values())
             extract.errors.append(

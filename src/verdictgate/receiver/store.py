@@ -230,6 +230,8 @@ class Written:
     accepted: dict[str, list[Trial]]
     late_spans: dict[str, int] = field(default_factory=dict)
     """Per run, framework spans that came below a trial already settled (counted late)."""
+    let_go: int = 0
+    """Framework spans let go by this write to stay within the held-span cap or a trace's."""
 
 
 class Store:
@@ -396,7 +398,7 @@ class Store:
             ]
             self._held_spans += held
             self.spans_let_go += dropped
-        return Written(runs, refused, accepted, late_spans)
+        return Written(runs, refused, accepted, late_spans, dropped)
 
     def evidence(self, run_id: str) -> Evidence:
         """Every kept trial of a run, with its duplicates, conflicts, latency and tier results."""
@@ -788,8 +790,9 @@ def _hold(
     late: dict[str, int] = {}
     active: set[tuple[str, str]] = set()
     added = {trace_id: 0 for trace_id in traces}
+    known: dict[tuple[str, str], tuple[str, bool, str] | None] = {}
     for span in new:
-        trial = _trial_above(cursor, span.trace_id, span.facts.parent_id)
+        trial = _trial_above(cursor, span.trace_id, span.facts.parent_id, known)
         if trial is not None and trial[1]:  # below a settled trial: late
             late[trial[2]] = late.get(trial[2], 0) + 1
             cursor.execute(
@@ -875,14 +878,35 @@ def _settle(
 
 
 def _trial_above(
-    cursor: sqlite3.Cursor, trace_id: str, parent_id: str | None
+    cursor: sqlite3.Cursor,
+    trace_id: str,
+    parent_id: str | None,
+    known: dict[tuple[str, str], tuple[str, bool, str] | None],
 ) -> tuple[str, bool, str] | None:
     """The trial a span belongs to, walking up from its parent through the spans held (at most
     MAX_ANCESTRY): (its trial span's id, whether settled, its run); None when no trial span
-    is known above it yet."""
+    is known above it yet. `known` remembers the answer for every span walked through, so one
+    request's spans walk each chain once."""
+    walked: list[tuple[str, str]] = []
+    found = _walk(cursor, trace_id, parent_id, known, walked)
+    for key in walked:
+        known[key] = found
+    return found
+
+
+def _walk(
+    cursor: sqlite3.Cursor,
+    trace_id: str,
+    parent_id: str | None,
+    known: dict[tuple[str, str], tuple[str, bool, str] | None],
+    walked: list[tuple[str, str]],
+) -> tuple[str, bool, str] | None:
     for _ in range(MAX_ANCESTRY):
         if parent_id is None:
             return None
+        if (trace_id, parent_id) in known:
+            return known[(trace_id, parent_id)]
+        walked.append((trace_id, parent_id))
         row = cursor.execute(
             "SELECT settled, mark FROM trial_marks WHERE trace_id = ? AND span_id = ?",
             (trace_id, parent_id),

@@ -901,6 +901,7 @@ def _walk(
     known: dict[tuple[str, str], tuple[str, bool, str] | None],
     walked: list[tuple[str, str]],
 ) -> tuple[str, bool, str] | None:
+    """`_trial_above`'s walk, putting each span it passes in `walked`."""
     for _ in range(MAX_ANCESTRY):
         if parent_id is None:
             return None

@@ -5,6 +5,7 @@ as `assess --sequential` answers."""
 
 from __future__ import annotations
 
+import io
 import itertools
 import json
 import random
@@ -13,9 +14,10 @@ from dataclasses import replace
 from click.testing import CliRunner
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from opentelemetry import trace as otel_trace
 from opentelemetry.sdk.trace import TracerProvider
 
-from receiver_support import decision_span, request, span
+from receiver_support import request, span
 from verdictgate import (
     Assessment,
     Case,
@@ -38,12 +40,12 @@ from verdictgate.otel import conventions as names
 from verdictgate.otel.instrument import decision, evaluation_run, trial
 from verdictgate.otel.otlp_reading import extract_protobuf
 from verdictgate.otel.span_decoding import run_declaration
-from verdictgate.otel.spans import run_attributes
+from verdictgate.otel.spans import flat_ranges, run_attributes, trial_attributes
 from verdictgate.receiver.config import ReceiverConfig
 from verdictgate.receiver.receiver import Receiver
 from verdictgate.receiver.store import Store
 from verdictgate.stats import Method
-from verdictgate.trials_file import TrialWriter
+from verdictgate.trials_file import TrialWriter, read_trials
 
 ROUTES = ("approve", "deny", "review")
 
@@ -67,11 +69,13 @@ def declaration_of(run: str, cases: int, trials: int, method: Method) -> RunDecl
 @st.composite
 def runs(draw, most_cases: int = 4, most_pairs: int = 12):
     """A run's trials (each case's route, with pairs that flip with a drawn chance) and how
-    it is judged."""
+    it is judged. Drawn as tool paths, a trial may have its two steps tied (started in the same
+    instant: read in name order), which its pair compares unordered."""
     cases = draw(st.integers(1, most_cases))
     pairs = draw(st.integers(1, most_pairs))
     method = draw(st.sampled_from([Method.WILSON, Method.EXACT, Method.SEQUENTIAL]))
     flip_chance = draw(st.sampled_from([0.0, 0.1, 0.5]))
+    paths = draw(st.booleans())
     # a case may jump far ahead part-way (a sparse case: its later pairs lie beyond FAR_GAP)
     gaps = draw(st.lists(st.sampled_from([0, 0, 40, 150]), min_size=cases, max_size=cases))
     rng = random.Random(draw(st.integers(0, 2**32 - 1)))
@@ -82,7 +86,13 @@ def runs(draw, most_cases: int = 4, most_pairs: int = 12):
             other = ROUTES[(case + 1) % 3]
             verdict = other if index % 2 and rng.random() < flip_chance else route
             recorded = index + 2 * gaps[case] if index >= pairs else index
-            trials.append(Trial(f"c{case}", recorded, verdict, "r", route))
+            if not paths:
+                trials.append(Trial(f"c{case}", recorded, verdict, "r", route))
+                continue
+            tied = rng.random() < 0.3
+            steps = (verdict, "notify")
+            trials.append(Trial(f"c{case}", recorded, tuple(sorted(steps)) if tied else steps,
+                                "r", route, tied_steps=((0, 2),) if tied else ()))  # fmt: skip
     return declaration_of("r", cases, 2 * pairs, method), trials
 
 
@@ -174,7 +184,7 @@ def wire(batches: list[list[Trial]], declaration: RunDeclaration, span_at: int, 
         declaration.planned_trials or 0, Isolation.FRESH_SESSION,
     )  # fmt: skip
     for number, batch in enumerate(batches):
-        spans = [decision_span(t.run, t.case, t.index, t.decision, t.expected) for t in batch]
+        spans = [span("decide approval_gate", trial_attributes(t)) for t in batch]
         if number == span_at:
             spans.append(span(names.RUN_SPAN, attributes))
         receiver.ingest(extract_protobuf(request(spans).SerializeToString()))
@@ -216,11 +226,35 @@ def test_the_processor_gives_the_same_answer_for_any_order_and_repeats(data) -> 
                 decision("approval_gate", tracer_provider=provider) as recorder,
             ):
                 recorder.record(item.decision)
+                if item.tied_steps:  # as a decision rule records a path it read tied
+                    otel_trace.get_current_span().set_attribute(
+                        names.TIED_STEPS, flat_ranges(item.tied_steps)
+                    )
     assert processor.force_flush()
     got = processor.assessment("r")
     provider.shutdown()
     want = expected(declaration, trials)
     assert without_repeats(replace(got, latency=None)) == replace(want, latency=None)
+
+
+@settings(max_examples=30, deadline=None)
+@given(data=st.data())
+def test_a_trials_file_gives_the_same_answer_in_any_order_with_repeats(
+    data, tmp_path_factory
+) -> None:
+    """The trials written in any order, some twice, and read back: the same evidence, tied
+    steps and all."""
+    declaration, trials = data.draw(runs(most_cases=3, most_pairs=8))
+    stream = [t for batch in data.draw(deliveries(trials)) for t in batch]
+    buffer = io.BytesIO()
+    writer = TrialWriter(buffer, "gate", "approval_gate", Isolation.FRESH_SESSION)
+    for item in stream:
+        writer.add(item)
+    path = tmp_path_factory.mktemp("file") / "trials.jsonl"
+    path.write_bytes(buffer.getvalue())
+    evidence, _ = read_trials(path)
+    got = assess_declared(evidence, declaration)
+    assert without_repeats(got) == expected(declaration, trials)
 
 
 # The 900 trials of issue 22: six cases, every one flipping on its first rerun pair and never

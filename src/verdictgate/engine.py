@@ -426,39 +426,29 @@ def _judged_together(
     tests that is. A route whose test is the pooled one (the same flips, pairs and tolerance:
     a run of one route) is one test, not two."""
     claims_population = policy.claim is Claim.POPULATION
+    claim = population if claims_population else pooled
     claim_tested = population.cases if claims_population else pooled.pairs
-
-    def same_as_pooled(change: ChangeRate) -> bool:
-        counts = (change.flips, change.pairs, change.tolerance)
-        return not claims_population and counts == (pooled.flips, pooled.pairs, pooled.tolerance)
-
-    tested = [
+    same = (pooled.flips, pooled.pairs, pooled.tolerance)
+    as_pooled = {
         i for i, route in enumerate(routes)
-        if route.change.pairs and not (claim_tested and same_as_pooled(route.change))
-    ]  # fmt: skip
-    family: list[ChangeRate | PopulationVerdict] = [routes[i].change for i in tested]
-    if claim_tested:
-        family.append(population if claims_population else pooled)
+        if claim is pooled and pooled.pairs
+        and (route.change.flips, route.change.pairs, route.change.tolerance) == same
+    }  # fmt: skip
+    tested = [i for i, route in enumerate(routes) if route.change.pairs and i not in as_pooled]
+    family = [routes[i].change for i in tested] + ([claim] if claim_tested else [])
     judged = judged_together(family, side_error(policy.confidence))
-    claimed = judged[len(tested) :]  # the routes come first
-    if claimed and claims_population:
-        population = cast(PopulationVerdict, claimed[0])
-    elif claimed:
-        pooled = cast(ChangeRate, claimed[0])
-    adjusted = {i: cast(ChangeRate, change) for i, change in zip(tested, judged, strict=False)}
-    return (
-        pooled,
-        tuple(
-            replace(route, change=adjusted[i])
-            if i in adjusted
-            else replace(route, change=pooled)
-            if route.change.pairs and claim_tested and same_as_pooled(route.change)
-            else route
-            for i, route in enumerate(routes)
-        ),
-        population,
-        len(family),
+    if claim_tested:  # the claim's test comes last
+        if claims_population:
+            population = cast(PopulationVerdict, judged[-1])
+        else:
+            pooled = cast(ChangeRate, judged[-1])
+    changes = {i: cast(ChangeRate, change) for i, change in zip(tested, judged, strict=False)}
+    changes |= dict.fromkeys(as_pooled, pooled)
+    adjusted = tuple(
+        replace(route, change=changes[i]) if i in changes else route
+        for i, route in enumerate(routes)
     )
+    return pooled, adjusted, population, len(family)
 
 
 def _pass_rates_together(

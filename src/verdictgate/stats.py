@@ -47,6 +47,12 @@ def wilson_interval(successes: int, trials: int, confidence: float = 0.95) -> tu
     return low, high
 
 
+def score(successes: int, trials: int, p: float) -> float:
+    """The score statistic of `successes` in `trials` against a rate `p`: Wilson's interval is
+    its inversion, so its one-sided tails are Wilson's p-values."""
+    return (successes / trials - p) / math.sqrt(p * (1.0 - p) / trials)
+
+
 def binomial_cdf(x: int, n: int, p: float) -> float:
     """P(X <= x) for X ~ Binomial(n, p): the regularized incomplete beta I_{1-p}(n - x, x + 1),
     by its continued fraction, so the cost does not grow with n."""
@@ -202,12 +208,12 @@ class ChangeRate:
     """The level its stochastic side was held to when judged with the run's other tests
     (`family`); None when judged alone, at alpha."""
 
+    REJECTS: ClassVar[Stability] = Stability.STOCHASTIC
+    UNDECIDED: ClassVar[Stability] = Stability.UNDECIDED
+
     @property
     def rate(self) -> float:
         return self.flips / self.pairs if self.pairs else 0.0
-
-    REJECTS: ClassVar[Stability] = Stability.STOCHASTIC
-    UNDECIDED: ClassVar[Stability] = Stability.UNDECIDED
 
     def rejection_p_value(self) -> float:
         """The smallest level at which its method would call it stochastic: the exact upper
@@ -219,8 +225,7 @@ class ChangeRate:
             return upper_tail(x, n, t)
         if self.method is Method.SEQUENTIAL:
             return min(1.0, 1.0 / sequential_evalues(x, n, t).stochastic)
-        score = (x / n - t) / math.sqrt(t * (1.0 - t) / n)
-        return 1.0 - NormalDist().cdf(score)
+        return 1.0 - NormalDist().cdf(score(x, n, t))
 
     def rejects_at(self, level: float) -> bool:
         """Whether its method's rule says stochastic when that side is held to `level`."""
@@ -353,7 +358,7 @@ class PassRate:
             return 1.0
         if judged_once(self.method) is Method.EXACT:
             return binomial_cdf(x, n, r)
-        return NormalDist().cdf((x / n - r) / math.sqrt(r * (1.0 - r) / n))
+        return NormalDist().cdf(score(x, n, r))
 
     def rejects_at(self, level: float) -> bool:
         """Whether its rule says unreliable when that side is held to `level`."""

@@ -81,13 +81,7 @@ def decision_from_value(value: Any) -> Decision:
         return tuple(value)
     if isinstance(value, Mapping):
         if value.get("kind") == "no_decision":
-            reason = value.get("reason", "unspecified")
-            if not isinstance(reason, str) or not reason.strip() or len(reason) > MAX_LABEL:
-                raise InvalidDecision(
-                    f"a no-decision's reason is a string that is not blank, of at most "
-                    f"{MAX_LABEL} characters"
-                )
-            return NoDecision(reason)
+            return no_decision(value.get("reason", "unspecified"))
         for key in ("verdict", "tools"):
             if value.get(key) is not None:
                 return decision_from_value(value[key])
@@ -95,6 +89,17 @@ def decision_from_value(value: Any) -> Decision:
             "a mapping decides by its `verdict`, its `tools`, or {kind: no_decision, reason}"
         )
     raise InvalidDecision(f"a {type(value).__name__} is not a decision")
+
+
+def no_decision(reason: Any) -> NoDecision:
+    """The no-decision of a reason: InvalidDecision unless it is a string that is not blank,
+    of at most MAX_LABEL characters."""
+    if not isinstance(reason, str) or not reason.strip() or len(reason) > MAX_LABEL:
+        raise InvalidDecision(
+            f"a no-decision's reason is a string that is not blank, of at most {MAX_LABEL} "
+            "characters"
+        )
+    return NoDecision(reason)
 
 
 def decision_text(decision: Decision) -> str:
@@ -154,10 +159,6 @@ class Trial(_TrialIdentity, frozen=True, gc=False, kw_only=True):
     @property
     def outcome(self) -> Outcome:
         return outcome_of(self.decision)
-
-    @property
-    def order_ambiguous(self) -> bool:
-        return bool(self.tied_steps)
 
 
 def tied_steps_of(ranges: object, decision: Decision | None) -> TiedSteps:

@@ -21,6 +21,7 @@ from .trial_model import (
     Outcome,
     Trial,
     decision_from_value,
+    no_decision,
     tied_steps_of,
 )
 
@@ -80,9 +81,7 @@ def _settled(line: TrialLine) -> Trial:
             raise ValueError(f"{field_name}: {error}") from None
     if outcome is Outcome.NO_DECISION:
         try:
-            reason = decision_from_value(
-                {"kind": "no_decision", "reason": line.reason or "unspecified"}
-            )
+            reason = no_decision(line.reason or "unspecified")
         except InvalidDecision as error:
             raise ValueError(f"reason: {error}") from None
         return _as_trial(line, reason)

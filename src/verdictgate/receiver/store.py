@@ -827,14 +827,20 @@ def _let_go(cursor: sqlite3.Cursor, excess: int) -> int:
     then traces with no trial span at all, quiet the longest first (under a flood, the newest,
     which may be an honest trial's spans waiting for its trial span, go last)."""
     gone = 0
-    for query in (
-        "SELECT trace_id, spans FROM traces WHERE state = 1 AND spans > 0 AND NOT EXISTS"
-        " (SELECT 1 FROM trial_marks m WHERE m.trace_id = traces.trace_id AND m.settled = 0)"
-        " ORDER BY last_seen LIMIT 256",
-        "SELECT trace_id, spans FROM traces WHERE state = 0 ORDER BY last_seen LIMIT 256",
+    for query, state in (
+        (
+            "SELECT trace_id, spans FROM traces WHERE state = ? AND spans > 0 AND NOT EXISTS"
+            " (SELECT 1 FROM trial_marks m WHERE m.trace_id = traces.trace_id AND m.settled = 0)"
+            " ORDER BY last_seen LIMIT 256",
+            MARKED,
+        ),
+        (
+            "SELECT trace_id, spans FROM traces WHERE state = ? ORDER BY last_seen LIMIT 256",
+            WAITING,
+        ),
     ):
         while gone < excess:
-            rows = cursor.execute(query).fetchall()
+            rows = cursor.execute(query, (state,)).fetchall()
             if not rows:
                 break
             doomed = []
@@ -845,7 +851,10 @@ def _let_go(cursor: sqlite3.Cursor, excess: int) -> int:
                     break
             cursor.executemany("DELETE FROM trace_spans WHERE trace_id = ?", doomed)
             cursor.executemany("UPDATE traces SET spans = 0 WHERE trace_id = ?", doomed)
-            cursor.executemany("DELETE FROM traces WHERE trace_id = ? AND state = 0", doomed)
+            cursor.executemany(
+                "DELETE FROM traces WHERE trace_id = ? AND state = ?",
+                [(trace_id, WAITING) for (trace_id,) in doomed],
+            )
     return gone
 
 
@@ -888,46 +897,38 @@ def _trial_above(
     is known above it yet. `known` remembers the answer for every span walked through, so one
     request's spans walk each chain once."""
     walked: list[tuple[str, str]] = []
-    found = _walk(cursor, trace_id, parent_id, known, walked)
-    for key in walked:
-        known[key] = found
-    return found
-
-
-def _walk(
-    cursor: sqlite3.Cursor,
-    trace_id: str,
-    parent_id: str | None,
-    known: dict[tuple[str, str], tuple[str, bool, str] | None],
-    walked: list[tuple[str, str]],
-) -> tuple[str, bool, str] | None:
-    """`_trial_above`'s walk, putting each span it passes in `walked`."""
+    found: tuple[str, bool, str] | None = None
     for _ in range(MAX_ANCESTRY):
         if parent_id is None:
-            return None
-        if (trace_id, parent_id) in known:
-            return known[(trace_id, parent_id)]
-        walked.append((trace_id, parent_id))
+            break
+        key = (trace_id, parent_id)
+        if key in known:
+            found = known[key]
+            break
+        walked.append(key)
         row = cursor.execute(
-            "SELECT settled, mark FROM trial_marks WHERE trace_id = ? AND span_id = ?",
-            (trace_id, parent_id),
+            "SELECT settled, mark FROM trial_marks WHERE trace_id = ? AND span_id = ?", key
         ).fetchone()
         if row is not None:
-            return parent_id, bool(row[0]), _MARK.decode(row[1]).run
+            found = parent_id, bool(row[0]), _MARK.decode(row[1]).run
+            break
         row = cursor.execute(
-            "SELECT parent_id FROM trace_spans WHERE trace_id = ? AND span_id = ?",
-            (trace_id, parent_id),
+            "SELECT parent_id FROM trace_spans WHERE trace_id = ? AND span_id = ?", key
         ).fetchone()
         if row is None:
             settled = cursor.execute(
                 "SELECT s.mark, m.mark FROM settled_spans s JOIN trial_marks m ON"
                 " m.trace_id = s.trace_id AND m.span_id = s.mark"
                 " WHERE s.trace_id = ? AND s.span_id = ?",
-                (trace_id, parent_id),
+                key,
             ).fetchone()
-            return None if settled is None else (settled[0], True, _MARK.decode(settled[1]).run)
+            if settled is not None:
+                found = settled[0], True, _MARK.decode(settled[1]).run
+            break
         parent_id = row[0]
-    return None
+    for key in walked:
+        known[key] = found
+    return found
 
 
 def _declare(cursor: sqlite3.Cursor, attributes: dict[str, Any], now: float) -> None:

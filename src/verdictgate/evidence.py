@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import msgspec
 
-from .trial_model import Decision, Isolation, NoDecision, Trial
+from .trial_model import Decision, Isolation, NoDecision, TiedSteps, Trial
 
 MISSING = -2
 """Slot value of a trial index that no record has filled."""
@@ -139,7 +139,7 @@ class Evidence:
         self.invariant_warnings: Counter[str] = Counter()
         self.evaluations_skipped = 0
         """Trials whose expensive tiers were skipped because a cheaper one failed."""
-        self._tied: dict[tuple[str, str], dict[int, tuple[tuple[int, int], ...]]] = {}
+        self._tied: dict[tuple[str, str], dict[int, TiedSteps]] = {}
         """Case -> index -> the tied ranges of that trial's path (`Trial.tied_steps`)."""
         self.isolation: dict[str, Isolation] = {}
         """Run -> the isolation its records declared; when they disagree, the least independent
@@ -164,7 +164,7 @@ class Evidence:
         """Trials kept whose path's order rests on spans that started in the same instant."""
         return sum(len(tied) for tied in self._tied.values())
 
-    def tied_steps(self, run: str, case: str) -> Mapping[int, tuple[tuple[int, int], ...]]:
+    def tied_steps(self, run: str, case: str) -> Mapping[int, TiedSteps]:
         """A case's trials whose paths hold tied steps: index -> the tied ranges."""
         return self._tied.get((run, case), {})
 

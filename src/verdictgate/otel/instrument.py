@@ -33,7 +33,7 @@ from ..policy import Policy
 from ..suite import Suite
 from ..tiers.invariants import Invariant
 from ..tiers.tiers import TierOutcome, Tiers
-from ..trial_model import InvalidDecision, Isolation, Trial, decision_from_value
+from ..trial_model import InvalidDecision, Isolation, TiedSteps, Trial, decision_from_value
 from . import conventions as names
 from .spans import decision_attributes, flat_ranges, run_attributes, trial_attributes
 
@@ -140,7 +140,7 @@ class DecisionRecorder:
         makes the trial an error of that type: a fault, not a verdict on the answer. Under a
         decision rule the decision comes from the framework's spans, and `answer` only from
         the tiers' point of view (they have judged it already)."""
-        tied: tuple[tuple[int, int], ...] = ()
+        tied: TiedSteps = ()
         if self.spans is not None:
             derived = self.spans.derive()
             if derived.error_type is not None:

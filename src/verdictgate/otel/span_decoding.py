@@ -18,6 +18,7 @@ from ..trial_model import (
     Decision,
     InvalidDecision,
     NoDecision,
+    TiedSteps,
     Trial,
     decision_from_value,
     tied_steps_of,
@@ -264,7 +265,7 @@ def decode_results(
     )
 
 
-def _tied_steps(value: object, decision: Decision | None) -> tuple[tuple[int, int], ...]:
+def _tied_steps(value: object, decision: Decision | None) -> TiedSteps:
     """The span's flattened tied ranges, checked against its path."""
     if not isinstance(value, (list, tuple)) or len(value) % 2:
         raise ValueError(f"{names.TIED_STEPS} must be an even list of whole numbers")

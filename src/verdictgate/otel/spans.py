@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..policy import Policy
 from ..suite import Suite
-from ..trial_model import Decision, Isolation, NoDecision, Trial, outcome_of
+from ..trial_model import Decision, Isolation, NoDecision, TiedSteps, Trial, outcome_of
 from . import conventions as names
 
 if TYPE_CHECKING:  # instrumentation loads no module of the assessment
@@ -95,6 +95,6 @@ def encode_routes(result: RelationResult, routes: tuple[str, ...]) -> list[str]:
     return [f"{result.name}={route}" for route in routes]
 
 
-def flat_ranges(ranges: tuple[tuple[int, int], ...]) -> list[int]:
+def flat_ranges(ranges: TiedSteps) -> list[int]:
     """Ranges as the span attribute carries them: start, end, start, end ..."""
     return [bound for pair in ranges for bound in pair]

@@ -100,6 +100,11 @@ BAD_LINES = [
         "at most 4096 characters",
     ),
     (
+        '{"case": "c", "trial": 0, "outcome": "decision", "tools": ["a", "b"], "tied_steps": [[0, 1]]}',
+        "tied_steps",
+        "within the 2-step path",
+    ),
+    (
         '{"case": "c", "trial": 0, "outcome": "decision", "verdict": "a", "tied_steps": [[0, 2]]}',
         "tied_steps",
         "within the 0-step path",

@@ -19,8 +19,9 @@ from binomial_sums import (
     stochastic_thresholds,
     worst_errors,
 )
-from verdictgate import Contract, Policy, Suite, Trial, assess
+from verdictgate import Claim, Contract, Policy, Suite, Trial, assess
 from verdictgate.family import holm, judged_together
+from verdictgate.reports import render_markdown, render_text
 from verdictgate.sequential_design import default_max_pairs
 from verdictgate.stats import (
     ALPHA,
@@ -250,3 +251,21 @@ def test_a_run_of_one_route_is_one_test_not_two() -> None:
     assert assessment.family_tests == 1
     assert route.change.result is assessment.pooled.result is Stability.STOCHASTIC
     assert route.change.level == assessment.pooled.level == ALPHA
+
+
+def test_the_case_level_test_says_what_decides_it_at_its_level_and_labels_follow_confidence():
+    """Under a claim about new inputs judged with 6 routes, the case-level e-value must reach
+    1 / its level (not 40), and a 99% run's intervals are named 99%."""
+    routes = [f"r{i}" for i in range(6)]
+    # half the cases flip once in their two pairs: the case-level test is the most telling of
+    # the seven, so the step-down holds it to 2.5% / 7 first
+    trials = [Trial(f"{route}-{k}", i, "r5" if k % 2 and i == 1 else route, "r1", expected=route)
+              for route in routes[:5] for k in range(4) for i in range(4)]  # fmt: skip
+    trials += [Trial(f"r5-{k}", i, "r5", "r1", expected="r5") for k in range(4) for i in range(4)]
+    suite = Suite("s", "p", (), Contract(frozenset(routes)))
+    assessment = assess(trials, suite, Policy(claim=Claim.POPULATION))
+    level = assessment.population.level
+    assert level is not None and level < ALPHA
+    assert f"({1 / level:.4g} decides)" in " ".join(r.message for r in assessment.reasons)
+    wide = assess(trials, suite, Policy(confidence=0.99))
+    assert "99% CI" in render_text(wide) and "99% CI" in render_markdown(wide)

@@ -116,6 +116,11 @@ def interval(change: ChangeRate) -> str:
     )
 
 
+def ci_label(confidence: float) -> str:
+    """How an interval at `confidence` is named: `95%`."""
+    return f"{confidence * 100:.4g}%"
+
+
 def level_text(level: float | None) -> str:
     """The level a test's stochastic side was held to, or `-` when the step-down never reached
     it (or it was not judged with the others)."""
@@ -206,8 +211,9 @@ def population_summary(f: Findings) -> str:
 
 
 def _decisive(f: Findings) -> str:
-    """The e-value that decides at the policy's confidence: 40 at 95%."""
-    return f"{1 / side_error(f.policy.confidence):.4g}"
+    """The e-value that decides the case-level test: 1 / its level among the run's tests (40 at
+    95% when judged alone)."""
+    return f"{1 / (f.population.level or side_error(f.policy.confidence)):.4g}"
 
 
 def _more_cases(f: Findings) -> Iterator[str]:
@@ -565,7 +571,7 @@ def _headline(f: Findings, status: Status, reasons: tuple[Reason, ...]) -> str:
         pooled = f.pooled
         return (
             f"Qualified: {pooled.pairs} rerun pairs, {pooled.flips} changed; the tested cases' "
-            f"change rate is below {percent(pooled.tolerance)} (95% upper bound "
+            f"change rate is below {percent(pooled.tolerance)} ({ci_label(f.policy.confidence)} upper bound "
             f"{percent(pooled.ci_high)}) and {coverage}."
         )
     more = f" (+{len(reasons) - 1} more)" if len(reasons) > 1 else ""

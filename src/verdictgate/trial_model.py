@@ -163,7 +163,8 @@ class Trial(_TrialIdentity, frozen=True, gc=False, kw_only=True):
 
 def tied_steps_of(ranges: object, decision: Decision | None) -> TiedSteps:
     """Tied ranges [start, end) as a trial holds them: ValueError unless each is a pair of
-    whole numbers, 0 <= start < end <= the path's length, in order and apart."""
+    whole numbers, 0 <= start, start + 2 <= end <= the path's length (a tie holds two steps
+    at least), in order and apart."""
     length = len(decision) if isinstance(decision, tuple) else 0
     checked: list[tuple[int, int]] = []
     if not isinstance(ranges, (list, tuple)):
@@ -173,7 +174,7 @@ def tied_steps_of(ranges: object, decision: Decision | None) -> TiedSteps:
             not isinstance(item, (list, tuple))
             or len(item) != 2
             or not all(type(bound) is int for bound in item)
-            or not (checked[-1][1] if checked else 0) <= item[0] < item[1] <= length
+            or not (checked[-1][1] if checked else 0) <= item[0] < item[1] - 1 < length
         ):
             raise ValueError(
                 f"must be [start, end] ranges in order within the {length}-step path, got "

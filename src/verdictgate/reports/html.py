@@ -10,7 +10,7 @@ from collections.abc import Iterable, Sequence
 from html import escape
 from typing import TYPE_CHECKING
 
-from ..admission import interval, level_text, percent
+from ..admission import ci_label, interval, level_text, percent
 from ..assessment import Assessment, Status
 from ..stats import ChangeRate, Stability
 from .bounds import Omitted, bounded
@@ -225,7 +225,8 @@ def _summary(rows: Sequence[tuple[str, str, ChangeRate]]) -> str:
 def _stability(a: Assessment) -> str:
     rows = [("(pooled)", "", a.pooled)] + [(r.route, r.route, r.change) for r in a.routes]
     routes_table = table(
-        ["route", "cases", "pairs", "flips", "95% CI", "tolerance", "stochastic at", "result"],
+        ["route", "cases", "pairs", "flips", f"{ci_label(a.policy.confidence)} CI", "tolerance",
+         "stochastic at", "result"],
         [
             [
                 escape(label), *(str(n) for n in (cases, change.pairs, change.flips)),

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..admission import family_caption, level_text, percent
+from ..admission import ci_label, family_caption, level_text, percent
 from ..assessment import Assessment, Status
 from .bounds import bounded
 from .checks import CheckResult, checks
@@ -46,7 +46,8 @@ def render_markdown(assessment: Assessment) -> str:
     if a.routes:
         lines += [
             "",
-            "| route | cases | pairs | flips | 95% CI | tolerance | stochastic at | result |",
+            f"| route | cases | pairs | flips | {ci_label(a.policy.confidence)} CI | tolerance "
+            "| stochastic at | result |",
             "|---|---:|---:|---:|---|---:|---:|---|",
         ]
         lines += [

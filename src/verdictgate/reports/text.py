@@ -8,7 +8,7 @@ from rich.console import Console, Group, JustifyMethod
 from rich.table import Table
 from rich.text import Text
 
-from ..admission import family_caption, level_text, percent
+from ..admission import ci_label, family_caption, level_text, percent
 from ..assessment import Assessment, Status
 from ..policy import Claim
 from ..stats import PassRate, Quantiles, Stability
@@ -43,7 +43,7 @@ def _stability_table(a: Assessment) -> Table:
         ("cases", "right"),
         ("pairs", "right"),
         ("flips", "right"),
-        ("95% CI", "left"),
+        (f"{ci_label(a.policy.confidence)} CI", "left"),
         ("tolerance", "right"),
         ("stochastic at", "right"),
         ("result", "left"),

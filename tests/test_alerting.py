@@ -211,18 +211,19 @@ def test_a_series_the_latest_admission_does_not_carry_is_gone() -> None:
 
 
 def test_the_scrape_port_is_bounded_and_scrapes_never_hold_what_admissions_take() -> None:
-    """Idle sockets beyond the cap from one host are answered 503 and closed (no thread or
-    descriptor each), and a scrape is answered from the snapshot the last admission rendered:
-    an admission made while a scraper holds a connection open is shown by the next scrape."""
+    """Beyond the cap from one host, each new socket closes the one waiting longest (told 503;
+    no thread or descriptor each), and a scrape is answered from the snapshot the last
+    admission rendered: an admission made while a scraper holds a connection open is shown by
+    the next scrape."""
     endpoint = serving()
     idle = [socket.create_connection(("127.0.0.1", endpoint.port)) for _ in range(24)]
     try:
-        refused = 0
-        for sock in idle[16:]:  # beyond the 16 one host may hold
+        told = 0
+        for sock in idle[:8]:  # the 8 oldest made room for the 8 beyond the 16 a host holds
             sock.settimeout(5)
-            refused += sock.recv(64).startswith(b"HTTP/1.1 503")
-        assert refused == 8
-        for sock in idle[16:]:
+            told += sock.recv(64).startswith(b"HTTP/1.1 503")
+        assert told == 8
+        for sock in idle[:8]:
             sock.close()
         receiver = Receiver(Store(), config=ReceiverConfig(idle=0.0), scrape=endpoint)
         spans = [decision_span("r1", f"c{c}", i, "approve", "approve") for c in range(2)
@@ -230,7 +231,7 @@ def test_the_scrape_port_is_bounded_and_scrapes_never_hold_what_admissions_take(
         receiver.ingest(extract_protobuf(request(spans).SerializeToString()))
         receiver.tick()
         assert receiver.flush()
-        for sock in idle[:16]:  # free the host's share for the scrape below
+        for sock in idle[8:]:  # free the host's share for the scrape below
             sock.close()
         assert "verdictgate_admission" in scrape(endpoint) and "gate" in scrape(endpoint)
     finally:

@@ -784,6 +784,59 @@ def test_a_run_with_200k_distinct_labels_gets_a_bounded_report_over_grpc():
     assert all(len(reason["message"]) < 4000 for reason in report["reasons"])
 
 
+def test_decisions_at_every_label_limit_get_small_reports_status_and_pages():
+    """80 decision spans at the per-span maximum (256 tools of 4,000 characters, every path its
+    own: 80 MiB of labels) sent through the wire: every report format over gRPC's 4 MiB
+    default, the JSON query API and the run's page stay small, each label shown shortened
+    with its length and fingerprint."""
+    from verdictgate.clock import ManualClock
+
+    clock = ManualClock(1_000.0)
+    with running_server(clock=clock) as server:
+        spans = [
+            decision_span("longest", f"c{c}", i,
+                          tuple(f"{c:02d}-{i}-{n:03d}-" + "t" * 3_991 for n in range(256)))
+            for c in range(40) for i in range(2)
+        ]  # fmt: skip
+        assert len(spans[0].attributes[-1].value.array_value.values[0].string_value) == 4_000
+        for start in range(0, len(spans), 4):
+            body = request(spans[start : start + 4]).SerializeToString()
+            posted = urllib.request.Request(
+                f"http://127.0.0.1:{server.http_port}/v1/traces", body,
+                {"Content-Type": "application/x-protobuf"},
+            )  # fmt: skip
+            with urllib.request.urlopen(posted, timeout=30) as answer:
+                assert answer.status == 200
+        clock.advance(31)  # the run's idle period passes
+        channel = grpc.insecure_channel(f"127.0.0.1:{server.grpc_port}")  # the 4 MiB default
+        get = channel.unary_unary(
+            "/verdictgate.v1.AdmissionService/GetAdmission",
+            request_serializer=pb.GetAdmissionRequest.SerializeToString,
+            response_deserializer=pb.Admission.FromString,
+        )
+        try:
+            deadline = time.monotonic() + 30
+            while get(pb.GetAdmissionRequest(run_id="longest"), timeout=60).final is False:
+                assert time.monotonic() < deadline
+                time.sleep(0.05)
+            for fmt in ("json", "text", "junit", "markdown", "html"):
+                admission = get(pb.GetAdmissionRequest(run_id="longest", format=fmt), timeout=60)
+                assert admission.trials_received == 80
+                assert len(admission.SerializeToString()) < 256 << 10, fmt
+                assert len(admission.headline) < 1_000
+        finally:
+            channel.close()
+        base = f"http://127.0.0.1:{server.http_port}"
+        with urllib.request.urlopen(f"{base}/v1/runs/longest", timeout=30) as answer:
+            report = answer.read()
+        with urllib.request.urlopen(f"{base}/runs/longest", timeout=30) as answer:
+            page = answer.read()
+    assert len(report) < 256 << 10 and len(page) < 256 << 10
+    observed = json.loads(report)["coverage"]["observed"]
+    assert len(observed) == 80 and len(set(observed)) == 80  # shortened, still apart
+    assert all(len(label) <= 160 and "1,024,765 chars #" in label for label in observed)
+
+
 def test_sender_chosen_suite_names_never_grow_the_metric_series():
     from otel_support import OtlpCollector
     from verdictgate.otel.publication import OVERFLOW

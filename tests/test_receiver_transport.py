@@ -104,6 +104,24 @@ def wait_until(condition, within: float = 5.0) -> None:
         time.sleep(0.01)
 
 
+@contextlib.contextmanager
+def ingest_held(server, monkeypatch):
+    """While inside, the receiver takes no export in: requests being served stay on their
+    workers, holding their admission, until the event yielded is set (or the block ends)."""
+    release = threading.Event()
+    ingest = server.receiver.ingest
+
+    def held(extract):
+        release.wait(10)
+        return ingest(extract)
+
+    monkeypatch.setattr(server.receiver, "ingest", held)
+    try:
+        yield release
+    finally:
+        release.set()
+
+
 def grpc_call(server, method: str, body: bytes, token: str | None = None):
     channel = grpc.insecure_channel(f"127.0.0.1:{server.grpc_port}")
     try:
@@ -205,16 +223,44 @@ def test_200_connections_at_once_are_accepted_and_answered():
                 sock.close()
 
 
-def test_a_host_beyond_its_connection_limit_gets_a_quick_503_and_others_are_served():
+def test_a_host_at_its_connection_limit_has_its_longest_waiting_connection_closed():
+    """At its cap a host's new connection is taken and the one it left waiting longest is
+    closed (told 503): silent sockets cannot lock out a sender behind the same address."""
     with running_server(limits=Limits(max_connections_per_host=3)) as server:
         held = [connect(server) for _ in range(3)]
         try:
             wait_until(lambda: server.http.open_connections() == 3)
             with connect(server) as fourth:
                 fourth.sendall(head(path="/v1/runs", method="GET"))
-                refused = answer(fourth, "GET")
+                assert answer(fourth, "GET").status == 200
+                evicted = answer(held[0], "GET")
+                assert evicted.status == 503 and evicted.getheader("Retry-After") == "1"
+                assert closed(held[0])
+                assert server.http.evicted_connections() == 1
+                assert not closed(held[1], within=0.2)  # the others wait on
+        finally:
+            for sock in held:
+                sock.close()
+
+
+def test_a_host_whose_connections_are_all_being_served_gets_a_quick_503_and_others_are_served(
+    monkeypatch,
+):
+    with (
+        running_server(limits=Limits(max_connections_per_host=2)) as server,
+        ingest_held(server, monkeypatch) as release,
+    ):
+        busy = [connect(server) for _ in range(2)]
+        try:
+            for number, sock in enumerate(busy):
+                body = body_of(f"served-{number}")
+                sock.sendall(head(len(body), User_Agent=f"sender-{number}") + body)
+            wait_until(lambda: server.ingest.gate.in_use()[0] == 2)
+            with connect(server) as third:
+                third.sendall(head(path="/v1/runs", method="GET"))
+                refused = answer(third, "GET")
                 assert refused.status == 503 and refused.getheader("Retry-After") == "1"
-                assert closed(fourth)
+                assert closed(third)
             try:  # another loopback address is another host (Linux routes all of 127/8)
                 other = socket.create_connection(
                     ("127.0.0.1", server.http_port), timeout=5, source_address=("127.0.0.2", 0)
@@ -223,16 +269,12 @@ def test_a_host_beyond_its_connection_limit_gets_a_quick_503_and_others_are_serv
                 other = None
             if other is not None:
                 with other:
-                    body = body_of("other-host")
-                    other.sendall(head(len(body)) + body)
-                    assert answer(other).status == 200
-            held.pop().close()  # a slot of the host's own is free again
-            wait_until(lambda: server.http.open_connections() == 2)
-            with connect(server) as again:
-                again.sendall(head(path="/v1/runs", method="GET"))
-                assert answer(again, "GET").status == 200
+                    other.sendall(head(path="/v1/runs", method="GET"))
+                    assert answer(other, "GET").status == 200
+            release.set()
+            assert [answer(sock).status for sock in busy] == [200, 200]
         finally:
-            for sock in held:
+            for sock in busy:
                 sock.close()
 
 
@@ -303,19 +345,19 @@ def test_a_connection_beyond_the_limit_gets_a_quick_503():
                 sock.close()
 
 
-def test_a_full_worker_queue_answers_503_at_once():
+def test_a_full_worker_queue_answers_503_at_once(monkeypatch):
     limits = Limits(http_workers=1, http_queue=1, body_timeout_seconds=5)
-    with running_server(limits=limits) as server:
+    with running_server(limits=limits) as server, ingest_held(server, monkeypatch) as release:
         body = body_of("queued")
         with connect(server) as first, connect(server) as second, connect(server) as third:
-            first.sendall(head(len(body)))  # admitted; the only worker waits for its body
+            first.sendall(head(len(body)) + body)  # the only worker is taken by it
             wait_until(lambda: server.ingest.gate.in_use()[0] == 1)
             second.sendall(head(path="/v1/runs", method="GET"))
             wait_until(lambda: server.http.queued() == 1)
             third.sendall(head(path="/v1/runs", method="GET"))
             refused = answer(third, "GET")
             assert refused.status == 503 and refused.getheader("Retry-After") == "1"
-            first.sendall(body)
+            release.set()
             assert answer(first).status == 200
             assert answer(second, "GET").status == 200
 
@@ -399,17 +441,21 @@ def test_a_full_gate_answers_429_without_reading_the_body():
         assert closed(sock)
 
 
-def test_an_exhausted_byte_budget_answers_429_without_reading_the_body():
+def test_an_exhausted_byte_budget_answers_429_without_reading_the_body(monkeypatch):
     body = body_of("budget", 4, 10)
     limits = Limits(max_request_bytes=len(body), max_bytes_in_flight=len(body))
     with running_server(limits=limits) as server:
-        with connect(server) as holder, connect(server) as other:
-            holder.sendall(head(len(body), User_Agent="holder"))
+        with (
+            ingest_held(server, monkeypatch) as release,
+            connect(server) as holder,
+            connect(server) as other,
+        ):
+            holder.sendall(head(len(body), User_Agent="holder") + body)
             wait_until(lambda: server.ingest.gate.in_use()[1] == len(body))
-            other.sendall(head(10, User_Agent="other"))
+            other.sendall(head(10, User_Agent="other"))  # its body is never sent
             busy = answer(other)
             assert busy.status == 429 and busy.getheader("Retry-After") == "1"
-            holder.sendall(body)
+            release.set()
             assert answer(holder).status == 200
         assert server.ingest.gate.in_use() == (0, 0, 0)
         status, _, _ = post(server, body_of("after"), headers={"User-Agent": "other"})
@@ -418,7 +464,8 @@ def test_an_exhausted_byte_budget_answers_429_without_reading_the_body():
 
 def test_chunks_announced_but_not_sent_hold_no_bytes_of_the_budget():
     """One client announcing 1 MiB chunks on 4 requests, 10 bytes sent each, must not fill the
-    4 MiB budget: bytes are reserved as read, so others' HTTP and gRPC exports go through."""
+    4 MiB budget: bytes are held as they arrive, by the poller, without a slot of the gate,
+    so others' HTTP and gRPC exports go through."""
     limits = Limits(max_request_bytes=1 << 20, max_bytes_in_flight=4 << 20, body_timeout_seconds=10)
     with running_server(token="s3cret", limits=limits) as server:
         hogs = [connect(server) for _ in range(4)]
@@ -428,7 +475,7 @@ def test_chunks_announced_but_not_sent_hold_no_bytes_of_the_budget():
                     head(Transfer_Encoding="chunked", User_Agent="hog", Authorization="Bearer s3cret")
                     + b"FFFFF\r\n" + b"x" * 10
                 )  # fmt: skip
-            wait_until(lambda: server.ingest.gate.in_use()[0] == 4)
+            wait_until(lambda: server.http.awaiting_bodies() == (4, 40))
             body = body_of("beside-announced", 8, 20)
             assert 40_000 < len(body) < 64 << 10
             status, _, _ = post(
@@ -437,7 +484,8 @@ def test_chunks_announced_but_not_sent_hold_no_bytes_of_the_budget():
             assert status == 200
             exported = grpc_call(server, TRACES, body_of("grpc-beside-announced"), token="s3cret")
             assert not ExportTraceServiceResponse.FromString(exported).HasField("partial_success")
-            assert server.ingest.gate.in_use()[:2] == (4, 40)  # the bytes that came, no more
+            assert server.http.awaiting_bodies() == (4, 40)  # the bytes that came, no more
+            assert server.ingest.gate.in_use() == (0, 0, 0)
         finally:
             for sock in hogs:
                 sock.close()
@@ -453,7 +501,7 @@ def test_a_growing_chunked_body_is_held_to_its_clients_share():
         try:
             for number, sock in enumerate(hogs[:3], 1):
                 sock.sendall(head(Transfer_Encoding="chunked", User_Agent="hog") + chunk)
-                wait_until(lambda n=number: server.ingest.gate.in_use()[:2] == (n, n * 60 << 10))
+                wait_until(lambda n=number: server.http.awaiting_bodies() == (n, n * 60 << 10))
             hogs[3].sendall(head(Transfer_Encoding="chunked", User_Agent="hog") + chunk)
             refused = answer(hogs[3])
             assert refused.status == 429 and refused.getheader("Retry-After") == "1"
@@ -768,7 +816,39 @@ def test_unauthenticated_calls_that_never_send_their_message_hold_no_thread():
                 channel.close()
 
 
-def test_grpc_calls_beyond_the_limit_are_refused_by_grpc():
+def test_grpc_calls_beyond_capacity_get_one_answer_resource_exhausted_with_retry_info(
+    monkeypatch,
+):
+    """400 calls at once on one channel, 4 allowed in progress: each is served or refused
+    RESOURCE_EXHAUSTED with RetryInfo (which every OTLP exporter retries), never a stream reset
+    (UNAVAILABLE), and every call served is stored."""
+    with (
+        running_server(limits=Limits(grpc_max_concurrent_rpcs=4)) as server,
+        ingest_held(server, monkeypatch) as release,
+    ):
+        channel = grpc.insecure_channel(f"127.0.0.1:{server.grpc_port}")
+        try:
+            export = channel.unary_unary(TRACES)
+            calls = [export.future(body_of(f"burst-{n}"), timeout=30) for n in range(400)]
+            wait_until(lambda: server.ingest.gate.in_use()[0] == 4)
+            release.set()
+            served, refused = [], []
+            for number, call in enumerate(calls):
+                try:
+                    call.result()
+                    served.append(number)
+                except grpc.RpcError as error:
+                    assert error.code() is grpc.StatusCode.RESOURCE_EXHAUSTED, error
+                    assert retry_info(error).retry_delay.seconds == 1
+                    refused.append(number)
+            assert len(served) >= 4 and len(refused) >= 200
+            assert all(server.receiver.assessment(f"burst-{n}").trials.received == 2
+                       for n in served)  # fmt: skip
+        finally:
+            channel.close()
+
+
+def test_grpc_calls_beyond_the_limit_are_refused_with_retry_info():
     from verdictgate.receiver.grpc_api import ADMISSION_SERVICE
     from verdictgate.v1 import verdictgate_pb2 as pb
 
@@ -787,6 +867,7 @@ def test_grpc_calls_beyond_the_limit_are_refused_by_grpc():
             with pytest.raises(grpc.RpcError) as refused:
                 grpc_call(server, TRACES, body_of("many"))
             assert refused.value.code() is grpc.StatusCode.RESOURCE_EXHAUSTED
+            assert retry_info(refused.value).retry_delay.seconds == 1
         finally:
             waiting.cancel()
             channel.close()
@@ -933,21 +1014,49 @@ def test_the_gate_stays_consistent_under_threads():
     assert gate.in_use() == (0, 0, 0) and 1 <= peak[0] <= 8
 
 
-def test_one_client_with_many_connections_cannot_stop_another_from_exporting():
+def test_bodies_that_never_come_hold_no_slot_and_no_worker():
+    """Requests whose heads came and bodies never do wait on the poller: the gate's slots and
+    the workers stay free, so the same client, and any other, still exports."""
     body = body_of("fair")
-    limits = Limits(max_in_flight=4, body_timeout_seconds=5)
+    limits = Limits(max_in_flight=4, http_workers=2, body_timeout_seconds=5)
     with running_server(limits=limits) as server:
-        hogs = [connect(server) for _ in range(4)]
+        hogs = [connect(server) for _ in range(6)]
         try:
-            for sock in hogs[:3]:
-                sock.sendall(head(len(body), User_Agent="hog"))  # admitted, bodies never sent
-            wait_until(lambda: server.ingest.gate.in_use()[0] == 3)
-            hogs[3].sendall(head(len(body), User_Agent="hog"))
-            assert answer(hogs[3]).status == 429  # beyond its share
-            status, _, _ = post(server, body, headers={"User-Agent": "other"})
-            assert status == 200
+            for sock in hogs:
+                sock.sendall(head(len(body), User_Agent="hog"))  # bodies never sent
+            wait_until(lambda: server.http.awaiting_bodies() == (6, 0))
+            assert server.ingest.gate.in_use() == (0, 0, 0)
+            for agent in ("hog", "other"):
+                status, _, _ = post(server, body, headers={"User-Agent": agent})
+                assert status == 200
             assert server.receiver.assessment("fair").trials.received == 2
         finally:
             for sock in hogs:
+                with contextlib.suppress(OSError):
+                    sock.close()
+
+
+def test_300_stalled_bodies_on_one_host_cannot_lock_out_an_exporter_beside_them():
+    """Behind one collector: 300 connections from the exporter's own host send a complete head
+    and no body. The host's cap (256) evicts the longest waiting for each new connection, so
+    the honest export is stored, and the stalled requests are told 503 as they are evicted."""
+    with running_server() as server:
+        stalled = []
+        try:
+            for _ in range(300):
+                sock = connect(server)
+                sock.sendall(head(1000))
+                stalled.append(sock)
+            wait_until(lambda: server.http.awaiting_bodies()[0] == 256)
+            assert server.http.evicted_connections() == 300 - 256
+            for number in range(3):
+                status, _, _ = post(server, body_of(f"beside-stalled-{number}"))
+                assert status == 200
+                assert server.receiver.assessment(f"beside-stalled-{number}").trials.received == 2
+            told = answer(stalled[0])
+            assert told.status == 503 and told.getheader("Retry-After") == "1"
+            assert server.ingest.gate.in_use() == (0, 0, 0)
+        finally:
+            for sock in stalled:
                 with contextlib.suppress(OSError):
                     sock.close()

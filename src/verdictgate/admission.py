@@ -19,6 +19,7 @@ from .assessment import (
     Status,
 )
 from .policy import Claim
+from .shown import SHOWN_CHARS, shown
 from .stats import (
     ChangeRate,
     Method,
@@ -147,16 +148,18 @@ labels still gets short reasons (the report's tables hold the detail)."""
 
 
 def listing(items: Iterable[str], separator: str = ", ") -> str:
-    """Names joined, at most LISTED of them, then how many more."""
+    """Names joined, at most LISTED of them, then how many more. Callers shorten the labels in
+    an item; an item still over twice SHOWN_CHARS is shortened whole."""
     items = list(items)
-    shown = separator.join(items[:LISTED])
-    return shown + (f" and {len(items) - LISTED} more" if len(items) > LISTED else "")
+    joined = separator.join(shown(item, 2 * SHOWN_CHARS) for item in items[:LISTED])
+    return joined + (f" and {len(items) - LISTED} more" if len(items) > LISTED else "")
 
 
 def _routes_named(routes: list[RouteStability]) -> str:
     return listing(
         (
-            f"{route.route} ({interval(route.change)}, tolerance {percent(route.change.tolerance)})"
+            f"{shown(route.route)} ({interval(route.change)}, "
+            f"tolerance {percent(route.change.tolerance)})"
             for route in routes
         ),
         "; ",
@@ -164,7 +167,7 @@ def _routes_named(routes: list[RouteStability]) -> str:
 
 
 def _with_critical(routes: tuple[str, ...], critical: tuple[str, ...]) -> str:
-    return listing(f"{route} (critical)" if route in critical else route for route in routes)
+    return listing(f"{shown(route)} (critical)" if route in critical else route for route in routes)
 
 
 def _passes(rate: PassRate) -> str:
@@ -234,10 +237,11 @@ def _stochastic(f: Findings, targeted: bool) -> list[RouteStability]:
 
 def _flip_step(route: RouteStability) -> str:
     flips = listing(
-        f"{a} <-> {b} x{n}" for (a, b), n in ((p.routes, p.count) for p in route.flip_pairs)
+        f"{shown(a)} <-> {shown(b)} x{n}"
+        for (a, b), n in ((p.routes, p.count) for p in route.flip_pairs)
     )
     return (
-        f"Make route {route.route} repeatable before freezing a baseline: it flipped {flips}."
+        f"Make route {shown(route.route)} repeatable before freezing a baseline: it flipped {flips}."
         " Look for sampling temperature, unordered tool results or time-dependent prompts."
     )
 
@@ -354,7 +358,7 @@ def _unreached_steps(f: Findings) -> Iterator[str]:
     for route in unreached(f):
         if route not in f.coverage.missing_intended:
             yield (
-                f"No trial returned {route} although {f.coverage.intended.get(route, 0)} cases intend it: "
+                f"No trial returned {shown(route)} although {f.coverage.intended.get(route, 0)} cases intend it: "
                 "check those cases and how the agent handles them."
             )
 
@@ -432,7 +436,7 @@ RULES: tuple[Rule, ...] = (
                     for decision in f.coverage.unknown]),
     Rule(ReasonCode.CONTRACT_UNDER_CASED, Status.REJECTED, "contract",
          lambda f: "routes with fewer cases than the contract asks: " + listing(
-             f"{route} ({f.coverage.intended.get(route, 0)} of {f.coverage.minimum_cases[route]})"
+             f"{shown(route)} ({f.coverage.intended.get(route, 0)} of {f.coverage.minimum_cases[route]})"
              for route in f.coverage.under_cased)
          if f.coverage.under_cased else None,
          lambda f: [f"Add {f.coverage.minimum_cases[r] - f.coverage.intended.get(r, 0)} more cases for route {r}: "
@@ -440,8 +444,8 @@ RULES: tuple[Rule, ...] = (
                     for r in f.coverage.under_cased]),
     Rule(ReasonCode.DOMINANT_DECISION, Status.REJECTED, "dominance",
          lambda f: f"{percent(f.dominance.share)} of {f.dominance.cases} cases first decided "
-         f"{f.dominance.verdict}: the probes collapsed onto one decision" if f.dominance.collapsed else None,
-         lambda f: (f"Most cases first decided {f.dominance.verdict}: add probes meant to reach the other "
+         f"{shown(f.dominance.verdict)}: the probes collapsed onto one decision" if f.dominance.collapsed else None,
+         lambda f: (f"Most cases first decided {shown(f.dominance.verdict)}: add probes meant to reach the other "
                     "routes, so the run says something about them.",)),
     Rule(ReasonCode.LATENCY_EXCEEDED, Status.REJECTED, "latency",
          _threshold("latency", "ms", "recorded a latency", Threshold.EXCEEDED), _threshold_step("latency")),
@@ -454,7 +458,7 @@ RULES: tuple[Rule, ...] = (
          _fix_failing_cases),
     Rule(ReasonCode.ROUTE_PASS_RATE_UNRELIABLE, Status.REJECTED, "pass_rate",
          lambda f: "routes whose pass rate is below the required rate: " + listing((
-             f"{route} ({_passes(f.passes.route_rates[route])})" for route in low), "; ")
+             f"{shown(route)} ({_passes(f.passes.route_rates[route])})" for route in low), "; ")
          if (low := f.passes.unreliable_routes()) else None,
          _fix_failing_cases),
     Rule(ReasonCode.CURTAILED, Status.INCONCLUSIVE, "completeness",

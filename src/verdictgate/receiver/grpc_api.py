@@ -85,6 +85,71 @@ class TokenCheck(grpc.ServerInterceptor):
         return _REFUSE_UNARY
 
 
+class CallCap(grpc.ServerInterceptor):
+    """At most `limit` calls in progress at once; one beyond is answered RESOURCE_EXHAUSTED
+    with `RetryInfo`, so every OTLP exporter (the Collector's needs RetryInfo) retries it.
+
+    A call is counted from the moment its behaviour starts on a pool thread until it ends, so
+    a call gRPC never runs (its client gone first) is never counted. To make that true for a
+    unary request too, whose message grpc-python reads before it calls the behaviour, each
+    handler is served as a request-streaming one whose first step is the count; a refused
+    call is answered without its message being read, its thread free again at once.
+    """
+
+    def __init__(self, limit: int, retry_after: int) -> None:
+        self._slots = threading.BoundedSemaphore(max(1, limit))
+        self._retry_after = retry_after
+
+    def intercept_service(
+        self,
+        continuation: Callable[[grpc.HandlerCallDetails], grpc.RpcMethodHandler | None],
+        handler_call_details: grpc.HandlerCallDetails,
+    ) -> grpc.RpcMethodHandler | None:
+        handler = continuation(handler_call_details)
+        return None if handler is None else self._counted(handler)
+
+    def _enter(self, context: grpc.ServicerContext) -> None:
+        if not self._slots.acquire(blocking=False):
+            _abort_retryable(
+                context, grpc.StatusCode.RESOURCE_EXHAUSTED, "receiver busy, retry later",
+                self._retry_after,
+            )  # fmt: skip
+
+    def _counted(self, handler: grpc.RpcMethodHandler) -> grpc.RpcMethodHandler:
+        def requests(stream: Iterator[Any]) -> Any:
+            if handler.request_streaming:
+                return stream
+            return next(stream)  # a unary request's one message
+
+        if handler.response_streaming:
+            behaviour = handler.stream_stream or handler.unary_stream
+            assert behaviour is not None
+
+            def streaming(stream: Iterator[Any], context: grpc.ServicerContext) -> Iterator[Any]:
+                self._enter(context)
+                try:
+                    yield from behaviour(requests(stream), context)
+                finally:
+                    self._slots.release()
+
+            return grpc.stream_stream_rpc_method_handler(
+                streaming, handler.request_deserializer, handler.response_serializer
+            )
+        unary = handler.stream_unary or handler.unary_unary
+        assert unary is not None
+
+        def answered(stream: Iterator[Any], context: grpc.ServicerContext) -> Any:
+            self._enter(context)
+            try:
+                return unary(requests(stream), context)
+            finally:
+                self._slots.release()
+
+        return grpc.stream_unary_rpc_method_handler(
+            answered, handler.request_deserializer, handler.response_serializer
+        )
+
+
 def _refuse(requests: Any, context: grpc.ServicerContext) -> NoReturn:
     context.abort(grpc.StatusCode.UNAUTHENTICATED, "a bearer token is required")
     raise AssertionError("unreachable")  # abort raises

@@ -1,24 +1,28 @@
 """A bounded HTTP/1.1 server that holds against any sender.
 
 - **Waiting costs no thread.** One poller thread accepts connections and reads, without
-  blocking, what they send until a whole request head has arrived: TLS handshakes, request
-  heads and idle keep-alive connections all wait there, each under a deadline. A connection
-  must complete its head within `header_timeout_seconds` of its accept (or of its first byte
-  after an idle keep-alive) and is closed otherwise, so silent, slow and dribbling sockets cost
-  a file descriptor for a few seconds and nothing more. A keep-alive connection idle for
+  blocking, what they send: TLS handshakes, request heads, request bodies and idle keep-alive
+  connections all wait there, each under a deadline. A connection must complete its head
+  within `header_timeout_seconds` of its accept (or of its first byte after an idle
+  keep-alive) and is closed otherwise, so silent, slow and dribbling sockets cost a file
+  descriptor for a few seconds and nothing more. A keep-alive connection idle for
   `idle_timeout_seconds` is closed. A head over 32 KiB is answered 431.
 - **Bounded work.** A listen backlog of `http_backlog`; at most `max_connections` open, and
-  never more than half the process's file limit (`connection_cap`), and at most
-  `max_connections_per_host` from one peer address: one more is answered 503 with
-  `Retry-After` and closed. A request whose head is complete waits in a queue of `http_queue`
-  for one of `http_workers` threads; when the queue is full it is answered 503 with
-  `Retry-After` at once.
+  never more than half the process's file limit (`connection_cap`): one more is answered 503
+  with `Retry-After` and closed. At most `max_connections_per_host` from one peer address:
+  one more closes the host's connection that has waited longest on the poller (a request
+  still arriving is told 503), so stalled neighbours never lock out a sender behind the same
+  address; only a host whose connections are all being served is refused. A request ready to
+  be served waits in a queue of `http_queue` for one of `http_workers` threads; when the queue
+  is full it is answered 503 with `Retry-After` at once.
 - **The handler decides when to read the body** (after it checked the sender and admitted the
-  request), with `read_body`: `Content-Length` or chunked transfer coding (decoded here,
-  bounded, strict, each chunk's bytes reserved as they arrive, not as announced), all within
-  `body_timeout_seconds`: after, 503 with `Retry-After` (the OTLP/HTTP spec has exporters retry
-  429, 502, 503 and 504 only, and a body cut short by the network is worth retrying). Responses
-  are written within the same timeout.
+  request), with `read_body`. A body that came with its head is there at once; otherwise the
+  poller reads it (`Content-Length` bytes or chunked transfer coding, decoded as it arrives,
+  strict and bounded), its bytes counted as they arrive in the client's fair share of
+  `max_bytes_in_flight`, holding no worker, and the request is then served again from its
+  head. A body not whole within `body_timeout_seconds` is answered 503 with `Retry-After`
+  (the OTLP/HTTP spec has exporters retry 429, 502, 503 and 504 only, and a body cut short by
+  the network is worth retrying). Responses are written within the same timeout.
 - **Plain errors.** A request line or head the server cannot parse (non-HTTP bytes, HTTP/0.9,
   a bad version) is answered with a plain-text 400 (505 for HTTP/2 and later) and closed.
 - **Lingering close.** A connection closed after an answer (for instance a refusal whose body
@@ -35,7 +39,6 @@ import contextlib
 import heapq
 import itertools
 import logging
-import math
 import queue
 import re
 import select
@@ -49,7 +52,7 @@ from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler
 from typing import Any
 
-from .ingest import Limits, report_unexpected
+from .ingest import Busy, Gate, Limits, Ticket, report_unexpected
 
 logger = logging.getLogger(__name__)
 
@@ -111,77 +114,27 @@ def _timed_out() -> HttpError:
 
 
 class _Reader:
-    """The connection's input: a buffer the poller fills without blocking, read by handlers
-    with blocking receives that never run past `deadline` (time.monotonic())."""
+    """The connection's input, as the poller collected it: the request head in `buffer`
+    (and whatever followed it), and once read, the request's `body` (decoded when chunked) or
+    the `refusal` its reading met. Handlers only ever read what has arrived."""
 
     def __init__(self, sock: socket.socket) -> None:
         self.sock = sock
         self.buffer = bytearray()
-        self.deadline = math.inf
+        self.body: bytes | None = None
+        self.refusal: Exception | None = None
 
-    def _wait(self) -> None:
-        remaining = self.deadline - time.monotonic()
-        if remaining <= 0:
-            raise _timed_out()
-        self.sock.settimeout(remaining)
-
-    def _recv(self) -> bytes:
-        self._wait()
-        try:
-            return self.sock.recv(_RECV)
-        except TimeoutError:
-            raise _timed_out() from None
-        except (OSError, ValueError):
-            raise ClientGone() from None
-
-    def _take(self, size: int) -> bytes:
+    def take(self, size: int) -> bytes:
         data = bytes(self.buffer[:size])
         del self.buffer[:size]
         return data
 
     def readline(self, limit: int = -1) -> bytes:
-        """A line with its newline, at most `limit` bytes; what is left at end of stream."""
-        while True:
-            end = self.buffer.find(b"\n")
-            if end >= 0 and (limit < 0 or end < limit):
-                return self._take(end + 1)
-            if 0 <= limit <= len(self.buffer):
-                return self._take(limit)
-            data = self._recv()
-            if not data:
-                return self._take(len(self.buffer))
-            self.buffer += data
-
-    def read_some(self, size: int) -> bytes:
-        """At most `size` bytes, at least one: what is buffered, else one receive (raises
-        ClientGone if the stream ends)."""
-        if not self.buffer:
-            self.buffer += self._recv()
-            if not self.buffer:
-                raise ClientGone()
-        return self._take(min(size, len(self.buffer)))
-
-    def read(self, size: int) -> bytes:
-        """Exactly `size` bytes (raises ClientGone if the stream ends before)."""
-        if len(self.buffer) >= size:
-            return self._take(size)
-        out = bytearray(size)
-        view = memoryview(out)
-        have = len(self.buffer)
-        view[:have] = self.buffer
-        self.buffer.clear()
-        while have < size:
-            self._wait()
-            try:
-                got = self.sock.recv_into(view[have:], size - have)
-            except TimeoutError:
-                raise _timed_out() from None
-            except (OSError, ValueError):
-                raise ClientGone() from None
-            if not got:
-                raise ClientGone()
-            have += got
-        return bytes(out)
+        """A line with its newline, at most `limit` bytes; what is left when none is whole."""
+        end = self.buffer.find(b"\n")
+        if end >= 0 and (limit < 0 or end < limit):
+            return self.take(end + 1)
+        return self.take(len(self.buffer) if limit < 0 else limit)
 
     def pump(self) -> bool:
         """Take what has arrived without blocking (the socket is non-blocking); False at the
@@ -197,6 +150,82 @@ class _Reader:
                 return False
             self.buffer += data
         return True
+
+
+class ChunkedBody:
+    """A chunked body decoded as its bytes arrive, strictly and within `limit` decoded bytes:
+    `feed` takes each piece received, in order, and resumes where the last one stopped, so
+    decoding is linear however the chunks are cut."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.body = bytearray()
+        self.done = False
+        self._left = -1
+        """Bytes of the current chunk still to come; 0: its line end; -1: a size line; -2: the
+        trailer fields."""
+        self._partial = b""
+        self._trailers = 0
+
+    def feed(self, data: bytes) -> bytes:
+        """Decode what `data` completes; once the body is whole, the bytes after it (the next
+        request's). Raises HttpError: 400 for bad framing, 413 beyond `limit`."""
+        data, self._partial = self._partial + data, b""
+        at = 0
+        while at < len(data) and not self.done:
+            if self._left > 0:
+                piece = min(self._left, len(data) - at)
+                self.body += data[at : at + piece]
+                at += piece
+                self._left -= piece
+            elif self._left == 0:
+                if data.startswith(b"\r\n", at) or data.startswith(b"\n", at):
+                    at += 2 if data[at] == 13 else 1
+                    self._left = -1
+                elif data[at:] != b"\r":
+                    raise HttpError(400, "malformed chunked body")
+                else:
+                    break
+            else:
+                end = data.find(b"\n", at, at + _MAX_CHUNK_LINE)
+                if end < 0:
+                    if len(data) - at >= _MAX_CHUNK_LINE:
+                        raise HttpError(400, "malformed chunked body")
+                    break
+                line, at = data[at : end + 1], end + 1
+                self._line(line)
+        if self.done:
+            return data[at:]
+        self._partial = data[at:]
+        return b""
+
+    def _line(self, line: bytes) -> None:
+        if self._left == -2:  # trailer fields are read and ignored
+            self._trailers += 1
+            if line in (b"\r\n", b"\n"):
+                self.done = True
+            elif self._trailers >= _MAX_TRAILER_LINES:
+                raise HttpError(400, "malformed chunked body trailer")
+            return
+        match = _CHUNK_SIZE.fullmatch(line)
+        if match is None:
+            raise HttpError(400, "malformed chunked body")
+        size = int(match.group(1), 16)
+        if len(self.body) + size > self.limit:
+            raise HttpError(413, "request too large")
+        self._left = size if size else -2
+
+
+class BodyPending(Exception):
+    """Raised by `read_body` when the body has not all arrived: the poller reads it without a
+    thread, held to `client`'s fair share of the bytes waiting, then serves the request
+    again."""
+
+    def __init__(self, client: Any, length: int | None, limit: int) -> None:
+        super().__init__("the request body is still arriving")
+        self.client = client
+        self.length = length
+        self.limit = limit
 
 
 class _Writer:
@@ -260,15 +289,31 @@ class RequestHandler(BaseHTTPRequestHandler):
         self._parsed = False
         self._body_read = False
         self._expect_continue = False
+        self.pending: BodyPending | None = None
+        """Set when the request waits for its body (see `read_body`)."""
+
+    def client(self) -> Any:
+        """Who sends this request, for fairness among the bodies waiting: its peer host
+        (subclasses may tell senders on one host apart)."""
+        return _host(self.client_address)
 
     def serve_one(self) -> None:
         """Serve the request whose head is in the buffer; every exception becomes an answer
-        (or, if the client is gone, a closed connection)."""
+        (or, if the client is gone, a closed connection). A request whose body is still on
+        its way sets `pending` instead, its head left in the buffer to be served again."""
         self.close_connection = True
         self.responded = self._parsed = self._body_read = self._expect_continue = False
+        self.pending = None
+        reader = self._reader
+        end = _HEAD_END.search(reader.buffer)
+        head = bytes(reader.buffer[: end.end()]) if end is not None else b""
         try:
             try:
                 self.handle_one_request()
+            except BodyPending as pending:
+                reader.buffer[0:0] = head
+                self.pending = pending
+                return
             except ClientGone:
                 raise
             except Exception as error:
@@ -281,6 +326,8 @@ class RequestHandler(BaseHTTPRequestHandler):
             self.wfile.flush()
         except ClientGone:
             self.close_connection = True
+        finally:
+            reader.body = reader.refusal = None
         if self.body_left():
             self.close_connection = True
 
@@ -391,56 +438,58 @@ class RequestHandler(BaseHTTPRequestHandler):
         return length
 
     def read_body(self, limit: int, reserve: Callable[[int], None] | None = None) -> bytes:
-        """Read the request body within the body timeout: `Content-Length` bytes or the
-        decoded chunks (at most `limit`; `reserve` is told of chunk bytes as they arrive, at
-        most 64 KiB at a time, whatever size a chunk announces, and may refuse them by raising).
-        Raises HttpError (400, 411, 413, 501, 503 when too slow) or ClientGone."""
+        """The request body: `Content-Length` bytes or the decoded chunks, at most `limit`.
+
+        A body that came with its head is returned at once. Otherwise this raises
+        `BodyPending` (after sending `100 Continue` if the client asked for it): the poller
+        reads the body, holding no thread, within the body timeout, and the request is served
+        again from its head, this call then returning the body (`reserve` is told of a
+        chunked body's decoded bytes, and may refuse them by raising). Raises HttpError (400,
+        411, 413, 501, 503 when too slow) or what refused the body's bytes while waiting."""
         length = self.request_length(limit)
-        self._reader.deadline = time.monotonic() + self.limits.body_timeout_seconds
-        if self._expect_continue:
-            self._expect_continue = False
-            self.wfile.write(b"HTTP/1.1 100 Continue\r\n\r\n")
-            self.wfile.flush()
-        body = self._reader.read(length) if length is not None else self._chunks(limit, reserve)
+        reader = self._reader
+        if reader.refusal is not None:
+            raise reader.refusal
+        if reader.body is not None:
+            body = reader.body
+            if length is None and reserve is not None:
+                reserve(len(body))
+        elif length is not None and len(reader.buffer) >= length:
+            body = reader.take(length)
+        else:
+            if self._expect_continue:
+                self.wfile.write(b"HTTP/1.1 100 Continue\r\n\r\n")
+                self.wfile.flush()
+            raise BodyPending(self.client(), length, limit)
+        reader.body = None
         self._body_read = True
         return body
 
-    def _chunks(self, limit: int, reserve: Callable[[int], None] | None) -> bytes:
-        body = bytearray()
-        while True:
-            line = self._reader.readline(_MAX_CHUNK_LINE)
-            match = _CHUNK_SIZE.fullmatch(line)
-            if match is None:
-                raise HttpError(400, "malformed chunked body")
-            size = int(match.group(1), 16)
-            if size == 0:
-                break
-            if len(body) + size > limit:
-                raise HttpError(413, "request too large")
-            while size:  # reserved as read, not as announced: announcing costs nothing
-                data = self._reader.read_some(min(size, _RECV))
-                if reserve is not None:
-                    reserve(len(data))
-                body += data
-                size -= len(data)
-            if self._reader.readline(3) not in (b"\r\n", b"\n"):
-                raise HttpError(400, "malformed chunked body")
-        for _ in range(_MAX_TRAILER_LINES):  # trailer fields are read and ignored
-            line = self._reader.readline(_MAX_CHUNK_LINE)
-            if line in (b"\r\n", b"\n"):
-                return bytes(body)
-            if not line.endswith(b"\n"):
-                break
-        raise HttpError(400, "malformed chunked body trailer")
+
+_HANDSHAKE, _HEAD, _BODY, _BUSY, _LINGER, _CLOSED = range(6)
+_WAITING = (_HANDSHAKE, _HEAD, _BODY, _LINGER)
+"""The states in which a connection waits on the poller, under a deadline."""
+_CLOSE, _KEEP, _AWAIT = range(3)
+"""What a worker hands a connection back for: closing, its next request, or its body."""
 
 
-_HANDSHAKE, _HEAD, _BUSY, _LINGER, _CLOSED = range(5)
+class _BodyWait:
+    """A request body the poller is reading: its bytes held in a share of the budget."""
+
+    __slots__ = ("chunks", "length", "raw", "ticket")
+
+    def __init__(self, pending: BodyPending, ticket: Ticket) -> None:
+        self.length = pending.length
+        self.chunks = ChunkedBody(pending.limit) if pending.length is None else None
+        self.ticket = ticket
+        self.raw = 0
+        """Bytes received for a chunked body, framing included."""
 
 
 class _Connection:
     __slots__ = (
-        "address", "deadline", "discarded", "handler", "host", "idle", "reader", "scanned",
-        "sock", "state", "writer",
+        "address", "body", "deadline", "discarded", "handler", "host", "idle", "reader",
+        "scanned", "sock", "state", "wait", "writer",
     )  # fmt: skip
 
     def __init__(self, sock: socket.socket, address: Any, state: int, deadline: float,
@@ -457,6 +506,8 @@ class _Connection:
         """Kept alive and waiting for the first byte of its next request."""
         self.scanned = 0
         self.discarded = 0
+        self.wait: _BodyWait | None = None
+        self.body = bytearray()
 
 
 def _host(address: Any) -> str:
@@ -491,6 +542,16 @@ class BoundedHttpServer:
         self.max_connections = connection_cap(limits.max_connections)
         """`max_connections` in effect (see `connection_cap`)."""
         self._per_host: dict[str, int] = {}
+        self._waiting: dict[str, dict[_Connection, None]] = {}
+        """Per host, its connections waiting on the poller, the longest waiting first."""
+        self._bodies = Gate(
+            self.max_connections,
+            max(limits.max_bytes_in_flight, limits.max_request_bytes),
+            limits.max_request_bytes,
+        )
+        """The bytes of bodies still arriving, shared fairly among clients."""
+        self._evicted = 0
+        self._warned_evict = False
         self._handler_class = handler_class
         self._tls = tls
         family = socket.AF_INET6 if ":" in address[0] else socket.AF_INET
@@ -509,7 +570,7 @@ class BoundedHttpServer:
         self._deadlines: list[tuple[float, int, _Connection]] = []
         self._sequence = itertools.count()
         self._queue: queue.Queue[_Connection | None] = queue.Queue(max(1, limits.http_queue))
-        self._returned: deque[tuple[_Connection, bool]] = deque()
+        self._returned: deque[tuple[_Connection, int]] = deque()
         self._stopping = False
         self._serving = False
         self._stopped = threading.Event()
@@ -530,6 +591,16 @@ class BoundedHttpServer:
     def queued(self) -> int:
         """Requests whose head is complete, waiting for a worker."""
         return self._queue.qsize()
+
+    def awaiting_bodies(self) -> tuple[int, int]:
+        """(requests, bytes): requests whose body the poller is reading, and the bytes of
+        those bodies received so far."""
+        requests, received, _ = self._bodies.in_use()
+        return requests, received
+
+    def evicted_connections(self) -> int:
+        """Connections closed to make room for a new one from the same host at its cap."""
+        return self._evicted
 
     # -- the poller thread ---------------------------------------------------------------
 
@@ -591,16 +662,19 @@ class BoundedHttpServer:
                 self._refuse_connection(sock)
                 continue
             if self._per_host.get(host, 0) >= self.limits.max_connections_per_host:
-                if not self._warned_host:
-                    self._warned_host = True
-                    logger.warning(
-                        "verdictgate: %s holds %d HTTP connections (max_connections_per_host); "
-                        "more are refused (logged once)",
-                        host,
-                        self.limits.max_connections_per_host,
-                    )
-                self._refuse_connection(sock)
-                continue
+                waiting = self._waiting.get(host)
+                if not waiting:
+                    if not self._warned_host:
+                        self._warned_host = True
+                        logger.warning(
+                            "verdictgate: %s holds %d HTTP connections being served "
+                            "(max_connections_per_host); more are refused (logged once)",
+                            host,
+                            self.limits.max_connections_per_host,
+                        )
+                    self._refuse_connection(sock)
+                    continue
+                self._evict(next(iter(waiting)))
             with contextlib.suppress(OSError):
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             deadline = time.monotonic() + self.limits.header_timeout_seconds
@@ -613,8 +687,40 @@ class BoundedHttpServer:
             )
             self._connections.add(connection)
             self._per_host[host] = self._per_host.get(host, 0) + 1
+            self._wait_in(connection)
             self._watch(connection, selectors.EVENT_READ)
             self._set_deadline(connection, deadline)
+
+    def _wait_in(self, connection: _Connection) -> None:
+        """The connection waits on the poller from now (the last of its host's to evict)."""
+        waiting = self._waiting.setdefault(connection.host, {})
+        waiting.pop(connection, None)
+        waiting[connection] = None
+
+    def _stop_waiting(self, connection: _Connection) -> None:
+        waiting = self._waiting.get(connection.host)
+        if waiting is not None:
+            waiting.pop(connection, None)
+            if not waiting:
+                del self._waiting[connection.host]
+
+    def _evict(self, connection: _Connection) -> None:
+        """Close the connection that has waited longest of a host at its cap, so the host's
+        new connection is taken: stalled heads and bodies and idle keep-alives never lock
+        out a sender behind the same address. A request still arriving is told 503."""
+        self._evicted += 1
+        if not self._warned_evict:
+            self._warned_evict = True
+            logger.warning(
+                "verdictgate: %s is at its %d HTTP connections (max_connections_per_host): "
+                "its connection waiting longest is closed for each new one (logged once)",
+                connection.host,
+                self.limits.max_connections_per_host,
+            )
+        if connection.state in (_HEAD, _BODY) and not connection.idle:
+            with contextlib.suppress(OSError, ValueError):
+                connection.sock.send(_busy_answer(self.limits.retry_after_seconds))
+        self._close(connection)
 
     def _resume_accepting(self) -> None:
         if self._accept_paused_until and time.monotonic() >= self._accept_paused_until:
@@ -649,7 +755,7 @@ class BoundedHttpServer:
             self._deadlines = [
                 (c.deadline, next(self._sequence), c)
                 for c in self._connections
-                if c.state in (_HANDSHAKE, _HEAD, _LINGER)
+                if c.state in _WAITING
             ]
             heapq.heapify(self._deadlines)
 
@@ -657,7 +763,11 @@ class BoundedHttpServer:
         now = time.monotonic()
         while self._deadlines and self._deadlines[0][0] <= now:
             deadline, _, connection = heapq.heappop(self._deadlines)
-            if connection.deadline == deadline and connection.state in (_HANDSHAKE, _HEAD, _LINGER):
+            if connection.deadline != deadline or connection.state not in _WAITING:
+                continue
+            if connection.state == _BODY:
+                self._serve_again(connection, _timed_out())
+            else:
                 self._close(connection)
 
     def _ready(self, connection: _Connection) -> None:
@@ -665,6 +775,8 @@ class BoundedHttpServer:
             self._handshake(connection)
         elif connection.state == _HEAD:
             self._check_head(connection, connection.reader.pump())
+        elif connection.state == _BODY:
+            self._read_body(connection)
         elif connection.state == _LINGER:
             self._discard(connection)
 
@@ -703,6 +815,7 @@ class BoundedHttpServer:
 
     def _dispatch(self, connection: _Connection) -> None:
         self._unwatch(connection)
+        self._stop_waiting(connection)
         connection.state = _BUSY
         connection.scanned = 0
         try:
@@ -727,6 +840,7 @@ class BoundedHttpServer:
             return self._close(connection)
         connection.state = _LINGER
         connection.reader.buffer.clear()
+        self._wait_in(connection)
         self._watch(connection, selectors.EVENT_READ)
         self._set_deadline(connection, time.monotonic() + LINGER_SECONDS)
         self._discard(connection)
@@ -749,6 +863,10 @@ class BoundedHttpServer:
             return
         connection.state = _CLOSED
         self._unwatch(connection)
+        self._stop_waiting(connection)
+        if connection.wait is not None:
+            connection.wait.ticket.release()
+            connection.wait = None
         if connection in self._connections:
             self._connections.discard(connection)
             left = self._per_host.get(connection.host, 1) - 1
@@ -766,12 +884,14 @@ class BoundedHttpServer:
         except (BlockingIOError, InterruptedError):
             pass
         while self._returned:
-            connection, keep = self._returned.popleft()
+            connection, outcome = self._returned.popleft()
             if connection.state != _BUSY:
                 continue
             if self._stopping:
                 self._close(connection)
-            elif not keep:
+            elif outcome == _AWAIT:
+                self._await_body(connection)
+            elif outcome == _CLOSE:
                 if connection.handler is not None and connection.handler.responded:
                     self._linger(connection)
                 else:
@@ -787,12 +907,103 @@ class BoundedHttpServer:
             return self._close(connection)
         connection.state = _HEAD
         connection.idle = True
+        self._wait_in(connection)
         self._watch(connection, selectors.EVENT_READ)
         self._set_deadline(connection, time.monotonic() + self.limits.idle_timeout_seconds)
         alive = True
         if isinstance(connection.sock, ssl.SSLSocket) and connection.sock.pending():
             alive = connection.reader.pump()  # decrypted bytes the selector cannot see
         self._check_head(connection, alive)
+
+    # -- bodies, read by the poller -------------------------------------------------------
+
+    def _await_body(self, connection: _Connection) -> None:
+        """Read the body of the request a worker found incomplete, without a thread, its
+        bytes held to the client's share of the budget, within the body timeout."""
+        handler = connection.handler
+        assert handler is not None and handler.pending is not None
+        pending, handler.pending = handler.pending, None
+        try:
+            ticket = self._bodies.admit(pending.client, 0)
+        except Busy as busy:
+            return self._serve_again(connection, busy)
+        connection.wait = _BodyWait(pending, ticket)
+        connection.state = _BODY
+        connection.body = bytearray()
+        self._wait_in(connection)
+        self._set_deadline(connection, time.monotonic() + self.limits.body_timeout_seconds)
+        buffer = connection.reader.buffer
+        head = _HEAD_END.search(buffer)
+        start = head.end() if head is not None else len(buffer)
+        arrived = bytes(buffer[start:])
+        del buffer[start:]
+        if arrived and not self._take_body(connection, arrived):
+            return
+        self._watch(connection, selectors.EVENT_READ)
+        self._read_body(connection)
+
+    def _read_body(self, connection: _Connection) -> None:
+        wait = connection.wait
+        for turn in itertools.count():
+            if wait is None or connection.state != _BODY:
+                return
+            if turn >= 16 and not (isinstance(connection.sock, ssl.SSLSocket)
+                                   and connection.sock.pending()):  # fmt: skip
+                return  # other connections get their turn (the selector wakes this again)
+            want = _RECV if wait.length is None else min(_RECV, wait.length - len(connection.body))
+            try:
+                data = connection.sock.recv(want)
+            except (BlockingIOError, InterruptedError, ssl.SSLWantReadError, ssl.SSLWantWriteError):
+                return
+            except (OSError, ValueError):
+                return self._close(connection)
+            if not data:
+                return self._close(connection)
+            if not self._take_body(connection, data):
+                return
+
+    def _take_body(self, connection: _Connection, data: bytes) -> bool:
+        """Add bytes received to the body; False once the request went back to a worker,
+        whole or refused."""
+        wait = connection.wait
+        assert wait is not None
+        try:
+            if wait.chunks is None:
+                assert wait.length is not None
+                piece = data[: wait.length - len(connection.body)]
+                wait.ticket.reserve(len(piece))
+                connection.body += piece
+                connection.reader.buffer += data[len(piece) :]  # the next request's
+                if len(connection.body) < wait.length:
+                    return True
+                body = bytes(connection.body)
+            else:
+                wait.raw += len(data)
+                if wait.raw > 4 * wait.chunks.limit + _RECV:  # framing far beyond the data
+                    raise HttpError(413, "request too large")
+                before = len(wait.chunks.body)
+                after = wait.chunks.feed(data)
+                wait.ticket.reserve(len(wait.chunks.body) - before)
+                if not wait.chunks.done:
+                    return True
+                connection.reader.buffer += after
+                body = bytes(wait.chunks.body)
+        except (Busy, HttpError) as refusal:
+            self._serve_again(connection, refusal)
+            return False
+        connection.reader.body = body
+        self._serve_again(connection, None)
+        return False
+
+    def _serve_again(self, connection: _Connection, refusal: Exception | None) -> None:
+        """Hand the request back to a worker, served again from its head: with its body in
+        the reader, or with what refused it (which the handler answers in its own format)."""
+        if connection.wait is not None:
+            connection.wait.ticket.release()
+            connection.wait = None
+        connection.body = bytearray()
+        connection.reader.refusal = refusal
+        self._dispatch(connection)
 
     # -- the workers --------------------------------------------------------------------
 
@@ -801,28 +1012,29 @@ class BoundedHttpServer:
             connection = self._queue.get()
             if connection is None:
                 return
-            keep = False
+            outcome = _CLOSE
             try:
-                keep = self._serve(connection)
+                outcome = self._serve(connection)
             except BaseException:  # the handler answers what it can; this is a last resort
                 logger.exception("verdictgate: http worker failed")
-            self._returned.append((connection, keep))
+            self._returned.append((connection, outcome))
             with contextlib.suppress(OSError):
                 self._waker.send(b"\0")
 
-    def _serve(self, connection: _Connection) -> bool:
+    def _serve(self, connection: _Connection) -> int:
         handler = connection.handler
         if handler is None:
             handler = connection.handler = self._handler_class(
                 connection.sock, connection.address, self, connection.reader, connection.writer
             )
         while True:
-            connection.reader.deadline = connection.deadline
             handler.serve_one()
+            if handler.pending is not None and not self._stopping:
+                return _AWAIT
             if handler.close_connection or self._stopping:
-                return False
+                return _CLOSE
             if not self._queue.empty() or not self._next_request_here(connection):
-                return True  # back to the poller until its next request arrives
+                return _KEEP  # back to the poller until its next request arrives
 
     def _next_request_here(self, connection: _Connection) -> bool:
         """Whether the connection's next request head arrives within `KEEP_ALIVE_WAIT`: a

@@ -14,6 +14,7 @@ import grpc
 
 from .grpc_api import (
     Admissions,
+    CallCap,
     TokenCheck,
     admission_handlers,
     export_handler,
@@ -25,6 +26,11 @@ from .ingest import Ingest, Limits
 from .receiver import Receiver
 
 logger = logging.getLogger(__name__)
+
+REFUSING_THREADS = 64
+"""gRPC threads beyond `grpc_max_concurrent_rpcs` (at least as many again) that only refuse:
+a call beyond the cap is answered RESOURCE_EXHAUSTED with RetryInfo on one of them. Only a
+burst beyond those too meets gRPC's own refusal (RESOURCE_EXHAUSTED without RetryInfo)."""
 
 
 @dataclass(frozen=True)
@@ -56,9 +62,10 @@ def grpc_options(limits: Limits) -> list[tuple[str, Any]]:
         ("grpc.max_connection_idle_ms", ms(limits.grpc_max_connection_idle_seconds)),
         ("grpc.http2.min_ping_interval_without_data_ms", ms(limits.grpc_min_ping_interval_seconds)),
         ("grpc.http2.max_ping_strikes", 2),
-        # streams on one connection: beyond, a client queues them (the server-wide cap,
-        # maximum_concurrent_rpcs, refuses with RESOURCE_EXHAUSTED instead)
-        ("grpc.max_concurrent_streams", max(100, limits.concurrent_rpcs())),
+        # streams on one connection are not limited: a limit is refused per stream
+        # (REFUSED_STREAM, which clients see as UNAVAILABLE) whenever a client opens streams
+        # before it has the server's settings; beyond capacity the one answer is CallCap's
+        ("grpc.max_concurrent_streams", 2**31 - 1),
         ("grpc.so_reuseport", 0),  # a second server on the same port is an error, not a sharer
     ]
 
@@ -96,7 +103,8 @@ class Server:
     Setting it up raises the process's soft file limit to its hard limit; HTTP connections are
     then held to half of it (see `BoundedHttpServer.max_connections`). With a token, one
     interceptor refuses unauthenticated gRPC calls of every service before their message is
-    read (`TokenCheck`)."""
+    read (`TokenCheck`); calls beyond `grpc_max_concurrent_rpcs` are refused with RetryInfo
+    (`CallCap`)."""
 
     def __init__(
         self,
@@ -119,11 +127,15 @@ class Server:
         self._grpc = None
         if grpc_listen:
             rpcs = limits.concurrent_rpcs()
+            threads = rpcs + max(REFUSING_THREADS, rpcs)
+            cap = CallCap(rpcs, limits.retry_after_seconds)
             self._grpc = grpc.server(
-                futures.ThreadPoolExecutor(max_workers=rpcs, thread_name_prefix="verdictgate-grpc"),
-                interceptors=[TokenCheck(token)] if token is not None else None,
+                futures.ThreadPoolExecutor(
+                    max_workers=threads, thread_name_prefix="verdictgate-grpc"
+                ),
+                interceptors=[cap] if token is None else [TokenCheck(token), cap],
                 options=grpc_options(limits),
-                maximum_concurrent_rpcs=rpcs,
+                maximum_concurrent_rpcs=threads,
             )
             self._grpc.add_generic_rpc_handlers(
                 (export_handler(ingest), *ignored_signals_handlers())

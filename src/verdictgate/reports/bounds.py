@@ -2,6 +2,10 @@
 rows. Every renderer draws from `bounded(assessment)`; what it leaves out is counted in
 `Omitted`, which the reports state (the JSON report's `omitted` object), never silently.
 
+Every label in it (routes, decisions, case ids, error types, names) longer than 160 characters
+is shortened as `shown` does, so a report stays small whatever labels a sender chose; the run's
+own id, suite and point are kept whole.
+
 Kept first: the rows that explain the status (flipping, errored and failing cases; stochastic
 and targeted routes; the most frequent labels). Counts by label keep their top entries and fold
 the rest into one `(other)` entry, so their totals still add up.
@@ -9,11 +13,14 @@ the rest into one `(other)` entry, so their totals still add up.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from enum import Enum
 from typing import Any, TypeVar
 
 from ..assessment import Assessment, CaseResult, RouteStability
+from ..shown import shown
 from ..stats import Stability
 
 MAX_LABELS = 100
@@ -117,4 +124,26 @@ def bounded(a: Assessment) -> tuple[Assessment, Omitted]:
         ),
         next_steps=o.first("next_steps", a.next_steps, 20),
     )
-    return result, o
+    return replace(_shortened(result), run=a.run), o
+
+
+def _shortened(value: T) -> T:
+    """`value` with every string in it, dictionary keys included, as `shown` shows it."""
+    if isinstance(value, str):
+        return shown(value)  # type: ignore[return-value]
+    if isinstance(value, Enum) or value is None or isinstance(value, (int, float)):
+        return value
+    if isinstance(value, tuple):
+        return tuple(_shortened(item) for item in value)  # type: ignore[return-value]
+    if isinstance(value, list):
+        return [_shortened(item) for item in value]  # type: ignore[return-value]
+    if isinstance(value, dict):
+        return {_shortened(k): _shortened(v) for k, v in value.items()}  # type: ignore[return-value]
+    if isinstance(value, frozenset):
+        return frozenset(_shortened(item) for item in value)  # type: ignore[return-value]
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        changes = {
+            f.name: _shortened(getattr(value, f.name)) for f in dataclasses.fields(value) if f.init
+        }
+        return replace(value, **changes)  # type: ignore[type-var]
+    return value

@@ -71,11 +71,13 @@ def running_server(
     limits: Limits | None = None,
     idle: float = 30.0,
     clock: Callable[[], float] = time.time,
+    config: ReceiverConfig | None = None,
 ):
     """A Server on free loopback ports; yields it (ports in .grpc_port / .http_port). Its
-    receiver reads `clock` (pass a ManualClock to drive idle periods)."""
+    receiver reads `clock` (pass a ManualClock to drive idle periods and settling) and is set
+    up by `config` (by default: `idle`, the rest as `serve` would)."""
     server = Server(
-        Receiver(Store(store_path), None, ReceiverConfig(idle=idle), clock=clock),
+        Receiver(Store(store_path), None, config or ReceiverConfig(idle=idle), clock=clock),
         grpc_listen="127.0.0.1:0",
         http_listen="127.0.0.1:0",
         token=token,

@@ -7,14 +7,18 @@ import json
 import logging
 import random
 import sqlite3
+import time
+import urllib.request
 
 import msgspec
+import pytest
 from google.protobuf.json_format import MessageToJson
 from opentelemetry.proto.common.v1.common_pb2 import KeyValue
 from opentelemetry.proto.trace.v1.trace_pb2 import Span, Status
 
-from receiver_support import decision_span, request
+from receiver_support import decision_span, request, running_server
 from verdictgate import Contract, Isolation, Policy, Suite
+from verdictgate.clock import ManualClock
 from verdictgate.otel import conventions as names
 from verdictgate.otel.framework_traces import TrialMark
 from verdictgate.otel.otlp_reading import extract_json, extract_protobuf
@@ -235,11 +239,13 @@ def test_tools_that_start_in_the_same_millisecond_never_flip_through_the_receive
     assert assessment.trials.ambiguous_order == 6
 
 
-def nested_run(run: str, calls: int, tools: list[str]) -> tuple[Span, list[list[Span]]]:
+def nested_run(
+    run: str, calls: int, tools: list[str], trace_number: int = 1
+) -> tuple[Span, list[list[Span]]]:
     """A harness that nests its trial spans under its run span, as docs/opentelemetry.md shows:
     one trace, the run span its root (exported last, when the run ends), and each call's trial
     span with the agent's spans below it."""
-    trace = Trace(1)
+    trace = Trace(trace_number)
     declared = run_attributes(
         run, Suite("support", "support", (), Contract(frozenset({"refund", "lookup"})), 0.10),
         Policy(tolerance=0.10), calls, Isolation.FRESH_INSTANCE,
@@ -474,3 +480,210 @@ def test_a_run_of_thousands_of_nested_trials_is_not_cut_at_the_traces_span_cap()
         receiver.tick()
     assert set(stored(receiver, "long").values()) == {(("lookup",) * 9, None)}
     assert len(stored(receiver, "long")) == 5000
+
+
+# -- through the wire: each row of issue 24's table, against a running receiver ---------------
+
+
+def exported(server, spans: list[Span] | None = None, *, document: dict | None = None):
+    """POST one OTLP/HTTP export (protobuf, or OTLP/JSON for `document`); its answer."""
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+        ExportTraceServiceResponse,
+    )
+
+    if document is not None:
+        body, kind = json.dumps(document).encode(), "application/json"
+    else:
+        body, kind = request(spans or []).SerializeToString(), "application/x-protobuf"
+    posted = urllib.request.Request(f"http://127.0.0.1:{server.http_port}/v1/traces", body,
+                                    {"Content-Type": kind})  # fmt: skip
+    with urllib.request.urlopen(posted, timeout=30) as answer:
+        assert answer.status == 200
+        content = answer.read()
+    if document is not None:
+        from google.protobuf.json_format import Parse
+
+        return Parse(content or b"{}", ExportTraceServiceResponse())
+    return ExportTraceServiceResponse.FromString(content)
+
+
+def wait_until(condition, within: float = 20.0) -> None:
+    deadline = time.monotonic() + within
+    while not condition():
+        assert time.monotonic() < deadline, "the condition did not hold in time"
+        time.sleep(0.02)
+
+
+def report(server, run: str) -> dict:
+    url = f"http://127.0.0.1:{server.http_port}/v1/runs/{run}"
+    with urllib.request.urlopen(url, timeout=30) as answer:
+        return json.loads(answer.read())
+
+
+@pytest.mark.parametrize(("settle", "pause"), [(2.0, 2.5), (DEFAULT_SETTLE, 6.0)],
+                         ids=["settle-2s-pause-2.5s", "defaults-6s-calls"])  # fmt: skip
+def test_wire_a_harness_nesting_trials_under_its_run_span_stores_12_of_12(settle, pause):
+    """The issue's harness: 12 calls in one trace under the run span, each followed by a pause
+    longer than `--settle`, the run span exported last. Every trial is stored and the run is
+    judged by its run span (10% tolerance, not a canary's 5%), exactly as the same spans sent
+    in one export without pauses are."""
+    clock = ManualClock(1_000.0)
+    with running_server(clock=clock, config=ReceiverConfig(settle=settle)) as server:
+        root, calls = nested_run("nested", 12, ["lookup", "refund"])
+        for number, spans in enumerate(calls):
+            assert not exported(server, spans).HasField("partial_success")
+            clock.advance(pause)
+            wait_until(lambda n=number: len(stored(server.receiver, "nested")) == n + 1)
+        exported(server, [root])
+        wait_until(lambda: not report(server, "nested")["run"]["in_progress"])
+        judged = report(server, "nested")
+        root, calls = nested_run("at-once", 12, ["lookup", "refund"], trace_number=2)
+        exported(server, [span for call in calls for span in call] + [root])
+        clock.advance(settle + 0.1)
+        wait_until(lambda: not report(server, "at-once")["run"]["in_progress"])
+        control = report(server, "at-once")
+    assert judged["trials"]["received"] == 12 and judged["trials"]["late"] == 0
+    assert judged["policy"]["tolerance"] == 0.10
+    assert judged["status"] == control["status"]
+    assert [r["code"] for r in judged["reasons"]] == [r["code"] for r in control["reasons"]]
+
+
+def test_wire_400k_trial_less_traces_stay_under_the_cap_and_decisions_are_acknowledged(tmp_path):
+    """400,000 traces of plain `GET /api/items` spans (which gateway.yaml forwards) into a
+    receiver holding 100,000 framework spans: the oldest are let go as they come (forgetting
+    keeps up), the store stays under its cap, and every decision export beside them is
+    acknowledged whole and stored."""
+    path = tmp_path / "store.sqlite"
+    cap = 100_000
+    with running_server(path, config=ReceiverConfig(max_held_spans=cap)) as server:
+        store = server.receiver.store
+        template = Span(name="GET /api/items", span_id=b"\x01" * 8, start_time_unix_nano=1,
+                        end_time_unix_nano=2)  # fmt: skip
+        for batch in range(80):
+            flood = []
+            for n in range(5_000):
+                span = Span()
+                span.CopyFrom(template)
+                span.trace_id = (batch * 5_000 + n + 1).to_bytes(16, "big")
+                flood.append(span)
+            assert not exported(server, flood).HasField("partial_success")
+            assert store.held_spans() <= cap
+            if batch % 10 == 9:
+                decisions = [decision_span(f"beside-{batch}", f"c{c}", 0, "approve", "approve")
+                             for c in range(3)]  # fmt: skip
+                for c, decision in enumerate(decisions):
+                    decision.span_id = bytes([c + 1]) * 8
+                assert not exported(server, decisions).HasField("partial_success")
+                assert server.receiver.assessment(f"beside-{batch}").trials.received == 3
+        assert store.spans_let_go >= 400_000 - cap
+    on_disk = sum(f.stat().st_size for f in tmp_path.iterdir())
+    assert on_disk < 64 << 20  # the issue's 64 MiB store, which 400,000 held traces filled
+
+
+def test_wire_a_trace_that_never_goes_quiet_settles_at_the_maximum_hold() -> None:
+    """One span below the trial every 3 s, for 10 minutes: the trial is settled `--max-hold`
+    (2 min) after its trial span came, so `status` knows the run, and the rest is late."""
+    clock = ManualClock(1_000.0)
+    with running_server(clock=clock, config=ReceiverConfig(idle=30)) as server:
+        spans = strands_trial(1, "r1", "c0", 0, ["lookup"])
+        exported(server, spans)
+        agent = spans[1]
+        for n in range(200):
+            clock.advance(3)
+            tool = Span(name="execute_tool refund", trace_id=agent.trace_id,
+                        span_id=(10_000 + n).to_bytes(8, "big"), parent_span_id=agent.span_id,
+                        start_time_unix_nano=100 + n,
+                        attributes=[KeyValue(key="gen_ai.operation.name", value=any_value("execute_tool")),
+                                    KeyValue(key="gen_ai.tool.name", value=any_value("refund"))])  # fmt: skip
+            exported(server, [tool])
+            if n == 45:  # past the maximum hold: the trial is stored
+                wait_until(lambda: len(stored(server.receiver, "r1")) == 1)
+        wait_until(lambda: report(server, "r1")["trials"]["late"] >= 150)
+        [(decision, error)] = stored(server.receiver, "r1").values()
+    assert error is None and decision[0] == "lookup"
+
+
+def test_wire_6000_trials_in_one_trace_settle_and_a_canary_beside_them_is_final() -> None:
+    """One request of 6,000 trial spans and 6,000 tool spans in one trace (the issue's
+    quadratic case): every trial is stored, and a canary with a 2 s idle period that ends
+    beside them is final once its idle period passes."""
+    clock = ManualClock(1_000.0)
+    with running_server(clock=clock, config=ReceiverConfig(idle=2)) as server:
+        _, calls = nested_run("many", 6_000, ["refund"])
+        assert not exported(server, [s for call in calls for s in call]).HasField(
+            "partial_success"
+        )
+        exported(server, [decision_span("canary", "c0", n, "approve", "approve") for n in (0, 1)])
+        clock.advance(DEFAULT_SETTLE + 0.1)
+        wait_until(lambda: not report(server, "canary")["run"]["in_progress"])
+        wait_until(lambda: len(stored(server.receiver, "many")) == 6_000, within=60)
+
+
+def test_wire_spans_that_are_not_ours_never_sink_the_decisions_beside_them() -> None:
+    """Over HTTP (protobuf and OTLP/JSON) and gRPC: OpenInference metadata nested 1,200 deep
+    and OTLP/JSON starts out of range (1e30, -1e19) cost their own spans only; the 3 decision
+    spans of each request are acknowledged and stored."""
+    import grpc
+
+    deep = '{"langgraph_node": "n", "x": ' + "[" * 1200 + "]" * 1200 + "}"
+    with running_server() as server:
+        for number, via in enumerate(("http", "grpc")):
+            run = f"beside-deep-{via}"
+            metadata = Trace(7 + number).add("node", None, 5, metadata=deep)
+            decisions = [decision_span(run, f"c{n}", 0, "approve", "approve") for n in range(3)]
+            for n, decision in enumerate(decisions):
+                decision.span_id = bytes([n + 1]) * 8
+            if via == "http":
+                answer = exported(server, [metadata, *decisions])
+            else:
+                channel = grpc.insecure_channel(f"127.0.0.1:{server.grpc_port}")
+                call = channel.unary_unary("/opentelemetry.proto.collector.trace.v1.TraceService/Export")
+                raw = call(request([metadata, *decisions]).SerializeToString(), timeout=10)
+                channel.close()
+                from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+                    ExportTraceServiceResponse,
+                )
+
+                answer = ExportTraceServiceResponse.FromString(raw)
+            assert not answer.HasField("partial_success")
+            assert server.receiver.assessment(run).trials.received == 3
+        decisions = [decision_span("beside-range", f"c{n}", 0, "approve", "approve")
+                     for n in range(3)]  # fmt: skip
+        for n, decision in enumerate(decisions):
+            decision.span_id = bytes([n + 1]) * 8
+        document = json.loads(MessageToJson(request(decisions)))
+        spans = document["resourceSpans"][0]["scopeSpans"][0]["spans"]
+        for n, start in enumerate(("1e30", -(10**19))):
+            spans.append({"traceId": "ab" * 16, "spanId": f"{n + 10:016x}", "name": "tool",
+                          "startTimeUnixNano": start})  # fmt: skip
+        answer = exported(server, document=document)
+        assert answer.partial_success.rejected_spans == 2
+        assert server.receiver.assessment("beside-range").trials.received == 3
+
+
+def test_wire_a_trace_of_100000_tool_spans_is_one_bounded_trial_and_status_answers() -> None:
+    """A framework trial with 100,000 tool spans: its path is over the 256-step limit, so the
+    trial is the error `path_over_limit` (never a 20 MB label), and its run's status over gRPC's
+    4 MiB default answers."""
+    import grpc
+
+    from verdictgate.v1 import verdictgate_pb2 as pb
+
+    clock = ManualClock(1_000.0)
+    with running_server(clock=clock) as server:
+        spans = strands_trial(1, "huge", "c0", 0, [f"tool-{n}" for n in range(100_000)])
+        for start in range(0, len(spans), 20_000):
+            exported(server, spans[start : start + 20_000])
+        clock.advance(DEFAULT_SETTLE + 0.1)
+        wait_until(lambda: len(stored(server.receiver, "huge")) == 1, within=60)
+        [(decision, error)] = stored(server.receiver, "huge").values()
+        assert decision is None and error == "path_over_limit"
+        channel = grpc.insecure_channel(f"127.0.0.1:{server.grpc_port}")
+        get = channel.unary_unary(
+            "/verdictgate.v1.AdmissionService/GetAdmission",
+            request_serializer=pb.GetAdmissionRequest.SerializeToString,
+            response_deserializer=pb.Admission.FromString,
+        )
+        admission = get(pb.GetAdmissionRequest(run_id="huge"), timeout=30)
+        channel.close()
+    assert admission.trials_received == 1 and len(admission.report) < 64 << 10

@@ -570,6 +570,27 @@ def test_a_chunked_body_is_accepted_and_gzip_may_be_chunked_too():
         assert server.receiver.assessment("chunked-gz").trials.received == 2
 
 
+@pytest.mark.parametrize("chunked", [False, True], ids=["content-length", "chunked"])
+def test_requests_pipelined_behind_a_body_read_by_the_poller_are_served_in_order(chunked):
+    """A body that did not come with its head is read by the poller; the requests sent right
+    behind it on the connection are served after it, in order."""
+    body = body_of("pipelined", 4, 10)
+    if chunked:
+        framed = head(Transfer_Encoding="chunked") + b"%x\r\n" % len(body) + body + b"\r\n0\r\n\r\n"
+    else:
+        framed = head(len(body)) + body
+    after = head(path="/v1/runs/pipelined", method="GET")
+    with running_server() as server, connect(server) as sock:
+        split = len(framed) - 10  # the body's end arrives later, with the next request
+        sock.sendall(framed[:split])
+        wait_until(lambda: server.http.awaiting_bodies()[0] == 1)
+        sock.sendall(framed[split:] + after)
+        assert answer(sock).status == 200
+        listed = answer(sock, "GET")
+        assert listed.status == 200
+    assert server.receiver.assessment("pipelined").trials.received == 40
+
+
 @pytest.mark.parametrize(
     ("framing", "status"),
     [

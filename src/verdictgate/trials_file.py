@@ -27,6 +27,10 @@ from .trial_model import (
 
 CHUNK_BYTES = 1 << 20
 """Bytes read and decoded at a time: a few thousand records, so memory stays flat."""
+MAX_LINE_BYTES = 8 << 20
+"""The longest line read: a record at every limit (256 tools of 4,096 characters, each JSON
+escape six bytes long) is under it, so a longer line is refused as soon as this much of it
+has been read, never held whole."""
 
 
 class TrialLine(Trial, frozen=True, gc=False, kw_only=True):
@@ -175,11 +179,17 @@ def _record_batches(
                 yield first_line, _decode_each(data, first_line, path)
             return
         cut = data.rfind(b"\n") + 1
-        if cut == 0:
-            carry = data
-            continue
         chunk, carry = data[:cut], data[cut:]
         lines = chunk.count(b"\n")
+        if len(carry) > MAX_LINE_BYTES:
+            raise InputError(
+                f"the line is longer than {MAX_LINE_BYTES >> 20} MiB, which no record can be "
+                "(labels hold 4,096 characters, paths 256 steps)",
+                path=path,
+                line=first_line + lines,
+            )
+        if cut == 0:
+            continue
         decoded: list[TrialLine] | None
         try:
             decoded = _DECODER.decode_lines(chunk)

@@ -3,6 +3,8 @@ chunks and delivered in any pieces, decodes to itself, and the bytes after it ar
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -23,7 +25,7 @@ def fed(decoder: ChunkedBody, data: bytes, cuts: list[int]) -> bytes:
     """Feed `data` cut at `cuts`; what came after the body."""
     after = b""
     points = sorted({0, len(data), *(cut % (len(data) + 1) for cut in cuts)})
-    for start, stop in zip(points, points[1:]):
+    for start, stop in itertools.pairwise(points):
         after += decoder.feed(data[start:stop]) if not decoder.done else data[start:stop]
     return after
 

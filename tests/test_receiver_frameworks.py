@@ -610,9 +610,7 @@ def test_wire_6000_trials_in_one_trace_settle_and_a_canary_beside_them_is_final(
     clock = ManualClock(1_000.0)
     with running_server(clock=clock, config=ReceiverConfig(idle=2)) as server:
         _, calls = nested_run("many", 6_000, ["refund"])
-        assert not exported(server, [s for call in calls for s in call]).HasField(
-            "partial_success"
-        )
+        assert not exported(server, [s for call in calls for s in call]).HasField("partial_success")
         exported(server, [decision_span("canary", "c0", n, "approve", "approve") for n in (0, 1)])
         clock.advance(DEFAULT_SETTLE + 0.1)
         wait_until(lambda: not report(server, "canary")["run"]["in_progress"])
@@ -637,7 +635,9 @@ def test_wire_spans_that_are_not_ours_never_sink_the_decisions_beside_them() -> 
                 answer = exported(server, [metadata, *decisions])
             else:
                 channel = grpc.insecure_channel(f"127.0.0.1:{server.grpc_port}")
-                call = channel.unary_unary("/opentelemetry.proto.collector.trace.v1.TraceService/Export")
+                call = channel.unary_unary(
+                    "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
+                )
                 raw = call(request([metadata, *decisions]).SerializeToString(), timeout=10)
                 channel.close()
                 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (

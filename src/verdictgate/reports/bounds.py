@@ -145,5 +145,5 @@ def _shortened(value: T) -> T:
         changes = {
             f.name: _shortened(getattr(value, f.name)) for f in dataclasses.fields(value) if f.init
         }
-        return replace(value, **changes)  # type: ignore[type-var]
+        return replace(value, **changes)
     return value

@@ -444,8 +444,8 @@ RULES: tuple[Rule, ...] = (
                     for r in f.coverage.under_cased]),
     Rule(ReasonCode.DOMINANT_DECISION, Status.REJECTED, "dominance",
          lambda f: f"{percent(f.dominance.share)} of {f.dominance.cases} cases first decided "
-         f"{shown(f.dominance.verdict or "")}: the probes collapsed onto one decision" if f.dominance.collapsed else None,
-         lambda f: (f"Most cases first decided {shown(f.dominance.verdict or "")}: add probes meant to reach the other "
+         f"{shown(f.dominance.verdict or '')}: the probes collapsed onto one decision" if f.dominance.collapsed else None,
+         lambda f: (f"Most cases first decided {shown(f.dominance.verdict or '')}: add probes meant to reach the other "
                     "routes, so the run says something about them.",)),
     Rule(ReasonCode.LATENCY_EXCEEDED, Status.REJECTED, "latency",
          _threshold("latency", "ms", "recorded a latency", Threshold.EXCEEDED), _threshold_step("latency")),

@@ -18,14 +18,22 @@ kernel, a short grace), then, all at once:
   other runs, over gRPC (several in flight on one channel) and OTLP/HTTP, as fast as answers
   come back; accepted and refused requests are counted.
 
-At the end every honest run is read back with GetAdmission: it must be final and hold all its
-planned trials. Prints export p50/p99, the watchers' results, what the slow sockets and the
+- **framework traffic** (`soak_frameworks.py`, each kind its own process): honest
+  Strands-shaped trials through the official SDK, each run one trace with every trial span
+  nested under its run span and pauses beyond `--settle`; a flood of trial-less traces (plain
+  `GET /api/items` spans, a new trace each) over OTLP/HTTP; traces that never go quiet (one
+  more span below each of their trials every second), which must settle at `--max-hold`; and
+  Prometheus scrapers on `--prometheus-listen`, back to back.
+
+At the end every honest run, decision-span and framework alike, is read back with
+GetAdmission: it must be final and hold all its planned trials, and the never-quiet trials
+must all be stored. Prints export p50/p99, the watchers' results, what the slow sockets and the
 flooder saw, and the serve process's peak RSS (VmHWM) and CPU seconds. Exit 0 when every honest
 run is final and complete, 1 when one is not, 2 when the harness could not run (or hit
 --deadline, after which every child is killed).
 
     python benchmarks/receiver_soak.py [--duration 45] [--runs 6] [--watchers 20]
-        [--slow-sockets 200] [--no-flooder] [--deadline 90]
+        [--slow-sockets 200] [--no-flooder] [--no-frameworks] [--deadline 90]
 """
 
 from __future__ import annotations
@@ -52,6 +60,8 @@ import time
 from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any
+
+import soak_frameworks
 
 TRACE_EXPORT = "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
 ADMISSION = "/verdictgate.v1.AdmissionService/GetAdmission"
@@ -774,13 +784,83 @@ class Probe(threading.Thread):
                     self.failures["grpc"][error.code().name] += 1
 
 
+class StoreSampler(threading.Thread):
+    """Samples the store's size on disk (the database, its WAL and shared memory) every 0.5 s."""
+
+    def __init__(self, folder: Path) -> None:
+        super().__init__(daemon=True)
+        self.files = [folder / f"store.sqlite{suffix}" for suffix in ("", "-wal", "-shm")]
+        self.stop = threading.Event()
+        self.peak = self.last = 0
+
+    def sample(self) -> None:
+        size = 0
+        for path in self.files:
+            with contextlib.suppress(OSError):
+                size += path.stat().st_size
+        self.last = size
+        self.peak = max(self.peak, size)
+
+    def run(self) -> None:
+        while not self.stop.wait(0.5):
+            self.sample()
+
+
+def _seconds(duration: str) -> float:
+    """A `serve` duration (`15s`, `2m`, `500ms`) in seconds."""
+    from verdictgate.cli.receiver import parse_duration
+
+    return parse_duration(duration)
+
+
+def planned_framework(args: Any) -> int:
+    return args.framework_cases * args.framework_trials
+
+
+def drain_framework(process: Any, events: Any, limit: float) -> dict[str, Any]:
+    """What the framework sender saw: its exports (seconds, ok) and trials sent per run."""
+    seen: dict[str, Any] = {"exports": [], "trials": Counter(), "done": False}
+    while process is not None and time.monotonic() < limit:
+        try:
+            event = events.get(timeout=0.5)
+        except queue.Empty:
+            if not process.is_alive():
+                break
+            continue
+        if event[0] == "fw-export":
+            seen["exports"].append((event[1], event[2]))
+        elif event[0] == "fw-trial":
+            seen["trials"][event[1]] += 1
+        elif event[0] == "fw-done":
+            seen["done"] = True
+            break
+    return seen
+
+
+def all_final(get_admission: Any, token: str, runs: list[str], planned: int) -> bool:
+    import grpc
+
+    from verdictgate.v1 import verdictgate_pb2 as pb
+
+    for run_id in runs:
+        try:
+            admission = get_admission(pb.GetAdmissionRequest(run_id=run_id),
+                                      metadata=(("authorization", f"Bearer {token}"),), timeout=5)  # fmt: skip
+        except grpc.RpcError:
+            return False
+        if not admission.final or admission.trials_received < planned:
+            return False
+    return True
+
+
 # -- orchestration ----------------------------------------------------------------------------
 
 
 def start_serve(
     folder: Path, token_file: Path, grace: str, extra: list[str], deadline: float
-) -> tuple[Any, int, int]:
-    """`verdictgate serve` on kernel-chosen ports; (process, grpc port, http port)."""
+) -> tuple[Any, int, int, int | None]:
+    """`verdictgate serve` on kernel-chosen ports; (process, grpc port, http port, scrape port
+    when `--prometheus-listen` is among `extra`)."""
     with open(folder / "serve.log", "wb") as log:
         server = subprocess.Popen(
             [sys.executable, "-m", "verdictgate", "serve", "--store", str(folder / "store.sqlite"),
@@ -796,7 +876,9 @@ def start_serve(
                 grpc_part, _, http_part = line.partition(", http ")
                 grpc_port = int(grpc_part.rpartition(":")[2])
                 http_port = int(http_part.partition(";")[0].rpartition(":")[2])
-                return server, grpc_port, http_port
+                _, metrics, scrape = line.partition("Prometheus metrics on ")
+                scrape_port = int(scrape.partition("/")[0].rpartition(":")[2]) if metrics else None
+                return server, grpc_port, http_port, scrape_port
         if server.poll() is not None:
             raise RuntimeError(f"verdictgate serve exited with {server.returncode}:\n{text}")
         time.sleep(0.05)
@@ -888,7 +970,32 @@ def main() -> int:
         help="HTTP requests in flight, one connection each (default 4)",
     )
     parser.add_argument("--flood-spans", type=int, default=512, help="spans per flood request")
-    parser.add_argument("--grace", default="2s", help="serve --grace (default 2s)")
+    parser.add_argument(
+        "--no-frameworks", action="store_true", help="no framework traffic (soak_frameworks.py)"
+    )
+    parser.add_argument("--framework-runs", type=int, default=2, help="framework runs (2)")
+    parser.add_argument(
+        "--framework-cases", type=int, default=6, help="cases per framework run (6)"
+    )
+    parser.add_argument(
+        "--framework-trials", type=int, default=10, help="trials per framework case (10)"
+    )
+    parser.add_argument(
+        "--trial-less", type=int, default=2000,
+        help="trial-less traces per flood request, 0 for none (2000)",
+    )  # fmt: skip
+    parser.add_argument("--never-quiet", type=int, default=20, help="never-quiet trials (20)")
+    parser.add_argument("--scrapers", type=int, default=8, help="Prometheus scrape loops (8)")
+    parser.add_argument(
+        "--settle", default="2s", help="serve --settle, with framework traffic (default 2s)"
+    )
+    parser.add_argument(
+        "--max-hold", default="15s", help="serve --max-hold, with framework traffic (15s)"
+    )
+    parser.add_argument(
+        "--grace", default="5s",
+        help="serve --grace (default 5s: longer than the framework runs' pauses)",
+    )  # fmt: skip
     parser.add_argument(
         "--serve-arg",
         action="append",
@@ -937,11 +1044,15 @@ def main() -> int:
     children: list[Any] = []
     watchers: list[tuple[subprocess.Popen, Path, str]] = []
     server = None
-    monitor = probe = None
+    monitor = probe = store_sampler = None
     try:
+        serve_args = list(args.serve_arg)
+        if not args.no_frameworks:
+            serve_args += ["--settle", args.settle, "--max-hold", args.max_hold,
+                           "--prometheus-listen", "127.0.0.1:0"]  # fmt: skip
         try:
-            server, grpc_port, http_port = start_serve(
-                folder, token_file, args.grace, args.serve_arg, deadline
+            server, grpc_port, http_port, scrape_port = start_serve(
+                folder, token_file, args.grace, serve_args, deadline
             )
         except RuntimeError as error:
             print(f"receiver_soak: {error}", file=sys.stderr)
@@ -994,6 +1105,26 @@ def main() -> int:
             )  # fmt: skip
             flood.start()
             children.append(flood)
+        framework_results: dict[str, Any] = {}
+        framework_attack: list[tuple[str, Any]] = []
+        if not args.no_frameworks:
+            attacks = [
+                ("trial_less", soak_frameworks.trial_less_flood,
+                 (http_port, token, args.trial_less)),
+                ("never_quiet", soak_frameworks.never_quiet, (http_port, token, args.never_quiet)),
+                ("scrapes", soak_frameworks.scrape_loop, (scrape_port, args.scrapers)),
+            ]  # fmt: skip
+            for name, target, extra in attacks:
+                if extra[-1] and (name != "scrapes" or scrape_port is not None):
+                    results = context.Queue()
+                    process = context.Process(
+                        target=target, args=(*extra, end_by, stop, results), daemon=True
+                    )
+                    process.start()
+                    children.append(process)
+                    framework_attack.append((name, results))
+        store_sampler = StoreSampler(folder)
+        store_sampler.start()
 
         import grpc
 
@@ -1021,6 +1152,19 @@ def main() -> int:
         )  # fmt: skip
         honest.start()
         children.append(honest)
+        framework_runs = [f"framework-{n}" for n in range(args.framework_runs)]
+        framework_events = context.Queue()
+        framework = None
+        if not args.no_frameworks and framework_runs:
+            framework = context.Process(
+                target=soak_frameworks.framework_sender,
+                args=(f"http://127.0.0.1:{grpc_port}", token, framework_runs,
+                      args.framework_cases, args.framework_trials, args.duration,
+                      _seconds(args.settle), framework_events),
+                daemon=True,
+            )  # fmt: skip
+            framework.start()
+            children.append(framework)
         exports: list[tuple] = []
         retries: Counter[str] = Counter()
         gave_up: Counter[str] = Counter()
@@ -1052,6 +1196,7 @@ def main() -> int:
             elif kind == "done":
                 honest_done = True
         honest_seconds = time.monotonic() - honest_began
+        framework_seen = drain_framework(framework, framework_events, honest_limit)
 
         # watchers: each should end once its run is final (the plan completes at once)
         watch_limit = min(deadline - TEARDOWN_RESERVE + 4, time.monotonic() + 15)
@@ -1062,7 +1207,16 @@ def main() -> int:
         admissions: dict[str, Any] = {}
         read_errors: dict[str, str] = {}
         reads_limit = deadline - 11
-        for run_id in runs:
+        if framework is not None or framework_attack:  # settling and max-hold take their time
+            settled_by = min(reads_limit - 3, time.monotonic() + _seconds(args.max_hold) + 5)
+            while time.monotonic() < settled_by and not all_final(
+                get_admission, token, framework_runs, planned_framework(args)
+            ):
+                time.sleep(0.5)
+        read_ids = runs + (
+            [] if args.no_frameworks else [*framework_runs, soak_frameworks.NEVER_QUIET_RUN]
+        )
+        for run_id in read_ids:
             for _ in range(3):
                 remaining = reads_limit - time.monotonic()
                 if remaining <= 0.2:
@@ -1094,6 +1248,13 @@ def main() -> int:
                 flood_seen = flood_results.get(
                     timeout=max(0.5, min(8.0, deadline - 5 - time.monotonic()))
                 )
+        for name, results in framework_attack:
+            with contextlib.suppress(queue.Empty):
+                framework_results[name] = results.get(
+                    timeout=max(0.5, min(5.0, deadline - 4 - time.monotonic()))
+                )
+        store_sampler.stop.set()
+        store_sampler.sample()
         monitor.sample()
         serve_status = proc_status(server.pid)
         serve_cpu = cpu_seconds(server.pid)
@@ -1131,8 +1292,22 @@ def main() -> int:
             elapsed=elapsed,
             folder=folder,
             load=(load_before, os.getloadavg()[0]),
+            framework_runs=framework_runs,
+            framework_seen=framework_seen,
+            framework_results=framework_results,
+            store_sampler=store_sampler,
         )
-        good = all(
+        framework_good = args.no_frameworks or (
+            all(
+                run_id in admissions
+                and admissions[run_id].final
+                and admissions[run_id].trials_received == planned_framework(args)
+                for run_id in framework_runs
+            )
+            and soak_frameworks.NEVER_QUIET_RUN in admissions
+            and admissions[soak_frameworks.NEVER_QUIET_RUN].trials_received == args.never_quiet
+        )
+        good = framework_good and all(
             run_id in admissions
             and admissions[run_id].final
             and admissions[run_id].trials_received == planned
@@ -1150,7 +1325,7 @@ def main() -> int:
         signal.signal(signal.SIGINT, signal.SIG_IGN)  # nothing interrupts the cleanup
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
         hard_stop.cancel()
-        for thread in (monitor, probe):
+        for thread in (monitor, probe, store_sampler):
             if thread is not None:
                 thread.stop.set()
         stop_all(children)
@@ -1161,6 +1336,63 @@ def main() -> int:
             import shutil
 
             shutil.rmtree(folder, ignore_errors=True)
+
+
+def framework_rows(k: dict[str, Any]) -> list[tuple[str, str]]:
+    """The report's rows on framework traffic (none without it)."""
+    args, admissions = k["args"], k["admissions"]
+    if args.no_frameworks:
+        return []
+    rows: list[tuple[str, str]] = []
+    planned = planned_framework(args)
+    complete = sum(
+        1 for run_id in k["framework_runs"]
+        if run_id in admissions and admissions[run_id].final
+        and admissions[run_id].trials_received == planned
+    )  # fmt: skip
+    seen = k["framework_seen"]
+    rows.append((
+        "framework runs final and complete",
+        f"{complete}/{len(k['framework_runs'])} ({sum(seen['trials'].values())} trials sent, "
+        f"{planned} a run, nested under the run span, pauses beyond --settle)",
+    ))  # fmt: skip
+    for run_id in k["framework_runs"]:
+        admission = admissions.get(run_id)
+        if admission is not None:
+            rows.append((f"  {run_id}", f"final {admission.final}, received "
+                         f"{admission.trials_received}/{planned}, {admission.status}"))  # fmt: skip
+    latencies = [seconds * 1000 for seconds, _ in seen["exports"]]
+    if latencies:
+        failed = sum(1 for _, ok in seen["exports"] if not ok)
+        rows.append(("framework export latency", f"p50 {quantile(latencies, 0.5):.1f} ms, "
+                     f"p99 {quantile(latencies, 0.99):.1f} ms over {len(latencies)} exports, "
+                     f"{failed} failed"))  # fmt: skip
+    results = k["framework_results"]
+    flood = results.get("trial_less")
+    if flood is not None:
+        accepted = flood["seen"].get("spans accepted", 0)
+        codes = {key: v for key, v in flood["seen"].items() if key != "spans accepted"}
+        rows.append(("trial-less traces flood", f"{accepted:,} traces accepted "
+                     f"({accepted / max(flood['seconds'], 1e-9):,.0f}/s), answers {codes}"))  # fmt: skip
+    quiet = admissions.get(soak_frameworks.NEVER_QUIET_RUN)
+    if quiet is not None or "never_quiet" in results:
+        told = results.get("never_quiet", {})
+        rows.append(("never-quiet trials stored", (
+            f"{quiet.trials_received if quiet else 0}/{args.never_quiet} (settled at --max-hold "
+            f"{args.max_hold}), final {quiet.final if quiet else '?'}; "
+            f"{told.get('ticks', '?')} seconds of spans, answers {told.get('seen')}"
+        )))  # fmt: skip
+    scrapes = results.get("scrapes")
+    if scrapes is not None:
+        lat = [x * 1000 for x in scrapes["latencies"]]
+        rows.append(("scrapes", f"{len(lat):,} by {args.scrapers} loops, p50 "
+                     f"{quantile(lat, 0.5):.1f} ms, p99 {quantile(lat, 0.99):.1f} ms, "
+                     f"answers {scrapes['seen']}"))  # fmt: skip
+    sampler = k["store_sampler"]
+    rows.append(("store on disk (db + WAL)", f"peak {sampler.peak / 2**20:.0f} MiB, at the end "
+                 f"{sampler.last / 2**20:.0f} MiB (framework spans held at most 500,000, "
+                 "about 100 MiB)"))  # fmt: skip
+    return rows
 
 
 def _codes(counts: dict[str, int]) -> str:
@@ -1361,6 +1593,7 @@ def report(**k: Any) -> None:
                 + (f"; failed {sum(fails.values())} {dict(fails)}" if fails else ""),
             )
         )
+    rows += framework_rows(k)
     status, monitor = k["serve_status"], k["monitor"]
     children = ", ".join(
         f"{c['name']} {c['hwm'] / 1024:.0f} MiB" for c in monitor.children.values()

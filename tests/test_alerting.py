@@ -238,3 +238,13 @@ def test_the_scrape_port_is_bounded_and_scrapes_never_hold_what_admissions_take(
         for sock in idle:
             sock.close()
         endpoint.close()
+
+
+def test_scrapes_are_not_written_to_stderr_line_by_line(capfd) -> None:
+    """A scrape loop must not grow the receiver's log: requests go to the DEBUG log only."""
+    endpoint = serving()
+    try:
+        scraped = [scrape(endpoint) for _ in range(5)]
+    finally:
+        endpoint.close()
+    assert len(scraped) == 5 and "GET /metrics" not in capfd.readouterr().err

@@ -243,6 +243,29 @@ def test_a_host_at_its_connection_limit_has_its_longest_waiting_connection_close
                 sock.close()
 
 
+def test_at_the_cap_an_idle_keep_alive_is_closed_before_a_request_still_arriving():
+    """Closing an idle keep-alive costs its client nothing, so it goes first, silently; the
+    older connection whose head is still arriving waits on."""
+    with running_server(limits=Limits(max_connections_per_host=3)) as server:
+        arriving = connect(server)
+        arriving.sendall(b"GET /v1/runs HTTP/1.1\r\n")  # a head still arriving
+        idle = [connect(server) for _ in range(2)]
+        try:
+            for sock in idle:
+                sock.sendall(head(path="/v1/runs", method="GET"))
+                assert answer(sock, "GET").status == 200  # then kept alive, idle
+            with connect(server) as newcomer:
+                newcomer.sendall(head(path="/v1/runs", method="GET"))
+                assert answer(newcomer, "GET").status == 200
+            assert closed(idle[0]) and server.http.evicted_connections() == 1
+            assert not closed(arriving, within=0.2)
+            arriving.sendall(b"Host: receiver\r\n\r\n")
+            assert answer(arriving, "GET").status == 200
+        finally:
+            for sock in (arriving, *idle):
+                sock.close()
+
+
 def test_a_host_whose_connections_are_all_being_served_gets_a_quick_503_and_others_are_served(
     monkeypatch,
 ):

@@ -26,7 +26,6 @@ import time
 import zlib
 from collections import deque
 from collections.abc import Callable
-from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
 from google.rpc import code_pb2, status_pb2
@@ -180,9 +179,6 @@ class OtlpHttpHandler(RequestHandler):
     server_version = "verdictgate"
     reply_type = JSON
     """The format of this request's answers: the request's own content type, JSON otherwise."""
-
-    def log_message(self, format: str, *args: Any) -> None:
-        logger.debug("http: " + format, *args)
 
     def _send(self, code: int, body: bytes, content_type: str, headers: dict | None = None) -> None:
         closing = self.will_close()

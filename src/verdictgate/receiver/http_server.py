@@ -10,9 +10,10 @@
 - **Bounded work.** A listen backlog of `http_backlog`; at most `max_connections` open, and
   never more than half the process's file limit (`connection_cap`): one more is answered 503
   with `Retry-After` and closed. At most `max_connections_per_host` from one peer address:
-  one more closes the host's connection that has waited longest on the poller (a request
-  still arriving is told 503), so stalled neighbours never lock out a sender behind the same
-  address; only a host whose connections are all being served is refused. A request ready to
+  one more closes one of the host's connections waiting on the poller (an idle keep-alive or
+  a lingering close first, else the one waiting longest for its head or body, told 503), so
+  stalled neighbours never lock out a sender behind the same address; only a host whose
+  connections are all being served is refused. A request ready to
   be served waits in a queue of `http_queue` for one of `http_workers` threads; when the queue
   is full it is answered 503 with `Retry-After` at once.
 - **The handler decides when to read the body** (after it checked the sender and admitted the
@@ -292,6 +293,11 @@ class RequestHandler(BaseHTTPRequestHandler):
         self.pending: BodyPending | None = None
         """Set when the request waits for its body (see `read_body`)."""
 
+    def log_message(self, format: str, *args: Any) -> None:
+        """Requests go to the DEBUG log, never to stderr line by line (the base class's way,
+        which made every scrape a line of the receiver's log)."""
+        logger.debug("http: " + format, *args)
+
     def client(self) -> Any:
         """Who sends this request, for fairness among the bodies waiting: its peer host
         (subclasses may tell senders on one host apart)."""
@@ -515,6 +521,16 @@ def _host(address: Any) -> str:
     return str(address[0]) if isinstance(address, tuple) and address else str(address)
 
 
+def _first_to_evict(waiting: dict[_Connection, None]) -> _Connection:
+    """Of a host's waiting connections (the longest waiting first), the one to close for a new
+    one: an idle keep-alive or a lingering close if there is one (closing it costs its client
+    nothing), else the one that has waited longest for its head or body."""
+    for connection in waiting:
+        if connection.idle or connection.state == _LINGER:
+            return connection
+    return next(iter(waiting))
+
+
 def _busy_answer(retry_after: int) -> bytes:
     body = b"receiver busy, retry later\n"
     return (
@@ -674,7 +690,7 @@ class BoundedHttpServer:
                         )
                     self._refuse_connection(sock)
                     continue
-                self._evict(next(iter(waiting)))
+                self._evict(_first_to_evict(waiting))
             with contextlib.suppress(OSError):
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             deadline = time.monotonic() + self.limits.header_timeout_seconds
@@ -705,7 +721,7 @@ class BoundedHttpServer:
                 del self._waiting[connection.host]
 
     def _evict(self, connection: _Connection) -> None:
-        """Close the connection that has waited longest of a host at its cap, so the host's
+        """Close a waiting connection of a host at its cap (`_first_to_evict`), so the host's
         new connection is taken: stalled heads and bodies and idle keep-alives never lock
         out a sender behind the same address. A request still arriving is told 503."""
         self._evicted += 1

@@ -291,6 +291,33 @@ def test_trials_nested_under_their_run_span_each_settle_whatever_the_pauses() ->
     assert assessment.policy.tolerance == 0.10 and not assessment.in_progress
 
 
+def test_a_run_is_never_idle_while_a_trial_of_it_waits_to_settle() -> None:
+    """A trial's spans arrive after a pause; before the tick settles it, another sender's
+    export lands once the run's idle period (counted from its last settled trial) has passed.
+    The run stays open (the spans were news of it, and idle periods are looked at only by the
+    tick, after settling), so the trial is stored, not counted late."""
+    clock = Clock()
+    receiver = Receiver(Store(), config=ReceiverConfig(settle=2.0, idle=5.0), clock=clock)
+    root, calls = nested_run("paused", 2, ["refund"])
+    receiver.ingest(extract_protobuf(request(calls[0]).SerializeToString()))
+    clock.now += 2.1
+    receiver.tick()
+    assert len(stored(receiver, "paused")) == 1
+    clock.now += 1.9  # the pause: the second call's spans come 4 s after the first's
+    receiver.ingest(extract_protobuf(request(calls[1]).SerializeToString()))
+    clock.now += 3.2  # past the idle period since the first trial settled; no tick yet
+    other = decision_span("other", "c0", 0, "approve", "approve")
+    receiver.ingest(extract_protobuf(request([other]).SerializeToString()))
+    receiver.tick()
+    assert len(stored(receiver, "paused")) == 2
+    receiver.ingest(extract_protobuf(request([root]).SerializeToString()))
+    receiver.tick()
+    assert receiver.flush()
+    assessment = receiver.assessment("paused")
+    assert assessment.trials.received == 2 and assessment.trials.late == 0
+    assert not assessment.in_progress
+
+
 def test_a_span_that_comes_after_its_trial_settled_is_counted_late_not_dropped(caplog) -> None:
     clock = Clock()
     receiver = Receiver(Store(), clock=clock)

@@ -254,10 +254,12 @@ def test_at_the_cap_an_idle_keep_alive_is_closed_before_a_request_still_arriving
             for sock in idle:
                 sock.sendall(head(path="/v1/runs", method="GET"))
                 assert answer(sock, "GET").status == 200  # then kept alive, idle
+            wait_until(lambda: server.http.waiting_connections() == 3)
             with connect(server) as newcomer:
                 newcomer.sendall(head(path="/v1/runs", method="GET"))
                 assert answer(newcomer, "GET").status == 200
-            assert closed(idle[0]) and server.http.evicted_connections() == 1
+            assert sum(closed(sock, within=1) for sock in idle) == 1  # one of them, silently
+            assert server.http.evicted_connections() == 1
             assert not closed(arriving, within=0.2)
             arriving.sendall(b"Host: receiver\r\n\r\n")
             assert answer(arriving, "GET").status == 200

@@ -190,6 +190,13 @@ class Lifecycle:
             self._check_plan(run)
         return new
 
+    def heard(self, run_id: str, now: float) -> None:
+        """News of an open run that is not a trial yet (a span of one of its framework trials,
+        still settling): its idle period starts again. Nothing for a run not open."""
+        run = self._runs.get(run_id)
+        if run is not None:
+            run.last_news = max(run.last_news, now)
+
     def started(self, declaration: RunDeclaration, now: float) -> None:
         """A run span started: the run is judged by it and ends with it (never for idleness)."""
         run = self._open(declaration.run_id, now)
@@ -260,12 +267,14 @@ class Lifecycle:
 
     # Decisions
 
-    def due(self, now: float) -> list[Decision]:
-        """What is due at `now`: runs that ended since the last call, canary windows, runs idle
-        too long, and sequential runs' new complete rounds."""
+    def due(self, now: float, timers: bool = True) -> list[Decision]:
+        """What is due at `now`: runs that ended since the last call, sequential runs' new
+        complete rounds, and with `timers` canary windows and runs idle too long (a receiver
+        looks at timers only on its tick, after settling what is due, so a run is never idle
+        while a trial of it waits to settle)."""
         decisions: list[Decision] = []
         timing = self.timing
-        while self._deadlines and self._deadlines[0][0] <= now:
+        while timers and self._deadlines and self._deadlines[0][0] <= now:
             _, run_id = heapq.heappop(self._deadlines)
             run = self._runs.get(run_id)
             if run is None:

@@ -608,6 +608,11 @@ class BoundedHttpServer:
         """Requests whose head is complete, waiting for a worker."""
         return self._queue.qsize()
 
+    def waiting_connections(self) -> int:
+        """Connections waiting on the poller (a handshake, a head or body arriving, an idle
+        keep-alive, a lingering close), as the poller last left them."""
+        return sum(len(waiting) for waiting in list(self._waiting.values()))
+
     def awaiting_bodies(self) -> tuple[int, int]:
         """(requests, bytes): requests whose body the poller is reading, and the bytes of
         those bodies received so far."""

@@ -187,7 +187,7 @@ class Receiver:
         now = self._clock()
         self._settle_traces(now)
         with self._lock:
-            self._advance(now)
+            self._advance(now, timers=True)
         retain = self.config.retain
         if retain is not None and now >= self._next_retention:
             self._next_retention = now + RETENTION_EVERY
@@ -241,6 +241,8 @@ class Receiver:
             for run_id, accepted in written.accepted.items():
                 suite, point = (labels or {}).get(run_id, (None, None))
                 lifecycle.record_all(run_id, accepted, now, suite, point)
+            for run_id in written.heard:
+                lifecycle.heard(run_id, now)
             self._advance(now)
         for run_id, late in written.late_spans.items():
             if run_id not in self._late_logged:
@@ -268,10 +270,11 @@ class Receiver:
             )
         self._signals.notify(run.run_id for run in written.runs)
 
-    def _advance(self, now: float) -> None:
+    def _advance(self, now: float, timers: bool = False) -> None:
         """Make final in the store the runs the lifecycle says are over, and hand what is due
-        to the finisher (the lock is held)."""
-        decisions = self._lifecycle.due(now)
+        to the finisher (the lock is held). Idle periods and windows (`timers`) are looked at
+        by the tick alone, after it settled the trials due by the same `now`."""
+        decisions = self._lifecycle.due(now, timers)
         finals = [d.run_id for d in decisions if isinstance(d, Final)]
         if finals:
             self.store.close_runs(finals)

@@ -232,6 +232,9 @@ class Written:
     """Per run, framework spans that came below a trial already settled (counted late)."""
     let_go: int = 0
     """Framework spans let go by this write to stay within the held-span cap or a trace's."""
+    heard: frozenset[str] = frozenset()
+    """Runs one of whose framework trials, not settled yet, got a span (its trial span or one
+    below it): news that keeps the run from going idle while the trial settles."""
 
 
 class Store:
@@ -367,7 +370,7 @@ class Store:
                 )
             for attributes in declared:
                 _declare(cursor, attributes, now)
-            late_spans, held, dropped = _hold(cursor, list(marks), list(spans), now)
+            late_spans, held, dropped, heard = _hold(cursor, list(marks), list(spans), now)
             held -= _settle(cursor, settled)
             if max_held_spans is not None and self._held_spans + held > max_held_spans:
                 released = _let_go(cursor, self._held_spans + held - max_held_spans)
@@ -398,7 +401,7 @@ class Store:
             ]
             self._held_spans += held
             self.spans_let_go += dropped
-        return Written(runs, refused, accepted, late_spans, dropped)
+        return Written(runs, refused, accepted, late_spans, dropped, heard)
 
     def evidence(self, run_id: str) -> Evidence:
         """Every kept trial of a run, with its duplicates, conflicts, latency and tier results."""
@@ -748,15 +751,16 @@ _PACK = msgspec.msgpack.Encoder()
 
 def _hold(
     cursor: sqlite3.Cursor, marks: list[TrialMark], spans: list[FrameworkSpan], now: float
-) -> tuple[dict[str, int], int, int]:
+) -> tuple[dict[str, int], int, int, frozenset[str]]:
     """Keep trial marks and framework span facts by trace (first copy wins: a span sent twice
-    is held once); returns (late spans per run, spans newly held, spans dropped). A new span
+    is held once); returns (late spans per run, spans newly held, spans dropped, the runs
+    whose unsettled trials got a span). A new span
     below a trial not yet settled keeps that trial from settling for now; one below a settled
     trial is late: counted for its run, not held for it. A trace holds MAX_TRACE_SPANS at most:
     spans beyond are dropped."""
     traces = {span.trace_id for span in spans} | {mark.trace_id for mark in marks}
     if not traces:
-        return {}, 0, 0
+        return {}, 0, 0, frozenset()
     room = {}
     for trace_id in traces:
         cursor.execute(
@@ -789,6 +793,7 @@ def _hold(
             room[span.trace_id] -= 1
     late: dict[str, int] = {}
     active: set[tuple[str, str]] = set()
+    heard = {mark.run for mark in marks}
     added = {trace_id: 0 for trace_id in traces}
     known: dict[tuple[str, str], tuple[str, bool, str] | None] = {}
     for span in new:
@@ -807,6 +812,7 @@ def _hold(
         added[span.trace_id] += 1
         if trial is not None:
             active.add((span.trace_id, trial[0]))
+            heard.add(trial[2])
     cursor.executemany(
         "UPDATE traces SET spans = spans + ? WHERE trace_id = ?",
         [(n, trace_id) for trace_id, n in added.items() if n],
@@ -818,7 +824,7 @@ def _hold(
     cursor.executemany(
         "UPDATE runs SET late = late + ? WHERE run_id = ?", [(n, run) for run, n in late.items()]
     )
-    return late, sum(added.values()), dropped
+    return late, sum(added.values()), dropped, frozenset(heard)
 
 
 def _let_go(cursor: sqlite3.Cursor, excess: int) -> int:

@@ -4,7 +4,8 @@ rows. Every renderer draws from `bounded(assessment)`; what it leaves out is cou
 
 Every label in it (routes, decisions, case ids, error types, names) longer than 160 characters
 is shortened as `shown` does, so a report stays small whatever labels a sender chose; the run's
-own id, suite and point are kept whole.
+own id, suite and point are kept whole, and so are the reasons, headline and next steps (their
+messages shorten the labels they name).
 
 Kept first: the rows that explain the status (flipping, errored and failing cases; stochastic
 and targeted routes; the most frequent labels). Counts by label keep their top entries and fold
@@ -124,7 +125,17 @@ def bounded(a: Assessment) -> tuple[Assessment, Omitted]:
         ),
         next_steps=o.first("next_steps", a.next_steps, 20),
     )
-    return replace(_shortened(result), run=a.run), o
+    labelled = {
+        f.name: _shortened(getattr(result, f.name))
+        for f in dataclasses.fields(result)
+        if f.name not in _KEPT_WHOLE
+    }
+    return replace(result, **labelled), o
+
+
+_KEPT_WHOLE = frozenset({"run", "reasons", "headline", "next_steps"})
+"""What `bounded` never shortens: the run's identity, and the prose, whose messages shorten the
+labels they name where they are written."""
 
 
 def _shortened(value: T) -> T:

@@ -805,6 +805,21 @@ class StoreSampler(threading.Thread):
         while not self.stop.wait(0.5):
             self.sample()
 
+    def contents(self) -> tuple[int, int] | None:
+        """(framework spans held, trials stored) now, read from the store without writing
+        (None when it cannot be read)."""
+        import sqlite3
+
+        try:
+            with contextlib.closing(
+                sqlite3.connect(f"file:{self.files[0]}?mode=ro", uri=True, timeout=5)
+            ) as connection:
+                held = connection.execute("SELECT COALESCE(SUM(spans), 0) FROM traces").fetchone()
+                trials = connection.execute("SELECT COUNT(*) FROM trials").fetchone()
+        except sqlite3.Error:
+            return None
+        return int(held[0]), int(trials[0])
+
 
 def _seconds(duration: str) -> float:
     """A `serve` duration (`15s`, `2m`, `500ms`) in seconds."""
@@ -1213,9 +1228,9 @@ def main() -> int:
                 get_admission, token, framework_runs, planned_framework(args)
             ):
                 time.sleep(0.5)
-        read_ids = runs + (
-            [] if args.no_frameworks else [*framework_runs, soak_frameworks.NEVER_QUIET_RUN]
-        )
+        read_ids = runs if args.no_frameworks else [*runs, *framework_runs]
+        if not args.no_frameworks and args.never_quiet:
+            read_ids.append(soak_frameworks.NEVER_QUIET_RUN)
         for run_id in read_ids:
             for _ in range(3):
                 remaining = reads_limit - time.monotonic()
@@ -1304,8 +1319,12 @@ def main() -> int:
                 and admissions[run_id].trials_received == planned_framework(args)
                 for run_id in framework_runs
             )
-            and soak_frameworks.NEVER_QUIET_RUN in admissions
-            and admissions[soak_frameworks.NEVER_QUIET_RUN].trials_received == args.never_quiet
+            and (
+                not args.never_quiet
+                or soak_frameworks.NEVER_QUIET_RUN in admissions
+                and admissions[soak_frameworks.NEVER_QUIET_RUN].trials_received
+                == args.never_quiet
+            )
         )
         good = framework_good and all(
             run_id in admissions
@@ -1389,9 +1408,15 @@ def framework_rows(k: dict[str, Any]) -> list[tuple[str, str]]:
                      f"{quantile(lat, 0.5):.1f} ms, p99 {quantile(lat, 0.99):.1f} ms, "
                      f"answers {scrapes['seen']}"))  # fmt: skip
     sampler = k["store_sampler"]
+    contents = sampler.contents()
+    held = (
+        f"; it holds {contents[0]:,} framework spans (cap 500,000, about 100 MiB) and "
+        f"{contents[1]:,} trials (about 100 bytes each)"
+        if contents is not None
+        else ""
+    )
     rows.append(("store on disk (db + WAL)", f"peak {sampler.peak / 2**20:.0f} MiB, at the end "
-                 f"{sampler.last / 2**20:.0f} MiB (framework spans held at most 500,000, "
-                 "about 100 MiB)"))  # fmt: skip
+                 f"{sampler.last / 2**20:.0f} MiB{held}"))  # fmt: skip
     return rows
 
 

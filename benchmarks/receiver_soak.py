@@ -1321,9 +1321,11 @@ def main() -> int:
             )
             and (
                 not args.never_quiet
-                or soak_frameworks.NEVER_QUIET_RUN in admissions
-                and admissions[soak_frameworks.NEVER_QUIET_RUN].trials_received
-                == args.never_quiet
+                or (
+                    soak_frameworks.NEVER_QUIET_RUN in admissions
+                    and admissions[soak_frameworks.NEVER_QUIET_RUN].trials_received
+                    == args.never_quiet
+                )
             )
         )
         good = framework_good and all(

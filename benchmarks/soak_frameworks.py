@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import http.client
 import os
+import signal
 import threading
 import time
 from collections import Counter
@@ -25,6 +26,11 @@ from typing import Any
 FRAMEWORK_TOOLS = (("lookup", "refund"), ("lookup",))
 """The tool path of even and odd cases: what each honest framework trial decides."""
 NEVER_QUIET_RUN = "never-quiet"
+
+
+def _child() -> None:
+    """In a child process: leave Ctrl-C to the soak, which stops every child itself."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 def _bearer(token: str) -> dict[str, str]:
@@ -43,6 +49,7 @@ def framework_sender(
 ) -> None:
     """Send `runs` of framework trials, each run one trace under its run span, paced over
     `seconds`; every tenth call is followed by a pause longer than `settle`."""
+    _child()
     os.environ.setdefault("GRPC_VERBOSITY", "NONE")
     from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
     from opentelemetry.sdk.resources import Resource
@@ -146,6 +153,7 @@ def trial_less_flood(
 ) -> None:
     """Plain `GET /api/items` spans, each in a new trace, `per_request` a request, back to back
     over one keep-alive connection."""
+    _child()
     from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
     seen: Counter[str] = Counter()
@@ -177,6 +185,7 @@ def never_quiet(
 ) -> None:
     """`traces` trial spans of run NEVER_QUIET_RUN, then one more tool span below each every
     second until stopped: traces that never go quiet."""
+    _child()
     from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
     from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
@@ -221,6 +230,7 @@ def never_quiet(
 
 def scrape_loop(port: int, scrapers: int, end_by: float, stop: Any, results: Any) -> None:
     """`scrapers` threads scraping /metrics back to back (a new connection each time)."""
+    _child()
     seen: Counter[str] = Counter()
     latencies: list[float] = []
     lock = threading.Lock()

@@ -784,11 +784,13 @@ def test_a_run_with_200k_distinct_labels_gets_a_bounded_report_over_grpc():
     assert all(len(reason["message"]) < 4000 for reason in report["reasons"])
 
 
-def test_decisions_at_every_label_limit_get_small_reports_status_and_pages():
+@pytest.mark.parametrize("contract", [False, True], ids=["canary", "declared-contract"])
+def test_decisions_at_every_label_limit_get_small_reports_status_and_pages(contract):
     """80 decision spans at the per-span maximum (256 tools of 4,000 characters, every path its
     own: 80 MiB of labels) sent through the wire: every report format over gRPC's 4 MiB
     default, the JSON query API and the run's page stay small, each label shown shortened
-    with its length and fingerprint."""
+    with its length and fingerprint. Under a declared contract every path is an unknown
+    decision, which the reasons and next steps name."""
     from verdictgate.clock import ManualClock
 
     clock = ManualClock(1_000.0)
@@ -799,6 +801,8 @@ def test_decisions_at_every_label_limit_get_small_reports_status_and_pages():
             for c in range(40) for i in range(2)
         ]  # fmt: skip
         assert len(spans[0].attributes[-1].value.array_value.values[0].string_value) == 4_000
+        if contract:
+            spans.insert(0, run_span("longest", 80))
         for start in range(0, len(spans), 4):
             body = request(spans[start : start + 4]).SerializeToString()
             posted = urllib.request.Request(
@@ -832,9 +836,14 @@ def test_decisions_at_every_label_limit_get_small_reports_status_and_pages():
         with urllib.request.urlopen(f"{base}/runs/longest", timeout=30) as answer:
             page = answer.read()
     assert len(report) < 256 << 10 and len(page) < 256 << 10
-    observed = json.loads(report)["coverage"]["observed"]
+    judged = json.loads(report)
+    observed = judged["coverage"]["observed"]
     assert len(observed) == 80 and len(set(observed)) == 80  # shortened, still apart
     assert all(len(label) <= 160 and "1,024,765 chars #" in label for label in observed)
+    if contract:
+        assert "contract_unknown_decision" in [r["code"] for r in judged["reasons"]]
+        named = [step for step in judged["next_steps"] if step.startswith("The agent returned")]
+        assert named and all("1,024,765 chars #" in step and len(step) < 400 for step in named)
 
 
 def test_sender_chosen_suite_names_never_grow_the_metric_series():

@@ -318,6 +318,36 @@ def test_a_run_is_never_idle_while_a_trial_of_it_waits_to_settle() -> None:
     assert not assessment.in_progress
 
 
+def test_idle_periods_wait_while_more_trials_are_due_than_a_tick_settles(monkeypatch) -> None:
+    """With more traces due than one tick settles (one here, a thousand in `serve`), idle
+    periods wait for the tick that settles the rest: the run whose trial was left for the next
+    tick is not closed with it pending."""
+    from verdictgate.receiver import receiver as receiver_module
+
+    monkeypatch.setattr(receiver_module, "SETTLE_BATCH", 1)
+    clock = Clock()
+    receiver = Receiver(Store(), config=ReceiverConfig(settle=2.0, idle=5.0), clock=clock)
+    receiver.ingest(extract_protobuf(request(strands_trial(1, "victim", "c0", 0, ["refund"]))
+                                     .SerializeToString()))  # fmt: skip
+    clock.now += 2.1
+    receiver.tick()
+    clock.now += 0.9
+    for number, run in ((2, "other"), (3, "victim")):  # due in this order
+        spans = strands_trial(number, run, "c0", 1, ["refund"])
+        receiver.ingest(extract_protobuf(request(spans).SerializeToString()))
+        clock.now += 0.01
+    clock.now += 5.0  # both due, and the victim's idle period over: one tick settles one
+    receiver.tick()
+    assert receiver.assessment("victim").in_progress
+    receiver.tick()
+    assert len(stored(receiver, "victim")) == 2
+    clock.now += 5.1
+    receiver.tick()
+    assert receiver.flush()
+    victim = receiver.assessment("victim")
+    assert victim.trials.received == 2 and victim.trials.late == 0 and not victim.in_progress
+
+
 def test_a_span_that_comes_after_its_trial_settled_is_counted_late_not_dropped(caplog) -> None:
     clock = Clock()
     receiver = Receiver(Store(), clock=clock)

@@ -230,7 +230,7 @@ def test_a_json_document_given_as_trials_is_named_by_its_schema(cli, tmp_path):
 
 @pytest.mark.parametrize("ended", [True, False], ids=["line-ends", "file-ends-mid-line"])
 def test_a_line_longer_than_any_record_is_refused_as_it_is_read(cli, tmp_path, ended):
-    """The issue's 200 MB verdict line (here 40 MB): an input error naming its line once 8 MiB
+    """The issue's 200 MB verdict line (here 40 MB): an input error naming its line once 16 MiB
     of it are read, not a 200 MB label in a report."""
     good = '{"case": "c", "trial": 0, "outcome": "decision", "verdict": "a"}\n'
     path = tmp_path / "t.jsonl"
@@ -241,4 +241,4 @@ def test_a_line_longer_than_any_record_is_refused_as_it_is_read(cli, tmp_path, e
         out.write('"}\n' + good if ended else "")
     result = cli("assess", "--trials", str(path), "--format", "json")
     assert result.exit_code == 2 and result.stdout == ""
-    assert result.stderr.startswith(f"verdictgate: error: {path}:4: the line is longer than 8 MiB")
+    assert result.stderr.startswith(f"verdictgate: error: {path}:4: the line is longer than 16 MiB")

@@ -265,7 +265,7 @@ def _incomplete(f: Findings) -> str | None:
     parts = []
     if f.trials.errors:
         ranked = sorted(f.trials.error_types.items(), key=lambda item: -item[1])
-        kinds = listing(f"{kind} x{n}" for kind, n in ranked)
+        kinds = listing(f"{shown(kind)} x{n}" for kind, n in ranked)
         parts.append(f"{f.trials.errors} trials errored ({kinds})")
     if f.trials.missing:
         parts.append(f"{f.trials.missing} of {f.trials.expected} planned trials were not received")
@@ -423,7 +423,7 @@ RULES: tuple[Rule, ...] = (
          lambda f: "no case is intended for required routes: "
          + _with_critical(f.coverage.missing_intended, f.coverage.critical_missing)
          if f.coverage.missing_intended else None,
-         lambda f: [f"Add at least one case whose expected route is {r}." for r in f.coverage.missing_intended]),
+         lambda f: [f"Add at least one case whose expected route is {shown(r)}." for r in f.coverage.missing_intended]),
     Rule(ReasonCode.CONTRACT_MISSING_OBSERVED, Status.REJECTED, "contract",
          lambda f: "no trial reached required routes: " + _with_critical(routes, f.coverage.critical_missing)
          if (routes := unreached(f)) else None,
@@ -431,7 +431,7 @@ RULES: tuple[Rule, ...] = (
     Rule(ReasonCode.CONTRACT_UNKNOWN_DECISION, Status.REJECTED, "contract",
          lambda f: "trials returned decisions outside the contract: " + listing(f.coverage.unknown)
          if f.coverage.unknown else None,
-         lambda f: [f"The agent returned {decision}, which the contract does not allow: fix the agent, "
+         lambda f: [f"The agent returned {shown(decision)}, which the contract does not allow: fix the agent, "
                     "or add it to the contract's allowed decisions (or allowed_no_decisions)."
                     for decision in f.coverage.unknown]),
     Rule(ReasonCode.CONTRACT_UNDER_CASED, Status.REJECTED, "contract",
@@ -439,7 +439,7 @@ RULES: tuple[Rule, ...] = (
              f"{shown(route)} ({f.coverage.intended.get(route, 0)} of {f.coverage.minimum_cases[route]})"
              for route in f.coverage.under_cased)
          if f.coverage.under_cased else None,
-         lambda f: [f"Add {f.coverage.minimum_cases[r] - f.coverage.intended.get(r, 0)} more cases for route {r}: "
+         lambda f: [f"Add {f.coverage.minimum_cases[r] - f.coverage.intended.get(r, 0)} more cases for route {shown(r)}: "
                     f"it has {f.coverage.intended.get(r, 0)}, the contract asks for {f.coverage.minimum_cases[r]}."
                     for r in f.coverage.under_cased]),
     Rule(ReasonCode.DOMINANT_DECISION, Status.REJECTED, "dominance",
@@ -485,7 +485,7 @@ RULES: tuple[Rule, ...] = (
          lambda f: "routes not yet shown within target: " + _routes_named(routes)
          if (routes := [r for r in f.routes if r.targeted and r.change.result is Stability.UNDECIDED])
          else None,
-         lambda f: [_pairs_step(f"route {r.route}", r.change, r.cases, f.policy.confidence)
+         lambda f: [_pairs_step(f"route {shown(r.route)}", r.change, r.cases, f.policy.confidence)
                     for r in f.routes if r.targeted and r.change.result is Stability.UNDECIDED]),
     Rule(ReasonCode.PASS_RATE_UNDECIDED, Status.INCONCLUSIVE, "pass_rate",
          lambda f: (f"not yet shown above the required pass rate {percent(rate.required)}: {_passes(rate)}"

@@ -27,10 +27,10 @@ from .trial_model import (
 
 CHUNK_BYTES = 1 << 20
 """Bytes read and decoded at a time: a few thousand records, so memory stays flat."""
-MAX_LINE_BYTES = 8 << 20
-"""The longest line read: a record at every limit (256 tools of 4,096 characters, each JSON
-escape six bytes long) is under it, so a longer line is refused as soon as this much of it
-has been read, never held whole."""
+MAX_LINE_BYTES = 16 << 20
+"""The longest line read: a record at every limit (256 tools of 4,096 characters, each written
+as a twelve-byte JSON escape pair) is under it, so a longer line is refused as soon as this
+much of it has been read, never held whole."""
 
 
 class TrialLine(Trial, frozen=True, gc=False, kw_only=True):

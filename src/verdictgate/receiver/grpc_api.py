@@ -116,10 +116,14 @@ class CallCap(grpc.ServerInterceptor):
             )  # fmt: skip
 
     def _counted(self, handler: grpc.RpcMethodHandler) -> grpc.RpcMethodHandler:
-        def requests(stream: Iterator[Any]) -> Any:
+        def requests(stream: Iterator[Any], context: grpc.ServicerContext) -> Any:
             if handler.request_streaming:
                 return stream
-            return next(stream)  # a unary request's one message
+            for message in stream:  # a unary request's one message
+                return message
+            context.abort(  # none came (or it could not be read: gRPC has answered that)
+                grpc.StatusCode.UNIMPLEMENTED, "a unary call needs exactly one request message"
+            )
 
         if handler.response_streaming:
             behaviour = handler.stream_stream or handler.unary_stream
@@ -128,7 +132,7 @@ class CallCap(grpc.ServerInterceptor):
             def streaming(stream: Iterator[Any], context: grpc.ServicerContext) -> Iterator[Any]:
                 self._enter(context)
                 try:
-                    yield from behaviour(requests(stream), context)
+                    yield from behaviour(requests(stream, context), context)
                 finally:
                     self._slots.release()
 
@@ -141,7 +145,7 @@ class CallCap(grpc.ServerInterceptor):
         def answered(stream: Iterator[Any], context: grpc.ServicerContext) -> Any:
             self._enter(context)
             try:
-                return unary(requests(stream), context)
+                return unary(requests(stream, context), context)
             finally:
                 self._slots.release()
 

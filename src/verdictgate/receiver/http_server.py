@@ -124,6 +124,17 @@ class _Reader:
         self.buffer = bytearray()
         self.body: bytes | None = None
         self.refusal: Exception | None = None
+        self.held: Ticket | None = None
+        """The arriving-bodies share the body still holds: kept until its handler is done with
+        it (and has taken its bytes into its own admission), so a whole body waiting for a
+        worker stays counted."""
+
+    def let_go(self) -> None:
+        """Forget the body read, and what it held of the arriving-bodies budget."""
+        self.body = self.refusal = None
+        if self.held is not None:
+            self.held.release()
+            self.held = None
 
     def take(self, size: int) -> bytes:
         data = bytes(self.buffer[:size])
@@ -333,7 +344,7 @@ class RequestHandler(BaseHTTPRequestHandler):
         except ClientGone:
             self.close_connection = True
         finally:
-            reader.body = reader.refusal = None
+            reader.let_go()
         if self.body_left():
             self.close_connection = True
 
@@ -446,8 +457,9 @@ class RequestHandler(BaseHTTPRequestHandler):
     def read_body(self, limit: int, reserve: Callable[[int], None] | None = None) -> bytes:
         """The request body: `Content-Length` bytes or the decoded chunks, at most `limit`.
 
-        A body that came with its head is returned at once. Otherwise this raises
-        `BodyPending` (after sending `100 Continue` if the client asked for it): the poller
+        A `Content-Length` body that came with its head is returned at once. Otherwise (and
+        for every chunked body) this raises `BodyPending` (after sending `100 Continue` if the
+        client asked for it): the poller
         reads the body, holding no thread, within the body timeout, and the request is served
         again from its head, this call then returning the body (`reserve` is told of a
         chunked body's decoded bytes, and may refuse them by raising). Raises HttpError (400,
@@ -494,8 +506,8 @@ class _BodyWait:
 
 class _Connection:
     __slots__ = (
-        "address", "body", "deadline", "discarded", "handler", "host", "idle", "reader",
-        "scanned", "sock", "state", "wait", "writer",
+        "address", "body", "deadline", "discarded", "handler", "host", "idle", "progress",
+        "reader", "scanned", "sock", "state", "wait", "writer",
     )  # fmt: skip
 
     def __init__(self, sock: socket.socket, address: Any, state: int, deadline: float,
@@ -514,6 +526,8 @@ class _Connection:
         self.discarded = 0
         self.wait: _BodyWait | None = None
         self.body = bytearray()
+        self.progress = time.monotonic()
+        """When its head or body last brought bytes (or it began to wait for them)."""
 
 
 def _host(address: Any) -> str:
@@ -521,14 +535,22 @@ def _host(address: Any) -> str:
     return str(address[0]) if isinstance(address, tuple) and address else str(address)
 
 
-def _first_to_evict(waiting: dict[_Connection, None]) -> _Connection:
+STALLED_SECONDS = 1.0
+"""A head or body that brought no byte for this long is stalled, and may be evicted."""
+
+
+def _first_to_evict(waiting: dict[_Connection, None], now: float) -> _Connection | None:
     """Of a host's waiting connections (the longest waiting first), the one to close for a new
     one: an idle keep-alive or a lingering close if there is one (closing it costs its client
-    nothing), else the one that has waited longest for its head or body."""
+    nothing), else the longest waiting of those whose head or body is stalled; None when every
+    one is making progress (the newcomer is then refused: no upload is cut for it)."""
+    stalled = None
     for connection in waiting:
         if connection.idle or connection.state == _LINGER:
             return connection
-    return next(iter(waiting))
+        if stalled is None and now - connection.progress >= STALLED_SECONDS:
+            stalled = connection
+    return stalled
 
 
 def _busy_answer(retry_after: int) -> bytes:
@@ -684,18 +706,19 @@ class BoundedHttpServer:
                 continue
             if self._per_host.get(host, 0) >= self.limits.max_connections_per_host:
                 waiting = self._waiting.get(host)
-                if not waiting:
+                victim = _first_to_evict(waiting, time.monotonic()) if waiting else None
+                if victim is None:
                     if not self._warned_host:
                         self._warned_host = True
                         logger.warning(
-                            "verdictgate: %s holds %d HTTP connections being served "
-                            "(max_connections_per_host); more are refused (logged once)",
+                            "verdictgate: %s holds %d HTTP connections, all served or making "
+                            "progress (max_connections_per_host); more are refused (logged once)",
                             host,
                             self.limits.max_connections_per_host,
                         )
                     self._refuse_connection(sock)
                     continue
-                self._evict(_first_to_evict(waiting))
+                self._evict(victim)
             with contextlib.suppress(OSError):
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             deadline = time.monotonic() + self.limits.header_timeout_seconds
@@ -739,9 +762,9 @@ class BoundedHttpServer:
                 self.limits.max_connections_per_host,
             )
         if connection.state in (_HEAD, _BODY) and not connection.idle:
-            with contextlib.suppress(OSError, ValueError):
-                connection.sock.send(_busy_answer(self.limits.retry_after_seconds))
-        self._close(connection)
+            self._answer_and_close(connection, _busy_answer(self.limits.retry_after_seconds))
+        else:
+            self._close(connection)
 
     def _resume_accepting(self) -> None:
         if self._accept_paused_until and time.monotonic() >= self._accept_paused_until:
@@ -795,7 +818,11 @@ class BoundedHttpServer:
         if connection.state == _HANDSHAKE:
             self._handshake(connection)
         elif connection.state == _HEAD:
-            self._check_head(connection, connection.reader.pump())
+            before = len(connection.reader.buffer)
+            alive = connection.reader.pump()
+            if len(connection.reader.buffer) > before:
+                connection.progress = time.monotonic()
+            self._check_head(connection, alive)
         elif connection.state == _BODY:
             self._read_body(connection)
         elif connection.state == _LINGER:
@@ -854,6 +881,10 @@ class BoundedHttpServer:
 
     def _linger(self, connection: _Connection) -> None:
         """Shut the write side and drop what the client still sends until it closes."""
+        if connection.wait is not None:
+            connection.wait.ticket.release()
+            connection.wait = None
+        connection.reader.let_go()
         try:
             connection.sock.setblocking(False)
             connection.sock.shutdown(socket.SHUT_WR)
@@ -888,6 +919,7 @@ class BoundedHttpServer:
         if connection.wait is not None:
             connection.wait.ticket.release()
             connection.wait = None
+        connection.reader.let_go()  # never while a worker holds it: workers' are not closed here
         if connection in self._connections:
             self._connections.discard(connection)
             left = self._per_host.get(connection.host, 1) - 1
@@ -906,19 +938,22 @@ class BoundedHttpServer:
             pass
         while self._returned:
             connection, outcome = self._returned.popleft()
-            if connection.state != _BUSY:
-                continue
-            if self._stopping:
-                self._close(connection)
-            elif outcome == _AWAIT:
-                self._await_body(connection)
-            elif outcome == _CLOSE:
-                if connection.handler is not None and connection.handler.responded:
-                    self._linger(connection)
-                else:
-                    self._close(connection)
+            if connection.state == _BUSY:
+                self._guarded(self._take_back_one, connection, outcome)
+
+    def _take_back_one(self, connection: _Connection, outcome: int) -> None:
+        """A connection a worker handed back: close it, read its body, or park it."""
+        if self._stopping:
+            self._close(connection)
+        elif outcome == _AWAIT:
+            self._await_body(connection)
+        elif outcome == _CLOSE:
+            if connection.handler is not None and connection.handler.responded:
+                self._linger(connection)
             else:
-                self._park(connection)
+                self._close(connection)
+        else:
+            self._park(connection)
 
     def _park(self, connection: _Connection) -> None:
         """Keep a connection alive between requests, without a thread."""
@@ -948,9 +983,15 @@ class BoundedHttpServer:
             ticket = self._bodies.admit(pending.client, 0)
         except Busy as busy:
             return self._serve_again(connection, busy)
+        try:
+            connection.sock.setblocking(False)  # the worker's writes left it blocking
+        except (OSError, ValueError):
+            ticket.release()
+            return self._close(connection)
         connection.wait = _BodyWait(pending, ticket)
         connection.state = _BODY
         connection.body = bytearray()
+        connection.progress = time.monotonic()
         self._wait_in(connection)
         self._set_deadline(connection, time.monotonic() + self.limits.body_timeout_seconds)
         buffer = connection.reader.buffer
@@ -988,6 +1029,7 @@ class BoundedHttpServer:
         whole or refused."""
         wait = connection.wait
         assert wait is not None
+        connection.progress = time.monotonic()
         try:
             if wait.chunks is None:
                 assert wait.length is not None
@@ -1020,7 +1062,7 @@ class BoundedHttpServer:
         """Hand the request back to a worker, served again from its head: with its body in
         the reader, or with what refused it (which the handler answers in its own format)."""
         if connection.wait is not None:
-            connection.wait.ticket.release()
+            connection.reader.held = connection.wait.ticket
             connection.wait = None
         connection.body = bytearray()
         connection.reader.refusal = refusal

@@ -180,14 +180,18 @@ class Receiver:
         )
 
     def tick(self) -> None:
-        """Settle the traces whose trials are due; hand the runs whose idle period is over, the
-        canary windows that are due and new sequential rounds to the finisher; with `retain`,
+        """Settle the traces whose trials are due; hand the runs whose idle period is over (once
+        every trial due by now is settled), the canary windows that are due and new sequential
+        rounds to the finisher; with `retain`,
         delete runs finished longer ago than that (at most once a minute, through an index of
         finished runs by age: the cost follows what is deleted, not the history)."""
         now = self._clock()
-        self._settle_traces(now)
-        with self._lock:
-            self._advance(now, timers=True)
+        drained = True  # a settling that failed must not hold every timer back
+        try:
+            drained = self._settle_traces(now)
+        finally:
+            with self._lock:  # a run is never idle while a trial due by `now` waits to settle
+                self._advance(now, timers=drained)
         retain = self.config.retain
         if retain is not None and now >= self._next_retention:
             self._next_retention = now + RETENTION_EVERY
@@ -281,18 +285,22 @@ class Receiver:
         for decision in decisions:
             self._finisher.put(decision)
 
-    def _settle_traces(self, now: float) -> None:
+    def _settle_traces(self, now: float) -> bool:
         """Derive and store the trials whose own spans (the trial span and those below it) have
         been quiet for the settle time, whatever else shares their trace, or whose trial span
         has waited `max_hold` (settled from what has arrived; later spans are late): a trace's
         due trials in one transaction with marking them settled. Forget traces with no trial
-        left to settle, once quiet for TRACE_TTL (FORGET_BATCHES batches at most)."""
+        left to settle, once quiet for TRACE_TTL (FORGET_BATCHES batches at most). True when
+        every trial due was settled (fewer than SETTLE_BATCH traces were due); else the idle
+        periods wait for the next tick, so a run whose due trial is not settled yet stays open."""
         quiet_since, held_since = now - self.config.settle, now - self.config.max_hold
-        for trace_id in self.store.quiet_traces(quiet_since, held_since, SETTLE_BATCH):
+        due = self.store.quiet_traces(quiet_since, held_since, SETTLE_BATCH)
+        for trace_id in due:
             self._write(None, [], settle=(trace_id, quiet_since, held_since))
         for _ in range(FORGET_BATCHES):
             if self.store.forget_traces(now - TRACE_TTL, SETTLE_BATCH) < SETTLE_BATCH:
                 break
+        return len(due) < SETTLE_BATCH
 
     # The finisher's side
 

@@ -769,11 +769,15 @@ def _hold(
             (trace_id, now),
         )
         room[trace_id] = MAX_TRACE_SPANS - cursor.fetchone()[0]
-    cursor.executemany(
-        "INSERT OR IGNORE INTO trial_marks (trace_id, span_id, mark, last_seen, arrived)"
-        " VALUES (?, ?, ?, ?, ?)",
-        [(mark.trace_id, mark.span_id, _PACK.encode(mark), now, now) for mark in marks],
-    )
+    heard: set[str] = set()
+    for mark in marks:
+        cursor.execute(
+            "INSERT OR IGNORE INTO trial_marks (trace_id, span_id, mark, last_seen, arrived)"
+            " VALUES (?, ?, ?, ?, ?)",
+            (mark.trace_id, mark.span_id, _PACK.encode(mark), now, now),
+        )
+        if cursor.rowcount:  # a new trial, not an exporter's retry of one
+            heard.add(mark.run)
     cursor.executemany(
         "UPDATE traces SET state = ? WHERE trace_id = ?",
         [(MARKED, trace_id) for trace_id in {mark.trace_id for mark in marks}],
@@ -793,7 +797,6 @@ def _hold(
             room[span.trace_id] -= 1
     late: dict[str, int] = {}
     active: set[tuple[str, str]] = set()
-    heard = {mark.run for mark in marks}
     added = {trace_id: 0 for trace_id in traces}
     known: dict[tuple[str, str], tuple[str, bool, str] | None] = {}
     for span in new:

@@ -130,12 +130,20 @@ def bounded(a: Assessment) -> tuple[Assessment, Omitted]:
         for f in dataclasses.fields(result)
         if f.name not in _KEPT_WHOLE
     }
-    return replace(result, **labelled), o
+    shortened = replace(result, **labelled)
+    return replace(  # messages shorten the labels they name; this guards against a missed one
+        shortened,
+        reasons=tuple(replace(r, message=shown(r.message, MAX_PROSE)) for r in result.reasons),
+        headline=shown(result.headline, MAX_PROSE),
+        next_steps=tuple(shown(step, MAX_PROSE) for step in result.next_steps),
+    ), o
 
 
 _KEPT_WHOLE = frozenset({"run", "reasons", "headline", "next_steps"})
-"""What `bounded` never shortens: the run's identity, and the prose, whose messages shorten the
-labels they name where they are written."""
+"""What `bounded` does not shorten as labels: the run's identity, and the prose."""
+MAX_PROSE = 4000
+"""The longest reason, headline or next step a report shows (a message naming its labels
+shortened is far below it)."""
 
 
 def _shortened(value: T) -> T:

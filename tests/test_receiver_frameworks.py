@@ -744,3 +744,19 @@ def test_wire_a_trace_of_100000_tool_spans_is_one_bounded_trial_and_status_answe
         admission = get(pb.GetAdmissionRequest(run_id="huge"), timeout=30)
         channel.close()
     assert admission.trials_received == 1 and len(admission.report) < 64 << 10
+
+
+def test_wire_a_trial_span_index_beyond_the_limit_is_refused_alone_as_a_decision_spans_is() -> None:
+    """Over the wire, a trial span and a decision span each at index 2**20 are rejected alone
+    (partial success names the limit), and the valid spans beside them are kept."""
+    clock = ManualClock(1_000.0)
+    with running_server(clock=clock) as server:
+        beyond = strands_trial(1, "r1", "c0", 1 << 20, ["refund"])[:1]
+        kept = strands_trial(2, "r1", "c1", 0, ["refund"])
+        decision = decision_span("r2", "c0", 1 << 20, "approve", "approve")
+        answer = exported(server, [*beyond, *kept, decision])
+        assert answer.partial_success.rejected_spans == 2
+        assert str((1 << 20) - 1) in answer.partial_success.error_message
+        clock.advance(DEFAULT_SETTLE + 0.1)
+        wait_until(lambda: len(stored(server.receiver, "r1")) == 1)
+    assert stored(server.receiver, "r1") == {("c1", 0): (("refund",), None)}

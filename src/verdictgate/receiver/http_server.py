@@ -757,7 +757,7 @@ class BoundedHttpServer:
             self._warned_evict = True
             logger.warning(
                 "verdictgate: %s is at its %d HTTP connections (max_connections_per_host): "
-                "its connection waiting longest is closed for each new one (logged once)",
+                "an idle or stalled one is closed for each new one (logged once)",
                 connection.host,
                 self.limits.max_connections_per_host,
             )

@@ -69,9 +69,12 @@ def test_cloudwatch_metrics_and_spans_use_contract_names():
     config = load("cloudwatch.yaml")
     emf = config["exporters"]["awsemf"]
     assert emf["namespace"] and emf["dimension_rollup_option"] == "NoDimensionRollup"
-    declared = {metric for d in emf["metric_declarations"] for metric in d["metric_name_selectors"]}
+    selectors = [s for d in emf["metric_declarations"] for s in d["metric_name_selectors"]]
+    metrics = [value for key, value in vars(names).items() if key.startswith("METRIC_")]
+    declared = {metric for metric in metrics if any(re.search(s, metric) for s in selectors)}
     assert declared == {
-        names.METRIC_ADMISSION, names.METRIC_INCONCLUSIVE, names.METRIC_CHANGE_RATE_UPPER, names.METRIC_TRIALS,
+        names.METRIC_ADMISSION, names.METRIC_INCONCLUSIVE, names.METRIC_CHANGE_RATE_UPPER,
+        names.METRIC_PASS_RATE_LOWER, names.METRIC_TRIALS,
     }  # fmt: skip
     dimensions = {
         dim for d in emf["metric_declarations"] for group in d["dimensions"] for dim in group
@@ -125,3 +128,136 @@ def test_the_gateway_keeps_every_span_a_trials_chain_passes_through():
     ]  # fmt: skip
     assert not any(dropped_by_gateway(span) for span in chain)
     assert dropped_by_gateway({"name": "SELECT orders", "attributes": {"db.system": "postgresql"}})
+
+
+# -- every option is one its component documents -------------------------------------------------
+
+
+def _unknown_options(config: dict) -> list[str]:
+    from collector_options import NESTED, TOP_LEVEL
+
+    unknown = []
+    for section in ("receivers", "processors", "exporters", "extensions"):
+        for name, body in (config.get(section) or {}).items():
+            component = f"{section}/{name.split('/')[0]}"
+            known = TOP_LEVEL.get(component)
+            if known is None:
+                unknown.append(f"{section}.{name}: no documented options on record")
+                continue
+            unknown += [f"{section}.{name}.{key}" for key in (body or {}) if key not in known]
+            for path, allowed in NESTED.items():
+                if path[0] != component:
+                    continue
+                for where, value in _walk(body or {}, path[1:], f"{section}.{name}"):
+                    unknown += [f"{where}.{key}" for key in value if key not in allowed]
+    return unknown
+
+
+def _walk(value, path: tuple[str, ...], where: str):
+    """The dictionaries at `path` below `value` (`*`: each item of a list)."""
+    if not path:
+        if isinstance(value, dict):
+            yield where, value
+        return
+    head, rest = path[0], path[1:]
+    if head == "*":
+        for number, item in enumerate(value if isinstance(value, list) else []):
+            yield from _walk(item, rest, f"{where}[{number}]")
+    elif isinstance(value, dict) and head in value:
+        yield from _walk(value[head], rest, f"{where}.{head}")
+
+
+@pytest.mark.parametrize("name", COLLECTOR_FILES)
+def test_every_option_is_one_its_component_documents(name):
+    assert _unknown_options(load(name)) == []
+
+
+def test_a_misspelt_option_is_found():
+    config = load("cloudwatch.yaml")
+    config["exporters"]["awsemf"]["retain_initial_value_of_delta_metrics"] = True
+    config["exporters"]["awsemf"]["metric_declarations"][0]["label_matcher"] = []
+    assert _unknown_options(config) == [
+        "exporters.awsemf.retain_initial_value_of_delta_metrics",
+        "exporters.awsemf.metric_declarations[0].label_matcher",
+    ]
+
+
+# -- CloudWatch: each point in exactly the series meant for it ------------------------------------
+
+
+def _exported_dimension_sets(emf: dict, metric: str, labels: set[str]) -> list[tuple[str, ...]]:
+    """The dimension sets awsemf exports a point of `metric` with `labels` under: a declaration
+    applies when a selector (a regular expression, searched, not anchored) matches the name,
+    every label matcher matches the labels' values (a missing label is ""), and the set's
+    dimensions are all on the point."""
+    exported = []
+    for declaration in emf["metric_declarations"]:
+        if not any(
+            re.search(selector, metric) for selector in declaration["metric_name_selectors"]
+        ):
+            continue
+        matchers = declaration.get("label_matchers") or []
+        if matchers and not any(
+            re.search(m["regex"], m.get("separator", ";").join(
+                "x" if label in labels else "" for label in m["label_names"]))
+            for m in matchers
+        ):  # fmt: skip
+            continue
+        exported += [tuple(d) for d in declaration["dimensions"] if set(d) <= labels]
+    return exported
+
+
+BASE = {names.SUITE, names.POINT}
+MEANT = {  # metric -> {labels of a point: the one dimension set it must be exported under}
+    names.METRIC_ADMISSION: {frozenset(BASE): BASE},
+    names.METRIC_INCONCLUSIVE: {frozenset(BASE): BASE},
+    names.METRIC_CHANGE_RATE_UPPER: {frozenset(BASE): BASE,
+                                     frozenset(BASE | {names.ROUTE}): BASE | {names.ROUTE}},
+    names.METRIC_PASS_RATE_LOWER: {frozenset(BASE): BASE,
+                                   frozenset(BASE | {names.ROUTE}): BASE | {names.ROUTE}},
+    names.METRIC_TRIALS: {frozenset(BASE | {names.OUTCOME}): BASE | {names.OUTCOME}},
+    names.METRIC_ADMISSION_TIME: {frozenset(BASE): None},  # not a CloudWatch series
+    names.METRIC_INCONCLUSIVE_STREAK: {frozenset(BASE): None},
+}  # fmt: skip
+
+
+def _misplaced(emf: dict) -> list[str]:
+    """Points not exported under exactly the one dimension set meant for them (or exported
+    when they are not meant for CloudWatch)."""
+    wrong = []
+    for metric, points in MEANT.items():
+        for labels, meant in points.items():
+            exported = sorted(
+                tuple(sorted(d)) for d in _exported_dimension_sets(emf, metric, set(labels))
+            )
+            if exported != ([] if meant is None else [tuple(sorted(meant))]):
+                wrong.append(f"{metric} {sorted(labels)} -> {exported}")
+    return wrong
+
+
+def test_cloudwatch_puts_each_point_in_exactly_its_series_and_keeps_the_counters_first_value():
+    emf = load("cloudwatch.yaml")["exporters"]["awsemf"]
+    assert _misplaced(emf) == []
+    assert all(s.startswith("^") and s.endswith("$")
+               for d in emf["metric_declarations"] for s in d["metric_name_selectors"])  # fmt: skip
+    assert emf["retain_initial_value_of_delta_metric"] is True
+
+
+PREVIOUS_DECLARATIONS = """
+- dimensions: [[verdictgate.suite, verdictgate.point]]
+  metric_name_selectors: [verdictgate.admission, verdictgate.inconclusive, verdictgate.change_rate.upper]
+- dimensions: [[verdictgate.suite, verdictgate.point, verdictgate.route]]
+  metric_name_selectors: [verdictgate.change_rate.upper]
+- dimensions: [[verdictgate.suite, verdictgate.point, verdictgate.outcome]]
+  metric_name_selectors: [verdictgate.trials]
+"""
+"""cloudwatch.yaml's declarations before issue 25: each route's value also went to the pooled
+series, and the unanchored selectors took `admission.time` and `inconclusive.streak` too."""
+
+
+def test_the_previous_declarations_are_found_wrong():
+    wrong = _misplaced({"metric_declarations": yaml.safe_load(PREVIOUS_DECLARATIONS)})
+    assert any(w.startswith(f"{names.METRIC_CHANGE_RATE_UPPER} ") and names.ROUTE in w
+               for w in wrong)  # fmt: skip
+    assert any(w.startswith(names.METRIC_ADMISSION_TIME) for w in wrong)
+    assert any(w.startswith(names.METRIC_INCONCLUSIVE_STREAK) for w in wrong)

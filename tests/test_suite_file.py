@@ -87,3 +87,35 @@ def test_invalid_json_names_the_line(tmp_path):
     with pytest.raises(InputError) as caught:
         load_suite(path)
     assert caught.value.line == 4 and "invalid JSON" in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    ("change", "field", "hint"),
+    [
+        (lambda d: d.update(tolerence=0.1), "tolerence", "did you mean `tolerance`?"),
+        (lambda d: d["contract"].update(requried=["approve"]), "contract.requried",
+         "did you mean `required`?"),
+        (lambda d: d["cases"][1].update(expeted="deny"), "cases[1].expeted",
+         "did you mean `expected`?"),
+        (lambda d: d.update(semantic={"threshold": 0.8, "modle": "x"}), "semantic.modle",
+         "did you mean `model`?"),
+        (lambda d: d.update(zzz=1), "zzz", "known: cases, claim, contract"),
+    ],
+)  # fmt: skip
+def test_a_key_the_suite_format_does_not_have_is_named_with_the_nearest_one(
+    write, change, field, hint
+):
+    document = suite_document()
+    change(document)
+    with pytest.raises(InputError) as caught:
+        load_suite(write("s.json", document))
+    assert caught.value.field == field and hint in str(caught.value)
+
+
+def test_annotations_are_allowed_and_agentverity_fields_are_its_own(write):
+    document = suite_document()
+    document["_comment"] = "nightly suite"
+    document["$id"] = "https://example.test/suite"
+    assert load_suite(write("s.json", document)).name == "gate"
+    theirs = {**suite_document(), "schema": "agentverity.decision-suite/v1", "layer": "decision"}
+    assert load_suite(write("av.json", theirs)).cases

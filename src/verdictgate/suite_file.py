@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 import json
 from pathlib import Path
 from typing import Any
@@ -30,6 +31,18 @@ def read_json(path: str | Path) -> Any:
         raise InputError(f"invalid JSON: {error.msg}", path=str(path), line=error.lineno) from None
 
 
+SUITE_KEYS = frozenset(
+    {"schema", "name", "point", "cases", "contract", "tolerance", "method", "claim", "pass_rate",
+     "semantic"}
+)  # fmt: skip
+CONTRACT_KEYS = frozenset(
+    {"allowed", "required", "critical", "targets", "stability_targets", "minimum_cases",
+     "allowed_no_decisions"}
+)  # fmt: skip
+CASE_KEYS = frozenset({"id", "input", "expected", "reference"})
+SEMANTIC_KEYS = frozenset({"threshold", "mean", "sd", "samples", "model"})
+
+
 def load_suite(path: str | Path, key: str | bytes | None = None) -> Suite:
     """Load a suite file; case ids are explicit ids or fingerprints of the inputs, keyed by
     `key` or else `VERDICTGATE_FINGERPRINT_KEY`."""
@@ -54,6 +67,15 @@ def suite_from_document(
         raise fail(
             "schema", f"expected {SUITE_SCHEMA!r} or {AGENTVERITY_SUITE_SCHEMA!r}, got {schema!r}"
         )
+    strict = schema == SUITE_SCHEMA  # AgentVerity's files may carry fields of its own
+    if strict:
+        _known(document, SUITE_KEYS, "", fail)
+        for name, known in (("contract", CONTRACT_KEYS), ("semantic", SEMANTIC_KEYS)):
+            if isinstance(document.get(name), dict):
+                _known(document[name], known, f"{name}.", fail)
+        for number, raw in enumerate(document.get("cases") or []):
+            if isinstance(raw, dict):
+                _known(raw, CASE_KEYS, f"cases[{number}].", fail)
     contract = _contract(document.get("contract") or {}, fail)
     raw_cases = document.get("cases")
     if not isinstance(raw_cases, list) or not raw_cases:
@@ -91,6 +113,18 @@ def suite_from_document(
         claim=Claim(claim) if claim is not None else None,
         semantic=_semantic(document.get("semantic"), fail),
     )
+
+
+def _known(raw: dict, known: frozenset[str], prefix: str, fail) -> None:
+    """Refuse a key the suite format does not have (a misspelt `tolerence` would else leave
+    the default in force without a word), naming the nearest known one; keys that begin with
+    `_` or `$` are annotations, never read."""
+    for key in raw:
+        if key in known or not isinstance(key, str) or key[:1] in ("_", "$"):
+            continue
+        nearest = difflib.get_close_matches(key, sorted(known), n=1, cutoff=0.6)
+        hint = f"did you mean `{nearest[0]}`?" if nearest else "known: " + ", ".join(sorted(known))
+        raise fail(prefix + key, f"not a suite field ({hint})")
 
 
 def _semantic(raw: Any, fail) -> Calibration | None:

@@ -1,0 +1,88 @@
+"""verdictgate's pytest plugin (the `pytest11` entry point `verdictgate`, in the core install).
+
+A test takes the `verdict_gate` fixture and gates itself on a run of an agent over a suite, or
+on trials it collected:
+
+    def test_the_router_is_admissible(verdict_gate):
+        verdict_gate.run(stable_router(), load_suite("payment_suite.json"))
+
+A run that is not qualified fails the test with the report's headline, reasons and next steps
+(an inconclusive one too, unless `--verdictgate-inconclusive=pass`, the ini option of that
+name, or `@pytest.mark.verdictgate(inconclusive="pass")` says otherwise). Each gated test's
+assessment goes to the JUnit XML as properties and to a one-line summary in the terminal, from
+the test's report, so both work the same under pytest-xdist: a gated test runs on one worker,
+its trials one run.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from .gate import PROPERTY_PREFIX, Gate, summary_line
+
+INCONCLUSIVE_CHOICES = ("fail", "pass")
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addini(
+        "verdictgate_inconclusive",
+        "what an inconclusive run does to its gated test: fail (default) or pass",
+        default="fail",
+    )
+    parser.getgroup("verdictgate").addoption(
+        "--verdictgate-inconclusive",
+        choices=INCONCLUSIVE_CHOICES,
+        default=None,
+        help="what an inconclusive run does to its gated test (default: the ini option, fail)",
+    )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers",
+        "verdictgate(inconclusive='fail'|'pass'): how this test's verdictgate gate treats an "
+        "inconclusive run",
+    )
+
+
+def _inconclusive_fails(request: pytest.FixtureRequest) -> bool:
+    marker = request.node.get_closest_marker("verdictgate")
+    choice = (
+        (marker.kwargs.get("inconclusive") if marker is not None else None)
+        or request.config.getoption("--verdictgate-inconclusive")
+        or request.config.getini("verdictgate_inconclusive")
+    )
+    if choice not in INCONCLUSIVE_CHOICES:
+        raise pytest.UsageError(
+            f"verdictgate: inconclusive must be one of {', '.join(INCONCLUSIVE_CHOICES)}, "
+            f"got {choice!r}"
+        )
+    return bool(choice == "fail")
+
+
+@pytest.fixture
+def verdict_gate(request: pytest.FixtureRequest) -> Iterator[Gate]:
+    """Gate this test on an assessment: `verdict_gate.run(agent, suite, ...)` or
+    `verdict_gate.assess(trials, suite, ...)`."""
+    yield Gate(request.node, inconclusive_fails=_inconclusive_fails(request))
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    """One line per gated test: its status, the test, and the run's headline."""
+    lines = [
+        line
+        for reports in terminalreporter.stats.values()
+        for report in reports
+        if getattr(report, "when", None) == "call"
+        and (line := summary_line(report.nodeid, report.user_properties)) is not None
+    ]
+    if lines:
+        terminalreporter.section("verdictgate")
+        for line in sorted(lines):
+            terminalreporter.write_line(line)
+
+
+__all__ = ["PROPERTY_PREFIX", "Gate"]

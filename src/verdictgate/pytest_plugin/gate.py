@@ -1,0 +1,101 @@
+"""The `verdict_gate` fixture's object: assess, record the assessment on the test, fail it when
+the run is not admitted."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
+
+import pytest
+
+from ..assessment import Assessment, Status
+from ..engine import assess
+from ..evidence import Evidence
+from ..policy import Policy
+from ..runner.runner import run
+from ..suite import Suite
+from ..trial_model import Trial
+
+PROPERTY_PREFIX = "verdictgate."
+"""The JUnit XML properties of a gated test: `verdictgate.status`, `.exit_code`, `.run`,
+`.headline`, `.reasons` (codes, comma-separated), `.trials`."""
+
+
+class Gate:
+    """Assess a run for one test and fail the test when the run is not admitted."""
+
+    def __init__(self, node: pytest.Item, *, inconclusive_fails: bool = True) -> None:
+        self._node = node
+        self.inconclusive_fails = inconclusive_fails
+        self.assessments: list[Assessment] = []
+        self._numbers = itertools.count()
+
+    def run_id(self) -> str:
+        """A run id for this test's next run: its node id (then `#2`, `#3`... for more runs)."""
+        number = next(self._numbers)
+        return self._node.nodeid + (f"#{number + 1}" if number else "")
+
+    def run(
+        self,
+        agent: Callable[[str], Any] | Any,
+        suite: Suite,
+        policy: Policy | None = None,
+        **settings: Any,
+    ) -> Assessment:
+        """`verdictgate.run(agent, suite, policy, **settings)`, gated."""
+        settings.setdefault("run_id", self.run_id())
+        return self.check(run(agent, suite, policy, **settings))
+
+    def assess(
+        self,
+        trials: Evidence | Iterable[Trial],
+        suite: Suite | None = None,
+        policy: Policy | None = None,
+        **options: Any,
+    ) -> Assessment:
+        """`verdictgate.assess(trials, suite, policy, **options)`, gated."""
+        options.setdefault("run_id", self.run_id())
+        return self.check(assess(trials, suite, policy, **options))
+
+    def check(self, assessment: Assessment) -> Assessment:
+        """Record `assessment` on the test and fail the test unless the run is qualified (or
+        inconclusive, when inconclusive runs pass)."""
+        self.assessments.append(assessment)
+        properties = self._node.user_properties
+        properties[:] = [(k, v) for k, v in properties if not str(k).startswith(PROPERTY_PREFIX)]
+        properties.extend(_properties(assessment))
+        admitted = assessment.status is Status.QUALIFIED or (
+            assessment.status is Status.INCONCLUSIVE and not self.inconclusive_fails
+        )
+        if not admitted:
+            pytest.fail(explanation(assessment), pytrace=False)
+        return assessment
+
+
+def _properties(a: Assessment) -> list[tuple[str, str]]:
+    return [
+        (PROPERTY_PREFIX + "status", a.status.value),
+        (PROPERTY_PREFIX + "exit_code", str(a.status.exit_code)),
+        (PROPERTY_PREFIX + "run", a.run.id),
+        (PROPERTY_PREFIX + "headline", a.headline),
+        (PROPERTY_PREFIX + "reasons", ",".join(a.reason_codes)),
+        (PROPERTY_PREFIX + "trials", f"{a.trials.received}/{a.trials.expected}"),
+    ]
+
+
+def explanation(a: Assessment) -> str:
+    """Why the run was not admitted: its headline, every reason, what to do next."""
+    lines = [f"verdictgate: {a.headline}"]
+    lines += [f"  reason {r.code}: {r.message}" for r in a.reasons]
+    lines += [f"  next: {step}" for step in a.next_steps[:5]]
+    return "\n".join(lines)
+
+
+def summary_line(nodeid: str, properties: Sequence[tuple[str, object]]) -> str | None:
+    """The terminal summary's line for a gated test (None for a test that was not gated)."""
+    found = {str(k)[len(PROPERTY_PREFIX) :]: str(v) for k, v in properties
+             if str(k).startswith(PROPERTY_PREFIX)}  # fmt: skip
+    if "status" not in found:
+        return None
+    return f"{found['status']:<12} {nodeid}: {found.get('headline', '')}"

@@ -1,0 +1,44 @@
+"""The OpenTelemetry JS SDK as a client (tests/js_client): Node.js from the machine (Debian's
+`nodejs`, which `.ci/run` installs), the SDK's packages from the npm registry, installed once
+per lock file into a cache outside the checkout."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from components import binary
+
+CLIENT = Path(__file__).with_name("js_client")
+MINIMUM_NODE = (20, 6)
+"""The SDK line pinned in js_client/package.json runs on Node.js 20.6 and later."""
+
+
+def js_client() -> tuple[str, Path]:
+    """(node, the client script), its packages installed: a failure in CI, else a skip, when
+    Node.js or npm is missing or too old."""
+    node = binary("node")
+    npm = binary("npm")
+    version = subprocess.run([node, "--version"], capture_output=True, text=True, check=True)
+    found = tuple(int(part) for part in version.stdout.strip().lstrip("v").split(".")[:2])
+    if found < MINIMUM_NODE:
+        message = f"Node.js {version.stdout.strip()} is older than 20.6"
+        if os.environ.get("CI"):
+            pytest.fail(message)
+        pytest.skip(message)
+    lock = (CLIENT / "package-lock.json").read_bytes()
+    cache = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache"))
+    work = cache / "verdictgate-tests" / f"js-client-{hashlib.sha256(lock).hexdigest()[:12]}"
+    if not (work / "node_modules").is_dir():
+        work.mkdir(parents=True, exist_ok=True)
+        for name in ("package.json", "package-lock.json"):
+            shutil.copy(CLIENT / name, work / name)
+        subprocess.run([npm, "ci", "--no-audit", "--no-fund", "--loglevel=error"], cwd=work,
+                       check=True, capture_output=True, timeout=600)  # fmt: skip
+    shutil.copy(CLIENT / "send.mjs", work / "send.mjs")
+    return node, work / "send.mjs"

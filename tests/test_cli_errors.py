@@ -112,3 +112,18 @@ def test_an_unreachable_otlp_endpoint_is_refused_before_any_call(cli, files, tmp
                  "--otlp-endpoint", f"http://127.0.0.1:{port}")  # fmt: skip
     assert result.exit_code == 2 and f"cannot connect to 127.0.0.1:{port}" in result.stderr
     assert not calls.exists()
+
+
+def test_a_run_whose_spans_a_receiver_refuses_says_so_and_exits_2(cli, files, monkeypatch):
+    """`run --otlp-endpoint` to a receiver that wants a token, without one: every export is
+    refused UNAUTHENTICATED, so the run says how many spans were lost and exits 2, not 0."""
+    from receiver_support import running_server
+
+    monkeypatch.delenv("OTEL_EXPORTER_OTLP_HEADERS", raising=False)
+    router = Path(__file__).resolve().parents[1] / "examples" / "payment_router.py"
+    with running_server(token="s3cret") as server:
+        result = cli("run", "--suite", files["suite"], "--agent", f"{router}:stable_router",
+                     "--otlp-endpoint", f"http://127.0.0.1:{server.grpc_port}")  # fmt: skip
+    assert result.exit_code == 2, result.stderr
+    assert "of the run's spans did not reach" in result.stderr
+    assert "UNAUTHENTICATED" in result.stderr

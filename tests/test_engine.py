@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import random
 from dataclasses import replace
 
@@ -240,3 +241,36 @@ def test_the_least_independent_declared_isolation_counts():
     )
     flipped = trials("r1", Isolation.SHARED_SESSION)[:1] + trials("r1", Isolation.FRESH_SESSION)[1:]
     assert assess(flipped).run.isolation is Isolation.SHARED_SESSION  # whatever the line order
+
+
+def test_a_run_whose_trials_mostly_errored_leads_with_the_errors():
+    """An agent that raises on every call: the headline and the first next step are about its
+    errors, not about collecting more pairs (a run with one error keeps its usual order)."""
+    from verdictgate import Trial, assess
+
+    errored = [Trial(f"c{c}", i, None, "r", "approve", error_type="RuntimeError")
+               for c in range(6) for i in range(4)]  # fmt: skip
+    failing = assess(errored)
+    assert failing.headline.startswith("Inconclusive: 24 trials errored (RuntimeError x24)")
+    assert failing.reasons[0].code == "incomplete"
+    assert failing.next_steps[0].startswith("Fix what failed")
+    one_error = [Trial(f"c{c}", i, "approve", "r", "approve") for c in range(6) for i in range(4)]
+    one_error[0] = Trial("c0", 0, None, "r", "approve", error_type="RuntimeError")
+    assert assess(one_error).reasons[0].code != "incomplete"
+
+
+def test_decisions_that_are_json_documents_lead_with_the_decision_path_step():
+    """Outputs read whole (promptfoo's JSON text without --decision-path): the first next step
+    names --decision-path; plain unknown labels get no such step."""
+    from verdictgate import Case, Contract, Suite, Trial, assess
+
+    routes = ["billing", "tech"]
+    suite = Suite("s", "p", tuple(Case(f"c{i}", f"in {i}", r) for i, r in enumerate(routes)),
+                  Contract(set(routes)))  # fmt: skip
+    whole = [Trial(f"c{i}", k, json.dumps({"route": r}), "r", r)
+             for i, r in enumerate(routes) for k in range(4)]  # fmt: skip
+    steps = assess(whole, suite).next_steps
+    assert steps[0].startswith('2 decisions are JSON documents (such as {"route": "billing"})')
+    assert "--decision-path" in steps[0]
+    plain = [Trial(f"c{i}", k, "other", "r", r) for i, r in enumerate(routes) for k in range(4)]
+    assert not any("--decision-path" in step for step in assess(plain, suite).next_steps)

@@ -205,5 +205,5 @@ def test_without_the_extra_the_semantic_tier_says_how_to_install_it(write, cli, 
     good = write("good.jsonl", [{"case": "dup", "output": "a refund"}] * 3)
     result = cli("calibrate", "--suite", suite, "--outputs", good)
     assert result.exit_code == 2
-    assert "pip install 'verdictgate[semantic]'" in result.stderr
+    assert "make semantic in a checkout" in result.stderr
     semantic._bundled_model.cache_clear()

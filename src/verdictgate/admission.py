@@ -4,6 +4,7 @@ the JUnit/Markdown checks are all derived from `RULES`."""
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
@@ -363,6 +364,38 @@ def _unreached_steps(f: Findings) -> Iterator[str]:
             )
 
 
+def _unknown_steps(f: Findings) -> list[str]:
+    """What to do about each decision outside the contract."""
+    return [
+        f"The agent returned {shown(decision)}, which the contract does not allow: fix the agent, "
+        "or add it to the contract's allowed decisions (or allowed_no_decisions)."
+        for decision in f.coverage.unknown
+    ]
+
+
+def _decision_path_step(f: Findings) -> str | None:
+    """Decisions that are JSON objects or arrays are most often whole outputs whose route is
+    a field inside: the step that says so leads, since every contract reason follows from it."""
+    documents = [d for d in f.coverage.unknown if _json_document(d)]
+    if not documents:
+        return None
+    return (
+        f"{len(documents)} decisions are JSON documents (such as {shown(documents[0])}): the "
+        "route is likely a field inside them. Read it with --decision-path FIELD "
+        "(decision_path= when importing in Python)."
+    )
+
+
+def _json_document(text: str) -> bool:
+    """Whether `text` is a JSON object or array."""
+    if text[:1] not in ("{", "[") or len(text) > 4096:
+        return False
+    try:
+        return isinstance(json.loads(text), (dict, list))
+    except ValueError:
+        return False
+
+
 RULES: tuple[Rule, ...] = (
     Rule(ReasonCode.SHARED_SESSION, Status.REJECTED, "isolation",
          lambda f: "reruns shared one session, so they are not independent; such a run is never admitted"
@@ -431,9 +464,7 @@ RULES: tuple[Rule, ...] = (
     Rule(ReasonCode.CONTRACT_UNKNOWN_DECISION, Status.REJECTED, "contract",
          lambda f: "trials returned decisions outside the contract: " + listing(f.coverage.unknown)
          if f.coverage.unknown else None,
-         lambda f: [f"The agent returned {shown(decision)}, which the contract does not allow: fix the agent, "
-                    "or add it to the contract's allowed decisions (or allowed_no_decisions)."
-                    for decision in f.coverage.unknown]),
+         _unknown_steps),
     Rule(ReasonCode.CONTRACT_UNDER_CASED, Status.REJECTED, "contract",
          lambda f: "routes with fewer cases than the contract asks: " + listing(
              f"{shown(route)} ({f.coverage.intended.get(route, 0)} of {f.coverage.minimum_cases[route]})"
@@ -546,8 +577,13 @@ def judge(findings: Findings) -> Assessment:
     ordered = [r for r in fired if r[0].effect is Status.REJECTED] + [
         r for r in fired if r[0].effect is not Status.REJECTED
     ]
+    if findings.trials.received and 2 * findings.trials.errors >= findings.trials.received:
+        # most trials errored: that is the news, and what the other reasons follow from
+        ordered.sort(key=lambda fired_rule: fired_rule[0].code is not ReasonCode.INCOMPLETE)
     reasons = tuple(Reason(rule.code.value, message) for rule, message in ordered)
-    steps = [step for rule, _ in ordered for step in rule.next_steps(findings)]
+    lead = _decision_path_step(findings)
+    steps = [*([lead] if lead else []), *(step for rule, _ in ordered
+                                          for step in rule.next_steps(findings))]  # fmt: skip
     return Assessment(
         **vars(findings),
         status=status,

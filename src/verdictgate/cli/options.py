@@ -471,6 +471,13 @@ def telemetry_for(endpoint: str | None) -> Iterator[Any]:
         yield telemetry
     finally:
         telemetry.shutdown()
+    if telemetry.spans_lost:  # the run's telemetry was the point: say so, and exit 2
+        raise InputError(
+            f"{telemetry.spans_lost} of the run's spans did not reach {endpoint} (the export was "
+            "refused or not answered: the OpenTelemetry log line above says why, for instance "
+            "UNAUTHENTICATED without the receiver's token in OTEL_EXPORTER_OTLP_HEADERS)",
+            field="--otlp-endpoint",
+        )
 
 
 def _reachable(host: str, port: int) -> None:

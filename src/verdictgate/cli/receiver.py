@@ -318,10 +318,13 @@ def _unreachable(endpoint: str, details: str, tls_ca: str | None) -> str:
     return f"cannot reach a receiver at {endpoint}"
 
 
-def _watch_until_final(watch: Any, wait: float, is_tls_failure: Any) -> Any:
+def _watch_until_final(
+    watch: Any, wait: float, is_tls_failure: Any, progress: Any = lambda admission: None
+) -> Any:
     """Follow a run's admission until it is final or `wait` seconds pass; the last admission
-    seen (None if the run never appeared). A receiver that is not up yet, restarts, or has too
-    many watchers is tried again each second; a TLS failure is not (waiting cannot mend it)."""
+    seen (None if the run never appeared), each one not final told to `progress`. A receiver
+    that is not up yet, restarts, or has too many watchers is tried again each second; a TLS
+    failure is not (waiting cannot mend it)."""
     import time
 
     import grpc
@@ -333,6 +336,7 @@ def _watch_until_final(watch: Any, wait: float, is_tls_failure: Any) -> Any:
             for admission in watch(remaining):
                 if admission.final:
                     return admission
+                progress(admission)
             return admission
         except grpc.RpcError as error:
             code = error.code()
@@ -427,6 +431,11 @@ def status_command(endpoint, run_id, wait, fmt, token_file, tls_ca) -> None:
     )
     try:
         if wait > 0:
+            click.echo(
+                f"verdictgate: waiting up to {wait:g} s for run {run_id!r} at {endpoint} to be "
+                "final",
+                err=True,
+            )
             admission = _watch_until_final(
                 lambda timeout: watch_admission(
                     pb.WatchAdmissionRequest(run_id=run_id, format=fmt),
@@ -435,6 +444,11 @@ def status_command(endpoint, run_id, wait, fmt, token_file, tls_ca) -> None:
                 ),
                 wait,
                 lambda details: _is_tls_failure(endpoint, details, tls_ca),
+                lambda seen: click.echo(
+                    f"verdictgate: run {run_id!r} is collecting: {seen.trials_received} of "
+                    f"{seen.trials_expected or '?'} trials, {seen.status} so far",
+                    err=True,
+                ),
             )
             if admission is None:
                 click.echo(

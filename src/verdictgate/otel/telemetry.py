@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from urllib.parse import urlparse
 
 from opentelemetry.sdk._logs import LoggerProvider
@@ -9,8 +10,8 @@ from opentelemetry.sdk._logs.export import BatchLogRecordProcessor, LogRecordExp
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import MetricReader, PeriodicExportingMetricReader
 from opentelemetry.sdk.resources import Resource
-from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
 
 from . import conventions as names
 from .processor import EvidenceProcessor
@@ -18,6 +19,27 @@ from .publisher import Publisher
 
 EXPORT_INTERVAL_MS = 60_000
 """Metric export interval; a run flushes its metrics on shutdown whatever the interval."""
+
+
+class CountedExporter(SpanExporter):
+    """A span exporter whose failed exports are counted (`spans_lost`), so a run that meant to
+    send its spans can say it did not."""
+
+    def __init__(self, inner: SpanExporter) -> None:
+        self._inner = inner
+        self.spans_lost = 0
+
+    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        result = self._inner.export(spans)
+        if result is not SpanExportResult.SUCCESS:
+            self.spans_lost += len(spans)
+        return result
+
+    def force_flush(self, timeout_millis: int = 30_000) -> bool:
+        return self._inner.force_flush(timeout_millis)
+
+    def shutdown(self) -> None:
+        self._inner.shutdown()
 
 
 class Telemetry:
@@ -48,8 +70,14 @@ class Telemetry:
         self.processor = EvidenceProcessor(self.publisher) if collect else None
         if self.processor is not None:
             self.tracer_provider.add_span_processor(self.processor)  # first: reads before export
-        if span_exporter is not None:
-            self.tracer_provider.add_span_processor(BatchSpanProcessor(span_exporter))
+        self._exported = None if span_exporter is None else CountedExporter(span_exporter)
+        if self._exported is not None:
+            self.tracer_provider.add_span_processor(BatchSpanProcessor(self._exported))
+
+    @property
+    def spans_lost(self) -> int:
+        """Spans whose export failed (refused, or never answered): the target lacks them."""
+        return 0 if self._exported is None else self._exported.spans_lost
 
     @classmethod
     def otlp(cls, endpoint: str, *, collect: bool = True) -> Telemetry:

@@ -24,7 +24,7 @@ from .http_server import BoundedHttpServer, RequestHandler
 from .ingest import Limits
 
 EXTRA = "prometheus"
-"""The extra that installs the exporter: `pip install 'verdictgate[prometheus]'`."""
+"""The extra that installs the exporter: `pip install -e '.[prometheus]'` from a checkout."""
 SCRAPE_LIMITS = Limits(
     max_connections=64, max_connections_per_host=16, http_workers=2, http_queue=32,
     http_backlog=64,
@@ -48,7 +48,8 @@ class PrometheusEndpoint:
             from prometheus_client import CollectorRegistry
         except ImportError:
             raise RuntimeError(
-                f"a Prometheus endpoint needs the exporter: pip install 'verdictgate[{EXTRA}]'"
+                f"a Prometheus endpoint needs the exporter: pip install -e '.[{EXTRA}]' in a checkout "
+                "of verdictgate (or pip install opentelemetry-exporter-prometheus)"
             ) from None
         self._lock = threading.RLock()
         """Held by a whole scrape, and by an admission replacing another."""

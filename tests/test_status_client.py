@@ -67,6 +67,18 @@ def test_status_without_wait_on_an_unknown_run(server):
     assert stderr == "verdictgate: error: unknown run 'nope'\n"
 
 
+def test_status_writes_its_report_to_output(server, tmp_path):
+    body = request([run_span("written", 8), *stable_run("written", 2, 4)]).SerializeToString()
+    server.receiver.ingest(extract_protobuf(body))
+    endpoint = f"127.0.0.1:{server.grpc_port}"
+    report = tmp_path / "status.json"
+    asked = status("--endpoint", endpoint, "--run", "written", "--wait", "30", "--format", "json",
+                   "--output", str(report))  # fmt: skip
+    stdout, stderr = asked.communicate(timeout=60)
+    assert stdout == "" and asked.returncode == 3, stderr
+    assert json.loads(report.read_text())["run"]["id"] == "written"
+
+
 def certificate(folder: Path, name: str) -> tuple[Path, Path]:
     cert, key = folder / f"{name}.pem", folder / f"{name}.key"
     subprocess.run(

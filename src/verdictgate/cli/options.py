@@ -107,11 +107,16 @@ def emit(
         text = render_text(assessment, color=sys.stdout.isatty())
     else:
         text = RENDERERS[fmt](assessment)
+    deliver(text, output)
+
+
+def deliver(report: str, output: str | None) -> None:
+    """Write a rendered report to `output`, or to stdout without one."""
     if output is None:
-        click.echo(text, nl=False)
+        click.echo(report, nl=False)
         return
     try:
-        Path(output).write_text(text, encoding="utf-8")
+        Path(output).write_text(report, encoding="utf-8")
     except OSError as error:
         raise InputError(f"cannot write report ({error.strerror})", path=output) from None
 

@@ -396,7 +396,10 @@ def _speaks_tls(endpoint: str) -> bool:
 @click.option(
     "--tls-ca", type=click.Path(dir_okay=False), help="PEM roots to verify a TLS receiver."
 )
-def status_command(endpoint, run_id, wait, fmt, token_file, tls_ca) -> None:
+@click.option(
+    "--output", type=click.Path(dir_okay=False), help="Write the report here (else stdout)."
+)
+def status_command(endpoint, run_id, wait, fmt, token_file, tls_ca, output) -> None:
     """The admission of a run held by a receiver; same report and exit codes as `assess`.
 
     With --wait, a run that has not appeared yet is waited for too (a CI job may start this
@@ -471,5 +474,11 @@ def status_command(endpoint, run_id, wait, fmt, token_file, tls_ca) -> None:
         sys.exit(USAGE_EXIT)
     finally:
         channel.close()
-    click.echo(admission.report, nl=False)
+    from .options import deliver
+
+    try:
+        deliver(admission.report, output)
+    except InputError as error:
+        click.echo(f"verdictgate: error: {error}", err=True)
+        sys.exit(USAGE_EXIT)
     sys.exit(admission.exit_code)

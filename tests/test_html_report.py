@@ -138,3 +138,24 @@ def test_quality_and_errors_are_shown_when_the_report_has_them() -> None:
     assert "pass rate of approve" in page and "20 of 20 passed" in page
     assert "p50 " in page and "timeout x1" in page
     assert 'aria-label="Change-rate intervals against each tolerance: ' in page
+
+
+def test_a_qualified_run_says_why_its_undecided_routes_do_not_block_and_leads_with_next_steps(
+    monkeypatch,
+):
+    """The stable payment router qualifies with five routes too thinly sampled to decide: the
+    plot's note says why that does not block, and what to do next comes before the tables."""
+    examples = Path(__file__).resolve().parents[1] / "examples"
+    monkeypatch.syspath_prepend(str(examples))
+    from payment_router import stable_router
+
+    import verdictgate
+
+    suite = verdictgate.load_suite(examples / "payment_suite.json")
+    assessment = verdictgate.run(stable_router(), suite)
+    assert assessment.status is verdictgate.Status.QUALIFIED
+    undecided = assessment.routes_with(verdictgate.Stability.UNDECIDED)
+    page = render_html(assessment)
+    assert f"{len(undecided)} routes are not decided on their own" in page
+    assert "That does not block the run" in page
+    assert page.index("What to do next") < page.index("<h2>Stability</h2>")

@@ -76,13 +76,13 @@ def render_html(assessment: Assessment, regression: Regression | None = None) ->
         _header(a),
         _against_baseline(regression),
         _reasons(a),
+        _next_steps(a),
         _stability(a),
         _flip_pairs(a),
         _coverage(a),
         _quality(a),
         _evidence(a),
         _checks(a),
-        _next_steps(a),
         _omitted(omitted),
     ]
     return page(title, sections, REPORT_SCHEMA)
@@ -244,12 +244,30 @@ def _stability(a: Assessment) -> str:
     )  # fmt: skip
     return (
         "<h2>Stability</h2>"
-        '<p class="note">Each line is a route\'s change rate between reruns with its 95% '
-        "interval; the dashed line is its tolerance. ● below it (deterministic), ✖ above it "
-        "(stochastic), ◆ not decided. The axis is a square-root scale.</p>"
+        f'<p class="note">Each line is a route\'s change rate between reruns with its '
+        f"{ci_label(a.policy.confidence)} interval; the dashed line is its tolerance. ● below it "
+        "(deterministic), ✖ above it (stochastic), ◆ not decided. The axis is a square-root "
+        "scale.</p>"
+        + _undecided_note(a)
         + f'<div class="scroll">{_forest(rows)}</div>'
         + routes_table
         + _population(a)
+    )
+
+
+def _undecided_note(a: Assessment) -> str:
+    """Why routes that are not decided leave the run's status as it is, when they do."""
+    undecided = [r for r in a.routes if r.change.result is Stability.UNDECIDED and not r.targeted]
+    if not undecided or a.status is not Status.QUALIFIED:
+        return ""
+    many = len(undecided) != 1
+    return (
+        f'<p class="note">{len(undecided)} route{"s" if many else ""} '
+        f'{"are" if many else "is"} not decided on {"their" if many else "its"} own: too few '
+        f"rerun pairs for {'their intervals' if many else 'its interval'} to clear the "
+        "tolerance line, which is why the lines reach past it. That does not block the run: "
+        "a route without a target of its own blocks it only when shown stochastic, and the "
+        "run's own test is decided.</p>"
     )
 
 

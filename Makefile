@@ -8,6 +8,9 @@ SEMANTIC_STAMP := $(VENV)/.semantic-stamp
 # The semantic extra's torch: the CPU build of 2.13.0 (a plain `torch` requirement would pull a
 # CUDA build of several GB where no CPU wheel is at hand).
 TORCH ?= torch==2.13.0
+# PyPI serves torch for Linux x86_64 as a CUDA build of several GB; PyTorch's own index serves
+# the CPU build: make semantic TORCH_INDEX=https://download.pytorch.org/whl/cpu
+TORCH_INDEX ?=
 EXAMPLE := examples/payment_suite.json
 # One set of versions known to resolve and pass together (see the file's head).
 PIP_INSTALL := $(BIN)/python -m pip install --quiet --disable-pip-version-check -c .ci/constraints.txt
@@ -23,7 +26,7 @@ $(STAMP): pyproject.toml .ci/constraints.txt
 semantic: $(SEMANTIC_STAMP)
 
 $(SEMANTIC_STAMP): $(STAMP)
-	$(PIP_INSTALL) '$(TORCH)'
+	$(PIP_INSTALL) $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX)) '$(TORCH)'
 	$(PIP_INSTALL) -e '.[dev,semantic]'
 	@touch $(SEMANTIC_STAMP)
 

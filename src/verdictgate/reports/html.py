@@ -261,10 +261,13 @@ def _undecided_note(a: Assessment) -> str:
     if not undecided or a.status is not Status.QUALIFIED:
         return ""
     many = len(undecided) != 1
+    routes, are, their, intervals = (
+        ("routes", "are", "their", "their intervals") if many
+        else ("route", "is", "its", "its interval")
+    )  # fmt: skip
     return (
-        f'<p class="note">{len(undecided)} route{"s" if many else ""} '
-        f'{"are" if many else "is"} not decided on {"their" if many else "its"} own: too few '
-        f"rerun pairs for {'their intervals' if many else 'its interval'} to clear the "
+        f'<p class="note">{len(undecided)} {routes} {are} not decided on {their} own: too few '
+        f"rerun pairs for {intervals} to clear the "
         "tolerance line, which is why the lines reach past it. That does not block the run: "
         "a route without a target of its own blocks it only when shown stochastic, and the "
         "run's own test is decided.</p>"

@@ -8,6 +8,7 @@ import hashlib
 import os
 import shutil
 import subprocess
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -15,8 +16,9 @@ import pytest
 from components import binary
 
 CLIENT = Path(__file__).with_name("js_client")
-MINIMUM_NODE = (20, 6)
-"""The SDK line pinned in js_client/package.json runs on Node.js 20.6 and later."""
+MINIMUM_NODE = (18, 19)
+"""The SDK line pinned in js_client/package.json declares Node.js ^18.19 or >=20.6 (Debian
+bookworm's `nodejs` is 18.20)."""
 
 
 def js_client() -> tuple[str, Path]:
@@ -27,18 +29,23 @@ def js_client() -> tuple[str, Path]:
     version = subprocess.run([node, "--version"], capture_output=True, text=True, check=True)
     found = tuple(int(part) for part in version.stdout.strip().lstrip("v").split(".")[:2])
     if found < MINIMUM_NODE:
-        message = f"Node.js {version.stdout.strip()} is older than 20.6"
+        message = f"Node.js {version.stdout.strip()} is older than 18.19"
         if os.environ.get("CI"):
             pytest.fail(message)
         pytest.skip(message)
     lock = (CLIENT / "package-lock.json").read_bytes()
     cache = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache"))
     work = cache / "verdictgate-tests" / f"js-client-{hashlib.sha256(lock).hexdigest()[:12]}"
-    if not (work / "node_modules").is_dir():
-        work.mkdir(parents=True, exist_ok=True)
+    if not (work / "node_modules").is_dir():  # installed whole, then moved in place
+        work.parent.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(prefix="js-client-", dir=work.parent))
         for name in ("package.json", "package-lock.json"):
-            shutil.copy(CLIENT / name, work / name)
-        subprocess.run([npm, "ci", "--no-audit", "--no-fund", "--loglevel=error"], cwd=work,
+            shutil.copy(CLIENT / name, staging / name)
+        subprocess.run([npm, "ci", "--no-audit", "--no-fund", "--loglevel=error"], cwd=staging,
                        check=True, capture_output=True, timeout=600)  # fmt: skip
+        try:
+            staging.rename(work)
+        except OSError:  # another run installed it first
+            shutil.rmtree(staging, ignore_errors=True)
     shutil.copy(CLIENT / "send.mjs", work / "send.mjs")
     return node, work / "send.mjs"

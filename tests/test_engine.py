@@ -274,3 +274,15 @@ def test_decisions_that_are_json_documents_lead_with_the_decision_path_step():
     assert "--decision-path" in steps[0]
     plain = [Trial(f"c{i}", k, "other", "r", r) for i, r in enumerate(routes) for k in range(4)]
     assert not any("--decision-path" in step for step in assess(plain, suite).next_steps)
+
+
+def test_a_rejected_run_keeps_its_rejecting_reason_first_however_many_trials_errored():
+    from verdictgate import Case, Contract, Suite, Trial, assess
+
+    suite = Suite("s", "p", (Case("c0", "in", "approve"),), Contract({"approve"}))
+    trials = [Trial("c0", i, None, "r", "approve", error_type="RuntimeError") for i in range(6)]
+    trials += [Trial("c0", 6, "other", "r", "approve"), Trial("c0", 7, "other", "r", "approve")]
+    rejected = assess(trials, suite)
+    assert rejected.status.value == "rejected"
+    assert rejected.reasons[0].code != "incomplete"
+    assert "incomplete" in rejected.reason_codes

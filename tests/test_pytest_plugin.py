@@ -96,7 +96,5 @@ def test_an_inconclusive_run_fails_its_test_unless_told_otherwise(tmp_path, args
 def test_a_wrong_inconclusive_setting_is_a_usage_error(tmp_path):
     (tmp_path / "test_small.py").write_text(INCONCLUSIVE_TEST)
     done = pytest_run("test_small.py", "-o", "verdictgate_inconclusive=maybe", cwd=tmp_path)
-    assert (
-        done.returncode != 0
-        and "inconclusive must be one of fail, pass" in done.stdout + done.stderr
-    )
+    assert done.returncode == pytest.ExitCode.USAGE_ERROR, done.stdout + done.stderr
+    assert "inconclusive must be one of fail, pass" in done.stdout + done.stderr

@@ -380,7 +380,8 @@ def _decision_path_step(f: Findings) -> str | None:
     if not documents:
         return None
     return (
-        f"{len(documents)} decisions are JSON documents (such as {shown(documents[0])}): the "
+        f"{len(documents)} {'decision is a JSON document' if len(documents) == 1 else 'decisions are JSON documents'} "
+        f"(such as {shown(documents[0])}): the "
         "route is likely a field inside them. Read it with --decision-path FIELD "
         "(decision_path= when importing in Python)."
     )
@@ -578,8 +579,9 @@ def judge(findings: Findings) -> Assessment:
         r for r in fired if r[0].effect is not Status.REJECTED
     ]
     if findings.trials.received and 2 * findings.trials.errors >= findings.trials.received:
-        # most trials errored: that is the news, and what the other reasons follow from
-        ordered.sort(key=lambda fired_rule: fired_rule[0].code is not ReasonCode.INCOMPLETE)
+        # most trials errored: that leads what cannot reject (a rejecting reason still leads)
+        ordered.sort(key=lambda fired_rule: (fired_rule[0].effect is not Status.REJECTED,
+                                             fired_rule[0].code is not ReasonCode.INCOMPLETE))  # fmt: skip
     reasons = tuple(Reason(rule.code.value, message) for rule, message in ordered)
     lead = _decision_path_step(findings)
     steps = [*([lead] if lead else []), *(step for rule, _ in ordered

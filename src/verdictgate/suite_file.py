@@ -73,7 +73,8 @@ def suite_from_document(
         for name, known in (("contract", CONTRACT_KEYS), ("semantic", SEMANTIC_KEYS)):
             if isinstance(document.get(name), dict):
                 _known(document[name], known, f"{name}.", fail)
-        for number, raw in enumerate(document.get("cases") or []):
+        cases = document.get("cases")
+        for number, raw in enumerate(cases if isinstance(cases, list) else []):
             if isinstance(raw, dict):
                 _known(raw, CASE_KEYS, f"cases[{number}].", fail)
     contract = _contract(document.get("contract") or {}, fail)

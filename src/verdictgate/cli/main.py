@@ -39,6 +39,7 @@ from .options import (
     FORMATS,
     emit,
     evidence_for,
+    exit_after,
     fail,
     handles_errors,
     output_options,
@@ -99,7 +100,7 @@ def run_command(suite_path, policy_of, fmt, output, agent_run) -> None:
     suite = suite_from(suite_path)
     assessment = evidence_for(None, suite, policy_of(suite), agent_run)
     emit(assessment, fmt, output)
-    sys.exit(assessment.status.exit_code)
+    exit_after(assessment, agent_run)
 
 
 def _parse_observed(value: str) -> tuple[int, int]:
@@ -354,8 +355,7 @@ def check_command(snapshot_path, trials_path, suite_path, fmt, output, agent_run
     emit(assessment, fmt, output, {"check": regression_document(regression)}, regression)
     if fmt == "text":
         _print_regression(regression)
-    exit_code = assessment.status.exit_code
-    sys.exit(1 if regression.regressed else exit_code)
+    exit_after(assessment, agent_run, 1 if regression.regressed else None)
 
 
 def _print_regression(regression) -> None:

@@ -8,9 +8,9 @@ import socket
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 from urllib.parse import urlparse
 
 import click
@@ -121,6 +121,13 @@ def deliver(report: str, output: str | None) -> None:
         raise InputError(f"cannot write report ({error.strerror})", path=output) from None
 
 
+@dataclass
+class Exports:
+    """What became of a run's OTLP export (`--otlp-endpoint`): spans not acknowledged."""
+
+    lost: int = 0
+
+
 @dataclass(frozen=True)
 class AgentRun:
     """What the flags of a command that can call an agent say, gathered once: the agent
@@ -146,6 +153,8 @@ class AgentRun:
     max_pairs: int | None = None
     curtail: bool = False
     resume_path: str | None = None
+    exports: Exports = field(default_factory=Exports, compare=False)
+    """Filled in by the run: what its OTLP export lost."""
 
     def shapes_a_run(self) -> bool:
         """Whether it asks for what only an agent's run can do."""
@@ -411,7 +420,7 @@ def evidence_for(
     options = agent_run.run_options(rule, resume)
     with (
         trials_writer(agent_run.trials_out, suite, agent.isolation) as sink,
-        telemetry_for(agent_run.otlp_endpoint) as telemetry,
+        telemetry_for(agent_run.otlp_endpoint, agent_run.exports) as telemetry,
     ):
         return run_agent(agent, suite, policy, options, sink=sink, telemetry=telemetry)
 
@@ -457,8 +466,9 @@ def _judge(spec: str) -> Judge:
 
 
 @contextmanager
-def telemetry_for(endpoint: str | None) -> Iterator[Any]:
-    """An OTLP-exporting pipeline for `--otlp-endpoint`, flushed before the command exits."""
+def telemetry_for(endpoint: str | None, exports: Exports | None = None) -> Iterator[Any]:
+    """An OTLP-exporting pipeline for `--otlp-endpoint`, flushed before the command exits;
+    the spans it could not deliver are counted in `exports`."""
     if endpoint is None:
         yield None
         return
@@ -476,13 +486,23 @@ def telemetry_for(endpoint: str | None) -> Iterator[Any]:
         yield telemetry
     finally:
         telemetry.shutdown()
-    if telemetry.spans_lost:  # the run's telemetry was the point: say so, and exit 2
-        raise InputError(
-            f"{telemetry.spans_lost} of the run's spans did not reach {endpoint} (the export was "
-            "refused or not answered: the OpenTelemetry log line above says why, for instance "
-            "UNAUTHENTICATED without the receiver's token in OTEL_EXPORTER_OTLP_HEADERS)",
-            field="--otlp-endpoint",
+        if exports is not None:
+            exports.lost = telemetry.spans_lost
+
+
+def exit_after(assessment: Assessment, agent_run: AgentRun, code: int | None = None) -> NoReturn:
+    """Exit with the run's code (or `code`), but 2 when the run meant to export its spans
+    (`--otlp-endpoint`) and some were not acknowledged: its report is out, its telemetry not."""
+    if agent_run.exports.lost:
+        click.echo(
+            f"verdictgate: error: --otlp-endpoint: {agent_run.exports.lost} of the run's spans "
+            f"were not acknowledged by {agent_run.otlp_endpoint} (refused or not answered: the "
+            "OpenTelemetry log line above says why, for instance UNAUTHENTICATED without the "
+            "receiver's token in OTEL_EXPORTER_OTLP_HEADERS)",
+            err=True,
         )
+        sys.exit(USAGE_EXIT)
+    sys.exit(assessment.status.exit_code if code is None else code)
 
 
 def _reachable(host: str, port: int) -> None:

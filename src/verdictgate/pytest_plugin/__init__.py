@@ -17,11 +17,14 @@ its trials one run.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from .gate import PROPERTY_PREFIX, Gate, summary_line
+from .properties import PROPERTY_PREFIX, summary_line
+
+if TYPE_CHECKING:  # the engine loads when a test takes the fixture, not when pytest starts
+    from .gate import Gate
 
 INCONCLUSIVE_CHOICES = ("fail", "pass")
 
@@ -41,6 +44,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    _choice(
+        config.getoption("--verdictgate-inconclusive") or config.getini("verdictgate_inconclusive")
+    )
     config.addinivalue_line(
         "markers",
         "verdictgate(inconclusive='fail'|'pass'): how this test's verdictgate gate treats an "
@@ -48,41 +54,52 @@ def pytest_configure(config: pytest.Config) -> None:
     )
 
 
+def _choice(value: object) -> str:
+    """A valid `inconclusive` setting (a bad one stops pytest before any test, exit 4)."""
+    if value not in INCONCLUSIVE_CHOICES:
+        raise pytest.UsageError(
+            f"verdictgate: inconclusive must be one of {', '.join(INCONCLUSIVE_CHOICES)}, "
+            f"got {value!r}"
+        )
+    return str(value)
+
+
 def _inconclusive_fails(request: pytest.FixtureRequest) -> bool:
     marker = request.node.get_closest_marker("verdictgate")
+    if marker is not None and (marker.args or set(marker.kwargs) - {"inconclusive"}):
+        pytest.fail("@pytest.mark.verdictgate takes only inconclusive='fail' or 'pass'",
+                    pytrace=False)  # fmt: skip
     choice = (
         (marker.kwargs.get("inconclusive") if marker is not None else None)
         or request.config.getoption("--verdictgate-inconclusive")
         or request.config.getini("verdictgate_inconclusive")
     )
-    if choice not in INCONCLUSIVE_CHOICES:
-        raise pytest.UsageError(
-            f"verdictgate: inconclusive must be one of {', '.join(INCONCLUSIVE_CHOICES)}, "
-            f"got {choice!r}"
-        )
-    return bool(choice == "fail")
+    return _choice(choice) == "fail"
 
 
 @pytest.fixture
 def verdict_gate(request: pytest.FixtureRequest) -> Iterator[Gate]:
     """Gate this test on an assessment: `verdict_gate.run(agent, suite, ...)` or
     `verdict_gate.assess(trials, suite, ...)`."""
+    from .gate import Gate
+
     yield Gate(request.node, inconclusive_fails=_inconclusive_fails(request))
 
 
 def pytest_terminal_summary(terminalreporter: Any) -> None:
     """One line per gated test: its status, the test, and the run's headline."""
-    lines = [
-        line
-        for reports in terminalreporter.stats.values()
-        for report in reports
-        if getattr(report, "when", None) == "call"
-        and (line := summary_line(report.nodeid, report.user_properties)) is not None
-    ]
-    if lines:
+    latest: dict[str, str] = {}  # a test rerun (pytest-rerunfailures) counts as its last try
+    for reports in terminalreporter.stats.values():
+        for report in reports:
+            if getattr(report, "when", None) != "call":
+                continue
+            line = summary_line(report.nodeid, getattr(report, "user_properties", ()))
+            if line is not None:
+                latest[report.nodeid] = line
+    if latest:
         terminalreporter.section("verdictgate")
-        for line in sorted(lines):
-            terminalreporter.write_line(line)
+        for nodeid in sorted(latest):
+            terminalreporter.write_line(latest[nodeid])
 
 
-__all__ = ["PROPERTY_PREFIX", "Gate"]
+__all__ = ["PROPERTY_PREFIX"]

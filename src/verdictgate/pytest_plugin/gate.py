@@ -4,7 +4,7 @@ the run is not admitted."""
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import pytest
@@ -16,10 +16,7 @@ from ..policy import Policy
 from ..runner.runner import run
 from ..suite import Suite
 from ..trial_model import Trial
-
-PROPERTY_PREFIX = "verdictgate."
-"""The JUnit XML properties of a gated test: `verdictgate.status`, `.exit_code`, `.run`,
-`.headline`, `.reasons` (codes, comma-separated), `.trials`."""
+from .properties import PROPERTY_PREFIX
 
 
 class Gate:
@@ -90,12 +87,3 @@ def explanation(a: Assessment) -> str:
     lines += [f"  reason {r.code}: {r.message}" for r in a.reasons]
     lines += [f"  next: {step}" for step in a.next_steps[:5]]
     return "\n".join(lines)
-
-
-def summary_line(nodeid: str, properties: Sequence[tuple[str, object]]) -> str | None:
-    """The terminal summary's line for a gated test (None for a test that was not gated)."""
-    found = {str(k)[len(PROPERTY_PREFIX) :]: str(v) for k, v in properties
-             if str(k).startswith(PROPERTY_PREFIX)}  # fmt: skip
-    if "status" not in found:
-        return None
-    return f"{found['status']:<12} {nodeid}: {found.get('headline', '')}"

@@ -242,3 +242,46 @@ def test_a_line_longer_than_any_record_is_refused_as_it_is_read(cli, tmp_path, e
     result = cli("assess", "--trials", str(path), "--format", "json")
     assert result.exit_code == 2 and result.stdout == ""
     assert result.stderr.startswith(f"verdictgate: error: {path}:4: the line is longer than 16 MiB")
+
+
+@pytest.mark.parametrize("field", ["tools", "agents", "nodes"])
+def test_a_path_is_written_under_its_rules_field_and_read_back(tmp_path, field):
+    """A `nodes` or `agents` route is written under that field, not under `tools`, and each
+    reads back as the same path."""
+    stream = io.BytesIO()
+    writer = TrialWriter(stream, "s", "p", path=field)
+    for index in range(2):
+        writer.add(Trial("c", index, ("router", "billing"), "r", None))
+    line = json.loads(stream.getvalue().splitlines()[0])
+    assert line[field] == ["router", "billing"]
+    assert not ({"tools", "agents", "nodes"} - {field}) & set(line)
+    path = tmp_path / "t.jsonl"
+    path.write_bytes(stream.getvalue())
+    evidence, _ = read_trials(path)
+    assert [t.decision for t in evidence.trials()] == [("router", "billing")] * 2
+
+
+def test_a_line_with_two_paths_is_an_input_error(tmp_path):
+    path = tmp_path / "t.jsonl"
+    path.write_text(
+        '{"case": "c", "trial": 0, "outcome": "decision", "tools": ["a"], "nodes": ["b"]}\n'
+    )
+    with pytest.raises(InputError) as caught:
+        read_trials(path)
+    assert caught.value.field == "nodes" and "one of tools, agents or nodes" in str(caught.value)
+
+
+def test_a_langgraph_run_writes_its_routes_under_nodes_and_reads_them_back(cli, tmp_path):
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    out = tmp_path / "trials.jsonl"
+    ran = cli("run", "--agent", f"{root}/examples/langgraph_router.py:stable_router",
+              "--suite", f"{root}/examples/support_tools_suite.json", "--trials-out", str(out))  # fmt: skip
+    assert ran.exit_code == 0, ran.stderr
+    first = json.loads(out.read_text().splitlines()[0])
+    assert "nodes" in first and "tools" not in first
+    again = cli(
+        "assess", "--trials", str(out), "--suite", f"{root}/examples/support_tools_suite.json"
+    )
+    assert again.exit_code == 0, again.stdout

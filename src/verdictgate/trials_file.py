@@ -44,7 +44,18 @@ class TrialLine(Trial, frozen=True, gc=False, kw_only=True):
     # (a file's verdict is a label, a string; a tool path is `tools`, a no-decision `reason`)
     outcome: Outcome  # decoded by value: the same type as the `Trial.outcome` it shadows
     tools: list[str] | None = None
+    agents: list[str] | None = None
+    nodes: list[str] | None = None
     reason: str | None = None
+
+
+PATH_FIELDS = ("tools", "agents", "nodes")
+"""The fields a path decision is written under: its rule's (`toolset` paths are `tools`)."""
+
+
+def path_field(rule: str | None) -> str:
+    """The field a path decided by `rule` goes under in a trials file."""
+    return rule if rule in PATH_FIELDS else "tools"
 
 
 class RunLabels(msgspec.Struct):
@@ -76,7 +87,14 @@ def _settled(line: TrialLine) -> Trial:
     wrong."""
     outcome, decision = line.outcome, line.decision
     if outcome is Outcome.DECISION:
-        field_name, value = ("verdict", decision) if decision is not None else ("tools", line.tools)
+        paths = [
+            (name, value) for name in PATH_FIELDS if (value := getattr(line, name)) is not None
+        ]
+        if len(paths) > 1:
+            raise ValueError(f"{paths[1][0]}: a decision has one path: give one of "
+                             "tools, agents or nodes")  # fmt: skip
+        field_name, value = ("verdict", decision) if decision is not None else (
+            paths[0] if paths else ("tools", None))  # fmt: skip
         if value is None:
             raise ValueError("verdict: outcome `decision` needs a `verdict` or `tools`")
         try:
@@ -269,8 +287,11 @@ def _add_batch(
     summary.records += len(trials)
 
 
-def trial_fields(trial: Trial, suite: str | None = None, point: str | None = None) -> dict:
-    """The trials-file fields of one trial (absent fields left out)."""
+def trial_fields(
+    trial: Trial, suite: str | None = None, point: str | None = None, path: str = "tools"
+) -> dict:
+    """The trials-file fields of one trial (absent fields left out); a path decision goes under
+    `path` (`tools`, `agents` or `nodes`, as its rule)."""
     decision = trial.decision
     fields = {
         "run": trial.run,
@@ -280,7 +301,7 @@ def trial_fields(trial: Trial, suite: str | None = None, point: str | None = Non
         "trial": trial.index,
         "outcome": trial.outcome.value,
         "verdict": decision if isinstance(decision, str) else None,
-        "tools": list(decision) if isinstance(decision, tuple) else None,
+        path: list(decision) if isinstance(decision, tuple) else None,
         "reason": decision.reason if isinstance(decision, NoDecision) else None,
         "error_type": trial.error_type if trial.outcome is Outcome.ERROR else None,
         "expected": trial.expected,
@@ -305,8 +326,9 @@ class TrialWriter:
         suite: str | None = None,
         point: str | None = None,
         isolation: Isolation | None = None,
+        path: str = "tools",
     ):
-        self.stream, self.suite, self.point = stream, suite, point
+        self.stream, self.suite, self.point, self.path = stream, suite, point, path
         self.isolation = None if isolation is Isolation.UNKNOWN else isolation
         self.written = 0
 
@@ -314,5 +336,6 @@ class TrialWriter:
         """Append one trial record."""
         if trial.isolation is None and self.isolation is not None:
             trial = msgspec.structs.replace(trial, isolation=self.isolation)
-        self.stream.write(_ENCODER.encode(trial_fields(trial, self.suite, self.point)) + b"\n")
+        fields = trial_fields(trial, self.suite, self.point, self.path)
+        self.stream.write(_ENCODER.encode(fields) + b"\n")
         self.written += 1

@@ -29,7 +29,7 @@ from ..suite import Suite
 from ..suite_file import load_suite
 from ..tiers.invariants import Invariant
 from ..trial_model import Trial
-from ..trials_file import TrialWriter, read_trials
+from ..trials_file import TrialWriter, path_field, read_trials
 from .loading import load_attribute, load_factory
 
 if TYPE_CHECKING:
@@ -418,8 +418,14 @@ def evidence_for(
     path = agent_run.resume_path
     resume = list(read_trials(path)[0].trials()) if path else []
     options = agent_run.run_options(rule, resume)
+    effective = rule or agent.decision
     with (
-        trials_writer(agent_run.trials_out, suite, agent.isolation) as sink,
+        trials_writer(
+            agent_run.trials_out,
+            suite,
+            agent.isolation,
+            path_field(effective.name if effective else None),
+        ) as sink,  # fmt: skip
         telemetry_for(agent_run.otlp_endpoint, agent_run.exports) as telemetry,
     ):
         return run_agent(agent, suite, policy, options, sink=sink, telemetry=telemetry)
@@ -519,7 +525,7 @@ def _reachable(host: str, port: int) -> None:
 
 @contextmanager
 def trials_writer(
-    path: str | None, suite: Suite, isolation: Isolation
+    path: str | None, suite: Suite, isolation: Isolation, path_field: str = "tools"
 ) -> Iterator[TrialWriter | None]:
     """A sink writing every trial as it arrives, or None without a path. The trials go to a
     file beside `path` that replaces it when the run ends, once a trial was written: a run
@@ -533,7 +539,7 @@ def trials_writer(
         stream = open(partial, "wb")  # noqa: SIM115 - closed below, after the run
     except OSError as error:
         raise InputError(f"cannot write trials ({error.strerror})", path=path) from None
-    writer = TrialWriter(stream, suite.name, suite.point, isolation)
+    writer = TrialWriter(stream, suite.name, suite.point, isolation, path_field)
     try:
         with stream:
             yield writer

@@ -6,18 +6,24 @@ from __future__ import annotations
 import os
 import shutil
 import socket
+from typing import NoReturn
 
 import pytest
 
 
+def unavailable(message: str) -> NoReturn:
+    """A component the test needs is missing: a failure in CI (it must run there), else a
+    skip that names it."""
+    if os.environ.get("CI"):
+        pytest.fail(message + "; .ci/run installs it")
+    pytest.skip(message)
+
+
 def binary(name: str) -> str:
-    """The path of a program the test needs: a failure in CI (it must run there), else a skip."""
+    """The path of a program the test needs (see `unavailable` when it is missing)."""
     path = shutil.which(name)
     if path is None:
-        message = f"{name} is not installed (Debian packages: see .ci/run)"
-        if os.environ.get("CI"):
-            pytest.fail(message + "; .ci/run installs it")
-        pytest.skip(message)
+        unavailable(f"{name} is not installed (Debian packages: see .ci/run)")
     return path
 
 

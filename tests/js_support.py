@@ -11,9 +11,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-import pytest
-
-from components import binary
+from components import binary, unavailable
 
 CLIENT = Path(__file__).with_name("js_client")
 MINIMUM_NODE = (18, 19)
@@ -29,10 +27,7 @@ def js_client() -> tuple[str, Path]:
     version = subprocess.run([node, "--version"], capture_output=True, text=True, check=True)
     found = tuple(int(part) for part in version.stdout.strip().lstrip("v").split(".")[:2])
     if found < MINIMUM_NODE:
-        message = f"Node.js {version.stdout.strip()} is older than 18.19"
-        if os.environ.get("CI"):
-            pytest.fail(message)
-        pytest.skip(message)
+        unavailable(f"Node.js {version.stdout.strip()} is older than 18.19")
     lock = (CLIENT / "package-lock.json").read_bytes()
     cache = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache"))
     work = cache / "verdictgate-tests" / f"js-client-{hashlib.sha256(lock).hexdigest()[:12]}"

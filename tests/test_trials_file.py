@@ -249,7 +249,7 @@ def test_a_path_is_written_under_its_rules_field_and_read_back(tmp_path, field):
     """A `nodes` or `agents` route is written under that field, not under `tools`, and each
     reads back as the same path."""
     stream = io.BytesIO()
-    writer = TrialWriter(stream, "s", "p", path=field)
+    writer = TrialWriter(stream, "s", "p", path_key=field)
     for index in range(2):
         writer.add(Trial("c", index, ("router", "billing"), "r", None))
     line = json.loads(stream.getvalue().splitlines()[0])

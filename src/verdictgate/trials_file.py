@@ -93,8 +93,8 @@ def _settled(line: TrialLine) -> Trial:
         if len(paths) > 1:
             raise ValueError(f"{paths[1][0]}: a decision has one path: give one of "
                              "tools, agents or nodes")  # fmt: skip
-        field_name, value = ("verdict", decision) if decision is not None else (
-            paths[0] if paths else ("tools", None))  # fmt: skip
+        given = [("verdict", decision)] if decision is not None else paths
+        field_name, value = given[0] if given else ("tools", None)
         if value is None:
             raise ValueError("verdict: outcome `decision` needs a `verdict` or `tools`")
         try:
@@ -288,10 +288,10 @@ def _add_batch(
 
 
 def trial_fields(
-    trial: Trial, suite: str | None = None, point: str | None = None, path: str = "tools"
+    trial: Trial, suite: str | None = None, point: str | None = None, path_key: str = "tools"
 ) -> dict:
     """The trials-file fields of one trial (absent fields left out); a path decision goes under
-    `path` (`tools`, `agents` or `nodes`, as its rule)."""
+    `path_key` (`tools`, `agents` or `nodes`, as its rule)."""
     decision = trial.decision
     fields = {
         "run": trial.run,
@@ -301,7 +301,7 @@ def trial_fields(
         "trial": trial.index,
         "outcome": trial.outcome.value,
         "verdict": decision if isinstance(decision, str) else None,
-        path: list(decision) if isinstance(decision, tuple) else None,
+        path_key: list(decision) if isinstance(decision, tuple) else None,
         "reason": decision.reason if isinstance(decision, NoDecision) else None,
         "error_type": trial.error_type if trial.outcome is Outcome.ERROR else None,
         "expected": trial.expected,
@@ -326,9 +326,9 @@ class TrialWriter:
         suite: str | None = None,
         point: str | None = None,
         isolation: Isolation | None = None,
-        path: str = "tools",
+        path_key: str = "tools",
     ):
-        self.stream, self.suite, self.point, self.path = stream, suite, point, path
+        self.stream, self.suite, self.point, self.path_key = stream, suite, point, path_key
         self.isolation = None if isolation is Isolation.UNKNOWN else isolation
         self.written = 0
 
@@ -336,6 +336,6 @@ class TrialWriter:
         """Append one trial record."""
         if trial.isolation is None and self.isolation is not None:
             trial = msgspec.structs.replace(trial, isolation=self.isolation)
-        fields = trial_fields(trial, self.suite, self.point, self.path)
+        fields = trial_fields(trial, self.suite, self.point, self.path_key)
         self.stream.write(_ENCODER.encode(fields) + b"\n")
         self.written += 1

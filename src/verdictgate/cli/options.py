@@ -525,7 +525,7 @@ def _reachable(host: str, port: int) -> None:
 
 @contextmanager
 def trials_writer(
-    path: str | None, suite: Suite, isolation: Isolation, path_field: str = "tools"
+    path: str | None, suite: Suite, isolation: Isolation, path_key: str = "tools"
 ) -> Iterator[TrialWriter | None]:
     """A sink writing every trial as it arrives, or None without a path. The trials go to a
     file beside `path` that replaces it when the run ends, once a trial was written: a run
@@ -539,7 +539,7 @@ def trials_writer(
         stream = open(partial, "wb")  # noqa: SIM115 - closed below, after the run
     except OSError as error:
         raise InputError(f"cannot write trials ({error.strerror})", path=path) from None
-    writer = TrialWriter(stream, suite.name, suite.point, isolation, path_field)
+    writer = TrialWriter(stream, suite.name, suite.point, isolation, path_key)
     try:
         with stream:
             yield writer

@@ -494,20 +494,22 @@ _CLOSE, _KEEP, _AWAIT = range(3)
 class _BodyWait:
     """A request body the poller is reading: its bytes held in a share of the budget."""
 
-    __slots__ = ("chunks", "length", "raw", "ticket")
+    __slots__ = ("chunks", "length", "raw", "received", "ticket")
 
     def __init__(self, pending: BodyPending, ticket: Ticket) -> None:
         self.length = pending.length
         self.chunks = ChunkedBody(pending.limit) if pending.length is None else None
         self.ticket = ticket
+        self.received = bytearray()
+        """A `Content-Length` body's bytes so far."""
         self.raw = 0
         """Bytes received for a chunked body, framing included."""
 
 
 class _Connection:
     __slots__ = (
-        "address", "body", "deadline", "discarded", "handler", "host", "idle", "progress",
-        "reader", "scanned", "sock", "state", "wait", "writer",
+        "address", "deadline", "discarded", "handler", "host", "idle", "progress", "reader",
+        "scanned", "sock", "state", "wait", "writer",
     )  # fmt: skip
 
     def __init__(self, sock: socket.socket, address: Any, state: int, deadline: float,
@@ -525,7 +527,6 @@ class _Connection:
         self.scanned = 0
         self.discarded = 0
         self.wait: _BodyWait | None = None
-        self.body = bytearray()
         self.progress = time.monotonic()
         """When its head or body last brought bytes (or it began to wait for them)."""
 
@@ -881,10 +882,7 @@ class BoundedHttpServer:
 
     def _linger(self, connection: _Connection) -> None:
         """Shut the write side and drop what the client still sends until it closes."""
-        if connection.wait is not None:
-            connection.wait.ticket.release()
-            connection.wait = None
-        connection.reader.let_go()
+        self._drop_body(connection)
         try:
             connection.sock.setblocking(False)
             connection.sock.shutdown(socket.SHUT_WR)
@@ -916,10 +914,7 @@ class BoundedHttpServer:
         connection.state = _CLOSED
         self._unwatch(connection)
         self._stop_waiting(connection)
-        if connection.wait is not None:
-            connection.wait.ticket.release()
-            connection.wait = None
-        connection.reader.let_go()  # never while a worker holds it: workers' are not closed here
+        self._drop_body(connection)
         if connection in self._connections:
             self._connections.discard(connection)
             left = self._per_host.get(connection.host, 1) - 1
@@ -990,7 +985,6 @@ class BoundedHttpServer:
             return self._close(connection)
         connection.wait = _BodyWait(pending, ticket)
         connection.state = _BODY
-        connection.body = bytearray()
         connection.progress = time.monotonic()
         self._wait_in(connection)
         self._set_deadline(connection, time.monotonic() + self.limits.body_timeout_seconds)
@@ -1012,7 +1006,7 @@ class BoundedHttpServer:
             if turn >= 16 and not (isinstance(connection.sock, ssl.SSLSocket)
                                    and connection.sock.pending()):  # fmt: skip
                 return  # other connections get their turn (the selector wakes this again)
-            want = _RECV if wait.length is None else min(_RECV, wait.length - len(connection.body))
+            want = _RECV if wait.length is None else min(_RECV, wait.length - len(wait.received))
             try:
                 data = connection.sock.recv(want)
             except (BlockingIOError, InterruptedError, ssl.SSLWantReadError, ssl.SSLWantWriteError):
@@ -1033,13 +1027,13 @@ class BoundedHttpServer:
         try:
             if wait.chunks is None:
                 assert wait.length is not None
-                piece = data[: wait.length - len(connection.body)]
+                piece = data[: wait.length - len(wait.received)]
                 wait.ticket.reserve(len(piece))
-                connection.body += piece
+                wait.received += piece
                 connection.reader.buffer += data[len(piece) :]  # the next request's
-                if len(connection.body) < wait.length:
+                if len(wait.received) < wait.length:
                     return True
-                body = bytes(connection.body)
+                body = bytes(wait.received)
             else:
                 wait.raw += len(data)
                 if wait.raw > 4 * wait.chunks.limit + _RECV:  # framing far beyond the data
@@ -1058,13 +1052,20 @@ class BoundedHttpServer:
         self._serve_again(connection, None)
         return False
 
+    def _drop_body(self, connection: _Connection) -> None:
+        """Let go of a body being read or read (and its share of the budget): the connection
+        is closing. Never while a worker holds it: workers' connections are not closed here."""
+        if connection.wait is not None:
+            connection.wait.ticket.release()
+            connection.wait = None
+        connection.reader.let_go()
+
     def _serve_again(self, connection: _Connection, refusal: Exception | None) -> None:
         """Hand the request back to a worker, served again from its head: with its body in
         the reader, or with what refused it (which the handler answers in its own format)."""
         if connection.wait is not None:
             connection.reader.held = connection.wait.ticket
             connection.wait = None
-        connection.body = bytearray()
         connection.reader.refusal = refusal
         self._dispatch(connection)
 

@@ -77,6 +77,12 @@ def test_the_scrape_endpoint_shows_the_latest_admission_and_its_time() -> None:
         assert receiver.assessment("r2").status.value == "qualified"
         assert sample(qualified, "verdictgate_admission", "gate") == 1
         assert sample(qualified, "verdictgate_admission_time_seconds", "gate") >= first
+        runs = [
+            line
+            for line in qualified.splitlines()
+            if line.startswith("verdictgate_admission_run_seconds{")
+        ]
+        assert len(runs) == 1 and 'verdictgate_run_id="r2"' in runs[0], runs  # r1's series ended
         assert "case" not in re.sub(r"#.*", "", qualified).replace("verdictgate_", "")
     finally:
         endpoint.close()
@@ -105,9 +111,11 @@ def exported_names() -> tuple[set[str], set[str]]:
 
 
 def rule_names(rules_text: str, labels: set[str]) -> tuple[set[str], set[str]]:
-    """(metric names, label names) the rules' expressions use."""
+    """(metric names, label names) the rules' expressions and annotations' queries use."""
     rules = yaml.safe_load(rules_text)["groups"][0]["rules"]
-    named = {name for rule in rules for name in re.findall(r"\bverdictgate_[a-z_]+", rule["expr"])}
+    texts = [rule["expr"] for rule in rules]
+    texts += [text for rule in rules for text in rule.get("annotations", {}).values()]
+    named = {name for text in texts for name in re.findall(r"\bverdictgate_[a-z_]+", text)}
     return named - labels, named & labels
 
 
@@ -115,7 +123,7 @@ def test_every_name_a_rule_uses_is_exported_and_documented() -> None:
     metrics, labels = exported_names()
     used_metrics, used_labels = rule_names(RULES.read_text(), labels)
     assert used_metrics and used_metrics <= metrics, used_metrics - metrics
-    assert {"verdictgate_suite", "verdictgate_point"} <= used_labels
+    assert {"verdictgate_suite", "verdictgate_point", "verdictgate_run_id"} <= used_labels
     broken = RULES.read_text().replace("verdictgate_admission{", "verdictgate_admissions{", 1)
     assert rule_names(broken, labels)[0] - metrics == {"verdictgate_admissions"}  # caught
     docs = DOCS.read_text()
@@ -186,7 +194,7 @@ def test_a_series_the_latest_admission_does_not_carry_is_gone() -> None:
     """A pass rate (or a route) of an earlier run must not stay on the scrape beside the
     latest admission, which has none; and every gauge comes from that admission."""
     from verdictgate import Trial, assess
-    from verdictgate.otel.publication import Publication, TrialTally
+    from verdictgate.otel.publication import GAUGES, Publication, TrialTally
 
     def publication(passed: bool | None) -> Publication:
         trials = [
@@ -207,8 +215,8 @@ def test_a_series_the_latest_admission_does_not_carry_is_gone() -> None:
     assert "verdictgate_pass_rate_lower{" not in unjudged
     for name, value, attributes in latest.gauges:
         if "verdictgate.route" not in attributes:
-            assert sample(unjudged, name.replace(".", "_").replace("_time", "_time_seconds"),
-                          "suite") == value  # fmt: skip
+            seconds = "_seconds" if GAUGES[name][0] == "s" else ""  # the unit's suffix
+            assert sample(unjudged, name.replace(".", "_") + seconds, "suite") == value
 
 
 def test_the_scrape_port_is_bounded_and_scrapes_never_hold_what_admissions_take() -> None:

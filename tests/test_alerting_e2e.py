@@ -162,6 +162,9 @@ def test_a_rejected_canary_pages_a_qualified_one_resolves_and_a_silent_one_pages
                 assert fired["labels"]["verdictgate_suite"] == SUITE
                 assert fired["labels"]["severity"] == "page"
                 assert "Rejected" in fired["annotations"]["description"]
+                assert fired["annotations"]["run_id"] == "canary-1"
+                assert "--run canary-1" in fired["annotations"]["description"]
+                assert fired["annotations"]["runbook_url"].endswith("#verdictgaterunrejected")
                 run_router("stable_router", grpc_port, "canary-2", expected_exit=0)
                 resolved = next_alert(
                     alerts, seen, "VerdictgateRunRejected", "resolved", deadline, logs
@@ -172,4 +175,5 @@ def test_a_rejected_canary_pages_a_qualified_one_resolves_and_a_silent_one_pages
                 )
                 assert silent["labels"]["verdictgate_suite"] == SUITE
                 assert silent["labels"]["silent"] == "suite"
+                assert silent["annotations"]["run_id"] == "canary-2"
     print(f"end to end: {time.monotonic() - started:.1f} s")

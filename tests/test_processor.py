@@ -160,11 +160,35 @@ def test_metric_routes_outside_the_contract_fold_into_other():
     memory.telemetry.shutdown()
     routes = {dict(p.attributes).get(names.ROUTE) for p in points[names.METRIC_CHANGE_RATE_UPPER]}
     assert routes == {None, "a", names.OTHER_ROUTE}
-    for metric_points in points.values():
+    for name, metric_points in points.items():
+        run_id = {names.RUN_ID} if name == names.METRIC_ADMISSION_RUN else set()
         for point in metric_points:
-            assert set(point.attributes) <= {names.SUITE, names.POINT, names.ROUTE, names.OUTCOME}
+            allowed = {names.SUITE, names.POINT, names.ROUTE, names.OUTCOME, *run_id}
+            assert set(point.attributes) <= allowed
     (admission,) = points[names.METRIC_ADMISSION]
     assert admission.value == 0
+
+
+def test_the_gauges_show_the_latest_run_of_a_suite_alone():
+    """A long-lived process admits run after run: the run series names the latest run only,
+    and a route only an earlier run reached has no series left."""
+    memory = MemoryTelemetry()
+    provider = memory.telemetry.tracer_provider
+    for run, routes in (("r1", ("a", "b")), ("r2", ("a",))):
+        with evaluation_run(
+            run_id=run, suite=SUITE, policy=Policy(), planned_trials=8, tracer_provider=provider
+        ):
+            for case, route in enumerate(routes):
+                emit([Trial(f"c{case}", i, route, run, route) for i in range(4)], provider)
+        provider.force_flush()
+        points = memory.metric_points()
+        (latest,) = points[names.METRIC_ADMISSION_RUN]
+        assert dict(latest.attributes)[names.RUN_ID] == run
+        (when,) = points[names.METRIC_ADMISSION_TIME]
+        assert latest.value == when.value
+        shown = {dict(p.attributes).get(names.ROUTE) for p in points[names.METRIC_CHANGE_RATE_UPPER]}
+        assert shown == {None, *routes}
+    memory.telemetry.shutdown()
 
 
 def test_the_pass_rate_gauge_and_tier_fields_on_the_admission_span():

@@ -20,6 +20,7 @@ from test_collector_e2e import free_port
 from test_otlp_export import attributes
 from verdictgate import Contract, Policy, Suite, decision, evaluation_run, trial
 from verdictgate.otel import conventions as names
+from verdictgate.otel.publication import GAUGES
 
 SUITE = Suite("refunds", "refund_gate", (), Contract({"approve", "deny"}))
 RUNS = ("outage-1", "outage-2", "outage-3")
@@ -116,7 +117,7 @@ def published(collector: OtlpCollector) -> dict:
                         else:
                             gauges.setdefault(series, []).append((point.time_unix_nano, value))
     last = {  # when each admission was made differs between two runs of the test, not what
-        series: max(points)[1] if series[0] != names.METRIC_ADMISSION_TIME else "a time"
+        series: max(points)[1] if GAUGES[series[0]][0] != "s" else "a time"
         for series, points in gauges.items()
     }
     return {"spans": spans, "events": events, "gauges": last, "totals": totals}

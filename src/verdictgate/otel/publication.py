@@ -21,6 +21,7 @@ GAUGES: dict[str, tuple[str, str]] = {
     names.METRIC_INCONCLUSIVE: ("1", "1 when the last run was inconclusive"),
     names.METRIC_INCONCLUSIVE_STREAK: ("{run}", "inconclusive runs in a row, the last included"),
     names.METRIC_ADMISSION_TIME: ("s", "unix time of the last admission"),
+    names.METRIC_ADMISSION_RUN: ("s", "unix time of the last admission, by the run it admitted"),
     names.METRIC_CHANGE_RATE_UPPER: (
         "1",
         "upper bound of the change rate between reruns (pooled, and per route)",
@@ -143,7 +144,10 @@ def _gauges(
         low = rate_interval(passes.passed, passes.judged, confidence, method)[0]
         points.append((names.METRIC_PASS_RATE_LOWER, low, base))
     if OVERFLOW in base:
-        return points  # one point per gauge: the overflow series has no routes
+        return points  # one point per gauge: the overflow series has no routes nor run
+    points.append(
+        (names.METRIC_ADMISSION_RUN, when_ns / 1e9, {**base, names.RUN_ID: assessment.run.id})
+    )
     upper: dict[str, float] = {}  # routes outside the contract share `_other`: the worst counts
     for stability in assessment.routes:
         name = stability.route if stability.route in contract_routes else names.OTHER_ROUTE

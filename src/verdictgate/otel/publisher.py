@@ -9,14 +9,17 @@ from opentelemetry.trace import SpanKind
 
 from ..assessment import Assessment
 from . import conventions as names
-from .publication import COUNTER, GAUGES, InconclusiveStreaks, Publication, TrialTally
+from .latest_admissions import LatestAdmissions
+from .publication import COUNTER, InconclusiveStreaks, Publication, TrialTally
 
 
 class Publisher:
     """Publishes assessments through whichever providers it is given (the globals by default).
 
-    Metric attributes are limited to suite, point and contract routes; any other route is
-    folded into `_other`, and no case id ever becomes a metric attribute.
+    Metric attributes are limited to suite, point and contract routes (and the latest run's
+    id on `verdictgate.admission.run`); any other route is folded into `_other`, and no case
+    id ever becomes a metric attribute. The gauges show the latest admission of each suite and
+    point alone (`LatestAdmissions`).
     """
 
     def __init__(
@@ -32,10 +35,7 @@ class Publisher:
             names.INSTRUMENTATION_SCOPE, logger_provider=logger_provider
         )
         meter = metrics.get_meter(names.INSTRUMENTATION_SCOPE, meter_provider=meter_provider)
-        self._gauges = {
-            name: meter.create_gauge(name, unit=unit, description=description)
-            for name, (unit, description) in GAUGES.items()
-        }
+        self._latest = LatestAdmissions(meter)
         unit, description = COUNTER
         self._trials = meter.create_counter(names.METRIC_TRIALS, unit=unit, description=description)
         self._tally = TrialTally()
@@ -63,7 +63,6 @@ class Publisher:
             self._logger.emit(
                 event_name=names.EVALUATION_EVENT, attributes=publication.event_attributes
             )
-        for name, value, attributes in publication.gauges:
-            self._gauges[name].set(value, attributes)
+        self._latest.replace(publication)
         for outcome, added in publication.trials_added.items():
             self._trials.add(added, {**publication.metric_base, names.OUTCOME: outcome})

@@ -10,16 +10,15 @@ scrapers slows ingest or finishing, and idle sockets cannot take the process's d
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterator
 from typing import Any
 
-from opentelemetry.metrics import CallbackOptions, Observation
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.resources import Resource
 
 from ..errors import InputError
 from ..otel import conventions as names
-from ..otel.publication import COUNTER, GAUGES, Publication, publishing_resource
+from ..otel.latest_admissions import LatestAdmissions
+from ..otel.publication import COUNTER, Publication, publishing_resource
 from .http_server import BoundedHttpServer, RequestHandler
 from .ingest import Limits
 
@@ -35,12 +34,10 @@ CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
 
 class PrometheusEndpoint:
-    """Shows the latest admission of every (suite, point): each gauge is observed from that
-    admission alone when Prometheus scrapes, so a series the latest admission does not carry
-    (a route it did not reach) is gone, not left at an older run's value; and a scrape never
-    sees half of one admission and half of the next (a qualified run followed by an
-    inconclusive one must not read as rejected). `serve` starts the HTTP endpoint (`/metrics`
-    on `host:port`; port 0 picks a free one, `self.port`)."""
+    """Shows the latest admission of every (suite, point) (`LatestAdmissions`), read whole by
+    each scrape: a scrape never sees half of one admission and half of the next (a qualified
+    run followed by an inconclusive one must not read as rejected). `serve` starts the HTTP
+    endpoint (`/metrics` on `host:port`; port 0 picks a free one, `self.port`)."""
 
     def __init__(self) -> None:
         try:
@@ -65,13 +62,8 @@ class PrometheusEndpoint:
             metric_readers=[PrometheusMetricReader(registry=self._registry)],
             resource=Resource.create(publishing_resource()),
         )
-        self._latest: dict[tuple, Publication] = {}
-        """Metric labels of a (suite, point) -> its latest admission."""
         meter = self._provider.get_meter(names.INSTRUMENTATION_SCOPE)
-        for name, (unit, description) in GAUGES.items():
-            meter.create_observable_gauge(
-                name, callbacks=[self._observer(name)], unit=unit, description=description
-            )
+        self._latest = LatestAdmissions(meter, lock)
         unit, description = COUNTER
         self._trials = meter.create_counter(names.METRIC_TRIALS, unit=unit, description=description)
         self._server: BoundedHttpServer | None = None
@@ -112,9 +104,8 @@ class PrometheusEndpoint:
     def emit(self, publication: Publication) -> None:
         """Make an admission the latest of its (suite, point), count its trials, and render the
         snapshot scrapes are answered with."""
-        key = tuple(sorted(publication.metric_base.items()))
         with self._lock:
-            self._latest[key] = publication
+            self._latest.replace(publication)
             for outcome, added in publication.trials_added.items():
                 self._trials.add(added, {**publication.metric_base, names.OUTCOME: outcome})
             self.snapshot = self._render()
@@ -124,17 +115,6 @@ class PrometheusEndpoint:
 
         rendered: Any = generate_latest(self._registry)
         return bytes(rendered)
-
-    def _observer(self, name: str) -> Callable[[CallbackOptions], Iterator[Observation]]:
-        def observe(options: CallbackOptions) -> Iterator[Observation]:
-            with self._lock:  # already held by the scrape: the same admissions for every gauge
-                latest = list(self._latest.values())
-            for publication in latest:
-                for gauge, value, attributes in publication.gauges:
-                    if gauge == name:
-                        yield Observation(value, attributes)
-
-        return observe
 
     def close(self) -> None:
         """Stop serving."""

@@ -186,7 +186,9 @@ def test_the_gauges_show_the_latest_run_of_a_suite_alone():
         assert dict(latest.attributes)[names.RUN_ID] == run
         (when,) = points[names.METRIC_ADMISSION_TIME]
         assert latest.value == when.value
-        shown = {dict(p.attributes).get(names.ROUTE) for p in points[names.METRIC_CHANGE_RATE_UPPER]}
+        shown = {
+            dict(p.attributes).get(names.ROUTE) for p in points[names.METRIC_CHANGE_RATE_UPPER]
+        }
         assert shown == {None, *routes}
     memory.telemetry.shutdown()
 

@@ -77,7 +77,7 @@ def configure(
             BatchLogRecordProcessor(OTLPLogExporter(endpoint=endpoint, insecure=True))
         )
     stop_scrape = lambda: None  # noqa: E731
-    if prometheus_port is not None:  # pip install 'verdictgate[prometheus]'
+    if prometheus_port is not None:  # the prometheus extra: pip install -e ".[prometheus]"
         from opentelemetry.exporter.prometheus import PrometheusMetricReader
         from prometheus_client import start_http_server
 

@@ -32,3 +32,24 @@ def free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         return probe.getsockname()[1]
+
+
+def listening_hosts(port: int) -> set[str]:
+    """The addresses a TCP socket of this machine listens on at `port`, from /proc/net/tcp and
+    tcp6 (hex, as the kernel writes them: 0100007F is 127.0.0.1, 00000000 every address)."""
+    hosts = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        if not os.path.exists(table):
+            continue
+        with open(table) as rows:
+            for row in list(rows)[1:]:
+                local, state = row.split()[1], row.split()[3]
+                address, _, hex_port = local.partition(":")
+                if state == "0A" and int(hex_port, 16) == port:  # 0A: LISTEN
+                    if len(address) == 8:
+                        hosts.add(socket.inet_ntop(socket.AF_INET, bytes.fromhex(address)[::-1]))
+                    else:
+                        words = bytes.fromhex(address)
+                        raw = b"".join(words[i : i + 4][::-1] for i in range(0, 16, 4))
+                        hosts.add(socket.inet_ntop(socket.AF_INET6, raw))
+    return hosts

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import yaml
 
-from components import free_port
+from components import free_port, listening_hosts
 from prometheus_support import RULES_DIR, run_tool
 from receiver_support import decision_span, request
 from verdictgate.otel.otlp_reading import extract_protobuf
@@ -88,6 +88,16 @@ def test_the_scrape_endpoint_shows_the_latest_admission_and_its_time() -> None:
         endpoint.close()
 
 
+def test_every_metrics_endpoint_the_alerting_examples_show_is_on_loopback() -> None:
+    """The page says to keep the unauthenticated endpoint on loopback; its examples do."""
+    listens = re.findall(r"--prometheus-listen ([\d.:]+)", DOCS.read_text())  # examples, not syntax
+    assert listens and all(re.fullmatch(r"(127\.0\.0\.1:)?\d+", value) for value in listens)
+    scraping = yaml.safe_load((RULES_DIR / "prometheus.yaml").read_text())
+    targets = [t for job in scraping["scrape_configs"] for c in job["static_configs"]
+               for t in c["targets"]]  # fmt: skip
+    assert targets and all(target.startswith("127.0.0.1:") for target in targets)
+
+
 def test_the_rules_and_the_examples_pass_promtool_and_amtool() -> None:
     assert "SUCCESS" in run_tool("promtool", "check", "rules", RULES.name).stdout
     assert "SUCCESS" in run_tool("promtool", "test", "rules", "verdictgate-rules.test.yaml").stdout
@@ -149,6 +159,7 @@ def test_the_canary_example_serves_its_admission_to_prometheus() -> None:
             text = page.read().decode()
         assert sample(text, "verdictgate_admission", "payment-disputes") == 1
         assert sample(text, "verdictgate_admission_time_seconds", "payment-disputes") > 0
+        assert listening_hosts(port) == {"127.0.0.1"}  # no token, no TLS: loopback only
     finally:
         canary.terminate()
         canary.wait(timeout=30)

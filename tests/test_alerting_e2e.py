@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from components import binary, free_port
+from components import binary, free_port, listening_hosts
 from prometheus_support import RULES_DIR
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
@@ -137,6 +137,7 @@ def test_a_rejected_canary_pages_a_qualified_one_resolves_and_a_silent_one_pages
                 "the receiver to listen", deadline, logs,
             )  # fmt: skip
             grpc_port, metrics_port = int(ports.group(1)), int(ports.group(2))
+            assert listening_hosts(metrics_port) == {"127.0.0.1"}  # a bare port: loopback
             scraping = yaml.safe_load((RULES_DIR / "prometheus.yaml").read_text())
             scraping["global"] = {"scrape_interval": "1s", "evaluation_interval": "1s"}
             scraping["rule_files"] = [str(tmp_path / "rules.yaml")]

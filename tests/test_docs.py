@@ -11,6 +11,7 @@ import importlib.util
 import os
 import re
 import shlex
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -106,3 +107,37 @@ def test_every_block_of_the_doc_runs_as_pasted(path: Path):
     assert ran or skipped or not blocks(path), f"{path.name}: no block ran, none skipped by name"
     if skipped:
         print(f"{path.name}: skipped by name: " + "; ".join(skipped))
+
+
+INSTALLED_FROM_AN_INDEX = re.compile(r"""pip install[^\n`]*?(?<![\w./-])['"]?verdictgate\b""")
+"""A pip line that asks a package index for verdictgate, which no index serves."""
+
+
+def test_no_install_line_asks_an_index_for_verdictgate():
+    assert INSTALLED_FROM_AN_INDEX.search("# pip install 'verdictgate[prometheus]'")  # caught
+    assert not INSTALLED_FROM_AN_INDEX.search("pip install -e '.[prometheus]'")
+    assert not INSTALLED_FROM_AN_INDEX.search("pip install dist/verdictgate-0.1.whl")
+    files = [*DOCS, *(ROOT / "examples").rglob("*.py"), *(ROOT / "src").rglob("*.py"),
+             ROOT / "Makefile", *(ROOT / "collector-config").rglob("*.yaml")]  # fmt: skip
+    found = [
+        f"{path.relative_to(ROOT)}:{text[: match.start()].count(chr(10)) + 1}: {match.group(0)}"
+        for path in files
+        for text in [path.read_text()]
+        for match in INSTALLED_FROM_AN_INDEX.finditer(text)
+    ]
+    assert not found, found
+
+
+@pytest.mark.parametrize("name", ["frameworks.md"])
+def test_python_blocks_saved_outside_the_repository_run_with_the_examples_beside(tmp_path, name):
+    """A page whose blocks import the example agents says a copy saved elsewhere must bring
+    `examples/` along: saved as a file in a scratch directory with only that beside it, the
+    blocks run as they do in the repository."""
+    path = ROOT / "docs" / name
+    source = "\n".join(body for language, _, body, _ in blocks(path) if language == "python")
+    assert "from examples." in source and "must bring along" in path.read_text()
+    shutil.copytree(ROOT / "examples", tmp_path / "examples")
+    (tmp_path / "blocks.py").write_text(source)
+    result = subprocess.run([sys.executable, "blocks.py"], cwd=tmp_path, capture_output=True,
+                            text=True, timeout=600)  # fmt: skip
+    assert result.returncode == 0, result.stderr[-3000:]

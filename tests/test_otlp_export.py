@@ -107,3 +107,35 @@ def test_the_canary_example_reaches_a_collector():
     assert attributes(admission.attributes)[names.STATUS] == "qualified"
     assert names.METRIC_ADMISSION in collector.metric_names()
     assert [r.event_name for r in collector.log_records()] == [names.EVALUATION_EVENT]
+
+
+def test_spans_a_full_export_queue_drops_count_as_lost():
+    """The SDK's batch processor drops spans when its queue is full, without an error from
+    any export: a run that meant to send its spans must still count them as not arrived."""
+    import threading
+
+    from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
+
+    from verdictgate.otel.telemetry import Telemetry
+
+    class HeldExporter(SpanExporter):
+        """Acknowledges every batch, but only once the test lets it go."""
+
+        def __init__(self) -> None:
+            self.released = threading.Event()
+            self.received = 0
+
+        def export(self, spans):
+            self.released.wait(timeout=60)
+            self.received += len(spans)
+            return SpanExportResult.SUCCESS
+
+    held = HeldExporter()
+    telemetry = Telemetry(span_exporter=held, collect=False)
+    tracer = telemetry.tracer_provider.get_tracer("test")
+    for index in range(5_000):  # far beyond the default queue of 2,048 while nothing leaves
+        tracer.start_span(f"span {index}").end()
+    held.released.set()
+    telemetry.shutdown()
+    assert 0 < held.received < 5_000
+    assert telemetry.spans_lost == 5_000 - held.received

@@ -22,17 +22,16 @@ EXPORT_INTERVAL_MS = 60_000
 
 
 class CountedExporter(SpanExporter):
-    """A span exporter whose failed exports are counted (`spans_lost`), so a run that meant to
-    send its spans can say it did not."""
+    """A span exporter that counts the spans its target acknowledged."""
 
     def __init__(self, inner: SpanExporter) -> None:
         self._inner = inner
-        self.spans_lost = 0
+        self.acknowledged = 0
 
     def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
         result = self._inner.export(spans)
-        if result is not SpanExportResult.SUCCESS:
-            self.spans_lost += len(spans)
+        if result is SpanExportResult.SUCCESS:
+            self.acknowledged += len(spans)
         return result
 
     def force_flush(self, timeout_millis: int = 30_000) -> bool:
@@ -40,6 +39,21 @@ class CountedExporter(SpanExporter):
 
     def shutdown(self) -> None:
         self._inner.shutdown()
+
+
+class CountedBatchProcessor(BatchSpanProcessor):
+    """The SDK's batch processor, counting the spans offered to it for export (`offered`):
+    the ones its queue drops when full are among them, so a run that meant to send its spans
+    can say how many never arrived, whichever way they were lost."""
+
+    def __init__(self, exporter: SpanExporter) -> None:
+        super().__init__(exporter)
+        self.offered = 0
+
+    def on_end(self, span: ReadableSpan) -> None:
+        if span.context is not None and span.context.trace_flags.sampled:
+            self.offered += 1  # on_end runs on the ending thread; the count is the GIL's
+        super().on_end(span)
 
 
 class Telemetry:
@@ -71,13 +85,17 @@ class Telemetry:
         if self.processor is not None:
             self.tracer_provider.add_span_processor(self.processor)  # first: reads before export
         self._exported = None if span_exporter is None else CountedExporter(span_exporter)
-        if self._exported is not None:
-            self.tracer_provider.add_span_processor(BatchSpanProcessor(self._exported))
+        self._batch = None if self._exported is None else CountedBatchProcessor(self._exported)
+        if self._batch is not None:
+            self.tracer_provider.add_span_processor(self._batch)
 
     @property
     def spans_lost(self) -> int:
-        """Spans whose export failed (refused, or never answered): the target lacks them."""
-        return 0 if self._exported is None else self._exported.spans_lost
+        """Spans offered for export that the target has not acknowledged: refused, never
+        answered, or dropped by a full queue (after `shutdown`, nothing is still in flight)."""
+        if self._exported is None or self._batch is None:
+            return 0
+        return max(0, self._batch.offered - self._exported.acknowledged)
 
     @classmethod
     def otlp(cls, endpoint: str, *, collect: bool = True) -> Telemetry:

@@ -1,6 +1,7 @@
-"""The OpenTelemetry JS SDK as a client (tests/js_client): Node.js from the machine (Debian's
-`nodejs`, which `.ci/run` installs), the SDK's packages from the npm registry, installed once
-per lock file into a cache outside the checkout."""
+"""The OpenTelemetry JS SDK as a client (tests/js_client): Node.js from `VERDICTGATE_NODE`
+(`.ci/run` sets it to Node.js 22 from the npm registry) or else the machine's, the SDK's
+packages from the npm registry, installed once per lock file into a cache outside the
+checkout."""
 
 from __future__ import annotations
 
@@ -22,7 +23,7 @@ bookworm's `nodejs` is 18.20)."""
 def js_client() -> tuple[str, Path]:
     """(node, the client script), its packages installed: a failure in CI, else a skip, when
     Node.js or npm is missing or too old."""
-    node = binary("node")
+    node = os.environ.get("VERDICTGATE_NODE") or binary("node")
     npm = binary("npm")
     version = subprocess.run([node, "--version"], capture_output=True, text=True, check=True)
     found = tuple(int(part) for part in version.stdout.strip().lstrip("v").split(".")[:2])

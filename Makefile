@@ -53,9 +53,11 @@ test: $(STAMP)
 	$(BIN)/python -m pytest -q
 
 bench: $(STAMP)
+	$(BIN)/python benchmarks/allocator.py
 	$(BIN)/python benchmarks/assess.py
 	$(BIN)/python benchmarks/import.py
 	$(BIN)/python benchmarks/processor.py
+	$(BIN)/python benchmarks/publish_outage.py
 	$(BIN)/python benchmarks/receiver.py
 	$(BIN)/python benchmarks/receiver_finish.py
 	$(BIN)/python benchmarks/receiver_idle.py

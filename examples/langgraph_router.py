@@ -4,7 +4,7 @@ rules (standing in for a classifier), so the example needs no network and no API
     verdictgate run --agent examples/langgraph_router.py:stable_router \
         --suite examples/support_tools_suite.json
 
-Each FACTORY returns `verdictgate.frameworks.from_langgraph(...)`: every trial runs in a new
+Each FACTORY returns `verdictgate.from_langgraph(...)`: every trial runs in a new
 thread of the graph (fresh-session) and its decision is the node it ran, read from the spans
 OpenInference makes of the run (rule `nodes`; `--decision` overrides it). `flipping_router`
 sends half of the card-misuse reports to `open_dispute` instead of `block_card`.
@@ -18,8 +18,7 @@ from typing import Any, TypedDict
 
 from langgraph.graph import END, START, StateGraph
 
-from verdictgate import Agent
-from verdictgate.frameworks import from_langgraph
+from verdictgate import Agent, from_langgraph
 
 RULES: list[tuple[tuple[str, ...], str]] = [
     (("recognise", "without permission"), "block_card"),

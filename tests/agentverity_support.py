@@ -11,6 +11,18 @@ from pathlib import Path
 
 AGENTVERITY_VERSION = "0.25.5"
 VENV = Path(__file__).resolve().parents[1] / ".venv" / f"agentverity-{AGENTVERITY_VERSION}"
+EVIDENCE = {
+    "schema": "agentverity.evidence/v2",
+    "isolation": "fresh-session",
+    "layer": "verdict",
+    "cases": [
+        {"input": "approve me", "expected": "approve", "observations": ["approve"] * 6},
+        {"input": "deny me", "expected": "deny", "observations": ["deny", "deny", "deny", "review"], "errors": 2},
+        {"input": "unsure", "expected": "review",
+         "observations": [{"kind": "no_decision", "reason": "refused"}] * 2 + [["lookup", "review"]] * 2},
+    ],
+}  # fmt: skip
+"""A small AgentVerity evidence file: observations, errors, no-decisions and a tool path."""
 
 
 def agentverity() -> Path:

@@ -8,8 +8,14 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from hypothesis import settings
 
 from verdictgate.cli.main import main
+
+# No wall-clock bound on an example (hypothesis's default deadline is 200 ms): on a busy
+# machine it fails tests whose property holds. How fast the code is, benchmarks/ says.
+settings.register_profile("verdictgate", deadline=None)
+settings.load_profile("verdictgate")
 
 ROUTES = ["approve", "deny", "review"]
 
@@ -44,6 +50,21 @@ def trial_records(answers: dict[str, list[str | None]], run: str = "r1") -> list
                 record.update(outcome="decision", verdict=decision)
             records.append(record)
     return records
+
+
+def snapshot(cli, trials: str, suite: str, baseline: Path):
+    """`verdictgate snapshot`: approve the trials as a baseline written to `baseline` (`cli` is
+    the fixture's invoker)."""
+    return cli(
+        "snapshot",
+        "--trials",
+        trials,
+        "--suite",
+        suite,
+        "--accept-reference",
+        "--output",
+        str(baseline),
+    )
 
 
 def stable_answers(pairs_per_case: int = 13, cases_per_route: int = 2) -> dict[str, list]:

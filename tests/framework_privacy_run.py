@@ -27,7 +27,7 @@ from framework_support import (
     openai_agents_factory,
     strands_factory,
 )
-from verdictgate.frameworks import from_langgraph, from_openai_agents, from_strands
+from verdictgate import from_langgraph, from_openai_agents, from_strands
 from verdictgate.reports.json_report import report_document
 from verdictgate.suite import Case, Contract, Suite
 from verdictgate.trials_file import TrialWriter

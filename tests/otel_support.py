@@ -1,4 +1,5 @@
-"""Test support for the OpenTelemetry path: in-memory pipelines and a local OTLP/gRPC server."""
+"""Test support for the OpenTelemetry path: in-memory pipelines, a local OTLP/gRPC server, the
+spans of one run made through the SDK, and OTLP attributes read back as a dict."""
 
 from __future__ import annotations
 
@@ -11,9 +12,49 @@ from opentelemetry.proto.collector.metrics.v1 import metrics_service_pb2, metric
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2, trace_service_pb2_grpc
 from opentelemetry.sdk._logs.export import InMemoryLogRecordExporter
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
+from verdictgate import Contract, Policy, Suite, decision, evaluation_run, trial
 from verdictgate.otel.telemetry import Telemetry
+
+REFUND_SUITE = Suite("refunds", "refund_gate", (), Contract({"approve", "deny"}))
+"""The suite of `run_spans`."""
+
+
+def run_spans(run_id: str, flips: bool) -> list:
+    """The finished spans of one run: 2 cases x 6 trials, the second case flipping if asked."""
+    memory = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(memory))
+    with evaluation_run(
+        run_id=run_id, suite=REFUND_SUITE, policy=Policy(tolerance=0.15), planned_trials=12,
+        tracer_provider=provider,
+    ):  # fmt: skip
+        for case, route in (("c1", "approve"), ("c2", "deny")):
+            for index in range(6):
+                with (
+                    trial(
+                        run=run_id, case=case, index=index, expected=route, suite=REFUND_SUITE.name
+                    ),
+                    decision(REFUND_SUITE.point, tracer_provider=provider) as recorder,
+                ):
+                    recorder.record("approve" if flips and case == "c2" and index % 2 else route)
+    return list(memory.get_finished_spans())
+
+
+def attributes(proto_attributes) -> dict:
+    """OTLP (protobuf) attributes as a dict: key -> scalar, or a list of strings for an array."""
+    values = {}
+    for item in proto_attributes:
+        value = item.value
+        kind = value.WhichOneof("value")
+        if kind == "array_value":
+            values[item.key] = [v.string_value for v in value.array_value.values]
+        else:
+            values[item.key] = getattr(value, kind)
+    return values
 
 
 @dataclass

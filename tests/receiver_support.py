@@ -1,7 +1,11 @@
-"""Test support for the receiver: building OTLP export requests, running a server in process."""
+"""Test support for the receiver: building OTLP export requests, running a server in process
+or `verdictgate serve` in a process of its own."""
 
 from __future__ import annotations
 
+import socket
+import subprocess
+import sys
 import time
 from collections.abc import Callable
 from contextlib import contextmanager
@@ -11,6 +15,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from opentelemetry.proto.common.v1.common_pb2 import KeyValue
 from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans, Span
 
+from components import free_port
 from verdictgate import Contract, Isolation, Policy, Suite
 from verdictgate.otel import conventions as names
 from verdictgate.otel.spans import decision_attributes, run_attributes
@@ -89,3 +94,21 @@ def running_server(
         yield server
     finally:
         server.stop()
+
+
+def start_serve(store: Path | str, port: int, *options: str) -> subprocess.Popen:
+    """`verdictgate serve` in a process of its own on gRPC `port`, with `options`, once it
+    listens."""
+    process = subprocess.Popen(
+        [sys.executable, "-m", "verdictgate", "serve", "--store", str(store),
+         "--grpc-listen", f"127.0.0.1:{port}", "--http-listen", f"127.0.0.1:{free_port()}",
+         "--idle", "600s", *options],
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+    )  # fmt: skip
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        with socket.socket() as probe:
+            if probe.connect_ex(("127.0.0.1", port)) == 0:
+                return process
+        time.sleep(0.05)
+    raise RuntimeError("the receiver did not start")

@@ -3,60 +3,13 @@
 from __future__ import annotations
 
 import json
-import socket
-import subprocess
-import time
 from pathlib import Path
 
-import pytest
-
+from collector_support import rotel_agent, start_collector
+from components import free_port
 from receiver_support import running_server
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
-
-
-def rotel_agent() -> str:
-    rotel = pytest.importorskip(
-        "rotel", reason="rotel (a Rust OTLP collector) ships wheels for CPython 3.11 on Linux only"
-    )
-    binary = Path(rotel.__file__).with_name("rotel-agent")
-    if not binary.exists():
-        pytest.skip("the rotel package has no rotel-agent binary on this platform")
-    return str(binary)
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
-def start_collector(binary: str, forward_to: int, log: Path) -> tuple[subprocess.Popen, int]:
-    """rotel receiving OTLP/gRPC on a free port and exporting to verdictgate on `forward_to`."""
-    port = free_port()
-    process = subprocess.Popen(
-        [
-            binary, "start",
-            "--otlp-grpc-endpoint", f"127.0.0.1:{port}",
-            "--otlp-http-endpoint", f"127.0.0.1:{free_port()}",
-            "--exporter", "otlp",
-            "--otlp-exporter-endpoint", f"http://127.0.0.1:{forward_to}",
-            "--batch-timeout", "10ms",
-            "--otlp-exporter-retry-max-elapsed-time", "120s",
-        ],
-        stdout=log.open("w"),
-        stderr=subprocess.STDOUT,
-    )  # fmt: skip
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline:
-        with socket.socket() as probe:
-            if probe.connect_ex(("127.0.0.1", port)) == 0:
-                return process, port
-        if process.poll() is not None:
-            raise RuntimeError(f"rotel exited: {log.read_text()}")
-        time.sleep(0.05)
-    process.kill()
-    raise RuntimeError("rotel did not start listening")
 
 
 def test_runner_through_a_real_collector_to_the_receiver(cli, tmp_path):

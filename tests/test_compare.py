@@ -8,8 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from conftest import stable_answers, suite_document, trial_records
-from test_snapshot import snapshot
+from conftest import snapshot, stable_answers, suite_document, trial_records
 from verdictgate.stats import difference_interval
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from test_import_agentverity import EVIDENCE
+from agentverity_support import EVIDENCE
 
 FIXTURES = Path(__file__).resolve().parents[1] / "examples"
 POLICY = ("--pass-rate", "0.5", "--max-p95-ms", "5000", "--tolerance", "0.2")

@@ -11,14 +11,12 @@ import pytest
 
 import verdictgate
 from conftest import codes_of, report_of, suite_document
+from otel_support import MemoryTelemetry
 from verdictgate import Status, Suite
-from verdictgate.assessment import Isolation, RelationResult
+from verdictgate.assessment import RelationResult
 from verdictgate.otel import conventions as names
 from verdictgate.otel.span_decoding import decode_results, run_declaration
-from verdictgate.otel.spans import run_attributes
-from verdictgate.policy import Policy
 from verdictgate.reports.checks import CheckResult, checks
-from verdictgate.runner.runner import _declare_relations
 from verdictgate.suite import Case, Contract
 from verdictgate.tiers.relations import Relation
 from verdictgate.tiers.semantic import SemanticCheck
@@ -334,33 +332,40 @@ def test_relation_status_precedence():
     assert RelationResult("r").status == "not_exercised"
 
 
-class _Span:
-    def __init__(self) -> None:
-        self.attributes: dict = {}
-
-    def set_attribute(self, key, value) -> None:
-        self.attributes[key] = value
-
-
 def test_errored_relations_round_trip_through_the_run_span():
     results = [
         RelationResult("case", ("deny",), ("approve",), ("review",)),
         RelationResult("explode", (), (), ("approve", "deny")),
         RelationResult("whitespace"),
     ]
-    span = _Span()
-    _declare_relations(span, results)
-    assert span.attributes[names.RELATIONS_ERRORED] == [
+
+    def router(text: str) -> str:  # `case` holds on approve, breaks on deny, raises on review
+        if text == text.lower() and "review" in text:
+            raise ConnectionError(SECRET)
+        return "approve" if text == text.lower() else keyword_gate(text)
+
+    def explode(text: str) -> str:  # raises on approve and deny; leaves review as it is
+        if "review" in text:
+            return text
+        raise ValueError(SECRET)
+
+    memory = MemoryTelemetry()
+    relations = ["case", Relation("explode", explode), "whitespace"]
+    suite = gate_suite("Please {route} request {n}")
+    assessment = verdictgate.run(router, suite, relations=relations, telemetry=memory.telemetry)
+    memory.telemetry.shutdown()
+    (run_span,) = [s for s in memory.spans.get_finished_spans() if s.name == names.RUN_SPAN]
+    attributes = dict(run_span.attributes)
+    assert list(attributes[names.RELATIONS_ERRORED]) == [
         "case=review", "explode=approve", "explode=deny",
     ]  # fmt: skip
-    suite = gate_suite()
-    attributes = run_attributes("run-1", suite, Policy(), 12, Isolation.UNKNOWN)
-    declared = run_declaration({**attributes, **span.attributes})
+    assert assessment.relations == tuple(results)  # as the processor read the run span
+    declared = run_declaration(attributes)
     assert declared.relations == tuple(results)
     assert [r.status for r in declared.relations] == ["violated", "errored", "not_exercised"]
     # a run span written before `errored` existed still reads
-    old = {k: v for k, v in span.attributes.items() if k != names.RELATIONS_ERRORED}
-    assert run_declaration({**attributes, **old}).relations[1] == RelationResult("explode")
+    old = {k: v for k, v in attributes.items() if k != names.RELATIONS_ERRORED}
+    assert run_declaration(old).relations[1] == RelationResult("explode")
     assert decode_results(("x",), (), (), ("x=a",)) == (RelationResult("x", (), (), ("a",)),)
 
 

@@ -15,8 +15,7 @@ from opentelemetry.proto.collector.logs.v1 import logs_service_pb2, logs_service
 from opentelemetry.proto.collector.metrics.v1 import metrics_service_pb2, metrics_service_pb2_grpc
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2, trace_service_pb2_grpc
 
-from otel_support import OtlpCollector
-from test_otlp_export import attributes
+from otel_support import OtlpCollector, attributes
 from verdictgate import Contract, Suite, Trial, assess
 from verdictgate.otel import conventions as names
 from verdictgate.otel.publication import Publication, TrialTally

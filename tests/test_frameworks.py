@@ -15,8 +15,7 @@ from framework_support import (
     openai_agents_factory,
     strands_factory,
 )
-from verdictgate import NoDecision, Suite, Trial
-from verdictgate.frameworks import from_langgraph, from_openai_agents, from_strands
+from verdictgate import NoDecision, Suite, Trial, from_langgraph, from_openai_agents, from_strands
 from verdictgate.suite import Case, Contract
 
 

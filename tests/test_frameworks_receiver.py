@@ -12,12 +12,12 @@ import time
 from pathlib import Path
 
 import verdictgate
+from collector_support import RetryingRelay, rotel_agent, start_collector
+from components import free_port
 from framework_agent_process import CASES, EXPECTED, SCRIPT
 from framework_support import strands_factory
-from test_collector_e2e import free_port, rotel_agent, start_collector
-from test_crash import RetryingRelay
-from test_crash import start_receiver as start_serve
-from verdictgate.frameworks import from_strands
+from receiver_support import start_serve
+from verdictgate import from_strands
 from verdictgate.receiver.store import Store
 from verdictgate.suite import Case, Contract, Suite
 

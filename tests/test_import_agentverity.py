@@ -7,20 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from agentverity_support import agentverity_report
+from agentverity_support import EVIDENCE, agentverity_report
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
-EVIDENCE = {
-    "schema": "agentverity.evidence/v2",
-    "isolation": "fresh-session",
-    "layer": "verdict",
-    "cases": [
-        {"input": "approve me", "expected": "approve", "observations": ["approve"] * 6},
-        {"input": "deny me", "expected": "deny", "observations": ["deny", "deny", "deny", "review"], "errors": 2},
-        {"input": "unsure", "expected": "review",
-         "observations": [{"kind": "no_decision", "reason": "refused"}] * 2 + [["lookup", "review"]] * 2},
-    ],
-}  # fmt: skip
 
 
 def test_observations_errors_and_no_decisions(cli, write):

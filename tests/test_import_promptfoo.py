@@ -208,7 +208,7 @@ def test_streaming_in_small_chunks_reads_the_same_as_in_one(cli, monkeypatch, wr
 
     args = ("--promptfoo", str(REAL), "--provider", "stochastic-router", "--decision-path", "route")
     _, whole = assess(cli, *args)
-    monkeypatch.setattr(promptfoo, "_CHUNK", 997)  # boundaries fall inside rows and separators
+    monkeypatch.setattr(promptfoo, "CHUNK_BYTES", 997)  # boundaries fall inside rows and separators
     _, chunked = assess(cli, *args)
     assert chunked == whole
     pretty = json.dumps(json.loads(REAL.read_text()), indent=2)  # the layout promptfoo writes

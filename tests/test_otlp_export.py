@@ -5,22 +5,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from otel_support import OtlpCollector
+from otel_support import OtlpCollector, attributes
 from verdictgate.otel import conventions as names
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
-
-
-def attributes(proto_attributes) -> dict:
-    values = {}
-    for item in proto_attributes:
-        value = item.value
-        kind = value.WhichOneof("value")
-        if kind == "array_value":
-            values[item.key] = [v.string_value for v in value.array_value.values]
-        else:
-            values[item.key] = getattr(value, kind)
-    return values
 
 
 def test_run_exports_decisions_admission_metrics_and_event(cli):

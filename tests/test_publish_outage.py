@@ -11,38 +11,14 @@ import time
 from pathlib import Path
 
 from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
-from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExportResult
-from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.sdk.trace.export import SpanExportResult
 
-from otel_support import OtlpCollector
-from test_collector_e2e import free_port
-from test_otlp_export import attributes
-from verdictgate import Contract, Policy, Suite, decision, evaluation_run, trial
+from components import free_port
+from otel_support import OtlpCollector, attributes, run_spans
 from verdictgate.otel import conventions as names
 from verdictgate.otel.publication import GAUGES
 
-SUITE = Suite("refunds", "refund_gate", (), Contract({"approve", "deny"}))
 RUNS = ("outage-1", "outage-2", "outage-3")
-
-
-def run_spans(run_id: str, flips: bool) -> list:
-    """The finished spans of one run: 2 cases x 6 trials, the second case flipping if asked."""
-    memory = InMemorySpanExporter()
-    provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(memory))
-    with evaluation_run(
-        run_id=run_id, suite=SUITE, policy=Policy(tolerance=0.15), planned_trials=12,
-        tracer_provider=provider,
-    ):  # fmt: skip
-        for case, route in (("c1", "approve"), ("c2", "deny")):
-            for index in range(6):
-                with (
-                    trial(run=run_id, case=case, index=index, expected=route, suite=SUITE.name),
-                    decision(SUITE.point, tracer_provider=provider) as recorder,
-                ):
-                    recorder.record("approve" if flips and case == "c2" and index % 2 else route)
-    return list(memory.get_finished_spans())
 
 
 def serve(store: Path, grpc_port: int, publish_port: int) -> subprocess.Popen:
@@ -65,12 +41,12 @@ def serve(store: Path, grpc_port: int, publish_port: int) -> subprocess.Popen:
     raise RuntimeError("the receiver did not start")
 
 
-def stop(process: subprocess.Popen) -> tuple[float, str]:
-    """SIGTERM; the seconds it took to exit, and what it logged."""
-    began = time.monotonic()
+def stop(process: subprocess.Popen) -> str:
+    """SIGTERM; what it logged until it exited (how long it takes to exit during an outage is
+    a figure benchmarks/publish_outage.py prints)."""
     process.send_signal(signal.SIGTERM)
     _, stderr = process.communicate(timeout=30)
-    return time.monotonic() - began, stderr
+    return stderr
 
 
 def export_runs(grpc_port: int, runs: list[list]) -> list[SpanExportResult]:
@@ -142,8 +118,7 @@ def test_an_unreachable_publish_target_never_stalls_senders_and_loses_no_admissi
     process = serve(store, grpc_port := free_port(), publish_port)
     results = export_runs(grpc_port, runs)  # each export gives up after its 2 s timeout
     assert results == [SpanExportResult.SUCCESS] * 3
-    seconds, log = stop(process)
-    assert seconds < 10, f"shutdown took {seconds:.1f} s"  # generous; the figure is in the note
+    log = stop(process)
     assert log.count("cannot publish admissions") == 1, log  # once per state change
     assert "3 admissions wait in the outbox" in log
 
@@ -152,7 +127,7 @@ def test_an_unreachable_publish_target_never_stalls_senders_and_loses_no_admissi
     time.sleep(1.0)  # a few attempts fail and back off
     with OtlpCollector(publish_port) as collector:
         wait_for_admissions(collector, 3)
-        _, log = stop(process)
+        log = stop(process)
     assert log.count("cannot publish admissions") == 1, log
     assert "(3 admissions waiting)" in log  # the restart found them
     assert log.count("again; the outbox is delivered") == 1, log  # ... once when it works again

@@ -13,6 +13,7 @@ import urllib.request
 import grpc
 import pytest
 from google.protobuf.json_format import MessageToJson
+from google.protobuf.message import DecodeError
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
@@ -38,11 +39,10 @@ from verdictgate.otel.otlp_reading import (
     MAX_ATTRIBUTE_VALUE,
     Extract,
     MalformedRequest,
-    _extract_entries,
     extract_json,
     extract_protobuf,
 )
-from verdictgate.v1.otlp_view_pb2 import ExportTraceRequestEntries
+from verdictgate.v1.otlp_view_pb2 import ExportTraceRequestView
 
 TRACE_EXPORT = "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
 KEPT = Trial("c-kept", 0, "approve", "r", "approve")
@@ -510,6 +510,11 @@ def junk_span(name: str, pairs: list[tuple[str, AnyValue]], start: int, end: int
     )
 
 
+UNREAD = "~" * 12
+"""In the name of the junk requests' other span, and nowhere else in them (their strings have
+at most 6 characters), so that `with_bytes` can make that name bytes that are not UTF-8."""
+
+
 @st.composite
 def junk_requests(draw) -> ExportTraceServiceRequest:
     """A valid decision span beside three spans with arbitrary attributes: decision, run, other."""
@@ -518,7 +523,7 @@ def junk_requests(draw) -> ExportTraceServiceRequest:
         junk_span("decide x", draw(attribute_lists), draw(times), draw(times)),
         kept(),
         junk_span(names.RUN_SPAN, draw(attribute_lists), 0, 0),
-        junk_span("GET /", draw(attribute_lists), 0, 0),
+        junk_span(f"GET /{UNREAD}", draw(attribute_lists), 0, 0),
     ]
     return request(draw(st.permutations(spans)))
 
@@ -529,7 +534,12 @@ def test_any_attributes_reject_at_most_their_own_span_and_both_encodings_agree(b
     encoded = body.SerializeToString()
     from_protobuf = extract_protobuf(encoded)
     from_json = extract_json(MessageToJson(body).encode())
-    from_entries = _extract_entries(ExportTraceRequestEntries.FromString(encoded))
+    # with the other span's name not UTF-8, the map view cannot parse the request, so it is
+    # read entry by entry: the same spans must read the same that way
+    unreadable = with_bytes(encoded, UNREAD, BAD * 3)
+    with pytest.raises((DecodeError, ValueError)):
+        ExportTraceRequestView.FromString(unreadable)
+    from_entries = extract_protobuf(unreadable)
     # repr: a NaN a declaration may hold is equal to itself only there
     assert repr(summary(from_protobuf)) == repr(summary(from_json)) == repr(summary(from_entries))
     assert KEPT in from_protobuf.trials and from_protobuf.other_spans == 1

@@ -157,7 +157,7 @@ def test_silent_sockets_are_closed_by_the_header_timeout_and_exports_go_on():
     from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
     from opentelemetry.sdk.trace.export import SpanExportResult
 
-    from test_publish_outage import run_spans
+    from otel_support import run_spans
 
     with running_server(limits=Limits(header_timeout_seconds=1.0)) as server:
         silent = [connect(server) for _ in range(200)]

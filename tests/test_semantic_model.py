@@ -6,8 +6,9 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import socket
 import statistics
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -42,22 +43,37 @@ def independent_threshold() -> float:
     return statistics.fmean(similarities) - 2 * statistics.stdev(similarities)
 
 
-def test_calibrate_reproduces_its_threshold_offline_and_stores_it(suite_copy, cli, monkeypatch):
-    from verdictgate.tiers import semantic
+OFFLINE_CALIBRATE = """
+import os, socket, sys
+def no_network(*args, **kwargs):
+    raise OSError("network use during an offline model load")
+socket.socket.connect = no_network
+socket.create_connection = no_network
+from verdictgate.cli.main import main
+try:
+    main(sys.argv[1:], prog_name="verdictgate")
+finally:
+    print("HF_HUB_OFFLINE=" + os.environ.get("HF_HUB_OFFLINE", ""), file=sys.stderr)
+"""
+"""`verdictgate calibrate ARGS` with every connection refused, in a process of its own (one
+that has loaded the model keeps it); it writes its HF_HUB_OFFLINE on stderr as it ends."""
 
-    def no_network(*args, **kwargs):
-        raise OSError("network use during an offline model load")
 
-    semantic._bundled_model.cache_clear()  # load it here, with every connection refused
-    monkeypatch.setattr(socket.socket, "connect", no_network)
-    monkeypatch.setattr(socket, "create_connection", no_network)
-    result = cli(
-        "calibrate", "--suite", suite_copy, "--outputs", str(KNOWN_GOOD), "--format", "json"
-    )
-    assert result.exit_code == 0, result.stderr
+def test_calibrate_reproduces_its_threshold_offline_and_stores_it(suite_copy, cli):
+    # the model loads in a fresh process, where neither it nor the offline switches are set yet
+    environment = {
+        name: value
+        for name, value in os.environ.items()
+        if name not in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")
+    }
+    result = subprocess.run(
+        [sys.executable, "-c", OFFLINE_CALIBRATE, "calibrate", "--suite", suite_copy,
+         "--outputs", str(KNOWN_GOOD), "--format", "json"],
+        capture_output=True, text=True, env=environment, timeout=600,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
     calibration = json.loads(result.stdout)
-    assert os.environ["HF_HUB_OFFLINE"] == "1"
-    monkeypatch.undo()
+    assert "HF_HUB_OFFLINE=1" in result.stderr.splitlines()
     assert calibration["samples"] == 24 and calibration["model"] == "all-MiniLM-L6-v2"
     assert calibration["threshold"] == pytest.approx(independent_threshold(), abs=1e-5)
     assert calibration["threshold"] == pytest.approx(0.5989, abs=0.005)  # this model, this set

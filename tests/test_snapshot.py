@@ -5,21 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from conftest import stable_answers, suite_document, trial_records
-
-
-def snapshot(cli, trials: str, suite: str, baseline: Path):
-    """Approve the trials as a baseline written to `baseline`."""
-    return cli(
-        "snapshot",
-        "--trials",
-        trials,
-        "--suite",
-        suite,
-        "--accept-reference",
-        "--output",
-        str(baseline),
-    )
+from conftest import snapshot, stable_answers, suite_document, trial_records
 
 
 def test_snapshot_then_check(cli, write, tmp_path):

@@ -122,7 +122,7 @@ def test_tls_failures_are_named_as_tls_failures(tmp_path, server):
 
 
 def test_status_wait_started_before_the_receiver_is_up(tmp_path):
-    from test_collector_e2e import free_port
+    from components import free_port
 
     port = free_port()
     waiting = status("--endpoint", f"127.0.0.1:{port}", "--run", "early", "--wait", "60")
@@ -148,7 +148,7 @@ def test_watchers_never_starve_exports(server):
     from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
     from opentelemetry.sdk.trace.export import SpanExportResult
 
-    from test_publish_outage import run_spans
+    from otel_support import run_spans
     from verdictgate.receiver.grpc_api import ADMISSION_SERVICE
     from verdictgate.v1 import verdictgate_pb2 as pb
 

@@ -7,6 +7,7 @@ provider, as Strands does; the real frameworks are exercised in test_frameworks.
 from __future__ import annotations
 
 import asyncio
+import gc
 import threading
 
 import pytest
@@ -19,7 +20,7 @@ from opentelemetry.trace import Status, StatusCode
 import verdictgate
 from verdictgate import PlanError, Suite, Trial
 from verdictgate.otel import conventions as names
-from verdictgate.otel.trial_capture import _OPEN
+from verdictgate.otel.trial_capture import OpenTrial
 from verdictgate.suite import Case, Contract
 
 
@@ -101,6 +102,12 @@ class Collected:
         self.trials.append(trial)
 
 
+def live_open_trials() -> list[OpenTrial]:
+    """Every OpenTrial object still alive in this process."""
+    gc.collect()
+    return [thing for thing in gc.get_objects() if type(thing) is OpenTrial]  # no proxy asked
+
+
 def by_case(trials: list[Trial]) -> dict[str, list]:
     found: dict[str, list] = {}
     for trial in sorted(trials, key=lambda t: t.index):
@@ -117,7 +124,9 @@ def test_run_derives_each_decision_from_the_tool_spans_and_counts_the_flips() ->
         }
     )
     sink = Collected()
+    before = live_open_trials()
     assessment = verdictgate.run(agent, support_suite(), repeats=8, sink=sink, decision="tools")
+    left = [trial for trial in live_open_trials() if not any(trial is old for old in before)]
     decisions = by_case(sink.trials)
     assert decisions["refund-0"] == [("refund",)] * 8
     assert decisions["lookup-0"] == [("lookup", "notify")] * 8
@@ -128,7 +137,7 @@ def test_run_derives_each_decision_from_the_tool_spans_and_counts_the_flips() ->
     )  # escalate-0's (2,3), (6,7)
     flips = {case.case: case.flips for case in assessment.cases}
     assert flips == {"refund-0": 0, "escalate-0": 2, "lookup-0": 0}
-    assert not _OPEN  # nothing is kept once the trials are over
+    assert not left  # nothing is kept once the trials are over
 
 
 def test_an_agent_without_instrumentation_is_an_error_never_a_tool_less_decision() -> None:

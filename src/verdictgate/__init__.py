@@ -5,96 +5,105 @@ import verdictgate
 suite = verdictgate.load_suite("examples/payment_suite.json")
 assessment = verdictgate.run(my_router, suite)
 print(assessment.status, assessment.headline)
+print(verdictgate.render(assessment, "markdown"))
+
+The public API is exactly what this module exports (`__all__`, listed in docs/api.md); every
+submodule is internal and may change between releases.
 """
 
+import ast
 import importlib
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-if TYPE_CHECKING:
-    from .assessment import Assessment, Isolation, RunInfo, Status
-    from .clock import ManualClock
-    from .engine import assess
-    from .errors import InputError, PlanError, VerdictgateError
-    from .evidence import Evidence
-    from .fingerprints import fingerprint
-    from .importers.deepeval import evidence_from_deepeval
-    from .otel.instrument import decision, decision_point, evaluation_run, trial, trial_span
-    from .otel.processor import EvidenceProcessor
-    from .otel.publisher import Publisher
-    from .otel.telemetry import Telemetry
-    from .plan import RunPlan, plan_run
-    from .policy import PRECISION_PRESETS, Claim, Policy
-    from .runner.agent import Agent, from_callable, from_factory
-    from .runner.run_options import RunOptions
-    from .runner.runner import run
-    from .stats import (
-        Method,
-        Stability,
-        change_rate,
-        pairs_needed,
-        pairs_to_qualify,
-        wilson_interval,
-    )
-    from .suite import Case, Contract, Suite
-    from .suite_file import load_suite
-    from .tiers.invariants import Invariant
-    from .tiers.relations import Relation
-    from .tiers.semantic import SemanticCheck, calibrate
-    from .trial_model import NoDecision, Outcome, Trial
-    from .trials_file import read_trials
+if TYPE_CHECKING:  # the public surface, written once: read again below to load each on first use
+    from .assessment import Assessment as Assessment
+    from .assessment import Isolation as Isolation
+    from .assessment import RunInfo as RunInfo
+    from .assessment import Status as Status
+    from .baseline import Baseline as Baseline
+    from .baseline import Regression as Regression
+    from .baseline import check as check
+    from .baseline import load_baseline as load_baseline
+    from .baseline import snapshot as snapshot
+    from .clock import ManualClock as ManualClock
+    from .drift import Comparison as Comparison
+    from .drift import compare as compare
+    from .engine import assess as assess
+    from .errors import InputError as InputError
+    from .errors import InvalidDecision as InvalidDecision
+    from .errors import MissingVerdict as MissingVerdict
+    from .errors import PlanError as PlanError
+    from .errors import SemanticUnavailable as SemanticUnavailable
+    from .errors import SnapshotRefused as SnapshotRefused
+    from .errors import TrialIndexError as TrialIndexError
+    from .errors import VerdictgateError as VerdictgateError
+    from .evidence import Evidence as Evidence
+    from .fingerprints import fingerprint as fingerprint
+    from .frameworks.langgraph import from_langgraph as from_langgraph
+    from .frameworks.openai_agents import from_openai_agents as from_openai_agents
+    from .frameworks.strands import from_strands as from_strands
+    from .frameworks.verdicts import read_verdict as read_verdict
+    from .importers import Imported as Imported
+    from .importers import evidence_from_agentverity as evidence_from_agentverity
+    from .importers import evidence_from_promptfoo as evidence_from_promptfoo
+    from .importers.deepeval import evidence_from_deepeval as evidence_from_deepeval
+    from .otel.instrument import decision as decision
+    from .otel.instrument import decision_point as decision_point
+    from .otel.instrument import evaluation_run as evaluation_run
+    from .otel.instrument import trial as trial
+    from .otel.instrument import trial_span as trial_span
+    from .otel.processor import EvidenceProcessor as EvidenceProcessor
+    from .otel.publisher import Publisher as Publisher
+    from .otel.telemetry import Telemetry as Telemetry
+    from .plan import RunPlan as RunPlan
+    from .plan import plan_run as plan_run
+    from .policy import PRECISION_PRESETS as PRECISION_PRESETS
+    from .policy import Claim as Claim
+    from .policy import Policy as Policy
+    from .reports import render as render
+    from .runner.agent import Agent as Agent
+    from .runner.agent import from_callable as from_callable
+    from .runner.agent import from_factory as from_factory
+    from .runner.run_options import RunOptions as RunOptions
+    from .runner.runner import run as run
+    from .stats import Method as Method
+    from .stats import Stability as Stability
+    from .stats import change_rate as change_rate
+    from .stats import pairs_needed as pairs_needed
+    from .stats import pairs_to_qualify as pairs_to_qualify
+    from .stats import wilson_interval as wilson_interval
+    from .suite import Case as Case
+    from .suite import Contract as Contract
+    from .suite import Suite as Suite
+    from .suite_file import load_suite as load_suite
+    from .tiers.invariants import Invariant as Invariant
+    from .tiers.relations import Relation as Relation
+    from .tiers.semantic import SemanticCheck as SemanticCheck
+    from .tiers.semantic import calibrate as calibrate
+    from .trial_model import NoDecision as NoDecision
+    from .trial_model import Outcome as Outcome
+    from .trial_model import Trial as Trial
+    from .trials_file import read_trials as read_trials
 
-_EXPORTS: dict[str, str] = {
-    "Agent": "runner.agent",
-    "Assessment": "assessment",
-    "Case": "suite",
-    "Claim": "policy",
-    "Contract": "suite",
-    "Evidence": "evidence",
-    "EvidenceProcessor": "otel.processor",
-    "ManualClock": "clock",
-    "InputError": "errors",
-    "Invariant": "tiers.invariants",
-    "Isolation": "assessment",
-    "Method": "stats",
-    "NoDecision": "trial_model",
-    "Outcome": "trial_model",
-    "PRECISION_PRESETS": "policy",
-    "PlanError": "errors",
-    "Policy": "policy",
-    "Publisher": "otel.publisher",
-    "Relation": "tiers.relations",
-    "RunInfo": "assessment",
-    "RunPlan": "plan",
-    "SemanticCheck": "tiers.semantic",
-    "Stability": "stats",
-    "Status": "assessment",
-    "Suite": "suite",
-    "Telemetry": "otel.telemetry",
-    "Trial": "trial_model",
-    "VerdictgateError": "errors",
-    "assess": "engine",
-    "calibrate": "tiers.semantic",
-    "change_rate": "stats",
-    "decision": "otel.instrument",
-    "decision_point": "otel.instrument",
-    "evaluation_run": "otel.instrument",
-    "evidence_from_deepeval": "importers.deepeval",
-    "fingerprint": "fingerprints",
-    "from_callable": "runner.agent",
-    "from_factory": "runner.agent",
-    "load_suite": "suite_file",
-    "pairs_needed": "stats",
-    "pairs_to_qualify": "stats",
-    "plan_run": "plan",
-    "read_trials": "trials_file",
-    "run": "runner.runner",
-    "RunOptions": "runner.run_options",
-    "trial": "otel.instrument",
-    "trial_span": "otel.instrument",
-    "wilson_interval": "stats",
-}
-"""Public name -> module. Loaded on first use, so `import verdictgate` for the decorator
-costs only the OpenTelemetry API; the SDK comes in with the processor or the runner."""
+
+def _surface() -> dict[str, str]:
+    """Public name -> the module that defines it, read from the imports above."""
+    tree = ast.parse(Path(__file__).read_text(encoding="utf-8"))
+    block = next(node for node in tree.body if isinstance(node, ast.If))
+    return {
+        alias.asname or alias.name: node.module or ""
+        for node in block.body
+        if isinstance(node, ast.ImportFrom)
+        for alias in node.names
+    }
+
+
+_EXPORTS = _surface()
+"""Loaded on first use, so `import verdictgate` for the decorator costs only the OpenTelemetry
+API; the SDK comes in with the processor or the runner, a framework with its adapter."""
+
+__all__ = sorted(_EXPORTS)
 
 
 def __getattr__(name: str) -> Any:
@@ -107,56 +116,4 @@ def __getattr__(name: str) -> Any:
 
 
 def __dir__() -> list[str]:
-    return sorted(__all__)
-
-
-__all__ = [
-    "PRECISION_PRESETS",
-    "Agent",
-    "Assessment",
-    "Case",
-    "Claim",
-    "Contract",
-    "Evidence",
-    "EvidenceProcessor",
-    "InputError",
-    "Invariant",
-    "Isolation",
-    "ManualClock",
-    "Method",
-    "NoDecision",
-    "Outcome",
-    "PlanError",
-    "Policy",
-    "Publisher",
-    "Relation",
-    "RunInfo",
-    "RunOptions",
-    "RunPlan",
-    "SemanticCheck",
-    "Stability",
-    "Status",
-    "Suite",
-    "Telemetry",
-    "Trial",
-    "VerdictgateError",
-    "assess",
-    "calibrate",
-    "change_rate",
-    "decision",
-    "decision_point",
-    "evaluation_run",
-    "evidence_from_deepeval",
-    "fingerprint",
-    "from_callable",
-    "from_factory",
-    "load_suite",
-    "pairs_needed",
-    "pairs_to_qualify",
-    "plan_run",
-    "read_trials",
-    "run",
-    "trial",
-    "trial_span",
-    "wilson_interval",
-]
+    return list(__all__)

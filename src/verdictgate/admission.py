@@ -298,12 +298,10 @@ def _threshold(
 def _threshold_step(measure: str) -> Callable[[Findings], Iterable[str]]:
     def steps(f: Findings) -> Iterator[str]:
         stats = f.latency if measure == "latency" else f.tool_calls
-        if stats is None:
-            yield (
-                "Record each trial's latency (decision spans are timed; trials files carry "
-                "latency_ms)" if measure == "latency"
-                else "A tool-call threshold needs decisions that are tool paths: record the tools called"
-            )  # fmt: skip
+        if stats is None and measure == "latency":
+            yield "Record each trial's latency (decision spans are timed; trials files carry latency_ms)"
+        elif stats is None:
+            yield "A tool-call threshold needs decisions that are tool paths: record the tools called"
         elif stats.result is Threshold.EXCEEDED:
             yield f"Bring the p95 {measure.replace('_', ' ')} under the threshold before freezing a baseline."
         else:
@@ -331,9 +329,12 @@ def _more_judged(f: Findings) -> Iterator[str]:
     if rate is None or not rate.judged:
         return
     total = pairs_to_qualify(
-        rate.judged - rate.passed, rate.judged, 1 - rate.required, f.policy.confidence,
+        rate.judged - rate.passed,
+        rate.judged,
+        1 - rate.required,
+        f.policy.confidence,
         judged_once(f.policy.method),
-    )  # fmt: skip
+    )
     if total is not None:
         yield (
             f"Collect {total - rate.judged} more judged trials: if they all pass, the pass rate "
@@ -346,8 +347,11 @@ def _curtailed_steps(f: Findings) -> Iterator[str]:
         "Make the cases that changed repeatable (see flip pairs), or plan more pairs: even had "
         "every call left agreed, this plan could not have qualified the run."
     )
-    if not any(rule.message(f) for rule in RULES if rule.check.startswith("stability.")
-               and rule.effect is Status.REJECTED):  # fmt: skip
+    if not any(
+        rule.message(f)
+        for rule in RULES
+        if rule.check.startswith("stability.") and rule.effect is Status.REJECTED
+    ):
         yield (
             "Curtailed at its first flips, the run had too few to show a change rate above its "
             "tolerance: for that verdict, run it with --sequential, which stops as soon as one "
@@ -398,144 +402,393 @@ def _json_document(text: str) -> bool:
 
 
 RULES: tuple[Rule, ...] = (
-    Rule(ReasonCode.SHARED_SESSION, Status.REJECTED, "isolation",
-         lambda f: "reruns shared one session, so they are not independent; such a run is never admitted"
-         if f.run.isolation is Isolation.SHARED_SESSION else None,
-         _one("Give every trial a fresh session (or a fresh agent instance) and declare that isolation.")),
-    Rule(ReasonCode.QUALITY_FAILED, Status.REJECTED, "quality",
-         lambda f: f"{len(f.quality_failed)} cases missed their expected route or failed a tier on "
-         "the first call, so the run stopped before paying for repeats: " + listing(f.quality_failed[:5])
-         if f.quality_failed else None,
-         _one("Fix the decisions of the cases that missed their route first: a reliably wrong route "
-              "is still wrong, and repeating it proves nothing.")),
-    Rule(ReasonCode.INVARIANT_BLOCKED, Status.REJECTED, "invariants",
-         lambda f: "blocking invariants failed: "
-         + listing(f"{name} in {count} trials" for name, count in f.invariants.failed.items())
-         if f.invariants.failed else None,
-         _one("Fix the outputs that break a blocking invariant; every valid output must hold it.")),
-    Rule(ReasonCode.RELATION_VIOLATED, Status.REJECTED, "relations",
-         lambda f: "decisions changed under relations that must not change them: "
-         + listing((f"{r.name} on {listing(r.violated)}" for r in f.relations
-                     if r.status is RelationStatus.VIOLATED), "; ")
-         if any(r.status is RelationStatus.VIOLATED for r in f.relations) else None,
-         _one("Make the decision depend on what the input means, not on its spelling or layout.")),
-    Rule(ReasonCode.RELATIONS_VACUOUS, Status.REJECTED, "relations",
-         lambda f: "the relations requested changed no input, so they tested nothing: "
-         + listing(r.name for r in f.relations)
-         if f.relations and all(r.status is RelationStatus.NOT_EXERCISED for r in f.relations)
-         else None,
-         _one("Choose relations that change some inputs, or add inputs they apply to.")),
-    Rule(ReasonCode.INTEGRITY_CONFLICT, Status.REJECTED, "integrity",
-         lambda f: f"{f.trials.conflicts} trial identities (run, case, trial) received conflicting records"
-         if f.trials.conflicts else None,
-         lambda f: (f"Check the harness for reused run ids or re-executed retries: {f.trials.conflicts} "
-                    "trial identities got two different answers.",)),
-    Rule(ReasonCode.DECLARATION_CONFLICT, Status.REJECTED, "integrity",
-         lambda f: "a second run span declared this run differently (contract, policy or plan); "
-         "the first declaration was kept" if f.declaration_conflict else None,
-         _one("Give every run its own run id: two senders declared the same run differently.")),
-    Rule(ReasonCode.POOLED_STOCHASTIC, Status.REJECTED, "stability.pooled",
-         lambda f: f"the pooled change rate is above {percent(f.pooled.tolerance)}: {interval(f.pooled)}"
-         if _claims(f, Claim.TESTED) and f.pooled.result is Stability.STOCHASTIC else None,
-         lambda f: () if any(r.change.result is Stability.STOCHASTIC for r in f.routes) else
-         ("Find the cases that change between reruns (see flip pairs) and make their decisions repeatable.",)),
-    Rule(ReasonCode.POPULATION_STOCHASTIC, Status.REJECTED, "stability.population",
-         lambda f: f"new inputs are shown to change above {percent(f.policy.tolerance)}: "
-         f"{population_summary(f)}"
-         if _claims(f, Claim.POPULATION) and f.population.result is Stability.STOCHASTIC else None,
-         _one("Find the cases that change between reruns (see flip pairs) and make their decisions "
-              "repeatable: with the case as the unit, a few unstable cases weigh heavily.")),
-    Rule(ReasonCode.TARGET_STOCHASTIC, Status.REJECTED, "stability.route",
-         lambda f: "routes above their target: " + _routes_named(routes)
-         if (routes := _stochastic(f, targeted=True)) else None,
-         lambda f: [_flip_step(route) for route in _stochastic(f, targeted=True)]),
-    Rule(ReasonCode.ROUTE_STOCHASTIC, Status.REJECTED, "stability.route",
-         lambda f: "routes that flip on reruns: " + _routes_named(routes)
-         if (routes := _stochastic(f, targeted=False)) else None,
-         lambda f: [_flip_step(route) for route in _stochastic(f, targeted=False)]),
-    Rule(ReasonCode.CONTRACT_MISSING_INTENDED, Status.REJECTED, "contract",
-         lambda f: "no case is intended for required routes: "
-         + _with_critical(f.coverage.missing_intended, f.coverage.critical_missing)
-         if f.coverage.missing_intended else None,
-         lambda f: [f"Add at least one case whose expected route is {shown(r)}." for r in f.coverage.missing_intended]),
-    Rule(ReasonCode.CONTRACT_MISSING_OBSERVED, Status.REJECTED, "contract",
-         lambda f: "no trial reached required routes: " + _with_critical(routes, f.coverage.critical_missing)
-         if (routes := unreached(f)) else None,
-         _unreached_steps),
-    Rule(ReasonCode.CONTRACT_UNKNOWN_DECISION, Status.REJECTED, "contract",
-         lambda f: "trials returned decisions outside the contract: " + listing(f.coverage.unknown)
-         if f.coverage.unknown else None,
-         _unknown_steps),
-    Rule(ReasonCode.CONTRACT_UNDER_CASED, Status.REJECTED, "contract",
-         lambda f: "routes with fewer cases than the contract asks: " + listing(
-             f"{shown(route)} ({f.coverage.intended.get(route, 0)} of {f.coverage.minimum_cases[route]})"
-             for route in f.coverage.under_cased)
-         if f.coverage.under_cased else None,
-         lambda f: [f"Add {f.coverage.minimum_cases[r] - f.coverage.intended.get(r, 0)} more cases for route {shown(r)}: "
-                    f"it has {f.coverage.intended.get(r, 0)}, the contract asks for {f.coverage.minimum_cases[r]}."
-                    for r in f.coverage.under_cased]),
-    Rule(ReasonCode.DOMINANT_DECISION, Status.REJECTED, "dominance",
-         lambda f: f"{percent(f.dominance.share)} of {f.dominance.cases} cases first decided "
-         f"{shown(f.dominance.verdict or '')}: the probes collapsed onto one decision" if f.dominance.collapsed else None,
-         lambda f: (f"Most cases first decided {shown(f.dominance.verdict or '')}: add probes meant to reach the other "
-                    "routes, so the run says something about them.",)),
-    Rule(ReasonCode.LATENCY_EXCEEDED, Status.REJECTED, "latency",
-         _threshold("latency", "ms", "recorded a latency", Threshold.EXCEEDED), _threshold_step("latency")),
-    Rule(ReasonCode.TOOL_CALLS_EXCEEDED, Status.REJECTED, "tool_calls",
-         _threshold("tool_calls", "tools", "decided a tool path", Threshold.EXCEEDED),
-         _threshold_step("tool_calls")),
-    Rule(ReasonCode.PASS_RATE_UNRELIABLE, Status.REJECTED, "pass_rate",
-         lambda f: f"the pass rate is below the required {percent(rate.required)}: {_passes(rate)}"
-         if (rate := f.pass_rate) is not None and rate.result is Reliability.UNRELIABLE else None,
-         _fix_failing_cases),
-    Rule(ReasonCode.ROUTE_PASS_RATE_UNRELIABLE, Status.REJECTED, "pass_rate",
-         lambda f: "routes whose pass rate is below the required rate: " + listing((
-             f"{shown(route)} ({_passes(f.passes.route_rates[route])})" for route in low), "; ")
-         if (low := f.passes.unreliable_routes()) else None,
-         _fix_failing_cases),
-    Rule(ReasonCode.CURTAILED, Status.INCONCLUSIVE, "completeness",
-         lambda f: f"the run was curtailed after {f.trials.expected} of {s.sized_for} planned calls: "
-         f"no outcome of the {s.sized_for - f.trials.expected} calls left could qualify it"
-         if (s := f.stopping) is not None and s.curtailed else None,
-         _curtailed_steps),
-    Rule(ReasonCode.LATENCY_UNDECIDED, Status.INCONCLUSIVE, "latency",
-         _threshold("latency", "ms", "recorded a latency", Threshold.UNDECIDED), _threshold_step("latency")),
-    Rule(ReasonCode.TOOL_CALLS_UNDECIDED, Status.INCONCLUSIVE, "tool_calls",
-         _threshold("tool_calls", "tools", "decided a tool path", Threshold.UNDECIDED),
-         _threshold_step("tool_calls")),
-    Rule(ReasonCode.POOLED_UNDECIDED, Status.INCONCLUSIVE, "stability.pooled",
-         lambda f: f"{interval(f.pooled)}: not enough to show the change rate is below "
-         f"{percent(f.pooled.tolerance)}"
-         if _claims(f, Claim.TESTED) and f.pooled.result is Stability.UNDECIDED else None,
-         lambda f: (_pairs_step("the pooled change rate", f.pooled, len(f.cases), f.policy.confidence),)),
-    Rule(ReasonCode.POPULATION_UNDECIDED, Status.INCONCLUSIVE, "stability.population",
-         lambda f: f"{population_summary(f)}: not enough to show that new inputs change below "
-         f"{percent(f.policy.tolerance)}"
-         if _claims(f, Claim.POPULATION) and f.population.result is Stability.UNDECIDED else None,
-         _more_cases),
-    Rule(ReasonCode.TARGET_UNDECIDED, Status.INCONCLUSIVE, "stability.route",
-         lambda f: "routes not yet shown within target: " + _routes_named(routes)
-         if (routes := [r for r in f.routes if r.targeted and r.change.result is Stability.UNDECIDED])
-         else None,
-         lambda f: [_pairs_step(f"route {shown(r.route)}", r.change, r.cases, f.policy.confidence)
-                    for r in f.routes if r.targeted and r.change.result is Stability.UNDECIDED]),
-    Rule(ReasonCode.PASS_RATE_UNDECIDED, Status.INCONCLUSIVE, "pass_rate",
-         lambda f: (f"not yet shown above the required pass rate {percent(rate.required)}: {_passes(rate)}"
-                    if rate.judged else "a pass rate is required but no trial carries an evaluator's verdict")
-         if (rate := f.pass_rate) is not None and rate.result is Reliability.UNDECIDED else None,
-         _more_judged),
-    Rule(ReasonCode.INCOMPLETE, Status.INCONCLUSIVE, "completeness", _incomplete,
-         lambda f: () if f.in_progress else (f"Fix what failed and rerun the missing trials: {_incomplete(f)}.",)),
-    Rule(ReasonCode.IN_PROGRESS, Status.INCONCLUSIVE, "completeness",
-         lambda f: "the run is still collecting trials: its plan is not complete and its idle period "
-         "has not ended" if f.in_progress else None,
-         _one("Wait for the run to finish (`verdictgate status --wait SECONDS`).")),
-    Rule(ReasonCode.NO_REPEATS, Status.INCONCLUSIVE, "repeats",
-         lambda f: f"{f.cases_without_repeats} cases have fewer than 2 trials, so they form no rerun pair"
-         if f.cases_without_repeats else None,
-         _one("Repeat every case at least twice: `verdictgate run --repeats K`, or your harness's "
-              "repeat option (promptfoo `repeat`, DeepEval `-r`).")),
-)  # fmt: skip
+    Rule(
+        ReasonCode.SHARED_SESSION,
+        Status.REJECTED,
+        "isolation",
+        lambda f: (
+            "reruns shared one session, so they are not independent; such a run is never admitted"
+            if f.run.isolation is Isolation.SHARED_SESSION
+            else None
+        ),
+        _one(
+            "Give every trial a fresh session (or a fresh agent instance) and declare that isolation."
+        ),
+    ),
+    Rule(
+        ReasonCode.QUALITY_FAILED,
+        Status.REJECTED,
+        "quality",
+        lambda f: (
+            f"{len(f.quality_failed)} cases missed their expected route or failed a tier on "
+            "the first call, so the run stopped before paying for repeats: "
+            + listing(f.quality_failed[:5])
+            if f.quality_failed
+            else None
+        ),
+        _one(
+            "Fix the decisions of the cases that missed their route first: a reliably wrong route "
+            "is still wrong, and repeating it proves nothing."
+        ),
+    ),
+    Rule(
+        ReasonCode.INVARIANT_BLOCKED,
+        Status.REJECTED,
+        "invariants",
+        lambda f: (
+            "blocking invariants failed: "
+            + listing(f"{name} in {count} trials" for name, count in f.invariants.failed.items())
+            if f.invariants.failed
+            else None
+        ),
+        _one("Fix the outputs that break a blocking invariant; every valid output must hold it."),
+    ),
+    Rule(
+        ReasonCode.RELATION_VIOLATED,
+        Status.REJECTED,
+        "relations",
+        lambda f: (
+            "decisions changed under relations that must not change them: "
+            + listing(
+                (
+                    f"{r.name} on {listing(r.violated)}"
+                    for r in f.relations
+                    if r.status is RelationStatus.VIOLATED
+                ),
+                "; ",
+            )
+            if any(r.status is RelationStatus.VIOLATED for r in f.relations)
+            else None
+        ),
+        _one("Make the decision depend on what the input means, not on its spelling or layout."),
+    ),
+    Rule(
+        ReasonCode.RELATIONS_VACUOUS,
+        Status.REJECTED,
+        "relations",
+        lambda f: (
+            "the relations requested changed no input, so they tested nothing: "
+            + listing(r.name for r in f.relations)
+            if f.relations and all(r.status is RelationStatus.NOT_EXERCISED for r in f.relations)
+            else None
+        ),
+        _one("Choose relations that change some inputs, or add inputs they apply to."),
+    ),
+    Rule(
+        ReasonCode.INTEGRITY_CONFLICT,
+        Status.REJECTED,
+        "integrity",
+        lambda f: (
+            f"{f.trials.conflicts} trial identities (run, case, trial) received conflicting records"
+            if f.trials.conflicts
+            else None
+        ),
+        lambda f: (
+            f"Check the harness for reused run ids or re-executed retries: {f.trials.conflicts} "
+            "trial identities got two different answers.",
+        ),
+    ),
+    Rule(
+        ReasonCode.DECLARATION_CONFLICT,
+        Status.REJECTED,
+        "integrity",
+        lambda f: (
+            "a second run span declared this run differently (contract, policy or plan); "
+            "the first declaration was kept"
+            if f.declaration_conflict
+            else None
+        ),
+        _one("Give every run its own run id: two senders declared the same run differently."),
+    ),
+    Rule(
+        ReasonCode.POOLED_STOCHASTIC,
+        Status.REJECTED,
+        "stability.pooled",
+        lambda f: (
+            f"the pooled change rate is above {percent(f.pooled.tolerance)}: {interval(f.pooled)}"
+            if _claims(f, Claim.TESTED) and f.pooled.result is Stability.STOCHASTIC
+            else None
+        ),
+        lambda f: (
+            ()
+            if any(r.change.result is Stability.STOCHASTIC for r in f.routes)
+            else (
+                "Find the cases that change between reruns (see flip pairs) and make their decisions repeatable.",
+            )
+        ),
+    ),
+    Rule(
+        ReasonCode.POPULATION_STOCHASTIC,
+        Status.REJECTED,
+        "stability.population",
+        lambda f: (
+            f"new inputs are shown to change above {percent(f.policy.tolerance)}: "
+            f"{population_summary(f)}"
+            if _claims(f, Claim.POPULATION) and f.population.result is Stability.STOCHASTIC
+            else None
+        ),
+        _one(
+            "Find the cases that change between reruns (see flip pairs) and make their decisions "
+            "repeatable: with the case as the unit, a few unstable cases weigh heavily."
+        ),
+    ),
+    Rule(
+        ReasonCode.TARGET_STOCHASTIC,
+        Status.REJECTED,
+        "stability.route",
+        lambda f: (
+            "routes above their target: " + _routes_named(routes)
+            if (routes := _stochastic(f, targeted=True))
+            else None
+        ),
+        lambda f: [_flip_step(route) for route in _stochastic(f, targeted=True)],
+    ),
+    Rule(
+        ReasonCode.ROUTE_STOCHASTIC,
+        Status.REJECTED,
+        "stability.route",
+        lambda f: (
+            "routes that flip on reruns: " + _routes_named(routes)
+            if (routes := _stochastic(f, targeted=False))
+            else None
+        ),
+        lambda f: [_flip_step(route) for route in _stochastic(f, targeted=False)],
+    ),
+    Rule(
+        ReasonCode.CONTRACT_MISSING_INTENDED,
+        Status.REJECTED,
+        "contract",
+        lambda f: (
+            "no case is intended for required routes: "
+            + _with_critical(f.coverage.missing_intended, f.coverage.critical_missing)
+            if f.coverage.missing_intended
+            else None
+        ),
+        lambda f: [
+            f"Add at least one case whose expected route is {shown(r)}."
+            for r in f.coverage.missing_intended
+        ],
+    ),
+    Rule(
+        ReasonCode.CONTRACT_MISSING_OBSERVED,
+        Status.REJECTED,
+        "contract",
+        lambda f: (
+            "no trial reached required routes: "
+            + _with_critical(routes, f.coverage.critical_missing)
+            if (routes := unreached(f))
+            else None
+        ),
+        _unreached_steps,
+    ),
+    Rule(
+        ReasonCode.CONTRACT_UNKNOWN_DECISION,
+        Status.REJECTED,
+        "contract",
+        lambda f: (
+            "trials returned decisions outside the contract: " + listing(f.coverage.unknown)
+            if f.coverage.unknown
+            else None
+        ),
+        _unknown_steps,
+    ),
+    Rule(
+        ReasonCode.CONTRACT_UNDER_CASED,
+        Status.REJECTED,
+        "contract",
+        lambda f: (
+            "routes with fewer cases than the contract asks: "
+            + listing(
+                f"{shown(route)} ({f.coverage.intended.get(route, 0)} of {f.coverage.minimum_cases[route]})"
+                for route in f.coverage.under_cased
+            )
+            if f.coverage.under_cased
+            else None
+        ),
+        lambda f: [
+            f"Add {f.coverage.minimum_cases[r] - f.coverage.intended.get(r, 0)} more cases for route {shown(r)}: "
+            f"it has {f.coverage.intended.get(r, 0)}, the contract asks for {f.coverage.minimum_cases[r]}."
+            for r in f.coverage.under_cased
+        ],
+    ),
+    Rule(
+        ReasonCode.DOMINANT_DECISION,
+        Status.REJECTED,
+        "dominance",
+        lambda f: (
+            f"{percent(f.dominance.share)} of {f.dominance.cases} cases first decided "
+            f"{shown(f.dominance.verdict or '')}: the probes collapsed onto one decision"
+            if f.dominance.collapsed
+            else None
+        ),
+        lambda f: (
+            f"Most cases first decided {shown(f.dominance.verdict or '')}: add probes meant to reach the other "
+            "routes, so the run says something about them.",
+        ),
+    ),
+    Rule(
+        ReasonCode.LATENCY_EXCEEDED,
+        Status.REJECTED,
+        "latency",
+        _threshold("latency", "ms", "recorded a latency", Threshold.EXCEEDED),
+        _threshold_step("latency"),
+    ),
+    Rule(
+        ReasonCode.TOOL_CALLS_EXCEEDED,
+        Status.REJECTED,
+        "tool_calls",
+        _threshold("tool_calls", "tools", "decided a tool path", Threshold.EXCEEDED),
+        _threshold_step("tool_calls"),
+    ),
+    Rule(
+        ReasonCode.PASS_RATE_UNRELIABLE,
+        Status.REJECTED,
+        "pass_rate",
+        lambda f: (
+            f"the pass rate is below the required {percent(rate.required)}: {_passes(rate)}"
+            if (rate := f.pass_rate) is not None and rate.result is Reliability.UNRELIABLE
+            else None
+        ),
+        _fix_failing_cases,
+    ),
+    Rule(
+        ReasonCode.ROUTE_PASS_RATE_UNRELIABLE,
+        Status.REJECTED,
+        "pass_rate",
+        lambda f: (
+            "routes whose pass rate is below the required rate: "
+            + listing(
+                (f"{shown(route)} ({_passes(f.passes.route_rates[route])})" for route in low), "; "
+            )
+            if (low := f.passes.unreliable_routes())
+            else None
+        ),
+        _fix_failing_cases,
+    ),
+    Rule(
+        ReasonCode.CURTAILED,
+        Status.INCONCLUSIVE,
+        "completeness",
+        lambda f: (
+            f"the run was curtailed after {f.trials.expected} of {s.sized_for} planned calls: "
+            f"no outcome of the {s.sized_for - f.trials.expected} calls left could qualify it"
+            if (s := f.stopping) is not None and s.curtailed
+            else None
+        ),
+        _curtailed_steps,
+    ),
+    Rule(
+        ReasonCode.LATENCY_UNDECIDED,
+        Status.INCONCLUSIVE,
+        "latency",
+        _threshold("latency", "ms", "recorded a latency", Threshold.UNDECIDED),
+        _threshold_step("latency"),
+    ),
+    Rule(
+        ReasonCode.TOOL_CALLS_UNDECIDED,
+        Status.INCONCLUSIVE,
+        "tool_calls",
+        _threshold("tool_calls", "tools", "decided a tool path", Threshold.UNDECIDED),
+        _threshold_step("tool_calls"),
+    ),
+    Rule(
+        ReasonCode.POOLED_UNDECIDED,
+        Status.INCONCLUSIVE,
+        "stability.pooled",
+        lambda f: (
+            f"{interval(f.pooled)}: not enough to show the change rate is below "
+            f"{percent(f.pooled.tolerance)}"
+            if _claims(f, Claim.TESTED) and f.pooled.result is Stability.UNDECIDED
+            else None
+        ),
+        lambda f: (
+            _pairs_step("the pooled change rate", f.pooled, len(f.cases), f.policy.confidence),
+        ),
+    ),
+    Rule(
+        ReasonCode.POPULATION_UNDECIDED,
+        Status.INCONCLUSIVE,
+        "stability.population",
+        lambda f: (
+            f"{population_summary(f)}: not enough to show that new inputs change below "
+            f"{percent(f.policy.tolerance)}"
+            if _claims(f, Claim.POPULATION) and f.population.result is Stability.UNDECIDED
+            else None
+        ),
+        _more_cases,
+    ),
+    Rule(
+        ReasonCode.TARGET_UNDECIDED,
+        Status.INCONCLUSIVE,
+        "stability.route",
+        lambda f: (
+            "routes not yet shown within target: " + _routes_named(routes)
+            if (
+                routes := [
+                    r for r in f.routes if r.targeted and r.change.result is Stability.UNDECIDED
+                ]
+            )
+            else None
+        ),
+        lambda f: [
+            _pairs_step(f"route {shown(r.route)}", r.change, r.cases, f.policy.confidence)
+            for r in f.routes
+            if r.targeted and r.change.result is Stability.UNDECIDED
+        ],
+    ),
+    Rule(
+        ReasonCode.PASS_RATE_UNDECIDED,
+        Status.INCONCLUSIVE,
+        "pass_rate",
+        lambda f: (
+            (
+                f"not yet shown above the required pass rate {percent(rate.required)}: {_passes(rate)}"
+                if rate.judged
+                else "a pass rate is required but no trial carries an evaluator's verdict"
+            )
+            if (rate := f.pass_rate) is not None and rate.result is Reliability.UNDECIDED
+            else None
+        ),
+        _more_judged,
+    ),
+    Rule(
+        ReasonCode.INCOMPLETE,
+        Status.INCONCLUSIVE,
+        "completeness",
+        _incomplete,
+        lambda f: (
+            ()
+            if f.in_progress
+            else (f"Fix what failed and rerun the missing trials: {_incomplete(f)}.",)
+        ),
+    ),
+    Rule(
+        ReasonCode.IN_PROGRESS,
+        Status.INCONCLUSIVE,
+        "completeness",
+        lambda f: (
+            "the run is still collecting trials: its plan is not complete and its idle period "
+            "has not ended"
+            if f.in_progress
+            else None
+        ),
+        _one("Wait for the run to finish (`verdictgate status --wait SECONDS`)."),
+    ),
+    Rule(
+        ReasonCode.NO_REPEATS,
+        Status.INCONCLUSIVE,
+        "repeats",
+        lambda f: (
+            f"{f.cases_without_repeats} cases have fewer than 2 trials, so they form no rerun pair"
+            if f.cases_without_repeats
+            else None
+        ),
+        _one(
+            "Repeat every case at least twice: `verdictgate run --repeats K`, or your harness's "
+            "repeat option (promptfoo `repeat`, DeepEval `-r`)."
+        ),
+    ),
+)
 """The admission rule, one row per reason code, in the order reasons are listed."""
 
 RULE_OF: dict[str, Rule] = {rule.code.value: rule for rule in RULES}
@@ -580,12 +833,18 @@ def judge(findings: Findings) -> Assessment:
     ]
     if findings.trials.received and 2 * findings.trials.errors >= findings.trials.received:
         # most trials errored: that leads what cannot reject (a rejecting reason still leads)
-        ordered.sort(key=lambda fired_rule: (fired_rule[0].effect is not Status.REJECTED,
-                                             fired_rule[0].code is not ReasonCode.INCOMPLETE))  # fmt: skip
+        ordered.sort(
+            key=lambda fired_rule: (
+                fired_rule[0].effect is not Status.REJECTED,
+                fired_rule[0].code is not ReasonCode.INCOMPLETE,
+            )
+        )
     reasons = tuple(Reason(rule.code.value, message) for rule, message in ordered)
     lead = _decision_path_step(findings)
-    steps = [*([lead] if lead else []), *(step for rule, _ in ordered
-                                          for step in rule.next_steps(findings))]  # fmt: skip
+    steps = [
+        *([lead] if lead else []),
+        *(step for rule, _ in ordered for step in rule.next_steps(findings)),
+    ]
     return Assessment(
         **vars(findings),
         status=status,

@@ -110,9 +110,11 @@ def assess_declared(
     that came after it was final, a contradicting second run span). A run judged by the
     sequential rule is answered at the first round the rule decides (`assess_in_rounds`)."""
     reported = replace(
-        _declared(declaration), in_progress=in_progress, late=late,
+        _declared(declaration),
+        in_progress=in_progress,
+        late=late,
         declaration_conflict=declaration_conflict,
-    )  # fmt: skip
+    )
     if declaration.sequential and evidence.cases:
         return assess_in_rounds(evidence, declaration, reported)[0]
     return _assessed(evidence, declaration, declaration.planned_trials, reported)
@@ -158,9 +160,14 @@ def _assessed(
     evidence: Evidence, declaration: RunDeclaration, planned: int | None, reported: Reported | None
 ) -> Assessment:
     return assess(
-        evidence, declaration.suite, declaration.policy, run_id=declaration.run_id,
-        isolation=declaration.isolation, planned_trials=planned, reported=reported,
-    )  # fmt: skip
+        evidence,
+        declaration.suite,
+        declaration.policy,
+        run_id=declaration.run_id,
+        isolation=declaration.isolation,
+        planned_trials=planned,
+        reported=reported,
+    )
 
 
 class _Tally:
@@ -240,7 +247,7 @@ class _Scan:
         self,
         case: CaseEvidence,
         route: str | None,
-        keys: list,
+        keys: Sequence[Decision],
         policy: Policy,
         tied: Mapping[int, TiedSteps],
     ) -> None:
@@ -274,10 +281,19 @@ class _Scan:
         verdict = decision_text(keys[first]) if first is not None and len(counts) == 1 else None
         self.cases.append(
             CaseResult(
-                case.case, case.run, route, trials_received, errors, pairs, flips, verdict,
-                passed, judged, _judged_rate(passed, judged, policy),
+                case.case,
+                case.run,
+                route,
+                trials_received,
+                errors,
+                pairs,
+                flips,
+                verdict,
+                passed,
+                judged,
+                _judged_rate(passed, judged, policy),
             )
-        )  # fmt: skip
+        )
 
     def add_unseen(self, suite: Suite) -> None:
         """Suite cases with no trial at all: listed, and counted in their route."""
@@ -364,9 +380,12 @@ def _findings(
     for case_evidence in evidence.cases.values():
         route = suite_expected.get(case_evidence.case, case_evidence.expected)
         scan.add(
-            case_evidence, route, evidence.keys, policy,
+            case_evidence,
+            route,
+            evidence.keys,
+            policy,
             evidence.tied_steps(case_evidence.run, case_evidence.case),
-        )  # fmt: skip
+        )
     scan.add_unseen(suite)
     pooled = scan.pooled
     change, routes, population, family_tests = _judged_together(
@@ -375,12 +394,14 @@ def _findings(
         _population(scan.cases, policy.tolerance, side_error(policy.confidence)),
         policy,
     )
-    pooled_passes, passes = _pass_rates_together(
+    pooled_rate = (
         pass_rate(pooled.passed, pooled.judged, policy.pass_rate, policy.confidence, policy.method)
-        if policy.pass_rate is not None else None,
-        _pass_counts(scan, evidence, policy),
-        policy,
-    )  # fmt: skip
+        if policy.pass_rate is not None
+        else None
+    )
+    pooled_passes, passes = _pass_rates_together(
+        pooled_rate, _pass_counts(scan, evidence, policy), policy
+    )
     return Findings(
         run=run,
         policy=policy,
@@ -429,11 +450,12 @@ def _judged_together(
     claim = population if claims_population else pooled
     claim_tested = population.cases if claims_population else pooled.pairs
     same = (pooled.flips, pooled.pairs, pooled.tolerance)
+    may_share = claim is pooled and bool(pooled.pairs)  # a route's test may be the pooled one
     as_pooled = {
-        i for i, route in enumerate(routes)
-        if claim is pooled and pooled.pairs
-        and (route.change.flips, route.change.pairs, route.change.tolerance) == same
-    }  # fmt: skip
+        i
+        for i, route in enumerate(routes)
+        if may_share and (route.change.flips, route.change.pairs, route.change.tolerance) == same
+    }
     tested = [i for i, route in enumerate(routes) if route.change.pairs and i not in as_pooled]
     family = [routes[i].change for i in tested] + ([claim] if claim_tested else [])
     judged = judged_together(family, side_error(policy.confidence))

@@ -52,8 +52,9 @@ def sequential_evalues(flips: int, pairs: int, tolerance: float, alpha: float = 
             math.log(0.5) + x * math.log(4) + (n - x) * (math.log1p(-4 * t) - q),
         ]
     )
-    return EValues(reported(deterministic), reported(stochastic), decide(
-        deterministic, stochastic, alpha))  # fmt: skip
+    return EValues(
+        reported(deterministic), reported(stochastic), decide(deterministic, stochastic, alpha)
+    )
 
 
 def sequential_interval(flips: int, pairs: int, alpha: float = ALPHA) -> tuple[float, float]:

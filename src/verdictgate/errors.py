@@ -1,4 +1,15 @@
-"""Errors a user can cause; each renders as one clear line naming file, line and field.
+"""Every error verdictgate raises on purpose; each renders as one clear line naming file, line
+and field.
+
+    VerdictgateError            anything verdictgate refuses (`except VerdictgateError`)
+    ├── InputError              malformed or unreadable input: `file:line: field: problem`
+    │   ├── InvalidDecision     a value that is not a decision (also a ValueError)
+    │   └── TrialIndexError     a trial index outside 0..MAX_TRIAL_INDEX (also a ValueError)
+    ├── PlanError               a run that cannot be afforded or sized, refused before any call
+    ├── SnapshotRefused         evidence that does not support a baseline
+    ├── SemanticUnavailable     the semantic tier asked for without its model installed
+    └── MissingVerdict          a framework's structured output without the verdict's field
+                                (raised in an agent's call: the trial is an error of this type)
 
 An error about an argument names it by its Python name (`budget`); the CLI renders the same
 error with its option (`--budget`), so the library never speaks in command-line flags."""
@@ -85,3 +96,23 @@ class InputError(VerdictgateError):
 
 class PlanError(VerdictgateError):
     """A run that cannot be afforded or sized; refused before any call."""
+
+
+class InvalidDecision(InputError, ValueError):
+    """A value that is not a decision (an empty label, a path with a non-string step, ...)."""
+
+
+class TrialIndexError(InputError, ValueError):
+    """A trial index outside 0..MAX_TRIAL_INDEX."""
+
+
+class SnapshotRefused(VerdictgateError):
+    """The evidence does not support a baseline (not qualified, or not approved)."""
+
+
+class SemanticUnavailable(VerdictgateError):
+    """The semantic tier was asked for, but its model is not installed."""
+
+
+class MissingVerdict(VerdictgateError):
+    """A framework's structured output has no such field: the trial is an error of this type."""

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 import msgspec
 
+from .errors import TrialIndexError
 from .trial_model import Decision, Isolation, NoDecision, TiedSteps, Trial
 
 MISSING = -2
@@ -31,10 +32,6 @@ _DEPENDENCE = {
     Isolation.SHARED_SESSION: 2,
 }
 """How little a declared isolation shows the reruns were independent."""
-
-
-class TrialIndexError(ValueError):
-    """A trial index outside 0..MAX_TRIAL_INDEX."""
 
 
 @dataclass

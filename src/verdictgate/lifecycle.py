@@ -239,10 +239,16 @@ class Lifecycle:
         what it is judged by, whether a run span declared it (then it has ended), and when it
         opened and last had news."""
         run = self._runs[run_id] = _Run(
-            run_id, opened, declaration, evidence,
-            SpanState.ENDED if declared else SpanState.NONE, declared,
-            last_news=last_news, window_mark=opened, received=evidence.kept(),
-        )  # fmt: skip
+            run_id,
+            opened,
+            declaration,
+            evidence,
+            SpanState.ENDED if declared else SpanState.NONE,
+            declared,
+            last_news=last_news,
+            window_mark=opened,
+            received=evidence.kept(),
+        )
         self._schedule(run)
         if declaration.sequential:
             self._changed.add(run_id)

@@ -103,9 +103,12 @@ def population_verdict(
         else log_product(1 + (r - t) / (1 - t) for r in flip_rates)
     )
     return PopulationVerdict(
-        len(flip_rates), reported(deterministic), reported(stochastic),
-        decide(deterministic, stochastic, alpha), population_cases_needed(tolerance, alpha),
-    )  # fmt: skip
+        len(flip_rates),
+        reported(deterministic),
+        reported(stochastic),
+        decide(deterministic, stochastic, alpha),
+        population_cases_needed(tolerance, alpha),
+    )
 
 
 @functools.lru_cache(maxsize=64)

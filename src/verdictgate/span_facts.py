@@ -40,9 +40,17 @@ LANGSMITH_STEP = "langsmith.metadata.langgraph_step"
 ERROR_TYPE = "error.type"
 
 FACT_KEYS = (
-    OPERATION, GENAI_TOOL, GENAI_AGENT, OPENINFERENCE_KIND, OPENINFERENCE_TOOL, OPENINFERENCE_AGENT,
-    OPENINFERENCE_METADATA, LANGSMITH_NODE, LANGSMITH_STEP, ERROR_TYPE,
-)  # fmt: skip
+    OPERATION,
+    GENAI_TOOL,
+    GENAI_AGENT,
+    OPENINFERENCE_KIND,
+    OPENINFERENCE_TOOL,
+    OPENINFERENCE_AGENT,
+    OPENINFERENCE_METADATA,
+    LANGSMITH_NODE,
+    LANGSMITH_STEP,
+    ERROR_TYPE,
+)
 """Every attribute `facts_of` reads (a receiver decodes these and no others)."""
 
 MAX_NAME = 256
@@ -52,13 +60,31 @@ MAX_METADATA = 64 << 10
 configuration; a larger one is skipped rather than parsed)."""
 
 CONTENT_PREFIXES = (
-    "gen_ai.input.", "gen_ai.output.", "gen_ai.prompt", "gen_ai.completion",
-    "gen_ai.system_instructions", "gen_ai.tool.call.arguments", "gen_ai.tool.call.result",
-    "gen_ai.tool.definitions", "input.", "output.", "llm.input_messages", "llm.output_messages",
-    "llm.prompts", "llm.prompt_template", "llm.function_call", "llm.tools", "tool.parameters",
-    "tool_call.", "message.", "retrieval.documents", "reranker.", "embedding.", "exception.",
+    "gen_ai.input.",
+    "gen_ai.output.",
+    "gen_ai.prompt",
+    "gen_ai.completion",
+    "gen_ai.system_instructions",
+    "gen_ai.tool.call.arguments",
+    "gen_ai.tool.call.result",
+    "gen_ai.tool.definitions",
+    "input.",
+    "output.",
+    "llm.input_messages",
+    "llm.output_messages",
+    "llm.prompts",
+    "llm.prompt_template",
+    "llm.function_call",
+    "llm.tools",
+    "tool.parameters",
+    "tool_call.",
+    "message.",
+    "retrieval.documents",
+    "reranker.",
+    "embedding.",
+    "exception.",
     "langsmith.metadata.",
-)  # fmt: skip
+)
 """Attribute names that carry an agent's input or output text in the GenAI conventions and
 OpenInference: never read, even when a rule names one (`attribute:KEY` refuses them)."""
 

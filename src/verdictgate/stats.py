@@ -72,10 +72,8 @@ def regularized_beta(a: float, b: float, x: float) -> float:
         return 1.0
     if x > (a + 1.0) / (a + b + 2.0):
         return 1.0 - regularized_beta(b, a, 1.0 - x)
-    log_front = (
-        math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b)
-        + a * math.log(x) + b * math.log1p(-x)
-    )  # fmt: skip
+    log_beta = math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b)
+    log_front = log_beta + a * math.log(x) + b * math.log1p(-x)
     tiny = 1e-300
     c, d = 1.0, 1.0 - (a + b) * x / (a + 1.0)
     d = 1.0 / (d if abs(d) > tiny else tiny)
@@ -272,9 +270,10 @@ def pairs_needed(
     if method is Method.SEQUENTIAL:
         alpha = side_error(confidence)
         return next(
-            n for n in itertools.count(1)
+            n
+            for n in itertools.count(1)
             if sequential_evalues(0, n, tolerance, alpha).result is Stability.DETERMINISTIC
-        )  # fmt: skip
+        )
     z2 = z_score(confidence) ** 2
     n = max(1, math.floor(z2 * (1.0 - tolerance) / tolerance))
     while wilson_interval(0, n, confidence)[1] >= tolerance:

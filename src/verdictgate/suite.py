@@ -6,14 +6,16 @@ from collections.abc import Mapping
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
-from typing import Any
+from typing import Any, TypeVar
 
 from .fingerprints import fingerprint, fingerprint_key
 from .judgement import Method
 from .policy import Claim, Policy
 
+_V = TypeVar("_V")
 
-def _frozen_map(value: Mapping) -> Mapping:
+
+def _frozen_map(value: Mapping[str, _V]) -> Mapping[str, _V]:
     return MappingProxyType(dict(sorted(value.items())))
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import difflib
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +16,11 @@ from .suite import BUNDLED_MODEL, Calibration, Case, Contract, Suite
 
 SUITE_SCHEMA = "verdictgate.suite/v1"
 AGENTVERITY_SUITE_SCHEMA = "agentverity.decision-suite/v1"
+
+JsonValue = Any  # decoded JSON: whatever json.loads made of the file
+
+Fail = Callable[[str, str], InputError]
+"""Makes the InputError for a field of the suite file and its problem."""
 
 
 def read_json(path: str | Path) -> Any:
@@ -32,13 +38,30 @@ def read_json(path: str | Path) -> Any:
 
 
 SUITE_KEYS = frozenset(
-    {"schema", "name", "point", "cases", "contract", "tolerance", "method", "claim", "pass_rate",
-     "semantic"}
-)  # fmt: skip
+    {
+        "schema",
+        "name",
+        "point",
+        "cases",
+        "contract",
+        "tolerance",
+        "method",
+        "claim",
+        "pass_rate",
+        "semantic",
+    }
+)
 CONTRACT_KEYS = frozenset(
-    {"allowed", "required", "critical", "targets", "stability_targets", "minimum_cases",
-     "allowed_no_decisions"}
-)  # fmt: skip
+    {
+        "allowed",
+        "required",
+        "critical",
+        "targets",
+        "stability_targets",
+        "minimum_cases",
+        "allowed_no_decisions",
+    }
+)
 CASE_KEYS = frozenset({"id", "input", "expected", "reference"})
 SEMANTIC_KEYS = frozenset({"threshold", "mean", "sd", "samples", "model"})
 
@@ -116,7 +139,7 @@ def suite_from_document(
     )
 
 
-def _known(raw: dict, known: frozenset[str], prefix: str, fail) -> None:
+def _known(raw: dict[object, JsonValue], known: frozenset[str], prefix: str, fail: Fail) -> None:
     """Refuse a key the suite format does not have (a misspelt `tolerence` would else leave
     the default in force without a word), naming the nearest known one; keys that begin with
     `_` or `$` are annotations, never read."""
@@ -128,7 +151,7 @@ def _known(raw: dict, known: frozenset[str], prefix: str, fail) -> None:
         raise fail(prefix + key, f"not a suite field ({hint})")
 
 
-def _semantic(raw: Any, fail) -> Calibration | None:
+def _semantic(raw: Any, fail: Fail) -> Calibration | None:
     """The calibrated threshold `verdictgate calibrate` stored, if any."""
     if raw is None:
         return None
@@ -151,13 +174,13 @@ def _is_number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
-def _text(value: Any, field: str, fail) -> str:
+def _text(value: Any, field: str, fail: Fail) -> str:
     if not isinstance(value, str) or not value.strip():
         raise fail(field, f"must be a non-empty string, got {value!r}")
     return value
 
 
-def _labels(value: Any, field: str, fail) -> frozenset[str]:
+def _labels(value: Any, field: str, fail: Fail) -> frozenset[str]:
     if value is None:
         return frozenset()
     if not isinstance(value, list):
@@ -165,7 +188,7 @@ def _labels(value: Any, field: str, fail) -> frozenset[str]:
     return frozenset(_text(item, f"{field}[{i}]", fail) for i, item in enumerate(value))
 
 
-def _numbers(value: Any, field: str, fail, kind: type) -> dict[str, Any]:
+def _numbers(value: Any, field: str, fail: Fail, kind: type) -> dict[str, Any]:
     if value is None:
         return {}
     if not isinstance(value, dict):
@@ -177,7 +200,7 @@ def _numbers(value: Any, field: str, fail, kind: type) -> dict[str, Any]:
     return dict(value)
 
 
-def _contract(raw: Any, fail) -> Contract:
+def _contract(raw: Any, fail: Fail) -> Contract:
     if not isinstance(raw, dict):
         raise fail("contract", "must be an object")
     allowed = _labels(raw.get("allowed"), "contract.allowed", fail)
@@ -208,7 +231,7 @@ def _contract(raw: Any, fail) -> Contract:
         raise fail("contract", str(error)) from None
 
 
-def _case(raw: Any, number: int, key: bytes | None, contract: Contract, fail) -> Case:
+def _case(raw: Any, number: int, key: bytes | None, contract: Contract, fail: Fail) -> Case:
     field = f"cases[{number}]"
     if not isinstance(raw, dict):
         raise fail(field, "must be an object with `id` or `input`")

@@ -8,6 +8,8 @@ from typing import Any
 
 import msgspec
 
+from .errors import InvalidDecision
+
 
 class Outcome(str, Enum):
     """How a trial ended."""
@@ -40,10 +42,6 @@ Decision = str | tuple[str, ...] | NoDecision
 
 NO_TOOL_SELECTED = NoDecision("no_tool_selected")
 """What an empty tool path decides: no tool was chosen."""
-
-
-class InvalidDecision(ValueError):
-    """A value that is not a decision (an empty label, a path with a non-string step, ...)."""
 
 
 MAX_LABEL = 4096

@@ -10,12 +10,11 @@ from typing import IO
 
 import msgspec
 
-from .errors import InputError
-from .evidence import MAX_TRIAL_INDEX, Evidence, TrialIndexError
+from .errors import InputError, InvalidDecision, TrialIndexError
+from .evidence import MAX_TRIAL_INDEX, Evidence
 from .trial_model import (
     MAX_LABEL,
     Decision,
-    InvalidDecision,
     Isolation,
     NoDecision,
     Outcome,
@@ -91,8 +90,9 @@ def _settled(line: TrialLine) -> Trial:
             (name, value) for name in PATH_FIELDS if (value := getattr(line, name)) is not None
         ]
         if len(paths) > 1:
-            raise ValueError(f"{paths[1][0]}: a decision has one path: give one of "
-                             "tools, agents or nodes")  # fmt: skip
+            raise ValueError(
+                f"{paths[1][0]}: a decision has one path: give one of tools, agents or nodes"
+            )
         given = [("verdict", decision)] if decision is not None else paths
         field_name, value = given[0] if given else ("tools", None)
         if value is None:
@@ -116,12 +116,20 @@ def _as_trial(line: TrialLine, decision: Decision | None) -> Trial:
     except ValueError as error:
         raise ValueError(f"tied_steps: {error}") from None
     return Trial(
-        line.case, line.index, decision, line.run, line.expected, line.error_type,
-        passed=line.passed, invariants_failed=line.invariants_failed,
-        invariants_warned=line.invariants_warned, latency_ms=line.latency_ms,
-        evaluation_skipped=line.evaluation_skipped, isolation=line.isolation,
+        line.case,
+        line.index,
+        decision,
+        line.run,
+        line.expected,
+        line.error_type,
+        passed=line.passed,
+        invariants_failed=line.invariants_failed,
+        invariants_warned=line.invariants_warned,
+        latency_ms=line.latency_ms,
+        evaluation_skipped=line.evaluation_skipped,
+        isolation=line.isolation,
         tied_steps=tied,
-    )  # fmt: skip
+    )
 
 
 def read_trials(
@@ -289,7 +297,7 @@ def _add_batch(
 
 def trial_fields(
     trial: Trial, suite: str | None = None, point: str | None = None, path_key: str = "tools"
-) -> dict:
+) -> dict[str, object]:
     """The trials-file fields of one trial (absent fields left out); a path decision goes under
     `path_key` (`tools`, `agents` or `nodes`, as its rule)."""
     decision = trial.decision

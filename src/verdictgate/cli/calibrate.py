@@ -15,9 +15,12 @@ from .options import handles_errors
 
 @click.command("calibrate")
 @click.option(
-    "--suite", "suite_path", required=True, type=click.Path(dir_okay=False),
+    "--suite",
+    "suite_path",
+    required=True,
+    type=click.Path(dir_okay=False),
     help="The suite to calibrate; the threshold is stored in it.",
-)  # fmt: skip
+)
 @click.option(
     "--outputs",
     "outputs_path",
@@ -34,7 +37,7 @@ from .options import handles_errors
     "--format", "fmt", type=click.Choice(["text", "json"]), default="text", help="Output format."
 )
 @handles_errors
-def calibrate_command(suite_path, outputs_path, output, fmt) -> None:
+def calibrate_command(suite_path: str, outputs_path: str, output: str | None, fmt: str) -> None:
     """Set the semantic tier's threshold: mean minus two standard deviations of the similarity
     of known-good outputs to their cases' references. Runs the bundled model offline."""
     suite = load_suite(suite_path)  # --suite is required

@@ -9,22 +9,22 @@ import json
 import sys
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
-from ..errors import USAGE_EXIT, InputError
+from ..baseline import (
+    Regression,
+    baseline_from_document,
+    check,
+    regression_document,
+    snapshot,
+)
+from ..errors import USAGE_EXIT, InputError, SnapshotRefused
 from ..plan import plan_run, repeats_for, rounds_for, sequential_trials
 from ..policy import PRECISION_PRESETS, Policy
 from ..sequential import population_cases_needed, sequential_policy
 from ..sequential_design import default_max_pairs, sequential_design
-from ..snapshot import (
-    SnapshotRefused,
-    baseline_from_document,
-    compare_to_baseline,
-    make_snapshot,
-    regression_document,
-)
 from ..stats import (
     MAX_SEQUENTIAL_TOLERANCE,
     Method,
@@ -37,6 +37,8 @@ from ..suite_file import load_suite, read_json
 from .calibrate import calibrate_command
 from .options import (
     FORMATS,
+    AgentRun,
+    PolicyOf,
     emit,
     evidence_for,
     exit_after,
@@ -50,6 +52,9 @@ from .options import (
 )
 from .receiver import serve_command, status_command
 from .sources import assess_command, convert_command
+
+if TYPE_CHECKING:  # compare loads only when a command compares
+    from ..drift import Comparison, Difference, Summary
 
 
 class _OneLineErrors(click.Group):
@@ -89,13 +94,18 @@ def main() -> None:
 @main.command("run")
 @functools.partial(run_options, agent_required=True)
 @click.option(
-    "--suite", "suite_path", required=True, type=click.Path(dir_okay=False),
+    "--suite",
+    "suite_path",
+    required=True,
+    type=click.Path(dir_okay=False),
     help="The cases to call the agent with, and their contract.",
-)  # fmt: skip
+)
 @policy_options
 @output_options
 @handles_errors
-def run_command(suite_path, policy_of, fmt, output, agent_run) -> None:
+def run_command(
+    suite_path: str, policy_of: PolicyOf, fmt: str, output: str | None, agent_run: AgentRun
+) -> None:
     """Call an agent on every suite case, repeatedly, and assess the trials."""
     suite = suite_from(suite_path)
     assessment = evidence_for(None, suite, policy_of(suite), agent_run)
@@ -119,9 +129,10 @@ def _parse_observed(value: str) -> tuple[int, int]:
 @main.command("plan")
 @click.option("--tolerance", type=float, help="Tolerated change rate (default 0.05).")
 @click.option(
-    "--precision", type=click.Choice(list(PRECISION_PRESETS)),
+    "--precision",
+    type=click.Choice(list(PRECISION_PRESETS)),
     help="A preset tolerance instead of --tolerance.",
-)  # fmt: skip
+)
 @click.option(
     "--suite", "suite_path", type=click.Path(dir_okay=False), help="Size repeats for this suite."
 )
@@ -132,16 +143,29 @@ def _parse_observed(value: str) -> tuple[int, int]:
 @click.option("--repeats", type=int, help="With --suite: trials per case instead of sizing.")
 @click.option("--budget", type=int, help="With --suite: refuse a plan above this many calls.")
 @click.option(
-    "--method", type=click.Choice([m.value for m in Method]),
+    "--method",
+    type=click.Choice([m.value for m in Method]),
     help="Size by this rule: exact (default), wilson or sequential; all are shown.",
-)  # fmt: skip
+)
 @click.option(
-    "--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True,
+    "--format",
+    "fmt",
+    type=click.Choice(["text", "json"]),
+    default="text",
+    show_default=True,
     help="Output format.",
-)  # fmt: skip
+)
 @handles_errors
 def plan_command(
-    tolerance, precision, suite_path, observed, pass_rate, repeats, budget, method, fmt
+    tolerance: float | None,
+    precision: str | None,
+    suite_path: str | None,
+    observed: str | None,
+    pass_rate: float | None,
+    repeats: int | None,
+    budget: int | None,
+    method: str | None,
+    fmt: str,
 ) -> None:
     """Price a run without calling anything: pairs and calls needed."""
     suite = suite_from(suite_path)
@@ -264,14 +288,19 @@ def _sequential_suite_calls(suite: Suite, policy: Policy) -> tuple[int, int] | N
 
 @main.command("snapshot")
 @click.option(
-    "--trials", "trials_path", type=click.Path(dir_okay=False),
+    "--trials",
+    "trials_path",
+    type=click.Path(dir_okay=False),
     help="The trials file of the run to freeze; or give --agent.",
-)  # fmt: skip
+)
 @run_options
 @click.option(
-    "--suite", "suite_path", required=True, type=click.Path(dir_okay=False),
+    "--suite",
+    "suite_path",
+    required=True,
+    type=click.Path(dir_okay=False),
     help="The suite whose contract the baseline freezes.",
-)  # fmt: skip
+)
 @click.option(
     "--accept-reference", is_flag=True, help="Approve this run as the regression baseline."
 )
@@ -283,18 +312,22 @@ def _sequential_suite_calls(suite: Suite, policy: Policy) -> tuple[int, int] | N
 )
 @policy_options
 @click.option(
-    "--format", "fmt", type=FORMATS, default="text", show_default=True,
+    "--format",
+    "fmt",
+    type=FORMATS,
+    default="text",
+    show_default=True,
     help="Report format; every format is rendered from the same assessment.",
-)  # fmt: skip
+)
 @handles_errors
 def snapshot_command(
-    trials_path,
-    suite_path,
-    accept_reference,
-    output,
-    policy_of,
-    fmt,
-    agent_run,
+    trials_path: str | None,
+    suite_path: str,
+    accept_reference: bool,
+    output: str,
+    policy_of: PolicyOf,
+    fmt: str,
+    agent_run: AgentRun,
 ) -> None:
     """Freeze a qualified, approved run as a baseline (fingerprints only, never inputs)."""
     if not accept_reference:
@@ -303,7 +336,7 @@ def snapshot_command(
     policy = policy_of(suite)
     assessment = evidence_for(trials_path, suite, policy, agent_run)
     try:
-        document = make_snapshot(assessment, suite, approved=accept_reference)
+        document = snapshot(assessment, suite, approved=accept_reference)
     except SnapshotRefused as refusal:
         emit(assessment, fmt, None)
         click.echo(f"verdictgate: snapshot refused: {refusal}", err=True)
@@ -322,9 +355,11 @@ def snapshot_command(
     help="The baseline `verdictgate snapshot` wrote.",
 )
 @click.option(
-    "--trials", "trials_path", type=click.Path(dir_okay=False),
+    "--trials",
+    "trials_path",
+    type=click.Path(dir_okay=False),
     help="New trials to check against the baseline; or give --agent.",
-)  # fmt: skip
+)
 @run_options
 @click.option(
     "--suite",
@@ -334,7 +369,14 @@ def snapshot_command(
 )
 @output_options
 @handles_errors
-def check_command(snapshot_path, trials_path, suite_path, fmt, output, agent_run) -> None:
+def check_command(
+    snapshot_path: str,
+    trials_path: str | None,
+    suite_path: str | None,
+    fmt: str,
+    output: str | None,
+    agent_run: AgentRun,
+) -> None:
     """Re-apply the gate to new evidence, then list what changed against the baseline."""
     baseline = baseline_from_document(read_json(snapshot_path), snapshot_path)
     if agent_run.agent_spec is not None and suite_path is None:
@@ -351,14 +393,14 @@ def check_command(snapshot_path, trials_path, suite_path, fmt, output, agent_run
     if policy.pass_rate is None and suite.pass_rate is not None:
         policy = replace(policy, pass_rate=suite.pass_rate)  # a rate the given suite requires
     assessment = evidence_for(trials_path, suite, policy, agent_run)
-    regression = compare_to_baseline(baseline, assessment)
+    regression = check(baseline, assessment)
     emit(assessment, fmt, output, {"check": regression_document(regression)}, regression)
     if fmt == "text":
         _print_regression(regression)
     exit_after(assessment, agent_run, 1 if regression.regressed else None)
 
 
-def _print_regression(regression) -> None:
+def _print_regression(regression: Regression) -> None:
     if not regression.regressed:
         click.echo(
             "Against the baseline: no case changed its stable verdict; no route became unstable."
@@ -391,13 +433,17 @@ def _print_regression(regression) -> None:
     "--suite", "suite_path", type=click.Path(dir_okay=False), help="Contract and targets."
 )
 @click.option(
-    "--format", "fmt", type=click.Choice(["text", "json", "markdown", "html"]), default="text",
-    show_default=True, help="Output format.",
-)  # fmt: skip
+    "--format",
+    "fmt",
+    type=click.Choice(["text", "json", "markdown", "html"]),
+    default="text",
+    show_default=True,
+    help="Output format.",
+)
 @handles_errors
-def compare_command(before, after, suite_path, fmt) -> None:
+def compare_command(before: str, after: str, suite_path: str | None, fmt: str) -> None:
     """Drift across builds: change and pass rates after minus before; exit 1 on a regression."""
-    from ..compare import compare, comparison_document
+    from ..drift import compare, comparison_document
 
     suite = suite_from(suite_path)
     before_summary, before_suite = _build_counts(before, suite)
@@ -416,11 +462,11 @@ def compare_command(before, after, suite_path, fmt) -> None:
     sys.exit(1 if comparison.regression else 0)
 
 
-def _build_counts(path: str, suite: Suite | None):
+def _build_counts(path: str, suite: Suite | None) -> tuple[Summary, Suite | None]:
     """A build's counts, from a snapshot or a trials file, and the suite a snapshot holds."""
-    from ..compare import summary_from_document, summary_of
+    from ..baseline import SNAPSHOT_SCHEMA
+    from ..drift import summary_from_document, summary_of
     from ..engine import assess
-    from ..snapshot import SNAPSHOT_SCHEMA
     from ..trials_file import read_trials
 
     try:
@@ -434,15 +480,18 @@ def _build_counts(path: str, suite: Suite | None):
         try:
             summary = summary_from_document(document["evidence"]["counts"])
         except (KeyError, TypeError):
-            raise InputError("the snapshot has no counts (made by an older version)", path=path,
-                             field="evidence.counts") from None  # fmt: skip
+            raise InputError(
+                "the snapshot has no counts (made by an older version)",
+                path=path,
+                field="evidence.counts",
+            ) from None
         return summary, baseline.suite
     evidence, _ = read_trials(path)
     return summary_of(assess(evidence, suite)), None
 
 
-def _comparison_text(comparison, *, markdown: bool) -> str:
-    def show(label: str, d, bad_if_positive: bool) -> str:
+def _comparison_text(comparison: Comparison, *, markdown: bool) -> str:
+    def show(label: str, d: Difference, bad_if_positive: bool) -> str:
         (x1, n1), (x2, n2) = d.before, d.after
         if d.interval is None:
             return f"{label}: {x1}/{n1} -> {x2}/{n2}, not comparable (a side has nothing to count)"

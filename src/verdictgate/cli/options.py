@@ -6,11 +6,11 @@ import functools
 import json
 import socket
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn, ParamSpec, TypeVar
 from urllib.parse import urlparse
 
 import click
@@ -33,23 +33,30 @@ from ..trials_file import TrialWriter, path_field, read_trials
 from .loading import load_attribute, load_factory
 
 if TYPE_CHECKING:
-    from ..snapshot import Regression
+    from ..baseline import Regression
     from ..tiers.tiers import Judge
 
 FORMATS = click.Choice(sorted(RENDERERS))
 ISOLATIONS = click.Choice([isolation.value for isolation in Isolation])
 
+OptionValue = Any  # a value click parsed from the command line, as its option's type made it
+PolicyOf = Callable[[Suite | None], Policy]
+"""What a command of `policy_options` receives: the policy of its options for a suite."""
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+_F = TypeVar("_F", bound=Callable[..., object])
 
-def fail(message: str) -> None:
+
+def fail(message: str) -> NoReturn:
     click.echo(f"verdictgate: error: {message}", err=True)
     sys.exit(USAGE_EXIT)
 
 
-def handles_errors(command: Callable) -> Callable:
+def handles_errors(command: Callable[_P, _R]) -> Callable[_P, _R]:
     """Turn every error a user can cause into one line on stderr and exit code 2."""
 
     @functools.wraps(command)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
+    def wrapper(*args: _P.args, **kwargs: _P.kwargs) -> _R:
         try:
             return command(*args, **kwargs)
         except VerdictgateError as error:
@@ -94,7 +101,7 @@ def emit(
     assessment: Assessment,
     fmt: str,
     output: str | None,
-    extra: dict | None = None,
+    extra: Mapping[str, object] | None = None,
     regression: Regression | None = None,
 ) -> None:
     """Write the report in `fmt` to the output file or stdout; `extra` fields join the JSON
@@ -169,21 +176,28 @@ class AgentRun:
     def run_options(self, decision: DecisionRule | None, resume: list[Trial]) -> RunOptions:
         """The run's options, its invariants and judge loaded from where the flags name."""
         return RunOptions(
-            repeats=self.repeats, budget=self.budget, concurrency=self.concurrency,
-            timeout=self.timeout, run_id=self.run_id, quality_gate=self.quality_gate,
+            repeats=self.repeats,
+            budget=self.budget,
+            concurrency=self.concurrency,
+            timeout=self.timeout,
+            run_id=self.run_id,
+            quality_gate=self.quality_gate,
             relations=self.relations,
             invariants=[i for spec in self.invariant_specs for i in _invariants(spec)],
             semantic=self.semantic,
             judge=None if self.judge_spec is None else _judge(self.judge_spec),
-            decision=decision, sequential=self.sequential, max_pairs=self.max_pairs,
-            curtail=self.curtail, resume=resume,
-        )  # fmt: skip
+            decision=decision,
+            sequential=self.sequential,
+            max_pairs=self.max_pairs,
+            curtail=self.curtail,
+            resume=resume,
+        )
 
 
 _AGENT_RUN_FIELDS = tuple(f.name for f in fields(AgentRun))
 
 
-def run_options(command: Callable, *, agent_required: bool = False) -> Callable:
+def run_options(command: Callable[..., _R], *, agent_required: bool = False) -> Callable[..., _R]:
     """Options shared by every command that can call an agent; the command receives them as
     one `agent_run` (an AgentRun) in their place."""
 
@@ -306,22 +320,22 @@ def run_options(command: Callable, *, agent_required: bool = False) -> Callable:
     return gathered
 
 
-def _gathering_agent_run(command: Callable) -> Callable:
+def _gathering_agent_run(command: Callable[..., _R]) -> Callable[..., _R]:
     """`command`, given the agent options' values as one AgentRun (`agent_run`)."""
 
     @functools.wraps(command)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
+    def wrapper(*args: OptionValue, **kwargs: OptionValue) -> _R:
         given = {name: kwargs.pop(name) for name in _AGENT_RUN_FIELDS if name in kwargs}
         return command(*args, agent_run=AgentRun(**given), **kwargs)
 
     return wrapper
 
 
-def policy_options(command: Callable) -> Callable:
+def policy_options(command: Callable[..., _R]) -> Callable[..., _R]:
     """The policy options; the command receives `policy_of(suite) -> Policy` in their place."""
 
     @functools.wraps(command)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
+    def wrapper(*args: OptionValue, **kwargs: OptionValue) -> _R:
         given = {name: kwargs.pop(name) for name in _POLICY_OPTIONS}
         kwargs["policy_of"] = lambda suite: policy_for(suite, **given)
         return command(*args, **kwargs)
@@ -370,18 +384,28 @@ def policy_options(command: Callable) -> Callable:
 
 
 _POLICY_OPTIONS = (
-    "tolerance", "precision", "pass_rate", "method", "claim", "max_p95_ms", "max_p95_tool_calls",
-)  # fmt: skip
+    "tolerance",
+    "precision",
+    "pass_rate",
+    "method",
+    "claim",
+    "max_p95_ms",
+    "max_p95_tool_calls",
+)
 
 
-def output_options(command: Callable) -> Callable:
+def output_options(command: _F) -> _F:
     command = click.option(
         "--output", type=click.Path(dir_okay=False), help="Write the report here."
     )(command)
     return click.option(
-        "--format", "fmt", type=FORMATS, default="text", show_default=True,
+        "--format",
+        "fmt",
+        type=FORMATS,
+        default="text",
+        show_default=True,
         help="Report format; all are rendered from the same assessment.",
-    )(command)  # fmt: skip
+    )(command)
 
 
 def evidence_for(
@@ -425,7 +449,7 @@ def evidence_for(
             suite,
             agent.isolation,
             path_field(effective.name if effective else None),
-        ) as sink,  # fmt: skip
+        ) as sink,
         telemetry_for(agent_run.otlp_endpoint, agent_run.exports) as telemetry,
     ):
         return run_agent(agent, suite, policy, options, sink=sink, telemetry=telemetry)
@@ -436,7 +460,7 @@ def _agent(agent_spec: str, isolation: str | None) -> Agent:
     factory = load_factory(agent_spec)
     try:
         made = factory()
-        if isinstance(made, Agent):  # an adapter's (verdictgate.frameworks): isolation and rule
+        if isinstance(made, Agent):  # a framework adapter's: isolation and rule
             agent = made
         elif isolation == Isolation.FRESH_INSTANCE.value:
             agent = from_factory(factory, fresh_instance=True)

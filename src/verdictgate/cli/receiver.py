@@ -149,9 +149,12 @@ def _canary_suites(paths: tuple[str, ...]) -> dict[str, Suite]:
     "decides it (docs/receiver.md).",
 )
 @click.option(
-    "--max-request-bytes", type=int, default=16 << 20, show_default=True,
+    "--max-request-bytes",
+    type=int,
+    default=16 << 20,
+    show_default=True,
     help="Largest request body, after decompression; a larger one is refused (413).",
-)  # fmt: skip
+)
 @click.option(
     "--max-trials-per-run",
     type=click.IntRange(min=1),
@@ -242,7 +245,8 @@ def _serve_config(flags: Mapping[str, Any]) -> ServeConfig:
     """`serve`'s flags, checked and parsed once into a ServeConfig (durations, addresses,
     secrets and suite files read here; a bad one is an InputError naming its flag)."""
     from ..receiver.config import ReceiverConfig
-    from ..receiver.server import Limits, Tls
+    from ..receiver.ingest import Limits
+    from ..receiver.server import Tls
     from ..receiver.service import ServeConfig
 
     cert, key, window, retain = (
@@ -390,16 +394,25 @@ def _speaks_tls(endpoint: str) -> bool:
     help="Report format, as for `assess`.",
 )
 @click.option(
-    "--token-file", type=click.Path(dir_okay=False),
+    "--token-file",
+    type=click.Path(dir_okay=False),
     help="A file holding the receiver's bearer token.",
-)  # fmt: skip
+)
 @click.option(
     "--tls-ca", type=click.Path(dir_okay=False), help="PEM roots to verify a TLS receiver."
 )
 @click.option(
     "--output", type=click.Path(dir_okay=False), help="Write the report here (else stdout)."
 )
-def status_command(endpoint, run_id, wait, fmt, token_file, tls_ca, output) -> None:
+def status_command(
+    endpoint: str,
+    run_id: str,
+    wait: float,
+    fmt: str,
+    token_file: str | None,
+    tls_ca: str | None,
+    output: str | None,
+) -> None:
     """The admission of a run held by a receiver; same report and exit codes as `assess`.
 
     With --wait, a run that has not appeared yet is waited for too (a CI job may start this

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 from pathlib import Path
+from typing import TYPE_CHECKING, TypeVar
 
 import click
 
@@ -21,6 +22,7 @@ from ..trials_file import TrialWriter, read_trials
 from .options import (
     ISOLATIONS,
     AgentRun,
+    PolicyOf,
     emit,
     evidence_for,
     handles_errors,
@@ -29,32 +31,80 @@ from .options import (
     suite_from,
 )
 
+if TYPE_CHECKING:  # the importers load only when a command reads another tool's file
+    from ..importers import Imported
 
-def import_options(command: Callable) -> Callable:
+_F = TypeVar("_F", bound=Callable[..., object])
+TRIALS = "trials"
+"""The source kind of `--trials`, beside the importers' (`importers.SOURCES`)."""
+
+
+def import_options(command: _F) -> _F:
     """The evidence sources `assess` reads besides trial records, and how to read them."""
     path = click.Path(dir_okay=False)
     for option in reversed(
         [
-            click.option("--agentverity", type=path, help="An AgentVerity evidence file (agentverity.evidence/v2)."),
-            click.option("--promptfoo", type=path, help="A promptfoo export (`promptfoo eval -o results.json`, or JSON Lines)."),
+            click.option(
+                "--agentverity",
+                type=path,
+                help="An AgentVerity evidence file (agentverity.evidence/v2).",
+            ),
+            click.option(
+                "--promptfoo",
+                type=path,
+                help="A promptfoo export (`promptfoo eval -o results.json`, or JSON Lines).",
+            ),
             click.option("--deepeval", type=path, help="A saved DeepEval test run (testCases)."),
-            click.option("--jsonl", type=path, help="JSON Lines from any harness (with --case-path and --decision-path)."),
-            click.option("--otlp-json", type=path, help="A collector `file` exporter capture: one OTLP/JSON export per line."),
+            click.option(
+                "--jsonl",
+                type=path,
+                help="JSON Lines from any harness (with --case-path and --decision-path).",
+            ),
+            click.option(
+                "--otlp-json",
+                type=path,
+                help="A collector `file` exporter capture: one OTLP/JSON export per line.",
+            ),
             click.option("--provider", help="promptfoo: the provider id or label to assess."),
             click.option("--prompt-id", help="promptfoo: the promptId to assess."),
-            click.option("--decision-path", help="Dotted path to the decision (in a JSON output, or a JSONL row)."),
-            click.option("--case-by", type=click.Choice(["prompt", "vars"]), default="prompt", show_default=True,
-                         help="promptfoo: identify a case by its rendered prompt or by its vars."),
-            click.option("--input-var", help="promptfoo, with --case-by vars: the var that holds the input."),
-            click.option("--expected-var", help="promptfoo, without --suite: the var holding the expected route."),
-            click.option("--decision", "decision_kind", type=click.Choice(["output", "tools"]), default="output",
-                         show_default=True, help="DeepEval: the decision is the actual output, or the tools called."),
-            click.option("--case-path", help="JSONL: dotted path to the case (an id, or the input to fingerprint)."),
-            click.option("--trial-path", help="JSONL: dotted path to the trial index (default: order of appearance)."),
+            click.option(
+                "--decision-path",
+                help="Dotted path to the decision (in a JSON output, or a JSONL row).",
+            ),
+            click.option(
+                "--case-by",
+                type=click.Choice(["prompt", "vars"]),
+                default="prompt",
+                show_default=True,
+                help="promptfoo: identify a case by its rendered prompt or by its vars.",
+            ),
+            click.option(
+                "--input-var", help="promptfoo, with --case-by vars: the var that holds the input."
+            ),
+            click.option(
+                "--expected-var",
+                help="promptfoo, without --suite: the var holding the expected route.",
+            ),
+            click.option(
+                "--decision",
+                "decision_kind",
+                type=click.Choice(["output", "tools"]),
+                default="output",
+                show_default=True,
+                help="DeepEval: the decision is the actual output, or the tools called.",
+            ),
+            click.option(
+                "--case-path",
+                help="JSONL: dotted path to the case (an id, or the input to fingerprint).",
+            ),
+            click.option(
+                "--trial-path",
+                help="JSONL: dotted path to the trial index (default: order of appearance).",
+            ),
             click.option("--expected-path", help="JSONL: dotted path to the expected route."),
             click.option("--run-path", help="JSONL: dotted path to the run id."),
         ]
-    ):  # fmt: skip
+    ):
         command = option(command)
     return command
 
@@ -68,9 +118,11 @@ def import_options(command: Callable) -> Callable:
 )
 @import_options
 @click.option(
-    "--suite", "suite_path", type=click.Path(dir_okay=False),
+    "--suite",
+    "suite_path",
+    type=click.Path(dir_okay=False),
     help="The suite to match cases to, with its contract (default: the file's own cases).",
-)  # fmt: skip
+)
 @click.option(
     "--isolation",
     type=ISOLATIONS,
@@ -87,10 +139,17 @@ def import_options(command: Callable) -> Callable:
 @output_options
 @handles_errors
 def assess_command(
-    trials_path, suite_path, isolation, sequential, policy_of, fmt, output, **sources
+    trials_path: str | None,
+    suite_path: str | None,
+    isolation: str | None,
+    sequential: bool,
+    policy_of: PolicyOf,
+    fmt: str,
+    output: str | None,
+    **sources: str | None,
 ) -> None:
     """Assess evidence collected elsewhere; makes no calls."""
-    kind = _source_kind(sources, trials_path, trials_allowed=True)
+    kind, path = _source(sources, trials_path, trials_allowed=True)
     suite = suite_from(suite_path)
     policy = policy_of(suite)
     if sequential:
@@ -98,14 +157,14 @@ def assess_command(
             policy = sequential_policy(policy, suite)
         except ValueError as error:
             raise click.BadParameter(str(error), param_hint="--sequential") from None
-    if kind is None:  # --trials
-        assessment = evidence_for(trials_path, suite, policy, AgentRun(isolation=isolation))
-        evidence = read_trials(trials_path)[0] if sequential else None
+    if kind == TRIALS:
+        assessment = evidence_for(path, suite, policy, AgentRun(isolation=isolation))
+        evidence = read_trials(path)[0] if sequential else None
     else:
-        imported = _read(kind, sources, suite)
-        assessment = assess_imported(imported, sources[kind], suite, policy, isolation)
+        imported = _read(kind, path, sources, suite)
+        assessment = assess_imported(imported, path, suite, policy, isolation)
         evidence = imported.evidence if sequential else None
-        suite = suite or Suite(name=Path(sources[kind]).stem, cases=imported.cases)
+        suite = suite or Suite(name=Path(path).stem, cases=imported.cases)
     extra = None
     if evidence is not None:
         assessment, extra = _replayed(assessment, evidence, suite, policy)
@@ -115,7 +174,7 @@ def assess_command(
 
 def _replayed(
     assessment: Assessment, evidence: Evidence, suite: Suite | None, policy: Policy
-) -> tuple[Assessment, dict]:
+) -> tuple[Assessment, dict[str, object]]:
     """`assess --sequential`: the trials replayed round by round, where the replay stopped
     (JSON `sequential`, with the rounds judged), and that said on stderr."""
     run = assessment.run
@@ -146,27 +205,37 @@ def _replayed(
 )
 @import_options
 @click.option(
-    "--to", "target", type=click.Choice(["trials"]), default="trials", show_default=True,
+    "--to",
+    "target",
+    type=click.Choice(["trials"]),
+    default="trials",
+    show_default=True,
     help="The format to write: verdictgate.trials/v1.",
-)  # fmt: skip
+)
 @click.option(
     "--suite", "suite_path", type=click.Path(dir_okay=False), help="Match cases to a suite."
 )
 @click.option("--output", type=click.Path(dir_okay=False), help="Write here (default: stdout).")
 @handles_errors
-def convert_command(target, trials_path, suite_path, output, **sources) -> None:
+def convert_command(
+    target: str,
+    trials_path: str | None,
+    suite_path: str | None,
+    output: str | None,
+    **sources: str | None,
+) -> None:
     """Write evidence as verdictgate.trials/v1, losslessly: every kept trial with its decision,
     evaluator verdict, latency, tier results and the run's isolation."""
-    kind = _source_kind(sources, trials_path, trials_allowed=True)
+    kind, path = _source(sources, trials_path, trials_allowed=True)
     suite = suite_from(suite_path)
-    if kind is None:
-        evidence, summary = read_trials(trials_path)
+    if kind == TRIALS:
+        evidence, summary = read_trials(path)
         name, point = summary.suite, summary.point
         isolation = evidence.declared_isolation()
     else:
-        imported = _read(kind, sources, suite)
+        imported = _read(kind, path, sources, suite)
         evidence, isolation = imported.evidence, imported.isolation
-        name, point = (suite.name, suite.point) if suite else (Path(sources[kind]).stem, None)
+        name, point = (suite.name, suite.point) if suite else (Path(path).stem, None)
     stream = open(output, "wb") if output else sys.stdout.buffer  # noqa: SIM115 - closed below
     try:
         writer = TrialWriter(stream, name, point, isolation)
@@ -178,28 +247,33 @@ def convert_command(target, trials_path, suite_path, output, **sources) -> None:
     click.echo(f"verdictgate: wrote {writer.written} trials", err=True)
 
 
-def _source_kind(sources: dict, trials_path: str | None, *, trials_allowed: bool) -> str | None:
-    """The one evidence source the flags name: an importer kind, or None for --trials."""
+def _source(
+    sources: Mapping[str, str | None], trials_path: str | None, *, trials_allowed: bool
+) -> tuple[str, str]:
+    """The one evidence source the flags name: its kind (an importer's, or TRIALS for --trials)
+    and its path."""
     from ..importers import SOURCES
 
-    kinds = [kind for kind in SOURCES if sources.get(kind) is not None]
-    if len(kinds) + (trials_path is not None) != 1:
-        named = ("trials", *SOURCES) if trials_allowed else SOURCES
-        flags = ", ".join(f"--{kind.replace('_', '-')}" for kind in named)
+    named = [(TRIALS, trials_path), *((kind, sources.get(kind)) for kind in SOURCES)]
+    given = [(kind, path) for kind, path in named if path is not None]
+    if len(given) != 1:
+        kinds = (TRIALS, *SOURCES) if trials_allowed else SOURCES
+        flags = ", ".join(f"--{kind.replace('_', '-')}" for kind in kinds)
         raise click.UsageError(f"give exactly one of {flags}")
-    return kinds[0] if kinds else None
+    return given[0]
 
 
-def _read(kind: str, sources: dict, suite: Suite | None):
-    """Read the chosen source with the import options given beside it."""
+def _read(kind: str, path: str, sources: Mapping[str, str | None], suite: Suite | None) -> Imported:
+    """Read the chosen source with the import options given beside it (those not given keep
+    their defaults)."""
     from ..importers import SOURCES, ImportOptions, read_source
 
-    options = ImportOptions(**{k: v for k, v in sources.items() if k not in SOURCES})
-    return read_source(kind, sources[kind], options, suite)
+    given = {k: v for k, v in sources.items() if k not in SOURCES and v is not None}
+    return read_source(kind, path, ImportOptions(**given), suite)
 
 
 def assess_imported(
-    imported, path: str, suite: Suite | None, policy: Policy, isolation: str | None
+    imported: Imported, path: str, suite: Suite | None, policy: Policy, isolation: str | None
 ) -> Assessment:
     """Assess what an importer read; the file's own cases stand in for a missing suite."""
     suite = suite or Suite(name=Path(path).stem, cases=imported.cases)

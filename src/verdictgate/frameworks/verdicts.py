@@ -5,9 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-
-class MissingVerdict(Exception):
-    """The structured output has no such field: the trial is an error of this type."""
+from ..errors import MissingVerdict
 
 
 def read_verdict(output: Any, key: str) -> Any:

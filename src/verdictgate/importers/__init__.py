@@ -14,10 +14,11 @@ from pathlib import Path
 from typing import Any
 
 from ..assessment import Isolation
+from ..errors import InvalidDecision
 from ..evidence import Evidence
 from ..fingerprints import fingerprint_key
 from ..suite import Case, Suite
-from ..trial_model import Decision, InvalidDecision, decision_from_value
+from ..trial_model import Decision, decision_from_value
 
 
 @dataclass(frozen=True)
@@ -84,9 +85,49 @@ Reader = Callable[[Path, ImportOptions, Suite | None, bytes | None], Imported]
 
 
 def read_source(
-    kind: str, path: str | Path, options: ImportOptions, suite: Suite | None
+    kind: str,
+    path: str | Path,
+    options: ImportOptions,
+    suite: Suite | None,
+    key: str | bytes | None = None,
 ) -> Imported:
-    """Read one source file of `kind` (case ids keyed by VERDICTGATE_FINGERPRINT_KEY)."""
+    """Read one source file of `kind`; case ids are keyed by `key`, else by
+    VERDICTGATE_FINGERPRINT_KEY."""
     module = importlib.import_module(f".{kind}", __name__)  # imported only when asked for
     read: Reader = module.read
-    return read(Path(path), options, suite, fingerprint_key())
+    return read(Path(path), options, suite, fingerprint_key(key))
+
+
+def evidence_from_promptfoo(
+    path: str | Path,
+    *,
+    suite: Suite | None = None,
+    decision_path: str | None = None,
+    provider: str | None = None,
+    prompt_id: str | None = None,
+    case_by: str = "prompt",
+    input_var: str | None = None,
+    expected_var: str | None = None,
+    key: str | bytes | None = None,
+) -> Imported:
+    """Trials from a promptfoo results file (`promptfoo eval -o results.json`, or its JSON
+    Lines), no model called. `decision_path` reads the decision from JSON outputs (`route`);
+    `provider` / `prompt_id` pick one of several; cases are grouped by `case_by` (`prompt`,
+    `vars`, `description`); `suite` gives references and the contract."""
+    options = ImportOptions(
+        provider=provider,
+        prompt_id=prompt_id,
+        decision_path=decision_path,
+        case_by=case_by,
+        input_var=input_var,
+        expected_var=expected_var,
+    )
+    return read_source("promptfoo", path, options, suite, key)
+
+
+def evidence_from_agentverity(
+    path: str | Path, *, suite: Suite | None = None, key: str | bytes | None = None
+) -> Imported:
+    """Trials from an AgentVerity evidence file (`agentverity.evidence/v2`): each case's
+    observations in order, its errors after them."""
+    return read_source("agentverity", path, ImportOptions(), suite, key)

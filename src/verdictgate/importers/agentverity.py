@@ -60,14 +60,27 @@ def read(path: Path, options: ImportOptions, suite: Suite | None, key: bytes | N
         if any(case.id == case_id for case in cases):
             raise InputError("the same input appears twice", path=source, field=field)
         evidence.add_all(
-            Trial(case_id, index, _observation(value, f"{field}.observations[{index}]", source),
-                  RUN_ID, expected, isolation=isolation)
+            Trial(
+                case_id,
+                index,
+                _observation(value, f"{field}.observations[{index}]", source),
+                RUN_ID,
+                expected,
+                isolation=isolation,
+            )
             for index, value in enumerate(observations)
-        )  # fmt: skip
+        )
         evidence.add_all(
-            Trial(case_id, len(observations) + n, None, RUN_ID, expected, "agentverity_error",
-                  isolation=isolation)
+            Trial(
+                case_id,
+                len(observations) + n,
+                None,
+                RUN_ID,
+                expected,
+                "agentverity_error",
+                isolation=isolation,
+            )
             for n in range(errors)
-        )  # fmt: skip
+        )
         cases.append(Case(case_id, None, expected))
     return Imported(evidence, tuple(cases), RUN_ID, isolation)

@@ -41,7 +41,7 @@ def _order(name: str | None, order: Any, position: int) -> tuple[int, int]:
 def _build(
     rows: list[dict[str, Any]], decision: str, decision_path: str | None, key: bytes | None
 ) -> Imported:
-    groups: dict[str, list[tuple[tuple[int, int], dict]]] = {}
+    groups: dict[str, list[tuple[tuple[int, int], dict[str, Any]]]] = {}
     for position, row in enumerate(rows):
         order = _order(row.get("name"), row.get("order"), position)
         groups.setdefault(row["input"], []).append((order, row))
@@ -85,16 +85,26 @@ def read(path: Path, options: ImportOptions, suite: Suite | None, key: bytes | N
 
 
 def evidence_from_deepeval(
-    test_cases: Iterable[Any],
+    test_cases: Iterable[Any] | str | Path,
     decision: str | Callable[[Any], Any] = "output",
     *,
     decision_path: str | None = None,
     key: str | bytes | None = None,
 ) -> Imported:
     """Trials from DeepEval LLMTestCase objects (duck-typed: `input`, `actual_output`,
-    `expected_output`, `tools_called`, `name`); `decision` is "output", "tools", or a callable."""
+    `expected_output`, `tools_called`, `name`), or from the path of a saved test run (`deepeval
+    test run`); `decision` is "output", "tools", or (for objects) a callable;
+    `decision_path` reads the decision from JSON outputs."""
+    if isinstance(test_cases, (str, Path)):
+        if callable(decision):
+            raise InputError(
+                'a saved test run is read by "output" or "tools"', arguments=("decision",)
+            )
+        options = ImportOptions(decision_kind=decision, decision_path=decision_path)
+        return read(Path(test_cases), options, None, fingerprint_key(key))
+    objects: Iterable[Any] = test_cases
     rows = []
-    for case in test_cases:
+    for case in objects:
         actual = decision(case) if callable(decision) else getattr(case, "actual_output", None)
         rows.append(
             {

@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from ..errors import InputError
-from ..evidence import Evidence, TrialIndexError
+from ..errors import InputError, TrialIndexError
+from ..evidence import Evidence
 from ..fingerprints import fingerprint
 from ..suite import Case, Suite
 from ..trial_model import Trial

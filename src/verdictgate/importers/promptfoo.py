@@ -90,7 +90,9 @@ class _Export(msgspec.Struct):
 _ROWS_START = b'\n    "results": ['
 _ROW_SEPARATOR = b"\n      },\n      {"
 _ROWS_END = b"\n      }\n    ]"
-_CHUNK = 1 << 24
+CHUNK_BYTES = 1 << 24
+"""Bytes of an export read at a time (16 MiB): rows are split out of each chunk as it comes, so
+memory does not grow with the file."""
 _ROW_DECODER: msgspec.json.Decoder[Row] = msgspec.json.Decoder(Row)
 _EVAL_ID = re.compile(rb'"evalId": "([^"\\]*)"')
 
@@ -102,7 +104,7 @@ def _stream_rows(stream: BinaryIO, source: str) -> Iterator[Row] | None:
     head = b""
     start = -1
     while start < 0 or len(head) < start + len(_ROWS_START) + len(b"\n      {"):
-        more = stream.read(_CHUNK)
+        more = stream.read(CHUNK_BYTES)
         if not more:
             break
         head += more
@@ -124,7 +126,7 @@ def _stream_rows(stream: BinaryIO, source: str) -> Iterator[Row] | None:
                     raise InputError(f"not a promptfoo result row: {error}", path=source) from None
             if end >= 0:
                 return
-            more = stream.read(_CHUNK)
+            more = stream.read(CHUNK_BYTES)
             if not more:
                 raise InputError("the export ends inside its results", path=source)
             buffer = pieces[-1] + more
@@ -177,7 +179,7 @@ class _Test:
     """One test's rows, kept small: the order key and the trial of each row."""
 
     expected: str | None
-    order: array = field(default_factory=lambda: array("q"))
+    order: array[int] = field(default_factory=lambda: array("q"))
     trace_ids: list[str | None] = field(default_factory=list)
     trials: list[tuple[Decision | None, str | None, bool | None]] = field(default_factory=list)
     latencies: list[float | None] = field(default_factory=list)
@@ -227,8 +229,11 @@ def read(path: Path, options: ImportOptions, suite: Suite | None, key: bytes | N
     if suite is not None:
         unmatched = sum(len(test.order) for text, test in tests.items() if text not in by_input)
         if unmatched:
-            raise InputError(f"{unmatched} rows match no suite case by input ({{case_by}} {options.case_by})",
-                             path=source, arguments=("suite", "case_by"))  # fmt: skip
+            raise InputError(
+                f"{unmatched} rows match no suite case by input ({{case_by}} {options.case_by})",
+                path=source,
+                arguments=("suite", "case_by"),
+            )
     evidence = Evidence()
     cases = []
     for text, test in tests.items():
@@ -243,12 +248,20 @@ def read(path: Path, options: ImportOptions, suite: Suite | None, key: bytes | N
             for rank, row_number in enumerate(ranked):
                 positions[row_number] = rank
         evidence.add_all(
-            Trial(case.id, position, decision, eval_id, case.expected, error, passed=passed,
-                  latency_ms=latency)
+            Trial(
+                case.id,
+                position,
+                decision,
+                eval_id,
+                case.expected,
+                error,
+                passed=passed,
+                latency_ms=latency,
+            )
             for position, (decision, error, passed), latency in zip(
                 positions, test.trials, test.latencies, strict=True
             )
-        )  # fmt: skip
+        )
         cases.append(Case(case.id, None, case.expected))
     return Imported(evidence, tuple(cases), eval_id)
 

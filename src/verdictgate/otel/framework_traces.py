@@ -23,9 +23,15 @@ from ..span_facts import SpanFacts, children_index, descendants
 from ..trial_model import Trial
 
 TRIAL_MARK_KEYS = (
-    names.RUN_ID, names.CASE_ID, names.TRIAL, names.CASE_EXPECTED, names.SUITE, names.POINT,
-    names.DECISION_RULE, names.ERROR_TYPE,
-)  # fmt: skip
+    names.RUN_ID,
+    names.CASE_ID,
+    names.TRIAL,
+    names.CASE_EXPECTED,
+    names.SUITE,
+    names.POINT,
+    names.DECISION_RULE,
+    names.ERROR_TYPE,
+)
 """What a trial span is read for; nothing else of it is decoded."""
 
 
@@ -77,14 +83,19 @@ def trial_mark(
             "attribute rules are derived in process (`run --decision`); a receiver keeps names only"
         )
     optional = {}
-    for key, field in ((names.CASE_EXPECTED, "expected"), (names.SUITE, "suite"),
-                       (names.POINT, "point"), (names.ERROR_TYPE, "error_type")):  # fmt: skip
+    for key, field in (
+        (names.CASE_EXPECTED, "expected"),
+        (names.SUITE, "suite"),
+        (names.POINT, "point"),
+        (names.ERROR_TYPE, "error_type"),
+    ):
         value = attributes.get(key)
         if value is not None and type(value) is not str:
             raise ValueError(f"{key} must be a string")
         optional[field] = value
-    return TrialMark(trace_id, span_id, run, case, index, str(rule), latency_ms=latency_ms,
-                     **optional)  # fmt: skip
+    return TrialMark(
+        trace_id, span_id, run, case, index, str(rule), latency_ms=latency_ms, **optional
+    )
 
 
 def settled_trials(
@@ -104,9 +115,14 @@ def settled_trials(
             derived = Derived(None, mark.error_type)
         trials.append(
             Trial(
-                mark.case, mark.index, derived.decision, mark.run,
-                expected=mark.expected, error_type=derived.error_type, latency_ms=mark.latency_ms,
+                mark.case,
+                mark.index,
+                derived.decision,
+                mark.run,
+                expected=mark.expected,
+                error_type=derived.error_type,
+                latency_ms=mark.latency_ms,
                 tied_steps=derived.tied_steps,
             )
-        )  # fmt: skip
+        )
     return trials, below

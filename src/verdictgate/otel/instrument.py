@@ -28,12 +28,13 @@ from opentelemetry import trace
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
 from ..decision_rules import DecisionRule
+from ..errors import InvalidDecision
 from ..fingerprints import fingerprint, fingerprint_key
 from ..policy import Policy
 from ..suite import Suite
 from ..tiers.invariants import Invariant
 from ..tiers.tiers import TierOutcome, Tiers
-from ..trial_model import InvalidDecision, Isolation, TiedSteps, Trial, decision_from_value
+from ..trial_model import Isolation, TiedSteps, Trial, decision_from_value
 from . import conventions as names
 from .spans import decision_attributes, flat_ranges, run_attributes, trial_attributes
 
@@ -304,7 +305,7 @@ def decision_point(
             return
         recorder.record(answer, tiers.check(result, given))
 
-    def pick_input(args: tuple, kwargs: dict) -> str | None:
+    def pick_input(args: tuple[object, ...], kwargs: dict[str, object]) -> str | None:
         if input is not None:
             return input(*args, **kwargs)
         return next((a for a in (*args, *kwargs.values()) if isinstance(a, str)), None)
@@ -360,9 +361,11 @@ def trial_span(
     inside makes the trial an error of its type (never its message) and is re-raised."""
     rule = DecisionRule.parse(decision)
     attributes: dict[str, Any] = {
-        names.RUN_ID: run, names.CASE_ID: case, names.TRIAL: index,
+        names.RUN_ID: run,
+        names.CASE_ID: case,
+        names.TRIAL: index,
         names.DECISION_RULE: str(rule),
-    }  # fmt: skip
+    }
     for key, value in ((names.CASE_EXPECTED, expected), (names.SUITE, suite), (names.POINT, point)):
         if value is not None:
             attributes[key] = value

@@ -21,7 +21,7 @@ class LatestAdmissions:
 
     def __init__(self, meter: Meter, lock: AbstractContextManager[object] | None = None) -> None:
         self._lock: AbstractContextManager[object] = lock or threading.Lock()
-        self._latest: dict[tuple, Publication] = {}
+        self._latest: dict[tuple[tuple[str, object], ...], Publication] = {}
         for name, (unit, description) in GAUGES.items():
             meter.create_observable_gauge(
                 name, callbacks=[self._observer(name)], unit=unit, description=description

@@ -97,7 +97,7 @@ class Extract:
             self.reject(name, error)
 
     def add_framework_span(
-        self, ids: SpanIds, parent: str | None, start: int, attributes: dict, failed: bool
+        self, ids: SpanIds, parent: str | None, start: int, attributes: dict[str, Any], failed: bool
     ) -> None:
         """Keep the name facts of a span that is not ours (one without ids cannot be placed)."""
         self.other_spans += 1
@@ -112,11 +112,16 @@ class Extract:
         return (
             _restore,
             (
-                _MSGPACK.encode(self.trials), self.declarations, self.labels,
-                _MSGPACK.encode(self.marks), _MSGPACK.encode(self.framework_spans),
-                self.other_spans, self.rejected, self.errors,
+                _MSGPACK.encode(self.trials),
+                self.declarations,
+                self.labels,
+                _MSGPACK.encode(self.marks),
+                _MSGPACK.encode(self.framework_spans),
+                self.other_spans,
+                self.rejected,
+                self.errors,
             ),
-        )  # fmt: skip
+        )
 
     def reject(self, name: str, error: Exception | str) -> None:
         """Count a span of ours that cannot be read; the first few are named."""
@@ -135,9 +140,13 @@ def _restore(
     trials: bytes, declarations: Any, labels: Any, marks: bytes, spans: bytes, *rest: Any
 ) -> Extract:
     return Extract(
-        _TRIALS_IN.decode(trials), declarations, labels, _MARKS_IN.decode(marks),
-        _SPANS_IN.decode(spans), *rest,
-    )  # fmt: skip
+        _TRIALS_IN.decode(trials),
+        declarations,
+        labels,
+        _MARKS_IN.decode(marks),
+        _SPANS_IN.decode(spans),
+        *rest,
+    )
 
 
 SpanIds = tuple[str, str] | None
@@ -181,10 +190,17 @@ def _latency_ms(start: int, end: int) -> float | None:
 
 # What a span of ours is read for. Only these attributes are decoded (and can reject it).
 _ALWAYS = (
-    names.RUN_ID, names.CASE_ID, names.TRIAL, names.OUTCOME, names.CASE_EXPECTED, names.PASSED,
-    names.INVARIANT_FAILED, names.INVARIANT_WARNED, names.EVALUATION_SKIPPED,
+    names.RUN_ID,
+    names.CASE_ID,
+    names.TRIAL,
+    names.OUTCOME,
+    names.CASE_EXPECTED,
+    names.PASSED,
+    names.INVARIANT_FAILED,
+    names.INVARIANT_WARNED,
+    names.EVALUATION_SKIPPED,
     names.TIED_STEPS,
-)  # fmt: skip
+)
 _BY_OUTCOME = {
     "decision": (names.VERDICT, names.TOOLS),
     "no_decision": (names.NO_DECISION_REASON,),
@@ -435,12 +451,17 @@ def _take_other(extract: Extract, name: str, span: Any, entries: Any, view: Any 
         extract.add_mark(name, ids, attributes, latency)
         return
     extract.add_framework_span(
-        ids, _parent(span.parent_span_id), span.start_time_unix_nano,
-        _tolerant(get, read, FACT_KEYS), span.status.code == _ERROR_STATUS,
-    )  # fmt: skip
+        ids,
+        _parent(span.parent_span_id),
+        span.start_time_unix_nano,
+        _tolerant(get, read, FACT_KEYS),
+        span.status.code == _ERROR_STATUS,
+    )
 
 
 # OTLP/JSON
+
+JsonObject = dict[str, Any]  # an object of a decoded OTLP/JSON request
 
 
 def extract_json(body: bytes) -> Extract:
@@ -471,7 +492,7 @@ def extract_json(body: bytes) -> Extract:
     return extract
 
 
-def _take_other_json(extract: Extract, name: str, span: dict) -> None:
+def _take_other_json(extract: Extract, name: str, span: JsonObject) -> None:
     """`_take_other` for a span of an OTLP/JSON request (ids in hex, status code 2 or its name)."""
     ids = _json_ids(span.get("traceId"), span.get("spanId"))
     if name == names.TRIAL_SPAN:
@@ -497,9 +518,12 @@ def _take_other_json(extract: Extract, name: str, span: dict) -> None:
         extract.reject(name, error)
         return
     extract.add_framework_span(
-        ids, parent[1] if parent else None, start, _tolerant(found.get, _read_json, FACT_KEYS),
+        ids,
+        parent[1] if parent else None,
+        start,
+        _tolerant(found.get, _read_json, FACT_KEYS),
         code in (_ERROR_STATUS, "STATUS_CODE_ERROR"),
-    )  # fmt: skip
+    )
 
 
 def _json_ids(trace_id: Any, span_id: Any) -> SpanIds:
@@ -510,13 +534,13 @@ def _json_ids(trace_id: Any, span_id: Any) -> SpanIds:
         return None
 
 
-def _json_spans(document: dict) -> Iterator[dict]:
+def _json_spans(document: JsonObject) -> Iterator[JsonObject]:
     for resource_spans in _json_list(document.get("resourceSpans")):
         for scope_spans in _json_list(resource_spans.get("scopeSpans")):
             yield from _json_list(scope_spans.get("spans"))
 
 
-def _json_list(value: Any) -> list[dict]:
+def _json_list(value: Any) -> list[JsonObject]:
     if value is None:
         return []
     if type(value) is not list or not all(type(item) is dict for item in value):
@@ -636,7 +660,7 @@ def _json_double(value: Any, key: str) -> float:
     raise ValueError(f"{key}: not a number: {value!r:.60}")
 
 
-def _json_latency(span: dict) -> float | None:
+def _json_latency(span: JsonObject) -> float | None:
     """Duration from the span's `startTimeUnixNano` / `endTimeUnixNano` (strings of digits);
     None when either is missing or not a uint64."""
     try:

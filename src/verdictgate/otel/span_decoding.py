@@ -10,13 +10,13 @@ from typing import Any, TypeVar
 
 from ..assessment import Isolation, RelationResult, Stopping
 from ..declaration import RunDeclaration
+from ..errors import InvalidDecision
 from ..evidence import MAX_TRIAL_INDEX
 from ..policy import Claim, Policy
 from ..stats import DEFAULT_METHOD, Method
 from ..suite import Contract, Suite
 from ..trial_model import (
     Decision,
-    InvalidDecision,
     NoDecision,
     TiedSteps,
     Trial,

@@ -67,8 +67,9 @@ def _choice(value: object) -> str:
 def _inconclusive_fails(request: pytest.FixtureRequest) -> bool:
     marker = request.node.get_closest_marker("verdictgate")
     if marker is not None and (marker.args or set(marker.kwargs) - {"inconclusive"}):
-        pytest.fail("@pytest.mark.verdictgate takes only inconclusive='fail' or 'pass'",
-                    pytrace=False)  # fmt: skip
+        pytest.fail(
+            "@pytest.mark.verdictgate takes only inconclusive='fail' or 'pass'", pytrace=False
+        )
     choice = (
         (marker.kwargs.get("inconclusive") if marker is not None else None)
         or request.config.getoption("--verdictgate-inconclusive")

@@ -12,8 +12,11 @@ PROPERTY_PREFIX = "verdictgate."
 
 def summary_line(nodeid: str, properties: Sequence[tuple[str, object]]) -> str | None:
     """The terminal summary's line for a gated test (None for a test that was not gated)."""
-    found = {str(k)[len(PROPERTY_PREFIX) :]: str(v) for k, v in properties
-             if str(k).startswith(PROPERTY_PREFIX)}  # fmt: skip
+    found = {
+        str(k)[len(PROPERTY_PREFIX) :]: str(v)
+        for k, v in properties
+        if str(k).startswith(PROPERTY_PREFIX)
+    }
     if "status" not in found:
         return None
     return f"{found['status']:<12} {nodeid}: {found.get('headline', '')}"

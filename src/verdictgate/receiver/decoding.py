@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import multiprocessing
 import threading
+from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 
@@ -41,11 +42,18 @@ class Decoder:
         self._lock = threading.Lock()
         self._pool = self._start() if workers else None
 
+    @property
+    def worker_initializer(self) -> Callable[[], object] | None:
+        """What each worker process runs as it starts: `reuse_freed_memory`, so that it reuses
+        the memory of one body for the next instead of faulting it in again; None when there
+        are no workers (bodies are decoded in the calling thread)."""
+        return reuse_freed_memory if self._workers else None
+
     def _start(self) -> ProcessPoolExecutor:
         return ProcessPoolExecutor(
             self._workers,
             mp_context=multiprocessing.get_context("spawn"),
-            initializer=reuse_freed_memory,
+            initializer=self.worker_initializer,
         )
 
     def decode(self, body: bytes, content_type: str) -> Extract:

@@ -45,9 +45,10 @@ class Finisher:
             self._pending += 1
             if len(self._threads) < self._workers:
                 thread = threading.Thread(
-                    target=self._work, name=f"verdictgate-finisher-{len(self._threads)}",
+                    target=self._work,
+                    name=f"verdictgate-finisher-{len(self._threads)}",
                     daemon=True,
-                )  # fmt: skip
+                )
                 self._threads.append(thread)
                 thread.start()
             self._changed.notify_all()

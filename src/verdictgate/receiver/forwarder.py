@@ -140,8 +140,10 @@ class Forwarder:
             logger.warning(
                 "verdictgate: cannot publish admissions to %s (%s); %d kept in the outbox, "
                 "retrying with backoff",
-                self.target.endpoint, reason, self.store.outbox_size(),
-            )  # fmt: skip
+                self.target.endpoint,
+                reason,
+                self.store.outbox_size(),
+            )
         self.failing = reason
 
     def _recovered(self) -> None:

@@ -24,6 +24,8 @@ from .receiver import Receiver
 from .watch import CachedAssessment
 
 T = TypeVar("T")
+_Request = TypeVar("_Request")
+_Response = TypeVar("_Response")
 
 ADMISSION_SERVICE = "verdictgate.v1.AdmissionService"
 """The query API of proto/verdictgate/v1/verdictgate.proto, registered by hand below so that
@@ -73,9 +75,11 @@ class TokenCheck(grpc.ServerInterceptor):
 
     def intercept_service(
         self,
-        continuation: Callable[[grpc.HandlerCallDetails], grpc.RpcMethodHandler | None],
+        continuation: Callable[
+            [grpc.HandlerCallDetails], grpc.RpcMethodHandler[_Request, _Response] | None
+        ],
         handler_call_details: grpc.HandlerCallDetails,
-    ) -> grpc.RpcMethodHandler | None:
+    ) -> grpc.RpcMethodHandler[_Request, _Response] | None:
         metadata = handler_call_details.invocation_metadata or ()
         if authorized(_single(metadata, "authorization"), self._token):
             return continuation(handler_call_details)
@@ -102,21 +106,27 @@ class CallCap(grpc.ServerInterceptor):
 
     def intercept_service(
         self,
-        continuation: Callable[[grpc.HandlerCallDetails], grpc.RpcMethodHandler | None],
+        continuation: Callable[
+            [grpc.HandlerCallDetails], grpc.RpcMethodHandler[_Request, _Response] | None
+        ],
         handler_call_details: grpc.HandlerCallDetails,
-    ) -> grpc.RpcMethodHandler | None:
+    ) -> grpc.RpcMethodHandler[_Request, _Response] | None:
         handler = continuation(handler_call_details)
         return None if handler is None else self._counted(handler)
 
     def _enter(self, context: grpc.ServicerContext) -> None:
         if not self._slots.acquire(blocking=False):
             _abort_retryable(
-                context, grpc.StatusCode.RESOURCE_EXHAUSTED, "receiver busy, retry later",
+                context,
+                grpc.StatusCode.RESOURCE_EXHAUSTED,
+                "receiver busy, retry later",
                 self._retry_after,
-            )  # fmt: skip
+            )
 
-    def _counted(self, handler: grpc.RpcMethodHandler) -> grpc.RpcMethodHandler:
-        def requests(stream: Iterator[Any], context: grpc.ServicerContext) -> Any:
+    def _counted(
+        self, handler: grpc.RpcMethodHandler[_Request, _Response]
+    ) -> grpc.RpcMethodHandler[_Request, _Response]:
+        def requests(stream: Iterator[_Request], context: grpc.ServicerContext) -> Any:
             if handler.request_streaming:
                 return stream
             for message in stream:  # a unary request's one message
@@ -129,7 +139,9 @@ class CallCap(grpc.ServerInterceptor):
             behaviour = handler.stream_stream or handler.unary_stream
             assert behaviour is not None
 
-            def streaming(stream: Iterator[Any], context: grpc.ServicerContext) -> Iterator[Any]:
+            def streaming(
+                stream: Iterator[_Request], context: grpc.ServicerContext
+            ) -> Iterator[_Response]:
                 self._enter(context)
                 try:
                     yield from behaviour(requests(stream, context), context)
@@ -142,7 +154,7 @@ class CallCap(grpc.ServerInterceptor):
         unary = handler.stream_unary or handler.unary_unary
         assert unary is not None
 
-        def answered(stream: Iterator[Any], context: grpc.ServicerContext) -> Any:
+        def answered(stream: Iterator[_Request], context: grpc.ServicerContext) -> _Response:
             self._enter(context)
             try:
                 return unary(requests(stream, context), context)

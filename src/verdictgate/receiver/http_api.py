@@ -25,7 +25,7 @@ import threading
 import time
 import zlib
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from urllib.parse import parse_qs, unquote, urlsplit
 
 from google.rpc import code_pb2, status_pb2
@@ -151,8 +151,12 @@ PAGE_HEADERS = {
 }
 """Every page: nothing loaded or run but the page itself."""
 HTML = "text/html; charset=utf-8"
-_HTTP_STATUS = {Failure.INVALID: 400, Failure.BUSY: 429, Failure.UNAVAILABLE: 503,
-                Failure.INTERNAL: 500}  # fmt: skip
+_HTTP_STATUS = {
+    Failure.INVALID: 400,
+    Failure.BUSY: 429,
+    Failure.UNAVAILABLE: 503,
+    Failure.INTERNAL: 500,
+}
 """The status of each failure on a request's path."""
 _GRPC_CODES = {
     400: code_pb2.INVALID_ARGUMENT,
@@ -180,7 +184,9 @@ class OtlpHttpHandler(RequestHandler):
     reply_type = JSON
     """The format of this request's answers: the request's own content type, JSON otherwise."""
 
-    def _send(self, code: int, body: bytes, content_type: str, headers: dict | None = None) -> None:
+    def _send(
+        self, code: int, body: bytes, content_type: str, headers: Mapping[str, str] | None = None
+    ) -> None:
         closing = self.will_close()
         self.send_response(code)
         self.send_header("Content-Type", content_type)
@@ -194,7 +200,12 @@ class OtlpHttpHandler(RequestHandler):
             self.wfile.write(body)
 
     def _status(
-        self, code: int, grpc_code: int, message: str, content_type: str, headers=None
+        self,
+        code: int,
+        grpc_code: int,
+        message: str,
+        content_type: str,
+        headers: Mapping[str, str] | None = None,
     ) -> None:
         if code == 401:
             headers = {"WWW-Authenticate": "Bearer", **(headers or {})}
@@ -245,8 +256,9 @@ class OtlpHttpHandler(RequestHandler):
             if self.command == "POST" and path == "/":
                 return self._sign_in()
             methods = "GET, HEAD, POST" if path == "/" else "GET, HEAD"
-            return self._status(405, code_pb2.UNIMPLEMENTED, f"use {methods}", JSON,
-                                {"Allow": methods})  # fmt: skip
+            return self._status(
+                405, code_pb2.UNIMPLEMENTED, f"use {methods}", JSON, {"Allow": methods}
+            )
         allowed = "POST" if path == "/v1/traces" else None
         if path == "/v1/runs" or _RUN_PATH.match(path):
             allowed = "GET"
@@ -330,10 +342,17 @@ class OtlpHttpHandler(RequestHandler):
             except ValueError as error:
                 return self._status(400, code_pb2.INVALID_ARGUMENT, str(error), JSON)
             listed = [
-                {"run_id": r.run_id, "suite": r.suite, "point": r.point, "status": r.status,
-                 "final": r.final, "trials_received": r.received, "trials_expected": r.planned_trials}
+                {
+                    "run_id": r.run_id,
+                    "suite": r.suite,
+                    "point": r.point,
+                    "status": r.status,
+                    "final": r.final,
+                    "trials_received": r.received,
+                    "trials_expected": r.planned_trials,
+                }
                 for r in runs
-            ]  # fmt: skip
+            ]
             document = {"runs": listed, "next_page_token": next_token}
             return self._send(200, json.dumps(document).encode(), JSON)
         match = _RUN_PATH.match(url.path)
@@ -383,8 +402,8 @@ class OtlpHttpHandler(RequestHandler):
         self.sign_ins.succeeded(host)
         secure = "; Secure" if isinstance(self.connection, ssl.SSLSocket) else ""
         cookie = f"{self._cookie_name()}={page_key(self.token)}; HttpOnly; SameSite=Strict; Path=/"
-        self._send(303, b"", HTML, {"Location": "/", "Set-Cookie": cookie + secure,
-                                    "Cache-Control": "no-store"})  # fmt: skip
+        headers = {"Location": "/", "Set-Cookie": cookie + secure, "Cache-Control": "no-store"}
+        self._send(303, b"", HTML, headers)
 
     def _cookie_name(self) -> str:
         """One cookie per receiver: browsers send a host's cookies to every port of it."""

@@ -508,12 +508,24 @@ class _BodyWait:
 
 class _Connection:
     __slots__ = (
-        "address", "deadline", "discarded", "handler", "host", "idle", "progress", "reader",
-        "scanned", "sock", "state", "wait", "writer",
-    )  # fmt: skip
+        "address",
+        "deadline",
+        "discarded",
+        "handler",
+        "host",
+        "idle",
+        "progress",
+        "reader",
+        "scanned",
+        "sock",
+        "state",
+        "wait",
+        "writer",
+    )
 
-    def __init__(self, sock: socket.socket, address: Any, state: int, deadline: float,
-                 write_timeout: float) -> None:  # fmt: skip
+    def __init__(
+        self, sock: socket.socket, address: Any, state: int, deadline: float, write_timeout: float
+    ) -> None:
         self.sock = sock
         self.address = address
         self.host = _host(address)
@@ -1003,8 +1015,9 @@ class BoundedHttpServer:
         for turn in itertools.count():
             if wait is None or connection.state != _BODY:
                 return
-            if turn >= 16 and not (isinstance(connection.sock, ssl.SSLSocket)
-                                   and connection.sock.pending()):  # fmt: skip
+            if turn >= 16 and not (
+                isinstance(connection.sock, ssl.SSLSocket) and connection.sock.pending()
+            ):
                 return  # other connections get their turn (the selector wakes this again)
             want = _RECV if wait.length is None else min(_RECV, wait.length - len(wait.received))
             try:

@@ -159,15 +159,20 @@ class OtlpTarget:
             logger.error(
                 "verdictgate: %s refused part of run %s's admission for good (%s, %d bytes); "
                 "set aside so the admissions after it are delivered",
-                self.endpoint, run_id, code.name, request.ByteSize(),
-            )  # fmt: skip
+                self.endpoint,
+                run_id,
+                code.name,
+                request.ByteSize(),
+            )
             return None
         rejected = _rejected(response)
         if rejected:
             logger.warning(
                 "verdictgate: %s rejected %d items of run %s's admission",
-                self.endpoint, rejected, run_id,
-            )  # fmt: skip
+                self.endpoint,
+                rejected,
+                run_id,
+            )
         return None
 
     def close(self) -> None:

@@ -10,6 +10,7 @@ scrapers slows ingest or finishing, and idle sockets cannot take the process's d
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterator
 from typing import Any
 
 from opentelemetry.sdk.metrics import MeterProvider
@@ -25,9 +26,12 @@ from .ingest import Limits
 EXTRA = "prometheus"
 """The extra that installs the exporter: `pip install -e '.[prometheus]'` from a checkout."""
 SCRAPE_LIMITS = Limits(
-    max_connections=64, max_connections_per_host=16, http_workers=2, http_queue=32,
+    max_connections=64,
+    max_connections_per_host=16,
+    http_workers=2,
+    http_queue=32,
     http_backlog=64,
-)  # fmt: skip
+)
 """What scrapers may cost: 64 connections, 16 from one host, two workers; the OTLP ports'
 timeouts (a head in 10 s, a response in 30 s, 60 s idle)."""
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
@@ -43,6 +47,7 @@ class PrometheusEndpoint:
         try:
             from opentelemetry.exporter.prometheus import PrometheusMetricReader
             from prometheus_client import CollectorRegistry
+            from prometheus_client.metrics_core import Metric
         except ImportError:
             raise RuntimeError(
                 f"a Prometheus endpoint needs the exporter: pip install -e '.[{EXTRA}]' in a checkout "
@@ -53,7 +58,7 @@ class PrometheusEndpoint:
         lock = self._lock
 
         class WholeScrapes(CollectorRegistry):
-            def collect(self):
+            def collect(self) -> Iterator[Metric]:
                 with lock:
                     yield from super().collect()
 

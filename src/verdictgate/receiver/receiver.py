@@ -154,10 +154,13 @@ class Receiver:
 
             def show(run: StoredRun, made_ns: int = int(finished_at * 1e9)) -> None:
                 publication = Publication.of(
-                    self.assessment_of(run), self._declaration(run).metric_routes, TrialTally(),
-                    now_ns=made_ns, labels=self._labels,
+                    self.assessment_of(run),
+                    self._declaration(run).metric_routes,
+                    TrialTally(),
+                    now_ns=made_ns,
+                    labels=self._labels,
                     inconclusive_streak=self.store.inconclusive_streak(run.suite, run.point),
-                )  # fmt: skip
+                )
                 scrape.emit(replace(publication, trials_added={}))
 
             _isolated(run.run_id, functools.partial(show, run))
@@ -233,9 +236,14 @@ class Receiver:
                     (trace_id, [(mark.span_id, below[mark.span_id]) for mark in marks]),
                 )
             written = self.store.write(
-                trials, declared, dict(labels or {}), now=now, max_trials=self._max_trials,
-                max_held_spans=self.config.max_held_spans, **held,
-            )  # fmt: skip
+                trials,
+                declared,
+                dict(labels or {}),
+                now=now,
+                max_trials=self._max_trials,
+                max_held_spans=self.config.max_held_spans,
+                **held,
+            )
             lifecycle = self._lifecycle
             final = {run.run_id for run in written.runs if run.final}
             for attributes in declared:
@@ -256,8 +264,9 @@ class Receiver:
                 logger.warning(
                     "run %.80s: %d framework spans came after their trial was settled (counted "
                     "late; raise --settle if the agent's spans take longer to arrive)",
-                    run_id, late,
-                )  # fmt: skip
+                    run_id,
+                    late,
+                )
         if written.let_go and not self._let_go_logged:
             self._let_go_logged = True
             logger.warning(
@@ -331,10 +340,12 @@ class Receiver:
             now = self._clock()  # when it was admitted, for the store and the metrics alike
             publication = self._publication(assessment, run, final=True, now=now)
             finished = self.store.finish(
-                run.run_id, assessment.status.value,
-                publication.to_json() if publication and self.forwarder else None, now,
+                run.run_id,
+                assessment.status.value,
+                publication.to_json() if publication and self.forwarder else None,
+                now,
                 declaration=None if final.declared else self._canary_record(final, assessment),
-            )  # fmt: skip
+            )
             if finished:
                 self._cache.put(run, assessment)
                 if publication is not None and self.scrape is not None:
@@ -368,10 +379,12 @@ class Receiver:
         if declaration.suite.name not in self._canary_suites:
             return None
         attributes = run_attributes(
-            run_id=final.run_id, suite=declaration.suite, policy=declaration.policy,
+            run_id=final.run_id,
+            suite=declaration.suite,
+            policy=declaration.policy,
             planned_trials=assessment.trials.expected,
             isolation=declaration.isolation or Isolation.UNKNOWN,
-        )  # fmt: skip
+        )
         return json.dumps(attributes)
 
     def _publication(

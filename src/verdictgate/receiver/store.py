@@ -14,6 +14,7 @@ import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import TracebackType
 from typing import Any
 
 import msgspec
@@ -25,6 +26,13 @@ from ..otel.framework_traces import FrameworkSpan, TrialMark
 from ..otel.span_decoding import run_declaration
 from ..span_facts import SpanFacts
 from ..trial_model import Decision, NoDecision, Trial
+
+SqlRow = tuple[Any, ...]  # a row as sqlite3 returns it: the values its columns hold
+_TrialRow = tuple[
+    str, str, int, str | None, str | None, str | None, int, float | None, bool | None, str | None
+]
+"""A trial as `_INSERT` stores it: run, case, trial, decision key, expected, error type, batch,
+latency, passed, tiers."""
 
 logger = logging.getLogger(__name__)
 
@@ -337,7 +345,7 @@ class Store:
         """
         now = time.time() if now is None else now
         batch = secrets.randbits(62)
-        by_run: dict[str, list[tuple]] = {}
+        by_run: dict[str, list[_TrialRow]] = {}
         given: dict[str, list[Trial]] = {}
         for trial in trials:
             decision = trial.decision
@@ -349,10 +357,18 @@ class Store:
             given[trial.run].append(trial)
             rows.append(
                 (
-                    trial.run, trial.case, trial.index, key, trial.expected, trial.error_type,
-                    batch, trial.latency_ms, trial.passed, _tiers_column(trial),
+                    trial.run,
+                    trial.case,
+                    trial.index,
+                    key,
+                    trial.expected,
+                    trial.error_type,
+                    batch,
+                    trial.latency_ms,
+                    trial.passed,
+                    _tiers_column(trial),
                 )
-            )  # fmt: skip
+            )
         declared = list(declarations)
         touched = set(by_run) | {str(d[names.RUN_ID]) for d in declared}
         labels = labels or {}
@@ -418,7 +434,7 @@ class Store:
         )
         return evidence
 
-    def _runs(self, clauses: str, parameters: tuple = ()) -> list[StoredRun]:
+    def _runs(self, clauses: str, parameters: tuple[object, ...] = ()) -> list[StoredRun]:
         """The runs a `WHERE ... ORDER BY ... LIMIT` text selects."""
         with self._lock:
             rows = self._connection.execute(
@@ -659,7 +675,7 @@ class Store:
         with self._lock:
             return self._outbox_size
 
-    def _transaction(self):
+    def _transaction(self) -> _Transaction:
         return _Transaction(self._connection)
 
 
@@ -674,7 +690,12 @@ class _Transaction:
         self._cursor.execute("BEGIN IMMEDIATE")
         return self._cursor
 
-    def __exit__(self, kind, error, traceback) -> None:
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
         self._cursor.execute("ROLLBACK" if kind else "COMMIT")
 
 
@@ -712,7 +733,7 @@ def _cursor(token: str) -> tuple[float, str]:
     return float(first_seen), run_id
 
 
-def _trial(run_id: str, row: tuple) -> Trial:
+def _trial(run_id: str, row: SqlRow) -> Trial:
     """A stored row as the trial it records."""
     case, index, decision, expected, error_type, _, _, latency, passed, tiers = row
     failed, warned, skipped, *tied = json.loads(tiers) if tiers else ((), (), False)
@@ -732,10 +753,12 @@ def _trial(run_id: str, row: tuple) -> Trial:
     )
 
 
-def _repeats(rows: list[tuple], batch: int) -> list[tuple]:
+def _repeats(
+    rows: list[_TrialRow], batch: int
+) -> list[tuple[str | None, str | None, str, str, int, int]]:
     """REPEAT parameters: a first occurrence in this write is compared with rows of earlier
     writes; a later occurrence with the row its first occurrence stored (any batch)."""
-    seen: set[tuple] = set()
+    seen: set[tuple[str, str, int]] = set()
     parameters = []
     for run, case, index, key, *_ in rows:
         identity = (run, case, index)
@@ -972,7 +995,7 @@ def _declare(cursor: sqlite3.Cursor, attributes: dict[str, Any], now: float) -> 
         )
 
 
-def _stored_run(row: tuple) -> StoredRun:
+def _stored_run(row: SqlRow) -> StoredRun:
     return StoredRun(
         run_id=row[0],
         suite=row[1],

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from ..assessment import Assessment
+from ..errors import InputError
 from .html import render_html
 from .json_report import render_json
 from .junit import render_junit
@@ -31,8 +32,21 @@ RENDERERS: dict[str, Callable[[Assessment], str]] = {
 }
 """Format name -> renderer; the CLI's `--format` choices."""
 
+
+def render(assessment: Assessment, format: str = "text") -> str:
+    """The report of an assessment in `format`: text, json (`verdictgate.report/v1`), junit,
+    markdown or html; every format is drawn from the same assessment."""
+    renderer = RENDERERS.get(format)
+    if renderer is None:
+        raise InputError(
+            f"unknown format {format!r}: one of {', '.join(RENDERERS)}", arguments=("format",)
+        )
+    return renderer(assessment)
+
+
 __all__ = [
     "RENDERERS",
+    "render",
     "render_html",
     "render_json",
     "render_junit",

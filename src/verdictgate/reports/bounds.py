@@ -103,8 +103,9 @@ def bounded(a: Assessment) -> tuple[Assessment, Omitted]:
     )
     passes = a.passes
     unreliable = set(passes.unreliable_routes())
-    kept_routes = set(o.keep("pass_rate_routes", tuple(passes.routes), MAX_LABELS,
-                             lambda route: route not in unreliable))  # fmt: skip
+    judged = tuple(passes.routes)
+    kept = o.keep("pass_rate_routes", judged, MAX_LABELS, lambda route: route not in unreliable)
+    kept_routes = set(kept)
     passes = replace(
         passes,
         routes={route: n for route, n in passes.routes.items() if route in kept_routes},

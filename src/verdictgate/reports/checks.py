@@ -6,8 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import Enum
 
-from ..admission import CHECKS, RULE_OF, interval, listing, percent, population_summary
-from ..assessment import Assessment, Status
+from ..admission import CHECKS, RULE_OF, Rule, interval, listing, percent, population_summary
+from ..assessment import Assessment, Reason, Status
 from ..policy import Claim
 from ..stats import Stability
 from .bounds import bounded
@@ -99,7 +99,7 @@ def checks(assessment: Assessment) -> list[Check]:
     """Every check of the admission rule, with its result and the reasons behind it; one check
     per route for the routes a bounded report lists (`bounds.bounded`)."""
     assessment, _ = bounded(assessment)
-    found: dict[str, list] = {name: [] for name in CHECKS}
+    found: dict[str, list[tuple[Rule, Reason]]] = {name: [] for name in CHECKS}
     for code, reason in zip(assessment.reason_codes, assessment.reasons, strict=True):
         found[RULE_OF[code].check].append((RULE_OF[code], reason))
     result: list[Check] = []

@@ -18,7 +18,7 @@ from .checks import checks
 from .json_report import REPORT_SCHEMA
 
 if TYPE_CHECKING:
-    from ..snapshot import Regression
+    from ..baseline import Regression
 
 PLOT_WIDTH = 600
 LABEL_TEXT_WIDTH = 170
@@ -111,10 +111,14 @@ def _against_baseline(regression: Regression | None) -> str:
             "became unstable.</p>"
         )
     rows = [
-        [f'<span class="id">{escape(c.case)}</span>', escape(c.route or "—"), escape(c.before or "—"),
-         escape(c.after or "no stable verdict")]
+        [
+            f'<span class="id">{escape(c.case)}</span>',
+            escape(c.route or "—"),
+            escape(c.before or "—"),
+            escape(c.after or "no stable verdict"),
+        ]
         for c in regression.changed_cases
-    ]  # fmt: skip
+    ]
     unstable = "".join(
         f"<li>route {escape(route)} became unstable</li>" for route in regression.unstable_routes
     )
@@ -205,8 +209,9 @@ def _forest(rows: Sequence[tuple[str, str, ChangeRate]]) -> str:
         f"{percent(t)}</text>"
         for t in TICKS
     )
-    body = "".join(_row(label, route, change, i * ROW_HEIGHT) for i, (label, route, change) in
-                   enumerate(rows))  # fmt: skip
+    body = "".join(
+        _row(label, route, change, i * ROW_HEIGHT) for i, (label, route, change) in enumerate(rows)
+    )
     return (
         f'<svg class="forest" viewBox="0 0 {width} {height}" role="img" '
         f'aria-label="{escape(_summary(rows))}">'
@@ -224,12 +229,14 @@ def _summary(rows: Sequence[tuple[str, str, ChangeRate]]) -> str:
 
 def _stability(a: Assessment) -> str:
     rows = [("(pooled)", "", a.pooled)] + [(r.route, r.route, r.change) for r in a.routes]
+    ci = f"{ci_label(a.policy.confidence)} CI"
+    head = ["route", "cases", "pairs", "flips", ci, "tolerance", "stochastic at", "result"]
     routes_table = table(
-        ["route", "cases", "pairs", "flips", f"{ci_label(a.policy.confidence)} CI", "tolerance",
-         "stochastic at", "result"],
+        head,
         [
             [
-                escape(label), *(str(n) for n in (cases, change.pairs, change.flips)),
+                escape(label),
+                *(str(n) for n in (cases, change.pairs, change.flips)),
                 f"[{percent(change.ci_low)}, {percent(change.ci_high)}]",
                 percent(change.tolerance) + (" (target)" if targeted else ""),
                 level_text(change.level),
@@ -241,7 +248,7 @@ def _stability(a: Assessment) -> str:
             ]
         ],
         numeric=(1, 2, 3),
-    )  # fmt: skip
+    )
     return (
         "<h2>Stability</h2>"
         f'<p class="note">Each line is a route\'s change rate between reruns with its '
@@ -262,9 +269,10 @@ def _undecided_note(a: Assessment) -> str:
         return ""
     many = len(undecided) != 1
     routes, are, their, intervals = (
-        ("routes", "are", "their", "their intervals") if many
+        ("routes", "are", "their", "their intervals")
+        if many
         else ("route", "is", "its", "its interval")
-    )  # fmt: skip
+    )
     return (
         f'<p class="note">{len(undecided)} {routes} {are} not decided on {their} own: too few '
         f"rerun pairs for {intervals} to clear the "
@@ -365,16 +373,18 @@ def _quality(a: Assessment) -> str:
 
 def _evidence(a: Assessment) -> str:
     t = a.trials
+    outcomes = f"{t.decisions} decisions, {t.no_decisions} no-decisions, {t.errors} errors"
+    if t.errors:
+        outcomes += " (" + escape(", ".join(f"{k} x{n}" for k, n in t.error_types.items())) + ")"
+    integrity = f"{t.conflicts} conflicts, {t.duplicates} harmless duplicates, {t.late} late"
     rows = [
         ["trials", f"{t.received} of {t.expected} planned received"],
-        ["outcomes", f"{t.decisions} decisions, {t.no_decisions} no-decisions, {t.errors} errors"
-         + (" (" + escape(", ".join(f"{k} x{n}" for k, n in t.error_types.items())) + ")"
-            if t.errors else "")],
-        ["integrity", f"{t.conflicts} conflicts, {t.duplicates} harmless duplicates, {t.late} late"],
+        ["outcomes", outcomes],
+        ["integrity", integrity],
         ["isolation", escape(a.run.isolation.value)],
         ["case ids", escape(a.run.fingerprints)],
         ["rule", f"{escape(a.policy.method.value)}, tolerance {percent(a.policy.tolerance)}"],
-    ]  # fmt: skip
+    ]
     return "<h2>Evidence</h2>" + table(["", ""], rows, header=False)
 
 
@@ -398,9 +408,11 @@ def _omitted(omitted: Omitted) -> str:
 
 
 def table(
-    head: Sequence[str], rows: Iterable[Sequence[str]], numeric: Sequence[int] = (),
+    head: Sequence[str],
+    rows: Iterable[Sequence[str]],
+    numeric: Sequence[int] = (),
     header: bool = True,
-) -> str:  # fmt: skip
+) -> str:
     """A table of cells already escaped, in a box that scrolls on a narrow screen."""
 
     def cell(tag: str, index: int, text: str) -> str:

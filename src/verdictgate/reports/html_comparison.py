@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 from html import escape
 
-from ..compare import Comparison, Difference
+from ..drift import Comparison, Difference
 from .html import page, short, table
 
 PLOT_WIDTH = 600
@@ -71,6 +71,14 @@ def _plot(rows: list[tuple[str, Difference, bool]]) -> str:
     )
 
 
+def _difference(d: Difference) -> str:
+    """A difference with its interval, or a dash when it has none."""
+    if d.interval is None:
+        return "—"
+    value, low, high = d.interval
+    return f"{value:+.3f} [{low:+.3f}, {high:+.3f}]"
+
+
 def render_comparison_html(comparison: Comparison) -> str:
     """The comparison as a self-contained HTML page: the comparable differences drawn, every
     one in the table."""
@@ -78,13 +86,14 @@ def render_comparison_html(comparison: Comparison) -> str:
     verdict = "regression" if comparison.regression else "no regression"
     cells = [
         [
-            escape(label), f"{d.before[0]}/{d.before[1]}", f"{d.after[0]}/{d.after[1]}",
-            f"{d.interval[0]:+.3f} [{d.interval[1]:+.3f}, {d.interval[2]:+.3f}]"
-            if d.interval is not None else "—",
+            escape(label),
+            f"{d.before[0]}/{d.before[1]}",
+            f"{d.after[0]}/{d.after[1]}",
+            _difference(d),
             d.shown(worse_if_higher),
         ]
         for label, d, worse_if_higher in rows
-    ]  # fmt: skip
+    ]
     status = "rejected" if comparison.regression else "qualified"
     sections = [
         f'<h1><span class="status {status}">{"✖" if comparison.regression else "✔"} '

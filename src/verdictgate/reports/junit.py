@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import xml.etree.ElementTree as ET
+from collections import Counter
 
 from ..assessment import Assessment
 from .checks import CheckResult, checks
@@ -11,14 +12,14 @@ from .checks import CheckResult, checks
 def render_junit(assessment: Assessment) -> str:
     """The assessment as a JUnit XML document."""
     results = checks(assessment)
-    count = lambda wanted: sum(1 for check in results if check.result is wanted)  # noqa: E731
+    count = Counter(check.result for check in results)
     suite = ET.Element(
         "testsuite",
         name=f"verdictgate.{assessment.run.suite}",
         tests=str(len(results)),
-        failures=str(count(CheckResult.FAILED)),
-        errors=str(count(CheckResult.UNDECIDED)),
-        skipped=str(count(CheckResult.NOT_JUDGED)),
+        failures=str(count[CheckResult.FAILED]),
+        errors=str(count[CheckResult.UNDECIDED]),
+        skipped=str(count[CheckResult.NOT_JUDGED]),
     )
     properties = ET.SubElement(suite, "properties")
     for name, value in (

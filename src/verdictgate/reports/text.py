@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import io
+from collections.abc import Sequence
 
-from rich.console import Console, Group, JustifyMethod
+from rich.console import Console, Group, JustifyMethod, RenderableType
 from rich.table import Table
 from rich.text import Text
 
@@ -26,7 +27,7 @@ _RESULT_STYLE = {
 }
 
 
-def _listing(values) -> str:
+def _listing(values: Sequence[str]) -> str:
     return ", ".join(values) if values else "none"
 
 
@@ -176,7 +177,7 @@ def _tiers_table(a: Assessment) -> Table | None:
 def assessment_view(assessment: Assessment) -> Group:
     """The whole report as one rich renderable (bounded: what it leaves out is stated)."""
     a, omitted = bounded(assessment)
-    parts: list = [Text(a.headline, style=_STATUS_STYLE[a.status]), Text("")]
+    parts: list[RenderableType] = [Text(a.headline, style=_STATUS_STYLE[a.status]), Text("")]
     if a.reasons:
         parts.append(Text("Reasons", style="bold"))
         parts += [Text(f"  {r.code}: {r.message}") for r in a.reasons]

@@ -110,7 +110,7 @@ def run(
     With a `decision` rule (`tools`, `toolset`, `agents`, `nodes`, `attribute:KEY`), each trial's
     decision is derived from the spans the agent's framework (Strands, LangGraph, the OpenAI
     Agents SDK) makes during the call, not from its return value, which the tiers still judge;
-    an Agent from `verdictgate.frameworks` brings its own rule, which `decision` overrides.
+    an Agent from a framework adapter (`verdictgate.from_strands`, ...) brings its own rule, which `decision` overrides.
     With no SDK tracer provider set globally, one is installed first, so the framework's spans
     are seen with no code of yours.
 
@@ -215,15 +215,18 @@ def run(
                 if stop is Stop.CURTAILED:  # judged by the rule valid at any stop
                     run_span.set_attribute(names.CURTAILED, True)
                     run_span.set_attribute(names.METHOD, collection.stopped_policy.method.value)
-            elif not _call_in_rounds(
-                agent, rounds, recording, options.concurrency, advance,
-                (lambda: _missed_routes(suite, first_answers)) if options.quality_gate else None,
-                run_span,
-            ) and checked:  # fmt: skip
-                _declare_relations(
-                    run_span,
-                    _check_relations(agent, suite, first_answers, checked, options.timeout),
+            else:
+                gate = (
+                    (lambda: _missed_routes(suite, first_answers)) if options.quality_gate else None
                 )
+                stopped = _call_in_rounds(
+                    agent, rounds, recording, options.concurrency, advance, gate, run_span
+                )
+                if not stopped and checked:
+                    _declare_relations(
+                        run_span,
+                        _check_relations(agent, suite, first_answers, checked, options.timeout),
+                    )
     finally:
         processor.watch(run_id, None)
         if own_pipeline:
@@ -259,10 +262,14 @@ def _round_collection(
                 )
             judged = sequential_policy(policy, suite)
             return RoundCollection(
-                suite, judged, sequential_trials(suite, judged, options.max_pairs),
-                sequential=True, curtail=options.curtail or options.budget is not None,
-                budget=options.budget, prior=options.resume,
-            )  # fmt: skip
+                suite,
+                judged,
+                sequential_trials(suite, judged, options.max_pairs),
+                sequential=True,
+                curtail=options.curtail or options.budget is not None,
+                budget=options.budget,
+                prior=options.resume,
+            )
         plan = plan_run(suite, policy, repeats=options.repeats, budget=options.budget)
         return RoundCollection(suite, policy, plan.repeats, sequential=False, curtail=True)
     except ValueError as error:
@@ -336,7 +343,11 @@ def _call_in_rounds(
 
 
 def _check_relations(
-    agent: Agent, suite: Suite, first_answers: dict[str, Trial], checked: list[Relation], timeout
+    agent: Agent,
+    suite: Suite,
+    first_answers: dict[str, Trial],
+    checked: list[Relation],
+    timeout: float | None,
 ) -> list[RelationResult]:
     """Call the agent once per case and relation on the transformed input; a changed answer (or
     one that is not a decision) breaks the relation on that case's route.
@@ -519,7 +530,13 @@ def _call_with_timeout(function: Callable[[str], Any], text: str, timeout: float
     return outcome["answer"]
 
 
-def _run_threads(agent: Agent, calls, recording: _Recording, concurrency, advance) -> None:
+def _run_threads(
+    agent: Agent,
+    calls: Sequence[Call],
+    recording: _Recording,
+    concurrency: int,
+    advance: Callable[[], None],
+) -> None:
     parent = otel_context.get_current()  # the run span, for calls made in worker threads
 
     def one(call: Call) -> None:
@@ -544,7 +561,13 @@ def _run_threads(agent: Agent, calls, recording: _Recording, concurrency, advanc
             advance()
 
 
-async def _run_async(agent: Agent, calls, recording: _Recording, concurrency, advance) -> None:
+async def _run_async(
+    agent: Agent,
+    calls: Sequence[Call],
+    recording: _Recording,
+    concurrency: int,
+    advance: Callable[[], None],
+) -> None:
     limit = asyncio.Semaphore(concurrency)
 
     async def one(call: Call) -> None:

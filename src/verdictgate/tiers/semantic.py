@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from ..errors import VerdictgateError
+from ..errors import SemanticUnavailable
 from ..suite import BUNDLED_MODEL, Calibration
 
 Embed = Callable[[Sequence[str]], Sequence[Sequence[float]]]
@@ -33,10 +33,6 @@ class _Encoder(Protocol):
 
 MIN_CALIBRATION_SAMPLES = 3
 """Known-good outputs `calibrate` needs at least: a standard deviation of fewer says nothing."""
-
-
-class SemanticUnavailable(VerdictgateError):
-    """The semantic tier was asked for, but its model is not installed."""
 
 
 def bundled_embedder() -> Embed:

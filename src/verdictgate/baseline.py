@@ -3,21 +3,18 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from .assessment import Assessment, Status
-from .compare import summary_document, summary_of
-from .errors import InputError, VerdictgateError
+from .drift import summary_document, summary_of
+from .errors import InputError, SnapshotRefused
 from .policy import Claim, Policy
 from .stats import Method, Stability
 from .suite import Contract, Suite
-from .suite_file import SUITE_SCHEMA, suite_from_document
+from .suite_file import SUITE_SCHEMA, read_json, suite_from_document
 
 SNAPSHOT_SCHEMA = "verdictgate.snapshot/v1"
-
-
-class SnapshotRefused(VerdictgateError):
-    """The evidence does not support a baseline (not qualified, or not approved)."""
 
 
 def contract_document(contract: Contract) -> dict[str, Any]:
@@ -32,8 +29,9 @@ def contract_document(contract: Contract) -> dict[str, Any]:
     }
 
 
-def make_snapshot(assessment: Assessment, suite: Suite, *, approved: bool) -> dict[str, Any]:
-    """The baseline document for a qualified, approved run; never holds raw inputs."""
+def snapshot(assessment: Assessment, suite: Suite, *, approved: bool) -> dict[str, Any]:
+    """The baseline document (`verdictgate.snapshot/v1`, JSON-ready) of a qualified run that
+    `approved` says a person approved; never holds raw inputs. SnapshotRefused otherwise."""
     if not approved:
         raise SnapshotRefused(
             "a baseline must be approved: pass {accept_reference}", arguments=("accept_reference",)
@@ -143,7 +141,12 @@ class Regression:
         return bool(self.changed_cases or self.unstable_routes)
 
 
-def compare_to_baseline(baseline: Baseline, assessment: Assessment) -> Regression:
+def load_baseline(path: str | Path) -> Baseline:
+    """Read a baseline file `snapshot` wrote; errors name the file and field."""
+    return baseline_from_document(read_json(path), str(path))
+
+
+def check(baseline: Baseline, assessment: Assessment) -> Regression:
     """Cases whose stable verdict changed and routes that became stochastic."""
     now = {case.case: case for case in assessment.cases}
     if baseline.verdicts and not set(baseline.verdicts) & set(now):

@@ -120,19 +120,23 @@ def summary_from_document(document: Mapping[str, Any]) -> Summary:
 
 
 def compare(
-    before: Summary, after: Summary, targets: Set[str], confidence: float = 0.95
+    before: Assessment | Summary,
+    after: Assessment | Summary,
+    targets: Set[str] = frozenset(),
+    confidence: float = 0.95,
 ) -> Comparison:
-    """Every route either build has, and the pooled rates, after minus before."""
+    """Every route either build has, and the pooled rates, after minus before; `targets` are
+    the routes whose drift is a regression (a contract's targeted routes)."""
+    if isinstance(before, Assessment):
+        before = summary_of(before)
+    if isinstance(after, Assessment):
+        after = summary_of(after)
 
     def drift(b: Counts, a: Counts) -> tuple[Difference, Difference]:
-        change = Difference(
-            (b.flips, b.pairs), (a.flips, a.pairs),
-            difference_interval((b.flips, b.pairs), (a.flips, a.pairs), confidence),
-        )  # fmt: skip
-        passes = Difference(
-            (b.passed, b.judged), (a.passed, a.judged),
-            difference_interval((b.passed, b.judged), (a.passed, a.judged), confidence),
-        )  # fmt: skip
+        flips = (b.flips, b.pairs), (a.flips, a.pairs)
+        passed = (b.passed, b.judged), (a.passed, a.judged)
+        change = Difference(*flips, difference_interval(*flips, confidence))
+        passes = Difference(*passed, difference_interval(*passed, confidence))
         return change, passes
 
     empty = Counts(0, 0, 0, 0)
@@ -153,9 +157,13 @@ def comparison_document(comparison: Comparison) -> dict[str, Any]:
     def difference(d: Difference) -> dict[str, Any]:
         value, low, high = d.interval if d.interval else (None, None, None)
         return {
-            "before": list(d.before), "after": list(d.after), "comparable": d.comparable,
-            "difference": value, "diff_low": low, "diff_high": high,
-        }  # fmt: skip
+            "before": list(d.before),
+            "after": list(d.after),
+            "comparable": d.comparable,
+            "difference": value,
+            "diff_low": low,
+            "diff_high": high,
+        }
 
     return {
         "schema": "verdictgate.compare/v1",

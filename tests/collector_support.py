@@ -1,0 +1,113 @@
+"""Test support for a collector between a sender and `verdictgate serve`: rotel (a real OTLP
+collector, from the dev extra) and a relay that retries every request until acknowledged."""
+
+from __future__ import annotations
+
+import queue
+import socket
+import subprocess
+import threading
+import time
+from concurrent import futures
+from pathlib import Path
+
+import grpc
+import pytest
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
+
+from components import free_port
+from verdictgate.receiver.ingest import TRACE_SERVICE
+
+
+def rotel_agent() -> str:
+    """The rotel-agent binary of the rotel package; a skip where it has none."""
+    rotel = pytest.importorskip(
+        "rotel", reason="rotel (a Rust OTLP collector) ships wheels for CPython 3.11 on Linux only"
+    )
+    binary = Path(rotel.__file__).with_name("rotel-agent")
+    if not binary.exists():
+        pytest.skip("the rotel package has no rotel-agent binary on this platform")
+    return str(binary)
+
+
+def start_collector(binary: str, forward_to: int, log: Path) -> tuple[subprocess.Popen, int]:
+    """rotel receiving OTLP/gRPC on a free port and exporting to verdictgate on `forward_to`."""
+    port = free_port()
+    process = subprocess.Popen(
+        [
+            binary, "start",
+            "--otlp-grpc-endpoint", f"127.0.0.1:{port}",
+            "--otlp-http-endpoint", f"127.0.0.1:{free_port()}",
+            "--exporter", "otlp",
+            "--otlp-exporter-endpoint", f"http://127.0.0.1:{forward_to}",
+            "--batch-timeout", "10ms",
+            "--otlp-exporter-retry-max-elapsed-time", "120s",
+        ],
+        stdout=log.open("w"),
+        stderr=subprocess.STDOUT,
+    )  # fmt: skip
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        with socket.socket() as probe:
+            if probe.connect_ex(("127.0.0.1", port)) == 0:
+                return process, port
+        if process.poll() is not None:
+            raise RuntimeError(f"rotel exited: {log.read_text()}")
+        time.sleep(0.05)
+    process.kill()
+    raise RuntimeError("rotel did not start listening")
+
+
+class RetryingRelay:
+    """Receives OTLP/gRPC trace exports and forwards each, in order, until acknowledged: the
+    delivery the Collector's `otlp` exporter gives with `retry_on_failure` (max_elapsed_time 0)
+    and a `sending_queue`."""
+
+    def __init__(self, forward_to: int) -> None:
+        self.queue: queue.Queue[bytes] = queue.Queue()
+        self.forwarded = 0
+        self.retries = 0
+        self.server = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
+        handler = grpc.unary_unary_rpc_method_handler(
+            self._receive,
+            request_deserializer=None,
+            response_serializer=lambda m: m.SerializeToString(),
+        )
+        self.server.add_generic_rpc_handlers(
+            (grpc.method_handlers_generic_handler(TRACE_SERVICE, {"Export": handler}),)
+        )
+        self.port = self.server.add_insecure_port("127.0.0.1:0")
+        self._target = f"127.0.0.1:{forward_to}"
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._forward, daemon=True)
+
+    def _receive(self, body: bytes, context) -> ExportTraceServiceResponse:
+        self.queue.put(body)
+        return ExportTraceServiceResponse()
+
+    def _forward(self) -> None:
+        channel = grpc.insecure_channel(self._target)
+        export = channel.unary_unary(f"/{TRACE_SERVICE}/Export", request_serializer=None,
+                                     response_deserializer=ExportTraceServiceResponse.FromString)  # fmt: skip
+        while not self._stop.is_set():
+            try:
+                body = self.queue.get(timeout=0.1)
+            except queue.Empty:
+                continue
+            while not self._stop.is_set():
+                try:
+                    export(body, timeout=5)
+                    self.forwarded += 1
+                    break
+                except grpc.RpcError:
+                    self.retries += 1
+                    time.sleep(0.1)
+
+    def __enter__(self) -> RetryingRelay:
+        self.server.start()
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self.server.stop(grace=None)

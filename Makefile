@@ -55,6 +55,7 @@ test: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python benchmarks/allocator.py
 	$(BIN)/python benchmarks/assess.py
+	$(BIN)/python benchmarks/http_servers.py
 	$(BIN)/python benchmarks/import.py
 	$(BIN)/python benchmarks/processor.py
 	$(BIN)/python benchmarks/publish_outage.py

@@ -132,7 +132,7 @@ def main() -> None:
         sent = spans - sum(len(ExportTraceServiceRequest.FromString(r).resource_spans[0]
                                .scope_spans[0].spans) for r in requests[:2])  # fmt: skip
         from verdictgate.receiver.config import ReceiverConfig
-        from verdictgate.receiver.receiver import Receiver
+        from verdictgate.receiver.core import Receiver
         from verdictgate.receiver.store import Store
 
         clock = [time.time() + 7200]

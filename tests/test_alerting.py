@@ -17,8 +17,8 @@ from prometheus_support import RULES_DIR, run_tool
 from receiver_support import decision_span, request
 from verdictgate.otel.otlp_reading import extract_protobuf
 from verdictgate.receiver.config import ReceiverConfig
+from verdictgate.receiver.core import Receiver
 from verdictgate.receiver.prometheus_endpoint import PrometheusEndpoint
-from verdictgate.receiver.receiver import Receiver
 from verdictgate.receiver.store import Store
 
 DOCS = Path(__file__).resolve().parents[1] / "docs" / "alerting.md"
@@ -205,7 +205,7 @@ def test_a_series_the_latest_admission_does_not_carry_is_gone() -> None:
     """A pass rate (or a route) of an earlier run must not stay on the scrape beside the
     latest admission, which has none; and every gauge comes from that admission."""
     from verdictgate import Trial, assess
-    from verdictgate.otel.publication import GAUGES, Publication, TrialTally
+    from verdictgate.otel.admission_record import GAUGES, Publication, TrialTally
 
     def publication(passed: bool | None) -> Publication:
         trials = [

@@ -9,7 +9,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from verdictgate.receiver.http_server import ChunkedBody, HttpError
+from verdictgate.receiver.http import HttpError
+from verdictgate.receiver.http.chunked import ChunkedBody
 
 
 def framed(chunks: list[bytes], extensions: list[str], lf_only: bool) -> bytes:

@@ -19,7 +19,7 @@ from binomial_sums import (
     worst_errors,
 )
 from conftest import report_of
-from verdictgate.sequential_design import sequential_design
+from verdictgate.sequential.design import sequential_design
 from verdictgate.stats import ALPHA, Method, pairs_needed, sequential_evalues
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -97,7 +97,7 @@ def test_a_judge_that_is_down_makes_every_trial_an_error_not_a_failure(
     assert report["trials"]["errors"] == report["trials"]["received"] == 144
     assert report["trials"]["error_types"] == {"judge:ConnectionError": 144}
     assert report["pass_rate"]["judged"] == 0 and report["pass_rate"]["passed"] == 0
-    records = fault_records(caplog, "verdictgate.tiers.tiers")
+    records = fault_records(caplog, "verdictgate.tiers.cascade")
     assert len(records) == 1  # 144 faults, one line
     message = records[0].getMessage()
     assert "judge" in message and "ConnectionError" in message
@@ -124,7 +124,7 @@ def test_a_judge_that_raises_on_some_calls_errors_only_those_trials(
     assert (report["pass_rate"]["passed"], report["pass_rate"]["judged"]) == (96, 96)
     by_case = {case["case"]: case for case in report["cases"]}
     assert by_case["deny-0"]["errors"] == 24 and by_case["approve-0"]["errors"] == 0
-    assert [r.getMessage() for r in fault_records(caplog, "verdictgate.tiers.tiers")] == [
+    assert [r.getMessage() for r in fault_records(caplog, "verdictgate.tiers.cascade")] == [
         "the judge tier raised TimeoutError: its trials are recorded as errors "
         "(judge:TimeoutError), not as failures; logged once per error type"
     ]
@@ -161,20 +161,20 @@ def test_the_quality_gate_still_stops_on_a_judged_failure_next_to_a_fault():
 
 
 def test_each_tiers_instance_logs_each_error_type_once(caplog):
-    caplog.set_level(logging.WARNING, logger="verdictgate.tiers.tiers")
+    caplog.set_level(logging.WARNING, logger="verdictgate.tiers.cascade")
     kinds = iter([ConnectionError, ConnectionError, ValueError, ConnectionError, ValueError])
 
     def judge(output, given):
         raise next(kinds)(SECRET)
 
-    tiers = verdictgate.tiers.tiers.Tiers(judge=judge)
+    tiers = verdictgate.tiers.cascade.Tiers(judge=judge)
     outcomes = [tiers.check("approve", "input text") for _ in range(5)]
     assert [o.error for o in outcomes] == [
         "judge:ConnectionError", "judge:ConnectionError", "judge:ValueError",
         "judge:ConnectionError", "judge:ValueError",
     ]  # fmt: skip
     assert all(o.passed is None for o in outcomes)
-    messages = [r.getMessage() for r in fault_records(caplog, "verdictgate.tiers.tiers")]
+    messages = [r.getMessage() for r in fault_records(caplog, "verdictgate.tiers.cascade")]
     assert len(messages) == 2
     assert "ConnectionError" in messages[0] and "ValueError" in messages[1]
     assert SECRET not in caplog.text and "input text" not in caplog.text
@@ -189,7 +189,7 @@ def bag_of_words(texts):
 
 
 def test_a_semantic_tier_whose_embedding_raises_makes_error_trials(caplog):
-    caplog.set_level(logging.WARNING, logger="verdictgate.tiers.tiers")
+    caplog.set_level(logging.WARNING, logger="verdictgate.tiers.cascade")
 
     def broken_embed(texts):
         raise RuntimeError(SECRET)
@@ -208,7 +208,7 @@ def test_a_semantic_tier_whose_embedding_raises_makes_error_trials(caplog):
     assert judged == []  # a faulted semantic tier does not go on to the judge
     assert assessment.status is Status.INCONCLUSIVE and "incomplete" in assessment.reason_codes
     assert assessment.passes.judged == 0 and assessment.passes.skipped == 0
-    assert len(fault_records(caplog, "verdictgate.tiers.tiers")) == 1
+    assert len(fault_records(caplog, "verdictgate.tiers.cascade")) == 1
     assert SECRET not in caplog.text
 
 
@@ -233,7 +233,7 @@ def test_a_semantic_embedding_that_fails_on_some_texts_errors_only_those():
 
 def test_a_semantic_miss_is_still_a_failure_not_an_error():
     check = SemanticCheck(0.5, {"c": "reply about approve"}, bag_of_words)
-    outcome = verdictgate.tiers.tiers.Tiers(semantic=check).check("deny", "in", "c")
+    outcome = verdictgate.tiers.cascade.Tiers(semantic=check).check("deny", "in", "c")
     assert (outcome.passed, outcome.error) == (False, None)
 
 
@@ -241,7 +241,7 @@ def test_a_semantic_miss_is_still_a_failure_not_an_error():
 
 
 def test_a_relation_whose_transform_raises_is_errored_not_violated_nor_vacuous(caplog):
-    caplog.set_level(logging.WARNING, logger="verdictgate.runner.runner")
+    caplog.set_level(logging.WARNING, logger="verdictgate.runner.suite_run")
 
     def explode(text: str) -> str:
         raise ValueError(SECRET + text)
@@ -259,7 +259,7 @@ def test_a_relation_whose_transform_raises_is_errored_not_violated_nor_vacuous(c
     assert any("relation checks errored" in step for step in assessment.next_steps)
     relations_check = next(c for c in checks(assessment) if c.name == "relations")
     assert relations_check.result is CheckResult.UNDECIDED
-    records = fault_records(caplog, "verdictgate.runner.runner")
+    records = fault_records(caplog, "verdictgate.runner.suite_run")
     assert len(records) == 1 and "transform" in records[0].getMessage()
     assert "ValueError" in records[0].getMessage() and SECRET not in caplog.text
 
@@ -282,7 +282,7 @@ def test_an_agent_that_raises_only_on_the_transformed_input_errors_the_relation(
         {"name": "punctuation", "status": "not_exercised", "violated": [], "held": [],
          "errored": []},
     ]  # fmt: skip
-    records = fault_records(caplog, "verdictgate.runner.runner")
+    records = fault_records(caplog, "verdictgate.runner.suite_run")
     assert [r.getMessage() for r in records] == [
         "relation case: the agent raised RuntimeError, so the relation is errored there, "
         "not violated; logged once per error type"

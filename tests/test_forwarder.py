@@ -18,7 +18,7 @@ from opentelemetry.proto.collector.trace.v1 import trace_service_pb2, trace_serv
 from otel_support import OtlpCollector, attributes
 from verdictgate import Contract, Suite, Trial, assess
 from verdictgate.otel import conventions as names
-from verdictgate.otel.publication import Publication, TrialTally
+from verdictgate.otel.admission_record import Publication, TrialTally
 from verdictgate.receiver.forwarder import ALL_SIGNALS, Forwarder
 from verdictgate.receiver.otlp_target import OtlpTarget
 from verdictgate.receiver.store import Store

@@ -42,7 +42,7 @@ from verdictgate.otel.otlp_reading import extract_protobuf
 from verdictgate.otel.span_decoding import run_declaration
 from verdictgate.otel.spans import flat_ranges, run_attributes, trial_attributes
 from verdictgate.receiver.config import ReceiverConfig
-from verdictgate.receiver.receiver import Receiver
+from verdictgate.receiver.core import Receiver
 from verdictgate.receiver.store import Store
 from verdictgate.stats import Method
 from verdictgate.trials_file import TrialWriter, read_trials

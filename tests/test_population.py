@@ -12,7 +12,7 @@ from verdictgate.assessment import Isolation
 from verdictgate.otel import conventions as names
 from verdictgate.otel.span_decoding import run_declaration
 from verdictgate.otel.spans import run_attributes
-from verdictgate.sequential import sequential_policy
+from verdictgate.sequential.rule import sequential_policy
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 ROUTES = ("approve", "deny", "review")

@@ -28,7 +28,7 @@ from verdictgate import (
     trial,
 )
 from verdictgate.otel import conventions as names
-from verdictgate.tiers.tiers import TierOutcome
+from verdictgate.tiers.cascade import TierOutcome
 
 CONTRACT = Contract({"a", "b", "c"}, targets={"a": 0.2}, allowed_no_decisions={"refused"})
 SUITE = Suite(name="s", point="p", contract=CONTRACT)

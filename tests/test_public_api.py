@@ -16,13 +16,13 @@ import verdictgate
 ROOT = Path(__file__).resolve().parents[1]
 API = ROOT / "docs" / "api.md"
 INTERNAL_EXCEPTIONS = {
-    "verdictgate.receiver.http_server.HttpError": "answered as an HTTP status by the server",
-    "verdictgate.receiver.http_server.ClientGone": "the server's: a client that hung up",
-    "verdictgate.receiver.http_server.BodyPending": "the server's: a body read by its poller",
-    "verdictgate.receiver.ingest.Busy": "answered 503/UNAVAILABLE with a retry delay",
+    "verdictgate.receiver.http.refusals.HttpError": "answered as an HTTP status by the server",
+    "verdictgate.receiver.http.refusals.ClientGone": "the server's: a client that hung up",
+    "verdictgate.receiver.http.handler.BodyPending": "the server's: a body read by its poller",
+    "verdictgate.receiver.fair_gate.Busy": "answered 503/UNAVAILABLE with a retry delay",
     "verdictgate.receiver.decoding.DecoderUnavailable": "answered 503/UNAVAILABLE",
     "verdictgate.otel.otlp_reading.MalformedRequest": "answered 400/INVALID_ARGUMENT",
-    "verdictgate.runner.runner._Timeout": "a trial's timeout, recorded as an error trial",
+    "verdictgate.runner.suite_run._Timeout": "a trial's timeout, recorded as an error trial",
 }
 """Exceptions that never leave the package: each is caught where it is raised."""
 

@@ -16,7 +16,7 @@ from opentelemetry.sdk.trace.export import SpanExportResult
 from components import free_port
 from otel_support import OtlpCollector, attributes, run_spans
 from verdictgate.otel import conventions as names
-from verdictgate.otel.publication import GAUGES
+from verdictgate.otel.admission_record import GAUGES
 
 RUNS = ("outage-1", "outage-2", "outage-3")
 

@@ -52,7 +52,7 @@ from verdictgate.otel import conventions as names
 from verdictgate.otel.otlp_reading import extract_json, extract_protobuf
 from verdictgate.otel.spans import run_attributes
 from verdictgate.receiver.config import ReceiverConfig
-from verdictgate.receiver.receiver import Receiver
+from verdictgate.receiver.core import Receiver
 from verdictgate.receiver.server import Limits
 from verdictgate.receiver.store import Store
 from verdictgate.v1 import verdictgate_pb2 as pb
@@ -848,7 +848,7 @@ def test_decisions_at_every_label_limit_get_small_reports_status_and_pages(contr
 
 def test_sender_chosen_suite_names_never_grow_the_metric_series():
     from otel_support import OtlpCollector
-    from verdictgate.otel.publication import OVERFLOW
+    from verdictgate.otel.admission_record import OVERFLOW
     from verdictgate.receiver.forwarder import Forwarder
     from verdictgate.receiver.otlp_target import OtlpTarget
 
@@ -894,7 +894,7 @@ def test_sender_chosen_suite_names_never_grow_the_metric_series():
 
 
 def test_metric_suites_can_be_listed_by_name_and_their_points_stay_bounded():
-    from verdictgate.otel.publication import OVERFLOW, MetricLabels
+    from verdictgate.otel.admission_record import OVERFLOW, MetricLabels
 
     labels = MetricLabels({"payments"}, limit=3)
     assert labels.base("payments", "router") == {names.SUITE: "payments", names.POINT: "router"}

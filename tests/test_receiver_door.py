@@ -37,7 +37,7 @@ from verdictgate.evidence import MAX_TRIAL_INDEX
 from verdictgate.otel import conventions as names
 from verdictgate.otel.otlp_reading import (
     MAX_ATTRIBUTE_VALUE,
-    Extract,
+    ExportContents,
     MalformedRequest,
     extract_json,
     extract_protobuf,
@@ -74,13 +74,13 @@ def as_any(value) -> AnyValue:
     return value if isinstance(value, AnyValue) else any_value(value)
 
 
-def both(spans: list[Span]) -> list[Extract]:
+def both(spans: list[Span]) -> list[ExportContents]:
     """What the receiver reads from these spans through protobuf and through OTLP/JSON."""
     body = request(spans)
     return [extract_protobuf(body.SerializeToString()), extract_json(MessageToJson(body).encode())]
 
 
-def summary(extract: Extract) -> tuple:
+def summary(extract: ExportContents) -> tuple:
     return (
         extract.trials,
         extract.declarations,
@@ -90,7 +90,7 @@ def summary(extract: Extract) -> tuple:
     )
 
 
-def assert_rejected_alone(extracts: list[Extract], why: str = "") -> None:
+def assert_rejected_alone(extracts: list[ExportContents], why: str = "") -> None:
     for got in extracts:
         assert got.rejected == 1 and got.trials == [KEPT], got.errors
         assert why in got.errors[0]

@@ -24,8 +24,8 @@ from verdictgate.otel.framework_traces import TrialMark
 from verdictgate.otel.otlp_reading import extract_json, extract_protobuf
 from verdictgate.otel.spans import run_attributes
 from verdictgate.receiver.config import DEFAULT_SETTLE, ReceiverConfig
+from verdictgate.receiver.core import TRACE_TTL, Receiver
 from verdictgate.receiver.otlp_target import any_value
-from verdictgate.receiver.receiver import TRACE_TTL, Receiver
 from verdictgate.receiver.store import Store
 from verdictgate.span_facts import SpanFacts
 from verdictgate.trial_model import NoDecision
@@ -318,15 +318,13 @@ def test_a_run_is_never_idle_while_a_trial_of_it_waits_to_settle() -> None:
     assert not assessment.in_progress
 
 
-def test_idle_periods_wait_while_more_trials_are_due_than_a_tick_settles(monkeypatch) -> None:
+def test_idle_periods_wait_while_more_trials_are_due_than_a_tick_settles() -> None:
     """With more traces due than one tick settles (one here, a thousand in `serve`), idle
     periods wait for the tick that settles the rest: the run whose trial was left for the next
     tick is not closed with it pending."""
-    from verdictgate.receiver import receiver as receiver_module
-
-    monkeypatch.setattr(receiver_module, "SETTLE_BATCH", 1)
     clock = Clock()
-    receiver = Receiver(Store(), config=ReceiverConfig(settle=2.0, idle=5.0), clock=clock)
+    config = ReceiverConfig(settle=2.0, idle=5.0, settle_batch=1)
+    receiver = Receiver(Store(), config=config, clock=clock)
     receiver.ingest(extract_protobuf(request(strands_trial(1, "victim", "c0", 0, ["refund"]))
                                      .SerializeToString()))  # fmt: skip
     clock.now += 2.1

@@ -10,7 +10,7 @@ from urllib.parse import quote, urlencode
 from receiver_support import decision_span, request, run_span, running_server
 from verdictgate import ManualClock
 from verdictgate.otel.otlp_reading import extract_protobuf
-from verdictgate.receiver.http_api import SignInThrottle, page_key
+from verdictgate.receiver.sign_in import SignInThrottle, page_key
 
 TOKEN = "s3cret-token"
 EVIL = '<img src=x onerror="window.pwned=1"><script>window.pwned=1</script>'

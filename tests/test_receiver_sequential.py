@@ -17,7 +17,7 @@ from verdictgate.otel import conventions as names
 from verdictgate.otel.otlp_reading import extract_protobuf
 from verdictgate.otel.spans import run_attributes
 from verdictgate.receiver.config import ReceiverConfig
-from verdictgate.receiver.receiver import Receiver
+from verdictgate.receiver.core import Receiver
 from verdictgate.receiver.store import Store
 from verdictgate.stats import ALPHA, Method, Stability
 

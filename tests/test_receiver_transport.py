@@ -31,7 +31,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 
 from receiver_support import request, run_span, running_server, stable_run
 from verdictgate.receiver.decoding import DecoderUnavailable
-from verdictgate.receiver.ingest import Busy, Gate
+from verdictgate.receiver.fair_gate import Busy, Gate
 from verdictgate.receiver.server import Limits
 
 PROTOBUF = "application/x-protobuf"
@@ -336,7 +336,7 @@ _SERVE_UNDER_256_FILES = textwrap.dedent(
     """
     import resource, sys
     resource.setrlimit(resource.RLIMIT_NOFILE, (256, 256))
-    from verdictgate.receiver.receiver import Receiver
+    from verdictgate.receiver.core import Receiver
     from verdictgate.receiver.server import Limits, Server
     from verdictgate.receiver.store import Store
     server = Server(Receiver(Store()), grpc_listen="127.0.0.1:0", http_listen="127.0.0.1:0",
@@ -421,7 +421,7 @@ def test_over_tls_handshakes_wait_without_a_thread_and_keep_alive_works(tmp_path
     import ssl
     import subprocess
 
-    from verdictgate.receiver.receiver import Receiver
+    from verdictgate.receiver.core import Receiver
     from verdictgate.receiver.server import Server, Tls
     from verdictgate.receiver.store import Store
 

@@ -19,6 +19,7 @@ from verdictgate.errors import InputError
 from verdictgate.suite import Case
 from verdictgate.suite_file import load_suite
 from verdictgate.tiers.calibration_file import read_known_good, store_calibration
+from verdictgate.tiers.cascade import Tiers
 from verdictgate.tiers.semantic import (
     Calibration,
     SemanticCheck,
@@ -27,7 +28,6 @@ from verdictgate.tiers.semantic import (
     output_text,
     threshold_from,
 )
-from verdictgate.tiers.tiers import Tiers
 
 
 def bag_of_words(texts):

@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from verdictgate.eprocess import sequential_evalues
-from verdictgate.sequential import population_verdict
+from verdictgate.sequential.rule import population_verdict
 from verdictgate.stats import (
     ALPHA,
     Method,

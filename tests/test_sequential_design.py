@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from binomial_sums import looked_at_every_pair
 from conftest import report_of
 from verdictgate.eprocess import sequential_evalues
-from verdictgate.sequential_design import default_max_pairs, sequential_design
+from verdictgate.sequential.design import default_max_pairs, sequential_design
 from verdictgate.stats import Stability
 
 

@@ -14,7 +14,7 @@ import pytest
 
 from receiver_support import request, run_span, stable_run
 from verdictgate.otel.otlp_reading import extract_protobuf
-from verdictgate.receiver.receiver import Receiver
+from verdictgate.receiver.core import Receiver
 from verdictgate.receiver.server import Server, Tls
 from verdictgate.receiver.store import Store
 

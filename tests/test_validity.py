@@ -22,7 +22,7 @@ from binomial_sums import (
 from verdictgate import Claim, Contract, Policy, Suite, Trial, assess
 from verdictgate.family import holm, judged_together
 from verdictgate.reports import render_markdown, render_text
-from verdictgate.sequential_design import default_max_pairs
+from verdictgate.sequential.design import default_max_pairs
 from verdictgate.stats import (
     ALPHA,
     Method,

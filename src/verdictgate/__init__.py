@@ -66,7 +66,7 @@ if TYPE_CHECKING:  # the public surface, written once: read again below to load 
     from .runner.agent import from_callable as from_callable
     from .runner.agent import from_factory as from_factory
     from .runner.run_options import RunOptions as RunOptions
-    from .runner.runner import run as run
+    from .runner.suite_run import run as run
     from .stats import Method as Method
     from .stats import Stability as Stability
     from .stats import change_rate as change_rate

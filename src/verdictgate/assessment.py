@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 
 from .policy import Policy
-from .sequential import PopulationVerdict
+from .sequential.rule import PopulationVerdict
 from .stats import ChangeRate, PassRate, Quantiles, Reliability, Stability
 from .trial_model import Isolation as Isolation  # a run's isolation is part of its RunInfo
 

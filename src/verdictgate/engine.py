@@ -29,8 +29,8 @@ from .evidence import ERROR, MISSING, CaseEvidence, Evidence
 from .family import judged_together
 from .fingerprints import fingerprint_mode
 from .policy import Claim, Policy
-from .sequential import PopulationVerdict, population_verdict
-from .sequential_replay import decides, replay
+from .sequential.replay import decides, replay
+from .sequential.rule import PopulationVerdict, population_verdict
 from .stats import (
     ChangeRate,
     PassRate,
@@ -374,33 +374,17 @@ def _findings(
     planned: int | None,
     reported: Reported,
 ) -> Findings:
-    contract = suite.contract
-    suite_expected = suite.expected_by_case()
-    scan = _Scan()
-    for case_evidence in evidence.cases.values():
-        route = suite_expected.get(case_evidence.case, case_evidence.expected)
-        scan.add(
-            case_evidence,
-            route,
-            evidence.keys,
-            policy,
-            evidence.tied_steps(case_evidence.run, case_evidence.case),
-        )
-    scan.add_unseen(suite)
+    """What one scan of the evidence shows under `policy`, with what the run reported."""
+    scan = _scanned(evidence, suite, policy)
     pooled = scan.pooled
     change, routes, population, family_tests = _judged_together(
         change_rate(pooled.flips, pooled.pairs, policy.tolerance, policy.confidence, policy.method),
-        _route_results(scan, evidence, contract, policy),
+        _route_results(scan, evidence, suite.contract, policy),
         _population(scan.cases, policy.tolerance, side_error(policy.confidence)),
         policy,
     )
-    pooled_rate = (
-        pass_rate(pooled.passed, pooled.judged, policy.pass_rate, policy.confidence, policy.method)
-        if policy.pass_rate is not None
-        else None
-    )
     pooled_passes, passes = _pass_rates_together(
-        pooled_rate, _pass_counts(scan, evidence, policy), policy
+        _pooled_pass_rate(pooled, policy), _pass_counts(scan, evidence, policy), policy
     )
     return Findings(
         run=run,
@@ -411,11 +395,7 @@ def _findings(
         pooled=change,
         routes=routes,
         flip_pairs=_flip_pairs(pooled.flip_counts, evidence),
-        coverage=_coverage(
-            contract,
-            {route: len(tally.case_ids) for route, tally in scan.routes.items()},
-            {decision_text(evidence.keys[key]) for key in scan.key_counts},
-        ),
+        coverage=_observed_coverage(suite.contract, scan, evidence),
         dominance=_dominance(scan.first_decisions, evidence, policy.dominance_threshold),
         cases=tuple(sorted(scan.cases, key=lambda c: (c.case, c.run or ""))),
         pass_rate=pooled_passes,
@@ -433,6 +413,42 @@ def _findings(
         stopping=reported.stopping,
         population=population,
         family_tests=family_tests,
+    )
+
+
+def _scanned(evidence: Evidence, suite: Suite, policy: Policy) -> _Scan:
+    """One pass over every case of the evidence, each judged as intended for the suite's
+    expected route (else its own), then the suite's cases it holds nothing of."""
+    suite_expected = suite.expected_by_case()
+    scan = _Scan()
+    for case_evidence in evidence.cases.values():
+        route = suite_expected.get(case_evidence.case, case_evidence.expected)
+        scan.add(
+            case_evidence,
+            route,
+            evidence.keys,
+            policy,
+            evidence.tied_steps(case_evidence.run, case_evidence.case),
+        )
+    scan.add_unseen(suite)
+    return scan
+
+
+def _pooled_pass_rate(pooled: _Tally, policy: Policy) -> PassRate | None:
+    """The pooled evaluator pass rate against the policy's required rate (None without one)."""
+    if policy.pass_rate is None:
+        return None
+    return pass_rate(
+        pooled.passed, pooled.judged, policy.pass_rate, policy.confidence, policy.method
+    )
+
+
+def _observed_coverage(contract: Contract, scan: _Scan, evidence: Evidence) -> Coverage:
+    """The contract's coverage by the cases of each route and the decisions seen."""
+    return _coverage(
+        contract,
+        {route: len(tally.case_ids) for route, tally in scan.routes.items()},
+        {decision_text(evidence.keys[key]) for key in scan.key_counts},
     )
 
 

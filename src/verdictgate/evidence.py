@@ -276,16 +276,12 @@ class Evidence:
         key_ids, keys, cases = self._key_ids, self.keys, self.cases
         evidence: CaseEvidence | None = None
         slot: int | None  # an annotation only: no work per record
-        slots = array("i")
         run = case = None
         new = 0
         for trial in trials:
             if trial.case != case or trial.run != run:
                 run, case = trial.run, trial.case
-                evidence = cases.get((run, case))
-                if evidence is None:
-                    evidence = cases[(run, case)] = CaseEvidence(run, case, trial.expected, slots)
-                    slots = array("i")
+                evidence = cases.get((run, case)) or self._new_case(run, case, trial.expected)
             assert evidence is not None
             if evidence.expected is None and trial.expected is not None:
                 evidence.expected = trial.expected  # the first expected route given counts
@@ -301,10 +297,7 @@ class Evidence:
             filled = len(case_slots)
             far = self._far.get((run, case)) if self._far else None
             if far is not None and index in far:
-                if far[index].decision == decision:
-                    self.duplicates += 1
-                else:
-                    self.conflicted.add((trial.run, trial.case, index))
+                self._note_repeat(trial, far[index].decision == decision)
                 continue
             if filled + FAR_GAP < index <= MAX_TRIAL_INDEX:
                 self._hold_far(trial)
@@ -320,10 +313,7 @@ class Evidence:
             elif not 0 <= index <= MAX_TRIAL_INDEX:
                 raise TrialIndexError(f"trial index {index} is outside 0..{MAX_TRIAL_INDEX}")
             else:
-                if case_slots[index] == slot:
-                    self.duplicates += 1
-                else:
-                    self.conflicted.add((trial.run, trial.case, index))
+                self._note_repeat(trial, case_slots[index] == slot)
                 continue
             new += 1
             if slot == ERROR:
@@ -340,6 +330,19 @@ class Evidence:
             ):
                 self._note_tiers(evidence, trial)
         return new
+
+    def _new_case(self, run: str, case: str, expected: str | None) -> CaseEvidence:
+        """The evidence of a case seen for the first time, with no slot filled yet."""
+        evidence = self.cases[(run, case)] = CaseEvidence(run, case, expected, array("i"))
+        return evidence
+
+    def _note_repeat(self, trial: Trial, agrees: bool) -> None:
+        """Count a later record of a kept identity: a harmless duplicate when it agrees with
+        the first, else an integrity conflict."""
+        if agrees:
+            self.duplicates += 1
+        else:
+            self.conflicted.add((trial.run, trial.case, trial.index))
 
     def _hold_far(self, trial: Trial) -> None:
         """Keep a record far beyond its case's slots aside, counted where the whole evidence

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from .errors import PlanError
 from .policy import Policy
-from .sequential_design import default_max_pairs
+from .sequential.design import default_max_pairs
 from .stats import pairs_needed
 from .suite import Suite
 

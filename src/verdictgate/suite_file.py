@@ -90,18 +90,46 @@ def suite_from_document(
         raise fail(
             "schema", f"expected {SUITE_SCHEMA!r} or {AGENTVERITY_SUITE_SCHEMA!r}, got {schema!r}"
         )
-    strict = schema == SUITE_SCHEMA  # AgentVerity's files may carry fields of its own
-    if strict:
-        _known(document, SUITE_KEYS, "", fail)
-        for name, known in (("contract", CONTRACT_KEYS), ("semantic", SEMANTIC_KEYS)):
-            if isinstance(document.get(name), dict):
-                _known(document[name], known, f"{name}.", fail)
-        cases = document.get("cases")
-        for number, raw in enumerate(cases if isinstance(cases, list) else []):
-            if isinstance(raw, dict):
-                _known(raw, CASE_KEYS, f"cases[{number}].", fail)
+    if schema == SUITE_SCHEMA:  # AgentVerity's files may carry fields of its own
+        _all_known(document, fail)
     contract = _contract(document.get("contract") or {}, fail)
-    raw_cases = document.get("cases")
+    cases = _cases(document.get("cases"), key, contract, fail)
+    tolerance = _fraction(document, "tolerance", fail)
+    method = _choice(
+        document, "method", {m.value for m in Method}, "wilson, exact or sequential", fail
+    )
+    claim = _choice(document, "claim", {c.value for c in Claim}, "tested or population", fail)
+    pass_rate = _fraction(document, "pass_rate", fail)
+    return Suite(
+        name=_text(document.get("name", default_name), "name", fail),
+        point=_text(document.get("point", "decision"), "point", fail),
+        cases=cases,
+        contract=contract,
+        tolerance=tolerance,
+        pass_rate=pass_rate,
+        method=Method(method) if method is not None else None,
+        claim=Claim(claim) if claim is not None else None,
+        semantic=_semantic(document.get("semantic"), fail),
+    )
+
+
+def _all_known(document: dict[object, JsonValue], fail: Fail) -> None:
+    """Refuse a key `verdictgate.suite/v1` does not have, at the top, in its contract, its
+    semantic calibration or any case (`_known`)."""
+    _known(document, SUITE_KEYS, "", fail)
+    for name, known in (("contract", CONTRACT_KEYS), ("semantic", SEMANTIC_KEYS)):
+        if isinstance(document.get(name), dict):
+            _known(document[name], known, f"{name}.", fail)
+    cases = document.get("cases")
+    for number, raw in enumerate(cases if isinstance(cases, list) else []):
+        if isinstance(raw, dict):
+            _known(raw, CASE_KEYS, f"cases[{number}].", fail)
+
+
+def _cases(
+    raw_cases: JsonValue, key: bytes | None, contract: Contract, fail: Fail
+) -> tuple[Case, ...]:
+    """The suite's cases, none the same as another (by id, or by input)."""
     if not isinstance(raw_cases, list) or not raw_cases:
         raise fail("cases", "must be a non-empty list of cases")
     cases = []
@@ -114,29 +142,25 @@ def suite_from_document(
             )
         seen[case.id] = number
         cases.append(case)
-    tolerance = document.get("tolerance")
-    if tolerance is not None and not (_is_number(tolerance) and 0 < tolerance < 1):
-        raise fail("tolerance", f"must be a number between 0 and 1, got {tolerance!r}")
-    method = document.get("method")
-    if method is not None and method not in {m.value for m in Method}:
-        raise fail("method", f"must be wilson, exact or sequential, got {method!r}")
-    claim = document.get("claim")
-    if claim is not None and claim not in {c.value for c in Claim}:
-        raise fail("claim", f"must be tested or population, got {claim!r}")
-    pass_rate = document.get("pass_rate")
-    if pass_rate is not None and not (_is_number(pass_rate) and 0 < pass_rate < 1):
-        raise fail("pass_rate", f"must be a number between 0 and 1, got {pass_rate!r}")
-    return Suite(
-        name=_text(document.get("name", default_name), "name", fail),
-        point=_text(document.get("point", "decision"), "point", fail),
-        cases=tuple(cases),
-        contract=contract,
-        tolerance=tolerance,
-        pass_rate=pass_rate,
-        method=Method(method) if method is not None else None,
-        claim=Claim(claim) if claim is not None else None,
-        semantic=_semantic(document.get("semantic"), fail),
-    )
+    return tuple(cases)
+
+
+def _fraction(document: dict[object, JsonValue], field: str, fail: Fail) -> JsonValue:
+    """An optional number strictly between 0 and 1 (a tolerance or a pass rate)."""
+    value = document.get(field)
+    if value is not None and not (_is_number(value) and 0 < value < 1):
+        raise fail(field, f"must be a number between 0 and 1, got {value!r}")
+    return value
+
+
+def _choice(
+    document: dict[object, JsonValue], field: str, allowed: set[str], named: str, fail: Fail
+) -> JsonValue:
+    """An optional value among `allowed` (spelt out as `named` in the error)."""
+    value = document.get(field)
+    if value is not None and value not in allowed:
+        raise fail(field, f"must be {named}, got {value!r}")
+    return value
 
 
 def _known(raw: dict[object, JsonValue], known: frozenset[str], prefix: str, fail: Fail) -> None:

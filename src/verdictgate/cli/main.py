@@ -23,8 +23,8 @@ from ..baseline import (
 from ..errors import USAGE_EXIT, InputError, SnapshotRefused
 from ..plan import plan_run, repeats_for, rounds_for, sequential_trials
 from ..policy import PRECISION_PRESETS, Policy
-from ..sequential import population_cases_needed, sequential_policy
-from ..sequential_design import default_max_pairs, sequential_design
+from ..sequential.design import default_max_pairs, sequential_design
+from ..sequential.rule import population_cases_needed, sequential_policy
 from ..stats import (
     MAX_SEQUENTIAL_TOLERANCE,
     Method,
@@ -170,6 +170,33 @@ def plan_command(
     """Price a run without calling anything: pairs and calls needed."""
     suite = suite_from(suite_path)
     policy = policy_for(suite, tolerance, precision, method=method)
+    priced = _Pricing()
+    needed = _price_pairs(priced, policy)
+    _price_sequential_design(priced, policy.tolerance)
+    cases = population_cases_needed(policy.tolerance, side_error(policy.confidence))
+    priced.document["population_cases_needed"] = cases
+    priced.lines.append(
+        f"a claim about new inputs needs at least {cases} cases, none of which changes"
+    )
+    if observed is not None:
+        _price_observed(priced, policy, *_parse_observed(observed))
+    if pass_rate is not None:
+        _price_pass_rate(priced, policy, pass_rate)
+    if suite is not None:
+        _price_suite(priced, suite, policy, needed, repeats, budget)
+    click.echo(json.dumps(priced.document, indent=2) if fmt == "json" else "\n".join(priced.lines))
+
+
+@dataclasses.dataclass
+class _Pricing:
+    """What `plan` prints, built a part at a time: the JSON document and the text lines."""
+
+    document: dict[str, Any] = dataclasses.field(default_factory=dict)
+    lines: list[str] = dataclasses.field(default_factory=list)
+
+
+def _price_pairs(priced: _Pricing, policy: Policy) -> int:
+    """The pairs (and calls) the policy's rule needs, beside every other rule's; the pairs."""
     t, confidence = policy.tolerance, policy.confidence
     needed = pairs_needed(t, confidence, policy.method)
     by_method = {
@@ -177,96 +204,127 @@ def plan_command(
         for m in Method
         if m is not Method.SEQUENTIAL or t < MAX_SEQUENTIAL_TOLERANCE  # beyond its reach
     }
-    document: dict[str, Any] = {
-        "tolerance": t,
-        "confidence": confidence,
-        "method": policy.method.value,
-        "pairs_needed": needed,
-        "calls_needed": 2 * needed,
-        "pairs_needed_by_method": by_method,
-    }
+    priced.document.update(
+        {
+            "tolerance": t,
+            "confidence": confidence,
+            "method": policy.method.value,
+            "pairs_needed": needed,
+            "calls_needed": 2 * needed,
+            "pairs_needed_by_method": by_method,
+        }
+    )
     others = ", ".join(f"{m}: {n}" for m, n in by_method.items() if m != policy.method.value)
-    lines = [
+    priced.lines.append(
         f"{needed} pairs at {t:g} ({2 * needed} calls when every pair agrees, by the "
         f"{policy.method.value} rule; {others})"
-    ]
-    if t < MAX_SEQUENTIAL_TOLERANCE and default_max_pairs(t) <= MAX_PRICED_PAIRS:
-        designs = [sequential_design(t, p) for p in (0.0, t / 4, t, 2 * t, 4 * t)]
-        document["sequential_design"] = [dataclasses.asdict(d) for d in designs]
-        lines.append(
-            f"sequential rule, one test looked at after every pair, at most "
-            f"{default_max_pairs(t)} pairs (a run looks after each round of every case and "
-            "waits for every targeted route: --suite prices it):\n"
-            "  pairs flip  expected pairs  deterministic  stochastic  undecided"
-        )
-        lines += [
-            f"  {d.flip_chance:<10.4g}  {d.expected_pairs:<14.1f}  {d.deterministic:<13.2%}"
-            f"  {d.stochastic:<10.2%}  {d.undecided:.2%}"
-            for d in designs
-        ]
-    cases = population_cases_needed(t, side_error(confidence))
-    document["population_cases_needed"] = cases
-    lines.append(f"a claim about new inputs needs at least {cases} cases, none of which changes")
-    if observed is not None:
-        flips, pairs = _parse_observed(observed)
-        total = pairs_to_qualify(flips, pairs, t, confidence, policy.method)
-        document["observed"] = {
-            "flips": flips,
-            "pairs": pairs,
-            "total_pairs": total,
-            "more_pairs": None if total is None else total - pairs,
-        }
-        if total is None:
-            lines.append(f"{flips}/{pairs}: cannot qualify at {t:g} however many pairs agree")
-        else:
-            lines.append(
-                f"{flips}/{pairs} -> {total} pairs in total: {total - pairs} more pairs "
-                f"({2 * (total - pairs)} calls) if every one agrees"
-            )
-    if pass_rate is not None:
-        from ..stats import trials_needed_for_pass_rate
+    )
+    return needed
 
-        try:
-            judged = trials_needed_for_pass_rate(pass_rate, confidence, policy.method)
-        except ValueError as error:
-            raise click.BadParameter(str(error), param_hint="--pass-rate") from None
-        document["pass_rate"] = {"required": pass_rate, "judged_trials_needed": judged}
-        lines.append(f"{judged} judged trials, all passing, show a pass rate above {pass_rate:g}")
-    if suite is not None:
-        plan = plan_run(suite, policy, repeats=repeats, budget=budget)
-        per_case = sorted(set(plan.repeats.values()))
-        document["suite"] = {
-            "cases": len(suite.cases),
-            "calls": plan.calls,
-            "repeats": dict(plan.repeats),
-            "base_repeats": repeats_for(needed, len(suite.cases)),
-        }
-        lines.append(
-            f"suite {suite.name}: {len(suite.cases)} cases x {'/'.join(map(str, per_case))} "
-            f"trials = {plan.calls} calls"
+
+def _price_sequential_design(priced: _Pricing, t: float) -> None:
+    """How one sequential test at tolerance `t` ends for agents that flip more or less often
+    (nothing beyond the rule's reach or beyond what `plan` prices exactly)."""
+    if not (t < MAX_SEQUENTIAL_TOLERANCE and default_max_pairs(t) <= MAX_PRICED_PAIRS):
+        return
+    designs = [sequential_design(t, p) for p in (0.0, t / 4, t, 2 * t, 4 * t)]
+    priced.document["sequential_design"] = [dataclasses.asdict(d) for d in designs]
+    priced.lines.append(
+        f"sequential rule, one test looked at after every pair, at most "
+        f"{default_max_pairs(t)} pairs (a run looks after each round of every case and "
+        "waits for every targeted route: --suite prices it):\n"
+        "  pairs flip  expected pairs  deterministic  stochastic  undecided"
+    )
+    priced.lines += [
+        f"  {d.flip_chance:<10.4g}  {d.expected_pairs:<14.1f}  {d.deterministic:<13.2%}"
+        f"  {d.stochastic:<10.2%}  {d.undecided:.2%}"
+        for d in designs
+    ]
+
+
+def _price_observed(priced: _Pricing, policy: Policy, flips: int, pairs: int) -> None:
+    """`--observed FLIPS/PAIRS`: the pairs it takes in total to qualify, if any can."""
+    t = policy.tolerance
+    total = pairs_to_qualify(flips, pairs, t, policy.confidence, policy.method)
+    priced.document["observed"] = {
+        "flips": flips,
+        "pairs": pairs,
+        "total_pairs": total,
+        "more_pairs": None if total is None else total - pairs,
+    }
+    if total is None:
+        priced.lines.append(f"{flips}/{pairs}: cannot qualify at {t:g} however many pairs agree")
+    else:
+        priced.lines.append(
+            f"{flips}/{pairs} -> {total} pairs in total: {total - pairs} more pairs "
+            f"({2 * (total - pairs)} calls) if every one agrees"
         )
-        tests = 1 + len({case.expected for case in suite.cases if case.expected is not None})
-        document["suite"]["family_tests"] = tests
-        if tests > 1:
-            lines.append(
-                f"  a stochastic verdict is held to {side_error(confidence):.1%} across the "
-                f"run's {tests} tests together (Holm); qualifying needs the pooled test and "
-                "every targeted route deterministic, which needs no correction, so the plan's "
-                "size is unchanged"
-                + (
-                    "; Wilson's rule does not hold a test to its level"
-                    if policy.method is Method.WILSON
-                    else ""
-                )
-            )
-        if sequential := _sequential_suite_calls(suite, policy):
-            certify, most = sequential
-            document["suite"]["sequential"] = {"calls_to_certify": certify, "most_calls": most}
-            lines.append(
-                f"  sequentially (a look after each round of every case): {certify} calls to "
-                f"qualify an agent that never flips, {most} at most"
-            )
-    click.echo(json.dumps(document, indent=2) if fmt == "json" else "\n".join(lines))
+
+
+def _price_pass_rate(priced: _Pricing, policy: Policy, pass_rate: float) -> None:
+    """`--pass-rate`: the judged trials, all passing, that show the rate."""
+    from ..stats import trials_needed_for_pass_rate
+
+    try:
+        judged = trials_needed_for_pass_rate(pass_rate, policy.confidence, policy.method)
+    except ValueError as error:
+        raise click.BadParameter(str(error), param_hint="--pass-rate") from None
+    priced.document["pass_rate"] = {"required": pass_rate, "judged_trials_needed": judged}
+    priced.lines.append(
+        f"{judged} judged trials, all passing, show a pass rate above {pass_rate:g}"
+    )
+
+
+def _price_suite(
+    priced: _Pricing,
+    suite: Suite,
+    policy: Policy,
+    needed: int,
+    repeats: int | None,
+    budget: int | None,
+) -> None:
+    """`--suite`: the run's plan (refused above `budget`), its family of tests, and what a
+    sequential run of it would call."""
+    plan = plan_run(suite, policy, repeats=repeats, budget=budget)
+    per_case = sorted(set(plan.repeats.values()))
+    document: dict[str, Any] = {
+        "cases": len(suite.cases),
+        "calls": plan.calls,
+        "repeats": dict(plan.repeats),
+        "base_repeats": repeats_for(needed, len(suite.cases)),
+    }
+    priced.document["suite"] = document
+    priced.lines.append(
+        f"suite {suite.name}: {len(suite.cases)} cases x {'/'.join(map(str, per_case))} "
+        f"trials = {plan.calls} calls"
+    )
+    tests = 1 + len({case.expected for case in suite.cases if case.expected is not None})
+    document["family_tests"] = tests
+    if tests > 1:
+        priced.lines.append(_family_note(tests, policy))
+    if sequential := _sequential_suite_calls(suite, policy):
+        certify, most = sequential
+        document["sequential"] = {"calls_to_certify": certify, "most_calls": most}
+        priced.lines.append(
+            f"  sequentially (a look after each round of every case): {certify} calls to "
+            f"qualify an agent that never flips, {most} at most"
+        )
+
+
+def _family_note(tests: int, policy: Policy) -> str:
+    """Why a run of several tests is sized as one: the Holm correction touches only the
+    stochastic side."""
+    return (
+        f"  a stochastic verdict is held to {side_error(policy.confidence):.1%} across the "
+        f"run's {tests} tests together (Holm); qualifying needs the pooled test and "
+        "every targeted route deterministic, which needs no correction, so the plan's "
+        "size is unchanged"
+        + (
+            "; Wilson's rule does not hold a test to its level"
+            if policy.method is Method.WILSON
+            else ""
+        )
+    )
 
 
 MAX_PRICED_PAIRS = 20_000

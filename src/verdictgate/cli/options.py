@@ -6,7 +6,7 @@ import functools
 import json
 import socket
 import sys
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
@@ -34,7 +34,7 @@ from .loading import load_attribute, load_factory
 
 if TYPE_CHECKING:
     from ..baseline import Regression
-    from ..tiers.tiers import Judge
+    from ..tiers.cascade import Judge
 
 FORMATS = click.Choice(sorted(RENDERERS))
 ISOLATIONS = click.Choice([isolation.value for isolation in Isolation])
@@ -197,127 +197,142 @@ class AgentRun:
 _AGENT_RUN_FIELDS = tuple(f.name for f in fields(AgentRun))
 
 
+@dataclass(frozen=True)
+class OptionSpec:
+    """One click option as data: its declarations (the flag, then the parameter's name where
+    it differs) and the settings `click.option` takes."""
+
+    declarations: tuple[str, ...]
+    settings: Mapping[str, OptionValue]
+
+    @classmethod
+    def of(cls, *declarations: str, **settings: OptionValue) -> OptionSpec:
+        """A spec written as the `click.option` call it stands for."""
+        return cls(declarations, settings)
+
+
+def with_options(command: _F, specs: Sequence[OptionSpec]) -> _F:
+    """`command` with the options `specs` declare, shown by --help in the order given."""
+    for spec in reversed(specs):
+        command = click.option(*spec.declarations, **spec.settings)(command)
+    return command
+
+
+def _agent_option(required: bool) -> OptionSpec:
+    """`--agent`; where it is optional, its help points to `--trials` instead."""
+    return OptionSpec.of(
+        "--agent",
+        "agent_spec",
+        required=required,
+        metavar="FILE.py:FACTORY|module:FACTORY",
+        help="FACTORY() returns the agent callable" + ("." if required else "; or give --trials."),
+    )
+
+
+_AGENT_RUN_OPTIONS = (
+    OptionSpec.of(
+        "--repeats", type=int, help="Trials per case (default: sized from the tolerance)."
+    ),
+    OptionSpec.of(
+        "--budget", type=int, help="Hard cap on calls; a plan above it is refused before any call."
+    ),
+    OptionSpec.of(
+        "--concurrency", type=int, default=1, show_default=True, help="Calls in flight at once."
+    ),
+    OptionSpec.of("--timeout", type=float, help="Seconds per call; an overrun is an error trial."),
+    OptionSpec.of(
+        "--isolation",
+        type=ISOLATIONS,
+        default=None,
+        help="How reruns are isolated; fresh-instance calls FACTORY() for every trial "
+        "(default: unknown; with --trials, what the file records).",
+    ),
+    OptionSpec.of(
+        "--trials-out",
+        type=click.Path(dir_okay=False),
+        help="Also write every trial to this verdictgate.trials/v1 file.",
+    ),
+    OptionSpec.of("--run-id", help="Id of this run (default: a random one)."),
+    OptionSpec.of(
+        "--relation",
+        "relations",
+        multiple=True,
+        type=click.Choice(["whitespace", "case", "punctuation"]),
+        help="A metamorphic relation to check (repeatable).",
+    ),
+    OptionSpec.of(
+        "--quality-gate",
+        is_flag=True,
+        help="Call each case once first; stop before repeats if any misses its route.",
+    ),
+    OptionSpec.of(
+        "--invariant",
+        "invariant_specs",
+        multiple=True,
+        metavar="FILE.py:NAME|module:NAME",
+        help="An Invariant, or a list of them, checked on every answer (repeatable).",
+    ),
+    OptionSpec.of(
+        "--semantic",
+        is_flag=True,
+        help="Compare each answer with its case's reference at the suite's calibrated "
+        "threshold (needs verdictgate[semantic]).",
+    ),
+    OptionSpec.of(
+        "--judge",
+        "judge_spec",
+        metavar="FILE.py:NAME|module:NAME",
+        help="judge(output, input) -> bool, run only where the cheaper tiers passed.",
+    ),
+    OptionSpec.of(
+        "--sequential",
+        is_flag=True,
+        help="Collect round by round and stop as soon as the sequential rule decides "
+        "the run (docs/statistics.md).",
+    ),
+    OptionSpec.of(
+        "--max-pairs",
+        type=int,
+        help="With --sequential: the most rerun pairs a test collects (default 15/t).",
+    ),
+    OptionSpec.of(
+        "--resume",
+        "resume_path",
+        type=click.Path(dir_okay=False),
+        metavar="TRIALS.jsonl",
+        help="With --sequential: continue the undecided run whose --trials-out file this "
+        "is, from the round after its last (raise --max-pairs past its cap).",
+    ),
+    OptionSpec.of(
+        "--curtail",
+        is_flag=True,
+        help="Collect the plan round by round and stop as soon as the pooled or a "
+        "targeted route's change rate could no longer be shown below its tolerance "
+        "(--sequential with --budget does this too). It saves calls, but a plan stopped "
+        "at its first flips never rejects: use --sequential for a verdict.",
+    ),
+    OptionSpec.of(
+        "--decision",
+        "decision_rule",
+        metavar="RULE",
+        help="Derive each decision from the agent framework's spans: tools, toolset, "
+        "agents, nodes or attribute:KEY (docs/frameworks.md).",
+    ),
+    OptionSpec.of(
+        "--otlp-endpoint",
+        metavar="URL",
+        help="Export decision, run and admission spans, metrics and the evaluation "
+        "event over OTLP/gRPC (http://host:4317 for no TLS).",
+    ),
+)
+"""The options of a command that can call an agent, after `--agent`, in --help order."""
+
+
 def run_options(command: Callable[..., _R], *, agent_required: bool = False) -> Callable[..., _R]:
     """Options shared by every command that can call an agent; the command receives them as
     one `agent_run` (an AgentRun) in their place."""
-
-    gathered = _gathering_agent_run(command)
-    for option in reversed(
-        [
-            click.option(
-                "--agent",
-                "agent_spec",
-                required=agent_required,
-                metavar="FILE.py:FACTORY|module:FACTORY",
-                help="FACTORY() returns the agent callable"
-                + ("." if agent_required else "; or give --trials."),
-            ),
-            click.option(
-                "--repeats", type=int, help="Trials per case (default: sized from the tolerance)."
-            ),
-            click.option(
-                "--budget",
-                type=int,
-                help="Hard cap on calls; a plan above it is refused before any call.",
-            ),
-            click.option(
-                "--concurrency",
-                type=int,
-                default=1,
-                show_default=True,
-                help="Calls in flight at once.",
-            ),
-            click.option(
-                "--timeout", type=float, help="Seconds per call; an overrun is an error trial."
-            ),
-            click.option(
-                "--isolation",
-                type=ISOLATIONS,
-                default=None,
-                help="How reruns are isolated; fresh-instance calls FACTORY() for every trial "
-                "(default: unknown; with --trials, what the file records).",
-            ),
-            click.option(
-                "--trials-out",
-                type=click.Path(dir_okay=False),
-                help="Also write every trial to this verdictgate.trials/v1 file.",
-            ),
-            click.option("--run-id", help="Id of this run (default: a random one)."),
-            click.option(
-                "--relation",
-                "relations",
-                multiple=True,
-                type=click.Choice(["whitespace", "case", "punctuation"]),
-                help="A metamorphic relation to check (repeatable).",
-            ),
-            click.option(
-                "--quality-gate",
-                is_flag=True,
-                help="Call each case once first; stop before repeats if any misses its route.",
-            ),
-            click.option(
-                "--invariant",
-                "invariant_specs",
-                multiple=True,
-                metavar="FILE.py:NAME|module:NAME",
-                help="An Invariant, or a list of them, checked on every answer (repeatable).",
-            ),
-            click.option(
-                "--semantic",
-                is_flag=True,
-                help="Compare each answer with its case's reference at the suite's calibrated "
-                "threshold (needs verdictgate[semantic]).",
-            ),
-            click.option(
-                "--judge",
-                "judge_spec",
-                metavar="FILE.py:NAME|module:NAME",
-                help="judge(output, input) -> bool, run only where the cheaper tiers passed.",
-            ),
-            click.option(
-                "--sequential",
-                is_flag=True,
-                help="Collect round by round and stop as soon as the sequential rule decides "
-                "the run (docs/statistics.md).",
-            ),
-            click.option(
-                "--max-pairs",
-                type=int,
-                help="With --sequential: the most rerun pairs a test collects (default 15/t).",
-            ),
-            click.option(
-                "--resume",
-                "resume_path",
-                type=click.Path(dir_okay=False),
-                metavar="TRIALS.jsonl",
-                help="With --sequential: continue the undecided run whose --trials-out file this "
-                "is, from the round after its last (raise --max-pairs past its cap).",
-            ),
-            click.option(
-                "--curtail",
-                is_flag=True,
-                help="Collect the plan round by round and stop as soon as the pooled or a "
-                "targeted route's change rate could no longer be shown below its tolerance "
-                "(--sequential with --budget does this too). It saves calls, but a plan stopped "
-                "at its first flips never rejects: use --sequential for a verdict.",
-            ),
-            click.option(
-                "--decision",
-                "decision_rule",
-                metavar="RULE",
-                help="Derive each decision from the agent framework's spans: tools, toolset, "
-                "agents, nodes or attribute:KEY (docs/frameworks.md).",
-            ),
-            click.option(
-                "--otlp-endpoint",
-                metavar="URL",
-                help="Export decision, run and admission spans, metrics and the evaluation "
-                "event over OTLP/gRPC (http://host:4317 for no TLS).",
-            ),
-        ]
-    ):
-        gathered = option(gathered)
-    return gathered
+    specs = (_agent_option(agent_required), *_AGENT_RUN_OPTIONS)
+    return with_options(_gathering_agent_run(command), specs)
 
 
 def _gathering_agent_run(command: Callable[..., _R]) -> Callable[..., _R]:
@@ -331,59 +346,46 @@ def _gathering_agent_run(command: Callable[..., _R]) -> Callable[..., _R]:
     return wrapper
 
 
-def policy_options(command: Callable[..., _R]) -> Callable[..., _R]:
-    """The policy options; the command receives `policy_of(suite) -> Policy` in their place."""
-
-    @functools.wraps(command)
-    def wrapper(*args: OptionValue, **kwargs: OptionValue) -> _R:
-        given = {name: kwargs.pop(name) for name in _POLICY_OPTIONS}
-        kwargs["policy_of"] = lambda suite: policy_for(suite, **given)
-        return command(*args, **kwargs)
-
-    decorated = wrapper
-    for option in [
-        click.option(
-            "--max-p95-tool-calls",
-            type=float,
-            help="Require the 95th-percentile of tools called per trial to be shown under this.",
-        ),
-        click.option(
-            "--max-p95-ms",
-            type=float,
-            help="Require the 95th-percentile latency to be shown under this many milliseconds.",
-        ),
-        click.option(
-            "--pass-rate",
-            type=float,
-            help="Require the evaluator pass rate to be shown above this (e.g. 0.9).",
-        ),
-        click.option(
-            "--precision",
-            type=click.Choice(list(PRECISION_PRESETS)),
-            help="cheap 0.10, balanced 0.05, strict 0.01.",
-        ),
-        click.option("--tolerance", type=float, help="Tolerated change rate between reruns."),
-        click.option(
-            "--method",
-            type=click.Choice([m.value for m in Method]),
-            help="How change rates are judged: exact (the default: both wrong answers within "
-            "2.5% at every n), wilson (AgentVerity's interval, whose wrong answers exceed 2.5% "
-            "at some n) or sequential (valid however often it is looked at); "
-            "docs/statistics.md.",
-        ),
-        click.option(
-            "--claim",
-            type=click.Choice([c.value for c in Claim]),
-            help="What qualifying promises: tested (default: these cases would decide the same "
-            "again) or population (new inputs would; the case is the unit, so it needs many "
-            "cases; docs/statistics.md).",
-        ),
-    ]:
-        decorated = option(decorated)
-    return decorated
-
-
 _POLICY_OPTIONS = (
+    OptionSpec.of(
+        "--claim",
+        type=click.Choice([c.value for c in Claim]),
+        help="What qualifying promises: tested (default: these cases would decide the same "
+        "again) or population (new inputs would; the case is the unit, so it needs many "
+        "cases; docs/statistics.md).",
+    ),
+    OptionSpec.of(
+        "--method",
+        type=click.Choice([m.value for m in Method]),
+        help="How change rates are judged: exact (the default: both wrong answers within "
+        "2.5% at every n), wilson (AgentVerity's interval, whose wrong answers exceed 2.5% "
+        "at some n) or sequential (valid however often it is looked at); "
+        "docs/statistics.md.",
+    ),
+    OptionSpec.of("--tolerance", type=float, help="Tolerated change rate between reruns."),
+    OptionSpec.of(
+        "--precision",
+        type=click.Choice(list(PRECISION_PRESETS)),
+        help="cheap 0.10, balanced 0.05, strict 0.01.",
+    ),
+    OptionSpec.of(
+        "--pass-rate",
+        type=float,
+        help="Require the evaluator pass rate to be shown above this (e.g. 0.9).",
+    ),
+    OptionSpec.of(
+        "--max-p95-ms",
+        type=float,
+        help="Require the 95th-percentile latency to be shown under this many milliseconds.",
+    ),
+    OptionSpec.of(
+        "--max-p95-tool-calls",
+        type=float,
+        help="Require the 95th-percentile of tools called per trial to be shown under this.",
+    ),
+)
+"""The policy options, in --help order."""
+_POLICY_NAMES = (
     "tolerance",
     "precision",
     "pass_rate",
@@ -392,20 +394,37 @@ _POLICY_OPTIONS = (
     "max_p95_ms",
     "max_p95_tool_calls",
 )
+"""The policy options' parameters, in the order `policy_for` takes them."""
 
 
-def output_options(command: _F) -> _F:
-    command = click.option(
-        "--output", type=click.Path(dir_okay=False), help="Write the report here."
-    )(command)
-    return click.option(
+def policy_options(command: Callable[..., _R]) -> Callable[..., _R]:
+    """The policy options; the command receives `policy_of(suite) -> Policy` in their place."""
+
+    @functools.wraps(command)
+    def wrapper(*args: OptionValue, **kwargs: OptionValue) -> _R:
+        given = {name: kwargs.pop(name) for name in _POLICY_NAMES}
+        kwargs["policy_of"] = lambda suite: policy_for(suite, **given)
+        return command(*args, **kwargs)
+
+    return with_options(wrapper, _POLICY_OPTIONS)
+
+
+_OUTPUT_OPTIONS = (
+    OptionSpec.of(
         "--format",
         "fmt",
         type=FORMATS,
         default="text",
         show_default=True,
         help="Report format; all are rendered from the same assessment.",
-    )(command)
+    ),
+    OptionSpec.of("--output", type=click.Path(dir_okay=False), help="Write the report here."),
+)
+
+
+def output_options(command: _F) -> _F:
+    """`--format` and `--output`: how and where the report is written."""
+    return with_options(command, _OUTPUT_OPTIONS)
 
 
 def evidence_for(
@@ -435,7 +454,7 @@ def evidence_for(
 
         attach_capture()
     agent = _agent(agent_run.agent_spec, isolation)
-    from ..runner.runner import (
+    from ..runner.suite_run import (
         run as run_agent,  # the OpenTelemetry SDK loads only when an agent runs
     )
 

@@ -8,13 +8,14 @@ import signal
 import sys
 import threading
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import click
 
 from ..errors import USAGE_EXIT, InputError, cli_option
-from ..sequential import sequential_policy
+from ..sequential.rule import sequential_policy
 from ..stats import Method
 from ..suite import Suite
 from ..suite_file import load_suite
@@ -245,7 +246,7 @@ def _serve_config(flags: Mapping[str, Any]) -> ServeConfig:
     """`serve`'s flags, checked and parsed once into a ServeConfig (durations, addresses,
     secrets and suite files read here; a bad one is an InputError naming its flag)."""
     from ..receiver.config import ReceiverConfig
-    from ..receiver.ingest import Limits
+    from ..receiver.limits import Limits
     from ..receiver.server import Tls
     from ..receiver.service import ServeConfig
 
@@ -420,71 +421,18 @@ def status_command(
     os.environ.setdefault("GRPC_VERBOSITY", "NONE")  # one line of ours, not gRPC's handshake log
     import grpc
 
-    from ..receiver.grpc_api import ADMISSION_SERVICE
-    from ..v1 import verdictgate_pb2 as pb
-
-    try:
-        token = _read_secret(token_file, "--token-file")
-        roots = Path(tls_ca).read_bytes() if tls_ca else None
-    except (InputError, OSError) as error:
-        click.echo(f"verdictgate: error: {error}", err=True)
-        sys.exit(USAGE_EXIT)
-    metadata: tuple[tuple[str, str], ...] = (("authorization", f"Bearer {token}"),) if token else ()
+    metadata, roots = _credentials(token_file, tls_ca)
     channel = (
         grpc.secure_channel(endpoint, grpc.ssl_channel_credentials(roots))
         if roots
         else grpc.insecure_channel(endpoint)
     )
-    get_admission = channel.unary_unary(
-        f"/{ADMISSION_SERVICE}/GetAdmission",
-        request_serializer=pb.GetAdmissionRequest.SerializeToString,
-        response_deserializer=pb.Admission.FromString,
-    )
-    watch_admission = channel.unary_stream(
-        f"/{ADMISSION_SERVICE}/WatchAdmission",
-        request_serializer=pb.WatchAdmissionRequest.SerializeToString,
-        response_deserializer=pb.Admission.FromString,
-    )
     try:
-        if wait > 0:
-            click.echo(
-                f"verdictgate: waiting up to {wait:g} s for run {run_id!r} at {endpoint} to be "
-                "final",
-                err=True,
-            )
-            admission = _watch_until_final(
-                lambda timeout: watch_admission(
-                    pb.WatchAdmissionRequest(run_id=run_id, format=fmt),
-                    metadata=metadata,
-                    timeout=timeout,
-                ),
-                wait,
-                lambda details: _is_tls_failure(endpoint, details, tls_ca),
-                lambda seen: click.echo(
-                    f"verdictgate: run {run_id!r} is collecting: {seen.trials_received} of "
-                    f"{seen.trials_expected or '?'} trials, {seen.status} so far",
-                    err=True,
-                ),
-            )
-            if admission is None:
-                click.echo(
-                    f"verdictgate: error: no run {run_id!r} appeared at {endpoint} within "
-                    f"{wait:g} s",
-                    err=True,
-                )
-                sys.exit(USAGE_EXIT)
-        else:
-            admission = get_admission(
-                pb.GetAdmissionRequest(run_id=run_id, format=fmt), metadata=metadata, timeout=30
-            )
+        admission = _admission(
+            channel, _StatusRequest(endpoint, run_id, fmt, metadata, tls_ca), wait
+        )
     except grpc.RpcError as error:
-        problem = {
-            grpc.StatusCode.NOT_FOUND: f"unknown run {run_id!r}",
-            grpc.StatusCode.UNAVAILABLE: _unreachable(endpoint, error.details() or "", tls_ca),
-            grpc.StatusCode.UNAUTHENTICATED: "the receiver wants a valid --token-file",
-        }.get(error.code(), f"{error.code().name}: {error.details()}")
-        click.echo(f"verdictgate: error: {problem}", err=True)
-        sys.exit(USAGE_EXIT)
+        _fail(_rpc_problem(error, endpoint, run_id, tls_ca))
     finally:
         channel.close()
     from .options import deliver
@@ -492,6 +440,91 @@ def status_command(
     try:
         deliver(admission.report, output)
     except InputError as error:
-        click.echo(f"verdictgate: error: {error}", err=True)
-        sys.exit(USAGE_EXIT)
+        _fail(str(error))
     sys.exit(admission.exit_code)
+
+
+def _fail(problem: str) -> NoReturn:
+    """`verdictgate: error: PROBLEM` on stderr, exit 2."""
+    click.echo(f"verdictgate: error: {problem}", err=True)
+    sys.exit(USAGE_EXIT)
+
+
+def _credentials(
+    token_file: str | None, tls_ca: str | None
+) -> tuple[tuple[tuple[str, str], ...], bytes | None]:
+    """The call metadata (the bearer token of `--token-file`) and the PEM roots of `--tls-ca`."""
+    try:
+        token = _read_secret(token_file, "--token-file")
+        roots = Path(tls_ca).read_bytes() if tls_ca else None
+    except (InputError, OSError) as error:
+        _fail(str(error))
+    metadata: tuple[tuple[str, str], ...] = (("authorization", f"Bearer {token}"),) if token else ()
+    return metadata, roots
+
+
+@dataclass(frozen=True)
+class _StatusRequest:
+    """Which run `status` asks a receiver about, how, and in what report format."""
+
+    endpoint: str
+    run_id: str
+    fmt: str
+    metadata: tuple[tuple[str, str], ...]
+    tls_ca: str | None
+
+
+def _admission(channel: Any, request: _StatusRequest, wait: float) -> Any:
+    """The run's admission: at once, or, with `wait`, once it is final (or the wait is over)."""
+    from ..receiver.grpc_api import ADMISSION_SERVICE
+    from ..v1 import verdictgate_pb2 as pb
+
+    if wait <= 0:
+        get_admission = channel.unary_unary(
+            f"/{ADMISSION_SERVICE}/GetAdmission",
+            request_serializer=pb.GetAdmissionRequest.SerializeToString,
+            response_deserializer=pb.Admission.FromString,
+        )
+        return get_admission(
+            pb.GetAdmissionRequest(run_id=request.run_id, format=request.fmt),
+            metadata=request.metadata,
+            timeout=30,
+        )
+    watch_admission = channel.unary_stream(
+        f"/{ADMISSION_SERVICE}/WatchAdmission",
+        request_serializer=pb.WatchAdmissionRequest.SerializeToString,
+        response_deserializer=pb.Admission.FromString,
+    )
+    run_id, endpoint = request.run_id, request.endpoint
+    click.echo(
+        f"verdictgate: waiting up to {wait:g} s for run {run_id!r} at {endpoint} to be final",
+        err=True,
+    )
+    admission = _watch_until_final(
+        lambda timeout: watch_admission(
+            pb.WatchAdmissionRequest(run_id=run_id, format=request.fmt),
+            metadata=request.metadata,
+            timeout=timeout,
+        ),
+        wait,
+        lambda details: _is_tls_failure(endpoint, details, request.tls_ca),
+        lambda seen: click.echo(
+            f"verdictgate: run {run_id!r} is collecting: {seen.trials_received} of "
+            f"{seen.trials_expected or '?'} trials, {seen.status} so far",
+            err=True,
+        ),
+    )
+    if admission is None:
+        _fail(f"no run {run_id!r} appeared at {endpoint} within {wait:g} s")
+    return admission
+
+
+def _rpc_problem(error: Any, endpoint: str, run_id: str, tls_ca: str | None) -> str:
+    """What a failed call to the receiver says to the user."""
+    import grpc
+
+    return {
+        grpc.StatusCode.NOT_FOUND: f"unknown run {run_id!r}",
+        grpc.StatusCode.UNAVAILABLE: _unreachable(endpoint, error.details() or "", tls_ca),
+        grpc.StatusCode.UNAUTHENTICATED: "the receiver wants a valid --token-file",
+    }.get(error.code(), f"{error.code().name}: {error.details()}")

@@ -16,12 +16,13 @@ from ..engine import assess, assess_in_rounds
 from ..evidence import Evidence
 from ..policy import Policy
 from ..reports.json_report import stopping_document
-from ..sequential import sequential_policy
+from ..sequential.rule import sequential_policy
 from ..suite import Suite
 from ..trials_file import TrialWriter, read_trials
 from .options import (
     ISOLATIONS,
     AgentRun,
+    OptionSpec,
     PolicyOf,
     emit,
     evidence_for,
@@ -29,6 +30,7 @@ from .options import (
     output_options,
     policy_options,
     suite_from,
+    with_options,
 )
 
 if TYPE_CHECKING:  # the importers load only when a command reads another tool's file
@@ -39,74 +41,74 @@ TRIALS = "trials"
 """The source kind of `--trials`, beside the importers' (`importers.SOURCES`)."""
 
 
+_PATH = click.Path(dir_okay=False)
+_IMPORT_OPTIONS = (
+    OptionSpec.of(
+        "--agentverity",
+        type=_PATH,
+        help="An AgentVerity evidence file (agentverity.evidence/v2).",
+    ),
+    OptionSpec.of(
+        "--promptfoo",
+        type=_PATH,
+        help="A promptfoo export (`promptfoo eval -o results.json`, or JSON Lines).",
+    ),
+    OptionSpec.of("--deepeval", type=_PATH, help="A saved DeepEval test run (testCases)."),
+    OptionSpec.of(
+        "--jsonl",
+        type=_PATH,
+        help="JSON Lines from any harness (with --case-path and --decision-path).",
+    ),
+    OptionSpec.of(
+        "--otlp-json",
+        type=_PATH,
+        help="A collector `file` exporter capture: one OTLP/JSON export per line.",
+    ),
+    OptionSpec.of("--provider", help="promptfoo: the provider id or label to assess."),
+    OptionSpec.of("--prompt-id", help="promptfoo: the promptId to assess."),
+    OptionSpec.of(
+        "--decision-path",
+        help="Dotted path to the decision (in a JSON output, or a JSONL row).",
+    ),
+    OptionSpec.of(
+        "--case-by",
+        type=click.Choice(["prompt", "vars"]),
+        default="prompt",
+        show_default=True,
+        help="promptfoo: identify a case by its rendered prompt or by its vars.",
+    ),
+    OptionSpec.of(
+        "--input-var", help="promptfoo, with --case-by vars: the var that holds the input."
+    ),
+    OptionSpec.of(
+        "--expected-var",
+        help="promptfoo, without --suite: the var holding the expected route.",
+    ),
+    OptionSpec.of(
+        "--decision",
+        "decision_kind",
+        type=click.Choice(["output", "tools"]),
+        default="output",
+        show_default=True,
+        help="DeepEval: the decision is the actual output, or the tools called.",
+    ),
+    OptionSpec.of(
+        "--case-path",
+        help="JSONL: dotted path to the case (an id, or the input to fingerprint).",
+    ),
+    OptionSpec.of(
+        "--trial-path",
+        help="JSONL: dotted path to the trial index (default: order of appearance).",
+    ),
+    OptionSpec.of("--expected-path", help="JSONL: dotted path to the expected route."),
+    OptionSpec.of("--run-path", help="JSONL: dotted path to the run id."),
+)
+"""The options of `import_options`, in --help order."""
+
+
 def import_options(command: _F) -> _F:
     """The evidence sources `assess` reads besides trial records, and how to read them."""
-    path = click.Path(dir_okay=False)
-    for option in reversed(
-        [
-            click.option(
-                "--agentverity",
-                type=path,
-                help="An AgentVerity evidence file (agentverity.evidence/v2).",
-            ),
-            click.option(
-                "--promptfoo",
-                type=path,
-                help="A promptfoo export (`promptfoo eval -o results.json`, or JSON Lines).",
-            ),
-            click.option("--deepeval", type=path, help="A saved DeepEval test run (testCases)."),
-            click.option(
-                "--jsonl",
-                type=path,
-                help="JSON Lines from any harness (with --case-path and --decision-path).",
-            ),
-            click.option(
-                "--otlp-json",
-                type=path,
-                help="A collector `file` exporter capture: one OTLP/JSON export per line.",
-            ),
-            click.option("--provider", help="promptfoo: the provider id or label to assess."),
-            click.option("--prompt-id", help="promptfoo: the promptId to assess."),
-            click.option(
-                "--decision-path",
-                help="Dotted path to the decision (in a JSON output, or a JSONL row).",
-            ),
-            click.option(
-                "--case-by",
-                type=click.Choice(["prompt", "vars"]),
-                default="prompt",
-                show_default=True,
-                help="promptfoo: identify a case by its rendered prompt or by its vars.",
-            ),
-            click.option(
-                "--input-var", help="promptfoo, with --case-by vars: the var that holds the input."
-            ),
-            click.option(
-                "--expected-var",
-                help="promptfoo, without --suite: the var holding the expected route.",
-            ),
-            click.option(
-                "--decision",
-                "decision_kind",
-                type=click.Choice(["output", "tools"]),
-                default="output",
-                show_default=True,
-                help="DeepEval: the decision is the actual output, or the tools called.",
-            ),
-            click.option(
-                "--case-path",
-                help="JSONL: dotted path to the case (an id, or the input to fingerprint).",
-            ),
-            click.option(
-                "--trial-path",
-                help="JSONL: dotted path to the trial index (default: order of appearance).",
-            ),
-            click.option("--expected-path", help="JSONL: dotted path to the expected route."),
-            click.option("--run-path", help="JSONL: dotted path to the run id."),
-        ]
-    ):
-        command = option(command)
-    return command
+    return with_options(command, _IMPORT_OPTIONS)
 
 
 @click.command("assess")

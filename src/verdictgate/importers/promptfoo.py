@@ -189,6 +189,31 @@ def read(path: Path, options: ImportOptions, suite: Suite | None, key: bytes | N
     """Read an export into trials, refusing a mix of providers or prompts and rows that match
     no suite case. Rows are streamed; memory grows with tests, a few bytes per row."""
     source = str(path)
+    eval_id, whole, seen, (tests, providers, prompts, kept) = _read_rows(path, source, options)
+    _refuse_nothing_kept(kept, seen, options, source)
+    _only_one(providers, "provider", "providers", source)
+    _only_one(prompts, "prompt_id", "prompts", source)
+    repeats: dict[str, int] = {}
+    if any(trace for test in tests.values() for trace in test.trace_ids):
+        repeats = _repeat_indices(whole or _export(path.read_bytes(), source)[0])
+    by_input = {case.input: case for case in suite.cases if case.input} if suite else {}
+    by_input.update({case.id: case for case in suite.cases} if suite else {})  # or by explicit id
+    if suite is not None:
+        _refuse_unmatched(tests, by_input, options, source)
+    evidence = Evidence()
+    cases = []
+    for text, test in tests.items():
+        case = by_input.get(text) or Case(fingerprint(text, key), None, test.expected)
+        evidence.add_all(_test_trials(test, case, _positions(test, repeats), eval_id))
+        cases.append(Case(case.id, None, case.expected))
+    return Imported(evidence, tuple(cases), eval_id)
+
+
+def _read_rows(
+    path: Path, source: str, options: ImportOptions
+) -> tuple[str, _Export | None, _Seen, tuple[dict[str, _Test], set[str], set[str], int]]:
+    """The export's eval id, the export itself when it had to be decoded whole (None when its
+    rows were streamed), what it holds, and its kept rows grouped by test (`_group`)."""
     try:
         stream = path.open("rb")
     except OSError as error:
@@ -205,65 +230,70 @@ def read(path: Path, options: ImportOptions, suite: Suite | None, key: bytes | N
             whole, whole_rows = _export(stream.read(), source)
             eval_id, rows = whole.evalId or eval_id, iter(whole_rows)
         seen = _Seen()
-        tests, providers, prompts, kept = _group(rows, options, seen)
+        return eval_id, whole, seen, _group(rows, options, seen)
+
+
+def _refuse_nothing_kept(kept: int, seen: _Seen, options: ImportOptions, source: str) -> None:
+    """Refuse an export that names no provider, has no rows, or none that the --provider or
+    --prompt-id filter keeps (naming what it has instead)."""
     if kept and not seen.providers:
         raise InputError("names no provider on any row: not a promptfoo export", path=source)
-    if not kept:
-        if not (options.provider or options.prompt_id):
-            raise InputError("the export has no rows", path=source, field="results")
-        argument = "provider" if options.provider else "prompt_id"
-        present = seen.providers if options.provider else seen.prompts
+    if kept:
+        return
+    if not (options.provider or options.prompt_id):
+        raise InputError("the export has no rows", path=source, field="results")
+    argument = "provider" if options.provider else "prompt_id"
+    present = seen.providers if options.provider else seen.prompts
+    raise InputError(
+        f"no row matches {options.provider or options.prompt_id!r}; the export has "
+        + ", ".join(sorted(present)),
+        path=source,
+        arguments=(argument,),
+    )
+
+
+def _refuse_unmatched(
+    tests: dict[str, _Test], by_input: dict[str, Case], options: ImportOptions, source: str
+) -> None:
+    """Refuse rows that match no suite case, by input or by id."""
+    unmatched = sum(len(test.order) for text, test in tests.items() if text not in by_input)
+    if unmatched:
         raise InputError(
-            f"no row matches {options.provider or options.prompt_id!r}; the export has "
-            + ", ".join(sorted(present)),
+            f"{unmatched} rows match no suite case by input ({{case_by}} {options.case_by})",
             path=source,
-            arguments=(argument,),
+            arguments=("suite", "case_by"),
         )
-    _only_one(providers, "provider", "providers", source)
-    _only_one(prompts, "prompt_id", "prompts", source)
-    repeats: dict[str, int] = {}
-    if any(trace for test in tests.values() for trace in test.trace_ids):
-        repeats = _repeat_indices(whole or _export(path.read_bytes(), source)[0])
-    by_input = {case.input: case for case in suite.cases if case.input} if suite else {}
-    by_input.update({case.id: case for case in suite.cases} if suite else {})  # or by explicit id
-    if suite is not None:
-        unmatched = sum(len(test.order) for text, test in tests.items() if text not in by_input)
-        if unmatched:
-            raise InputError(
-                f"{unmatched} rows match no suite case by input ({{case_by}} {options.case_by})",
-                path=source,
-                arguments=("suite", "case_by"),
-            )
-    evidence = Evidence()
-    cases = []
-    for text, test in tests.items():
-        case = by_input.get(text) or Case(fingerprint(text, key), None, test.expected)
-        indexed = [repeats.get(trace) if trace else None for trace in test.trace_ids]
-        known = [index for index in indexed if index is not None]
-        if repeats and len(known) == len(indexed):  # every row has its repeat index
-            positions = known
-        else:
-            ranked = sorted(range(len(test.order)), key=test.order.__getitem__)
-            positions = [0] * len(ranked)
-            for rank, row_number in enumerate(ranked):
-                positions[row_number] = rank
-        evidence.add_all(
-            Trial(
-                case.id,
-                position,
-                decision,
-                eval_id,
-                case.expected,
-                error,
-                passed=passed,
-                latency_ms=latency,
-            )
-            for position, (decision, error, passed), latency in zip(
-                positions, test.trials, test.latencies, strict=True
-            )
+
+
+def _positions(test: _Test, repeats: dict[str, int]) -> list[int]:
+    """Each row's trial index: its repeat index when a traced run gave every row one, else its
+    rank by `testIdx`."""
+    indexed = [repeats.get(trace) if trace else None for trace in test.trace_ids]
+    known = [index for index in indexed if index is not None]
+    if repeats and len(known) == len(indexed):  # every row has its repeat index
+        return known
+    ranked = sorted(range(len(test.order)), key=test.order.__getitem__)
+    positions = [0] * len(ranked)
+    for rank, row_number in enumerate(ranked):
+        positions[row_number] = rank
+    return positions
+
+
+def _test_trials(test: _Test, case: Case, positions: list[int], eval_id: str) -> Iterator[Trial]:
+    """The trials of one test's rows, at their positions."""
+    for position, (decision, error, passed), latency in zip(
+        positions, test.trials, test.latencies, strict=True
+    ):
+        yield Trial(
+            case.id,
+            position,
+            decision,
+            eval_id,
+            case.expected,
+            error,
+            passed=passed,
+            latency_ms=latency,
         )
-        cases.append(Case(case.id, None, case.expected))
-    return Imported(evidence, tuple(cases), eval_id)
 
 
 @dataclass

@@ -18,7 +18,7 @@ import functools
 import inspect
 import time
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import ExitStack, contextmanager
+from contextlib import AbstractContextManager, ExitStack, contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -32,8 +32,8 @@ from ..errors import InvalidDecision
 from ..fingerprints import fingerprint, fingerprint_key
 from ..policy import Policy
 from ..suite import Suite
+from ..tiers.cascade import TierOutcome, Tiers
 from ..tiers.invariants import Invariant
-from ..tiers.tiers import TierOutcome, Tiers
 from ..trial_model import Isolation, TiedSteps, Trial, decision_from_value
 from . import conventions as names
 from .spans import decision_attributes, flat_ranges, run_attributes, trial_attributes
@@ -295,51 +295,83 @@ def decision_point(
     checked on (result, input text); only the names of those broken are recorded, and the
     trial passes when no blocking one broke.
     """
-    tiers = Tiers(tuple(invariants))
-
-    def record(recorder: DecisionRecorder, result: Any, given: str | None) -> None:
-        try:
-            answer = result if verdict is None else verdict(result)
-        except Exception:
-            recorder.record_error("verdict_unreadable")
-            return
-        recorder.record(answer, tiers.check(result, given))
-
-    def pick_input(args: tuple[object, ...], kwargs: dict[str, object]) -> str | None:
-        if input is not None:
-            return input(*args, **kwargs)
-        return next((a for a in (*args, *kwargs.values()) if isinstance(a, str)), None)
+    recording = _PointRecording(
+        point, verdict, input, tracer_provider, key, Tiers(tuple(invariants))
+    )
 
     def decorate(function: F) -> F:
         if inspect.iscoroutinefunction(function):
-
-            @functools.wraps(function)
-            async def async_wrapper(*args: Any, **kwargs: Any) -> Any:
-                if not _sdk_configured(tracer_provider):
-                    return await function(*args, **kwargs)
-                given = pick_input(args, kwargs)
-                with decision(
-                    point, input=given, tracer_provider=tracer_provider, key=key
-                ) as recorder:
-                    result = await function(*args, **kwargs)
-                    record(recorder, result, given)
-                    return result
-
-            return async_wrapper  # type: ignore[return-value]
-
-        @functools.wraps(function)
-        def wrapper(*args: Any, **kwargs: Any) -> Any:
-            if not _sdk_configured(tracer_provider):
-                return function(*args, **kwargs)
-            given = pick_input(args, kwargs)
-            with decision(point, input=given, tracer_provider=tracer_provider, key=key) as recorder:
-                result = function(*args, **kwargs)
-                record(recorder, result, given)
-                return result
-
-        return wrapper  # type: ignore[return-value]
+            return _async_decision_point(function, recording)
+        return _sync_decision_point(function, recording)
 
     return decorate
+
+
+@dataclass(frozen=True)
+class _PointRecording:
+    """How a decorated decision point records a call: its decision span, and how the input
+    and the decision are read from the call and its result."""
+
+    point: str
+    verdict_of: Callable[[Any], Any] | None
+    input_of: Callable[..., str] | None
+    tracer_provider: trace.TracerProvider | None
+    key: str | bytes | None
+    tiers: Tiers
+
+    def input(self, args: tuple[object, ...], kwargs: dict[str, object]) -> str | None:
+        """The call's input text: what `input_of` picks, else its first string argument."""
+        if self.input_of is not None:
+            return self.input_of(*args, **kwargs)
+        return next((a for a in (*args, *kwargs.values()) if isinstance(a, str)), None)
+
+    def span(self, given: str | None) -> AbstractContextManager[DecisionRecorder]:
+        """The decision span of one call with input `given`."""
+        return decision(self.point, input=given, tracer_provider=self.tracer_provider, key=self.key)
+
+    def record(self, recorder: DecisionRecorder, result: Any, given: str | None) -> None:
+        """Record the decision `verdict_of` reads from `result`, with what the invariants found."""
+        try:
+            answer = result if self.verdict_of is None else self.verdict_of(result)
+        except Exception:
+            recorder.record_error("verdict_unreadable")
+            return
+        recorder.record(answer, self.tiers.check(result, given))
+
+
+def _sync_decision_point(function: F, recording: _PointRecording) -> F:
+    """`function`, each call recorded as a decision when an SDK is configured."""
+    tracer_provider = recording.tracer_provider
+
+    @functools.wraps(function)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        if not _sdk_configured(tracer_provider):
+            return function(*args, **kwargs)
+        given = recording.input(args, kwargs)
+        with recording.span(given) as recorder:
+            result = function(*args, **kwargs)
+            recording.record(recorder, result, given)
+            return result
+
+    return wrapper  # type: ignore[return-value]
+
+
+def _async_decision_point(function: F, recording: _PointRecording) -> F:
+    """Coroutine function `function`, each call recorded as a decision when an SDK is
+    configured."""
+    tracer_provider = recording.tracer_provider
+
+    @functools.wraps(function)
+    async def async_wrapper(*args: Any, **kwargs: Any) -> Any:
+        if not _sdk_configured(tracer_provider):
+            return await function(*args, **kwargs)
+        given = recording.input(args, kwargs)
+        with recording.span(given) as recorder:
+            result = await function(*args, **kwargs)
+            recording.record(recorder, result, given)
+            return result
+
+    return async_wrapper  # type: ignore[return-value]
 
 
 @contextmanager

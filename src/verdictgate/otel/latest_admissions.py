@@ -10,7 +10,7 @@ from contextlib import AbstractContextManager
 
 from opentelemetry.metrics import CallbackOptions, Meter, Observation
 
-from .publication import GAUGES, Publication
+from .admission_record import GAUGES, Publication
 
 
 class LatestAdmissions:

@@ -48,7 +48,7 @@ class MalformedRequest(ValueError):
 
 
 @dataclass
-class Extract:
+class ExportContents:
     """What one export request holds for verdictgate."""
 
     trials: list[Trial] = field(default_factory=list)
@@ -106,7 +106,7 @@ class Extract:
             self.framework_spans.append(FrameworkSpan(ids[0], facts))
 
     def __reduce__(self) -> tuple[Any, ...]:
-        """How a decoder process hands an Extract back: its trials and spans as msgpack,
+        """How a decoder process hands an ExportContents back: its trials and spans as msgpack,
         encoded and decoded in C (a third of the cost of pickling them one by one, paid on both
         sides)."""
         return (
@@ -138,8 +138,8 @@ _SPANS_IN = msgspec.msgpack.Decoder(list[FrameworkSpan])
 
 def _restore(
     trials: bytes, declarations: Any, labels: Any, marks: bytes, spans: bytes, *rest: Any
-) -> Extract:
-    return Extract(
+) -> ExportContents:
+    return ExportContents(
         _TRIALS_IN.decode(trials),
         declarations,
         labels,
@@ -221,7 +221,7 @@ def _decision_attributes(
     get: Callable[[str], Any], read: Reader, labels: dict[str, Any]
 ) -> dict[str, Any]:
     """The attributes a decision span is read for: by its outcome, and its labels if its run has
-    none yet (`Extract.labels`); any others are never decoded."""
+    none yet (`ExportContents.labels`); any others are never decoded."""
     attributes: dict[str, Any] = {}
     read(get, _ALWAYS, attributes)
     outcome = attributes.get(names.OUTCOME)
@@ -341,7 +341,7 @@ def _first_wins(entries: Iterable[bytes], wanted: dict[bytes, str]) -> dict[str,
     return found
 
 
-def extract_protobuf(body: bytes) -> Extract:
+def extract_protobuf(body: bytes) -> ExportContents:
     """Read an `ExportTraceServiceRequest` in protobuf encoding.
 
     It is parsed twice, both in C: into a view whose attributes are a map, so a decision span
@@ -358,7 +358,7 @@ def extract_protobuf(body: bytes) -> Extract:
         request = ExportTraceRequestView.FromString(body)
     except (DecodeError, ValueError):
         return _extract_entries(entries)
-    extract = Extract()
+    extract = ExportContents()
     prefix, run_span = names.DECISION_SPAN_PREFIX, names.RUN_SPAN
     for resource_spans, resource_entries in zip(
         request.resource_spans, entries.resource_spans, strict=True
@@ -370,18 +370,20 @@ def extract_protobuf(body: bytes) -> Extract:
                 name = span.name
                 is_decision = name.startswith(prefix)
                 if is_decision or name == run_span:
-                    _take(
+                    _take_decision_or_run_span(
                         extract, name, is_decision, span, span_entries.attributes, span.attributes
                     )
                 else:
-                    _take_other(extract, name, span, span_entries.attributes, span.attributes)
+                    _take_trial_or_framework_span(
+                        extract, name, span, span_entries.attributes, span.attributes
+                    )
     return extract
 
 
-def _extract_entries(request: Any) -> Extract:
+def _extract_entries(request: Any) -> ExportContents:
     """Read a request from its entries view, each span of ours entry by entry: a string that is
     not UTF-8 rejects only a span of ours that reads it."""
-    extract = Extract()
+    extract = ExportContents()
     prefix, run_span = names.DECISION_SPAN_PREFIX.encode(), names.RUN_SPAN.encode()
     for resource_spans in request.resource_spans:
         for scope_spans in resource_spans.scope_spans:
@@ -390,14 +392,14 @@ def _extract_entries(request: Any) -> Extract:
                 is_decision = raw_name.startswith(prefix)
                 name = raw_name.decode(errors="replace")  # named in messages only
                 if is_decision or raw_name == run_span:
-                    _take(extract, name, is_decision, span, span.attributes)
+                    _take_decision_or_run_span(extract, name, is_decision, span, span.attributes)
                 else:
-                    _take_other(extract, name, span, span.attributes)
+                    _take_trial_or_framework_span(extract, name, span, span.attributes)
     return extract
 
 
-def _take(
-    extract: Extract, name: str, is_decision: bool, span: Any, entries: Any, view: Any = None
+def _take_decision_or_run_span(
+    extract: ExportContents, name: str, is_decision: bool, span: Any, entries: Any, view: Any = None
 ) -> None:
     """Read one span of ours into `extract`: through its map `view` when its `entries` repeat
     no key, else entry by entry so that the first one wins. A span that cannot be read is
@@ -424,7 +426,9 @@ def _take(
         extract.add_declaration(name, attributes)
 
 
-def _take_other(extract: Extract, name: str, span: Any, entries: Any, view: Any = None) -> None:
+def _take_trial_or_framework_span(
+    extract: ExportContents, name: str, span: Any, entries: Any, view: Any = None
+) -> None:
     """Read a span that is not a decision or run span: a harness's trial span (ours: rejected
     when malformed) or any other span, of which only the name facts are kept."""
     ids = _ids(span.trace_id, span.span_id)
@@ -464,7 +468,7 @@ def _take_other(extract: Extract, name: str, span: Any, entries: Any, view: Any 
 JsonObject = dict[str, Any]  # an object of a decoded OTLP/JSON request
 
 
-def extract_json(body: bytes) -> Extract:
+def extract_json(body: bytes) -> ExportContents:
     """Read an export request in the OTLP/JSON encoding (camelCase, unknown fields ignored)."""
     try:
         document = json.loads(body)
@@ -472,12 +476,12 @@ def extract_json(body: bytes) -> Extract:
         raise MalformedRequest(f"invalid JSON: {str(error)[:200]}") from None
     if not isinstance(document, dict):
         raise MalformedRequest("an OTLP/JSON export is an object with resourceSpans")
-    extract = Extract()
+    extract = ExportContents()
     prefix, run_span = names.DECISION_SPAN_PREFIX, names.RUN_SPAN
     for span in _json_spans(document):
         name = span.get("name")
         if type(name) is not str or not (name.startswith(prefix) or name == run_span):
-            _take_other_json(extract, name if type(name) is str else "", span)
+            _take_json_trial_or_framework_span(extract, name if type(name) is str else "", span)
             continue
         try:
             if name == run_span:
@@ -492,8 +496,11 @@ def extract_json(body: bytes) -> Extract:
     return extract
 
 
-def _take_other_json(extract: Extract, name: str, span: JsonObject) -> None:
-    """`_take_other` for a span of an OTLP/JSON request (ids in hex, status code 2 or its name)."""
+def _take_json_trial_or_framework_span(
+    extract: ExportContents, name: str, span: JsonObject
+) -> None:
+    """`_take_trial_or_framework_span` for a span of an OTLP/JSON request (ids in hex, status
+    code 2 or its name)."""
     ids = _json_ids(span.get("traceId"), span.get("spanId"))
     if name == names.TRIAL_SPAN:
         try:

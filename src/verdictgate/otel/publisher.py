@@ -9,8 +9,8 @@ from opentelemetry.trace import SpanKind
 
 from ..assessment import Assessment
 from . import conventions as names
+from .admission_record import COUNTER, InconclusiveStreaks, Publication, TrialTally
 from .latest_admissions import LatestAdmissions
-from .publication import COUNTER, InconclusiveStreaks, Publication, TrialTally
 
 
 class Publisher:

@@ -162,36 +162,7 @@ def trial_from_attributes(attributes: Mapping[str, Any], latency_ms: float | Non
         raise ValueError(
             f"{names.TRIAL} must be an integer in 0..{MAX_TRIAL_INDEX}, got {index!r:.60}"
         )
-    outcome = get(names.OUTCOME)
-    decision: Decision | None
-    error_type = None
-    if outcome == "decision":
-        value = get(names.VERDICT)
-        if value is None:
-            value = get(names.TOOLS)
-            if value is None:
-                raise ValueError(f"outcome decision needs {names.VERDICT} or {names.TOOLS}")
-            if not isinstance(value, (list, tuple)):
-                raise ValueError(f"{names.TOOLS} must be an array of strings, got {value!r:.60}")
-            value = list(value)
-        elif type(value) is not str:
-            raise ValueError(f"{names.VERDICT} must be a string, got {value!r:.60}")
-        try:
-            decision = decision_from_value(value)
-        except InvalidDecision as error:
-            raise ValueError(f"{names.VERDICT}: {error}") from None
-    elif outcome == "no_decision":
-        reason = _optional_text(attributes, names.NO_DECISION_REASON)
-        decision = NoDecision("unspecified" if reason is None else reason)
-    elif outcome == "error":
-        decision = None
-        error_type = _optional_text(attributes, names.ERROR_TYPE)
-    elif outcome is None:
-        raise ValueError(f"{names.OUTCOME} is missing")
-    else:
-        raise ValueError(
-            f"{names.OUTCOME} must be decision, no_decision or error, got {outcome!r:.60}"
-        )
+    decision, error_type = _outcome(attributes)
     # the common case first: each absent, or of its type
     expected, passed = get(names.CASE_EXPECTED), get(names.PASSED)
     skipped, tied = get(names.EVALUATION_SKIPPED), get(names.TIED_STEPS)
@@ -216,6 +187,35 @@ def trial_from_attributes(attributes: Mapping[str, Any], latency_ms: float | Non
         evaluation_skipped=skipped is True,
         tied_steps=() if tied is None else _tied_steps(tied, decision),
     )
+
+
+def _outcome(attributes: Mapping[str, Any]) -> tuple[Decision | None, str | None]:
+    """What a decision span's outcome records: the decision (its verdict, else its tool path),
+    a no-decision with its reason, or no decision and the error's type."""
+    outcome = attributes.get(names.OUTCOME)
+    if outcome == "decision":
+        value = attributes.get(names.VERDICT)
+        if value is None:
+            value = attributes.get(names.TOOLS)
+            if value is None:
+                raise ValueError(f"outcome decision needs {names.VERDICT} or {names.TOOLS}")
+            if not isinstance(value, (list, tuple)):
+                raise ValueError(f"{names.TOOLS} must be an array of strings, got {value!r:.60}")
+            value = list(value)
+        elif type(value) is not str:
+            raise ValueError(f"{names.VERDICT} must be a string, got {value!r:.60}")
+        try:
+            return decision_from_value(value), None
+        except InvalidDecision as error:
+            raise ValueError(f"{names.VERDICT}: {error}") from None
+    if outcome == "no_decision":
+        reason = _optional_text(attributes, names.NO_DECISION_REASON)
+        return NoDecision("unspecified" if reason is None else reason), None
+    if outcome == "error":
+        return None, _optional_text(attributes, names.ERROR_TYPE)
+    if outcome is None:
+        raise ValueError(f"{names.OUTCOME} is missing")
+    raise ValueError(f"{names.OUTCOME} must be decision, no_decision or error, got {outcome!r:.60}")
 
 
 def _got(value: object) -> str:

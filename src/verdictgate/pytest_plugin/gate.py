@@ -13,7 +13,7 @@ from ..assessment import Assessment, Status
 from ..engine import assess
 from ..evidence import Evidence
 from ..policy import Policy
-from ..runner.runner import run
+from ..runner.suite_run import run
 from ..suite import Suite
 from ..trial_model import Trial
 from .properties import PROPERTY_PREFIX

@@ -52,6 +52,9 @@ class ReceiverConfig:
     canary_suites: Mapping[str, Suite] = field(default_factory=lambda: MappingProxyType({}))
     metric_suites: frozenset[str] | None = None
     max_metric_suites: int = DEFAULT_METRIC_SUITES
+    settle_batch: int = 1000
+    """Traces one tick settles at most (and expired ones it forgets); idle periods wait for
+    the tick that settles the rest."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "canary_suites", MappingProxyType(dict(self.canary_suites)))

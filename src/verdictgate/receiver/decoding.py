@@ -8,7 +8,7 @@ from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 
-from ..otel.otlp_reading import Extract, MalformedRequest, extract_json, extract_protobuf
+from ..otel.otlp_reading import ExportContents, MalformedRequest, extract_json, extract_protobuf
 from .allocator import reuse_freed_memory
 
 JSON = "application/json"
@@ -20,7 +20,7 @@ class DecoderUnavailable(Exception):
     """A worker process died; the request should be retried (the pool is restarted)."""
 
 
-def decode(body: bytes, content_type: str) -> Extract:
+def decode(body: bytes, content_type: str) -> ExportContents:
     """Decode one export body (raises MalformedRequest for a body that is not OTLP, including
     one nested too deep or holding numbers too large to read)."""
     try:
@@ -56,7 +56,7 @@ class Decoder:
             initializer=self.worker_initializer,
         )
 
-    def decode(self, body: bytes, content_type: str) -> Extract:
+    def decode(self, body: bytes, content_type: str) -> ExportContents:
         pool = self._pool
         if pool is None or len(body) < INLINE_BELOW:
             return decode(body, content_type)

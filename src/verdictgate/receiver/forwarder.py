@@ -9,7 +9,7 @@ import random
 import threading
 from typing import Protocol
 
-from ..otel.publication import Publication
+from ..otel.admission_record import Publication
 from ..otel.publisher import Publisher
 from .store import Store
 

@@ -19,9 +19,12 @@ from google.rpc import error_details_pb2, status_pb2
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 
 from ..v1 import verdictgate_pb2 as pb
-from .ingest import PROTOBUF, TRACE_SERVICE, Client, Failure, Ingest, authorized, failure_of
-from .receiver import Receiver
-from .watch import CachedAssessment
+from .assessment_cache import CachedAssessment
+from .bearer import authorized
+from .core import Receiver
+from .failures import Failure, failure_of
+from .fair_gate import Client
+from .ingest import PROTOBUF, TRACE_SERVICE, Ingest
 
 T = TypeVar("T")
 _Request = TypeVar("_Request")
@@ -201,7 +204,7 @@ _GRPC_STATUS = {
 def _abort_failure(
     context: grpc.ServicerContext, error: Exception, where: str, retry_after: int
 ) -> NoReturn:
-    """Answer an exception as its failure (`ingest.failure_of`): a retryable one with
+    """Answer an exception as its failure (`failures.failure_of`): a retryable one with
     RetryInfo, an unplanned one INTERNAL "internal error" (logged once per kind)."""
     failure, message = failure_of(error, where)
     if failure.retryable:
@@ -276,7 +279,7 @@ class Admissions:
 
         def page() -> pb.ListRunsResponse | str:
             try:
-                runs, next_token = self._receiver.store.page(request.page_token, request.page_size)
+                runs, next_token = self._receiver.list_runs(request.page_token, request.page_size)
             except ValueError as error:
                 return str(error)
             return pb.ListRunsResponse(

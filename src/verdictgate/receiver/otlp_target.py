@@ -30,7 +30,7 @@ from opentelemetry.util.re import parse_env_headers
 
 from ..errors import InputError
 from ..otel import conventions as names
-from ..otel.publication import COUNTER, GAUGES, Publication, publishing_resource
+from ..otel.admission_record import COUNTER, GAUGES, Publication, publishing_resource
 from .forwarder import LOGS, METRICS, TRACES
 
 logger = logging.getLogger(__name__)

@@ -16,6 +16,14 @@ RUNS_SHOWN = 200
 REFRESH_SECONDS = 5
 """How often the page of a run still collecting reloads itself."""
 STATUSES = ("qualified", "rejected", "inconclusive", "in_progress")
+HTML = "text/html; charset=utf-8"
+PAGE_HEADERS = {
+    "Content-Security-Policy": "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'",
+    "X-Content-Type-Options": "nosniff",
+    "Cache-Control": "no-store",
+    "Referrer-Policy": "no-referrer",
+}
+"""Every page: nothing loaded or run but the page itself."""
 
 
 def runs_page(runs: list[StoredRun], suite: str | None, status: str | None) -> str:
@@ -76,6 +84,11 @@ def sign_in_page(failed: bool = False) -> str:
         ],
         "verdictgate receiver",
     )
+
+
+def unknown_run_page() -> str:
+    """What a run that is not known shows (with a 404)."""
+    return page("verdictgate: unknown run", ["<h1>No such run</h1>"], "verdictgate receiver")
 
 
 def run_page(report: str, in_progress: bool) -> str:

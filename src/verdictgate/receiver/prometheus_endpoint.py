@@ -18,10 +18,10 @@ from opentelemetry.sdk.resources import Resource
 
 from ..errors import InputError
 from ..otel import conventions as names
+from ..otel.admission_record import COUNTER, Publication, publishing_resource
 from ..otel.latest_admissions import LatestAdmissions
-from ..otel.publication import COUNTER, Publication, publishing_resource
-from .http_server import BoundedHttpServer, RequestHandler
-from .ingest import Limits
+from .http import BoundedHttpServer, RequestHandler
+from .limits import Limits
 
 EXTRA = "prometheus"
 """The extra that installs the exporter: `pip install -e '.[prometheus]'` from a checkout."""

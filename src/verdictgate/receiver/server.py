@@ -12,6 +12,7 @@ from typing import Any
 
 import grpc
 
+from .core import Receiver
 from .grpc_api import (
     Admissions,
     CallCap,
@@ -20,10 +21,10 @@ from .grpc_api import (
     export_handler,
     ignored_signals_handlers,
 )
+from .http import BoundedHttpServer, file_limit
 from .http_api import http_handler
-from .http_server import BoundedHttpServer, file_limit
-from .ingest import Ingest, Limits
-from .receiver import Receiver
+from .ingest import Ingest
+from .limits import Limits
 
 logger = logging.getLogger(__name__)
 
@@ -120,45 +121,51 @@ class Server:
         self.receiver = receiver
         limits = self._limits = limits or Limits()
         raise_file_limit()
-        ingest = self.ingest = Ingest(receiver, limits)
+        self.ingest = Ingest(receiver, limits)
         self._stop = threading.Event()
         self._tick_seconds = tick_seconds
-        self.grpc_port = self.http_port = None
+        self.grpc_port: int | None = None
+        self.http_port: int | None = None
         self._grpc = None
         if grpc_listen:
-            rpcs = limits.concurrent_rpcs()
-            threads = rpcs + max(REFUSING_THREADS, rpcs)
-            cap = CallCap(rpcs, limits.retry_after_seconds)
-            self._grpc = grpc.server(
-                futures.ThreadPoolExecutor(
-                    max_workers=threads, thread_name_prefix="verdictgate-grpc"
-                ),
-                interceptors=[cap] if token is None else [TokenCheck(token), cap],
-                options=grpc_options(limits),
-                maximum_concurrent_rpcs=threads,
-            )
-            self._grpc.add_generic_rpc_handlers(
-                (export_handler(ingest), *ignored_signals_handlers())
-            )
-            admissions = Admissions(receiver, limits.max_watchers, limits.retry_after_seconds)
-            self._grpc.add_generic_rpc_handlers((admission_handlers(admissions),))
-            if tls is None:
-                self.grpc_port = self._grpc.add_insecure_port(grpc_listen)
-            else:
-                credentials = grpc.ssl_server_credentials([tls.read()])
-                self.grpc_port = self._grpc.add_secure_port(grpc_listen, credentials)
+            self._grpc, self.grpc_port = self._grpc_server(grpc_listen, token, tls)
         self.http = None
         if http_listen:
-            host, _, port = http_listen.rpartition(":")
-            context = None
-            if tls is not None:
-                context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-                context.load_cert_chain(tls.cert_path, tls.key_path)
-            self.http = BoundedHttpServer(
-                (host.strip("[]"), int(port)), http_handler(ingest, token), limits, context
-            )
+            self.http = self._http_server(http_listen, token, tls)
             self.http_port = self.http.server_address[1]
         self._threads: list[threading.Thread] = []
+
+    def _grpc_server(
+        self, listen: str, token: str | None, tls: Tls | None
+    ) -> tuple[grpc.Server, int]:
+        """The gRPC server (export, the ignored signals, the query API) and its bound port."""
+        limits = self._limits
+        rpcs = limits.concurrent_rpcs()
+        threads = rpcs + max(REFUSING_THREADS, rpcs)
+        cap = CallCap(rpcs, limits.retry_after_seconds)
+        server = grpc.server(
+            futures.ThreadPoolExecutor(max_workers=threads, thread_name_prefix="verdictgate-grpc"),
+            interceptors=[cap] if token is None else [TokenCheck(token), cap],
+            options=grpc_options(limits),
+            maximum_concurrent_rpcs=threads,
+        )
+        server.add_generic_rpc_handlers((export_handler(self.ingest), *ignored_signals_handlers()))
+        admissions = Admissions(self.receiver, limits.max_watchers, limits.retry_after_seconds)
+        server.add_generic_rpc_handlers((admission_handlers(admissions),))
+        if tls is None:
+            return server, server.add_insecure_port(listen)
+        credentials = grpc.ssl_server_credentials([tls.read()])
+        return server, server.add_secure_port(listen, credentials)
+
+    def _http_server(self, listen: str, token: str | None, tls: Tls | None) -> BoundedHttpServer:
+        """The HTTP server (OTLP/HTTP, the JSON API, the pages), listening."""
+        host, _, port = listen.rpartition(":")
+        context = None
+        if tls is not None:
+            context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            context.load_cert_chain(tls.cert_path, tls.key_path)
+        handler = http_handler(self.ingest, self.receiver, token)
+        return BoundedHttpServer((host.strip("[]"), int(port)), handler, self._limits, context)
 
     def start(self) -> None:
         if self.receiver.forwarder is not None:

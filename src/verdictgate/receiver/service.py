@@ -6,11 +6,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from .config import ReceiverConfig
+from .core import Receiver
 from .forwarder import Forwarder
-from .ingest import Limits
+from .limits import Limits
 from .otlp_target import OtlpTarget
 from .prometheus_endpoint import PrometheusEndpoint
-from .receiver import Receiver
 from .server import Server, Tls
 from .store import Store
 

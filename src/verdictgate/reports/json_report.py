@@ -80,140 +80,185 @@ def stopping_document(a: Assessment) -> dict[str, Any]:
 
 def report_document(assessment: Assessment) -> dict[str, Any]:
     """The report as a JSON-ready dict, bounded (`bounds.bounded`): `omitted` counts what each
-    bounded part left out."""
+    bounded part left out. Its keys keep this order: tools read `verdictgate.report/v1`."""
     a, omitted = bounded(assessment)
-    coverage = a.coverage
     return {
         "schema": REPORT_SCHEMA,
         "status": a.status.value,
         "exit_code": a.status.exit_code,
         "reasons": [{"code": r.code, "message": r.message} for r in a.reasons],
         "headline": a.headline,
-        "run": {
-            "id": a.run.id,
-            "suite": a.run.suite,
-            "point": a.run.point,
-            "isolation": a.run.isolation.value,
-            "fingerprints": a.run.fingerprints,
-            "in_progress": a.in_progress,
-            "quality_failed": list(a.quality_failed),
-        },
-        "relations": [
-            {
-                "name": r.name,
-                "status": r.status.value,
-                "violated": list(r.violated),
-                "held": list(r.held),
-                "errored": list(r.errored),
-            }
-            for r in a.relations
-        ],
+        "run": _run(a),
+        "relations": _relations(a),
         **({"sequential": stopping_document(a)} if a.stopping is not None else {}),
-        "population": {
-            "cases": a.population.cases,
-            "result": a.population.result.value,
-            "e_det": a.population.e_det,
-            "e_stoch": a.population.e_stoch,
-            "cases_needed": a.population.cases_needed,
-            "stochastic_level": a.population.level,
-        },
-        "policy": {
-            "tolerance": a.policy.tolerance,
-            "confidence": a.policy.confidence,
-            "dominance_threshold": a.policy.dominance_threshold,
-            "pass_rate": a.policy.pass_rate,
-            "max_p95_ms": a.policy.max_p95_ms,
-            "max_p95_tool_calls": a.policy.max_p95_tool_calls,
-            "method": a.policy.method.value,
-            "sequential": a.policy.method is Method.SEQUENTIAL,
-            "claim": a.policy.claim.value,
-        },
-        "trials": {
-            "expected": a.trials.expected,
-            "received": a.trials.received,
-            "missing": a.trials.missing,
-            "decisions": a.trials.decisions,
-            "no_decisions": a.trials.no_decisions,
-            "errors": a.trials.errors,
-            "error_types": dict(a.trials.error_types),
-            "conflicts": a.trials.conflicts,
-            "duplicates": a.trials.duplicates,
-            "late": a.trials.late,
-            "ambiguous_order": a.trials.ambiguous_order,
-        },
-        "stability": {
-            "pooled": _change(a.pooled),
-            "routes": [
-                {
-                    "route": r.route,
-                    "cases": r.cases,
-                    "targeted": r.targeted,
-                    **_change(r.change),
-                    "flip_pairs": _flip_pairs(r.flip_pairs),
-                }
-                for r in a.routes
-            ],
-            "flip_pairs": _flip_pairs(a.flip_pairs),
-            "family": {
-                "tests": a.family_tests,
-                "correction": "holm",
-                "alpha": side_error(a.policy.confidence),
-            },
-        },
-        "coverage": {
-            "declared": coverage.declared,
-            "required": list(coverage.required),
-            "intended": dict(coverage.intended),
-            "observed": list(coverage.observed),
-            "missing_intended": list(coverage.missing_intended),
-            "missing_observed": list(coverage.missing_observed),
-            "unknown": list(coverage.unknown),
-            "under_cased": list(coverage.under_cased),
-            "critical_missing": list(coverage.critical_missing),
-            "satisfied": coverage.satisfied,
-        },
+        "population": _population(a),
+        "policy": _policy(a),
+        "trials": _trials(a),
+        "stability": _stability(a),
+        "coverage": _coverage(a),
         "dominance": {
             "verdict": a.dominance.verdict,
             "share": a.dominance.share,
             "cases": a.dominance.cases,
             "collapsed": a.dominance.collapsed,
         },
-        "pass_rate": {
-            "passed": a.passes.passed,
-            "judged": a.passes.judged,
-            "skipped": a.passes.skipped,
-            **_judgement(a.pass_rate),
-            "routes": {
-                route: {
-                    "passed": passed,
-                    "judged": judged,
-                    **_judgement(a.passes.route_rates.get(route)),
-                }
-                for route, (passed, judged) in a.passes.routes.items()
-            },
-        },
+        "pass_rate": _pass_rate(a),
         "latency": _judged_quantiles(a.latency, "max_p95_ms"),
         "tool_calls": _judged_quantiles(a.tool_calls, "max_p95_tool_calls"),
         "invariants": {"failed": dict(a.invariants.failed), "warned": dict(a.invariants.warned)},
-        "cases": [
-            {
-                "case": c.case,
-                "run": c.run,
-                "route": c.route,
-                "trials": c.trials,
-                "errors": c.errors,
-                "pairs": c.pairs,
-                "flips": c.flips,
-                "verdict": c.verdict,
-                "passed": c.passed,
-                "judged": c.judged,
-                **_judgement(c.pass_rate),
-            }
-            for c in a.cases
-        ],
+        "cases": _cases(a),
         "next_steps": list(a.next_steps),
         "omitted": omitted.counts,
     }
+
+
+def _run(a: Assessment) -> dict[str, Any]:
+    """JSON `run`: which run of which suite and point, and how it was made."""
+    return {
+        "id": a.run.id,
+        "suite": a.run.suite,
+        "point": a.run.point,
+        "isolation": a.run.isolation.value,
+        "fingerprints": a.run.fingerprints,
+        "in_progress": a.in_progress,
+        "quality_failed": list(a.quality_failed),
+    }
+
+
+def _relations(a: Assessment) -> list[dict[str, Any]]:
+    """JSON `relations`: each metamorphic relation's status and the routes it held on."""
+    return [
+        {
+            "name": r.name,
+            "status": r.status.value,
+            "violated": list(r.violated),
+            "held": list(r.held),
+            "errored": list(r.errored),
+        }
+        for r in a.relations
+    ]
+
+
+def _population(a: Assessment) -> dict[str, Any]:
+    """JSON `population`: the case-level verdict about new inputs."""
+    return {
+        "cases": a.population.cases,
+        "result": a.population.result.value,
+        "e_det": a.population.e_det,
+        "e_stoch": a.population.e_stoch,
+        "cases_needed": a.population.cases_needed,
+        "stochastic_level": a.population.level,
+    }
+
+
+def _policy(a: Assessment) -> dict[str, Any]:
+    """JSON `policy`: what the run was judged against."""
+    return {
+        "tolerance": a.policy.tolerance,
+        "confidence": a.policy.confidence,
+        "dominance_threshold": a.policy.dominance_threshold,
+        "pass_rate": a.policy.pass_rate,
+        "max_p95_ms": a.policy.max_p95_ms,
+        "max_p95_tool_calls": a.policy.max_p95_tool_calls,
+        "method": a.policy.method.value,
+        "sequential": a.policy.method is Method.SEQUENTIAL,
+        "claim": a.policy.claim.value,
+    }
+
+
+def _trials(a: Assessment) -> dict[str, Any]:
+    """JSON `trials`: the trials expected, received, and what became of them."""
+    return {
+        "expected": a.trials.expected,
+        "received": a.trials.received,
+        "missing": a.trials.missing,
+        "decisions": a.trials.decisions,
+        "no_decisions": a.trials.no_decisions,
+        "errors": a.trials.errors,
+        "error_types": dict(a.trials.error_types),
+        "conflicts": a.trials.conflicts,
+        "duplicates": a.trials.duplicates,
+        "late": a.trials.late,
+        "ambiguous_order": a.trials.ambiguous_order,
+    }
+
+
+def _stability(a: Assessment) -> dict[str, Any]:
+    """JSON `stability`: the pooled and per-route change rates, judged as one family."""
+    return {
+        "pooled": _change(a.pooled),
+        "routes": [
+            {
+                "route": r.route,
+                "cases": r.cases,
+                "targeted": r.targeted,
+                **_change(r.change),
+                "flip_pairs": _flip_pairs(r.flip_pairs),
+            }
+            for r in a.routes
+        ],
+        "flip_pairs": _flip_pairs(a.flip_pairs),
+        "family": {
+            "tests": a.family_tests,
+            "correction": "holm",
+            "alpha": side_error(a.policy.confidence),
+        },
+    }
+
+
+def _coverage(a: Assessment) -> dict[str, Any]:
+    """JSON `coverage`: the routes the contract names against those the run reached."""
+    coverage = a.coverage
+    return {
+        "declared": coverage.declared,
+        "required": list(coverage.required),
+        "intended": dict(coverage.intended),
+        "observed": list(coverage.observed),
+        "missing_intended": list(coverage.missing_intended),
+        "missing_observed": list(coverage.missing_observed),
+        "unknown": list(coverage.unknown),
+        "under_cased": list(coverage.under_cased),
+        "critical_missing": list(coverage.critical_missing),
+        "satisfied": coverage.satisfied,
+    }
+
+
+def _pass_rate(a: Assessment) -> dict[str, Any]:
+    """JSON `pass_rate`: the evaluator's verdicts, pooled and per route."""
+    return {
+        "passed": a.passes.passed,
+        "judged": a.passes.judged,
+        "skipped": a.passes.skipped,
+        **_judgement(a.pass_rate),
+        "routes": {
+            route: {
+                "passed": passed,
+                "judged": judged,
+                **_judgement(a.passes.route_rates.get(route)),
+            }
+            for route, (passed, judged) in a.passes.routes.items()
+        },
+    }
+
+
+def _cases(a: Assessment) -> list[dict[str, Any]]:
+    """JSON `cases`: each case's trials, pairs, flips and stable verdict."""
+    return [
+        {
+            "case": c.case,
+            "run": c.run,
+            "route": c.route,
+            "trials": c.trials,
+            "errors": c.errors,
+            "pairs": c.pairs,
+            "flips": c.flips,
+            "verdict": c.verdict,
+            "passed": c.passed,
+            "judged": c.judged,
+            **_judgement(c.pass_rate),
+        }
+        for c in a.cases
+    ]
 
 
 def render_json(assessment: Assessment) -> str:

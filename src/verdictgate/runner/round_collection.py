@@ -3,7 +3,7 @@
 A round gives every case with trials left one rerun pair (trials 2k and 2k + 1), so the pooled
 counts are taken at complete rounds, as the rules' validity across cases needs. After each
 round the trials so far are judged: a sequential run stops at the first round its rule decides
-(`sequential_replay.decides`; its answers stay valid however often they are looked at); a
+(`sequential.replay.decides`; its answers stay valid however often they are looked at); a
 curtailed run (and a sequential run with a budget) stops as soon as no outcome of the calls
 left could qualify it (`curtailment.can_still_qualify`). A sequential run is sized by the
 most demanding test's cap: `max_pairs` pairs (by default 15/t, t the test's tolerance) spread
@@ -22,8 +22,8 @@ from ..curtailment import can_still_qualify
 from ..engine import assess
 from ..evidence import Evidence
 from ..policy import Policy
-from ..sequential import sequential_policy
-from ..sequential_replay import decides
+from ..sequential.replay import decides
+from ..sequential.rule import sequential_policy
 from ..suite import Suite
 from ..trial_model import Trial
 

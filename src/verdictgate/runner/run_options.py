@@ -7,10 +7,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ..decision_rules import DecisionRule
+from ..tiers.cascade import Judge
 from ..tiers.invariants import Invariant
 from ..tiers.relations import Relation
 from ..tiers.semantic import SemanticCheck
-from ..tiers.tiers import Judge
 from ..trial_model import Trial
 
 

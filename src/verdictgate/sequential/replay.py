@@ -14,9 +14,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from .admission import RULES
-from .assessment import Assessment, Status
-from .evidence import Evidence
+from ..admission import RULES
+from ..assessment import Assessment, Status
+from ..evidence import Evidence
 
 STABILITY_REJECTIONS = frozenset(
     rule.code.value

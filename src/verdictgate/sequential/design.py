@@ -13,8 +13,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from .eprocess import sequential_evalues
-from .stats import ALPHA
+from ..eprocess import sequential_evalues
+from ..stats import ALPHA
 
 PAIRS_PER_TOLERANCE = 15
 """A sequential test's cap, in pairs, is this over its tolerance (300 pairs at t = 0.05)."""

@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 import msgspec
 from opentelemetry import context as otel_context
@@ -33,15 +33,18 @@ from ..otel.spans import encode_routes
 from ..otel.telemetry import Telemetry
 from ..plan import RunPlan, plan_run, sequential_trials
 from ..policy import Policy
-from ..sequential import sequential_policy
+from ..sequential.rule import sequential_policy
 from ..suite import Case, Suite
+from ..tiers.cascade import Tiers
 from ..tiers.relations import Relation, as_relation
 from ..tiers.semantic import SemanticCheck, bundled_embedder
-from ..tiers.tiers import Tiers
 from ..trial_model import Trial, decision_from_value, decision_text
 from .agent import Agent, from_callable
 from .round_collection import RoundCollection, Stop
 from .run_options import RunOptions
+
+if TYPE_CHECKING:
+    from ..otel.processor import EvidenceProcessor
 
 
 class TrialSink(Protocol):
@@ -129,6 +132,58 @@ def run(
     options = replace(options or RunOptions(), **settings)  # an unknown keyword: TypeError
     checked = [as_relation(relation) for relation in options.relations]
     agent = from_callable(agent)
+    rule = _decision_rule(options, agent, checked)
+    policy = policy or Policy.with_tolerance(suite.tolerance, suite.pass_rate)
+    sized = _sized(suite, policy, options, checked)
+    tiers = Tiers(
+        tuple(options.invariants), _semantic_check(options.semantic, suite), options.judge
+    )  # may load a model
+    run_id = options.run_id or uuid.uuid4().hex
+    pipeline = telemetry or Telemetry()
+    processor = _processor(pipeline)
+    if rule is not None:
+        from ..otel.trial_capture import attach_capture
+
+        attach_capture(pipeline.tracer_provider)
+    first_answers: dict[str, Trial] = {}
+    processor.watch(run_id, _watcher(first_answers, sized.collection, sink))
+    recording = _Recording(
+        run_id, suite, pipeline.tracer_provider, options.timeout, tiers, rule, processor.force_flush
+    )
+    try:
+        with (
+            evaluation_run(
+                run_id=run_id,
+                suite=suite,
+                policy=sized.policy,
+                planned_trials=sized.planned,
+                isolation=agent.isolation,
+                tracer_provider=pipeline.tracer_provider,
+            ) as run_span,
+            _progress_bar(sized.planned, options.progress) as advance,
+        ):
+            calling = _Calling(agent, suite, recording, options, run_span, advance)
+            if sized.collection is not None:
+                _collect_until_stopped(calling, sized.collection)
+            else:
+                _call_planned(calling, sized.calls, first_answers, checked)
+    finally:
+        processor.watch(run_id, None)
+        if telemetry is None:  # its own pipeline
+            pipeline.shutdown()
+        else:
+            processor.force_flush()  # the run span ended: wait for its assessment
+    assessment = processor.assessment(run_id)
+    if assessment is None:  # the processor failed to read its own run span: a bug, not input
+        raise RuntimeError(f"run {run_id} was not assessed")
+    return assessment
+
+
+def _decision_rule(
+    options: RunOptions, agent: Agent, checked: list[Relation]
+) -> DecisionRule | None:
+    """The rule that derives each decision from the framework's spans: the options', else the
+    agent's own; refused with relations, which compare returned decisions."""
     rule = options.decision
     rule = DecisionRule.parse(rule) if isinstance(rule, str) else rule
     rule = rule or agent.decision
@@ -138,9 +193,24 @@ def run(
             "without one",
             arguments=("relation",),
         )
-    policy = policy or Policy.with_tolerance(suite.tolerance, suite.pass_rate)
+    return rule
+
+
+@dataclass(frozen=True)
+class _Sized:
+    """A run sized and checked before any call: the policy that judges it, and either the
+    collection of a run that may stop early or the planned calls."""
+
+    policy: Policy
+    collection: RoundCollection | None
+    calls: list[Call]
+    planned: int
+    """The calls the run is sized for."""
+
+
+def _sized(suite: Suite, policy: Policy, options: RunOptions, checked: list[Relation]) -> _Sized:
+    """Size the run, refusing before any call what makes it impossible."""
     _refuse_before_any_call(suite, options.concurrency)
-    collection = None
     if options.resume and not options.sequential:
         raise PlanError("continues a sequential run", arguments=("resume",))
     _one_run(options.resume)
@@ -148,27 +218,26 @@ def run(
         collection = _round_collection(
             suite, policy, options, options.quality_gate or bool(checked)
         )
-        policy, calls, planned = collection.policy, [], collection.sized_for
-    else:
-        plan = plan_run(suite, policy, repeats=options.repeats, budget=options.budget)
-        calls = planned_calls(suite, plan)
-        planned = plan.calls
-    tiers = Tiers(
-        tuple(options.invariants), _semantic_check(options.semantic, suite), options.judge
-    )  # may load a model
-    run_id = options.run_id or uuid.uuid4().hex
-    own_pipeline = telemetry is None
-    pipeline = telemetry or Telemetry()
+        return _Sized(collection.policy, collection, [], collection.sized_for)
+    plan = plan_run(suite, policy, repeats=options.repeats, budget=options.budget)
+    return _Sized(policy, None, planned_calls(suite, plan), plan.calls)
+
+
+def _processor(pipeline: Telemetry) -> EvidenceProcessor:
+    """The pipeline's EvidenceProcessor, which assesses the run when its span ends."""
     processor = pipeline.processor
     if processor is None:
         raise PlanError(
             "the runner records through an EvidenceProcessor: use Telemetry(collect=True)"
         )
-    if rule is not None:
-        from ..otel.trial_capture import attach_capture
+    return processor
 
-        attach_capture(pipeline.tracer_provider)
-    first_answers: dict[str, Trial] = {}
+
+def _watcher(
+    first_answers: dict[str, Trial], collection: RoundCollection | None, sink: TrialSink | None
+) -> Callable[[Trial], None]:
+    """What is told of each trial the processor records: the case's first answer is kept (for
+    the quality gate and the relations), the collection counts it, and `sink` receives it."""
 
     def watch(trial: Trial) -> None:
         if trial.index == 0:
@@ -178,65 +247,76 @@ def run(
         if sink is not None:
             sink.add(trial)
 
-    processor.watch(run_id, watch)
-    recording = _Recording(
-        run_id, suite, pipeline.tracer_provider, options.timeout, tiers, rule, processor.force_flush
+    return watch
+
+
+@dataclass(frozen=True)
+class _Calling:
+    """How the calls of one run are made, recorded and counted, inside its run span."""
+
+    agent: Agent
+    suite: Suite
+    recording: _Recording
+    options: RunOptions
+    run_span: Any
+    advance: Callable[[], None]
+
+
+def _collect_until_stopped(calling: _Calling, collection: RoundCollection) -> None:
+    """A run that may stop early: the trials it continues recorded again as this run's, then
+    round after round until one ends it; the run span says what it did and why it stopped."""
+    options, run_span = calling.options, calling.run_span
+    for earlier in options.resume:
+        recorded_trial(
+            msgspec.structs.replace(earlier, run=calling.recording.run_id),
+            calling.suite,
+            calling.recording.tracer_provider,
+        )
+    made, stop = _collect_in_rounds(
+        calling.agent,
+        calling.suite,
+        collection,
+        calling.recording,
+        options.concurrency,
+        calling.advance,
     )
+    made += len(options.resume)
+    run_span.set_attribute(names.PLAN_TRIALS, made)  # what the run set out to do
+    run_span.set_attribute(names.PLAN_SIZED_TRIALS, collection.sized_for)
+    if stop is Stop.CURTAILED:  # judged by the rule valid at any stop
+        run_span.set_attribute(names.CURTAILED, True)
+        run_span.set_attribute(names.METHOD, collection.stopped_policy.method.value)
+
+
+def _call_planned(
+    calling: _Calling,
+    calls: list[Call],
+    first_answers: dict[str, Trial],
+    checked: list[Relation],
+) -> None:
+    """A planned run: with the quality gate, the first round alone before the repeats (which
+    it may stop); then, unless it stopped, each relation on each case."""
+    options, suite = calling.options, calling.suite
     rounds = (
         [[c for c in calls if c.index == 0], [c for c in calls if c.index > 0]]
         if options.quality_gate
         else [calls]
     )
-    try:
-        with (
-            evaluation_run(
-                run_id=run_id,
-                suite=suite,
-                policy=policy,
-                planned_trials=planned,
-                isolation=agent.isolation,
-                tracer_provider=pipeline.tracer_provider,
-            ) as run_span,
-            _progress_bar(planned, options.progress) as advance,
-        ):
-            if collection is not None:
-                for earlier in options.resume:
-                    recorded_trial(
-                        msgspec.structs.replace(earlier, run=run_id),
-                        suite,
-                        pipeline.tracer_provider,
-                    )
-                made, stop = _collect_in_rounds(
-                    agent, suite, collection, recording, options.concurrency, advance
-                )
-                made += len(options.resume)
-                run_span.set_attribute(names.PLAN_TRIALS, made)  # what the run set out to do
-                run_span.set_attribute(names.PLAN_SIZED_TRIALS, collection.sized_for)
-                if stop is Stop.CURTAILED:  # judged by the rule valid at any stop
-                    run_span.set_attribute(names.CURTAILED, True)
-                    run_span.set_attribute(names.METHOD, collection.stopped_policy.method.value)
-            else:
-                gate = (
-                    (lambda: _missed_routes(suite, first_answers)) if options.quality_gate else None
-                )
-                stopped = _call_in_rounds(
-                    agent, rounds, recording, options.concurrency, advance, gate, run_span
-                )
-                if not stopped and checked:
-                    _declare_relations(
-                        run_span,
-                        _check_relations(agent, suite, first_answers, checked, options.timeout),
-                    )
-    finally:
-        processor.watch(run_id, None)
-        if own_pipeline:
-            pipeline.shutdown()
-        else:
-            processor.force_flush()  # the run span ended: wait for its assessment
-    assessment = processor.assessment(run_id)
-    if assessment is None:  # the processor failed to read its own run span: a bug, not input
-        raise RuntimeError(f"run {run_id} was not assessed")
-    return assessment
+    gate = (lambda: _missed_routes(suite, first_answers)) if options.quality_gate else None
+    stopped = _call_in_rounds(
+        calling.agent,
+        rounds,
+        calling.recording,
+        options.concurrency,
+        calling.advance,
+        gate,
+        calling.run_span,
+    )
+    if not stopped and checked:
+        _declare_relations(
+            calling.run_span,
+            _check_relations(calling.agent, suite, first_answers, checked, options.timeout),
+        )
 
 
 def _round_collection(
@@ -342,6 +422,10 @@ def _call_in_rounds(
     return False
 
 
+_Outcome = Literal["violated", "held", "errored"]
+"""What checking a relation on one case found."""
+
+
 def _check_relations(
     agent: Agent,
     suite: Suite,
@@ -354,56 +438,16 @@ def _check_relations(
 
     A transform or agent call that raises, or a case whose first answer was an error, cannot be
     checked: the route is errored, a fault rather than a verdict, logged once per error type."""
-    log = logging.getLogger(__name__)
-    logged: set[str] = set()
-
-    def fault(relation: Relation, stage: str, kind: str) -> None:
-        error_type = f"{stage}:{kind}"
-        if error_type not in logged:  # the type only: a message may quote the input
-            logged.add(error_type)
-            log.warning(
-                "relation %s: the %s raised %s, so the relation is errored there, not violated; "
-                "logged once per error type",
-                relation.name,
-                stage,
-                kind,
-            )
-
+    faults = _Faults()
     results = []
     for relation in checked:
-        violated: set[str] = set()
-        held: set[str] = set()
-        errored: set[str] = set()
+        routes: dict[_Outcome, set[str]] = {"violated": set(), "held": set(), "errored": set()}
         for case in suite.cases:
-            route = case.expected or "(no route)"
-            text = _input(case)
-            try:
-                transformed = relation.transform(text)
-            except Exception as error:
-                fault(relation, "transform", type(error).__name__)
-                errored.add(route)
-                continue
-            if transformed == text:
-                continue  # not exercised on this case
             first = first_answers.get(case.id)
-            if first is None or first.decision is None:
-                errored.add(route)  # nothing to compare with: the run counts that error
-                continue
-            try:
-                answer = _call_answer(agent, transformed, timeout)
-            except (_Timeout, asyncio.TimeoutError):
-                fault(relation, "agent", "timeout")
-                errored.add(route)
-                continue
-            except Exception as error:
-                fault(relation, "agent", type(error).__name__)
-                errored.add(route)
-                continue
-            try:
-                kept = decision_from_value(answer) == first.decision
-            except Exception:  # an answer that is not a decision changed it
-                kept = False
-            (held if kept else violated).add(route)
+            outcome = _relation_on_case(agent, case, first, relation, timeout, faults)
+            if outcome is not None:
+                routes[outcome].add(case.expected or "(no route)")
+        violated, held, errored = routes["violated"], routes["held"], routes["errored"]
         results.append(
             RelationResult(
                 relation.name,
@@ -413,6 +457,62 @@ def _check_relations(
             )
         )
     return results
+
+
+class _Faults:
+    """Why relations could not be checked, logged once per error type (the type only: a
+    message may quote the input)."""
+
+    def __init__(self) -> None:
+        self.logged: set[str] = set()
+
+    def note(self, relation: Relation, stage: str, kind: str) -> None:
+        """The `stage` (transform or agent) of `relation` raised `kind`."""
+        error_type = f"{stage}:{kind}"
+        if error_type not in self.logged:
+            self.logged.add(error_type)
+            logging.getLogger(__name__).warning(
+                "relation %s: the %s raised %s, so the relation is errored there, not violated; "
+                "logged once per error type",
+                relation.name,
+                stage,
+                kind,
+            )
+
+
+def _relation_on_case(
+    agent: Agent,
+    case: Case,
+    first: Trial | None,
+    relation: Relation,
+    timeout: float | None,
+    faults: _Faults,
+) -> _Outcome | None:
+    """Whether the agent's answer to the transformed input kept the case's first decision;
+    None when the transform leaves the input as it was (the case does not exercise it)."""
+    text = _input(case)
+    try:
+        transformed = relation.transform(text)
+    except Exception as error:
+        faults.note(relation, "transform", type(error).__name__)
+        return "errored"
+    if transformed == text:
+        return None
+    if first is None or first.decision is None:
+        return "errored"  # nothing to compare with: the run counts that error
+    try:
+        answer = _call_answer(agent, transformed, timeout)
+    except (_Timeout, asyncio.TimeoutError):
+        faults.note(relation, "agent", "timeout")
+        return "errored"
+    except Exception as error:
+        faults.note(relation, "agent", type(error).__name__)
+        return "errored"
+    try:
+        kept = decision_from_value(answer) == first.decision
+    except Exception:  # an answer that is not a decision changed it
+        kept = False
+    return "held" if kept else "violated"
 
 
 def _call_answer(agent: Agent, text: str, timeout: float | None) -> Any:

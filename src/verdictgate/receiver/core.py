@@ -16,28 +16,30 @@ from ..declaration import RunDeclaration
 from ..engine import assess_declared, decided_round
 from ..evidence import Evidence
 from ..lifecycle import Decision, Final, Interim, Lifecycle, Look, Reason, Timing
+from ..otel.admission_record import OVERFLOW, MetricLabels, Publication, TrialTally, streak_after
 from ..otel.framework_traces import settled_trials
-from ..otel.otlp_reading import Extract
-from ..otel.publication import OVERFLOW, MetricLabels, Publication, TrialTally, streak_after
+from ..otel.otlp_reading import ExportContents
 from ..otel.span_decoding import run_declaration
 from ..otel.spans import run_attributes
 from ..trial_model import Trial
+from .assessment_cache import AssessmentCache, CachedAssessment
 from .config import ReceiverConfig
 from .finisher import Finisher
 from .forwarder import Forwarder
-from .store import Store, StoredRun
-from .watch import AssessmentCache, CachedAssessment, RunSignals
+from .run_signals import RunSignals
+from .store import Store, StoredRun, Written
 
 if TYPE_CHECKING:
     from .prometheus_endpoint import PrometheusEndpoint
 
 logger = logging.getLogger(__name__)
 
+Labels = Mapping[str, tuple[str | None, str | None]]
+"""Per run, the (suite, point) its trials came under."""
+
 TRACE_TTL = 600.0
 """Seconds a trace without a trial span is held (then dropped), and a settled trace remembered
 (so that a late copy of its spans decides nothing again)."""
-SETTLE_BATCH = 1000
-"""Traces one tick settles at most, and one transaction forgets; the next takes the rest."""
 FORGET_BATCHES = 20
 """Transactions of forgetting a tick makes at most: 20,000 traces a tick, ahead of any flood of
 trial-less traces a receiver takes, and a bounded slice of the tick."""
@@ -167,7 +169,7 @@ class Receiver:
 
     # Events in
 
-    def ingest(self, extract: Extract) -> None:
+    def ingest(self, extract: ExportContents) -> None:
         """Commit what a request holds (returns after the commit, with the runs it completed
         made final). Harnesses' trial spans and framework spans are held by trace until it
         settles."""
@@ -213,10 +215,10 @@ class Receiver:
 
     def _write(
         self,
-        extract: Extract | None,
+        extract: ExportContents | None,
         trials: list[Trial],
         declared: Sequence[dict[str, Any]] = (),
-        labels: Mapping[str, tuple[str | None, str | None]] | None = None,
+        labels: Labels | None = None,
         settle: tuple[str, float, float] | None = None,
         **held: Any,
     ) -> None:
@@ -228,13 +230,7 @@ class Receiver:
         with self._lock:
             now = self._clock()
             if settle is not None:
-                trace_id, quiet_since, held_since = settle
-                marks, facts = self.store.trace(trace_id, quiet_since, held_since)
-                trials, below = settled_trials(marks, facts)
-                labels = {mark.run: (mark.suite, mark.point) for mark in marks}
-                held["settled"] = (
-                    (trace_id, [(mark.span_id, below[mark.span_id]) for mark in marks]),
-                )
+                trials, labels, held["settled"] = self._due_trials(*settle)
             written = self.store.write(
                 trials,
                 declared,
@@ -244,18 +240,48 @@ class Receiver:
                 max_held_spans=self.config.max_held_spans,
                 **held,
             )
-            lifecycle = self._lifecycle
-            final = {run.run_id for run in written.runs if run.final}
-            for attributes in declared:
-                declaration = run_declaration(attributes)
-                if declaration.run_id not in final:  # else late: the store counted it
-                    lifecycle.ended(declaration, now)
-            for run_id, accepted in written.accepted.items():
-                suite, point = (labels or {}).get(run_id, (None, None))
-                lifecycle.record_all(run_id, accepted, now, suite, point)
-            for run_id in written.heard:
-                lifecycle.heard(run_id, now)
+            self._record(written, declared, labels or {}, now)
             self._advance(now)
+        self._log_late_and_let_go(written)
+        if written.refused and extract is not None:
+            self._reject_beyond_limit(extract, written.refused)
+        self._signals.notify(run.run_id for run in written.runs)
+
+    def _due_trials(
+        self, trace_id: str, quiet_since: float, held_since: float
+    ) -> tuple[list[Trial], Labels, tuple[tuple[str, list[tuple[str, list[str]]]]]]:
+        """A trace's trials due to settle, the (suite, point) of their runs, and what marks
+        them settled (the trial span ids, each with the span ids below it), as `Store.write`
+        takes it (the lock is held)."""
+        marks, facts = self.store.trace(trace_id, quiet_since, held_since)
+        trials, below = settled_trials(marks, facts)
+        labels = {mark.run: (mark.suite, mark.point) for mark in marks}
+        return (
+            trials,
+            labels,
+            ((trace_id, [(mark.span_id, below[mark.span_id]) for mark in marks]),),
+        )
+
+    def _record(
+        self, written: Written, declared: Sequence[dict[str, Any]], labels: Labels, now: float
+    ) -> None:
+        """Tell the lifecycle what a write committed, in commit order (the lock is held): the
+        runs whose run span ended them, the trials each run took, the runs heard of."""
+        lifecycle = self._lifecycle
+        final = {run.run_id for run in written.runs if run.final}
+        for attributes in declared:
+            declaration = run_declaration(attributes)
+            if declaration.run_id not in final:  # else late: the store counted it
+                lifecycle.ended(declaration, now)
+        for run_id, accepted in written.accepted.items():
+            suite, point = labels.get(run_id, (None, None))
+            lifecycle.record_all(run_id, accepted, now, suite, point)
+        for run_id in written.heard:
+            lifecycle.heard(run_id, now)
+
+    def _log_late_and_let_go(self, written: Written) -> None:
+        """Warn of framework spans that came after their trial settled (once a run) and of
+        framework spans let go to stay within the held-span caps (once)."""
         for run_id, late in written.late_spans.items():
             if run_id not in self._late_logged:
                 if len(self._late_logged) >= 10_000:  # a log line a run, not a set for ever
@@ -275,13 +301,14 @@ class Receiver:
                 "(logged once; Store.spans_let_go counts them)",
                 self.config.max_held_spans,
             )
-        if written.refused and extract is not None:
-            extract.rejected += sum(written.refused.values())
-            extract.errors.append(
-                f"runs at their limit of {self._max_trials} trials: "
-                + ", ".join(sorted(written.refused)[:3])
-            )
-        self._signals.notify(run.run_id for run in written.runs)
+
+    def _reject_beyond_limit(self, extract: ExportContents, refused: Mapping[str, int]) -> None:
+        """Count in the request's partial success the trials refused because their run holds
+        `max_trials_per_run` already."""
+        extract.rejected += sum(refused.values())
+        extract.errors.append(
+            f"runs at their limit of {self._max_trials} trials: " + ", ".join(sorted(refused)[:3])
+        )
 
     def _advance(self, now: float, timers: bool = False) -> None:
         """Make final in the store the runs the lifecycle says are over, and hand what is due
@@ -300,16 +327,19 @@ class Receiver:
         has waited `max_hold` (settled from what has arrived; later spans are late): a trace's
         due trials in one transaction with marking them settled. Forget traces with no trial
         left to settle, once quiet for TRACE_TTL (FORGET_BATCHES batches at most). True when
-        every trial due was settled (fewer than SETTLE_BATCH traces were due); else the idle
+        every trial due was settled (fewer than `settle_batch` traces were due); else the idle
         periods wait for the next tick, so a run whose due trial is not settled yet stays open."""
         quiet_since, held_since = now - self.config.settle, now - self.config.max_hold
-        due = self.store.quiet_traces(quiet_since, held_since, SETTLE_BATCH)
+        due = self.store.quiet_traces(quiet_since, held_since, self.config.settle_batch)
         for trace_id in due:
             self._write(None, [], settle=(trace_id, quiet_since, held_since))
         for _ in range(FORGET_BATCHES):
-            if self.store.forget_traces(now - TRACE_TTL, SETTLE_BATCH) < SETTLE_BATCH:
+            if (
+                self.store.forget_traces(now - TRACE_TTL, self.config.settle_batch)
+                < self.config.settle_batch
+            ):
                 break
-        return len(due) < SETTLE_BATCH
+        return len(due) < self.config.settle_batch
 
     # The finisher's side
 
@@ -335,7 +365,7 @@ class Receiver:
         run = self.store.run(final.run_id)
         if run is None or run.status is not None:
             return
-        assessment = self._judged(run, final.declaration, final.evidence)
+        assessment = self.assessment_of(run, final.declaration, final.evidence)
         with self._admitting:  # a suite's runs admitted one at a time: their streak counts
             now = self._clock()  # when it was admitted, for the store and the metrics alike
             publication = self._publication(assessment, run, final=True, now=now)
@@ -359,7 +389,9 @@ class Receiver:
         run = self.store.run(interim.run_id)
         if run is None or run.status is not None:
             return  # never after its final admission
-        assessment = self._judged(run, interim.declaration, interim.evidence, in_progress=True)
+        assessment = self.assessment_of(
+            run, interim.declaration, interim.evidence, in_progress=True
+        )
         with self._admitting:
             publication = self._publication(assessment, run, final=False, now=self._clock())
             if publication is None:
@@ -416,58 +448,25 @@ class Receiver:
 
     # Queries
 
-    def assessment(self, run_id: str) -> Assessment | None:
-        """The current admission of a run (inconclusive `in_progress` until final); None if
-        unknown. Cached per run version; an open run is re-assessed at most every
-        `assess_interval` seconds."""
-        cached = self.cached_assessment(run_id)
-        return None if cached is None else cached.assessment
-
     def cached_assessment(self, run_id: str) -> CachedAssessment | None:
-        """The run's cached assessment with its rendered reports; None if unknown."""
+        """The current admission of a run (inconclusive `in_progress` until final), with its
+        rendered reports; None if unknown. The one way every query reaches an assessment:
+        cached per run version, an open run re-assessed at most every `assess_interval`
+        seconds however many ask."""
         run = self.store.run(run_id)
         return None if run is None else self._cache.get(run)
 
-    def assessment_of(self, run: StoredRun) -> Assessment:
-        """Assess a stored run as it stands (uncached), read from the store."""
-        return self._judged(run, self._declaration(run), self.store.evidence(run.run_id))
-
-    def _judged(
-        self,
-        run: StoredRun,
-        declaration: RunDeclaration,
-        evidence: Evidence,
-        in_progress: bool | None = None,
-    ) -> Assessment:
-        """The run's assessment on `evidence` (in progress, unless told, while it is open)."""
-        return assess_declared(
-            evidence,
-            declaration,
-            in_progress=not run.final if in_progress is None else in_progress,
-            late=run.late,
-            declaration_conflict=run.declaration_conflict,
-        )
-
-    def _declaration(self, run: StoredRun) -> RunDeclaration:
-        """What the run is judged by: its run span, or its canary suite's, or the default."""
-        if run.declared is not None:
-            return run.declared
-        return self._canary_declaration(run.run_id, run.suite, run.point)
-
-    def _canary_declaration(
-        self, run_id: str, suite: str | None, point: str | None
-    ) -> RunDeclaration:
-        known = self._canary_suites.get(suite or "")
-        if known is not None:
-            return RunDeclaration.of_suite(run_id, known)
-        return RunDeclaration.default(run_id, suite, point)
+    def assessment(self, run_id: str) -> Assessment | None:
+        """The run's assessment alone, through `cached_assessment`."""
+        cached = self.cached_assessment(run_id)
+        return None if cached is None else cached.assessment
 
     def watch(
         self, run_id: str, active: Callable[[], bool] = lambda: True, poll: float = 1.0
     ) -> Iterator[CachedAssessment]:
         """Each new admission of a run until it is final (a run not seen yet is waited for),
-        while `active()` (asked at least every `poll` seconds); woken only by changes of this
-        run."""
+        while `active()` (asked at least every `poll` seconds), through `cached_assessment`;
+        woken only by changes of this run."""
         with self._signals.watching(run_id) as changed:
             last = None
             while active():
@@ -487,6 +486,51 @@ class Receiver:
         for cached in self.watch(run_id, lambda: time.monotonic() < deadline):
             latest = cached.assessment
         return latest if latest is not None else self.assessment(run_id)
+
+    def list_runs(self, page_token: str = "", page_size: int = 0) -> tuple[list[StoredRun], str]:
+        """One page of runs, oldest first, and the next page's token ("" after the last); a
+        token that is not one of ours raises ValueError. `page_size` 0 is the default size."""
+        return self.store.page(page_token, page_size)
+
+    def newest_runs(
+        self, limit: int, suite: str | None = None, status: str | None = None
+    ) -> list[StoredRun]:
+        """The newest runs first, at most `limit`, of a suite and with a status when given
+        (`in_progress` for runs not yet final)."""
+        return self.store.newest(limit, suite, status)
+
+    def assessment_of(
+        self,
+        run: StoredRun,
+        declaration: RunDeclaration | None = None,
+        evidence: Evidence | None = None,
+        *,
+        in_progress: bool | None = None,
+    ) -> Assessment:
+        """Assess a run, uncached (the cache, the finisher and a restart's metrics do): on
+        `evidence` (read from the store unless given), judged by `declaration` (the run's own
+        unless given), in progress, unless told, while the run is open."""
+        return assess_declared(
+            self.store.evidence(run.run_id) if evidence is None else evidence,
+            self._declaration(run) if declaration is None else declaration,
+            in_progress=not run.final if in_progress is None else in_progress,
+            late=run.late,
+            declaration_conflict=run.declaration_conflict,
+        )
+
+    def _declaration(self, run: StoredRun) -> RunDeclaration:
+        """What the run is judged by: its run span, or its canary suite's, or the default."""
+        if run.declared is not None:
+            return run.declared
+        return self._canary_declaration(run.run_id, run.suite, run.point)
+
+    def _canary_declaration(
+        self, run_id: str, suite: str | None, point: str | None
+    ) -> RunDeclaration:
+        known = self._canary_suites.get(suite or "")
+        if known is not None:
+            return RunDeclaration.of_suite(run_id, known)
+        return RunDeclaration.default(run_id, suite, point)
 
 
 def _isolated(run_id: str, work: Callable[[], object]) -> bool:

@@ -16,10 +16,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import ClassVar
 
-from .eprocess import decide, log_product, log_sum, reported
-from .judgement import ALPHA, MAX_SEQUENTIAL_TOLERANCE, Method, Stability, check_counts
-from .policy import Claim, Policy
-from .suite import Suite
+from ..eprocess import decide, log_product, log_sum, reported
+from ..judgement import ALPHA, MAX_SEQUENTIAL_TOLERANCE, Method, Stability, check_counts
+from ..policy import Claim, Policy
+from ..suite import Suite
 
 
 def sequential_policy(policy: Policy, suite: Suite | None) -> Policy:

@@ -1,0 +1,374 @@
+"""Framework spans held by trace until their trial settles: harnesses' trial marks and span
+facts kept (first copy wins), a span below a settled trial counted late, settled trials' facts
+let go, the spans held kept under a cap, and traces due to settle or to forget found."""
+
+from __future__ import annotations
+
+import dataclasses
+import sqlite3
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+import msgspec
+
+from ...otel.framework_traces import FrameworkSpan, TrialMark
+from ...span_facts import SpanFacts
+from .schema import MARKED, WAITING
+
+MAX_ANCESTRY = 256
+"""Spans walked up from a new span to find its trial: deeper chains are not a framework's."""
+MAX_TRACE_SPANS = 50_000
+"""Framework spans one trace holds at most; later ones are dropped and counted."""
+
+SettledTrials = Iterable[tuple[str, Sequence[tuple[str, Sequence[str]]]]]
+"""Trials now stored, by trace: (trace id, [(the trial span's id, the span ids below it)])."""
+TrialAbove = tuple[str, bool, str]
+"""The trial a span belongs to: its trial span's id, whether it is settled, its run."""
+PackedTrace = tuple[list[bytes], list[bytes]]
+"""A trace's trial marks and span facts as stored (msgpack): `unpack_trace` reads them."""
+
+_MARK = msgspec.msgpack.Decoder(TrialMark)
+_FACTS = msgspec.msgpack.Decoder(SpanFacts)
+_PACK = msgspec.msgpack.Encoder()
+
+
+@dataclass(frozen=True)
+class SpanIntake:
+    """What one write's framework spans did: per run, the spans late below a settled trial;
+    the change in spans held; the spans dropped or let go; the runs whose unsettled trials got
+    a span."""
+
+    late: dict[str, int] = field(default_factory=dict)
+    held: int = 0
+    dropped: int = 0
+    heard: frozenset[str] = frozenset()
+
+
+@dataclass
+class _Placement:
+    """Where a write's new spans fell: per run, those late below a settled trial; per trace,
+    those it now holds; the (trace, trial span) of unsettled trials they came below, and
+    those trials' runs."""
+
+    late: dict[str, int] = field(default_factory=dict)
+    added: dict[str, int] = field(default_factory=dict)
+    active: set[tuple[str, str]] = field(default_factory=set)
+    heard: set[str] = field(default_factory=set)
+
+
+class HeldSpans:
+    """The `traces`, `trial_marks`, `trace_spans` and `settled_spans` tables, with the count of
+    spans held (kept here, so that no write counts them)."""
+
+    def __init__(self, cursor: sqlite3.Cursor) -> None:
+        self.spans_held: int
+        (self.spans_held,) = cursor.execute("SELECT COUNT(*) FROM trace_spans").fetchone()
+        self.spans_let_go = 0
+        """Framework spans let go to stay within the held-span cap, or beyond a trace's cap."""
+
+    def take(
+        self,
+        cursor: sqlite3.Cursor,
+        marks: list[TrialMark],
+        spans: list[FrameworkSpan],
+        settled: SettledTrials,
+        now: float,
+        max_held: int | None,
+    ) -> SpanIntake:
+        """Hold a write's trial marks and spans, settle the trials it stored, and beyond
+        `max_held` spans held let go of the traces that need them least (`let_go`). Count the
+        intake in (`count_in`) once the rest of the write is done."""
+        intake = self.hold(cursor, marks, spans, now)
+        held = intake.held - self.settle(cursor, settled)
+        released = 0
+        if max_held is not None and self.spans_held + held > max_held:
+            released = self.let_go(cursor, self.spans_held + held - max_held)
+        return dataclasses.replace(intake, held=held - released, dropped=intake.dropped + released)
+
+    def count_in(self, intake: SpanIntake) -> None:
+        """Count a write's spans held and let go."""
+        self.spans_held += intake.held
+        self.spans_let_go += intake.dropped
+
+    def hold(
+        self,
+        cursor: sqlite3.Cursor,
+        marks: list[TrialMark],
+        spans: list[FrameworkSpan],
+        now: float,
+    ) -> SpanIntake:
+        """Keep trial marks and framework span facts by trace (first copy wins: a span sent twice
+        is held once). A new span below a trial not yet settled keeps that trial from settling
+        for now; one below a settled trial is late: counted for its run, not held for it. A
+        trace holds MAX_TRACE_SPANS at most: spans beyond are dropped."""
+        traces = {span.trace_id for span in spans} | {mark.trace_id for mark in marks}
+        if not traces:
+            return SpanIntake()
+        room = _see_traces(cursor, traces, now)
+        heard = _hold_marks(cursor, marks, now)
+        new, dropped = _hold_facts(cursor, spans, room)
+        placed = _place(cursor, new)
+        cursor.executemany(
+            "UPDATE traces SET spans = spans + ? WHERE trace_id = ?",
+            [(n, trace_id) for trace_id, n in placed.added.items()],
+        )
+        cursor.executemany(
+            "UPDATE trial_marks SET last_seen = ? WHERE trace_id = ? AND span_id = ?",
+            [(now, trace_id, span_id) for trace_id, span_id in placed.active],
+        )
+        return SpanIntake(
+            placed.late, sum(placed.added.values()), dropped, frozenset(heard | placed.heard)
+        )
+
+    def settle(self, cursor: sqlite3.Cursor, settled: SettledTrials) -> int:
+        """Mark trials settled and let go of the facts below them, keeping their ids (to count a
+        late copy); how many spans were let go."""
+        released = 0
+        for trace_id, trials in settled:
+            for mark, below in trials:
+                cursor.execute(
+                    "UPDATE trial_marks SET settled = 1 WHERE trace_id = ? AND span_id = ?",
+                    (trace_id, mark),
+                )
+                cursor.executemany(
+                    "INSERT OR IGNORE INTO settled_spans (trace_id, span_id, mark) VALUES (?, ?, ?)",
+                    [(trace_id, span_id, mark) for span_id in below],
+                )
+                cursor.executemany(
+                    "DELETE FROM trace_spans WHERE trace_id = ? AND span_id = ?",
+                    [(trace_id, span_id) for span_id in below],
+                )
+                gone = max(cursor.rowcount, 0)
+                cursor.execute(
+                    "UPDATE traces SET spans = MAX(spans - ?, 0) WHERE trace_id = ?",
+                    (gone, trace_id),
+                )
+                released += gone
+        return released
+
+    def let_go(self, cursor: sqlite3.Cursor, excess: int) -> int:
+        """Delete held spans until at least `excess` are gone (or nothing is left to let go); how
+        many went. First the spans of traces whose trials are all settled (no trial needs them),
+        then traces with no trial span at all, quiet the longest first (under a flood, the
+        newest, which may be an honest trial's spans waiting for its trial span, go last)."""
+        gone = 0
+        for query, state in (
+            (
+                "SELECT trace_id, spans FROM traces WHERE state = ? AND spans > 0 AND NOT EXISTS"
+                " (SELECT 1 FROM trial_marks m WHERE m.trace_id = traces.trace_id AND m.settled = 0)"
+                " ORDER BY last_seen LIMIT 256",
+                MARKED,
+            ),
+            (
+                "SELECT trace_id, spans FROM traces WHERE state = ? ORDER BY last_seen LIMIT 256",
+                WAITING,
+            ),
+        ):
+            while gone < excess:
+                rows = cursor.execute(query, (state,)).fetchall()
+                if not rows:
+                    break
+                doomed = []
+                for trace_id, spans in rows:
+                    doomed.append((trace_id,))
+                    gone += spans
+                    if gone >= excess:
+                        break
+                _let_go_of_traces(cursor, doomed)
+        return gone
+
+    def quiet_traces(
+        self, cursor: sqlite3.Cursor, before: float, held_before: float, limit: int
+    ) -> list[str]:
+        """Traces with a trial due to settle: not settled, and its own spans quiet since
+        `before`, or its trial span held since `held_before`; the longest due first."""
+        rows = cursor.execute(
+            "SELECT trace_id FROM (SELECT trace_id, last_seen AS due FROM trial_marks"
+            " WHERE settled = 0 AND last_seen < ? UNION ALL SELECT trace_id, arrived FROM"
+            " trial_marks WHERE settled = 0 AND arrived < ?)"
+            " GROUP BY trace_id ORDER BY MIN(due) LIMIT ?",
+            (before, held_before, limit),
+        ).fetchall()
+        return [trace_id for (trace_id,) in rows]
+
+    def trace(
+        self, cursor: sqlite3.Cursor, trace_id: str, quiet_since: float, held_since: float
+    ) -> PackedTrace:
+        """A trace's trials due to settle (as `quiet_traces` says) and the span facts it holds,
+        still packed."""
+        marks = cursor.execute(
+            "SELECT mark FROM trial_marks WHERE trace_id = ? AND settled = 0"
+            " AND (last_seen < ? OR arrived < ?)",
+            (trace_id, quiet_since, held_since),
+        ).fetchall()
+        spans = cursor.execute(
+            "SELECT facts FROM trace_spans WHERE trace_id = ?", (trace_id,)
+        ).fetchall()
+        return [mark for (mark,) in marks], [facts for (facts,) in spans]
+
+    def forget_traces(self, cursor: sqlite3.Cursor, before: float, limit: int) -> int:
+        """Delete up to `limit` traces quiet since `before` with no trial left to settle; how
+        many. A settled trial's spans are kept until then, so that a late copy of them is known
+        for what it is."""
+        cursor.execute(
+            "SELECT trace_id FROM traces WHERE last_seen < ? AND NOT EXISTS (SELECT 1 FROM"
+            " trial_marks m WHERE m.trace_id = traces.trace_id AND m.settled = 0)"
+            " ORDER BY last_seen LIMIT ?",
+            (before, limit),
+        )
+        doomed = [(trace_id,) for (trace_id,) in cursor.fetchall()]
+        cursor.executemany("DELETE FROM trace_spans WHERE trace_id = ?", doomed)
+        released = max(cursor.rowcount, 0)
+        for table in ("settled_spans", "trial_marks", "traces"):
+            cursor.executemany(f"DELETE FROM {table} WHERE trace_id = ?", doomed)
+        self.spans_held -= released
+        return len(doomed)
+
+
+def unpack_trace(packed: PackedTrace) -> tuple[list[TrialMark], list[SpanFacts]]:
+    """A trace's trial marks and span facts, as `HeldSpans.trace` packed them."""
+    marks, spans = packed
+    return [_MARK.decode(mark) for mark in marks], [_FACTS.decode(facts) for facts in spans]
+
+
+def _see_traces(cursor: sqlite3.Cursor, traces: set[str], now: float) -> dict[str, int]:
+    """Record traces as seen `now` (a new one waiting for its trial span); the room for spans
+    each has left."""
+    room = {}
+    for trace_id in traces:
+        cursor.execute(
+            "INSERT INTO traces (trace_id, last_seen) VALUES (?, ?)"
+            " ON CONFLICT (trace_id) DO UPDATE SET last_seen = excluded.last_seen RETURNING spans",
+            (trace_id, now),
+        )
+        room[trace_id] = MAX_TRACE_SPANS - cursor.fetchone()[0]
+    return room
+
+
+def _hold_marks(cursor: sqlite3.Cursor, marks: list[TrialMark], now: float) -> set[str]:
+    """Keep harnesses' trial marks (a copy of one held is ignored) and mark their traces; the
+    runs of the trials new here."""
+    heard = set()
+    for mark in marks:
+        cursor.execute(
+            "INSERT OR IGNORE INTO trial_marks (trace_id, span_id, mark, last_seen, arrived)"
+            " VALUES (?, ?, ?, ?, ?)",
+            (mark.trace_id, mark.span_id, _PACK.encode(mark), now, now),
+        )
+        if cursor.rowcount:  # a new trial, not an exporter's retry of one
+            heard.add(mark.run)
+    cursor.executemany(
+        "UPDATE traces SET state = ? WHERE trace_id = ?",
+        [(MARKED, trace_id) for trace_id in {mark.trace_id for mark in marks}],
+    )
+    return heard
+
+
+def _hold_facts(
+    cursor: sqlite3.Cursor, spans: list[FrameworkSpan], room: dict[str, int]
+) -> tuple[list[FrameworkSpan], int]:
+    """Keep the facts of spans new to their trace while it has room (`room` is used up); the
+    spans newly held, and how many were dropped for want of room."""
+    new, dropped = [], 0
+    for span in spans:
+        if room[span.trace_id] <= 0:
+            dropped += 1
+            continue
+        cursor.execute(
+            "INSERT OR IGNORE INTO trace_spans (trace_id, span_id, facts, parent_id)"
+            " VALUES (?, ?, ?, ?)",
+            (span.trace_id, span.facts.span_id, _PACK.encode(span.facts), span.facts.parent_id),
+        )
+        if cursor.rowcount:
+            new.append(span)
+            room[span.trace_id] -= 1
+    return new, dropped
+
+
+def _place(cursor: sqlite3.Cursor, new: list[FrameworkSpan]) -> _Placement:
+    """Find the trial of each span newly held: below a settled one the span is late (let go,
+    its id kept); otherwise it stays held, and is news for its trial once that is known."""
+    placed = _Placement()
+    known: dict[tuple[str, str], TrialAbove | None] = {}
+    for span in new:
+        trial = _trial_above(cursor, span.trace_id, span.facts.parent_id, known)
+        if trial is not None and trial[1]:  # below a settled trial: late
+            placed.late[trial[2]] = placed.late.get(trial[2], 0) + 1
+            _settle_late(cursor, span, trial[0])
+            continue
+        placed.added[span.trace_id] = placed.added.get(span.trace_id, 0) + 1
+        if trial is not None:
+            placed.active.add((span.trace_id, trial[0]))
+            placed.heard.add(trial[2])
+    return placed
+
+
+def _settle_late(cursor: sqlite3.Cursor, span: FrameworkSpan, mark: str) -> None:
+    """Let go of a late span's facts, keeping its id below its trial's span `mark`, so that a
+    span below it, in any order, is late too."""
+    cursor.execute(
+        "DELETE FROM trace_spans WHERE trace_id = ? AND span_id = ?",
+        (span.trace_id, span.facts.span_id),
+    )
+    cursor.execute(
+        "INSERT OR IGNORE INTO settled_spans (trace_id, span_id, mark) VALUES (?, ?, ?)",
+        (span.trace_id, span.facts.span_id, mark),
+    )
+
+
+def _let_go_of_traces(cursor: sqlite3.Cursor, doomed: list[tuple[str]]) -> None:
+    """Delete the spans traces hold; a trace with no trial span goes with them."""
+    cursor.executemany("DELETE FROM trace_spans WHERE trace_id = ?", doomed)
+    cursor.executemany("UPDATE traces SET spans = 0 WHERE trace_id = ?", doomed)
+    cursor.executemany(
+        "DELETE FROM traces WHERE trace_id = ? AND state = ?",
+        [(trace_id, WAITING) for (trace_id,) in doomed],
+    )
+
+
+def _trial_above(
+    cursor: sqlite3.Cursor,
+    trace_id: str,
+    parent_id: str | None,
+    known: dict[tuple[str, str], TrialAbove | None],
+) -> TrialAbove | None:
+    """The trial a span belongs to, walking up from its parent through the spans held (at most
+    MAX_ANCESTRY); None when no trial span is known above it yet. `known` remembers the answer
+    for every span walked through, so one request's spans walk each chain once."""
+    walked: list[tuple[str, str]] = []
+    found: TrialAbove | None = None
+    for _ in range(MAX_ANCESTRY):
+        if parent_id is None:
+            break
+        key = (trace_id, parent_id)
+        if key in known:
+            found = known[key]
+            break
+        walked.append(key)
+        row = cursor.execute(
+            "SELECT settled, mark FROM trial_marks WHERE trace_id = ? AND span_id = ?", key
+        ).fetchone()
+        if row is not None:
+            found = parent_id, bool(row[0]), _MARK.decode(row[1]).run
+            break
+        row = cursor.execute(
+            "SELECT parent_id FROM trace_spans WHERE trace_id = ? AND span_id = ?", key
+        ).fetchone()
+        if row is None:
+            found = _settled_trial(cursor, key)
+            break
+        parent_id = row[0]
+    for key in walked:
+        known[key] = found
+    return found
+
+
+def _settled_trial(cursor: sqlite3.Cursor, key: tuple[str, str]) -> TrialAbove | None:
+    """The settled trial a span (trace, span id) whose facts were let go was below, if any."""
+    settled = cursor.execute(
+        "SELECT s.mark, m.mark FROM settled_spans s JOIN trial_marks m ON"
+        " m.trace_id = s.trace_id AND m.span_id = s.mark"
+        " WHERE s.trace_id = ? AND s.span_id = ?",
+        key,
+    ).fetchone()
+    return None if settled is None else (settled[0], True, _MARK.decode(settled[1]).run)

@@ -1,0 +1,63 @@
+"""What the store hands back: a run as it stands (`StoredRun`) and what one write did
+(`Written`)."""
+
+from __future__ import annotations
+
+import functools
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from ...declaration import RunDeclaration
+from ...otel.span_decoding import run_declaration
+from ...trial_model import Trial
+
+
+@dataclass(frozen=True)
+class StoredRun:
+    """A run as the store knows it."""
+
+    run_id: str
+    suite: str | None
+    point: str | None
+    declaration_json: str | None
+    """The run span's declaration attributes as stored; read on demand (`declaration`)."""
+    planned_trials: int | None
+    declared_at: float | None
+    first_seen: float
+    last_seen: float
+    status: str | None
+    final: bool
+    received: int
+    late: int = 0
+    """Records that arrived after the run was final: counted, never stored."""
+    declaration_conflict: bool = False
+    """A second run span declared the run differently; the first declaration was kept."""
+
+    @functools.cached_property
+    def declaration(self) -> dict[str, Any] | None:
+        """The run span's declaration attributes (parsed once, when asked for)."""
+        return None if self.declaration_json is None else json.loads(self.declaration_json)
+
+    @functools.cached_property
+    def declared(self) -> RunDeclaration | None:
+        """The declaration read (once) from the stored run-span attributes, if any."""
+        return None if self.declaration is None else run_declaration(self.declaration)
+
+
+@dataclass(frozen=True)
+class Written:
+    """What one write did: the runs it touched as they stand after it, per run the trials it
+    took (stored, or repeats of stored ones; in the order given), and per run the trials
+    refused for want of room."""
+
+    runs: list[StoredRun]
+    refused: dict[str, int]
+    accepted: dict[str, list[Trial]]
+    late_spans: dict[str, int] = field(default_factory=dict)
+    """Per run, framework spans that came below a trial already settled (counted late)."""
+    let_go: int = 0
+    """Framework spans let go by this write to stay within the held-span cap or a trace's."""
+    heard: frozenset[str] = frozenset()
+    """Runs one of whose framework trials, not settled yet, got a span (its trial span or one
+    below it): news that keeps the run from going idle while the trial settles."""

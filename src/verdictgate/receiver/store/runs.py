@@ -1,0 +1,205 @@
+"""Runs and their trials: runs seen and declared, trials stored while their run has room (first
+record wins, repeats counted), late records counted, and runs closed and admitted."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Iterable
+from typing import Any
+
+from ...otel import conventions as names
+from ...trial_model import Trial
+from .connection import SqlRow
+from .records import StoredRun
+from .trial_rows import TrialBatch, TrialRow, repeats
+
+RUN_COLUMNS = (
+    "run_id, suite, point, declaration, planned_trials, declared_at, first_seen, last_seen,"
+    " status, final, received, late, declaration_conflict"
+)
+"""The columns `stored_run` reads, in its order."""
+
+_RUN_BY_ID = f"SELECT {RUN_COLUMNS} FROM runs WHERE run_id = ?"
+_SEEN = (
+    "INSERT INTO runs (run_id, suite, point, first_seen, last_seen) VALUES (?, ?, ?, ?, ?)"
+    " ON CONFLICT (run_id) DO UPDATE SET last_seen = excluded.last_seen,"
+    " suite = COALESCE(runs.suite, excluded.suite),"
+    " point = COALESCE(runs.point, excluded.point)"
+)
+_INSERT = """
+INSERT OR IGNORE INTO trials
+    (run_id, case_id, trial, decision, expected, error_type, batch, latency_ms, passed, tiers)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+"""
+_REPEAT = """
+UPDATE trials SET
+    duplicates = duplicates + (decision IS ?),
+    conflict = conflict OR (decision IS NOT ?)
+WHERE run_id = ? AND case_id = ? AND trial = ? AND batch != ?
+"""
+"""A record whose identity an earlier write already holds: a duplicate, or a conflict."""
+_LATE = "UPDATE runs SET late = late + ? WHERE run_id = ?"
+
+
+class Runs:
+    """The `runs` and `trials` tables, on the cursor of the caller's transaction or read."""
+
+    def see(
+        self,
+        cursor: sqlite3.Cursor,
+        run_ids: Iterable[str],
+        labels: dict[str, tuple[str | None, str | None]],
+        now: float,
+    ) -> None:
+        """Record runs as seen `now`, a new one labelled with its (suite, point) when given; a
+        known run keeps the labels it has."""
+        for run_id in run_ids:
+            suite, point = labels.get(run_id, (None, None))
+            cursor.execute(_SEEN, (run_id, suite, point, now, now))
+
+    def declare(self, cursor: sqlite3.Cursor, attributes: dict[str, Any], now: float) -> None:
+        """The first run span of a run declares it; a later, different one is an integrity
+        conflict (the first stays), an identical one a harmless repeat. A run that is final is
+        frozen: a different run span then is only counted as late."""
+        run_id, text = attributes[names.RUN_ID], json.dumps(attributes, sort_keys=True)
+        cursor.execute(
+            "UPDATE runs SET late = late + 1 WHERE run_id = ? AND final = 1 AND declaration IS NOT ?",
+            (run_id, text),
+        )
+        if cursor.rowcount:
+            return
+        cursor.execute(
+            "UPDATE runs SET declaration = ?, planned_trials = ?, declared_at = ?,"
+            " suite = COALESCE(?, suite), point = COALESCE(?, point)"
+            " WHERE run_id = ? AND declaration IS NULL AND final = 0",
+            (
+                text,
+                attributes.get(names.PLAN_TRIALS),
+                now,
+                attributes.get(names.SUITE),
+                attributes.get(names.POINT),
+                run_id,
+            ),
+        )
+        if cursor.rowcount == 0:
+            cursor.execute(
+                "UPDATE runs SET declaration_conflict = 1"
+                " WHERE run_id = ? AND final = 0 AND declaration != ?",
+                (run_id, text),
+            )
+
+    def count_late(self, cursor: sqlite3.Cursor, late: dict[str, int]) -> None:
+        """Count records that came for runs already final (per run, how many)."""
+        cursor.executemany(_LATE, [(n, run_id) for run_id, n in late.items()])
+
+    def take(
+        self, cursor: sqlite3.Cursor, batch: TrialBatch, max_trials: int | None
+    ) -> tuple[dict[str, int], dict[str, list[Trial]]]:
+        """Store each run's trials as far as it has room (`max_trials`; a final run's are only
+        counted late); per run, the trials refused and the trials taken. Each run keeps a count
+        of its stored trials, so no write scans a run; its room is read and used here."""
+        refused: dict[str, int] = {}
+        accepted: dict[str, list[Trial]] = {}
+        for run_id, rows in batch.rows.items():
+            cursor.execute("SELECT final, received FROM runs WHERE run_id = ?", (run_id,))
+            final, received = cursor.fetchone()
+            if max_trials is not None and len(rows) > max_trials - received:
+                room = max(0, max_trials - received)
+                refused[run_id] = len(rows) - room
+                rows = rows[:room]
+            if final:  # its admission is frozen: count, never store
+                cursor.execute(_LATE, (len(rows), run_id))
+                continue
+            accepted[run_id] = batch.given[run_id][: len(rows)]
+            _insert(cursor, run_id, rows, batch.number)
+        return refused, accepted
+
+    def run(self, cursor: sqlite3.Cursor, run_id: str) -> StoredRun | None:
+        """One run, or None when unknown."""
+        row = cursor.execute(_RUN_BY_ID, (run_id,)).fetchone()
+        return None if row is None else stored_run(row)
+
+    def runs(self, cursor: sqlite3.Cursor, run_ids: Iterable[str]) -> list[StoredRun]:
+        """Known runs, as they stand, in the order given."""
+        return [stored_run(cursor.execute(_RUN_BY_ID, (run_id,)).fetchone()) for run_id in run_ids]
+
+    def trial_rows(self, cursor: sqlite3.Cursor, run_id: str) -> list[SqlRow]:
+        """Every kept trial of a run as `evidence_of` reads it, by case and trial."""
+        return cursor.execute(
+            "SELECT case_id, trial, decision, expected, error_type, duplicates, conflict,"
+            " latency_ms, passed, tiers FROM trials WHERE run_id = ? ORDER BY case_id, trial",
+            (run_id,),
+        ).fetchall()
+
+    def close(self, cursor: sqlite3.Cursor, run_ids: Iterable[str]) -> None:
+        """Make runs final, their admission still to be made."""
+        cursor.executemany(
+            "UPDATE runs SET final = 1 WHERE run_id = ? AND final = 0",
+            [(run_id,) for run_id in run_ids],
+        )
+
+    def to_admit(self, cursor: sqlite3.Cursor) -> list[StoredRun]:
+        """Runs made final whose admission was not made (through the index of finished runs)."""
+        return select_runs(cursor, "WHERE final = 1 AND finished_at IS NULL AND status IS NULL")
+
+    def admit(
+        self,
+        cursor: sqlite3.Cursor,
+        run_id: str,
+        status: str,
+        finished_at: float,
+        declaration: str | None,
+    ) -> bool:
+        """Give a run its admission, final; False (nothing written) when it has one already. A
+        run without a run span keeps `declaration` as what it was judged by."""
+        cursor.execute(
+            "UPDATE runs SET status = ?, final = 1, finished_at = ?,"
+            " declaration = COALESCE(declaration, ?)"
+            " WHERE run_id = ? AND status IS NULL",
+            (status, finished_at, declaration, run_id),
+        )
+        return cursor.rowcount == 1
+
+    def awaits_admission(self, cursor: sqlite3.Cursor, run_id: str) -> bool:
+        """Whether a run is known and not admitted yet."""
+        cursor.execute("SELECT status FROM runs WHERE run_id = ?", (run_id,))
+        row = cursor.fetchone()
+        return row is not None and row[0] is None
+
+
+def select_runs(
+    cursor: sqlite3.Cursor, clauses: str, parameters: tuple[object, ...] = ()
+) -> list[StoredRun]:
+    """The runs a `WHERE ... ORDER BY ... LIMIT` text selects."""
+    rows = cursor.execute(f"SELECT {RUN_COLUMNS} FROM runs {clauses}", parameters).fetchall()
+    return [stored_run(row) for row in rows]
+
+
+def stored_run(row: SqlRow) -> StoredRun:
+    """A row of RUN_COLUMNS as the run it records."""
+    return StoredRun(
+        run_id=row[0],
+        suite=row[1],
+        point=row[2],
+        declaration_json=row[3] or None,
+        planned_trials=row[4],
+        declared_at=row[5],
+        first_seen=row[6],
+        last_seen=row[7],
+        status=row[8],
+        final=bool(row[9]),
+        received=row[10],
+        late=row[11],
+        declaration_conflict=bool(row[12]),
+    )
+
+
+def _insert(cursor: sqlite3.Cursor, run_id: str, rows: list[TrialRow], batch: int) -> None:
+    """Store a run's trials (first record wins) and count them received; repeated identities
+    count as duplicates or conflicts of the stored ones."""
+    cursor.executemany(_INSERT, rows)
+    inserted = cursor.rowcount
+    cursor.execute("UPDATE runs SET received = received + ? WHERE run_id = ?", (inserted, run_id))
+    if inserted < len(rows):  # repeated identities: count duplicates and conflicts
+        cursor.executemany(_REPEAT, repeats(rows, batch))

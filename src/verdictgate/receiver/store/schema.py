@@ -1,0 +1,165 @@
+"""The store's tables and indexes, and bringing a store made by an earlier release up to date
+when it is opened."""
+
+from __future__ import annotations
+
+import sqlite3
+
+import msgspec
+
+from ...span_facts import SpanFacts
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS runs (
+    run_id TEXT PRIMARY KEY,
+    suite TEXT,
+    point TEXT,
+    declaration TEXT,            -- the run span's attributes, JSON; NULL until it arrives
+    planned_trials INTEGER,
+    declared_at REAL,
+    first_seen REAL NOT NULL,
+    last_seen REAL NOT NULL,
+    status TEXT,                 -- the latest admission
+    final INTEGER NOT NULL DEFAULT 0,
+    received INTEGER NOT NULL DEFAULT 0,
+    late INTEGER NOT NULL DEFAULT 0,            -- records that arrived after the run was final
+    declaration_conflict INTEGER NOT NULL DEFAULT 0, -- a second, different run span arrived
+    finished_at REAL             -- when the run became final
+);
+CREATE TABLE IF NOT EXISTS trials (
+    run_id TEXT NOT NULL,
+    case_id TEXT NOT NULL,
+    trial INTEGER NOT NULL,
+    decision TEXT,               -- encoded key; NULL for an error trial
+    expected TEXT,
+    error_type TEXT,
+    duplicates INTEGER NOT NULL DEFAULT 0,
+    conflict INTEGER NOT NULL DEFAULT 0,
+    batch INTEGER NOT NULL,      -- the write that inserted it
+    latency_ms REAL,             -- the decision span's duration
+    passed INTEGER,              -- verdictgate.passed: 1, 0, or NULL when no tier judged it
+    tiers TEXT,                  -- JSON [failed, warned, skipped, tied] when an invariant broke, a tier was skipped or a path was tied
+    PRIMARY KEY (run_id, case_id, trial)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS traces (
+    trace_id TEXT PRIMARY KEY,   -- a trace holding framework spans or a harness's trial span
+    last_seen REAL NOT NULL,
+    state INTEGER NOT NULL DEFAULT 0,  -- 0 no trial span yet, 1 a trial span held
+    spans INTEGER NOT NULL DEFAULT 0   -- framework spans it holds
+);
+CREATE TABLE IF NOT EXISTS trace_spans (
+    trace_id TEXT NOT NULL,
+    span_id TEXT NOT NULL,
+    facts BLOB NOT NULL,         -- SpanFacts, msgpack: names only, never content
+    parent_id TEXT,              -- the facts' parent, to find a span's trial without decoding
+    PRIMARY KEY (trace_id, span_id)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS trial_marks (
+    trace_id TEXT NOT NULL,
+    span_id TEXT NOT NULL,
+    mark BLOB NOT NULL,          -- TrialMark, msgpack
+    last_seen REAL,              -- when the trial span or the last span below it arrived
+    arrived REAL,                -- when the trial span arrived (it settles by arrived + max hold)
+    settled INTEGER NOT NULL DEFAULT 0,  -- 1 once its trial is stored
+    PRIMARY KEY (trace_id, span_id)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS settled_spans (
+    trace_id TEXT NOT NULL,
+    span_id TEXT NOT NULL,       -- a span below a settled trial: its facts are let go
+    mark TEXT NOT NULL,          -- that trial's span id, to count a late copy below it
+    PRIMARY KEY (trace_id, span_id)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS outbox (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    run_id TEXT NOT NULL,
+    final INTEGER NOT NULL,      -- 0 for a canary window's interim admission
+    body TEXT NOT NULL,          -- a Publication, JSON
+    sent INTEGER NOT NULL DEFAULT 0  -- the signals already delivered (bits)
+);
+"""
+
+ADDED_COLUMNS = {
+    "trials": {"latency_ms": "REAL", "passed": "INTEGER", "tiers": "TEXT"},
+    "trace_spans": {"parent_id": "TEXT"},
+    "trial_marks": {
+        "last_seen": "REAL",
+        "arrived": "REAL",
+        "settled": "INTEGER NOT NULL DEFAULT 0",
+    },
+    "traces": {"spans": "INTEGER NOT NULL DEFAULT 0"},
+    "runs": {
+        "late": "INTEGER NOT NULL DEFAULT 0",
+        "declaration_conflict": "INTEGER NOT NULL DEFAULT 0",
+        "finished_at": "REAL",
+    },
+}
+"""Columns added after the first release: a store made before them gains them on open."""
+INDEXES = (
+    "CREATE INDEX IF NOT EXISTS runs_open ON runs (first_seen) WHERE final = 0",
+    "CREATE INDEX IF NOT EXISTS runs_finished ON runs (finished_at) WHERE final = 1",
+    "CREATE INDEX IF NOT EXISTS runs_listed ON runs (first_seen, run_id)",
+    "CREATE INDEX IF NOT EXISTS runs_latest ON runs (suite, point, finished_at) WHERE final = 1",
+    "CREATE INDEX IF NOT EXISTS traces_by_age ON traces (last_seen)",
+    "CREATE INDEX IF NOT EXISTS marks_due ON trial_marks (last_seen) WHERE settled = 0",
+    "CREATE INDEX IF NOT EXISTS marks_held ON trial_marks (arrived) WHERE settled = 0",
+    "CREATE INDEX IF NOT EXISTS traces_unmarked ON traces (last_seen) WHERE state = 0",
+)
+"""Open runs (the tick's cost follows the work in flight, not the store's history), finished
+runs by age (retention deletes the oldest without a scan), and every run in listing order
+(a page of `/v1/runs` reads that page only), traces by age and trials not yet settled by age
+(settling and forgetting read what is due, not everything held)."""
+WAITING, MARKED = 0, 1
+"""A trace's state: no trial span yet, a trial span held."""
+
+_FACTS = msgspec.msgpack.Decoder(SpanFacts)
+
+
+def migrate(cursor: sqlite3.Cursor) -> None:
+    """Create what is missing: the tables, the columns added since the store was made (filled
+    in for the rows it holds), and the indexes."""
+    cursor.executescript(SCHEMA)
+    added = _add_columns(cursor)
+    _migrate_held(cursor, added)
+    if "finished_at" in added:  # runs finished by a release before `finished_at`
+        cursor.execute(
+            "UPDATE runs SET finished_at = last_seen WHERE final = 1 AND finished_at IS NULL"
+        )
+    for index in INDEXES:
+        cursor.execute(index)
+
+
+def _add_columns(cursor: sqlite3.Cursor) -> set[str]:
+    """Add the ADDED_COLUMNS a table lacks; the columns added."""
+    added = set()
+    for table, columns in ADDED_COLUMNS.items():
+        present = {row[1] for row in cursor.execute(f"PRAGMA table_info({table})")}
+        for column, kind in columns.items():
+            if column not in present:
+                cursor.execute(f"ALTER TABLE {table} ADD COLUMN {column} {kind}")
+                added.add(column)
+    return added
+
+
+def _migrate_held(cursor: sqlite3.Cursor, added: set[str]) -> None:
+    """What a store made before trials were keyed by their trial span held, brought to the new
+    keying: marks get their arrival (their trace's last span), traces their span counts and
+    spans their parent; a trace that release had settled is one whose trials are all settled
+    (it took no spans since)."""
+    if "arrived" in added:
+        cursor.execute(
+            "UPDATE trial_marks SET arrived = (SELECT last_seen FROM traces t WHERE"
+            " t.trace_id = trial_marks.trace_id), last_seen = (SELECT last_seen FROM traces t"
+            " WHERE t.trace_id = trial_marks.trace_id) WHERE arrived IS NULL"
+        )
+        cursor.execute("UPDATE traces SET state = ? WHERE state = 2", (MARKED,))
+    if "spans" in added:
+        cursor.execute(
+            "UPDATE traces SET spans = (SELECT COUNT(*) FROM trace_spans s WHERE"
+            " s.trace_id = traces.trace_id)"
+        )
+    if "parent_id" in added:
+        rows = cursor.execute("SELECT trace_id, span_id, facts FROM trace_spans").fetchall()
+        cursor.executemany(
+            "UPDATE trace_spans SET parent_id = ? WHERE trace_id = ? AND span_id = ?",
+            [(_FACTS.decode(facts).parent_id, trace, span) for trace, span, facts in rows],
+        )

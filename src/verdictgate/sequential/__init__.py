@@ -1,0 +1,2 @@
+"""Sequential judging: the rule (`rule`), what it costs before any call (`design`), and where a
+run would have stopped (`replay`)."""

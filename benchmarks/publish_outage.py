@@ -18,17 +18,19 @@ import re
 import signal
 import socket
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # the tests' serve helper
 
 from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExportResult
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
+from receiver_support import start_serve
 from verdictgate import Contract, Policy, Suite, decision, evaluation_run, trial
 
 SUITE = Suite("refunds", "refund_gate", (), Contract({"approve", "deny"}))
@@ -59,31 +61,16 @@ def run_spans(run_id: str) -> list:
     return list(memory.get_finished_spans())
 
 
-def serve(store: Path, grpc_port: int, publish_port: int) -> subprocess.Popen:
-    process = subprocess.Popen(
-        [sys.executable, "-m", "verdictgate", "serve", "--store", str(store),
-         "--grpc-listen", f"127.0.0.1:{grpc_port}", "--http-listen", f"127.0.0.1:{free_port()}",
-         "--publish-endpoint", f"http://127.0.0.1:{publish_port}", "--idle", "600s"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        exporter = OTLPSpanExporter(endpoint=f"127.0.0.1:{grpc_port}", insecure=True, timeout=1)
-        try:
-            if exporter.export([]) is SpanExportResult.SUCCESS:
-                return process
-        finally:
-            exporter.shutdown()
-        time.sleep(0.1)
-    process.kill()
-    raise RuntimeError("the receiver did not start")
-
-
 def one_outage(folder: Path, repeat: int) -> tuple[list[float], float, str]:
     """Seconds of each of three exports and of SIGTERM to exit, with the target down; and
     what the receiver logged."""
     grpc_port = free_port()
-    process = serve(folder / f"outage-{repeat}.sqlite", grpc_port, publish_port=free_port())
+    process = start_serve(
+        folder / f"outage-{repeat}.sqlite",
+        grpc_port,
+        "--publish-endpoint",
+        f"http://127.0.0.1:{free_port()}",
+    )
     exporter = OTLPSpanExporter(endpoint=f"127.0.0.1:{grpc_port}", insecure=True, timeout=2)
     exports = []
     try:

@@ -3,7 +3,6 @@ or `verdictgate serve` in a process of its own."""
 
 from __future__ import annotations
 
-import socket
 import subprocess
 import sys
 import time
@@ -11,9 +10,11 @@ from collections.abc import Callable
 from contextlib import contextmanager
 from pathlib import Path
 
+from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.common.v1.common_pb2 import KeyValue
 from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans, Span
+from opentelemetry.sdk.trace.export import SpanExportResult
 
 from components import free_port
 from verdictgate import Contract, Isolation, Policy, Suite
@@ -96,19 +97,25 @@ def running_server(
         server.stop()
 
 
-def start_serve(store: Path | str, port: int, *options: str) -> subprocess.Popen:
-    """`verdictgate serve` in a process of its own on gRPC `port`, with `options`, once it
-    listens."""
+def start_serve(store: Path | str, port: int, *options: str) -> subprocess.Popen[str]:
+    """`verdictgate serve` in a process of its own on gRPC `port`, with `options` (its log on
+    `stderr`), once it acknowledges an export."""
+    command = [sys.executable, "-m", "verdictgate", "serve", "--store", str(store)]
+    command += ["--grpc-listen", f"127.0.0.1:{port}", "--http-listen", f"127.0.0.1:{free_port()}"]
     process = subprocess.Popen(
-        [sys.executable, "-m", "verdictgate", "serve", "--store", str(store),
-         "--grpc-listen", f"127.0.0.1:{port}", "--http-listen", f"127.0.0.1:{free_port()}",
-         "--idle", "600s", *options],
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-    )  # fmt: skip
+        [*command, "--idle", "600s", *options],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
-        with socket.socket() as probe:
-            if probe.connect_ex(("127.0.0.1", port)) == 0:
+        exporter = OTLPSpanExporter(endpoint=f"127.0.0.1:{port}", insecure=True, timeout=1)
+        try:
+            if exporter.export([]) is SpanExportResult.SUCCESS:
                 return process
+        finally:
+            exporter.shutdown()
         time.sleep(0.05)
+    process.kill()
     raise RuntimeError("the receiver did not start")

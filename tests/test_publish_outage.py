@@ -6,39 +6,18 @@ from __future__ import annotations
 
 import signal
 import subprocess
-import sys
 import time
-from pathlib import Path
 
 from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
 from opentelemetry.sdk.trace.export import SpanExportResult
 
 from components import free_port
 from otel_support import OtlpCollector, attributes, run_spans
+from receiver_support import start_serve
 from verdictgate.otel import conventions as names
 from verdictgate.otel.admission_record import GAUGES
 
 RUNS = ("outage-1", "outage-2", "outage-3")
-
-
-def serve(store: Path, grpc_port: int, publish_port: int) -> subprocess.Popen:
-    process = subprocess.Popen(
-        [sys.executable, "-m", "verdictgate", "serve", "--store", str(store),
-         "--grpc-listen", f"127.0.0.1:{grpc_port}", "--http-listen", f"127.0.0.1:{free_port()}",
-         "--publish-endpoint", f"http://127.0.0.1:{publish_port}", "--idle", "600s"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        exporter = OTLPSpanExporter(endpoint=f"127.0.0.1:{grpc_port}", insecure=True, timeout=1)
-        try:
-            if exporter.export([]) is SpanExportResult.SUCCESS:
-                return process
-        finally:
-            exporter.shutdown()
-        time.sleep(0.1)
-    process.kill()
-    raise RuntimeError("the receiver did not start")
 
 
 def stop(process: subprocess.Popen) -> str:
@@ -104,7 +83,12 @@ def test_an_unreachable_publish_target_never_stalls_senders_and_loses_no_admissi
     # The reference: the collector is there from the start.
     publish_port = free_port()
     with OtlpCollector(publish_port) as collector:
-        process = serve(tmp_path / "reference.sqlite", grpc_port := free_port(), publish_port)
+        process = start_serve(
+            tmp_path / "reference.sqlite",
+            grpc_port := free_port(),
+            "--publish-endpoint",
+            f"http://127.0.0.1:{publish_port}",
+        )
         assert export_runs(grpc_port, runs) == [SpanExportResult.SUCCESS] * 3
         wait_for_admissions(collector, 3)
         stop(process)
@@ -115,7 +99,9 @@ def test_an_unreachable_publish_target_never_stalls_senders_and_loses_no_admissi
     # The outage: nothing listens on the publish port.
     publish_port = free_port()
     store = tmp_path / "outage.sqlite"
-    process = serve(store, grpc_port := free_port(), publish_port)
+    process = start_serve(
+        store, grpc_port := free_port(), "--publish-endpoint", f"http://127.0.0.1:{publish_port}"
+    )
     results = export_runs(grpc_port, runs)  # each export gives up after its 2 s timeout
     assert results == [SpanExportResult.SUCCESS] * 3
     log = stop(process)
@@ -123,7 +109,9 @@ def test_an_unreachable_publish_target_never_stalls_senders_and_loses_no_admissi
     assert "3 admissions wait in the outbox" in log
 
     # A restart while the target is still down, then the collector appears.
-    process = serve(store, grpc_port, publish_port)
+    process = start_serve(
+        store, grpc_port, "--publish-endpoint", f"http://127.0.0.1:{publish_port}"
+    )
     time.sleep(1.0)  # a few attempts fail and back off
     with OtlpCollector(publish_port) as collector:
         wait_for_admissions(collector, 3)

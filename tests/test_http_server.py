@@ -128,19 +128,39 @@ def test_at_a_hosts_cap_an_idle_keep_alive_gives_way_to_a_newcomer():
 
 
 def test_at_a_hosts_cap_uploads_in_progress_are_not_cut_for_a_newcomer():
+    body = b"x" * 40
     with serving(max_connections_per_host=2) as server:
         uploading = [connect(server) for _ in range(2)]
-        for sock in uploading:  # bodies still to come, and not stalled yet
-            sock.sendall(b"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\n")
+        for sock in uploading:  # bodies still to come
+            sock.sendall(
+                f"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: {len(body)}\r\n\r\n".encode()
+            )
         until(lambda: server.awaiting_bodies()[0] == 2)  # both bodies awaited by the poller
+        sent = threading.Event()
+        newcomer_answered = threading.Event()
+
+        def dribble() -> None:  # a byte at a time: each upload keeps making progress
+            for index in range(len(body)):
+                for sock in uploading:
+                    sock.sendall(body[index : index + 1])
+                if index == 0:
+                    sent.set()
+                newcomer_answered.wait(0.05)
+            sent.set()
+
+        dribbling = threading.Thread(target=dribble)
+        dribbling.start()
         try:
+            sent.wait(30)
             with connect(server) as newcomer:
                 newcomer.sendall(post(b"hello"))
                 refused = answer(newcomer)
+            newcomer_answered.set()
+            dribbling.join(30)
             for sock in uploading:  # both finish, and are answered
-                sock.sendall(b"12345")
                 assert sock.recv(65536).startswith(b"HTTP/1.1 200")
         finally:
+            newcomer_answered.set()
             for sock in uploading:
                 sock.close()
         assert refused.startswith(b"HTTP/1.1 503") and b"Retry-After" in refused

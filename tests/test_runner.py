@@ -231,3 +231,17 @@ def test_metamorphic_relations_violated_held_and_vacuous():
     )  # inputs already normal
     assert vacuous.relations[0].status == "not_exercised"
     assert "relations_vacuous" in vacuous.reason_codes and vacuous.status is Status.REJECTED
+
+
+def test_the_keywords_of_run_are_the_fields_of_run_options():
+    """`run(agent, suite, concurrency=4)`: RunSettings types those keywords, one for each field
+    of RunOptions, of the field's type."""
+    from dataclasses import fields
+
+    from verdictgate.runner.run_options import RunOptions, RunSettings
+
+    settings = {
+        name: getattr(kind, "__forward_arg__", kind)
+        for name, kind in RunSettings.__annotations__.items()
+    }
+    assert settings == {field.name: field.type for field in fields(RunOptions)}

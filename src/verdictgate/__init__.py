@@ -14,7 +14,7 @@ submodule is internal and may change between releases.
 import ast
 import importlib
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # the public surface, written once: read again below to load each on first use
     from .assessment import Assessment as Assessment
@@ -106,7 +106,7 @@ API; the SDK comes in with the processor or the runner, a framework with its ada
 __all__ = sorted(_EXPORTS)
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> object:
     module = _EXPORTS.get(name)
     if module is None:
         raise AttributeError(f"module 'verdictgate' has no attribute {name!r}")

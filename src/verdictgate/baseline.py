@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from .assessment import Assessment, Status
 from .drift import summary_document, summary_of
@@ -13,11 +12,12 @@ from .policy import Claim, Policy
 from .stats import Method, Stability
 from .suite import Contract, Suite
 from .suite_file import SUITE_SCHEMA, read_json, suite_from_document
+from .wire_types import JsonObject, JsonValue
 
 SNAPSHOT_SCHEMA = "verdictgate.snapshot/v1"
 
 
-def contract_document(contract: Contract) -> dict[str, Any]:
+def contract_document(contract: Contract) -> JsonObject:
     """A contract as it is written in suite and snapshot files."""
     return {
         "allowed": sorted(contract.allowed),
@@ -29,7 +29,7 @@ def contract_document(contract: Contract) -> dict[str, Any]:
     }
 
 
-def snapshot(assessment: Assessment, suite: Suite, *, approved: bool) -> dict[str, Any]:
+def snapshot(assessment: Assessment, suite: Suite, *, approved: bool) -> JsonObject:
     """The baseline document (`verdictgate.snapshot/v1`, JSON-ready) of a qualified run that
     `approved` says a person approved; never holds raw inputs. SnapshotRefused otherwise."""
     if not approved:
@@ -91,7 +91,7 @@ class Baseline:
     routes: dict[str, str]
 
 
-def baseline_from_document(document: Any, source: str) -> Baseline:
+def baseline_from_document(document: JsonValue, source: str) -> Baseline:
     """Read a snapshot document; errors name the file and field."""
     if not isinstance(document, dict) or document.get("schema") != SNAPSHOT_SCHEMA:
         raise InputError(f"not a {SNAPSHOT_SCHEMA} file", path=source, field="schema")
@@ -168,7 +168,7 @@ def check(baseline: Baseline, assessment: Assessment) -> Regression:
     return Regression(changed, unstable)
 
 
-def regression_document(regression: Regression) -> dict[str, Any]:
+def regression_document(regression: Regression) -> JsonObject:
     """The regression as JSON fields."""
     return {
         "regressed": regression.regressed,

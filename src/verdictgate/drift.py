@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Set
 from dataclasses import dataclass
-from typing import Any
 
 from .assessment import Assessment
 from .stats import difference_interval
+from .wire_types import JsonObject, JsonValue
 
 
 @dataclass(frozen=True)
@@ -99,7 +99,7 @@ def summary_of(assessment: Assessment) -> Summary:
     )
 
 
-def summary_document(summary: Summary) -> dict[str, Any]:
+def summary_document(summary: Summary) -> JsonObject:
     """The counts as JSON (kept in snapshots so a later build can be compared)."""
 
     def counts(c: Counts) -> dict[str, int]:
@@ -111,7 +111,7 @@ def summary_document(summary: Summary) -> dict[str, Any]:
     }
 
 
-def summary_from_document(document: Mapping[str, Any]) -> Summary:
+def summary_from_document(document: Mapping[str, JsonValue]) -> Summary:
     """The inverse of summary_document (a KeyError or TypeError when malformed)."""
     return Summary(
         Counts(**document["pooled"]),
@@ -151,10 +151,10 @@ def compare(
     return Comparison(*drift(before.pooled, after.pooled), routes)
 
 
-def comparison_document(comparison: Comparison) -> dict[str, Any]:
+def comparison_document(comparison: Comparison) -> JsonObject:
     """`verdictgate.compare/v1`: `regression`, `pooled` (change rate), `pooled_pass_rate`, routes."""
 
-    def difference(d: Difference) -> dict[str, Any]:
+    def difference(d: Difference) -> JsonObject:
         value, low, high = d.interval if d.interval else (None, None, None)
         return {
             "before": list(d.before),

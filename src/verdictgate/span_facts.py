@@ -24,9 +24,10 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterable, Mapping
-from typing import Any
 
 import msgspec
+
+from .wire_types import AttributeValue, JsonObject
 
 OPERATION = "gen_ai.operation.name"
 GENAI_TOOL = "gen_ai.tool.name"
@@ -114,7 +115,7 @@ def facts_of(
     span_id: str,
     parent_id: str | None,
     start_ns: int,
-    attributes: Mapping[str, Any],
+    attributes: Mapping[str, AttributeValue],
     failed: bool,
     keep: Iterable[str] = (),
 ) -> SpanFacts:
@@ -168,7 +169,7 @@ def descendants(children: dict[str, list[SpanFacts]], root: str) -> list[SpanFac
     return found
 
 
-def _name(value: Any) -> str | None:
+def _name(value: AttributeValue) -> str | None:
     if isinstance(value, str) and value.strip() and len(value) <= MAX_NAME:
         return value
     return None
@@ -179,7 +180,7 @@ LABEL = re.compile(r"[^\W_][\w .:/-]{0,63}")
 route name, `approve`, `tier-2`), never a sentence, a JSON document or a quote of the input."""
 
 
-def _text(value: Any) -> str | None:
+def _text(value: AttributeValue) -> str | None:
     """A scalar attribute as a label (a verdict an agent recorded itself); None for anything
     else, so that no text but a label's can become a decision."""
     if isinstance(value, bool):
@@ -189,7 +190,7 @@ def _text(value: Any) -> str | None:
     return value if isinstance(value, str) and LABEL.fullmatch(value) else None
 
 
-def _node(attributes: Mapping[str, Any]) -> tuple[str | None, int | None]:
+def _node(attributes: Mapping[str, AttributeValue]) -> tuple[str | None, int | None]:
     """LangGraph's node and step: LangSmith's flattened metadata, else OpenInference's JSON."""
     node, step = attributes.get(LANGSMITH_NODE), attributes.get(LANGSMITH_STEP)
     if node is None:
@@ -200,7 +201,7 @@ def _node(attributes: Mapping[str, Any]) -> tuple[str | None, int | None]:
     return _name(node), step if isinstance(step, int) and not isinstance(step, bool) else None
 
 
-def _json_object(text: str) -> dict[str, Any]:
+def _json_object(text: str) -> JsonObject:
     """A JSON object's fields; empty when the text is larger than MAX_METADATA, nested deeper
     than MAX_NESTING (measured without recursion, before parsing) or not an object."""
     if len(text) > MAX_METADATA or _nesting(text) > MAX_NESTING:

@@ -6,11 +6,12 @@ from collections.abc import Mapping
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from .fingerprints import fingerprint, fingerprint_key
 from .judgement import Method
 from .policy import Claim, Policy
+from .wire_types import JsonObject
 
 _V = TypeVar("_V")
 
@@ -34,7 +35,7 @@ class Calibration:
     samples: int
     model: str = BUNDLED_MODEL
 
-    def document(self) -> dict[str, Any]:
+    def document(self) -> JsonObject:
         """The `semantic` object stored in a suite file."""
         return {
             "threshold": self.threshold,

@@ -6,24 +6,22 @@ import difflib
 import json
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 from .errors import InputError
 from .fingerprints import fingerprint, fingerprint_key
 from .policy import Claim
 from .stats import Method
 from .suite import BUNDLED_MODEL, Calibration, Case, Contract, Suite
+from .wire_types import JsonObject, JsonValue
 
 SUITE_SCHEMA = "verdictgate.suite/v1"
 AGENTVERITY_SUITE_SCHEMA = "agentverity.decision-suite/v1"
-
-JsonValue = Any  # decoded JSON: whatever json.loads made of the file
 
 Fail = Callable[[str, str], InputError]
 """Makes the InputError for a field of the suite file and its problem."""
 
 
-def read_json(path: str | Path) -> Any:
+def read_json(path: str | Path) -> JsonValue:
     """Parse a JSON file, turning every failure into one InputError naming file and line."""
     try:
         text = Path(path).read_text(encoding="utf-8")
@@ -76,7 +74,11 @@ def load_suite(path: str | Path, key: str | bytes | None = None) -> Suite:
 
 
 def suite_from_document(
-    document: Any, key: bytes | None, *, source: str | None = None, default_name: str = "suite"
+    document: JsonValue,
+    key: bytes | None,
+    *,
+    source: str | None = None,
+    default_name: str = "suite",
 ) -> Suite:
     """Build a Suite from a parsed suite document of either schema."""
 
@@ -175,7 +177,7 @@ def _known(raw: dict[object, JsonValue], known: frozenset[str], prefix: str, fai
         raise fail(prefix + key, f"not a suite field ({hint})")
 
 
-def _semantic(raw: Any, fail: Fail) -> Calibration | None:
+def _semantic(raw: JsonValue, fail: Fail) -> Calibration | None:
     """The calibrated threshold `verdictgate calibrate` stored, if any."""
     if raw is None:
         return None
@@ -194,17 +196,17 @@ def _semantic(raw: Any, fail: Fail) -> Calibration | None:
     return Calibration(samples=samples, model=model, **{k: float(v) for k, v in numbers.items()})
 
 
-def _is_number(value: Any) -> bool:
+def _is_number(value: JsonValue) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
-def _text(value: Any, field: str, fail: Fail) -> str:
+def _text(value: JsonValue, field: str, fail: Fail) -> str:
     if not isinstance(value, str) or not value.strip():
         raise fail(field, f"must be a non-empty string, got {value!r}")
     return value
 
 
-def _labels(value: Any, field: str, fail: Fail) -> frozenset[str]:
+def _labels(value: JsonValue, field: str, fail: Fail) -> frozenset[str]:
     if value is None:
         return frozenset()
     if not isinstance(value, list):
@@ -212,7 +214,7 @@ def _labels(value: Any, field: str, fail: Fail) -> frozenset[str]:
     return frozenset(_text(item, f"{field}[{i}]", fail) for i, item in enumerate(value))
 
 
-def _numbers(value: Any, field: str, fail: Fail, kind: type) -> dict[str, Any]:
+def _numbers(value: JsonValue, field: str, fail: Fail, kind: type) -> JsonObject:
     if value is None:
         return {}
     if not isinstance(value, dict):
@@ -224,7 +226,7 @@ def _numbers(value: Any, field: str, fail: Fail, kind: type) -> dict[str, Any]:
     return dict(value)
 
 
-def _contract(raw: Any, fail: Fail) -> Contract:
+def _contract(raw: JsonValue, fail: Fail) -> Contract:
     if not isinstance(raw, dict):
         raise fail("contract", "must be an object")
     allowed = _labels(raw.get("allowed"), "contract.allowed", fail)
@@ -255,7 +257,7 @@ def _contract(raw: Any, fail: Fail) -> Contract:
         raise fail("contract", str(error)) from None
 
 
-def _case(raw: Any, number: int, key: bytes | None, contract: Contract, fail: Fail) -> Case:
+def _case(raw: JsonValue, number: int, key: bytes | None, contract: Contract, fail: Fail) -> Case:
     field = f"cases[{number}]"
     if not isinstance(raw, dict):
         raise fail(field, "must be an object with `id` or `input`")

@@ -51,8 +51,15 @@ MAX_PATH_STEPS = 256
 """Most steps a decided path holds, from every source (a receiver's array attributes have the
 same limit)."""
 
+Answer = Any  # boundary: user code
+"""An agent's answer (or the input it was given) as a function of the user's receives it: a
+`verdict=` reader, an invariant's or a judge's check, a semantic tier's `text=`. `Any`, so that a
+function typed for its own agent (`def check(output: str, given: str) -> bool`) is accepted;
+verdictgate itself holds an answer as `object`, and reads a decision out of it with
+`decision_from_value`."""
 
-def decision_from_value(value: Any) -> Decision:
+
+def decision_from_value(value: object) -> Decision:
     """The one rule that turns a raw value into a decision key: a string that is not blank is a
     label; a list or tuple of such strings is an ordered tool path, and an empty one is the
     no-decision `no_tool_selected`; a NoDecision is itself; a mapping decides by its `verdict`
@@ -89,7 +96,7 @@ def decision_from_value(value: Any) -> Decision:
     raise InvalidDecision(f"a {type(value).__name__} is not a decision")
 
 
-def no_decision(reason: Any) -> NoDecision:
+def no_decision(reason: object) -> NoDecision:
     """The no-decision of a reason: InvalidDecision unless it is a string that is not blank,
     of at most MAX_LABEL characters."""
     if not isinstance(reason, str) or not reason.strip() or len(reason) > MAX_LABEL:

@@ -23,6 +23,7 @@ from .trial_model import (
     no_decision,
     tied_steps_of,
 )
+from .wire_types import JsonObject
 
 CHUNK_BYTES = 1 << 20
 """Bytes read and decoded at a time: a few thousand records, so memory stays flat."""
@@ -297,7 +298,7 @@ def _add_batch(
 
 def trial_fields(
     trial: Trial, suite: str | None = None, point: str | None = None, path_key: str = "tools"
-) -> dict[str, object]:
+) -> JsonObject:
     """The trials-file fields of one trial (absent fields left out); a path decision goes under
     `path_key` (`tools`, `agents` or `nodes`, as its rule)."""
     decision = trial.decision

@@ -8,12 +8,17 @@ import importlib.util
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 from ..errors import InputError
 
+UserObject = Any  # boundary: user code
+"""What `FILE.py:NAME` or `module:NAME` names in the user's code: unknown until the option that
+names it checks it (callable, an Invariant, a list of them)."""
 
-def load_attribute(spec: str, option: str) -> Any:
+
+def load_attribute(spec: str, option: str) -> UserObject:
     """Load NAME from `FILE.py:NAME` or `module:NAME`; errors name `option`."""
     source, sep, name = spec.rpartition(":")
     if not sep or not source or not name:
@@ -30,7 +35,7 @@ def load_attribute(spec: str, option: str) -> Any:
     return getattr(module, name)
 
 
-def _load_file(path: Path, option: str) -> Any:
+def _load_file(path: Path, option: str) -> ModuleType:
     """A Python file as a module, loaded once however many options name it."""
     if not path.is_file():
         raise InputError("no such file", path=str(path), field=option)
@@ -52,10 +57,10 @@ def _load_file(path: Path, option: str) -> Any:
     return module
 
 
-def load_factory(spec: str) -> Callable[[], Any]:
+def load_factory(spec: str) -> Callable[[], UserObject]:
     """Load `FILE.py:FACTORY` or `module:FACTORY` and return the factory callable."""
     found = load_attribute(spec, "--agent")
     if not callable(found):
         raise InputError(f"{spec.rpartition(':')[2]!r} is not a callable", field="--agent")
-    factory: Callable[[], Any] = found
+    factory: Callable[[], UserObject] = found
     return factory

@@ -9,7 +9,7 @@ import json
 import sys
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, NoReturn
 
 import click
 
@@ -34,10 +34,12 @@ from ..stats import (
 )
 from ..suite import Suite
 from ..suite_file import load_suite, read_json
+from ..wire_types import JsonObject
 from .calibrate import calibrate_command
 from .options import (
     FORMATS,
     AgentRun,
+    OptionValue,
     PolicyOf,
     emit,
     evidence_for,
@@ -60,10 +62,10 @@ if TYPE_CHECKING:  # compare loads only when a command compares
 class _OneLineErrors(click.Group):
     """Click's usage errors as one line on stderr (`verdictgate: error: ...`), exit 2."""
 
-    def main(self, *args: Any, **kwargs: Any) -> Any:
+    def main(self, *args: OptionValue, **kwargs: OptionValue) -> NoReturn:
         kwargs["standalone_mode"] = False
         try:
-            code = super().main(*args, **kwargs)
+            code: object = super().main(*args, **kwargs)
         except click.ClickException as error:
             if isinstance(error, click.exceptions.NoArgsIsHelpError):  # bare `verdictgate`
                 click.echo(error.format_message(), err=True)
@@ -191,7 +193,7 @@ def plan_command(
 class _Pricing:
     """What `plan` prints, built a part at a time: the JSON document and the text lines."""
 
-    document: dict[str, Any] = dataclasses.field(default_factory=dict)
+    document: JsonObject = dataclasses.field(default_factory=dict)
     lines: list[str] = dataclasses.field(default_factory=list)
 
 
@@ -287,7 +289,7 @@ def _price_suite(
     sequential run of it would call."""
     plan = plan_run(suite, policy, repeats=repeats, budget=budget)
     per_case = sorted(set(plan.repeats.values()))
-    document: dict[str, Any] = {
+    document: JsonObject = {
         "cases": len(suite.cases),
         "calls": plan.calls,
         "repeats": dict(plan.repeats),

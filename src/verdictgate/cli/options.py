@@ -30,16 +30,19 @@ from ..suite_file import load_suite
 from ..tiers.invariants import Invariant
 from ..trial_model import Trial
 from ..trials_file import TrialWriter, path_field, read_trials
+from ..wire_types import JsonObject
 from .loading import load_attribute, load_factory
 
 if TYPE_CHECKING:
     from ..baseline import Regression
+    from ..otel.telemetry import Telemetry
     from ..tiers.cascade import Judge
 
 FORMATS = click.Choice(sorted(RENDERERS))
 ISOLATIONS = click.Choice([isolation.value for isolation in Isolation])
 
-OptionValue = Any  # a value click parsed from the command line, as its option's type made it
+OptionValue = Any  # boundary: click, a value it parsed from the command line (as its option's
+# type made it) or one it passes on to a command or to its own calls
 PolicyOf = Callable[[Suite | None], Policy]
 """What a command of `policy_options` receives: the policy of its options for a suite."""
 _P = ParamSpec("_P")
@@ -101,7 +104,7 @@ def emit(
     assessment: Assessment,
     fmt: str,
     output: str | None,
-    extra: Mapping[str, object] | None = None,
+    extra: JsonObject | None = None,
     regression: Regression | None = None,
 ) -> None:
     """Write the report in `fmt` to the output file or stdout; `extra` fields join the JSON
@@ -515,7 +518,9 @@ def _judge(spec: str) -> Judge:
 
 
 @contextmanager
-def telemetry_for(endpoint: str | None, exports: Exports | None = None) -> Iterator[Any]:
+def telemetry_for(
+    endpoint: str | None, exports: Exports | None = None
+) -> Iterator[Telemetry | None]:
     """An OTLP-exporting pipeline for `--otlp-endpoint`, flushed before the command exits;
     the spans it could not deliver are counted in `exports`."""
     if endpoint is None:

@@ -7,10 +7,10 @@ import re
 import signal
 import sys
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import TYPE_CHECKING, NoReturn
 
 import click
 
@@ -20,8 +20,12 @@ from ..stats import Method
 from ..suite import Suite
 from ..suite_file import load_suite
 
-if TYPE_CHECKING:  # serve loads the receiver only when it runs
-    from ..receiver.service import ServeConfig
+if TYPE_CHECKING:  # serve loads the receiver only when it runs, status gRPC only when it asks
+    import grpc
+
+    from ..receiver.service import ServeConfig, Service
+    from ..v1.verdictgate_pb2 import Admission
+    from .options import OptionValue
 
 FORMATS = click.Choice(["text", "json", "junit", "markdown", "html"])
 _DURATION = re.compile(r"^(\d+(?:\.\d+)?)(ms|s|m|h|d)?$")
@@ -213,7 +217,7 @@ def _canary_suites(paths: tuple[str, ...]) -> dict[str, Suite]:
     show_default=True,
     help="Distinct (suite, point) label pairs metrics carry when --metric-suite is not given.",
 )
-def serve_command(**flags: Any) -> None:
+def serve_command(**flags: OptionValue) -> None:
     """Receive decision spans beside a collector; assess and publish each run."""
     import logging
 
@@ -242,7 +246,7 @@ def serve_command(**flags: Any) -> None:
         )
 
 
-def _serve_config(flags: Mapping[str, Any]) -> ServeConfig:
+def _serve_config(flags: Mapping[str, OptionValue]) -> ServeConfig:
     """`serve`'s flags, checked and parsed once into a ServeConfig (durations, addresses,
     secrets and suite files read here; a bad one is an InputError naming its flag)."""
     from ..receiver.config import ReceiverConfig
@@ -286,9 +290,10 @@ def _serve_config(flags: Mapping[str, Any]) -> ServeConfig:
     )
 
 
-def _say_serving(service: Any) -> None:
+def _say_serving(service: Service) -> None:
     """One line on stderr: where the receiver listens, its store, where it publishes."""
     config, server, scrape = service.config, service.server, service.scrape
+    assert config.grpc_listen is not None and config.http_listen is not None  # `serve` sets both
     publishing_to = (
         f"; publishing to {config.publish_endpoint} "
         f"({service.store.outbox_size()} admissions waiting)"
@@ -324,8 +329,11 @@ def _unreachable(endpoint: str, details: str, tls_ca: str | None) -> str:
 
 
 def _watch_until_final(
-    watch: Any, wait: float, is_tls_failure: Any, progress: Any = lambda admission: None
-) -> Any:
+    watch: Callable[[float], Iterable[Admission]],
+    wait: float,
+    is_tls_failure: Callable[[str], bool],
+    progress: Callable[[Admission], object] = lambda admission: None,
+) -> Admission | None:
     """Follow a run's admission until it is final or `wait` seconds pass; the last admission
     seen (None if the run never appeared), each one not final told to `progress`. A receiver
     that is not up yet, restarts, or has too many watchers is tried again each second; a TLS
@@ -474,7 +482,7 @@ class _StatusRequest:
     tls_ca: str | None
 
 
-def _admission(channel: Any, request: _StatusRequest, wait: float) -> Any:
+def _admission(channel: grpc.Channel, request: _StatusRequest, wait: float) -> Admission:
     """The run's admission: at once, or, with `wait`, once it is final (or the wait is over)."""
     from ..receiver.grpc_api import ADMISSION_SERVICE
     from ..v1 import verdictgate_pb2 as pb
@@ -519,7 +527,7 @@ def _admission(channel: Any, request: _StatusRequest, wait: float) -> Any:
     return admission
 
 
-def _rpc_problem(error: Any, endpoint: str, run_id: str, tls_ca: str | None) -> str:
+def _rpc_problem(error: grpc.RpcError, endpoint: str, run_id: str, tls_ca: str | None) -> str:
     """What a failed call to the receiver says to the user."""
     import grpc
 

@@ -19,6 +19,7 @@ from ..reports.json_report import stopping_document
 from ..sequential.rule import sequential_policy
 from ..suite import Suite
 from ..trials_file import TrialWriter, read_trials
+from ..wire_types import JsonObject
 from .options import (
     ISOLATIONS,
     AgentRun,
@@ -176,7 +177,7 @@ def assess_command(
 
 def _replayed(
     assessment: Assessment, evidence: Evidence, suite: Suite | None, policy: Policy
-) -> tuple[Assessment, dict[str, object]]:
+) -> tuple[Assessment, JsonObject]:
     """`assess --sequential`: the trials replayed round by round, where the replay stopped
     (JSON `sequential`, with the rounds judged), and that said on stderr."""
     run = assessment.run

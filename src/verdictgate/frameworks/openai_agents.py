@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import TYPE_CHECKING, TypeVar
 
 from ..assessment import Isolation
 from ..decision_rules import DecisionRule
@@ -12,13 +12,19 @@ from ..runner.agent import Agent
 from .instrumentation import instrument_once
 from .verdicts import read_verdict
 
+if TYPE_CHECKING:  # the SDK comes with the `openai-agents` extra
+    from agents import Agent as SdkAgent
+    from agents import RunConfig
+
+_Context = TypeVar("_Context")
+
 
 def from_openai_agents(
-    agent_factory: Callable[[], Any],
+    agent_factory: Callable[[], SdkAgent[_Context]],
     *,
     decision: str = "agents",
     verdict_key: str | None = None,
-    run_config: Any = None,
+    run_config: RunConfig | None = None,
 ) -> Agent:
     """An agent for `run` that builds an Agents SDK agent with `agent_factory()` for every trial
     (fresh-instance) and runs it with `Runner.run(agent, text, run_config=run_config)`.
@@ -33,10 +39,10 @@ def from_openai_agents(
     attach_capture()
     _instrument()
 
-    def instance() -> Callable[[str], Awaitable[Any]]:
+    def instance() -> Callable[[str], Awaitable[object]]:
         agent = agent_factory()
 
-        async def call(text: str) -> Any:
+        async def call(text: str) -> object:
             from agents import Runner
 
             result = await Runner.run(agent, text, run_config=run_config)

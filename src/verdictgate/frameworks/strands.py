@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
 from ..assessment import Isolation
 from ..decision_rules import DecisionRule
@@ -13,7 +12,7 @@ from .verdicts import read_verdict
 
 
 def from_strands(
-    factory: Callable[[], Any],
+    factory: Callable[[], Callable[[str], object]],
     *,
     decision: str = "tools",
     verdict_key: str | None = None,
@@ -29,10 +28,10 @@ def from_strands(
     rule = None if verdict_key is not None else DecisionRule.parse(decision)
     attach_capture()
 
-    def instance() -> Callable[[str], Any]:
+    def instance() -> Callable[[str], object]:
         agent = factory()
 
-        def call(text: str) -> Any:
+        def call(text: str) -> object:
             result = agent(text)
             if verdict_key is not None:
                 return read_verdict(getattr(result, "structured_output", None), verdict_key)

@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
 
 from ..errors import MissingVerdict
 
 
-def read_verdict(output: Any, key: str) -> Any:
+def read_verdict(output: object, key: str) -> object:
     """`output[key]` of a mapping, or the attribute `key` of an object (a pydantic model, a
     dataclass); MissingVerdict when there is none."""
     if isinstance(output, Mapping):

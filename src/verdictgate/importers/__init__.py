@@ -11,7 +11,6 @@ import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from ..assessment import Isolation
 from ..errors import InvalidDecision
@@ -19,6 +18,7 @@ from ..evidence import Evidence
 from ..fingerprints import fingerprint_key
 from ..suite import Case, Suite
 from ..trial_model import Decision, decision_from_value
+from ..wire_types import JsonValue
 
 
 @dataclass(frozen=True)
@@ -48,7 +48,7 @@ class ImportOptions:
     run_path: str | None = None
 
 
-def pick(value: Any, dotted: str) -> Any:
+def pick(value: JsonValue, dotted: str) -> JsonValue:
     """The value at a dotted path (`a.b.0.c`) in parsed JSON, or None."""
     for part in dotted.split("."):
         if isinstance(value, dict):
@@ -60,7 +60,7 @@ def pick(value: Any, dotted: str) -> Any:
     return value
 
 
-def decision_at(value: Any, path: str | None) -> Decision | None:
+def decision_at(value: object, path: str | None) -> Decision | None:
     """A decision read from a tool's output: the value itself, or, with a dotted `path`, what
     the path names in it (JSON text is parsed first), by the one rule of `decision_from_value`;
     None when it is not a decision (the caller records an unreadable decision)."""

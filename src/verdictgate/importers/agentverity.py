@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 from ..assessment import Isolation
 from ..errors import InputError
@@ -12,13 +11,14 @@ from ..fingerprints import fingerprint
 from ..suite import Case, Suite
 from ..suite_file import read_json
 from ..trial_model import Decision, Trial
+from ..wire_types import JsonValue
 from . import Imported, ImportOptions, decision_at
 
 EVIDENCE_SCHEMA = "agentverity.evidence/v2"
 RUN_ID = "agentverity"
 
 
-def _observation(value: Any, field: str, source: str) -> Decision:
+def _observation(value: JsonValue, field: str, source: str) -> Decision:
     decision = decision_at(value, None)
     if decision is not None:
         return decision

@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any
+from typing import Protocol, TypeVar
 
 from ..errors import InputError
 from ..evidence import Evidence
@@ -15,13 +15,25 @@ from ..fingerprints import fingerprint, fingerprint_key
 from ..suite import Case, Suite
 from ..suite_file import read_json
 from ..trial_model import Decision, Trial
+from ..wire_types import JsonObject
 from . import Imported, ImportOptions, decision_at
 
 RUN_ID = "deepeval"
 _REPEAT = re.compile(r"\[(\d+)-(\d+)\]$")
 
 
-def _tools(called: Any) -> Decision | None:
+class DeepEvalCase(Protocol):
+    """A DeepEval LLMTestCase, duck-typed: its `input`; `actual_output`, `expected_output`,
+    `tools_called`, `name` and `success` are read when it has them."""
+
+    @property
+    def input(self) -> str: ...
+
+
+_Case = TypeVar("_Case", bound=DeepEvalCase)
+
+
+def _tools(called: object) -> Decision | None:
     if not isinstance(called, list):
         return None
     names = [
@@ -31,7 +43,7 @@ def _tools(called: Any) -> Decision | None:
     return decision_at(names, None)
 
 
-def _order(name: str | None, order: Any, position: int) -> tuple[int, int]:
+def _order(name: str | None, order: object, position: int) -> tuple[int, int]:
     match = _REPEAT.search(name or "")
     if match:
         return (0, int(match.group(1)))
@@ -39,9 +51,9 @@ def _order(name: str | None, order: Any, position: int) -> tuple[int, int]:
 
 
 def _build(
-    rows: list[dict[str, Any]], decision: str, decision_path: str | None, key: bytes | None
+    rows: list[JsonObject], decision: str, decision_path: str | None, key: bytes | None
 ) -> Imported:
-    groups: dict[str, list[tuple[tuple[int, int], dict[str, Any]]]] = {}
+    groups: dict[str, list[tuple[tuple[int, int], JsonObject]]] = {}
     for position, row in enumerate(rows):
         order = _order(row.get("name"), row.get("order"), position)
         groups.setdefault(row["input"], []).append((order, row))
@@ -85,8 +97,8 @@ def read(path: Path, options: ImportOptions, suite: Suite | None, key: bytes | N
 
 
 def evidence_from_deepeval(
-    test_cases: Iterable[Any] | str | Path,
-    decision: str | Callable[[Any], Any] = "output",
+    test_cases: Iterable[_Case] | str | Path,
+    decision: str | Callable[[_Case], object] = "output",
     *,
     decision_path: str | None = None,
     key: str | bytes | None = None,
@@ -102,7 +114,7 @@ def evidence_from_deepeval(
             )
         options = ImportOptions(decision_kind=decision, decision_path=decision_path)
         return read(Path(test_cases), options, None, fingerprint_key(key))
-    objects: Iterable[Any] = test_cases
+    objects: Iterable[_Case] = test_cases
     rows = []
     for case in objects:
         actual = decision(case) if callable(decision) else getattr(case, "actual_output", None)

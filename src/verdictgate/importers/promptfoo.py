@@ -14,7 +14,7 @@ from array import array
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import BinaryIO
 
 import msgspec
 
@@ -23,6 +23,7 @@ from ..evidence import Evidence
 from ..fingerprints import fingerprint
 from ..suite import Case, Suite
 from ..trial_model import Decision, Trial
+from ..wire_types import JsonObject, JsonValue
 from . import Imported, ImportOptions, decision_at
 
 PROVIDER_ERROR = 2
@@ -39,7 +40,7 @@ class _Prompt(msgspec.Struct):
 
 
 class _Response(msgspec.Struct):
-    output: Any = None
+    output: JsonValue = None
 
 
 class Row(msgspec.Struct):
@@ -49,7 +50,7 @@ class Row(msgspec.Struct):
     promptId: str | None = None
     provider: _Provider | str | None = None
     prompt: _Prompt | None = None
-    vars: dict[str, Any] | None = None
+    vars: JsonObject | None = None
     response: _Response | None = None
     failureReason: int | None = None
     traceId: str | None = None
@@ -174,6 +175,10 @@ def _only_one(values: set[str], argument: str, what: str, source: str) -> None:
         )
 
 
+_RowTrial = tuple[Decision | None, str | None, bool | None]
+"""A row's trial: (decision, None, passed) or (None, error type, passed)."""
+
+
 @dataclass
 class _Test:
     """One test's rows, kept small: the order key and the trial of each row."""
@@ -181,7 +186,7 @@ class _Test:
     expected: str | None
     order: array[int] = field(default_factory=lambda: array("q"))
     trace_ids: list[str | None] = field(default_factory=list)
-    trials: list[tuple[Decision | None, str | None, bool | None]] = field(default_factory=list)
+    trials: list[_RowTrial] = field(default_factory=list)
     latencies: list[float | None] = field(default_factory=list)
 
 
@@ -312,7 +317,7 @@ def _group(
     tests: dict[str, _Test] = {}
     providers: set[str] = set()
     prompts: set[str] = set()
-    shared: dict[Any, Any] = {}  # one object per distinct decision
+    shared: dict[_RowTrial, _RowTrial] = {}  # one object per distinct decision
     kept = 0
     for row in rows:
         seen.providers.update(row.provider_names())
@@ -354,7 +359,7 @@ def _expected(row: Row, options: ImportOptions) -> str | None:
     return value if isinstance(value, str) else None
 
 
-def _trial(row: Row, options: ImportOptions) -> tuple[Decision | None, str | None, bool | None]:
+def _trial(row: Row, options: ImportOptions) -> _RowTrial:
     """(decision, None, passed) or (None, error type, passed) for one row; `passed` is
     promptfoo's `success` (None for a provider error, which no assertion judged)."""
     if row.failureReason == PROVIDER_ERROR or row.response is None:

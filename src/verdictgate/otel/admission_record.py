@@ -10,10 +10,10 @@ import time
 from collections.abc import Mapping
 from collections.abc import Set as AbstractSet
 from dataclasses import asdict, dataclass
-from typing import Any
 
 from ..assessment import Assessment, Status
 from ..stats import Stability, rate_interval
+from ..wire_types import AttributeValue
 from . import conventions as names
 
 GAUGES: dict[str, tuple[str, str]] = {
@@ -35,12 +35,11 @@ GAUGES: dict[str, tuple[str, str]] = {
 COUNTER = ("{trial}", "trials assessed, by outcome")
 """Unit and description of the `verdictgate.trials` counter."""
 
-Attributes = dict[str, Any]
-Point = tuple[str, float, Attributes]
+Point = tuple[str, float, dict[str, AttributeValue]]
 """(metric name, value, attributes) of one gauge data point."""
 
 
-def admission_attributes(assessment: Assessment) -> Attributes:
+def admission_attributes(assessment: Assessment) -> dict[str, AttributeValue]:
     """Attributes of the `verdictgate.admission` span."""
     a = assessment
     return {
@@ -81,7 +80,7 @@ def admission_attributes(assessment: Assessment) -> Attributes:
     }
 
 
-def publishing_resource() -> Attributes:
+def publishing_resource() -> dict[str, AttributeValue]:
     """The resource a receiver publishes as: the SDK's (`OTEL_RESOURCE_ATTRIBUTES`,
     `OTEL_SERVICE_NAME`), named `verdictgate` unless the environment names it."""
     from opentelemetry.sdk.resources import Resource
@@ -110,7 +109,7 @@ class MetricLabels:
         self._seen: set[tuple[str, str]] = set()
         self._lock = threading.Lock()
 
-    def base(self, suite: str, point: str) -> Attributes:
+    def base(self, suite: str, point: str) -> dict[str, AttributeValue]:
         """The attributes a run's metrics carry."""
         pair = (suite, point)
         with self._lock:
@@ -123,13 +122,16 @@ class MetricLabels:
 
 
 def _gauges(
-    assessment: Assessment, contract_routes: AbstractSet[str], base: Attributes, when_ns: int
+    assessment: Assessment,
+    contract_routes: AbstractSet[str],
+    base: dict[str, AttributeValue],
+    when_ns: int,
 ) -> list[Point]:
     """The gauge points of an admission made at `when_ns`, one per series; routes outside the
     contract fold into `_other` (the highest change-rate bound and the lowest pass-rate bound
     among them)."""
 
-    def label(route: str) -> Attributes:
+    def label(route: str) -> dict[str, AttributeValue]:
         return {**base, names.ROUTE: route}
 
     points: list[Point] = [
@@ -231,12 +233,12 @@ class Publication:
     trace_id: str
     """32 hex digits: the admission span's trace, the same on every delivery attempt."""
     span_id: str
-    span_attributes: Attributes
-    event_attributes: Attributes
+    span_attributes: dict[str, AttributeValue]
+    event_attributes: dict[str, AttributeValue]
     gauges: list[Point]
     trials_added: dict[str, int]
     """Outcome -> trials to add to the counter."""
-    metric_base: Attributes
+    metric_base: dict[str, AttributeValue]
     """The attributes every metric of this admission carries (`MetricLabels.base`)."""
 
     @classmethod
@@ -257,7 +259,7 @@ class Publication:
         the publisher knows."""
         run = assessment.run
         when_ns = time.time_ns() if now_ns is None else now_ns
-        base = (
+        base: dict[str, AttributeValue] = (
             labels.base(run.suite, run.point)
             if labels is not None
             else {names.SUITE: run.suite, names.POINT: run.point}

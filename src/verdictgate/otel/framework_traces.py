@@ -10,8 +10,7 @@ spans below it, and the trial is stored like any other.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from typing import Any
+from collections.abc import Iterable, Mapping
 
 import msgspec
 
@@ -21,6 +20,7 @@ from ..evidence import MAX_TRIAL_INDEX
 from ..otel import conventions as names
 from ..span_facts import SpanFacts, children_index, descendants
 from ..trial_model import Trial
+from ..wire_types import AttributeValue
 
 TRIAL_MARK_KEYS = (
     names.RUN_ID,
@@ -61,7 +61,7 @@ class FrameworkSpan(msgspec.Struct, frozen=True, gc=False):
 
 
 def trial_mark(
-    trace_id: str, span_id: str, attributes: dict[str, Any], latency_ms: float | None
+    trace_id: str, span_id: str, attributes: Mapping[str, AttributeValue], latency_ms: float | None
 ) -> TrialMark:
     """The mark a trial span's attributes make; ValueError names what is wrong."""
     run, case, index = (attributes.get(k) for k in (names.RUN_ID, names.CASE_ID, names.TRIAL))

@@ -17,11 +17,11 @@ from __future__ import annotations
 import functools
 import inspect
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, ExitStack, contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, TypeVar, cast
 from weakref import WeakKeyDictionary
 
 from opentelemetry import trace
@@ -34,7 +34,8 @@ from ..policy import Policy
 from ..suite import Suite
 from ..tiers.cascade import TierOutcome, Tiers
 from ..tiers.invariants import Invariant
-from ..trial_model import Isolation, TiedSteps, Trial, decision_from_value
+from ..trial_model import Answer, Isolation, TiedSteps, Trial, decision_from_value
+from ..wire_types import AttributeValue
 from . import conventions as names
 from .spans import decision_attributes, flat_ranges, run_attributes, trial_attributes
 
@@ -43,7 +44,7 @@ if TYPE_CHECKING:
 
 NOTHING_CHECKED = TierOutcome()
 
-F = TypeVar("F", bound=Callable[..., Any])
+F = TypeVar("F", bound=Callable[..., object])
 
 
 @dataclass(frozen=True)
@@ -134,7 +135,7 @@ class DecisionRecorder:
             self._span.set_attribute(names.CASE_ID, fingerprint(text, self._key))
             self._case_named = True
 
-    def record(self, answer: Any, tiers: TierOutcome = NOTHING_CHECKED) -> None:
+    def record(self, answer: object, tiers: TierOutcome = NOTHING_CHECKED) -> None:
         """Record the agent's answer and what the assertion tiers found on it (names of broken
         invariants, the verdict, a similarity, a skip); an answer that is not a decision is an
         `invalid_return` error, and a tier that raised (`tiers.error`, e.g. `judge:TimeoutError`)
@@ -176,7 +177,7 @@ class DecisionRecorder:
         if self._finish(decision_attributes(None, error_type)):
             self._span.set_status(Status(StatusCode.ERROR))
 
-    def _finish(self, attributes: dict[str, Any]) -> bool:
+    def _finish(self, attributes: dict[str, AttributeValue]) -> bool:
         """Set the outcome once; True when this call set it on a recording span."""
         if self.recorded:
             return False
@@ -187,8 +188,8 @@ class DecisionRecorder:
         return True
 
 
-def _scope_attributes(point: str, scope: TrialScope | None) -> dict[str, Any]:
-    attributes: dict[str, Any] = {names.POINT: point}
+def _scope_attributes(point: str, scope: TrialScope | None) -> dict[str, AttributeValue]:
+    attributes: dict[str, AttributeValue] = {names.POINT: point}
     if scope is None:
         return attributes
     attributes[names.RUN_ID] = scope.run
@@ -281,7 +282,7 @@ _decision_span = decision
 def decision_point(
     point: str,
     *,
-    verdict: Callable[[Any], Any] | None = None,
+    verdict: Callable[[Answer], object] | None = None,
     input: Callable[..., str] | None = None,
     tracer_provider: trace.TracerProvider | None = None,
     key: str | bytes | None = None,
@@ -300,9 +301,12 @@ def decision_point(
     )
 
     def decorate(function: F) -> F:
-        if inspect.iscoroutinefunction(function):
-            return _async_decision_point(function, recording)
-        return _sync_decision_point(function, recording)
+        wrapped = (
+            _async_decision_point(function, recording)
+            if inspect.iscoroutinefunction(function)
+            else _sync_decision_point(function, recording)
+        )
+        return cast(F, wrapped)  # functools.wraps: it is called and answers as `function` is
 
     return decorate
 
@@ -313,7 +317,7 @@ class _PointRecording:
     and the decision are read from the call and its result."""
 
     point: str
-    verdict_of: Callable[[Any], Any] | None
+    verdict_of: Callable[[Answer], object] | None
     input_of: Callable[..., str] | None
     tracer_provider: trace.TracerProvider | None
     key: str | bytes | None
@@ -329,7 +333,7 @@ class _PointRecording:
         """The decision span of one call with input `given`."""
         return decision(self.point, input=given, tracer_provider=self.tracer_provider, key=self.key)
 
-    def record(self, recorder: DecisionRecorder, result: Any, given: str | None) -> None:
+    def record(self, recorder: DecisionRecorder, result: object, given: str | None) -> None:
         """Record the decision `verdict_of` reads from `result`, with what the invariants found."""
         try:
             answer = result if self.verdict_of is None else self.verdict_of(result)
@@ -339,12 +343,14 @@ class _PointRecording:
         recorder.record(answer, self.tiers.check(result, given))
 
 
-def _sync_decision_point(function: F, recording: _PointRecording) -> F:
+def _sync_decision_point(
+    function: Callable[..., object], recording: _PointRecording
+) -> Callable[..., object]:
     """`function`, each call recorded as a decision when an SDK is configured."""
     tracer_provider = recording.tracer_provider
 
     @functools.wraps(function)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
+    def wrapper(*args: object, **kwargs: object) -> object:
         if not _sdk_configured(tracer_provider):
             return function(*args, **kwargs)
         given = recording.input(args, kwargs)
@@ -353,16 +359,18 @@ def _sync_decision_point(function: F, recording: _PointRecording) -> F:
             recording.record(recorder, result, given)
             return result
 
-    return wrapper  # type: ignore[return-value]
+    return wrapper
 
 
-def _async_decision_point(function: F, recording: _PointRecording) -> F:
+def _async_decision_point(
+    function: Callable[..., Awaitable[object]], recording: _PointRecording
+) -> Callable[..., Awaitable[object]]:
     """Coroutine function `function`, each call recorded as a decision when an SDK is
     configured."""
     tracer_provider = recording.tracer_provider
 
     @functools.wraps(function)
-    async def async_wrapper(*args: Any, **kwargs: Any) -> Any:
+    async def async_wrapper(*args: object, **kwargs: object) -> object:
         if not _sdk_configured(tracer_provider):
             return await function(*args, **kwargs)
         given = recording.input(args, kwargs)
@@ -371,7 +379,7 @@ def _async_decision_point(function: F, recording: _PointRecording) -> F:
             recording.record(recorder, result, given)
             return result
 
-    return async_wrapper  # type: ignore[return-value]
+    return async_wrapper
 
 
 @contextmanager
@@ -392,7 +400,7 @@ def trial_span(
     same trace below this span, once the trace has been quiet for its settle time. An exception
     inside makes the trial an error of its type (never its message) and is re-raised."""
     rule = DecisionRule.parse(decision)
-    attributes: dict[str, Any] = {
+    attributes: dict[str, AttributeValue] = {
         names.RUN_ID: run,
         names.CASE_ID: case,
         names.TRIAL: index,

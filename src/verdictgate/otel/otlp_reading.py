@@ -18,9 +18,9 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, TypeVar
 
 import msgspec
 from google.protobuf.message import DecodeError
@@ -29,8 +29,20 @@ from ..otel import conventions as names
 from ..otel.span_decoding import run_declaration, trial_from_attributes
 from ..span_facts import FACT_KEYS, facts_of
 from ..trial_model import MAX_LABEL, MAX_PATH_STEPS, Trial
-from ..v1.otlp_view_pb2 import ExportTraceRequestEntries, ExportTraceRequestView, RawKeyValue
+from ..v1.otlp_view_pb2 import (
+    AnyValue,
+    ExportTraceRequestEntries,
+    ExportTraceRequestView,
+    RawAnyValue,
+    RawKeyValue,
+    SpanEntries,
+    SpanView,
+)
+from ..wire_types import AttributeValue, JsonObject, JsonValue
 from .framework_traces import TRIAL_MARK_KEYS, FrameworkSpan, TrialMark, trial_mark
+
+if TYPE_CHECKING:
+    from google.protobuf.internal.containers import MessageMap
 
 MAX_ATTRIBUTE_VALUE = MAX_LABEL
 """Longest string attribute value kept; a longer one makes its span rejected."""
@@ -52,7 +64,7 @@ class ExportContents:
     """What one export request holds for verdictgate."""
 
     trials: list[Trial] = field(default_factory=list)
-    declarations: list[dict[str, Any]] = field(default_factory=list)
+    declarations: list[dict[str, AttributeValue]] = field(default_factory=list)
     labels: dict[str, tuple[str | None, str | None]] = field(default_factory=dict)
     """run id -> (suite, point) as decision spans name them."""
     marks: list[TrialMark] = field(default_factory=list)
@@ -63,7 +75,9 @@ class ExportContents:
     rejected: int = 0
     errors: list[str] = field(default_factory=list)
 
-    def add_trial(self, name: str, attributes: dict[str, Any], latency_ms: float | None) -> None:
+    def add_trial(
+        self, name: str, attributes: dict[str, AttributeValue], latency_ms: float | None
+    ) -> None:
         """Keep the trial a decision span records, or reject the span (counted, and named). The
         first decision span of a run also names its suite and point (`labels`)."""
         try:
@@ -76,7 +90,7 @@ class ExportContents:
         if labels is not None:
             self.labels[trial.run] = labels
 
-    def add_declaration(self, name: str, attributes: dict[str, Any]) -> None:
+    def add_declaration(self, name: str, attributes: dict[str, AttributeValue]) -> None:
         """Keep what a run span declares (nothing else of it), or reject the span."""
         declared = {k: v for k, v in attributes.items() if k in names.RUN_SPAN_ATTRIBUTES}
         try:
@@ -87,7 +101,9 @@ class ExportContents:
             return
         self.declarations.append(declared)
 
-    def add_mark(self, name: str, ids: SpanIds, attributes: dict[str, Any], latency: Any) -> None:
+    def add_mark(
+        self, name: str, ids: SpanIds, attributes: dict[str, AttributeValue], latency: float | None
+    ) -> None:
         """Keep a trial span's mark, or reject the span (ids missing, a field malformed)."""
         try:
             if ids is None:
@@ -97,7 +113,12 @@ class ExportContents:
             self.reject(name, error)
 
     def add_framework_span(
-        self, ids: SpanIds, parent: str | None, start: int, attributes: dict[str, Any], failed: bool
+        self,
+        ids: SpanIds,
+        parent: str | None,
+        start: int,
+        attributes: Mapping[str, AttributeValue],
+        failed: bool,
     ) -> None:
         """Keep the name facts of a span that is not ours (one without ids cannot be placed)."""
         self.other_spans += 1
@@ -105,7 +126,7 @@ class ExportContents:
             facts = facts_of(ids[1], parent, start, attributes, failed)
             self.framework_spans.append(FrameworkSpan(ids[0], facts))
 
-    def __reduce__(self) -> tuple[Any, ...]:
+    def __reduce__(self) -> tuple[Callable[..., ExportContents], tuple[object, ...]]:
         """How a decoder process hands an ExportContents back: its trials and spans as msgpack,
         encoded and decoded in C (a third of the cost of pickling them one by one, paid on both
         sides)."""
@@ -137,7 +158,14 @@ _SPANS_IN = msgspec.msgpack.Decoder(list[FrameworkSpan])
 
 
 def _restore(
-    trials: bytes, declarations: Any, labels: Any, marks: bytes, spans: bytes, *rest: Any
+    trials: bytes,
+    declarations: list[dict[str, AttributeValue]],
+    labels: dict[str, tuple[str | None, str | None]],
+    marks: bytes,
+    spans: bytes,
+    other_spans: int,
+    rejected: int,
+    errors: list[str],
 ) -> ExportContents:
     return ExportContents(
         _TRIALS_IN.decode(trials),
@@ -145,7 +173,9 @@ def _restore(
         labels,
         _MARKS_IN.decode(marks),
         _SPANS_IN.decode(spans),
-        *rest,
+        other_spans,
+        rejected,
+        errors,
     )
 
 
@@ -163,10 +193,10 @@ def _parent(parent_id: bytes) -> str | None:
     return parent_id.hex() if len(parent_id) == 8 and any(parent_id) else None
 
 
-def _tolerant(get: Callable[[str], Any], read: Reader, keys: Iterable[str]) -> dict[str, Any]:
+def _tolerant(get: Lookup[_V], read: Reader[_V], keys: Iterable[str]) -> dict[str, AttributeValue]:
     """The attributes a framework span is read for; one that cannot be read is left out (the
     span is not ours to reject)."""
-    found: dict[str, Any] = {}
+    found: dict[str, AttributeValue] = {}
     for key in keys:
         try:
             read(get, (key,), found)
@@ -175,12 +205,15 @@ def _tolerant(get: Callable[[str], Any], read: Reader, keys: Iterable[str]) -> d
     return found
 
 
-def _labels(attributes: dict[str, Any]) -> tuple[str | None, str | None]:
-    suite, point = attributes.get(names.SUITE), attributes.get(names.POINT)
-    for key, value in ((names.SUITE, suite), (names.POINT, point)):
-        if value is not None and type(value) is not str:
-            raise ValueError(f"{key} must be a string, got {value!r:.60}")
-    return suite, point
+def _labels(attributes: Mapping[str, AttributeValue]) -> tuple[str | None, str | None]:
+    return _label(attributes, names.SUITE), _label(attributes, names.POINT)
+
+
+def _label(attributes: Mapping[str, AttributeValue], key: str) -> str | None:
+    value = attributes.get(key)
+    if value is not None and type(value) is not str:
+        raise ValueError(f"{key} must be a string, got {value!r:.60}")
+    return value
 
 
 def _latency_ms(start: int, end: int) -> float | None:
@@ -213,16 +246,22 @@ _DECISION_KEYS = frozenset(
 )
 _RUN_KEYS = tuple(sorted(names.RUN_SPAN_ATTRIBUTES))
 
-Reader = Callable[[Callable[[str], Any], Iterable[str], dict[str, Any]], None]
+_V = TypeVar("_V")
+_T = TypeVar("_T")
+
+Lookup = Callable[[str], _V | None]
+"""A span's attribute value by key, still encoded: a protobuf view's AnyValue, a RawAnyValue, or
+an AnyValue object of OTLP/JSON (None when the span has no such attribute)."""
+Reader = Callable[[Lookup[_V], Iterable[str], dict[str, AttributeValue]], None]
 """Copies the attributes named by some keys, decoded, from a lookup into a dict."""
 
 
 def _decision_attributes(
-    get: Callable[[str], Any], read: Reader, labels: dict[str, Any]
-) -> dict[str, Any]:
+    get: Lookup[_V], read: Reader[_V], labels: Mapping[str, object]
+) -> dict[str, AttributeValue]:
     """The attributes a decision span is read for: by its outcome, and its labels if its run has
     none yet (`ExportContents.labels`); any others are never decoded."""
-    attributes: dict[str, Any] = {}
+    attributes: dict[str, AttributeValue] = {}
     read(get, _ALWAYS, attributes)
     outcome = attributes.get(names.OUTCOME)
     if type(outcome) is str:
@@ -233,9 +272,9 @@ def _decision_attributes(
     return attributes
 
 
-def _run_attributes(get: Callable[[str], Any], read: Reader) -> dict[str, Any]:
+def _run_attributes(get: Lookup[_V], read: Reader[_V]) -> dict[str, AttributeValue]:
     """The attributes of a run span's declaration; content it may carry is never decoded."""
-    attributes: dict[str, Any] = {}
+    attributes: dict[str, AttributeValue] = {}
     read(get, _RUN_KEYS, attributes)
     return attributes
 
@@ -255,10 +294,10 @@ def _text(text: str | bytes) -> str:
     return text
 
 
-def _any_value(value: Any, in_array: bool = False) -> Any:
+def _any_value(value: AnyValue | RawAnyValue, in_array: bool = False) -> AttributeValue:
     """An AnyValue (of either view) as the Python value it holds: None when it is empty, a list
     of scalars for an array. A kvlist, bytes or a nested array makes its span rejected."""
-    kind = value.WhichOneof("value")
+    kind: str | None = value.WhichOneof("value")
     if kind == "string_value":
         return _text(value.string_value)
     if kind == "int_value":
@@ -277,7 +316,7 @@ def _any_value(value: Any, in_array: bool = False) -> Any:
     return [_any_value(item, in_array=True) for item in values]
 
 
-def _read_map(get: Callable[[str], Any], keys: Iterable[str], into: dict[str, Any]) -> None:
+def _read_map(get: Lookup[AnyValue], keys: Iterable[str], into: dict[str, AttributeValue]) -> None:
     """Copy the attributes named by `keys` out of a map view.
 
     A non-empty string is taken as it is (the common case: one call); anything else is read by
@@ -291,28 +330,30 @@ def _read_map(get: Callable[[str], Any], keys: Iterable[str], into: dict[str, An
         if text and len(text) <= MAX_ATTRIBUTE_VALUE:
             into[key] = text
             continue
-        kind = value.WhichOneof("value")
+        kind: str | None = value.WhichOneof("value")
         if kind == "int_value":  # a trial index: the other common case
             into[key] = value.int_value
         elif kind == "bool_value":
             into[key] = value.bool_value
         else:
-            value = _named(_any_value, value, key)
-            if value is not None:  # an empty AnyValue: as if the attribute were absent
-                into[key] = value
+            decoded = _named(_any_value, value, key)
+            if decoded is not None:  # an empty AnyValue: as if the attribute were absent
+                into[key] = decoded
 
 
-def _read_raw(get: Callable[[str], Any], keys: Iterable[str], into: dict[str, Any]) -> None:
+def _read_raw(
+    get: Lookup[RawAnyValue], keys: Iterable[str], into: dict[str, AttributeValue]
+) -> None:
     """Copy the attributes named by `keys` out of a dict of RawAnyValue (strings as bytes)."""
     for key in keys:
         value = get(key)
         if value is not None:
-            value = _named(_any_value, value, key)
-            if value is not None:
-                into[key] = value
+            decoded = _named(_any_value, value, key)
+            if decoded is not None:
+                into[key] = decoded
 
 
-def _named(decode: Callable[[Any], Any], value: Any, key: str) -> Any:
+def _named(decode: Callable[[_T], AttributeValue], value: _T, key: str) -> AttributeValue:
     """`decode(value)`, its ValueError naming the attribute."""
     try:
         return decode(value)
@@ -327,9 +368,9 @@ _WANTED_FACTS = {key.encode(): key for key in FACT_KEYS}
 _ERROR_STATUS = 2
 
 
-def _first_wins(entries: Iterable[bytes], wanted: dict[bytes, str]) -> dict[str, Any]:
+def _first_wins(entries: Iterable[bytes], wanted: dict[bytes, str]) -> dict[str, RawAnyValue]:
     """The first value of each wanted key among a span's encoded KeyValue entries."""
-    found: dict[str, Any] = {}
+    found: dict[str, RawAnyValue] = {}
     for entry in entries:
         try:
             pair = RawKeyValue.FromString(entry)
@@ -380,7 +421,7 @@ def extract_protobuf(body: bytes) -> ExportContents:
     return extract
 
 
-def _extract_entries(request: Any) -> ExportContents:
+def _extract_entries(request: ExportTraceRequestEntries) -> ExportContents:
     """Read a request from its entries view, each span of ours entry by entry: a string that is
     not UTF-8 rejects only a span of ours that reads it."""
     extract = ExportContents()
@@ -399,23 +440,23 @@ def _extract_entries(request: Any) -> ExportContents:
 
 
 def _take_decision_or_run_span(
-    extract: ExportContents, name: str, is_decision: bool, span: Any, entries: Any, view: Any = None
+    extract: ExportContents,
+    name: str,
+    is_decision: bool,
+    span: SpanView | SpanEntries,
+    entries: Sequence[bytes],
+    view: MessageMap[str, AnyValue] | None = None,
 ) -> None:
     """Read one span of ours into `extract`: through its map `view` when its `entries` repeat
     no key, else entry by entry so that the first one wins. A span that cannot be read is
     rejected alone."""
-    get: Callable[[str], Any]
-    read: Reader
     try:
         if view is not None and len(entries) == len(view):
-            get, read = view.get, _read_map
+            attributes = _ours(view.get, _read_map, is_decision, extract.labels)
         else:
             wanted = _WANTED_DECISION if is_decision else _WANTED_RUN
-            get, read = _first_wins(entries, wanted).get, _read_raw
-        if is_decision:
-            attributes = _decision_attributes(get, read, extract.labels)
-        else:
-            attributes = _run_attributes(get, read)
+            found = _first_wins(entries, wanted)
+            attributes = _ours(found.get, _read_raw, is_decision, extract.labels)
     except ValueError as error:
         extract.reject(name, error)
         return
@@ -426,31 +467,41 @@ def _take_decision_or_run_span(
         extract.add_declaration(name, attributes)
 
 
+def _ours(
+    get: Lookup[_V], read: Reader[_V], is_decision: bool, labels: Mapping[str, object]
+) -> dict[str, AttributeValue]:
+    """The attributes a decision span (`_decision_attributes`) or a run span is read for."""
+    if is_decision:
+        return _decision_attributes(get, read, labels)
+    return _run_attributes(get, read)
+
+
 def _take_trial_or_framework_span(
-    extract: ExportContents, name: str, span: Any, entries: Any, view: Any = None
+    extract: ExportContents,
+    name: str,
+    span: SpanView | SpanEntries,
+    entries: Sequence[bytes],
+    view: MessageMap[str, AnyValue] | None = None,
 ) -> None:
     """Read a span that is not a decision or run span: a harness's trial span (ours: rejected
     when malformed) or any other span, of which only the name facts are kept."""
     ids = _ids(span.trace_id, span.span_id)
     is_mark = name == names.TRIAL_SPAN
-    if view is not None and len(entries) == len(view):
-        get, read = view.get, _read_map
-    else:
-        try:
-            get = _first_wins(entries, _WANTED_MARK if is_mark else _WANTED_FACTS).get
-        except ValueError as error:
-            if is_mark:
-                extract.reject(name, error)
-                return
-            get = {}.get
-        read = _read_raw
+    try:
+        if view is not None and len(entries) == len(view):
+            attributes = _mark_or_facts(view.get, _read_map, is_mark)
+        else:
+            try:
+                found = _first_wins(entries, _WANTED_MARK if is_mark else _WANTED_FACTS)
+            except ValueError:
+                if is_mark:
+                    raise
+                found = {}
+            attributes = _mark_or_facts(found.get, _read_raw, is_mark)
+    except ValueError as error:  # a trial span's only: a framework span's are left out
+        extract.reject(name, error)
+        return
     if is_mark:
-        try:
-            attributes: dict[str, Any] = {}
-            read(get, TRIAL_MARK_KEYS, attributes)
-        except ValueError as error:
-            extract.reject(name, error)
-            return
         latency = _latency_ms(span.start_time_unix_nano, span.end_time_unix_nano)
         extract.add_mark(name, ids, attributes, latency)
         return
@@ -458,14 +509,22 @@ def _take_trial_or_framework_span(
         ids,
         _parent(span.parent_span_id),
         span.start_time_unix_nano,
-        _tolerant(get, read, FACT_KEYS),
+        attributes,
         span.status.code == _ERROR_STATUS,
     )
 
 
-# OTLP/JSON
+def _mark_or_facts(get: Lookup[_V], read: Reader[_V], is_mark: bool) -> dict[str, AttributeValue]:
+    """A trial span's mark (a ValueError when an attribute is malformed), or the name facts of
+    a framework span (an attribute that cannot be read is left out: `_tolerant`)."""
+    if not is_mark:
+        return _tolerant(get, read, FACT_KEYS)
+    attributes: dict[str, AttributeValue] = {}
+    read(get, TRIAL_MARK_KEYS, attributes)
+    return attributes
 
-JsonObject = dict[str, Any]  # an object of a decoded OTLP/JSON request
+
+# OTLP/JSON
 
 
 def extract_json(body: bytes) -> ExportContents:
@@ -505,7 +564,7 @@ def _take_json_trial_or_framework_span(
     if name == names.TRIAL_SPAN:
         try:
             found = _json_first_wins(span.get("attributes"), TRIAL_MARK_KEYS)
-            attributes: dict[str, Any] = {}
+            attributes: dict[str, AttributeValue] = {}
             _read_json(found.get, TRIAL_MARK_KEYS, attributes)
         except ValueError as error:
             extract.reject(name, error)
@@ -533,7 +592,7 @@ def _take_json_trial_or_framework_span(
     )
 
 
-def _json_ids(trace_id: Any, span_id: Any) -> SpanIds:
+def _json_ids(trace_id: JsonValue, span_id: JsonValue) -> SpanIds:
     """Hex ids of OTLP/JSON (16 and 8 bytes); None when either is missing or malformed."""
     try:
         return _ids(bytes.fromhex(trace_id), bytes.fromhex(span_id))
@@ -547,7 +606,7 @@ def _json_spans(document: JsonObject) -> Iterator[JsonObject]:
             yield from _json_list(scope_spans.get("spans"))
 
 
-def _json_list(value: Any) -> list[JsonObject]:
+def _json_list(value: JsonValue) -> list[JsonObject]:
     if value is None:
         return []
     if type(value) is not list or not all(type(item) is dict for item in value):
@@ -555,14 +614,14 @@ def _json_list(value: Any) -> list[JsonObject]:
     return value
 
 
-def _json_first_wins(items: Any, wanted: Iterable[str]) -> dict[str, Any]:
+def _json_first_wins(items: JsonValue, wanted: Iterable[str]) -> JsonObject:
     """The first value of each wanted key among a span's `attributes` (KeyValue objects); an item
     that names no key is not one of ours, and is skipped like any other."""
     if items is None:
         return {}
     if type(items) is not list:
         raise ValueError("attributes is not a list")
-    found: dict[str, Any] = {}
+    found: JsonObject = {}
     for item in items:
         if type(item) is dict:
             key = item.get("key")
@@ -571,13 +630,15 @@ def _json_first_wins(items: Any, wanted: Iterable[str]) -> dict[str, Any]:
     return found
 
 
-def _read_json(get: Callable[[str], Any], keys: Iterable[str], into: dict[str, Any]) -> None:
+def _read_json(
+    get: Lookup[JsonValue], keys: Iterable[str], into: dict[str, AttributeValue]
+) -> None:
     for key in keys:
         value = get(key)
         if value is not None:
-            value = _json_value(value, key)
-            if value is not None:
-                into[key] = value
+            decoded = _json_value(value, key)
+            if decoded is not None:
+                into[key] = decoded
 
 
 _JSON_KINDS = ("stringValue", "intValue", "doubleValue", "boolValue", "arrayValue")
@@ -586,7 +647,7 @@ _JSON_INTEGER = re.compile(r"-?(?:0|[1-9][0-9]*)")
 _JSON_NUMBER = re.compile(r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?")
 
 
-def _json_value(value: Any, key: str, in_array: bool = False) -> Any:
+def _json_value(value: JsonValue, key: str, in_array: bool = False) -> AttributeValue:
     """An AnyValue object as the Python value it holds (None: empty), typed strictly."""
     if type(value) is not dict:
         raise ValueError(f"{key}: a value is an object, got {value!r:.60}")
@@ -633,7 +694,7 @@ def _json_value(value: Any, key: str, in_array: bool = False) -> Any:
     return [_json_value(element, key, in_array=True) for element in values]
 
 
-def _json_integer(value: Any, key: str, bounds: tuple[int, int]) -> int:
+def _json_integer(value: JsonValue, key: str, bounds: tuple[int, int]) -> int:
     """A protobuf JSON 64-bit integer: a JSON integer, or a string of one (how exporters write
     it). `1_000`, ` 12`, `+1`, `012`, `3.7`, `true` and values out of bounds are refused."""
     if type(value) is int:
@@ -651,7 +712,7 @@ def _json_integer(value: Any, key: str, bounds: tuple[int, int]) -> int:
 _JSON_SPECIAL_DOUBLES = frozenset({"NaN", "Infinity", "-Infinity"})
 
 
-def _json_double(value: Any, key: str) -> float:
+def _json_double(value: JsonValue, key: str) -> float:
     """A protobuf JSON double: a JSON number, a string of one, or NaN / Infinity / -Infinity."""
     if type(value) is float:
         return value

@@ -12,7 +12,7 @@ import warnings
 import weakref
 from collections import OrderedDict, deque
 from collections.abc import Callable
-from typing import Any
+from typing import cast
 
 from opentelemetry.context import Context
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
@@ -21,6 +21,7 @@ from ..assessment import Assessment
 from ..engine import assess_declared, decided_round
 from ..lifecycle import DEFAULT_IDLE_SECONDS, Decision, Final, Lifecycle, Look, Reason, Timing
 from ..trial_model import Trial
+from ..wire_types import Attributes, AttributeValue
 from . import conventions as names
 from .publisher import Publisher
 from .span_decoding import run_declaration, trial_from_attributes
@@ -64,11 +65,11 @@ class _Started:
 
     __slots__ = ("attributes",)
 
-    def __init__(self, attributes: dict[str, Any]) -> None:
+    def __init__(self, attributes: dict[str, AttributeValue]) -> None:
         self.attributes = attributes
 
 
-def _plain(attributes: Any) -> dict[str, Any]:
+def _plain(attributes: Attributes) -> dict[str, AttributeValue]:
     """Span attributes as a plain dict (the SDK's mapping takes a lock on every read)."""
     if attributes is None:
         return {}
@@ -292,8 +293,10 @@ class EvidenceProcessor(SpanProcessor):
                 return
             elapsed = (item.end_time or 0) - (item.start_time or 0)
             trial = trial_from_attributes(attributes, elapsed / 1e6 if elapsed > 0 else None)
+            # read as they were written (not checked to be strings, as a receiver checks them)
+            suite, point = attributes.get(names.SUITE), attributes.get(names.POINT)
             is_new = lifecycle.record(
-                trial, now, attributes.get(names.SUITE), attributes.get(names.POINT)
+                trial, now, cast("str | None", suite), cast("str | None", point)
             )
         except Exception:
             self.dropped += 1

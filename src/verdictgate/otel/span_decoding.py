@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from enum import Enum
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from ..assessment import Isolation, RelationResult, Stopping
 from ..declaration import RunDeclaration
@@ -23,12 +23,14 @@ from ..trial_model import (
     decision_from_value,
     tied_steps_of,
 )
+from ..wire_types import AttributeValue
 from . import conventions as names
 
 E = TypeVar("E", bound=Enum)
+_N = TypeVar("_N", int, float)
 
 
-def _strings(value: Any) -> tuple[str, ...]:
+def _strings(value: AttributeValue) -> tuple[str, ...]:
     if value is None:
         return ()
     if isinstance(value, str):
@@ -44,7 +46,7 @@ _NUMBER = {int: re.compile(r"[0-9]+"), float: re.compile(r"[0-9]+(\.[0-9]*)?([eE
 """How the `route=value` pairs of a run span write their numbers (no signs, spaces or `_`)."""
 
 
-def _parse_pairs(value: Any, kind: type) -> dict[str, Any]:
+def _parse_pairs(value: AttributeValue, kind: type[_N]) -> dict[str, _N]:
     parsed = {}
     for item in _strings(value):
         route, sep, number = item.rpartition("=")
@@ -54,7 +56,7 @@ def _parse_pairs(value: Any, kind: type) -> dict[str, Any]:
     return parsed
 
 
-def run_declaration(attributes: Mapping[str, Any]) -> RunDeclaration:
+def run_declaration(attributes: Mapping[str, AttributeValue]) -> RunDeclaration:
     """Read a run span's attributes; a ValueError names what is malformed."""
     run_id = attributes.get(names.RUN_ID)
     if not isinstance(run_id, str) or not run_id:
@@ -106,20 +108,20 @@ def run_declaration(attributes: Mapping[str, Any]) -> RunDeclaration:
     )
 
 
-def _stopping(attributes: Mapping[str, Any]) -> Stopping | None:
+def _stopping(attributes: Mapping[str, AttributeValue]) -> Stopping | None:
     """How a run that could stop early did, from its run span (None when it could not)."""
     sized = _count(attributes, names.PLAN_SIZED_TRIALS)
     return None if sized is None else Stopping(sized, attributes.get(names.CURTAILED) is True)
 
 
-def _number(attributes: Mapping[str, Any], key: str, default: float) -> float:
+def _number(attributes: Mapping[str, AttributeValue], key: str, default: float) -> float:
     value = attributes.get(key, default)
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise ValueError(f"{key} must be a number, got {value!r}")
     return float(value)
 
 
-def _choice(attributes: Mapping[str, Any], key: str, kind: type[E], default: E) -> E:
+def _choice(attributes: Mapping[str, AttributeValue], key: str, kind: type[E], default: E) -> E:
     """One of an enumeration's values; an unknown one is a malformed declaration (rejected at
     the door)."""
     value = attributes.get(key, default.value)
@@ -130,11 +132,11 @@ def _choice(attributes: Mapping[str, Any], key: str, kind: type[E], default: E) 
         raise ValueError(f"{key} must be one of {allowed}, got {value!r:.40}") from None
 
 
-def _optional_number(attributes: Mapping[str, Any], key: str) -> float | None:
+def _optional_number(attributes: Mapping[str, AttributeValue], key: str) -> float | None:
     return None if attributes.get(key) is None else _number(attributes, key, 0.0)
 
 
-def _count(attributes: Mapping[str, Any], key: str) -> int | None:
+def _count(attributes: Mapping[str, AttributeValue], key: str) -> int | None:
     value: object = attributes.get(key)
     if value is None:
         return None
@@ -143,7 +145,9 @@ def _count(attributes: Mapping[str, Any], key: str) -> int | None:
     return value
 
 
-def trial_from_attributes(attributes: Mapping[str, Any], latency_ms: float | None = None) -> Trial:
+def trial_from_attributes(
+    attributes: Mapping[str, AttributeValue], latency_ms: float | None = None
+) -> Trial:
     """The whole trial a decision span records (with the span's duration as its latency); a
     ValueError names the attribute that is wrong.
 
@@ -168,9 +172,9 @@ def trial_from_attributes(attributes: Mapping[str, Any], latency_ms: float | Non
     skipped, tied = get(names.EVALUATION_SKIPPED), get(names.TIED_STEPS)
     failed, warned = get(names.INVARIANT_FAILED), get(names.INVARIANT_WARNED)
     if expected is not None and type(expected) is not str:
-        _optional_text(attributes, names.CASE_EXPECTED)
+        expected = _optional_text(attributes, names.CASE_EXPECTED)  # raises: not a string
     if passed is not None and type(passed) is not bool:
-        _optional_flag(attributes, names.PASSED)
+        passed = _optional_flag(attributes, names.PASSED)  # raises: not a bool
     if skipped is not None and type(skipped) is not bool:
         _optional_flag(attributes, names.EVALUATION_SKIPPED)
     return Trial(
@@ -189,7 +193,7 @@ def trial_from_attributes(attributes: Mapping[str, Any], latency_ms: float | Non
     )
 
 
-def _outcome(attributes: Mapping[str, Any]) -> tuple[Decision | None, str | None]:
+def _outcome(attributes: Mapping[str, AttributeValue]) -> tuple[Decision | None, str | None]:
     """What a decision span's outcome records: the decision (its verdict, else its tool path),
     a no-decision with its reason, or no decision and the error's type."""
     outcome = attributes.get(names.OUTCOME)
@@ -222,21 +226,21 @@ def _got(value: object) -> str:
     return "" if value is None else f" (got {value!r:.60})"
 
 
-def _optional_text(attributes: Mapping[str, Any], key: str) -> str | None:
+def _optional_text(attributes: Mapping[str, AttributeValue], key: str) -> str | None:
     value = attributes.get(key)
     if value is None or type(value) is str:
         return value
     raise ValueError(f"{key} must be a string, got {value!r:.60}")
 
 
-def _optional_flag(attributes: Mapping[str, Any], key: str) -> bool | None:
+def _optional_flag(attributes: Mapping[str, AttributeValue], key: str) -> bool | None:
     value = attributes.get(key)
     if value is None or type(value) is bool:
         return value
     raise ValueError(f"{key} must be a bool, got {value!r:.60}")
 
 
-def _names(attributes: Mapping[str, Any], key: str) -> tuple[str, ...]:
+def _names(attributes: Mapping[str, AttributeValue], key: str) -> tuple[str, ...]:
     """A string array attribute (a lone string is one name)."""
     value = attributes.get(key)
     if value is None:

@@ -3,24 +3,25 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from ..policy import Policy
 from ..suite import Suite
 from ..trial_model import Decision, Isolation, NoDecision, TiedSteps, Trial, outcome_of
+from ..wire_types import AttributeValue
 from . import conventions as names
 
 if TYPE_CHECKING:  # instrumentation loads no module of the assessment
     from ..assessment import RelationResult
 
 
-def _pairs(mapping: Mapping[str, Any]) -> list[str]:
+def _pairs(mapping: Mapping[str, float]) -> list[str]:
     return [f"{route}={value}" for route, value in sorted(mapping.items())]
 
 
 def run_attributes(
     run_id: str, suite: Suite, policy: Policy, planned_trials: int, isolation: Isolation
-) -> dict[str, Any]:
+) -> dict[str, AttributeValue]:
     """Attributes of the `verdictgate.run` span."""
     contract = suite.contract
     return {
@@ -51,10 +52,12 @@ def run_attributes(
     }
 
 
-def decision_attributes(decision: Decision | None, error_type: str | None = None) -> dict[str, Any]:
+def decision_attributes(
+    decision: Decision | None, error_type: str | None = None
+) -> dict[str, AttributeValue]:
     """The outcome attributes of a decision span for a decision (None: an error)."""
     outcome = outcome_of(decision)
-    attributes: dict[str, Any] = {names.OUTCOME: outcome.value}
+    attributes: dict[str, AttributeValue] = {names.OUTCOME: outcome.value}
     if isinstance(decision, str):
         attributes[names.VERDICT] = decision
     elif isinstance(decision, tuple):
@@ -66,10 +69,10 @@ def decision_attributes(decision: Decision | None, error_type: str | None = None
     return attributes
 
 
-def trial_attributes(trial: Trial) -> dict[str, Any]:
+def trial_attributes(trial: Trial) -> dict[str, AttributeValue]:
     """The attributes of the decision span that records `trial` (its latency is the span's
     duration): the inverse of `trial_from_attributes`."""
-    attributes: dict[str, Any] = {
+    attributes: dict[str, AttributeValue] = {
         names.RUN_ID: trial.run,
         names.CASE_ID: trial.case,
         names.TRIAL: trial.index,

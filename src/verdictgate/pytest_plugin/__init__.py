@@ -17,7 +17,7 @@ its trials one run.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import pytest
 
@@ -87,7 +87,7 @@ def verdict_gate(request: pytest.FixtureRequest) -> Iterator[Gate]:
     yield Gate(request.node, inconclusive_fails=_inconclusive_fails(request))
 
 
-def pytest_terminal_summary(terminalreporter: Any) -> None:
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     """One line per gated test: its status, the test, and the run's headline."""
     latest: dict[str, str] = {}  # a test rerun (pytest-rerunfailures) counts as its last try
     for reports in terminalreporter.stats.values():

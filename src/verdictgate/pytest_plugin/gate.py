@@ -5,18 +5,33 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import TYPE_CHECKING, TypedDict
 
 import pytest
 
-from ..assessment import Assessment, Status
-from ..engine import assess
+from ..assessment import Assessment, Isolation, Status
+from ..engine import Reported, assess
 from ..evidence import Evidence
 from ..policy import Policy
+from ..runner.agent import Agent
 from ..runner.suite_run import run
 from ..suite import Suite
 from ..trial_model import Trial
 from .properties import PROPERTY_PREFIX
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
+    from ..runner.run_options import RunSettings
+
+
+class AssessSettings(TypedDict, total=False):
+    """The keywords of `verdictgate.assess` after its trials, suite and policy."""
+
+    run_id: str | None
+    isolation: Isolation | None
+    planned_trials: int | None
+    reported: Reported | None
 
 
 class Gate:
@@ -35,10 +50,10 @@ class Gate:
 
     def run(
         self,
-        agent: Callable[[str], Any] | Any,
+        agent: Agent | Callable[[str], object],
         suite: Suite,
         policy: Policy | None = None,
-        **settings: Any,
+        **settings: Unpack[RunSettings],
     ) -> Assessment:
         """`verdictgate.run(agent, suite, policy, **settings)`, gated."""
         settings.setdefault("run_id", self.run_id())
@@ -49,7 +64,7 @@ class Gate:
         trials: Evidence | Iterable[Trial],
         suite: Suite | None = None,
         policy: Policy | None = None,
-        **options: Any,
+        **options: Unpack[AssessSettings],
     ) -> Assessment:
         """`verdictgate.assess(trials, suite, policy, **options)`, gated."""
         options.setdefault("run_id", self.run_id())

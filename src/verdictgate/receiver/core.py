@@ -7,9 +7,9 @@ import json
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from ..assessment import Assessment, Isolation
 from ..declaration import RunDeclaration
@@ -17,11 +17,12 @@ from ..engine import assess_declared, decided_round
 from ..evidence import Evidence
 from ..lifecycle import Decision, Final, Interim, Lifecycle, Look, Reason, Timing
 from ..otel.admission_record import OVERFLOW, MetricLabels, Publication, TrialTally, streak_after
-from ..otel.framework_traces import settled_trials
+from ..otel.framework_traces import FrameworkSpan, TrialMark, settled_trials
 from ..otel.otlp_reading import ExportContents
 from ..otel.span_decoding import run_declaration
 from ..otel.spans import run_attributes
 from ..trial_model import Trial
+from ..wire_types import AttributeValue
 from .assessment_cache import AssessmentCache, CachedAssessment
 from .config import ReceiverConfig
 from .finisher import Finisher
@@ -31,6 +32,7 @@ from .store import Store, StoredRun, Written
 
 if TYPE_CHECKING:
     from .prometheus_endpoint import PrometheusEndpoint
+    from .store.held_spans import SettledTrials
 
 logger = logging.getLogger(__name__)
 
@@ -217,10 +219,11 @@ class Receiver:
         self,
         extract: ExportContents | None,
         trials: list[Trial],
-        declared: Sequence[dict[str, Any]] = (),
+        declared: Sequence[dict[str, AttributeValue]] = (),
         labels: Labels | None = None,
         settle: tuple[str, float, float] | None = None,
-        **held: Any,
+        marks: Iterable[TrialMark] = (),
+        spans: Iterable[FrameworkSpan] = (),
     ) -> None:
         """Commit trials and run spans' declarations (checked at the door), then tell the
         lifecycle what was committed (in commit order), make the runs it completed final, and
@@ -229,8 +232,9 @@ class Receiver:
         lands between the reading and the settling."""
         with self._lock:
             now = self._clock()
+            settled: SettledTrials = ()
             if settle is not None:
-                trials, labels, held["settled"] = self._due_trials(*settle)
+                trials, labels, settled = self._due_trials(*settle)
             written = self.store.write(
                 trials,
                 declared,
@@ -238,7 +242,9 @@ class Receiver:
                 now=now,
                 max_trials=self._max_trials,
                 max_held_spans=self.config.max_held_spans,
-                **held,
+                marks=marks,
+                spans=spans,
+                settled=settled,
             )
             self._record(written, declared, labels or {}, now)
             self._advance(now)
@@ -263,7 +269,11 @@ class Receiver:
         )
 
     def _record(
-        self, written: Written, declared: Sequence[dict[str, Any]], labels: Labels, now: float
+        self,
+        written: Written,
+        declared: Sequence[dict[str, AttributeValue]],
+        labels: Labels,
+        now: float,
     ) -> None:
         """Tell the lifecycle what a write committed, in commit order (the lock is held): the
         runs whose run span ended them, the trials each run took, the runs heard of."""

@@ -5,10 +5,11 @@ when a request does not fit)."""
 from __future__ import annotations
 
 import threading
-from typing import Any
+from collections.abc import Hashable
 
 Client = tuple[str, str]
-"""Who sends a request, for fairness: (peer host, user agent)."""
+"""Who sends a request to the receiver, for fairness: (peer host, user agent). A Gate takes
+any hashable key for a client (the HTTP server's own handler keys clients by peer host)."""
 ANONYMOUS: Client = ("", "")
 
 
@@ -38,14 +39,14 @@ class Gate:
         self._lock = threading.Lock()
         self._used_slots = 0
         self._used_bytes = 0
-        self._held: dict[Client, list[int]] = {}
+        self._held: dict[Hashable, list[int]] = {}
         """client -> [slots, bytes], for clients holding at least one slot."""
 
     def _byte_share(self) -> int:
         """What one client holding requests may hold in bytes (under the lock)."""
         return max(0, (self._budget - self._reserve) // max(1, len(self._held)))
 
-    def admit(self, client: Client, size: int) -> Ticket:
+    def admit(self, client: Hashable, size: int) -> Ticket:
         """A ticket for one request of `size` bytes (raises Busy); release it when done."""
         with self._lock:
             if self._used_slots >= self._slots:
@@ -99,7 +100,7 @@ class Ticket:
     """One admitted request's slot and bytes; more bytes may be reserved as the body grows
     (chunks, decompression). Released once, by `release` or leaving its `with` block."""
 
-    def __init__(self, gate: Gate, client: Client, size: int) -> None:
+    def __init__(self, gate: Gate, client: Hashable, size: int) -> None:
         self._gate = gate
         self.client = client
         self.size = size
@@ -119,5 +120,5 @@ class Ticket:
     def __enter__(self) -> Ticket:
         return self
 
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.release()

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any, NoReturn, TypeVar
+from typing import NoReturn, TypeVar
 
 import grpc
 from google.protobuf import duration_pb2
@@ -87,9 +87,7 @@ class TokenCheck(grpc.ServerInterceptor):
         if authorized(_single(metadata, "authorization"), self._token):
             return continuation(handler_call_details)
         handler = continuation(handler_call_details)
-        if handler is not None and handler.response_streaming:
-            return _REFUSE_STREAM
-        return _REFUSE_UNARY
+        return _refusal(handler is not None and handler.response_streaming)
 
 
 class CallCap(grpc.ServerInterceptor):
@@ -129,38 +127,27 @@ class CallCap(grpc.ServerInterceptor):
     def _counted(
         self, handler: grpc.RpcMethodHandler[_Request, _Response]
     ) -> grpc.RpcMethodHandler[_Request, _Response]:
-        def requests(stream: Iterator[_Request], context: grpc.ServicerContext) -> Any:
-            if handler.request_streaming:
-                return stream
-            for message in stream:  # a unary request's one message
-                return message
-            context.abort(  # none came (or it could not be read: gRPC has answered that)
-                grpc.StatusCode.UNIMPLEMENTED, "a unary call needs exactly one request message"
-            )
-
         if handler.response_streaming:
-            behaviour = handler.stream_stream or handler.unary_stream
-            assert behaviour is not None
+            behaviour = _taking_the_stream(handler.stream_stream, handler.unary_stream)
 
             def streaming(
                 stream: Iterator[_Request], context: grpc.ServicerContext
             ) -> Iterator[_Response]:
                 self._enter(context)
                 try:
-                    yield from behaviour(requests(stream, context), context)
+                    yield from behaviour(stream, context)
                 finally:
                     self._slots.release()
 
             return grpc.stream_stream_rpc_method_handler(
                 streaming, handler.request_deserializer, handler.response_serializer
             )
-        unary = handler.stream_unary or handler.unary_unary
-        assert unary is not None
+        unary = _taking_the_stream(handler.stream_unary, handler.unary_unary)
 
         def answered(stream: Iterator[_Request], context: grpc.ServicerContext) -> _Response:
             self._enter(context)
             try:
-                return unary(requests(stream, context), context)
+                return unary(stream, context)
             finally:
                 self._slots.release()
 
@@ -169,23 +156,45 @@ class CallCap(grpc.ServerInterceptor):
         )
 
 
-def _refuse(requests: Any, context: grpc.ServicerContext) -> NoReturn:
+def _taking_the_stream(
+    streaming: Callable[[Iterator[_Request], grpc.ServicerContext], T] | None,
+    unary: Callable[[_Request, grpc.ServicerContext], T] | None,
+) -> Callable[[Iterator[_Request], grpc.ServicerContext], T]:
+    """A handler's behaviour, served as a request-streaming one: a request-streaming behaviour
+    as it is, a unary one given the stream's one message."""
+    if streaming is not None:
+        return streaming
+    assert unary is not None
+
+    def one_message(stream: Iterator[_Request], context: grpc.ServicerContext) -> T:
+        for message in stream:  # a unary request's one message
+            return unary(message, context)
+        context.abort(  # none came (or it could not be read: gRPC has answered that)
+            grpc.StatusCode.UNIMPLEMENTED, "a unary call needs exactly one request message"
+        )
+
+    return one_message
+
+
+def _refuse(requests: Iterator[object], context: grpc.ServicerContext) -> NoReturn:
     context.abort(grpc.StatusCode.UNAUTHENTICATED, "a bearer token is required")
     raise AssertionError("unreachable")  # abort raises
 
 
-def _refuse_stream(requests: Any, context: grpc.ServicerContext) -> Iterator[Any]:
+def _refuse_stream(requests: Iterator[object], context: grpc.ServicerContext) -> Iterator[None]:
     _refuse(requests, context)
     yield  # a generator, as a response-streaming behaviour is
 
 
-_REFUSE_UNARY: grpc.RpcMethodHandler[Any, Any] = grpc.stream_unary_rpc_method_handler(_refuse)
-_REFUSE_STREAM: grpc.RpcMethodHandler[Any, Any] = grpc.stream_stream_rpc_method_handler(
-    _refuse_stream
-)
+def _refusal(response_streaming: bool) -> grpc.RpcMethodHandler[_Request, _Response]:
+    """The request-streaming handler of a refused call (its request is never read), for a
+    method of either kind of response."""
+    if response_streaming:
+        return grpc.stream_stream_rpc_method_handler(_refuse_stream)
+    return grpc.stream_unary_rpc_method_handler(_refuse)
 
 
-def _single(metadata: Sequence[tuple[str, Any]], key: str) -> str | None:
+def _single(metadata: Sequence[tuple[str, str | bytes]], key: str) -> str | None:
     """A metadata value given exactly once, as text (gRPC gives bytes only for keys ending in
     `-bin`); None when it is missing, repeated or binary."""
     values = [value for name, value in metadata if name == key]

@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
 from google.rpc import code_pb2
 
+from ..wire_types import JsonObject
 from .core import Receiver
 from .decoding import JSON
 from .http_exchange import HttpExchange
@@ -49,7 +49,7 @@ def _list_runs(http: HttpExchange, receiver: Receiver, query: dict[str, list[str
     http.answer(200, json.dumps(document).encode(), JSON)
 
 
-def _summary(run: StoredRun) -> dict[str, Any]:
+def _summary(run: StoredRun) -> JsonObject:
     return {
         "run_id": run.run_id,
         "suite": run.suite,

@@ -7,11 +7,11 @@ import logging
 import os
 import time
 from collections.abc import Mapping
-from typing import Any
+from typing import cast
 from urllib.parse import urlparse
 
 import grpc
-from google.protobuf.message import DecodeError
+from google.protobuf.message import DecodeError, Message
 from google.rpc import error_details_pb2, status_pb2
 from opentelemetry.proto.collector.logs.v1 import logs_service_pb2, logs_service_pb2_grpc
 from opentelemetry.proto.collector.metrics.v1 import metrics_service_pb2, metrics_service_pb2_grpc
@@ -31,9 +31,17 @@ from opentelemetry.util.re import parse_env_headers
 from ..errors import InputError
 from ..otel import conventions as names
 from ..otel.admission_record import COUNTER, GAUGES, Publication, publishing_resource
+from ..wire_types import AttributeValue
 from .forwarder import LOGS, METRICS, TRACES
 
 logger = logging.getLogger(__name__)
+
+ExportResponse = (
+    trace_service_pb2.ExportTraceServiceResponse
+    | logs_service_pb2.ExportLogsServiceResponse
+    | metrics_service_pb2.ExportMetricsServiceResponse
+)
+"""What an OTLP export answers, of one signal or another."""
 
 RETRYABLE = frozenset(
     {
@@ -59,7 +67,7 @@ come back (OTLP: retryable only with RetryInfo) before it is set aside, so the e
 flow."""
 
 
-def any_value(value: Any) -> AnyValue:
+def any_value(value: AttributeValue) -> AnyValue:
     """A Python attribute value as an OTLP AnyValue."""
     if isinstance(value, bool):
         return AnyValue(bool_value=value)
@@ -72,7 +80,7 @@ def any_value(value: Any) -> AnyValue:
     return AnyValue(string_value=str(value))
 
 
-def _key_values(attributes: Mapping[str, Any]) -> list[KeyValue]:
+def _key_values(attributes: Mapping[str, AttributeValue]) -> list[KeyValue]:
     """OTLP key-values; a None value is left out, as the SDK leaves it out."""
     return [
         KeyValue(key=key, value=any_value(value))
@@ -114,8 +122,8 @@ class OtlpTarget:
         self._resource = Resource(attributes=_key_values(publishing_resource()))
         self._scope = InstrumentationScope(name=names.INSTRUMENTATION_SCOPE)
         self._started_ns = time.time_ns()
-        self._totals: dict[tuple[Any, ...], int] = {}
-        self._encoded: tuple[int, dict[int, list[Any]]] | None = None
+        self._totals: dict[tuple[object, ...], int] = {}
+        self._encoded: tuple[int, dict[int, list[Message]]] | None = None
         """The requests of the entry being delivered (entries are delivered one at a time), by
         signal; a signal's requests already accepted are taken off the front."""
         self._exhausted = 0
@@ -139,7 +147,7 @@ class OtlpTarget:
             done |= signal
         return done, None
 
-    def _send(self, signal: int, request: Any, run_id: str) -> str | None:
+    def _send(self, signal: int, request: Message, run_id: str) -> str | None:
         """Export one request: None when it is done with (accepted, or refused for good and
         logged), else why it must be tried again."""
         try:
@@ -178,7 +186,7 @@ class OtlpTarget:
     def close(self) -> None:
         self._channel.close()
 
-    def _requests(self, publication: Publication) -> dict[int, list[Any]]:
+    def _requests(self, publication: Publication) -> dict[int, list[Message]]:
         """The export requests of a publication, by signal (made once per entry): one span, one
         event, and its metrics in as many requests as keep each within MAX_REQUEST_BYTES."""
         when = publication.time_unix_nano
@@ -229,7 +237,9 @@ class OtlpTarget:
             ],
         }
 
-    def _metrics_request(self, metrics: list[metrics_pb2.Metric]) -> Any:
+    def _metrics_request(
+        self, metrics: list[metrics_pb2.Metric]
+    ) -> metrics_service_pb2.ExportMetricsServiceRequest:
         return metrics_service_pb2.ExportMetricsServiceRequest(
             resource_metrics=[
                 metrics_pb2.ResourceMetrics(
@@ -291,7 +301,7 @@ class OtlpTarget:
         return metrics
 
 
-def _rejected(response: Any) -> int:
+def _rejected(response: ExportResponse) -> int:
     """Items an OTLP partial success says were rejected."""
     if not response.HasField("partial_success"):
         return 0
@@ -348,7 +358,12 @@ def _with_points(
 def _retry_info(error: grpc.RpcError) -> bool:
     """Whether a refusal carries RetryInfo (`grpc-status-details-bin`): OTLP's sign that the
     target expects the request again, as a busy one does."""
-    trailers: Any = error.trailing_metadata() if hasattr(error, "trailing_metadata") else None
+    trailers = (
+        # (key, value) pairs (named tuples), which grpc's stub types as objects with two fields
+        cast("tuple[tuple[str, str | bytes], ...]", error.trailing_metadata())
+        if hasattr(error, "trailing_metadata")
+        else None
+    )
     for key, value in trailers or ():
         if key == "grpc-status-details-bin" and isinstance(value, bytes):
             try:

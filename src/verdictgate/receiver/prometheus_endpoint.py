@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterator
-from typing import Any
 
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.resources import Resource
@@ -118,8 +117,7 @@ class PrometheusEndpoint:
     def _render(self) -> bytes:
         from prometheus_client import generate_latest
 
-        rendered: Any = generate_latest(self._registry)
-        return bytes(rendered)
+        return bytes(generate_latest(self._registry))
 
     def close(self) -> None:
         """Stop serving."""

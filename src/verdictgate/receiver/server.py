@@ -8,7 +8,6 @@ import ssl
 import threading
 from concurrent import futures
 from dataclasses import dataclass
-from typing import Any
 
 import grpc
 
@@ -46,7 +45,7 @@ class Tls:
             return key.read(), cert.read()
 
 
-def grpc_options(limits: Limits) -> list[tuple[str, Any]]:
+def grpc_options(limits: Limits) -> list[tuple[str, int]]:
     """gRPC server options from `limits`: message size, handshake deadline, keepalive and idle
     connections, and what clients may ping."""
 

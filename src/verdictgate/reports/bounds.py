@@ -18,11 +18,14 @@ import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from enum import Enum
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from ..assessment import Assessment, CaseResult, RouteStability
 from ..shown import shown
 from ..stats import Stability
+
+if TYPE_CHECKING:
+    from _typeshed import SupportsRichComparison
 
 MAX_LABELS = 100
 """Most routes, labels and names a report lists in one table or list."""
@@ -48,7 +51,7 @@ class Omitted:
         return f"Not listed (the report is bounded): {parts}."
 
     def keep(
-        self, name: str, items: Sequence[T], limit: int, rank: Callable[[T], Any]
+        self, name: str, items: Sequence[T], limit: int, rank: Callable[[T], SupportsRichComparison]
     ) -> tuple[T, ...]:
         """The `limit` highest-ranked items, in their original order."""
         if len(items) <= limit:

@@ -4,16 +4,16 @@ from __future__ import annotations
 
 import json
 import math
-from typing import Any
 
 from ..assessment import Assessment, FlipPair
 from ..stats import ChangeRate, Method, PassRate, Quantiles, side_error
+from ..wire_types import JsonObject
 from .bounds import bounded
 
 REPORT_SCHEMA = "verdictgate.report/v1"
 
 
-def _change(change: ChangeRate) -> dict[str, Any]:
+def _change(change: ChangeRate) -> JsonObject:
     return {
         "pairs": change.pairs,
         "flips": change.flips,
@@ -26,7 +26,7 @@ def _change(change: ChangeRate) -> dict[str, Any]:
     }
 
 
-def _flip_pairs(pairs: tuple[FlipPair, ...]) -> list[dict[str, Any]]:
+def _flip_pairs(pairs: tuple[FlipPair, ...]) -> list[JsonObject]:
     return [{"routes": list(pair.routes), "count": pair.count} for pair in pairs]
 
 
@@ -34,7 +34,7 @@ def _finite(value: float) -> float | None:
     return value if math.isfinite(value) else None
 
 
-def _quantiles(stats: Quantiles) -> dict[str, Any]:
+def _quantiles(stats: Quantiles) -> JsonObject:
     quantiles = {
         name: {"estimate": e, "ci_low": _finite(low), "ci_high": _finite(high)}
         for name, (e, low, high) in (("p50", stats.p50), ("p95", stats.p95))
@@ -42,7 +42,7 @@ def _quantiles(stats: Quantiles) -> dict[str, Any]:
     return {"trials": stats.trials, **quantiles}
 
 
-def _judged_quantiles(stats: Quantiles | None, threshold: str) -> dict[str, Any] | None:
+def _judged_quantiles(stats: Quantiles | None, threshold: str) -> JsonObject | None:
     if stats is None:
         return None
     return {
@@ -52,7 +52,7 @@ def _judged_quantiles(stats: Quantiles | None, threshold: str) -> dict[str, Any]
     }
 
 
-def _judgement(rate: PassRate | None) -> dict[str, Any]:
+def _judgement(rate: PassRate | None) -> JsonObject:
     """A pass rate's interval and result against the required rate (empty when none is required)."""
     if rate is None:
         return {}
@@ -65,7 +65,7 @@ def _judgement(rate: PassRate | None) -> dict[str, Any]:
     }
 
 
-def stopping_document(a: Assessment) -> dict[str, Any]:
+def stopping_document(a: Assessment) -> JsonObject:
     """JSON `sequential`: where a run that could stop early stopped, and the calls it saved."""
     assert a.stopping is not None
     used = a.trials.expected
@@ -78,7 +78,7 @@ def stopping_document(a: Assessment) -> dict[str, Any]:
     }
 
 
-def report_document(assessment: Assessment) -> dict[str, Any]:
+def report_document(assessment: Assessment) -> JsonObject:
     """The report as a JSON-ready dict, bounded (`bounds.bounded`): `omitted` counts what each
     bounded part left out. Its keys keep this order: tools read `verdictgate.report/v1`."""
     a, omitted = bounded(assessment)
@@ -112,7 +112,7 @@ def report_document(assessment: Assessment) -> dict[str, Any]:
     }
 
 
-def _run(a: Assessment) -> dict[str, Any]:
+def _run(a: Assessment) -> JsonObject:
     """JSON `run`: which run of which suite and point, and how it was made."""
     return {
         "id": a.run.id,
@@ -125,7 +125,7 @@ def _run(a: Assessment) -> dict[str, Any]:
     }
 
 
-def _relations(a: Assessment) -> list[dict[str, Any]]:
+def _relations(a: Assessment) -> list[JsonObject]:
     """JSON `relations`: each metamorphic relation's status and the routes it held on."""
     return [
         {
@@ -139,7 +139,7 @@ def _relations(a: Assessment) -> list[dict[str, Any]]:
     ]
 
 
-def _population(a: Assessment) -> dict[str, Any]:
+def _population(a: Assessment) -> JsonObject:
     """JSON `population`: the case-level verdict about new inputs."""
     return {
         "cases": a.population.cases,
@@ -151,7 +151,7 @@ def _population(a: Assessment) -> dict[str, Any]:
     }
 
 
-def _policy(a: Assessment) -> dict[str, Any]:
+def _policy(a: Assessment) -> JsonObject:
     """JSON `policy`: what the run was judged against."""
     return {
         "tolerance": a.policy.tolerance,
@@ -166,7 +166,7 @@ def _policy(a: Assessment) -> dict[str, Any]:
     }
 
 
-def _trials(a: Assessment) -> dict[str, Any]:
+def _trials(a: Assessment) -> JsonObject:
     """JSON `trials`: the trials expected, received, and what became of them."""
     return {
         "expected": a.trials.expected,
@@ -183,7 +183,7 @@ def _trials(a: Assessment) -> dict[str, Any]:
     }
 
 
-def _stability(a: Assessment) -> dict[str, Any]:
+def _stability(a: Assessment) -> JsonObject:
     """JSON `stability`: the pooled and per-route change rates, judged as one family."""
     return {
         "pooled": _change(a.pooled),
@@ -206,7 +206,7 @@ def _stability(a: Assessment) -> dict[str, Any]:
     }
 
 
-def _coverage(a: Assessment) -> dict[str, Any]:
+def _coverage(a: Assessment) -> JsonObject:
     """JSON `coverage`: the routes the contract names against those the run reached."""
     coverage = a.coverage
     return {
@@ -223,7 +223,7 @@ def _coverage(a: Assessment) -> dict[str, Any]:
     }
 
 
-def _pass_rate(a: Assessment) -> dict[str, Any]:
+def _pass_rate(a: Assessment) -> JsonObject:
     """JSON `pass_rate`: the evaluator's verdicts, pooled and per route."""
     return {
         "passed": a.passes.passed,
@@ -241,7 +241,7 @@ def _pass_rate(a: Assessment) -> dict[str, Any]:
     }
 
 
-def _cases(a: Assessment) -> list[dict[str, Any]]:
+def _cases(a: Assessment) -> list[JsonObject]:
     """JSON `cases`: each case's trials, pairs, flips and stable verdict."""
     return [
         {

@@ -5,7 +5,6 @@ from __future__ import annotations
 import inspect
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 from ..assessment import Isolation
 from ..decision_rules import DecisionRule
@@ -20,9 +19,9 @@ class Agent:
     that rule, unless `run` is given one; the answer then only goes to the assertion tiers.
     """
 
-    call: Callable[[str], Any]
+    call: Callable[[str], object]
     isolation: Isolation = Isolation.UNKNOWN
-    factory: Callable[[], Callable[[str], Any]] | None = None
+    factory: Callable[[], Callable[[str], object]] | None = None
     decision: DecisionRule | None = None
 
     @property
@@ -32,13 +31,13 @@ class Agent:
             getattr(self.call, "__call__", None)  # noqa: B004 - callable objects with async __call__
         )
 
-    def instance(self) -> Callable[[str], Any]:
+    def instance(self) -> Callable[[str], object]:
         """The callable to use for one trial."""
         return self.factory() if self.factory is not None else self.call
 
 
 def from_callable(
-    function: Agent | Callable[[str], Any], *, isolation: Isolation | str = Isolation.UNKNOWN
+    function: Agent | Callable[[str], object], *, isolation: Isolation | str = Isolation.UNKNOWN
 ) -> Agent:
     """Wrap a sync or async callable `input -> decision` as an Agent."""
     if isinstance(function, Agent):
@@ -49,7 +48,7 @@ def from_callable(
 
 
 def from_factory(
-    factory: Callable[[], Callable[[str], Any]], *, fresh_instance: bool = True
+    factory: Callable[[], Callable[[str], object]], *, fresh_instance: bool = True
 ) -> Agent:
     """An Agent built by `factory()`; with `fresh_instance`, a new one for every trial."""
     first = factory()

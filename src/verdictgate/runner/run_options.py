@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TypedDict
 
 from ..decision_rules import DecisionRule
 from ..tiers.cascade import Judge
@@ -46,3 +47,25 @@ class RunOptions:
     max_pairs: int | None = None
     curtail: bool = False
     resume: Sequence[Trial] = ()
+
+
+class RunSettings(TypedDict, total=False):
+    """The fields of RunOptions as keywords of `run` (`run(agent, suite, concurrency=4)`), each
+    replacing the options' own; the same names and types as RunOptions (a test holds them so)."""
+
+    repeats: int | None
+    budget: int | None
+    concurrency: int
+    timeout: float | None
+    run_id: str | None
+    progress: bool | None
+    quality_gate: bool
+    invariants: Sequence[Invariant]
+    relations: Sequence[Relation | str]
+    judge: Judge | None
+    semantic: SemanticCheck | bool
+    decision: str | DecisionRule | None
+    sequential: bool
+    max_pairs: int | None
+    curtail: bool
+    resume: Sequence[Trial]

@@ -9,14 +9,15 @@ import logging
 import sys
 import threading
 import uuid
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any, Literal, Protocol
+from typing import TYPE_CHECKING, Literal, Protocol, cast
 
 import msgspec
 from opentelemetry import context as otel_context
+from opentelemetry import trace
 
 from ..assessment import Assessment, RelationResult
 from ..decision_rules import DecisionRule
@@ -41,9 +42,11 @@ from ..tiers.semantic import SemanticCheck, bundled_embedder
 from ..trial_model import Trial, decision_from_value, decision_text
 from .agent import Agent, from_callable
 from .round_collection import RoundCollection, Stop
-from .run_options import RunOptions
+from .run_options import RunOptions, RunSettings
 
 if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
     from ..otel.processor import EvidenceProcessor
 
 
@@ -79,14 +82,14 @@ def planned_calls(suite: Suite, plan: RunPlan) -> list[Call]:
 
 
 def run(
-    agent: Agent | Callable[[str], Any],
+    agent: Agent | Callable[[str], object],
     suite: Suite,
     policy: Policy | None = None,
     options: RunOptions | None = None,
     *,
     sink: TrialSink | None = None,
     telemetry: Telemetry | None = None,
-    **settings: Any,
+    **settings: Unpack[RunSettings],
 ) -> Assessment:
     """Call `agent` on every suite case as often as the policy needs, then assess the trials.
 
@@ -258,7 +261,7 @@ class _Calling:
     suite: Suite
     recording: _Recording
     options: RunOptions
-    run_span: Any
+    run_span: trace.Span
     advance: Callable[[], None]
 
 
@@ -404,7 +407,7 @@ def _call_in_rounds(
     concurrency: int,
     advance: Callable[[], None],
     quality_gate: Callable[[], list[str]] | None,
-    run_span: Any,
+    run_span: trace.Span | None,
 ) -> bool:
     """Make the calls round by round; after the first, the quality gate (when asked for) may
     stop the run: the cases it names go on the run span, and True is returned."""
@@ -416,6 +419,7 @@ def _call_in_rounds(
         recording.flush()  # the round's trials are recorded, and their watchers told
         failed = quality_gate() if quality_gate is not None and number == 0 else []
         if failed:
+            assert run_span is not None  # a quality gate comes with its run's span
             run_span.set_attribute(names.QUALITY_FAILED, failed)
             run_span.set_attribute(names.PLAN_TRIALS, len(batch))
             return True
@@ -515,13 +519,18 @@ def _relation_on_case(
     return "held" if kept else "violated"
 
 
-def _call_answer(agent: Agent, text: str, timeout: float | None) -> Any:
+def _call_answer(agent: Agent, text: str, timeout: float | None) -> object:
     if agent.is_async:
-        return asyncio.run(asyncio.wait_for(agent.instance()(text), timeout))
+        return asyncio.run(asyncio.wait_for(_awaited(agent, text), timeout))
     return _call_with_timeout(agent.instance(), text, timeout)
 
 
-def _declare_relations(run_span: Any, results: list[RelationResult]) -> None:
+def _awaited(agent: Agent, text: str) -> Awaitable[object]:
+    """An async agent's call (`Agent.is_async`: its calls return awaitables)."""
+    return cast("Awaitable[object]", agent.instance()(text))
+
+
+def _declare_relations(run_span: trace.Span, results: list[RelationResult]) -> None:
     run_span.set_attribute(names.RELATIONS_REQUESTED, [r.name for r in results])
     run_span.set_attribute(
         names.RELATIONS_VIOLATED, [p for r in results for p in encode_routes(r, r.violated)]
@@ -574,15 +583,15 @@ class _Recording:
 
     run_id: str
     suite: Suite
-    tracer_provider: Any
+    tracer_provider: trace.TracerProvider | None
     timeout: float | None
     tiers: Tiers
     rule: DecisionRule | None = None
     """Derive each decision from the framework's spans under this rule."""
-    flush: Callable[[], Any] = lambda: True
+    flush: Callable[[], object] = lambda: True
     """Returns once every call made so far is recorded (and its watchers told)."""
 
-    def record(self, recorder: DecisionRecorder, answer: Any, call: Call) -> None:
+    def record(self, recorder: DecisionRecorder, answer: object, call: Call) -> None:
         """Record an answer with what the assertion tiers found on it."""
         recorder.record(answer, self.tiers.check(answer, call.case.input, call.case.id))
 
@@ -605,17 +614,20 @@ class _Recording:
             yield recorder
 
 
-def _call_with_timeout(function: Callable[[str], Any], text: str, timeout: float | None) -> Any:
+def _call_with_timeout(
+    function: Callable[[str], object], text: str, timeout: float | None
+) -> object:
     """Call in this thread, or, with a timeout, in a daemon thread abandoned when it overruns."""
     if timeout is None:
         return function(text)
-    outcome: dict[str, Any] = {}
+    answers: list[object] = []
+    errors: list[BaseException] = []
 
     def target() -> None:
         try:
-            outcome["answer"] = function(text)
+            answers.append(function(text))
         except BaseException as error:  # recorded as the trial's error, never lost
-            outcome["error"] = error
+            errors.append(error)
 
     context = contextvars.copy_context()  # the trial's span, for spans the call makes there
     worker = threading.Thread(
@@ -625,9 +637,9 @@ def _call_with_timeout(function: Callable[[str], Any], text: str, timeout: float
     worker.join(timeout)
     if worker.is_alive():
         raise _Timeout()
-    if "error" in outcome:
-        raise outcome["error"]
-    return outcome["answer"]
+    if errors:
+        raise errors[0]
+    return answers[0]
 
 
 def _run_threads(
@@ -675,7 +687,7 @@ async def _run_async(
         async with limit:
             with recording.call(call) as recorder:
                 try:
-                    answer = await asyncio.wait_for(agent.instance()(text), recording.timeout)
+                    answer = await asyncio.wait_for(_awaited(agent, text), recording.timeout)
                 except asyncio.TimeoutError:
                     recorder.record_error("timeout")
                 except Exception as error:

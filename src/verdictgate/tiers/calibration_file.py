@@ -6,11 +6,11 @@ import json
 import os
 import tempfile
 from pathlib import Path
-from typing import Any
 
 from ..errors import InputError
 from ..suite import Calibration, Suite
 from ..suite_file import SUITE_SCHEMA, read_json
+from ..wire_types import JsonObject
 
 
 def read_known_good(path: str, suite: Suite) -> list[tuple[str, str]]:
@@ -48,12 +48,12 @@ def read_known_good(path: str, suite: Suite) -> list[tuple[str, str]]:
     return pairs
 
 
-def _text(record: dict[str, Any], name: str) -> str | None:
+def _text(record: JsonObject, name: str) -> str | None:
     value = record.get(name)
     return value if isinstance(value, str) else None
 
 
-def _record(line: str, path: str, number: int) -> dict[str, Any]:
+def _record(line: str, path: str, number: int) -> JsonObject:
     try:
         record = json.loads(line)
     except json.JSONDecodeError as error:

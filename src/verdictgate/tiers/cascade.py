@@ -7,14 +7,14 @@ import logging
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
 
+from ..trial_model import Answer
 from .invariants import Invariant, evaluate
 from .semantic import SemanticCheck
 
 logger = logging.getLogger(__name__)
 
-Judge = Callable[[Any, Any], bool]
+Judge = Callable[[Answer, Answer], bool]
 """`judge(output, input) -> bool`: the expensive check, e.g. a model grading the answer."""
 
 
@@ -50,7 +50,7 @@ class Tiers:
         default_factory=threading.Lock, init=False, repr=False, compare=False
     )
 
-    def check(self, answer: Any, given: Any, case: str | None = None) -> TierOutcome:
+    def check(self, answer: object, given: str | None, case: str | None = None) -> TierOutcome:
         """Run the tiers on `answer` (to input `given`, of suite case `case`), cheapest first.
 
         A semantic or judge call that raises is a fault of that tier, not a verdict on the

@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from enum import Enum
-from typing import Any
+
+from ..trial_model import Answer
 
 
 class Severity(str, Enum):
@@ -21,7 +22,7 @@ class Invariant:
     failure is reported. Only the name ever leaves the process."""
 
     name: str
-    check: Callable[[Any, Any], bool]
+    check: Callable[[Answer, Answer], bool]
     severity: Severity | str = "block"
 
     def __post_init__(self) -> None:
@@ -32,7 +33,7 @@ class Invariant:
 
 
 def evaluate(
-    invariants: Iterable[Invariant], output: Any, given: Any
+    invariants: Iterable[Invariant], output: object, given: str | None
 ) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """(failed blocking names, failed warning names); a check that raises has failed."""
     failed: list[str] = []

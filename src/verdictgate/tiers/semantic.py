@@ -10,10 +10,11 @@ import statistics
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Protocol
 
 from ..errors import SemanticUnavailable
 from ..suite import BUNDLED_MODEL, Calibration
+from ..trial_model import Answer
 
 Embed = Callable[[Sequence[str]], Sequence[Sequence[float]]]
 """Texts in, one embedding vector per text out."""
@@ -76,7 +77,7 @@ def cosine(a: Sequence[float], b: Sequence[float]) -> float:
     return dot / norm if norm else 0.0
 
 
-def output_text(answer: Any) -> str | None:
+def output_text(answer: object) -> str | None:
     """The text of an agent's answer to compare: a string answer, or a dict's `text` or
     `output`; None when the answer carries no text."""
     if isinstance(answer, str):
@@ -120,10 +121,10 @@ class SemanticCheck:
     references: Mapping[str, str]
     """Case id -> reference output."""
     embed: Embed
-    text: Callable[[Any], str | None] = output_text
+    text: Callable[[Answer], str | None] = output_text
     _reference_vectors: dict[str, Sequence[float]] = field(default_factory=dict, repr=False)
 
-    def similarity(self, case: str, answer: Any) -> float | None:
+    def similarity(self, case: str, answer: object) -> float | None:
         """Cosine similarity of the answer's text to the case's reference (None if either is
         missing)."""
         reference = self.references.get(case)
@@ -134,7 +135,7 @@ class SemanticCheck:
             self._reference_vectors[case] = self.embed([reference])[0]
         return cosine(self._reference_vectors[case], self.embed([text])[0])
 
-    def passes(self, case: str, answer: Any) -> bool:
+    def passes(self, case: str, answer: object) -> bool:
         """Whether the answer is at least as similar to the reference as the threshold asks."""
         similarity = self.similarity(case, answer)
         return similarity is not None and similarity >= self.threshold

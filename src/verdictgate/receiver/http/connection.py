@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import socket
 import time
-from typing import Any
 
 from ..fair_gate import Ticket
 from .chunked import ChunkedBody
@@ -52,7 +51,12 @@ class Connection:
     )
 
     def __init__(
-        self, sock: socket.socket, address: Any, state: int, deadline: float, write_timeout: float
+        self,
+        sock: socket.socket,
+        address: tuple[str, int],
+        state: int,
+        deadline: float,
+        write_timeout: float,
     ) -> None:
         self.sock = sock
         self.address = address

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import logging
 import socket
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from http.server import BaseHTTPRequestHandler
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from .refusals import RETRYABLE, ClientGone, HttpError
 from .streams import HEAD_END, MAX_HEAD_BYTES, Reader, Writer
@@ -23,14 +23,14 @@ class BodyPending(Exception):
     thread, held to `client`'s fair share of the bytes waiting, then serves the request
     again."""
 
-    def __init__(self, client: Any, length: int | None, limit: int) -> None:
+    def __init__(self, client: Hashable, length: int | None, limit: int) -> None:
         super().__init__("the request body is still arriving")
         self.client = client
         self.length = length
         self.limit = limit
 
 
-def peer_host(address: Any) -> str:
+def peer_host(address: object) -> str:
     """The peer host of an accepted connection's address."""
     return str(address[0]) if isinstance(address, tuple) and address else str(address)
 
@@ -49,7 +49,7 @@ class RequestHandler(BaseHTTPRequestHandler):
     def __init__(
         self,
         sock: socket.socket,
-        client_address: Any,
+        client_address: tuple[str, int],
         server: BoundedHttpServer,
         reader: Reader,
         writer: Writer,
@@ -70,12 +70,12 @@ class RequestHandler(BaseHTTPRequestHandler):
         self.pending: BodyPending | None = None
         """Set when the request waits for its body (see `read_body`)."""
 
-    def log_message(self, format: str, *args: Any) -> None:
+    def log_message(self, format: str, *args: object) -> None:
         """Requests go to the DEBUG log, never to stderr line by line (the base class's way,
         which made every scrape a line of the receiver's log)."""
         logger.debug("http: " + format, *args)
 
-    def client(self) -> Any:
+    def client(self) -> Hashable:
         """Who sends this request, for fairness among the bodies waiting: its peer host
         (subclasses may tell senders on one host apart)."""
         return peer_host(self.client_address)

@@ -16,7 +16,6 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable
-from typing import Any
 
 from ..failures import report_unexpected
 from ..fair_gate import Busy, Gate
@@ -182,15 +181,18 @@ class BoundedHttpServer:
                     self._close(connection)
             self._stopped.set()
 
-    def _event(self, data: Any) -> None:
+    def _event(self, data: object) -> None:
+        """What the selector saw, by what was registered: None the listener, the wake-up
+        socket, or a connection."""
         if data is None:
             self._accept()
         elif data is self._wake_end:
             self._take_back()
         else:
+            assert isinstance(data, Connection)
             self._ready(data)
 
-    def _guarded(self, step: Callable[..., None], *args: Any) -> None:
+    def _guarded(self, step: Callable[..., None], *args: object) -> None:
         """Run one step of the poller: an error in it closes the connection concerned (if
         any) and is logged, never stopping the server."""
         try:

@@ -11,7 +11,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-SqlRow = tuple[Any, ...]  # a row as sqlite3 returns it: the values its columns hold
+SqlRow = tuple[Any, ...]  # boundary: sqlite3, a row as it returns it (its columns' values)
 
 CACHE_KIB = 65536
 """SQLite's page cache (64 MiB, against its 2 MiB default): inserts into a large trials table
@@ -34,16 +34,17 @@ class Database:
     @contextmanager
     def transaction(self) -> Iterator[sqlite3.Cursor]:
         """A cursor in `BEGIN IMMEDIATE`, under the lock: committed when the block ends (however
-        it returns), rolled back when it raises."""
+        it returns), rolled back when it or the commit raises, so no transaction stays open."""
         with self.lock:
             cursor = self._connection.cursor()
             cursor.execute("BEGIN IMMEDIATE")
             try:
                 yield cursor
+                cursor.execute("COMMIT")
             except BaseException:
-                cursor.execute("ROLLBACK")
+                if self._connection.in_transaction:  # a failed COMMIT leaves it open
+                    cursor.execute("ROLLBACK")
                 raise
-            cursor.execute("COMMIT")
 
     @contextmanager
     def locked(self) -> Iterator[sqlite3.Cursor]:

@@ -6,13 +6,13 @@ from __future__ import annotations
 import time
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
 
 from ...evidence import Evidence
 from ...otel import conventions as names
 from ...otel.framework_traces import FrameworkSpan, TrialMark
 from ...span_facts import SpanFacts
 from ...trial_model import Trial
+from ...wire_types import AttributeValue
 from .connection import Database
 from .held_spans import HeldSpans, SettledTrials, unpack_trace
 from .listing import DEFAULT_PAGE_SIZE, RunListing
@@ -63,7 +63,7 @@ class Store:
     def write(
         self,
         trials: Iterable[Trial],
-        declarations: Iterable[dict[str, Any]] = (),
+        declarations: Iterable[dict[str, AttributeValue]] = (),
         labels: dict[str, tuple[str | None, str | None]] | None = None,
         now: float | None = None,
         max_trials: int | None = None,

@@ -6,11 +6,11 @@ from __future__ import annotations
 import functools
 import json
 from dataclasses import dataclass, field
-from typing import Any
 
 from ...declaration import RunDeclaration
 from ...otel.span_decoding import run_declaration
 from ...trial_model import Trial
+from ...wire_types import JsonObject
 
 
 @dataclass(frozen=True)
@@ -35,7 +35,7 @@ class StoredRun:
     """A second run span declared the run differently; the first declaration was kept."""
 
     @functools.cached_property
-    def declaration(self) -> dict[str, Any] | None:
+    def declaration(self) -> JsonObject | None:
         """The run span's declaration attributes (parsed once, when asked for)."""
         return None if self.declaration_json is None else json.loads(self.declaration_json)
 

@@ -6,10 +6,10 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections.abc import Iterable
-from typing import Any
 
 from ...otel import conventions as names
 from ...trial_model import Trial
+from ...wire_types import AttributeValue
 from .connection import SqlRow
 from .records import StoredRun
 from .trial_rows import TrialBatch, TrialRow, repeats
@@ -58,7 +58,9 @@ class Runs:
             suite, point = labels.get(run_id, (None, None))
             cursor.execute(_SEEN, (run_id, suite, point, now, now))
 
-    def declare(self, cursor: sqlite3.Cursor, attributes: dict[str, Any], now: float) -> None:
+    def declare(
+        self, cursor: sqlite3.Cursor, attributes: dict[str, AttributeValue], now: float
+    ) -> None:
         """The first run span of a run declares it; a later, different one is an integrity
         conflict (the first stays), an identical one a harmless repeat. A run that is final is
         frozen: a different run span then is only counted as late."""

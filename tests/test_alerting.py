@@ -8,6 +8,7 @@ import socket
 import subprocess
 import sys
 import urllib.request
+from dataclasses import replace
 from pathlib import Path
 
 import yaml
@@ -269,3 +270,43 @@ def test_scrapes_are_not_written_to_stderr_line_by_line(capfd) -> None:
     finally:
         endpoint.close()
     assert len(scraped) == 5 and "GET /metrics" not in capfd.readouterr().err
+
+
+def test_the_endpoint_holds_the_latest_runs_only_however_many_came_before() -> None:
+    """Each run id is an attribute set; an SDK provider keeps every one it ever saw, so the
+    endpoint renders through a provider of one collection: memory follows the suites, not
+    the runs."""
+    import gc
+    import tracemalloc
+
+    from verdictgate import Trial, assess
+    from verdictgate.otel.admission_record import Publication, TrialTally
+
+    trials = [Trial(f"c{c}", i, "approve", "r") for c in range(4) for i in range(4)]
+    assessment = assess(trials)
+    tally = TrialTally()
+    endpoint = PrometheusEndpoint()
+
+    def admit(count: int, start: int) -> None:
+        for number in range(start, start + count):
+            run = replace(assessment, run=replace(assessment.run, id=f"run-{number}"))
+            endpoint.emit(Publication.of(run, frozenset(), tally))
+
+    tracemalloc.start()
+    try:
+        admit(100, 0)
+        gc.collect()
+        before = tracemalloc.get_traced_memory()[0]
+        admit(1000, 100)
+        gc.collect()
+        grown = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+        endpoint.close()
+    text = endpoint.snapshot.decode()
+    runs = [
+        line for line in text.splitlines() if line.startswith("verdictgate_admission_run_seconds{")
+    ]
+    assert len(runs) == 1 and 'verdictgate_run_id="run-1099"' in runs[0]
+    # one provider kept every run id: about 1.4 KB a run, 1.4 MB here
+    assert grown < 300_000, f"{grown} bytes more after 1,000 more runs"

@@ -444,3 +444,57 @@ def test_a_window_snapshot_is_not_changed_by_later_trials():
     assert frozen.cases[("r", "c")].latency_values() == [5.0]
     assert frozen.cases[("r", "c")].pass_counts() == (1, 1)
     assert [t.decision for t in evidence.trials()] == ["a", "b", None]
+
+
+def test_two_publishers_on_one_meter_provider_both_publish():
+    """The SDK keeps the first callbacks of an instrument name; a second publisher on the same
+    provider (two processors in one service) must not publish into nothing."""
+    memory = MemoryTelemetry()
+    first = Publisher(meter_provider=memory.telemetry.meter_provider)
+    second = Publisher(meter_provider=memory.telemetry.meter_provider)
+    for publisher, suite in ((first, "payments"), (second, "refunds")):
+        trials = [Trial(f"c{c}", i, "a", suite) for c in range(2) for i in range(4)]
+        publisher.publish(assess(trials, Suite(name=suite, point="p", contract=CONTRACT)), set())
+    points = memory.metric_points()
+    memory.telemetry.shutdown()
+    assert {dict(p.attributes)[names.SUITE] for p in points[names.METRIC_ADMISSION]} == {
+        "payments", "refunds"
+    }  # fmt: skip
+
+
+def test_one_collection_reads_one_admission_even_if_another_replaces_it_meanwhile():
+    """Gauges are read one after another: an admission that replaces another between two of
+    them must not make a collection read half of each (inconclusive, then qualified, must not
+    read as rejected)."""
+    from verdictgate.otel.admission_record import Publication, TrialTally
+    from verdictgate.otel.latest_admissions import LatestAdmissions
+
+    class RecordingMeter:  # the one part of a Meter LatestAdmissions uses
+        def __init__(self) -> None:
+            self.callbacks: dict[str, object] = {}
+
+        def create_observable_gauge(self, name, callbacks, unit="", description=""):
+            self.callbacks[name] = callbacks[0]
+
+    def publication(flips: bool) -> Publication:
+        routes = ["a", "b"]
+        trials = [
+            Trial(f"c{c}", i, routes[(c + (flips and i % 2)) % 2], "r", routes[c % 2])
+            for c in range(40)
+            for i in range(4)
+        ]
+        suite = Suite(name="s", point="p", contract=Contract({"a", "b"}))
+        return Publication.of(assess(trials, suite), frozenset(), TrialTally())
+
+    meter = RecordingMeter()
+    latest = LatestAdmissions.on(meter)  # type: ignore[arg-type]
+    latest.replace(first := publication(flips=True))
+    values = {}
+    for number, (name, observe) in enumerate(meter.callbacks.items()):
+        values[name] = [o.value for o in observe(None)]
+        if number == 0:
+            latest.replace(publication(flips=False))  # between two gauges of one collection
+    expected = {name: [v for g, v, _ in first.gauges if g == name] for name in meter.callbacks}
+    assert values == expected  # all from the first admission
+    second = {name: [o.value for o in observe(None)] for name, observe in meter.callbacks.items()}
+    assert second[names.METRIC_ADMISSION] != values[names.METRIC_ADMISSION]  # the next: the new one

@@ -11,12 +11,11 @@ The public API is exactly what this module exports (`__all__`, listed in docs/ap
 submodule is internal and may change between releases.
 """
 
-import ast
-import importlib
-from pathlib import Path
-from typing import TYPE_CHECKING
+import dis as _dis
+import importlib as _importlib
+from typing import TYPE_CHECKING as _TYPE_CHECKING
 
-if TYPE_CHECKING:  # the public surface, written once: read again below to load each on first use
+if _TYPE_CHECKING:  # the public surface, written once: read again below to load each on first use
     from .assessment import Assessment as Assessment
     from .assessment import Isolation as Isolation
     from .assessment import RunInfo as RunInfo
@@ -88,15 +87,23 @@ if TYPE_CHECKING:  # the public surface, written once: read again below to load 
 
 
 def _surface() -> dict[str, str]:
-    """Public name -> the module that defines it, read from the imports above."""
-    tree = ast.parse(Path(__file__).read_text(encoding="utf-8"))
-    block = next(node for node in tree.body if isinstance(node, ast.If))
-    return {
-        alias.asname or alias.name: node.module or ""
-        for node in block.body
-        if isinstance(node, ast.ImportFrom)
-        for alias in node.names
-    }
+    """Public name -> the module that defines it, read from the relative imports above in this
+    module's own code (its bytecode, so it holds from a wheel, a zip or a frozen build)."""
+    get_code = getattr(__spec__.loader, "get_code", None)  # importlib's loaders, zipimport's
+    if get_code is not None:
+        code = get_code(__name__)
+    else:  # a loader without it (pytest's assertion rewriter, for a plugin's package)
+        with open(__file__, encoding="utf-8") as source:
+            code = compile(source.read(), __file__, "exec")
+    table: dict[str, str] = {}
+    module = None
+    steps = list(_dis.get_instructions(code))
+    for at, step in enumerate(steps):
+        if step.opname == "IMPORT_NAME":  # after LOAD_CONST level, LOAD_CONST names
+            module = step.argval if steps[at - 2].argval == 1 else None
+        elif step.opname == "IMPORT_FROM" and module is not None:
+            table[steps[at + 1].argval] = module  # the STORE_NAME of `as NAME`
+    return table
 
 
 _EXPORTS = _surface()
@@ -110,7 +117,7 @@ def __getattr__(name: str) -> object:
     module = _EXPORTS.get(name)
     if module is None:
         raise AttributeError(f"module 'verdictgate' has no attribute {name!r}")
-    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    value = getattr(_importlib.import_module(f".{module}", __name__), name)
     globals()[name] = value
     return value
 

@@ -34,7 +34,7 @@ def snapshot(assessment: Assessment, suite: Suite, *, approved: bool) -> JsonObj
     `approved` says a person approved; never holds raw inputs. SnapshotRefused otherwise."""
     if not approved:
         raise SnapshotRefused(
-            "a baseline must be approved: pass {accept_reference}", arguments=("accept_reference",)
+            "a baseline must be approved by a person: pass {approved}=True", arguments=("approved",)
         )
     if assessment.status is not Status.QUALIFIED:
         raise SnapshotRefused(

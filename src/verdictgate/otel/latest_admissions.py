@@ -5,27 +5,44 @@ than left at an older run's value, and one collection never mixes two admissions
 from __future__ import annotations
 
 import threading
+import weakref
 from collections.abc import Callable, Iterator
-from contextlib import AbstractContextManager
 
 from opentelemetry.metrics import CallbackOptions, Meter, Observation
 
 from .admission_record import GAUGES, Publication
 
+_BY_METER: weakref.WeakKeyDictionary[Meter, LatestAdmissions] = weakref.WeakKeyDictionary()
+_BY_METER_LOCK = threading.Lock()
+
 
 class LatestAdmissions:
     """Holds the latest publication per metric labels and observes every gauge from it alone.
 
-    `lock` is held while the latest admissions are read or replaced; pass one that a whole
-    collection also holds (a scrape) so every gauge of that collection reads the same ones."""
+    One per meter (`on`): the SDK keeps the first callbacks of an instrument name and drops
+    any registered after them, so every publisher on a meter shares these. Each collection
+    reads one set of admissions: the first gauge observed pins them, and the collection's
+    other gauges read the same ones even if an admission replaces another meanwhile."""
 
-    def __init__(self, meter: Meter, lock: AbstractContextManager[object] | None = None) -> None:
-        self._lock: AbstractContextManager[object] = lock or threading.Lock()
+    def __init__(self, meter: Meter) -> None:
+        self._lock = threading.Lock()
         self._latest: dict[tuple[tuple[str, object], ...], Publication] = {}
+        self._pinned: list[Publication] | None = None
+        self._observed: set[str] = set()
+        """The gauges the pinned collection has read: one read again starts the next."""
         for name, (unit, description) in GAUGES.items():
             meter.create_observable_gauge(
                 name, callbacks=[self._observer(name)], unit=unit, description=description
             )
+
+    @classmethod
+    def on(cls, meter: Meter) -> LatestAdmissions:
+        """The latest admissions observed through `meter`, made on first use."""
+        with _BY_METER_LOCK:
+            latest = _BY_METER.get(meter)
+            if latest is None:
+                latest = _BY_METER[meter] = cls(meter)
+            return latest
 
     def replace(self, publication: Publication) -> None:
         """Make a publication the latest of its (suite, point)."""
@@ -36,8 +53,11 @@ class LatestAdmissions:
     def _observer(self, name: str) -> Callable[[CallbackOptions], Iterator[Observation]]:
         def observe(options: CallbackOptions) -> Iterator[Observation]:
             with self._lock:
-                latest = list(self._latest.values())
-            for publication in latest:
+                if self._pinned is None or name in self._observed:  # a new collection
+                    self._pinned, self._observed = list(self._latest.values()), set()
+                self._observed.add(name)
+                pinned = self._pinned
+            for publication in pinned:
                 for gauge, value, attributes in publication.gauges:
                     if gauge == name:
                         yield Observation(value, attributes)

@@ -35,7 +35,7 @@ class Publisher:
             names.INSTRUMENTATION_SCOPE, logger_provider=logger_provider
         )
         meter = metrics.get_meter(names.INSTRUMENTATION_SCOPE, meter_provider=meter_provider)
-        self._latest = LatestAdmissions(meter)
+        self._latest = LatestAdmissions.on(meter)
         unit, description = COUNTER
         self._trials = meter.create_counter(names.METRIC_TRIALS, unit=unit, description=description)
         self._tally = TrialTally()

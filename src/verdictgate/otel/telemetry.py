@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Sequence
 from urllib.parse import urlparse
 
@@ -49,10 +50,12 @@ class CountedBatchProcessor(BatchSpanProcessor):
     def __init__(self, exporter: SpanExporter) -> None:
         super().__init__(exporter)
         self.offered = 0
+        self._counting = threading.Lock()
 
     def on_end(self, span: ReadableSpan) -> None:
         if span.context is not None and span.context.trace_flags.sampled:
-            self.offered += 1  # on_end runs on the ending thread; the count is the GIL's
+            with self._counting:  # on_end runs on whichever thread ends the span
+                self.offered += 1
         super().on_end(span)
 
 

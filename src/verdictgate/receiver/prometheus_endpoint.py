@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
+from opentelemetry.metrics import CallbackOptions, Observation
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.resources import Resource
 
@@ -19,8 +21,12 @@ from ..errors import InputError
 from ..otel import conventions as names
 from ..otel.admission_record import COUNTER, Publication, publishing_resource
 from ..otel.latest_admissions import LatestAdmissions
+from ..wire_types import AttributeValue
 from .http import BoundedHttpServer, RequestHandler
 from .limits import Limits
+
+if TYPE_CHECKING:
+    from prometheus_client import CollectorRegistry
 
 EXTRA = "prometheus"
 """The extra that installs the exporter: `pip install -e '.[prometheus]'` from a checkout."""
@@ -34,42 +40,38 @@ SCRAPE_LIMITS = Limits(
 """What scrapers may cost: 64 connections, 16 from one host, two workers; the OTLP ports'
 timeouts (a head in 10 s, a response in 30 s, 60 s idle)."""
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+RECYCLE_AFTER = 100
+"""Admissions one MeterProvider renders before a new one replaces it (and what the old one
+kept of earlier runs' attribute sets goes with it)."""
 
 
 class PrometheusEndpoint:
-    """Shows the latest admission of every (suite, point) (`LatestAdmissions`), read whole by
-    each scrape: a scrape never sees half of one admission and half of the next (a qualified
-    run followed by an inconclusive one must not read as rejected). `serve` starts the HTTP
-    endpoint (`/metrics` on `host:port`; port 0 picks a free one, `self.port`)."""
+    """Shows the latest admission of every (suite, point) and the trials counted so far.
+
+    Each admission renders the exposition once, under a lock, so a scrape never sees half of
+    one admission and half of the next (a qualified run followed by an inconclusive one must
+    not read as rejected). The SDK keeps every attribute set an instrument ever saw (each run
+    id), so the MeterProvider that renders is replaced every `RECYCLE_AFTER` admissions: memory
+    follows the suites, not the runs. `serve` starts the HTTP endpoint (`/metrics` on
+    `host:port`; port 0 picks a free one, `self.port`)."""
 
     def __init__(self) -> None:
         try:
-            from opentelemetry.exporter.prometheus import PrometheusMetricReader
-            from prometheus_client import CollectorRegistry
-            from prometheus_client.metrics_core import Metric
+            import opentelemetry.exporter.prometheus  # noqa: F401
         except ImportError:
             raise RuntimeError(
                 f"a Prometheus endpoint needs the exporter: pip install -e '.[{EXTRA}]' in a checkout "
                 "of verdictgate (or pip install opentelemetry-exporter-prometheus)"
             ) from None
-        self._lock = threading.RLock()
-        """Held by a whole scrape, and by an admission replacing another."""
-        lock = self._lock
-
-        class WholeScrapes(CollectorRegistry):
-            def collect(self) -> Iterator[Metric]:
-                with lock:
-                    yield from super().collect()
-
-        self._registry = WholeScrapes()  # this endpoint's own, not the process-wide one
-        self._provider = MeterProvider(
-            metric_readers=[PrometheusMetricReader(registry=self._registry)],
-            resource=Resource.create(publishing_resource()),
-        )
-        meter = self._provider.get_meter(names.INSTRUMENTATION_SCOPE)
-        self._latest = LatestAdmissions(meter, lock)
-        unit, description = COUNTER
-        self._trials = meter.create_counter(names.METRIC_TRIALS, unit=unit, description=description)
+        self._lock = threading.Lock()
+        """Held by an admission while it replaces another and renders."""
+        self._resource = Resource.create(publishing_resource())
+        self._latest: dict[tuple[tuple[str, object], ...], Publication] = {}
+        self._trials: dict[tuple[tuple[str, AttributeValue], ...], int] = {}
+        """The trials counter's series (its attributes, sorted) -> trials counted so far."""
+        self._provider: MeterProvider | None = None
+        self._registry: CollectorRegistry | None = None
+        self._renders = 0
         self._server: BoundedHttpServer | None = None
         self.port = 0
         self.snapshot = self._render()
@@ -109,19 +111,54 @@ class PrometheusEndpoint:
         """Make an admission the latest of its (suite, point), count its trials, and render the
         snapshot scrapes are answered with."""
         with self._lock:
-            self._latest.replace(publication)
+            self._latest[tuple(sorted(publication.metric_base.items()))] = publication
             for outcome, added in publication.trials_added.items():
-                self._trials.add(added, {**publication.metric_base, names.OUTCOME: outcome})
+                series = tuple(sorted({**publication.metric_base, names.OUTCOME: outcome}.items()))
+                self._trials[series] = self._trials.get(series, 0) + added
             self.snapshot = self._render()
 
     def _render(self) -> bytes:
+        """The exposition of the latest admissions and the trials counted."""
         from prometheus_client import generate_latest
 
-        return bytes(generate_latest(self._registry))
+        registry = self._fresh_registry() if self._renders % RECYCLE_AFTER == 0 else self._registry
+        self._renders += 1
+        assert registry is not None and self._provider is not None
+        latest = LatestAdmissions.on(self._provider.get_meter(names.INSTRUMENTATION_SCOPE))
+        for publication in self._latest.values():
+            latest.replace(publication)
+        return bytes(generate_latest(registry))
+
+    def _fresh_registry(self) -> CollectorRegistry:
+        """A new MeterProvider and the registry it renders into, the old one shut down."""
+        from opentelemetry.exporter.prometheus import PrometheusMetricReader
+        from prometheus_client import CollectorRegistry
+
+        if self._provider is not None:
+            self._provider.shutdown()
+        registry = CollectorRegistry()  # this endpoint's own, not the process-wide one
+        self._provider = MeterProvider(  # not kept alive by an exit hook: close shuts it down
+            metric_readers=[PrometheusMetricReader(registry=registry)],
+            resource=self._resource,
+            shutdown_on_exit=False,
+        )
+        meter = self._provider.get_meter(names.INSTRUMENTATION_SCOPE)
+
+        def counted(options: CallbackOptions) -> Iterator[Observation]:
+            for series, total in list(self._trials.items()):
+                yield Observation(total, dict(series))
+
+        unit, description = COUNTER
+        meter.create_observable_counter(
+            names.METRIC_TRIALS, callbacks=[counted], unit=unit, description=description
+        )
+        self._registry = registry
+        return registry
 
     def close(self) -> None:
         """Stop serving."""
         if self._server is not None:
             self._server.shutdown()
             self._server.server_close()
-        self._provider.shutdown()
+        if self._provider is not None:
+            self._provider.shutdown()

@@ -11,9 +11,6 @@ from .refusals import ClientGone
 
 MAX_HEAD_BYTES = 32 << 10
 """The request line and headers together."""
-LINGER_SECONDS = 2.0
-KEEP_ALIVE_WAIT = 0.002
-"""How long a worker that just answered waits for the same connection's next request."""
 RECV_BYTES = 64 << 10
 HEAD_END = re.compile(rb"\r?\n\r?\n")
 

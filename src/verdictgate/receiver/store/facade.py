@@ -43,18 +43,10 @@ class Store:
         """Admissions the outbox holds at most (DEFAULT_OUTBOX_LIMIT)."""
         return self._outbox.limit
 
-    @outbox_limit.setter
-    def outbox_limit(self, limit: int) -> None:
-        self._outbox.limit = limit
-
     @property
     def spans_let_go(self) -> int:
         """Framework spans let go to stay within the held-span cap, or beyond a trace's cap."""
         return self._held.spans_let_go
-
-    @spans_let_go.setter
-    def spans_let_go(self, count: int) -> None:
-        self._held.spans_let_go = count
 
     def close(self) -> None:
         """Close the store's connection."""

@@ -206,13 +206,13 @@ def test_a_series_the_latest_admission_does_not_carry_is_gone() -> None:
     """A pass rate (or a route) of an earlier run must not stay on the scrape beside the
     latest admission, which has none; and every gauge comes from that admission."""
     from verdictgate import Trial, assess
-    from verdictgate.otel.admission_record import GAUGES, Publication, TrialTally
+    from verdictgate.otel.admission_record import GAUGES, AdmissionRecord, TrialTally
 
-    def publication(passed: bool | None) -> Publication:
+    def publication(passed: bool | None) -> AdmissionRecord:
         trials = [
             Trial(f"c{c}", i, "approve", "r", passed=passed) for c in range(4) for i in range(40)
         ]
-        return Publication.of(assess(trials), frozenset(), TrialTally())
+        return AdmissionRecord.of(assess(trials), frozenset(), TrialTally())
 
     endpoint = serving()
     latest = publication(passed=None)
@@ -280,7 +280,7 @@ def test_the_endpoint_holds_the_latest_runs_only_however_many_came_before() -> N
     import tracemalloc
 
     from verdictgate import Trial, assess
-    from verdictgate.otel.admission_record import Publication, TrialTally
+    from verdictgate.otel.admission_record import AdmissionRecord, TrialTally
 
     trials = [Trial(f"c{c}", i, "approve", "r") for c in range(4) for i in range(4)]
     assessment = assess(trials)
@@ -290,7 +290,7 @@ def test_the_endpoint_holds_the_latest_runs_only_however_many_came_before() -> N
     def admit(count: int, start: int) -> None:
         for number in range(start, start + count):
             run = replace(assessment, run=replace(assessment.run, id=f"run-{number}"))
-            endpoint.emit(Publication.of(run, frozenset(), tally))
+            endpoint.emit(AdmissionRecord.of(run, frozenset(), tally))
 
     tracemalloc.start()
     try:

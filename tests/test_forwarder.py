@@ -18,7 +18,7 @@ from opentelemetry.proto.collector.trace.v1 import trace_service_pb2, trace_serv
 from otel_support import OtlpCollector, attributes
 from verdictgate import Contract, Suite, Trial, assess
 from verdictgate.otel import conventions as names
-from verdictgate.otel.admission_record import Publication, TrialTally
+from verdictgate.otel.admission_record import AdmissionRecord, TrialTally
 from verdictgate.receiver.forwarder import ALL_SIGNALS, Forwarder
 from verdictgate.receiver.otlp_target import OtlpTarget
 from verdictgate.receiver.store import Store
@@ -29,7 +29,7 @@ SUITE = Suite("refunds", "refund_gate", (), Contract({"approve"}))
 def publication(run: str, final: bool = True, now_ns: int | None = None) -> str:
     trials = [Trial("c", i, "approve", run, "approve") for i in range(4)]
     assessment = assess(trials, SUITE)
-    return Publication.of(
+    return AdmissionRecord.of(
         assessment, {"approve"}, TrialTally(), final=final, now_ns=now_ns
     ).to_json()
 
@@ -70,7 +70,7 @@ def test_the_outbox_drops_interim_admissions_first_and_warns_once(caplog):
         for run in ("f1", "f2", "f3"):
             open_run(store, run)
             assert store.finish(run, "qualified", publication(run))
-    kept = [Publication.from_json(body).run_id for _, body, _ in store.outbox(10)]
+    kept = [AdmissionRecord.from_json(body).run_id for _, body, _ in store.outbox(10)]
     assert kept == ["f1", "f2", "f3"] and store.outbox_size() == 3
     assert sum("outbox holds 3" in r.getMessage() for r in caplog.records) == 1
     assert not store.finish("f1", "rejected", publication("f1"))  # final once
@@ -132,7 +132,7 @@ def oversized_publication(run: str) -> str:
         Trial(f"c{n}", i, route, run, route) for n, route in enumerate(routes) for i in range(2)
     ]
     assessment = assess(trials, Suite("big", "gate", (), Contract(frozenset(routes))))
-    return Publication.of(assessment, set(routes), TrialTally()).to_json()
+    return AdmissionRecord.of(assessment, set(routes), TrialTally()).to_json()
 
 
 def test_an_oversized_admission_is_delivered_in_parts_and_the_ones_after_it_flow() -> None:
@@ -152,7 +152,7 @@ def test_an_oversized_admission_is_delivered_in_parts_and_the_ones_after_it_flow
         assert Forwarder(store, target).drain()
     assert store.outbox_size() == 0 and target.set_aside == 0
     assert all(request.ByteSize() <= 1 << 20 for request in collector.metrics)
-    sent = Publication.from_json(big)
+    sent = AdmissionRecord.from_json(big)
     assert len(collector.data_points(names.METRIC_CHANGE_RATE_UPPER)) >= sum(
         1 for name, _, _ in sent.gauges if name == names.METRIC_CHANGE_RATE_UPPER
     )

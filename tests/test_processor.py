@@ -466,7 +466,7 @@ def test_one_collection_reads_one_admission_even_if_another_replaces_it_meanwhil
     """Gauges are read one after another: an admission that replaces another between two of
     them must not make a collection read half of each (inconclusive, then qualified, must not
     read as rejected)."""
-    from verdictgate.otel.admission_record import Publication, TrialTally
+    from verdictgate.otel.admission_record import AdmissionRecord, TrialTally
     from verdictgate.otel.latest_admissions import LatestAdmissions
 
     class RecordingMeter:  # the one part of a Meter LatestAdmissions uses
@@ -476,7 +476,7 @@ def test_one_collection_reads_one_admission_even_if_another_replaces_it_meanwhil
         def create_observable_gauge(self, name, callbacks, unit="", description=""):
             self.callbacks[name] = callbacks[0]
 
-    def publication(flips: bool) -> Publication:
+    def publication(flips: bool) -> AdmissionRecord:
         routes = ["a", "b"]
         trials = [
             Trial(f"c{c}", i, routes[(c + (flips and i % 2)) % 2], "r", routes[c % 2])
@@ -484,7 +484,7 @@ def test_one_collection_reads_one_admission_even_if_another_replaces_it_meanwhil
             for i in range(4)
         ]
         suite = Suite(name="s", point="p", contract=Contract({"a", "b"}))
-        return Publication.of(assess(trials, suite), frozenset(), TrialTally())
+        return AdmissionRecord.of(assess(trials, suite), frozenset(), TrialTally())
 
     meter = RecordingMeter()
     latest = LatestAdmissions.on(meter)  # type: ignore[arg-type]

@@ -1,5 +1,6 @@
 """The suite's own rules, checked on its source: a test reaches the code under test through
-public names only, shares helpers through support modules (never by importing another test
+names without a leading underscore only (never a private attribute, function or module),
+shares helpers through support modules (never by importing another test
 module), and sets no wall-clock bound on its examples."""
 
 from __future__ import annotations

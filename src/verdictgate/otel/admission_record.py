@@ -222,7 +222,7 @@ def streak_after(previous: int, assessment: Assessment, final: bool) -> int:
 
 
 @dataclass(frozen=True)
-class Publication:
+class AdmissionRecord:
     """Everything one admission publishes; plain values, so it can be stored and sent again."""
 
     run_id: str
@@ -252,7 +252,7 @@ class Publication:
         now_ns: int | None = None,
         labels: MetricLabels | None = None,
         inconclusive_streak: int | None = None,
-    ) -> Publication:
+    ) -> AdmissionRecord:
         """The publication of an assessment; `tally` keeps each trial counted once per run;
         `labels` bounds the label values of its metrics (default: the run's own names);
         `inconclusive_streak` is how many runs in a row of its suite were inconclusive, where
@@ -293,7 +293,7 @@ class Publication:
         return json.dumps(asdict(self), separators=(",", ":"))
 
     @classmethod
-    def from_json(cls, text: str) -> Publication:
+    def from_json(cls, text: str) -> AdmissionRecord:
         fields = json.loads(text)
         fields["gauges"] = [tuple(point) for point in fields["gauges"]]
         fields.setdefault(  # staged by a release before metric labels were bounded

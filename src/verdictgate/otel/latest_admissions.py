@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterator
 
 from opentelemetry.metrics import CallbackOptions, Meter, Observation
 
-from .admission_record import GAUGES, Publication
+from .admission_record import GAUGES, AdmissionRecord
 
 _BY_METER: weakref.WeakKeyDictionary[Meter, LatestAdmissions] = weakref.WeakKeyDictionary()
 _BY_METER_LOCK = threading.Lock()
@@ -26,8 +26,8 @@ class LatestAdmissions:
 
     def __init__(self, meter: Meter) -> None:
         self._lock = threading.Lock()
-        self._latest: dict[tuple[tuple[str, object], ...], Publication] = {}
-        self._pinned: list[Publication] | None = None
+        self._latest: dict[tuple[tuple[str, object], ...], AdmissionRecord] = {}
+        self._pinned: list[AdmissionRecord] | None = None
         self._observed: set[str] = set()
         """The gauges the pinned collection has read: one read again starts the next."""
         for name, (unit, description) in GAUGES.items():
@@ -44,7 +44,7 @@ class LatestAdmissions:
                 latest = _BY_METER[meter] = cls(meter)
             return latest
 
-    def replace(self, publication: Publication) -> None:
+    def replace(self, publication: AdmissionRecord) -> None:
         """Make a publication the latest of its (suite, point)."""
         key = tuple(sorted(publication.metric_base.items()))
         with self._lock:

@@ -9,7 +9,7 @@ from opentelemetry.trace import SpanKind
 
 from ..assessment import Assessment
 from . import conventions as names
-from .admission_record import COUNTER, InconclusiveStreaks, Publication, TrialTally
+from .admission_record import COUNTER, AdmissionRecord, InconclusiveStreaks, TrialTally
 from .latest_admissions import LatestAdmissions
 
 
@@ -50,12 +50,12 @@ class Publisher:
         trials counter only what it had not counted yet; `final` forgets it."""
         streak = self._streaks.after(assessment, final)
         self.emit(
-            Publication.of(
+            AdmissionRecord.of(
                 assessment, contract_routes, self._tally, final=final, inconclusive_streak=streak
             )
         )
 
-    def emit(self, publication: Publication) -> None:
+    def emit(self, publication: AdmissionRecord) -> None:
         """Emit a publication through this publisher's providers."""
         with self._tracer.start_as_current_span(
             names.ADMISSION_SPAN, kind=SpanKind.INTERNAL, attributes=publication.span_attributes

@@ -16,7 +16,13 @@ from ..declaration import RunDeclaration
 from ..engine import assess_declared, decided_round
 from ..evidence import Evidence
 from ..lifecycle import Decision, Final, Interim, Lifecycle, Look, Reason, Timing
-from ..otel.admission_record import OVERFLOW, MetricLabels, Publication, TrialTally, streak_after
+from ..otel.admission_record import (
+    OVERFLOW,
+    AdmissionRecord,
+    MetricLabels,
+    TrialTally,
+    streak_after,
+)
 from ..otel.framework_traces import FrameworkSpan, TrialMark, settled_trials
 from ..otel.otlp_reading import ExportContents
 from ..otel.span_decoding import run_declaration
@@ -157,7 +163,7 @@ class Receiver:
                 continue  # beyond the label limit: nothing of it was shown as its own
 
             def show(run: StoredRun, made_ns: int = int(finished_at * 1e9)) -> None:
-                publication = Publication.of(
+                publication = AdmissionRecord.of(
                     self.assessment_of(run),
                     self._declaration(run).metric_routes,
                     TrialTally(),
@@ -435,12 +441,12 @@ class Receiver:
         run: StoredRun,
         final: bool,
         now: float | None = None,
-    ) -> Publication | None:
+    ) -> AdmissionRecord | None:
         """The admission to publish, when the receiver publishes (over OTLP or a scrape
         endpoint); metric routes are limited to the declared contract."""
         if self.forwarder is None and self.scrape is None:
             return None
-        return Publication.of(
+        return AdmissionRecord.of(
             assessment,
             self._declaration(run).metric_routes,
             self._tally,

@@ -9,7 +9,7 @@ import random
 import threading
 from typing import Protocol
 
-from ..otel.admission_record import Publication
+from ..otel.admission_record import AdmissionRecord
 from ..otel.publisher import Publisher
 from .store import Store
 
@@ -26,7 +26,9 @@ class Target(Protocol):
     endpoint: str
     """What the logs call it."""
 
-    def deliver(self, seq: int, publication: Publication, pending: int) -> tuple[int, str | None]:
+    def deliver(
+        self, seq: int, publication: AdmissionRecord, pending: int
+    ) -> tuple[int, str | None]:
         """Send the `pending` signals of outbox entry `seq`; returns the signals now done
         (delivered, or refused for good) and, when some must be tried again later, why."""
         ...
@@ -43,7 +45,9 @@ class PublisherTarget:
         self.publisher = publisher
         self.endpoint = "an in-process publisher"
 
-    def deliver(self, seq: int, publication: Publication, pending: int) -> tuple[int, str | None]:
+    def deliver(
+        self, seq: int, publication: AdmissionRecord, pending: int
+    ) -> tuple[int, str | None]:
         self.publisher.emit(publication)
         return ALL_SIGNALS, None
 
@@ -89,7 +93,7 @@ class Forwarder:
                 return True
             for seq, body, sent in entries:
                 try:
-                    publication = Publication.from_json(body)
+                    publication = AdmissionRecord.from_json(body)
                 except (ValueError, TypeError, KeyError):  # never blocks the outbox's head
                     logger.error("verdictgate: outbox entry %d is unreadable; dropped", seq)
                     self.store.mark_sent(seq, ALL_SIGNALS, ALL_SIGNALS)

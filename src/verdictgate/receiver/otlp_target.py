@@ -30,7 +30,7 @@ from opentelemetry.util.re import parse_env_headers
 
 from ..errors import InputError
 from ..otel import conventions as names
-from ..otel.admission_record import COUNTER, GAUGES, Publication, publishing_resource
+from ..otel.admission_record import COUNTER, GAUGES, AdmissionRecord, publishing_resource
 from ..wire_types import AttributeValue
 from .forwarder import LOGS, METRICS, TRACES
 
@@ -131,7 +131,9 @@ class OtlpTarget:
         self.set_aside = 0
         """Requests refused for good or set aside after EXHAUSTED_ATTEMPTS (logged each)."""
 
-    def deliver(self, seq: int, publication: Publication, pending: int) -> tuple[int, str | None]:
+    def deliver(
+        self, seq: int, publication: AdmissionRecord, pending: int
+    ) -> tuple[int, str | None]:
         if self._encoded is None or self._encoded[0] != seq:
             self._encoded, self._exhausted = (seq, self._requests(publication)), 0
         done = 0
@@ -186,7 +188,7 @@ class OtlpTarget:
     def close(self) -> None:
         self._channel.close()
 
-    def _requests(self, publication: Publication) -> dict[int, list[Message]]:
+    def _requests(self, publication: AdmissionRecord) -> dict[int, list[Message]]:
         """The export requests of a publication, by signal (made once per entry): one span, one
         event, and its metrics in as many requests as keep each within MAX_REQUEST_BYTES."""
         when = publication.time_unix_nano
@@ -249,7 +251,7 @@ class OtlpTarget:
             ]
         )
 
-    def _metrics(self, publication: Publication) -> list[metrics_pb2.Metric]:
+    def _metrics(self, publication: AdmissionRecord) -> list[metrics_pb2.Metric]:
         """Gauges as they stood at the admission; the trials counter as a cumulative sum."""
         when = publication.time_unix_nano
         by_name: dict[str, list[metrics_pb2.NumberDataPoint]] = {}

@@ -19,7 +19,7 @@ from opentelemetry.sdk.resources import Resource
 
 from ..errors import InputError
 from ..otel import conventions as names
-from ..otel.admission_record import COUNTER, Publication, publishing_resource
+from ..otel.admission_record import COUNTER, AdmissionRecord, publishing_resource
 from ..otel.latest_admissions import LatestAdmissions
 from ..wire_types import AttributeValue
 from .http import BoundedHttpServer, RequestHandler
@@ -66,7 +66,7 @@ class PrometheusEndpoint:
         self._lock = threading.Lock()
         """Held by an admission while it replaces another and renders."""
         self._resource = Resource.create(publishing_resource())
-        self._latest: dict[tuple[tuple[str, object], ...], Publication] = {}
+        self._latest: dict[tuple[tuple[str, object], ...], AdmissionRecord] = {}
         self._trials: dict[tuple[tuple[str, AttributeValue], ...], int] = {}
         """The trials counter's series (its attributes, sorted) -> trials counted so far."""
         self._provider: MeterProvider | None = None
@@ -107,7 +107,7 @@ class PrometheusEndpoint:
             target=self._server.serve_forever, name="verdictgate-scrapes", daemon=True
         ).start()
 
-    def emit(self, publication: Publication) -> None:
+    def emit(self, publication: AdmissionRecord) -> None:
         """Make an admission the latest of its (suite, point), count its trials, and render the
         snapshot scrapes are answered with."""
         with self._lock:

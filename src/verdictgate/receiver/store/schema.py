@@ -73,7 +73,7 @@ CREATE TABLE IF NOT EXISTS outbox (
     seq INTEGER PRIMARY KEY AUTOINCREMENT,
     run_id TEXT NOT NULL,
     final INTEGER NOT NULL,      -- 0 for a canary window's interim admission
-    body TEXT NOT NULL,          -- a Publication, JSON
+    body TEXT NOT NULL,          -- a AdmissionRecord, JSON
     sent INTEGER NOT NULL DEFAULT 0  -- the signals already delivered (bits)
 );
 """

@@ -79,3 +79,38 @@ def test_compare_a_snapshot_with_a_later_build_on_a_targeted_route(cli, write, t
     approve = next(r for r in document["routes"] if r["route"] == "approve")
     assert approve["targeted"] is True and approve["regressed"] is True
     assert result.exit_code == 1
+
+
+def test_compare_from_python_takes_assessments_and_loaded_baselines(tmp_path):
+    """The Python API compares two builds as the CLI does: an assessment against a loaded
+    baseline gives the same counts as against the assessment the baseline froze."""
+    import verdictgate
+
+    routes = {"lost-card": "card_security", "late-transfer": "transfer_delay"}
+    suite = verdictgate.Suite(
+        name="payments", point="router",
+        contract=verdictgate.Contract(set(routes.values()), targets={"card_security": 0.05}),
+    )  # fmt: skip
+
+    def build(flipping: bool) -> verdictgate.Assessment:
+        flip = {"card_security": "transfer_delay", "transfer_delay": "card_security"}
+        trials = [
+            verdictgate.Trial(case, index, flip[route] if flipping and index % 2 else route,
+                              run="b", expected=route)
+            for case, route in routes.items() for index in range(160)
+        ]  # fmt: skip
+        return verdictgate.assess(trials, suite)
+
+    before, after = build(flipping=False), build(flipping=True)
+    path = tmp_path / "baseline.json"
+    path.write_text(json.dumps(verdictgate.snapshot(before, suite, approved=True)))
+    baseline = verdictgate.load_baseline(path)
+    targets = set(suite.contract.targets)
+    from_baseline = verdictgate.compare(baseline, after, targets)
+    assert from_baseline == verdictgate.compare(before, after, targets)
+    assert from_baseline.regression and not verdictgate.compare(before, before, targets).regression
+    older = json.loads(path.read_text())
+    del older["evidence"]["counts"]
+    path.write_text(json.dumps(older))
+    with pytest.raises(verdictgate.InputError, match="no counts"):
+        verdictgate.compare(verdictgate.load_baseline(path), after, targets)

@@ -26,6 +26,7 @@ if _TYPE_CHECKING:  # the public surface, written once: read again below to load
     from .baseline import load_baseline as load_baseline
     from .baseline import snapshot as snapshot
     from .clock import ManualClock as ManualClock
+    from .decision_rules import DecisionRule as DecisionRule
     from .drift import Comparison as Comparison
     from .drift import compare as compare
     from .engine import assess as assess
@@ -65,24 +66,29 @@ if _TYPE_CHECKING:  # the public surface, written once: read again below to load
     from .runner.agent import from_callable as from_callable
     from .runner.agent import from_factory as from_factory
     from .runner.run_options import RunOptions as RunOptions
+    from .runner.suite_run import TrialSink as TrialSink
     from .runner.suite_run import run as run
+    from .stats import ChangeRate as ChangeRate
     from .stats import Method as Method
     from .stats import Stability as Stability
     from .stats import change_rate as change_rate
     from .stats import pairs_needed as pairs_needed
     from .stats import pairs_to_qualify as pairs_to_qualify
     from .stats import wilson_interval as wilson_interval
+    from .suite import Calibration as Calibration
     from .suite import Case as Case
     from .suite import Contract as Contract
     from .suite import Suite as Suite
     from .suite_file import load_suite as load_suite
     from .tiers.invariants import Invariant as Invariant
+    from .tiers.invariants import Severity as Severity
     from .tiers.relations import Relation as Relation
     from .tiers.semantic import SemanticCheck as SemanticCheck
     from .tiers.semantic import calibrate as calibrate
     from .trial_model import NoDecision as NoDecision
     from .trial_model import Outcome as Outcome
     from .trial_model import Trial as Trial
+    from .trials_file import TrialsSummary as TrialsSummary
     from .trials_file import read_trials as read_trials
 
 

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .assessment import Assessment, Status
-from .drift import summary_document, summary_of
+from .drift import Summary, summary_document, summary_from_document, summary_of
 from .errors import InputError, SnapshotRefused
 from .policy import Claim, Policy
 from .stats import Method, Stability
@@ -83,12 +83,14 @@ def snapshot(assessment: Assessment, suite: Suite, *, approved: bool) -> JsonObj
 
 @dataclass(frozen=True)
 class Baseline:
-    """A loaded snapshot: the suite and policy it was admitted under, and each case's verdict."""
+    """A loaded snapshot: the suite and policy it was admitted under, each case's verdict, and
+    the counts a later build is compared with (None in a snapshot older than them)."""
 
     suite: Suite
     policy: Policy
     verdicts: dict[str, str]
     routes: dict[str, str]
+    counts: Summary | None = None
 
 
 def baseline_from_document(document: JsonValue, source: str) -> Baseline:
@@ -115,8 +117,12 @@ def baseline_from_document(document: JsonValue, source: str) -> Baseline:
         )
     except (TypeError, ValueError) as error:
         raise InputError(str(error), path=source, field="policy") from None
-    routes = (document.get("evidence") or {}).get("routes") or {}
-    return Baseline(suite, policy, verdicts, routes)
+    evidence = document.get("evidence") or {}
+    try:
+        counts = summary_from_document(evidence["counts"])
+    except (KeyError, TypeError):
+        counts = None  # made by a version that did not keep them
+    return Baseline(suite, policy, verdicts, evidence.get("routes") or {}, counts)
 
 
 @dataclass(frozen=True)

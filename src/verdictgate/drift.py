@@ -4,9 +4,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Set
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from .assessment import Assessment
+from .errors import InputError
 from .stats import difference_interval
+
+if TYPE_CHECKING:
+    from .baseline import Baseline
 from .wire_types import JsonObject, JsonValue
 
 
@@ -119,18 +124,29 @@ def summary_from_document(document: Mapping[str, JsonValue]) -> Summary:
     )
 
 
+def counts_of(build: Assessment | Baseline | Summary) -> Summary:
+    """A build's counts: an assessment's, or those a baseline keeps (InputError for a baseline
+    made before snapshots kept them)."""
+    if isinstance(build, Assessment):
+        return summary_of(build)
+    if isinstance(build, Summary):
+        return build
+    if build.counts is None:
+        message = "the baseline has no counts (made by an older version)"
+        raise InputError(message, field="evidence.counts")
+    return build.counts
+
+
 def compare(
-    before: Assessment | Summary,
-    after: Assessment | Summary,
+    before: Assessment | Baseline | Summary,
+    after: Assessment | Baseline | Summary,
     targets: Set[str] = frozenset(),
     confidence: float = 0.95,
 ) -> Comparison:
-    """Every route either build has, and the pooled rates, after minus before; `targets` are
-    the routes whose drift is a regression (a contract's targeted routes)."""
-    if isinstance(before, Assessment):
-        before = summary_of(before)
-    if isinstance(after, Assessment):
-        after = summary_of(after)
+    """Every route either build has, and the pooled rates, after minus before; a build is an
+    assessment or a loaded baseline. `targets` are the routes whose drift is a regression (a
+    contract's targeted routes: `suite.contract.targets`)."""
+    before, after = counts_of(before), counts_of(after)
 
     def drift(b: Counts, a: Counts) -> tuple[Difference, Difference]:
         flips = (b.flips, b.pairs), (a.flips, a.pairs)

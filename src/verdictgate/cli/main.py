@@ -525,7 +525,7 @@ def compare_command(before: str, after: str, suite_path: str | None, fmt: str) -
 def _build_counts(path: str, suite: Suite | None) -> tuple[Summary, Suite | None]:
     """A build's counts, from a snapshot or a trials file, and the suite a snapshot holds."""
     from ..baseline import SNAPSHOT_SCHEMA
-    from ..drift import summary_from_document, summary_of
+    from ..drift import summary_of
     from ..engine import assess
     from ..trials_file import read_trials
 
@@ -535,17 +535,14 @@ def _build_counts(path: str, suite: Suite | None) -> tuple[Summary, Suite | None
     except OSError as error:
         raise InputError(f"cannot read file ({error.strerror})", path=path) from None
     if f'"{SNAPSHOT_SCHEMA}"'.encode() in head:
-        document = read_json(path)
-        baseline = baseline_from_document(document, path)
-        try:
-            summary = summary_from_document(document["evidence"]["counts"])
-        except (KeyError, TypeError):
+        baseline = baseline_from_document(read_json(path), path)
+        if baseline.counts is None:
             raise InputError(
                 "the snapshot has no counts (made by an older version)",
                 path=path,
                 field="evidence.counts",
-            ) from None
-        return summary, baseline.suite
+            )
+        return baseline.counts, baseline.suite
     evidence, _ = read_trials(path)
     return summary_of(assess(evidence, suite)), None
 

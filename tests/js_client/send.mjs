@@ -6,7 +6,7 @@
 // export failed.
 import { readFileSync } from 'node:fs';
 import { context, trace } from '@opentelemetry/api';
-import { SimpleSpanProcessor, TracerProvider } from '@opentelemetry/sdk-trace';
+import { BatchSpanProcessor, TracerProvider } from '@opentelemetry/sdk-trace';
 import { OTLPTraceExporter as GrpcExporter } from '@opentelemetry/exporter-trace-otlp-grpc';
 import { OTLPTraceExporter as JsonExporter } from '@opentelemetry/exporter-trace-otlp-http';
 import { OTLPTraceExporter as ProtoExporter } from '@opentelemetry/exporter-trace-otlp-proto';
@@ -22,7 +22,12 @@ const exporter = {  // the SDK's exporter, each result counted
   shutdown: () => inner.shutdown(),
   forceFlush: () => inner.forceFlush(),
 };
-const provider = new TracerProvider({ spanProcessors: [new SimpleSpanProcessor({ exporter })] });
+// The batch processor, as deployments run it: one export in flight at a time, in small batches
+// so that a trial's spans still arrive in several requests. (With the simple processor every
+// span is an export of its own, all at once; beyond its fair share the receiver answers
+// RESOURCE_EXHAUSTED with RetryInfo, and this SDK's gRPC exporter does not retry it.)
+const batches = new BatchSpanProcessor({ exporter, maxExportBatchSize: 7, scheduledDelayMillis: 5 });
+const provider = new TracerProvider({ spanProcessors: [batches] });
 const tracer = provider.getTracer('verdictgate-js-client-test');
 const plan = JSON.parse(readFileSync(planPath, 'utf8'));
 for (const spans of plan) {

@@ -50,6 +50,11 @@ class LatestAdmissions:
         with self._lock:
             self._latest[key] = publication
 
+    def publications(self) -> list[AdmissionRecord]:
+        """The latest admission of every (suite, point)."""
+        with self._lock:
+            return list(self._latest.values())
+
     def _observer(self, name: str) -> Callable[[CallbackOptions], Iterator[Observation]]:
         def observe(options: CallbackOptions) -> Iterator[Observation]:
             with self._lock:

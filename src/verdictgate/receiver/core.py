@@ -7,7 +7,7 @@ import json
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
@@ -23,7 +23,7 @@ from ..otel.admission_record import (
     TrialTally,
     streak_after,
 )
-from ..otel.framework_traces import FrameworkSpan, TrialMark, settled_trials
+from ..otel.framework_traces import settled_trials
 from ..otel.otlp_reading import ExportContents
 from ..otel.span_decoding import run_declaration
 from ..otel.spans import run_attributes
@@ -183,14 +183,7 @@ class Receiver:
         settles."""
         if not (extract.trials or extract.declarations or extract.marks or extract.framework_spans):
             return
-        self._write(
-            extract,
-            extract.trials,
-            extract.declarations,
-            extract.labels,
-            marks=extract.marks,
-            spans=extract.framework_spans,
-        )
+        self._write(extract)
 
     def tick(self) -> None:
         """Settle the traces whose trials are due; hand the runs whose idle period is over (once
@@ -222,41 +215,37 @@ class Receiver:
         self._finisher.stop()
 
     def _write(
-        self,
-        extract: ExportContents | None,
-        trials: list[Trial],
-        declared: Sequence[dict[str, AttributeValue]] = (),
-        labels: Labels | None = None,
-        settle: tuple[str, float, float] | None = None,
-        marks: Iterable[TrialMark] = (),
-        spans: Iterable[FrameworkSpan] = (),
+        self, contents: ExportContents, settle: tuple[str, float, float] | None = None
     ) -> None:
-        """Commit trials and run spans' declarations (checked at the door), then tell the
-        lifecycle what was committed (in commit order), make the runs it completed final, and
-        wake the watchers of the runs touched. With `settle` (a trace, quiet since, held since)
-        the trials are that trace's due ones, read and stored under the same lock, so no span
-        lands between the reading and the settling."""
+        """Commit what an export request holds (trials, run spans' declarations, trial marks and
+        framework spans, checked at the door), then tell the lifecycle what was committed (in
+        commit order), make the runs it completed final, and wake the watchers of the runs
+        touched; trials refused at their run's limit are counted in `contents`. With `settle`
+        (a trace, quiet since, held since) the trials are that trace's due ones, read and
+        stored under the same lock, so no span lands between the reading and the settling."""
         with self._lock:
             now = self._clock()
+            trials: list[Trial] = contents.trials
+            labels: Labels = contents.labels
             settled: SettledTrials = ()
             if settle is not None:
                 trials, labels, settled = self._due_trials(*settle)
             written = self.store.write(
                 trials,
-                declared,
-                dict(labels or {}),
+                contents.declarations,
+                dict(labels),
                 now=now,
                 max_trials=self._max_trials,
                 max_held_spans=self.config.max_held_spans,
-                marks=marks,
-                spans=spans,
+                marks=contents.marks,
+                spans=contents.framework_spans,
                 settled=settled,
             )
-            self._record(written, declared, labels or {}, now)
+            self._record(written, contents.declarations, labels, now)
             self._advance(now)
         self._log_late_and_let_go(written)
-        if written.refused and extract is not None:
-            self._reject_beyond_limit(extract, written.refused)
+        if written.refused:
+            self._reject_beyond_limit(contents, written.refused)
         self._signals.notify(run.run_id for run in written.runs)
 
     def _due_trials(
@@ -348,7 +337,7 @@ class Receiver:
         quiet_since, held_since = now - self.config.settle, now - self.config.max_hold
         due = self.store.quiet_traces(quiet_since, held_since, self.config.settle_batch)
         for trace_id in due:
-            self._write(None, [], settle=(trace_id, quiet_since, held_since))
+            self._write(ExportContents(), settle=(trace_id, quiet_since, held_since))
         for _ in range(FORGET_BATCHES):
             if (
                 self.store.forget_traces(now - TRACE_TTL, self.config.settle_batch)

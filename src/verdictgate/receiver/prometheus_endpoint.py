@@ -66,11 +66,12 @@ class PrometheusEndpoint:
         self._lock = threading.Lock()
         """Held by an admission while it replaces another and renders."""
         self._resource = Resource.create(publishing_resource())
-        self._latest: dict[tuple[tuple[str, object], ...], AdmissionRecord] = {}
         self._trials: dict[tuple[tuple[str, AttributeValue], ...], int] = {}
         """The trials counter's series (its attributes, sorted) -> trials counted so far."""
         self._provider: MeterProvider | None = None
         self._registry: CollectorRegistry | None = None
+        self._admissions: LatestAdmissions | None = None
+        """The latest admissions, as the current provider's gauges read them."""
         self._renders = 0
         self._server: BoundedHttpServer | None = None
         self.port = 0
@@ -111,29 +112,30 @@ class PrometheusEndpoint:
         """Make an admission the latest of its (suite, point), count its trials, and render the
         snapshot scrapes are answered with."""
         with self._lock:
-            self._latest[tuple(sorted(publication.metric_base.items()))] = publication
             for outcome, added in publication.trials_added.items():
                 series = tuple(sorted({**publication.metric_base, names.OUTCOME: outcome}.items()))
                 self._trials[series] = self._trials.get(series, 0) + added
-            self.snapshot = self._render()
+            self.snapshot = self._render(publication)
 
-    def _render(self) -> bytes:
-        """The exposition of the latest admissions and the trials counted."""
+    def _render(self, publication: AdmissionRecord | None = None) -> bytes:
+        """The exposition with `publication` the latest of its (suite, point)."""
         from prometheus_client import generate_latest
 
-        registry = self._fresh_registry() if self._renders % RECYCLE_AFTER == 0 else self._registry
+        if self._renders % RECYCLE_AFTER == 0:
+            self._recycle()
         self._renders += 1
-        assert registry is not None and self._provider is not None
-        latest = LatestAdmissions.on(self._provider.get_meter(names.INSTRUMENTATION_SCOPE))
-        for publication in self._latest.values():
-            latest.replace(publication)
-        return bytes(generate_latest(registry))
+        assert self._admissions is not None and self._registry is not None
+        if publication is not None:
+            self._admissions.replace(publication)
+        return bytes(generate_latest(self._registry))
 
-    def _fresh_registry(self) -> CollectorRegistry:
-        """A new MeterProvider and the registry it renders into, the old one shut down."""
+    def _recycle(self) -> None:
+        """A new MeterProvider and the registry it renders into, holding the latest admissions
+        of the old one, which is shut down."""
         from opentelemetry.exporter.prometheus import PrometheusMetricReader
         from prometheus_client import CollectorRegistry
 
+        carried = self._admissions.publications() if self._admissions is not None else []
         if self._provider is not None:
             self._provider.shutdown()
         registry = CollectorRegistry()  # this endpoint's own, not the process-wide one
@@ -153,7 +155,9 @@ class PrometheusEndpoint:
             names.METRIC_TRIALS, callbacks=[counted], unit=unit, description=description
         )
         self._registry = registry
-        return registry
+        self._admissions = LatestAdmissions.on(meter)
+        for kept in carried:
+            self._admissions.replace(kept)
 
     def close(self) -> None:
         """Stop serving."""

@@ -238,6 +238,7 @@ class Lifecycle:
         """Take up an open run again as a store kept it (a receiver's restart): its evidence,
         what it is judged by, whether a run span declared it (then it has ended), and when it
         opened and last had news."""
+        self._ended.pop(run_id, None)
         run = self._runs[run_id] = _Run(
             run_id,
             opened,
@@ -253,6 +254,11 @@ class Lifecycle:
         if declaration.sequential:
             self._changed.add(run_id)
         self._check_plan(run)
+
+    def release(self, run_id: str) -> None:
+        """Forget an open run another decides now (a replica that took it over); nothing if it
+        is not open."""
+        self._runs.pop(run_id, None)
 
     def set_aside(self, run_id: str) -> None:
         """A run that cannot be judged (its stored declaration unreadable): it decides nothing,

@@ -21,6 +21,9 @@ settled from what has arrived by then (what comes later is counted late)."""
 DEFAULT_MAX_HELD_SPANS = 500_000
 """Framework spans held at most (about 100 MiB): beyond, the traces with no trial span that were
 quiet the longest are let go first, and counted."""
+DEFAULT_LEASE = 15.0
+"""Seconds a replica's claim on a run (or an outbox entry) holds unless renewed: a dead
+replica's runs are taken over after about this long (and a third of it)."""
 DEFAULT_METRIC_SUITES = 50
 """Distinct (suite, point) label pairs metrics carry when no suites are named."""
 
@@ -38,7 +41,10 @@ class ReceiverConfig:
     by which a trial settles even if its spans keep coming; `max_held_spans`: framework spans
     held at most (the oldest trial-less traces are let go beyond it). `canary_suites`: suite name -> the suite its
     canaries are judged by. `metric_suites`: the suites metrics may name (None: the first
-    `max_metric_suites` seen).
+    `max_metric_suites` seen). `lease`: seconds a replica's claims on runs and outbox
+    entries hold unless renewed (a shared store's replicas take over a dead one's after it);
+    `replica`: this receiver's name among them (None: host, process and a random part, or
+    `local` for a store no other process writes).
     """
 
     idle: float = DEFAULT_IDLE_SECONDS
@@ -52,6 +58,8 @@ class ReceiverConfig:
     canary_suites: Mapping[str, Suite] = field(default_factory=lambda: MappingProxyType({}))
     metric_suites: frozenset[str] | None = None
     max_metric_suites: int = DEFAULT_METRIC_SUITES
+    lease: float = DEFAULT_LEASE
+    replica: str | None = None
     settle_batch: int = 1000
     """Traces one tick settles at most (and expired ones it forgets); idle periods wait for
     the tick that settles the rest."""

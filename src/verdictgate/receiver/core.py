@@ -5,6 +5,9 @@ from __future__ import annotations
 import functools
 import json
 import logging
+import os
+import secrets
+import socket
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -23,27 +26,21 @@ from ..otel.admission_record import (
     TrialTally,
     streak_after,
 )
-from ..otel.framework_traces import settled_trials
 from ..otel.otlp_reading import ExportContents
 from ..otel.span_decoding import run_declaration
 from ..otel.spans import run_attributes
-from ..trial_model import Trial
 from ..wire_types import AttributeValue
 from .assessment_cache import AssessmentCache, CachedAssessment
 from .config import ReceiverConfig
 from .finisher import Finisher
 from .forwarder import Forwarder
 from .run_signals import RunSignals
-from .store import Store, StoredRun, Written
+from .store import LOCAL, Store, StoredRun, Written
 
 if TYPE_CHECKING:
     from .prometheus_endpoint import PrometheusEndpoint
-    from .store.held_spans import SettledTrials
 
 logger = logging.getLogger(__name__)
-
-Labels = Mapping[str, tuple[str | None, str | None]]
-"""Per run, the (suite, point) its trials came under."""
 
 TRACE_TTL = 600.0
 """Seconds a trace without a trial span is held (then dropped), and a settled trace remembered
@@ -67,6 +64,10 @@ class Receiver:
     decides; its answer is then that of the first round the rule decides, however the trials
     were batched. A run without a run span (a canary) is final after `idle` idle seconds, and
     with `window` it is also assessed every `window` seconds while it collects.
+
+    Replicas may share one store (PostgreSQL): any takes any request, and each run is decided by
+    one of them, its owner, that claimed it with a lease (`config.lease`) and follows what the
+    others write to it; a run whose lease lapsed is taken over, and an admission is made once.
 
     A request is acknowledged after its commit. The open runs' evidence is kept in memory as
     the trials are committed, so a finish never reads a run back: the store is the durable log
@@ -113,6 +114,15 @@ class Receiver:
         self._admitting = threading.Lock()
         """Held while an admission made by a finisher thread is published and committed (never
         while a run is assessed)."""
+        self.replica = config.replica or (_replica_name() if store.shared else LOCAL)
+        """This receiver's name among the replicas of its store (the owner of the runs it
+        decides, and the outbox entries its forwarder delivers)."""
+        if forwarder is not None:
+            forwarder.claim_as(self.replica, config.lease)
+        self._known: dict[str, int] = {}
+        """The open runs this replica decides, each with the version of it the lifecycle holds."""
+        self._set_aside: set[str] = set()
+        self._next_claim = 0.0
         self._lifecycle = Lifecycle(
             Timing(idle=config.idle, window=config.window, run_span_ends_run=False),
             self._canary_declaration,
@@ -127,17 +137,33 @@ class Receiver:
 
     def _recover(self) -> None:
         """Take up the store's open runs again (their evidence read once), and finish the runs
-        that were final but not yet admitted when the process stopped."""
+        that were final but not yet admitted when the process stopped; in a shared store, those
+        whose owner's lease lapsed."""
         with self._lock:
-            for run in self.store.open_runs():
-                if not _isolated(run.run_id, functools.partial(self._restore, run)):
+            now = self._clock()
+            self._take_over(now, mine=True)
+            self._advance(now)  # a run whose plan was complete when it stopped
+
+    def _take_over(self, now: float, mine: bool = False) -> None:
+        """Claim the runs no lease holds (and with `mine` this replica's own, a store reopened):
+        an open one into the lifecycle, a final one still to admit to the finisher (the lock is
+        held). Claims run out in batches, so that a takeover of many runs is taken in full."""
+        while claimed := self.store.claim_runs(
+            self.replica, now, now + self.config.lease, mine=mine
+        ):
+            for run in claimed:
+                if run.final:
+                    _isolated(run.run_id, functools.partial(self._admit_recovered, run))
+                elif not _isolated(run.run_id, functools.partial(self._restore, run)):
                     self._lifecycle.set_aside(run.run_id)
-            for run in self.store.runs_to_admit():
-                _isolated(run.run_id, functools.partial(self._admit_recovered, run))
-            self._advance(self._clock())  # a run whose plan was complete when it stopped
+                    self._set_aside.add(run.run_id)
+            mine = False  # the runs claimed are this replica's now: claim what is left
+            if len(claimed) < 1000:
+                return
 
     def _restore(self, run: StoredRun) -> None:
         """An open run into the lifecycle, as the store holds it."""
+        self._known[run.run_id] = run.version
         self._lifecycle.restore(
             run.run_id,
             self.store.evidence(run.run_id),
@@ -148,7 +174,8 @@ class Receiver:
         )
 
     def _admit_recovered(self, run: StoredRun) -> None:
-        """A run made final before a restart, to the finisher."""
+        """A run made final before a restart (or by a replica that died since), to the
+        finisher."""
         evidence, declaration = self.store.evidence(run.run_id), self._declaration(run)
         self._finisher.put(
             Final(run.run_id, Reason.RECOVERED, evidence, declaration, run.declared is not None)
@@ -192,6 +219,9 @@ class Receiver:
         delete runs finished longer ago than that (at most once a minute, through an index of
         finished runs by age: the cost follows what is deleted, not the history)."""
         now = self._clock()
+        if self.store.shared:
+            with self._lock:
+                self._follow(now)
         drained = True  # a settling that failed must not hold every timer back
         try:
             drained = self._settle_traces(now)
@@ -211,8 +241,41 @@ class Receiver:
 
     def close(self) -> None:
         """Stop the finisher after what it holds (runs made final but not admitted stay in the
-        store, and are finished at the next start)."""
+        store, and are finished at the next start). In a shared store this replica's leases
+        then lapse at once, so that the other replicas take its runs over at their next tick."""
         self._finisher.stop()
+        if self.store.shared:
+            self.store.renew(self.replica, 0.0)
+
+    def _follow(self, now: float) -> None:
+        """A shared store's replica at each tick (the lock is held): the runs it decides catch
+        up with what other replicas wrote to them, a run another replica took over is let go,
+        and every third of a lease its leases are renewed and the runs whose lease lapsed are
+        taken over. Reads the runs this replica owns (open work), never the history."""
+        if now >= self._next_claim:
+            self._next_claim = now + self.config.lease / 3
+            self.store.renew(self.replica, now + self.config.lease)
+            self._take_over(now)
+        owned = self.store.owned_runs(self.replica)
+        for run_id in [run_id for run_id in self._known if run_id not in owned]:
+            del self._known[run_id]  # taken over by another replica
+            self._lifecycle.release(run_id)
+        for run_id, version in owned.items():
+            known = self._known.get(run_id)
+            if known is not None and version > known and (run := self.store.run(run_id)):
+                self._catch_up(run, known)
+        self._advance(now)
+
+    def _catch_up(self, run: StoredRun, known: int) -> None:
+        """Tell the lifecycle what other replicas wrote to a run this one decides since it held
+        version `known` (the lock is held): its run span, its trials, that it had news."""
+        lifecycle, seen = self._lifecycle, run.last_seen
+        if run.declared is not None:
+            lifecycle.ended(run.declared, seen)
+        trials = self.store.written_since(run.run_id, known)
+        lifecycle.record_all(run.run_id, trials, seen, run.suite, run.point)
+        lifecycle.heard(run.run_id, seen)
+        self._known[run.run_id] = run.version
 
     def _write(
         self, contents: ExportContents, settle: tuple[str, float, float] | None = None
@@ -225,63 +288,55 @@ class Receiver:
         stored under the same lock, so no span lands between the reading and the settling."""
         with self._lock:
             now = self._clock()
-            trials: list[Trial] = contents.trials
-            labels: Labels = contents.labels
-            settled: SettledTrials = ()
-            if settle is not None:
-                trials, labels, settled = self._due_trials(*settle)
             written = self.store.write(
-                trials,
+                contents.trials,
                 contents.declarations,
-                dict(labels),
+                dict(contents.labels),
                 now=now,
                 max_trials=self._max_trials,
                 max_held_spans=self.config.max_held_spans,
                 marks=contents.marks,
                 spans=contents.framework_spans,
-                settled=settled,
+                due=settle,
+                claim=(self.replica, now + self.config.lease),
             )
-            self._record(written, contents.declarations, labels, now)
+            self._record(written, contents.declarations, now)
             self._advance(now)
         self._log_late_and_let_go(written)
         if written.refused:
             self._reject_beyond_limit(contents, written.refused)
         self._signals.notify(run.run_id for run in written.runs)
 
-    def _due_trials(
-        self, trace_id: str, quiet_since: float, held_since: float
-    ) -> tuple[list[Trial], Labels, tuple[tuple[str, list[tuple[str, list[str]]]]]]:
-        """A trace's trials due to settle, the (suite, point) of their runs, and what marks
-        them settled (the trial span ids, each with the span ids below it), as `Store.write`
-        takes it (the lock is held)."""
-        marks, facts = self.store.trace(trace_id, quiet_since, held_since)
-        trials, below = settled_trials(marks, facts)
-        labels = {mark.run: (mark.suite, mark.point) for mark in marks}
-        return (
-            trials,
-            labels,
-            ((trace_id, [(mark.span_id, below[mark.span_id]) for mark in marks]),),
-        )
-
     def _record(
-        self,
-        written: Written,
-        declared: Sequence[dict[str, AttributeValue]],
-        labels: Labels,
-        now: float,
+        self, written: Written, declared: Sequence[dict[str, AttributeValue]], now: float
     ) -> None:
-        """Tell the lifecycle what a write committed, in commit order (the lock is held): the
-        runs whose run span ended them, the trials each run took, the runs heard of."""
-        lifecycle = self._lifecycle
-        final = {run.run_id for run in written.runs if run.final}
+        """Tell the lifecycle what a write committed to the runs this replica decides, in
+        commit order (the lock is held): the runs whose run span ended them, the trials each
+        run took, the runs heard of. A run it holds that other replicas wrote to since catches
+        up from the store; one it claimed in this write is taken up whole."""
+        lifecycle, direct = self._lifecycle, set()
+        for run in written.runs:
+            if run.owner != self.replica or run.final or run.run_id in self._set_aside:
+                continue  # another replica decides it, or it is over (the store counted it late)
+            known = self._known.get(run.run_id)
+            if known is None and run.version > 1:  # an existing run, claimed by this write
+                if not _isolated(run.run_id, functools.partial(self._restore, run)):
+                    self._lifecycle.set_aside(run.run_id)
+                    self._set_aside.add(run.run_id)
+            elif known is not None and known != run.version - 1:
+                self._catch_up(run, known)
+            else:
+                direct.add(run.run_id)
+                self._known[run.run_id] = run.version
         for attributes in declared:
             declaration = run_declaration(attributes)
-            if declaration.run_id not in final:  # else late: the store counted it
+            if declaration.run_id in direct:
                 lifecycle.ended(declaration, now)
         for run_id, accepted in written.accepted.items():
-            suite, point = labels.get(run_id, (None, None))
-            lifecycle.record_all(run_id, accepted, now, suite, point)
-        for run_id in written.heard:
+            if run_id in direct:
+                suite, point = written.labels.get(run_id, (None, None))
+                lifecycle.record_all(run_id, accepted, now, suite, point)
+        for run_id in written.heard & direct:
             lifecycle.heard(run_id, now)
 
     def _log_late_and_let_go(self, written: Written) -> None:
@@ -321,10 +376,12 @@ class Receiver:
         by the tick alone, after it settled the trials due by the same `now`."""
         decisions = self._lifecycle.due(now, timers)
         finals = [d.run_id for d in decisions if isinstance(d, Final)]
-        if finals:
-            self.store.close_runs(finals)
+        closed = set(self.store.close_runs(finals, self.replica)) if finals else set()
+        for run_id in finals:
+            self._known.pop(run_id, None)
         for decision in decisions:
-            self._finisher.put(decision)
+            if not isinstance(decision, Final) or decision.run_id in closed:
+                self._finisher.put(decision)  # a run another replica took over is its to admit
 
     def _settle_traces(self, now: float) -> bool:
         """Derive and store the trials whose own spans (the trial span and those below it) have
@@ -370,7 +427,8 @@ class Receiver:
         run = self.store.run(final.run_id)
         if run is None or run.status is not None:
             return
-        assessment = self.assessment_of(run, final.declaration, final.evidence)
+        evidence = self.store.evidence(run.run_id) if self.store.shared else final.evidence
+        assessment = self.assessment_of(run, final.declaration, evidence)
         with self._admitting:  # a suite's runs admitted one at a time: their streak counts
             now = self._clock()  # when it was admitted, for the store and the metrics alike
             publication = self._publication(assessment, run, final=True, now=now)
@@ -536,6 +594,12 @@ class Receiver:
         if known is not None:
             return RunDeclaration.of_suite(run_id, known)
         return RunDeclaration.default(run_id, suite, point)
+
+
+def _replica_name() -> str:
+    """A name no other replica has: this host's, this process's, and a random part (a replica
+    restarted is a new one, and waits for its old leases to lapse like any other)."""
+    return f"{socket.gethostname()}-{os.getpid()}-{secrets.token_hex(3)}"
 
 
 def _isolated(run_id: str, work: Callable[[], object]) -> bool:

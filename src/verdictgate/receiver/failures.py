@@ -6,7 +6,6 @@ out of the answer). Each transport maps a `Failure` to its own status."""
 from __future__ import annotations
 
 import logging
-import sqlite3
 import threading
 import traceback
 from enum import Enum
@@ -14,6 +13,7 @@ from enum import Enum
 from ..otel.otlp_reading import MalformedRequest
 from .decoding import DecoderUnavailable
 from .fair_gate import Busy
+from .store import is_store_error
 
 logger = logging.getLogger(__name__)
 
@@ -68,7 +68,7 @@ def failure_of(error: Exception, where: str) -> tuple[Failure, str]:
         return Failure.BUSY, str(error)
     if isinstance(error, DecoderUnavailable):
         return Failure.UNAVAILABLE, "decoder restarting, retry later"
-    if isinstance(error, sqlite3.Error):
+    if is_store_error(error):
         logger.error("verdictgate: store error: %s", error)
         return Failure.UNAVAILABLE, "store unavailable, retry later"
     report_unexpected(error, where)

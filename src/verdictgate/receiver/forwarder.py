@@ -7,11 +7,14 @@ from __future__ import annotations
 import logging
 import random
 import threading
+import time
+from collections.abc import Callable
 from typing import Protocol
 
 from ..otel.admission_record import AdmissionRecord
 from ..otel.publisher import Publisher
-from .store import Store
+from .config import DEFAULT_LEASE
+from .store import LOCAL, Store
 
 logger = logging.getLogger(__name__)
 
@@ -59,7 +62,10 @@ class Forwarder:
     """Drains the outbox into a target, oldest first, on its own thread. An entry leaves the
     outbox only when each of its signals was delivered (or refused for good), so an admission is
     published at least once, across restarts; a failure backs off exponentially (with jitter)
-    and is logged once when publishing stops and once when it resumes."""
+    and is logged once when publishing stops and once when it resumes. Replicas sharing a
+    store each claim the entries they deliver (`claim_as`), with a lease, so that one replica
+    delivers an entry at a time and a dead one's entries are delivered by another, with the
+    same span ids."""
 
     def __init__(
         self,
@@ -68,8 +74,11 @@ class Forwarder:
         *,
         backoff: tuple[float, float] = (0.5, 30.0),
         batch: int = 64,
+        clock: Callable[[], float] = time.time,
     ) -> None:
         self.store = store
+        self.replica, self.lease = LOCAL, DEFAULT_LEASE
+        self._clock = clock
         self.target = target
         self._backoff = backoff
         self._batch = batch
@@ -79,6 +88,10 @@ class Forwarder:
         self.failing: str | None = None
         """Why the last attempt failed, while publishing is failing; None when it works."""
 
+    def claim_as(self, replica: str, lease: float) -> None:
+        """Claim outbox entries as `replica`, each for `lease` seconds (the receiver's)."""
+        self.replica, self.lease = replica, lease
+
     def wake(self) -> None:
         """Something was staged: deliver it now."""
         self._wake.set()
@@ -87,7 +100,8 @@ class Forwarder:
         """Deliver what the outbox holds, in order, until it is empty (True) or the target fails
         (False, logged when that starts)."""
         while not self._stop.is_set():
-            entries = self.store.outbox(self._batch)
+            now = self._clock()
+            entries = self.store.claim_outbox(self.replica, now, now + self.lease, self._batch)
             if not entries:
                 self._recovered()
                 return True

@@ -62,7 +62,7 @@ class Ingest:
         The request is admitted here unless the caller admitted it already and passes its
         `ticket` (HTTP does, before reading the body; the ticket names the client); the caller
         then releases it. Raises MalformedRequest (client error), Busy, DecoderUnavailable or
-        sqlite3.Error (the last three retryable).
+        a store error (the last three retryable).
         """
         if ticket is not None:
             return self._export(body, content_type)

@@ -1,14 +1,17 @@
-"""The durable trial store (SQLite, WAL): first record wins, conflicts kept, runs resumable.
+"""The durable trial store (a SQLite file in WAL mode, or a PostgreSQL database shared by
+replicas): first record wins, conflicts kept, runs resumable and claimed.
 
 `Store` composes one class per aggregate, each over the cursor of the transaction it is given:
-`Runs` (runs and their trials: writing, declaring, admitting), `HeldSpans` (framework spans
-held until their trial settles), `Outbox` (admissions staged for publishing) and `RunListing`
-(listing and retention); `schema` creates and migrates the tables, `connection` holds the one
-connection, its lock and its transactions.
+`Runs` (runs and their trials: writing, declaring, admitting), `RunClaims` (which replica
+decides a run, with a lease), `HeldSpans` (framework spans held until their trial settles),
+`Outbox` (admissions staged for publishing, claimed for delivery) and `RunListing` (listing and
+retention); `schema` creates and migrates the tables, `connection` holds the one connection,
+its lock, its transactions and the SQL dialect.
 """
 
-from .facade import Store
+from .connection import is_store_error
+from .facade import LOCAL, Store
 from .records import StoredRun, Written
 from .trial_rows import encode_decision
 
-__all__ = ["Store", "StoredRun", "Written", "encode_decision"]
+__all__ = ["LOCAL", "Store", "StoredRun", "Written", "encode_decision", "is_store_error"]

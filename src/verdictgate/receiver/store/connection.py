@@ -1,40 +1,127 @@
-"""The store's one SQLite connection: made owner-only, in WAL mode, used under one lock, and
-written in `BEGIN IMMEDIATE ... COMMIT` transactions (rolled back on error)."""
+"""The store's one connection, to a SQLite file or a PostgreSQL server: used under one lock,
+written in transactions (committed when the block ends, rolled back on error), the SQL of the
+aggregates spoken in either dialect.
+
+The aggregates write SQLite's SQL; `to_postgres` translates it (cached per statement): `?`
+placeholders, `INSERT OR IGNORE`, `IS ?` comparisons and SQLite's column types. A PostgreSQL
+store is `shared`: other replicas write to it too, so what this process counts is an estimate
+that is read again from the tables when it matters."""
 
 from __future__ import annotations
 
+import functools
 import os
+import re
 import sqlite3
 import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
+from abc import ABC, abstractmethod
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
+from urllib.parse import urlsplit, urlunsplit
 
-SqlRow = tuple[Any, ...]  # boundary: sqlite3, a row as it returns it (its columns' values)
+if TYPE_CHECKING:
+    import psycopg
+
+SqlRow = tuple[Any, ...]  # boundary: a driver's row as it returns it (its columns' values)
+Parameters = Sequence[object]
 
 CACHE_KIB = 65536
 """SQLite's page cache (64 MiB, against its 2 MiB default): inserts into a large trials table
 then rarely read pages back from disk."""
+MIGRATION_LOCK = 0x76657264
+"""The advisory lock replicas starting together migrate a PostgreSQL store under, one at a time."""
 
 
-class Database:
-    """One SQLite connection shared by threads: every use of it holds `lock`."""
+class Cursor(Protocol):
+    """What the aggregates use of a cursor (sqlite3's, or a translating PostgreSQL one)."""
+
+    @property
+    def rowcount(self) -> int: ...
+
+    def execute(self, sql: str, parameters: Parameters = (), /) -> Cursor: ...
+
+    def executemany(self, sql: str, parameters: Iterable[Parameters], /) -> Cursor: ...
+
+    def fetchone(self) -> Any: ...  # boundary: a row, or None
+
+    def fetchall(self) -> list[Any]: ...  # boundary: rows
+
+
+def is_store_error(error: BaseException) -> bool:
+    """Whether an exception is the store's driver failing (retryable for a sender)."""
+    return isinstance(error, sqlite3.Error) or type(error).__module__.startswith("psycopg")
+
+
+def is_postgres_url(location: str | Path) -> bool:
+    """Whether a store location names a PostgreSQL server (`postgresql://` or `postgres://`)."""
+    return str(location).startswith(("postgresql://", "postgres://"))
+
+
+def redacted(location: str | Path) -> str:
+    """A store location fit for a log line: a URL's password replaced by `***`."""
+    text = str(location)
+    if not is_postgres_url(text):
+        return text
+    parts = urlsplit(text)
+    if parts.password is None:
+        return text
+    host = parts.netloc.rpartition("@")[2]
+    return urlunsplit(parts._replace(netloc=f"{parts.username or ''}:***@{host}"))
+
+
+class Database(ABC):
+    """One connection shared by threads: every use of it holds `lock`."""
+
+    shared = False
+    """Whether other processes write the same tables (then counts kept here are estimates)."""
+    skip_locked = ""
+    """What a claiming `SELECT` ends with, so that replicas claim different rows."""
+    lock_row = ""
+    """What a `SELECT` of a row a transaction goes on to change ends with, to hold it."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+
+    @abstractmethod
+    def transaction(self) -> AbstractContextManager[Cursor]:
+        """A cursor in a write transaction, under the lock: committed when the block ends
+        (however it returns), rolled back when it or the commit raises."""
+
+    @abstractmethod
+    def locked(self) -> AbstractContextManager[Cursor]:
+        """A cursor under the lock, outside any explicit transaction: each statement reads, or
+        commits, on its own."""
+
+    @abstractmethod
+    def migrating(self) -> AbstractContextManager[Cursor]:
+        """A cursor to create and migrate the schema with, one process at a time."""
+
+    @abstractmethod
+    def columns(self, cursor: Cursor, table: str) -> set[str]:
+        """The columns a table has."""
+
+    @abstractmethod
+    def close(self) -> None:
+        """Close the connection (after any use in progress)."""
+
+
+class SqliteDatabase(Database):
+    """A SQLite file (made owner-only) in WAL mode, or `:memory:`; written in `BEGIN IMMEDIATE`."""
 
     def __init__(self, path: str | Path = ":memory:") -> None:
+        super().__init__()
         if str(path) != ":memory:" and not Path(path).exists():
             os.close(os.open(path, os.O_CREAT | os.O_WRONLY, 0o600))  # trial data: owner only
         self._connection = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None)
-        self.lock = threading.Lock()
         with self.lock:
             self._connection.execute("PRAGMA journal_mode=WAL")
             self._connection.execute("PRAGMA synchronous=NORMAL")  # durable across process crashes
             self._connection.execute(f"PRAGMA cache_size=-{CACHE_KIB}")
 
     @contextmanager
-    def transaction(self) -> Iterator[sqlite3.Cursor]:
-        """A cursor in `BEGIN IMMEDIATE`, under the lock: committed when the block ends (however
-        it returns), rolled back when it or the commit raises, so no transaction stays open."""
+    def transaction(self) -> Iterator[Cursor]:
         with self.lock:
             cursor = self._connection.cursor()
             cursor.execute("BEGIN IMMEDIATE")
@@ -47,13 +134,146 @@ class Database:
                 raise
 
     @contextmanager
-    def locked(self) -> Iterator[sqlite3.Cursor]:
-        """A cursor under the lock, outside any explicit transaction: each statement reads, or
-        commits, on its own."""
+    def locked(self) -> Iterator[Cursor]:
         with self.lock:
             yield self._connection.cursor()
 
+    def columns(self, cursor: Cursor, table: str) -> set[str]:
+        return {row[1] for row in cursor.execute(f"PRAGMA table_info({table})").fetchall()}
+
+    @contextmanager
+    def migrating(self) -> Iterator[Cursor]:
+        with self.locked() as cursor:
+            yield cursor
+
     def close(self) -> None:
-        """Close the connection (after any use in progress)."""
         with self.lock:
             self._connection.close()
+
+
+class PostgresDatabase(Database):
+    """A PostgreSQL database through psycopg 3, shared with other replicas. The URL (or the
+    standard `PG*` environment variables it leaves out) says where and who; a connection lost
+    is made again at the next use. Transactions are READ COMMITTED: rows a transaction changes
+    are locked until it ends, which is what orders replicas' writes to one run or trace."""
+
+    shared = True
+    skip_locked = " FOR UPDATE SKIP LOCKED"
+    lock_row = " FOR UPDATE"
+
+    def __init__(self, url: str) -> None:
+        super().__init__()
+        try:
+            import psycopg
+        except ImportError:
+            raise RuntimeError(
+                "a PostgreSQL store needs psycopg: pip install 'verdictgate[postgres]'"
+            ) from None
+        self._psycopg = psycopg
+        self._url = url
+        self._connection: psycopg.Connection[tuple[Any, ...]] = self._connect()
+
+    def _connect(self) -> psycopg.Connection[tuple[Any, ...]]:
+        try:
+            return self._psycopg.connect(self._url, autocommit=True, connect_timeout=10)
+        except self._psycopg.OperationalError as error:  # its text names no password
+            raise RuntimeError(f"cannot reach the store {redacted(self._url)}: {error}") from None
+
+    def _live(self) -> psycopg.Connection[tuple[Any, ...]]:
+        """The connection, made again when the last one was lost (the lock is held)."""
+        if self._connection.closed or self._connection.broken:
+            self._connection = self._connect()
+        return self._connection
+
+    @contextmanager
+    def transaction(self) -> Iterator[Cursor]:
+        with self.lock:
+            connection = self._live()
+            with connection.transaction():
+                yield PostgresCursor(connection.cursor())
+
+    @contextmanager
+    def locked(self) -> Iterator[Cursor]:
+        with self.lock:
+            yield PostgresCursor(self._live().cursor())
+
+    def columns(self, cursor: Cursor, table: str) -> set[str]:
+        rows = cursor.execute(
+            "SELECT column_name FROM information_schema.columns"
+            " WHERE table_schema = current_schema() AND table_name = ?",
+            (table,),
+        ).fetchall()
+        return {name for (name,) in rows}
+
+    @contextmanager
+    def migrating(self) -> Iterator[Cursor]:
+        with self.transaction() as cursor:
+            cursor.execute("SELECT pg_advisory_xact_lock(?)", (MIGRATION_LOCK,))
+            yield cursor
+
+    def close(self) -> None:
+        with self.lock:
+            self._connection.close()
+
+
+class PostgresCursor:
+    """A psycopg cursor that takes the aggregates' SQLite SQL (see `to_postgres`)."""
+
+    def __init__(self, cursor: psycopg.Cursor[tuple[Any, ...]]) -> None:
+        self._cursor = cursor
+
+    @property
+    def rowcount(self) -> int:
+        return self._cursor.rowcount
+
+    def execute(self, sql: str, parameters: Parameters = (), /) -> Cursor:
+        self._cursor.execute(to_postgres(sql), parameters or None)
+        return self
+
+    def executemany(self, sql: str, parameters: Iterable[Parameters], /) -> Cursor:
+        rows = list(parameters)
+        if rows:
+            self._cursor.executemany(to_postgres(sql), rows)
+        return self
+
+    def fetchone(self) -> Any:
+        return self._cursor.fetchone()
+
+    def fetchall(self) -> list[Any]:
+        return self._cursor.fetchall()
+
+
+_TYPES = (
+    (
+        re.compile(r"INTEGER PRIMARY KEY AUTOINCREMENT"),
+        "BIGINT GENERATED BY DEFAULT AS IDENTITY PRIMARY KEY",
+    ),
+    (re.compile(r"\bWITHOUT ROWID\b"), ""),
+    (re.compile(r"\bINTEGER\b"), "BIGINT"),
+    (re.compile(r"\bREAL\b"), "DOUBLE PRECISION"),  # PostgreSQL's REAL is 4 bytes
+    (re.compile(r"\bBLOB\b"), "BYTEA"),
+)
+
+
+@functools.lru_cache(maxsize=512)
+def to_postgres(sql: str) -> str:
+    """A statement of the aggregates' SQLite SQL in PostgreSQL's."""
+    text = sql.strip()
+    if text.upper().startswith(("CREATE", "ALTER")):
+        text = re.sub(r"--[^\n]*", "", text)
+        for pattern, replacement in _TYPES:
+            text = pattern.sub(replacement, text)
+    if text.startswith("INSERT OR IGNORE INTO"):
+        text = (
+            "INSERT INTO" + text.removeprefix("INSERT OR IGNORE INTO") + " ON CONFLICT DO NOTHING"
+        )
+    text = re.sub(r"\bIS NOT \?", "IS DISTINCT FROM ?", text)
+    text = re.sub(r"\bIS \?", "IS NOT DISTINCT FROM ?", text)
+    return text.replace("?", "%s")
+
+
+def open_database(location: str | Path = ":memory:") -> Database:
+    """The database a store location names: a PostgreSQL URL, or a SQLite file (`:memory:`)."""
+    if is_postgres_url(location):
+        return PostgresDatabase(str(location))
+    return SqliteDatabase(location)

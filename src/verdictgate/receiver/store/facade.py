@@ -1,5 +1,6 @@
-"""The durable trial store (SQLite, WAL): first record wins, conflicts kept, runs resumable. It
-composes the aggregates; each public call is one transaction (or one read) under the lock."""
+"""The durable trial store (a SQLite file, WAL, or a PostgreSQL database shared by replicas):
+first record wins, conflicts kept, runs resumable and claimed. It composes the aggregates; each
+public call is one transaction (or one read) under the lock."""
 
 from __future__ import annotations
 
@@ -9,34 +10,54 @@ from pathlib import Path
 
 from ...evidence import Evidence
 from ...otel import conventions as names
-from ...otel.framework_traces import FrameworkSpan, TrialMark
-from ...span_facts import SpanFacts
+from ...otel.framework_traces import FrameworkSpan, TrialMark, settled_trials
 from ...trial_model import Trial
 from ...wire_types import AttributeValue
-from .connection import Database
+from .claims import RunClaims
+from .connection import Cursor, open_database, redacted
 from .held_spans import HeldSpans, SettledTrials, unpack_trace
 from .listing import DEFAULT_PAGE_SIZE, RunListing
 from .outbox import DEFAULT_OUTBOX_LIMIT, Outbox
 from .records import StoredRun, Written
-from .runs import Runs
+from .runs import Claim, Runs
 from .schema import migrate
-from .trial_rows import evidence_of, trial_batch
+from .trial_rows import evidence_of, trial_batch, trial_of_row
+
+LOCAL = "local"
+"""The one replica of a store no other process writes (a SQLite file): reopened, it owns again
+what it owned."""
+Labels = dict[str, tuple[str | None, str | None]]
+"""Per run, the (suite, point) its trials came under."""
+DueTrace = tuple[str, float, float]
+"""A trace whose due trials a write settles: its id, quiet since, held since."""
 
 
 class Store:
-    """Trials keyed (run, case, trial) in SQLite. A write returns only after its commit, so an
-    acknowledged trial survives a crash of the process; a restart resumes every run."""
+    """Trials keyed (run, case, trial), in a SQLite file (`:memory:` by default) or a
+    PostgreSQL database (`postgresql://...`). A write returns only after its commit, so an
+    acknowledged trial survives a crash of the process; a restart resumes every run, and in a
+    shared store another replica takes over a dead one's runs."""
 
     def __init__(
-        self, path: str | Path = ":memory:", *, outbox_limit: int = DEFAULT_OUTBOX_LIMIT
+        self, location: str | Path = ":memory:", *, outbox_limit: int = DEFAULT_OUTBOX_LIMIT
     ) -> None:
-        self._database = Database(path)
-        with self._database.locked() as cursor:
-            migrate(cursor)
-            self._outbox = Outbox(cursor, outbox_limit)
-            self._held = HeldSpans(cursor)
+        self._database = database = open_database(location)
+        self.location = redacted(location)
+        """Where the store is, fit for a log line (a URL's password is not in it)."""
+        migrate(database)
+        with database.locked() as cursor:
+            self._outbox = Outbox(
+                cursor, outbox_limit, shared=database.shared, skip_locked=database.skip_locked
+            )
+            self._held = HeldSpans(cursor, shared=database.shared)
         self._runs = Runs()
         self._listing = RunListing()
+        self._claims = RunClaims(database.skip_locked)
+
+    @property
+    def shared(self) -> bool:
+        """Whether other replicas write this store too (a PostgreSQL one)."""
+        return self._database.shared
 
     @property
     def outbox_limit(self) -> int:
@@ -56,36 +77,61 @@ class Store:
         self,
         trials: Iterable[Trial],
         declarations: Iterable[dict[str, AttributeValue]] = (),
-        labels: dict[str, tuple[str | None, str | None]] | None = None,
+        labels: Labels | None = None,
         now: float | None = None,
         max_trials: int | None = None,
         marks: Iterable[TrialMark] = (),
         spans: Iterable[FrameworkSpan] = (),
-        settled: SettledTrials = (),
+        due: DueTrace | None = None,
         max_held_spans: int | None = None,
+        claim: Claim | None = None,
     ) -> Written:
         """Commit trials and run declarations in one transaction; the runs touched, as they
         stand after it, and the trials refused because a run had no room (`max_trials`).
         Harnesses' trial `marks` and framework `spans` are held by trace in the same
         transaction; a span below a trial already settled is counted late for its run, never
-        held for it. The `settled` trials ((trace, [(trial span id, the span ids below it)]))
-        are marked settled, and the facts of the spans below them let go (their ids kept, to
-        count a late copy). Beyond `max_held_spans` framework spans held, the traces with no
-        trial span quiet the longest are let go (counted in `spans_let_go`)."""
+        held for it. With `due`, the trace's due trials (see `quiet_traces`) are read, derived
+        and stored in the same transaction, the trace held meanwhile, so that no span lands
+        between and no other replica settles them too: they are marked settled and the facts
+        of the spans below them let go (their ids kept, to count a late copy). Beyond
+        `max_held_spans` framework spans held, the traces with no trial span quiet the longest
+        are let go (counted in `spans_let_go`). A new run, or one no lease holds, is claimed
+        by `claim` (the local replica's, for a whole hour, by default)."""
         now = time.time() if now is None else now
-        batch = trial_batch(trials)
-        declared = list(declarations)
-        touched = set(batch.rows) | {str(d[names.RUN_ID]) for d in declared}
+        claim = claim or (LOCAL, now + 3600.0)
+        given, labels = list(trials), dict(labels or {})
         with self._database.transaction() as cursor:
-            self._runs.see(cursor, touched, labels or {}, now)
+            settled: SettledTrials = ()
+            if due is not None:
+                settled = self._take_due(cursor, due, given, labels)
+            batch = trial_batch(given)
+            declared = list(declarations)
+            touched = set(batch.rows) | {str(d[names.RUN_ID]) for d in declared}
+            intake = self._held.take(cursor, list(marks), list(spans), settled, now, max_held_spans)
+            versions = self._runs.see(cursor, touched, labels, now, claim)
+            versions.update(self._runs.hear(cursor, intake.heard - touched, now))
             for attributes in declared:
                 self._runs.declare(cursor, attributes, now)
-            intake = self._held.take(cursor, list(marks), list(spans), settled, now, max_held_spans)
             self._runs.count_late(cursor, intake.late)
-            refused, accepted = self._runs.take(cursor, batch, max_trials)
-            runs = self._runs.runs(cursor, touched)
+            refused, accepted = self._runs.take(cursor, batch, max_trials, versions)
+            runs = self._runs.runs(cursor, versions)
             self._held.count_in(intake)
-        return Written(runs, refused, accepted, intake.late, intake.dropped, intake.heard)
+        return Written(runs, refused, accepted, intake.late, intake.dropped, intake.heard, labels)
+
+    def _take_due(
+        self, cursor: Cursor, due: DueTrace, trials: list[Trial], labels: Labels
+    ) -> SettledTrials:
+        """A due trace's trials, derived from what it holds, added to `trials` (their runs'
+        labels to `labels`); what marks them settled. The trace stays held until the commit."""
+        trace_id, quiet_since, held_since = due
+        cursor.execute(
+            f"SELECT trace_id FROM traces WHERE trace_id = ?{self._database.lock_row}", (trace_id,)
+        )
+        marks, facts = unpack_trace(self._held.trace(cursor, trace_id, quiet_since, held_since))
+        derived, below = settled_trials(marks, facts)
+        trials.extend(derived)
+        labels.update({mark.run: (mark.suite, mark.point) for mark in marks})
+        return ((trace_id, [(mark.span_id, below[mark.span_id]) for mark in marks]),)
 
     def evidence(self, run_id: str) -> Evidence:
         """Every kept trial of a run, with its duplicates, conflicts, latency and tier results."""
@@ -130,15 +176,6 @@ class Store:
         with self._database.locked() as cursor:
             return self._held.quiet_traces(cursor, before, held_before, limit)
 
-    def trace(
-        self, trace_id: str, quiet_since: float, held_since: float
-    ) -> tuple[list[TrialMark], list[SpanFacts]]:
-        """A trace's trials due to settle (as `quiet_traces` says) and the framework span facts
-        it holds."""
-        with self._database.locked() as cursor:
-            packed = self._held.trace(cursor, trace_id, quiet_since, held_since)
-        return unpack_trace(packed)
-
     def forget_traces(self, before: float, limit: int = 1000) -> int:
         """Delete up to `limit` traces quiet since `before` with no trial left to settle (none
         came, or every one is stored); how many. A settled trial's spans are kept until then,
@@ -169,17 +206,37 @@ class Store:
         with self._database.locked() as cursor:
             return self._runs.run(cursor, run_id)
 
-    def close_runs(self, run_ids: Iterable[str]) -> None:
-        """Make runs final, their admission still to be made (`finish`): from this commit on,
-        their records are late. A restart finishes them (`runs_to_admit`)."""
+    def close_runs(self, run_ids: Iterable[str], owner: str = LOCAL) -> list[str]:
+        """Make final the runs `owner` holds, their admission still to be made (`finish`): from
+        this commit on, their records are late. Those made final (a run another replica took
+        over is not); its owner, or whoever takes it over, admits it."""
         with self._database.transaction() as cursor:
-            self._runs.close(cursor, run_ids)
+            return self._runs.close(cursor, run_ids, owner)
 
-    def runs_to_admit(self) -> list[StoredRun]:
-        """Runs made final whose admission was not made (read at start, through the index of
-        finished runs)."""
+    def claim_runs(
+        self, replica: str, now: float, until: float, limit: int = 1000, *, mine: bool = False
+    ) -> list[StoredRun]:
+        """Claim for `replica`, until `until`, up to `limit` runs not admitted whose lease lapsed
+        before `now` (or no replica owns), and with `mine` those it owns already; the runs
+        claimed, oldest first, as they stand (open, or final and still to admit)."""
+        with self._database.transaction() as cursor:
+            return self._claims.claim(cursor, replica, now, until, limit, mine)
+
+    def owned_runs(self, replica: str) -> dict[str, int]:
+        """The runs `replica` owns and has not admitted, with their versions."""
         with self._database.locked() as cursor:
-            return self._runs.to_admit(cursor)
+            return self._claims.owned(cursor, replica)
+
+    def renew(self, replica: str, until: float) -> None:
+        """Extend `replica`'s lease on the runs it owns and has not admitted to `until`."""
+        with self._database.locked() as cursor:
+            self._claims.renew(cursor, replica, until)
+
+    def written_since(self, run_id: str, version: int) -> list[Trial]:
+        """The trials of a run its writes after `version` stored (by any replica)."""
+        with self._database.locked() as cursor:
+            rows = self._claims.written_since(cursor, run_id, version)
+        return [trial_of_row(run_id, row) for row in rows]
 
     def finish(
         self,
@@ -211,9 +268,17 @@ class Store:
         return True
 
     def outbox(self, limit: int) -> list[tuple[int, str, int]]:
-        """The oldest staged admissions: (seq, body, signals already sent)."""
-        with self._database.locked() as cursor:
-            return self._outbox.oldest(cursor, limit)
+        """The oldest staged admissions, claimed by the local replica (see `claim_outbox`)."""
+        now = time.time()
+        return self.claim_outbox(LOCAL, now, now + 3600.0, limit)
+
+    def claim_outbox(
+        self, replica: str, now: float, until: float, limit: int
+    ) -> list[tuple[int, str, int]]:
+        """Claim for `replica`, until `until`, the oldest staged admissions no other replica's
+        claim holds at `now`: (seq, body, signals already sent), oldest first."""
+        with self._database.transaction() as cursor:
+            return self._outbox.claim(cursor, replica, now, until, limit)
 
     def mark_sent(self, seq: int, sent: int, complete: int) -> None:
         """Record the signals of an entry delivered so far; a complete entry leaves the outbox."""
@@ -221,6 +286,9 @@ class Store:
             self._outbox.mark_sent(cursor, seq, sent, complete)
 
     def outbox_size(self) -> int:
-        """Admissions waiting to be published."""
+        """Admissions waiting to be published (counted, in a shared store)."""
+        if self.shared:
+            with self._database.locked() as cursor:
+                return self._outbox.count(cursor)
         with self._database.lock:
             return self._outbox.size

@@ -5,7 +5,6 @@ let go, the spans held kept under a cap, and traces due to settle or to forget f
 from __future__ import annotations
 
 import dataclasses
-import sqlite3
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
@@ -13,6 +12,7 @@ import msgspec
 
 from ...otel.framework_traces import FrameworkSpan, TrialMark
 from ...span_facts import SpanFacts
+from .connection import Cursor
 from .schema import MARKED, WAITING
 
 MAX_ANCESTRY = 256
@@ -58,17 +58,19 @@ class _Placement:
 
 class HeldSpans:
     """The `traces`, `trial_marks`, `trace_spans` and `settled_spans` tables, with the count of
-    spans held (kept here, so that no write counts them)."""
+    spans held (kept here, so that no write counts them; in a `shared` store, where other
+    replicas hold and settle spans too, an estimate counted again when it says the cap is
+    passed)."""
 
-    def __init__(self, cursor: sqlite3.Cursor) -> None:
-        self.spans_held: int
-        (self.spans_held,) = cursor.execute("SELECT COUNT(*) FROM trace_spans").fetchone()
+    def __init__(self, cursor: Cursor, *, shared: bool = False) -> None:
+        self._shared = shared
+        self.spans_held = self.count(cursor)
         self.spans_let_go = 0
         """Framework spans let go to stay within the held-span cap, or beyond a trace's cap."""
 
     def take(
         self,
-        cursor: sqlite3.Cursor,
+        cursor: Cursor,
         marks: list[TrialMark],
         spans: list[FrameworkSpan],
         settled: SettledTrials,
@@ -81,9 +83,16 @@ class HeldSpans:
         intake = self.hold(cursor, marks, spans, now)
         held = intake.held - self.settle(cursor, settled)
         released = 0
+        if max_held is not None and self.spans_held + held > max_held and self._shared:
+            self.spans_held = self.count(cursor) - held  # this write's are counted in already
         if max_held is not None and self.spans_held + held > max_held:
             released = self.let_go(cursor, self.spans_held + held - max_held)
         return dataclasses.replace(intake, held=held - released, dropped=intake.dropped + released)
+
+    def count(self, cursor: Cursor) -> int:
+        """The framework spans held, counted."""
+        (held,) = cursor.execute("SELECT COUNT(*) FROM trace_spans").fetchone()
+        return int(held)
 
     def count_in(self, intake: SpanIntake) -> None:
         """Count a write's spans held and let go."""
@@ -92,7 +101,7 @@ class HeldSpans:
 
     def hold(
         self,
-        cursor: sqlite3.Cursor,
+        cursor: Cursor,
         marks: list[TrialMark],
         spans: list[FrameworkSpan],
         now: float,
@@ -120,7 +129,7 @@ class HeldSpans:
             placed.late, sum(placed.added.values()), dropped, frozenset(heard | placed.heard)
         )
 
-    def settle(self, cursor: sqlite3.Cursor, settled: SettledTrials) -> int:
+    def settle(self, cursor: Cursor, settled: SettledTrials) -> int:
         """Mark trials settled and let go of the facts below them, keeping their ids (to count a
         late copy); how many spans were let go."""
         released = 0
@@ -140,13 +149,14 @@ class HeldSpans:
                 )
                 gone = max(cursor.rowcount, 0)
                 cursor.execute(
-                    "UPDATE traces SET spans = MAX(spans - ?, 0) WHERE trace_id = ?",
-                    (gone, trace_id),
+                    "UPDATE traces SET spans = CASE WHEN spans > ? THEN spans - ? ELSE 0 END"
+                    " WHERE trace_id = ?",
+                    (gone, gone, trace_id),
                 )
                 released += gone
         return released
 
-    def let_go(self, cursor: sqlite3.Cursor, excess: int) -> int:
+    def let_go(self, cursor: Cursor, excess: int) -> int:
         """Delete held spans until at least `excess` are gone (or nothing is left to let go); how
         many went. First the spans of traces whose trials are all settled (no trial needs them),
         then traces with no trial span at all, quiet the longest first (under a flood, the
@@ -178,21 +188,21 @@ class HeldSpans:
         return gone
 
     def quiet_traces(
-        self, cursor: sqlite3.Cursor, before: float, held_before: float, limit: int
+        self, cursor: Cursor, before: float, held_before: float, limit: int
     ) -> list[str]:
         """Traces with a trial due to settle: not settled, and its own spans quiet since
         `before`, or its trial span held since `held_before`; the longest due first."""
         rows = cursor.execute(
             "SELECT trace_id FROM (SELECT trace_id, last_seen AS due FROM trial_marks"
             " WHERE settled = 0 AND last_seen < ? UNION ALL SELECT trace_id, arrived FROM"
-            " trial_marks WHERE settled = 0 AND arrived < ?)"
+            " trial_marks WHERE settled = 0 AND arrived < ?) AS due_marks"
             " GROUP BY trace_id ORDER BY MIN(due) LIMIT ?",
             (before, held_before, limit),
         ).fetchall()
         return [trace_id for (trace_id,) in rows]
 
     def trace(
-        self, cursor: sqlite3.Cursor, trace_id: str, quiet_since: float, held_since: float
+        self, cursor: Cursor, trace_id: str, quiet_since: float, held_since: float
     ) -> PackedTrace:
         """A trace's trials due to settle (as `quiet_traces` says) and the span facts it holds,
         still packed."""
@@ -206,7 +216,7 @@ class HeldSpans:
         ).fetchall()
         return [mark for (mark,) in marks], [facts for (facts,) in spans]
 
-    def forget_traces(self, cursor: sqlite3.Cursor, before: float, limit: int) -> int:
+    def forget_traces(self, cursor: Cursor, before: float, limit: int) -> int:
         """Delete up to `limit` traces quiet since `before` with no trial left to settle; how
         many. A settled trial's spans are kept until then, so that a late copy of them is known
         for what it is."""
@@ -221,7 +231,7 @@ class HeldSpans:
         released = max(cursor.rowcount, 0)
         for table in ("settled_spans", "trial_marks", "traces"):
             cursor.executemany(f"DELETE FROM {table} WHERE trace_id = ?", doomed)
-        self.spans_held -= released
+        self.spans_held = max(self.spans_held - released, 0)
         return len(doomed)
 
 
@@ -231,11 +241,11 @@ def unpack_trace(packed: PackedTrace) -> tuple[list[TrialMark], list[SpanFacts]]
     return [_MARK.decode(mark) for mark in marks], [_FACTS.decode(facts) for facts in spans]
 
 
-def _see_traces(cursor: sqlite3.Cursor, traces: set[str], now: float) -> dict[str, int]:
+def _see_traces(cursor: Cursor, traces: set[str], now: float) -> dict[str, int]:
     """Record traces as seen `now` (a new one waiting for its trial span); the room for spans
     each has left."""
     room = {}
-    for trace_id in traces:
+    for trace_id in sorted(traces):  # one order for every writer: replicas never deadlock
         cursor.execute(
             "INSERT INTO traces (trace_id, last_seen) VALUES (?, ?)"
             " ON CONFLICT (trace_id) DO UPDATE SET last_seen = excluded.last_seen RETURNING spans",
@@ -245,7 +255,7 @@ def _see_traces(cursor: sqlite3.Cursor, traces: set[str], now: float) -> dict[st
     return room
 
 
-def _hold_marks(cursor: sqlite3.Cursor, marks: list[TrialMark], now: float) -> set[str]:
+def _hold_marks(cursor: Cursor, marks: list[TrialMark], now: float) -> set[str]:
     """Keep harnesses' trial marks (a copy of one held is ignored) and mark their traces; the
     runs of the trials new here."""
     heard = set()
@@ -265,7 +275,7 @@ def _hold_marks(cursor: sqlite3.Cursor, marks: list[TrialMark], now: float) -> s
 
 
 def _hold_facts(
-    cursor: sqlite3.Cursor, spans: list[FrameworkSpan], room: dict[str, int]
+    cursor: Cursor, spans: list[FrameworkSpan], room: dict[str, int]
 ) -> tuple[list[FrameworkSpan], int]:
     """Keep the facts of spans new to their trace while it has room (`room` is used up); the
     spans newly held, and how many were dropped for want of room."""
@@ -285,7 +295,7 @@ def _hold_facts(
     return new, dropped
 
 
-def _place(cursor: sqlite3.Cursor, new: list[FrameworkSpan]) -> _Placement:
+def _place(cursor: Cursor, new: list[FrameworkSpan]) -> _Placement:
     """Find the trial of each span newly held: below a settled one the span is late (let go,
     its id kept); otherwise it stays held, and is news for its trial once that is known."""
     placed = _Placement()
@@ -303,7 +313,7 @@ def _place(cursor: sqlite3.Cursor, new: list[FrameworkSpan]) -> _Placement:
     return placed
 
 
-def _settle_late(cursor: sqlite3.Cursor, span: FrameworkSpan, mark: str) -> None:
+def _settle_late(cursor: Cursor, span: FrameworkSpan, mark: str) -> None:
     """Let go of a late span's facts, keeping its id below its trial's span `mark`, so that a
     span below it, in any order, is late too."""
     cursor.execute(
@@ -316,7 +326,7 @@ def _settle_late(cursor: sqlite3.Cursor, span: FrameworkSpan, mark: str) -> None
     )
 
 
-def _let_go_of_traces(cursor: sqlite3.Cursor, doomed: list[tuple[str]]) -> None:
+def _let_go_of_traces(cursor: Cursor, doomed: list[tuple[str]]) -> None:
     """Delete the spans traces hold; a trace with no trial span goes with them."""
     cursor.executemany("DELETE FROM trace_spans WHERE trace_id = ?", doomed)
     cursor.executemany("UPDATE traces SET spans = 0 WHERE trace_id = ?", doomed)
@@ -327,7 +337,7 @@ def _let_go_of_traces(cursor: sqlite3.Cursor, doomed: list[tuple[str]]) -> None:
 
 
 def _trial_above(
-    cursor: sqlite3.Cursor,
+    cursor: Cursor,
     trace_id: str,
     parent_id: str | None,
     known: dict[tuple[str, str], TrialAbove | None],
@@ -363,7 +373,7 @@ def _trial_above(
     return found
 
 
-def _settled_trial(cursor: sqlite3.Cursor, key: tuple[str, str]) -> TrialAbove | None:
+def _settled_trial(cursor: Cursor, key: tuple[str, str]) -> TrialAbove | None:
     """The settled trial a span (trace, span id) whose facts were let go was below, if any."""
     settled = cursor.execute(
         "SELECT s.mark, m.mark FROM settled_spans s JOIN trial_marks m ON"

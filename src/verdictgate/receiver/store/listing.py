@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import base64
 import json
-import sqlite3
 
+from .connection import Cursor
 from .records import StoredRun
 from .runs import RUN_COLUMNS, select_runs, stored_run
 
@@ -18,12 +18,12 @@ MAX_PAGE_SIZE = 1000
 class RunListing:
     """Reads of the `runs` table through its indexes, and the deletion of finished runs."""
 
-    def runs(self, cursor: sqlite3.Cursor) -> list[StoredRun]:
+    def runs(self, cursor: Cursor) -> list[StoredRun]:
         """Every run, oldest first."""
         return select_runs(cursor, "ORDER BY first_seen, run_id")
 
     def page(
-        self, cursor: sqlite3.Cursor, token: str = "", size: int = DEFAULT_PAGE_SIZE
+        self, cursor: Cursor, token: str = "", size: int = DEFAULT_PAGE_SIZE
     ) -> tuple[list[StoredRun], str]:
         """One page of runs, oldest first, and the token of the next page ("" after the last).
         Reads only the page, through the listing index; a token that is not one of ours raises
@@ -40,7 +40,7 @@ class RunListing:
         return runs[:size], _token((last.first_seen, last.run_id))
 
     def newest(
-        self, cursor: sqlite3.Cursor, limit: int, suite: str | None, status: str | None
+        self, cursor: Cursor, limit: int, suite: str | None, status: str | None
     ) -> list[StoredRun]:
         """The newest runs first, at most `limit`, of a suite and with a status when given
         (`in_progress` for runs not yet final); read backwards through the listing index."""
@@ -58,22 +58,23 @@ class RunListing:
             cursor, f"{where} ORDER BY first_seen DESC, run_id DESC LIMIT ?", (*parameters, limit)
         )
 
-    def open_runs(self, cursor: sqlite3.Cursor) -> list[StoredRun]:
+    def open_runs(self, cursor: Cursor) -> list[StoredRun]:
         """The runs not yet final, oldest first (read through an index of open runs only)."""
         return select_runs(cursor, "WHERE final = 0 ORDER BY first_seen")
 
-    def latest_finished(self, cursor: sqlite3.Cursor) -> list[tuple[StoredRun, float]]:
+    def latest_finished(self, cursor: Cursor) -> list[tuple[StoredRun, float]]:
         """The run each (suite, point) finished last, with when, the most recent first (through
         an index of finished runs by suite)."""
         rows = cursor.execute(
-            f"SELECT {RUN_COLUMNS}, MAX(finished_at) AS latest FROM runs WHERE final = 1"
-            " GROUP BY suite, point"  # SQLite takes the other columns from the MAX row
-            " ORDER BY latest DESC"
+            f"SELECT {RUN_COLUMNS}, finished_at FROM (SELECT {RUN_COLUMNS}, finished_at,"
+            " ROW_NUMBER() OVER (PARTITION BY suite, point ORDER BY finished_at DESC) AS newest"
+            " FROM runs WHERE final = 1 AND finished_at IS NOT NULL) AS finished"
+            " WHERE newest = 1 ORDER BY finished_at DESC"
         ).fetchall()
         return [(stored_run(row[:-1]), row[-1]) for row in rows]
 
     def inconclusive_streak(
-        self, cursor: sqlite3.Cursor, suite: str | None, point: str | None, most: int
+        self, cursor: Cursor, suite: str | None, point: str | None, most: int
     ) -> int:
         """How many of the suite's latest finished runs in a row were inconclusive (at most
         `most`; read newest first through the index of finished runs by suite)."""
@@ -84,7 +85,7 @@ class RunListing:
         ).fetchall()
         return next((n for n, (status,) in enumerate(rows) if status != "inconclusive"), len(rows))
 
-    def forget_finished(self, cursor: sqlite3.Cursor, before: float, limit: int) -> int:
+    def forget_finished(self, cursor: Cursor, before: float, limit: int) -> int:
         """Delete up to `limit` runs finished before `before` (epoch seconds), with their
         trials; how many."""
         cursor.execute(

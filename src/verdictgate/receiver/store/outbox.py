@@ -4,7 +4,8 @@ is delivered."""
 from __future__ import annotations
 
 import logging
-import sqlite3
+
+from .connection import Cursor
 
 logger = logging.getLogger(__name__)
 
@@ -15,21 +16,37 @@ ones go first, then the oldest."""
 
 class Outbox:
     """The `outbox` table, with the count of the admissions it holds (kept here, so that
-    staging never counts them)."""
+    staging never counts them; in a `shared` store, where other replicas stage and deliver
+    too, an estimate counted again when it says the outbox is full)."""
 
-    def __init__(self, cursor: sqlite3.Cursor, limit: int = DEFAULT_OUTBOX_LIMIT) -> None:
+    def __init__(
+        self,
+        cursor: Cursor,
+        limit: int = DEFAULT_OUTBOX_LIMIT,
+        *,
+        shared: bool = False,
+        skip_locked: str = "",
+    ) -> None:
         self.limit = limit
-        self.size: int
-        (self.size,) = cursor.execute("SELECT COUNT(*) FROM outbox").fetchone()
+        self.size = self.count(cursor)
         self._full = False
+        self._shared = shared
+        self._skip_locked = skip_locked
 
-    def stage(self, cursor: sqlite3.Cursor, run_id: str, body: str, final: bool) -> None:
+    def count(self, cursor: Cursor) -> int:
+        """The admissions the outbox holds, counted."""
+        (size,) = cursor.execute("SELECT COUNT(*) FROM outbox").fetchone()
+        return int(size)
+
+    def stage(self, cursor: Cursor, run_id: str, body: str, final: bool) -> None:
         """Append an admission; beyond the limit the oldest interim admission is dropped (the
         oldest admission when there is none), with one warning while the outbox stays full."""
         cursor.execute(
             "INSERT INTO outbox (run_id, final, body) VALUES (?, ?, ?)", (run_id, int(final), body)
         )
         self.size += 1
+        if self.size > self.limit and self._shared:
+            self.size = self.count(cursor)
         if self.size <= self.limit:
             self._full = False
             return
@@ -46,16 +63,24 @@ class Outbox:
                 self.limit,
             )
 
-    def oldest(self, cursor: sqlite3.Cursor, limit: int) -> list[tuple[int, str, int]]:
-        """The oldest staged admissions: (seq, body, signals already sent)."""
-        return cursor.execute(
-            "SELECT seq, body, sent FROM outbox ORDER BY seq LIMIT ?", (limit,)
+    def claim(
+        self, cursor: Cursor, replica: str, now: float, until: float, limit: int
+    ) -> list[tuple[int, str, int]]:
+        """Claim for `replica`, until `until`, the oldest staged admissions no other replica's
+        claim holds at `now`: (seq, body, signals already sent), oldest first. Replicas
+        claiming at once claim different entries."""
+        rows = cursor.execute(
+            "UPDATE outbox SET claimed_by = ?, claim_until = ? WHERE seq IN (SELECT seq FROM"
+            " outbox WHERE claim_until IS NULL OR claim_until < ? OR claimed_by = ?"
+            f" ORDER BY seq LIMIT ?{self._skip_locked}) RETURNING seq, body, sent",
+            (replica, until, now, replica, limit),
         ).fetchall()
+        return sorted((int(seq), str(body), int(sent)) for seq, body, sent in rows)
 
-    def mark_sent(self, cursor: sqlite3.Cursor, seq: int, sent: int, complete: int) -> None:
+    def mark_sent(self, cursor: Cursor, seq: int, sent: int, complete: int) -> None:
         """Record the signals of an entry delivered so far; a complete entry leaves the outbox."""
         if (sent & complete) == complete:
             cursor.execute("DELETE FROM outbox WHERE seq = ?", (seq,))
-            self.size -= cursor.rowcount
+            self.size = max(self.size - cursor.rowcount, 0)
         else:
             cursor.execute("UPDATE outbox SET sent = ? WHERE seq = ?", (sent, seq))

@@ -33,6 +33,10 @@ class StoredRun:
     """Records that arrived after the run was final: counted, never stored."""
     declaration_conflict: bool = False
     """A second run span declared the run differently; the first declaration was kept."""
+    owner: str | None = None
+    """The replica that decides it (while its lease holds)."""
+    version: int = 0
+    """Writes that touched it so far."""
 
     @functools.cached_property
     def declaration(self) -> JsonObject | None:
@@ -47,7 +51,7 @@ class StoredRun:
 
 @dataclass(frozen=True)
 class Written:
-    """What one write did: the runs it touched as they stand after it, per run the trials it
+    """What one write did: the runs it touched (or heard of) as they stand after it, per run the trials it
     took (stored, or repeats of stored ones; in the order given), and per run the trials
     refused for want of room."""
 
@@ -61,3 +65,5 @@ class Written:
     heard: frozenset[str] = frozenset()
     """Runs one of whose framework trials, not settled yet, got a span (its trial span or one
     below it): news that keeps the run from going idle while the trial settles."""
+    labels: dict[str, tuple[str | None, str | None]] = field(default_factory=dict)
+    """Per run, the (suite, point) its trials came under (those given, and a due trace's)."""

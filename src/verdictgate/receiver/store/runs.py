@@ -4,41 +4,58 @@ record wins, repeats counted), late records counted, and runs closed and admitte
 from __future__ import annotations
 
 import json
-import sqlite3
 from collections.abc import Iterable
 
 from ...otel import conventions as names
 from ...trial_model import Trial
 from ...wire_types import AttributeValue
-from .connection import SqlRow
+from .connection import Cursor, SqlRow
 from .records import StoredRun
 from .trial_rows import TrialBatch, TrialRow, repeats
 
 RUN_COLUMNS = (
     "run_id, suite, point, declaration, planned_trials, declared_at, first_seen, last_seen,"
-    " status, final, received, late, declaration_conflict"
+    " status, final, received, late, declaration_conflict, owner, version"
 )
 """The columns `stored_run` reads, in its order."""
 
+Claim = tuple[str, float]
+"""A replica's claim on the runs a write opens: its name, and until when its lease holds."""
+
 _RUN_BY_ID = f"SELECT {RUN_COLUMNS} FROM runs WHERE run_id = ?"
+_UNCLAIMED = (
+    "runs.final = 0 AND (runs.lease_until IS NULL OR runs.lease_until < excluded.first_seen)"
+)
 _SEEN = (
-    "INSERT INTO runs (run_id, suite, point, first_seen, last_seen) VALUES (?, ?, ?, ?, ?)"
+    "INSERT INTO runs (run_id, suite, point, first_seen, last_seen, owner, lease_until, version)"
+    " VALUES (?, ?, ?, ?, ?, ?, ?, 1)"
     " ON CONFLICT (run_id) DO UPDATE SET last_seen = excluded.last_seen,"
     " suite = COALESCE(runs.suite, excluded.suite),"
-    " point = COALESCE(runs.point, excluded.point)"
+    " point = COALESCE(runs.point, excluded.point),"
+    " version = runs.version + 1,"
+    f" owner = CASE WHEN {_UNCLAIMED} THEN excluded.owner ELSE runs.owner END,"
+    f" lease_until = CASE WHEN {_UNCLAIMED} THEN excluded.lease_until ELSE runs.lease_until END"
+    " RETURNING version"
 )
+"""A run seen by a write: made if new, its version (the write's number for it) counted up, and
+claimed by the writing replica when no replica's lease holds it."""
 _INSERT = """
 INSERT OR IGNORE INTO trials
-    (run_id, case_id, trial, decision, expected, error_type, batch, latency_ms, passed, tiers)
+    (run_id, case_id, trial, decision, expected, error_type, latency_ms, passed, tiers, batch)
 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 """
 _REPEAT = """
 UPDATE trials SET
-    duplicates = duplicates + (decision IS ?),
-    conflict = conflict OR (decision IS NOT ?)
+    duplicates = duplicates + CASE WHEN decision IS ? THEN 1 ELSE 0 END,
+    conflict = CASE WHEN decision IS NOT ? THEN 1 ELSE conflict END
 WHERE run_id = ? AND case_id = ? AND trial = ? AND batch != ?
 """
 """A record whose identity an earlier write already holds: a duplicate, or a conflict."""
+TRIAL_COLUMNS = (
+    "case_id, trial, decision, expected, error_type, duplicates, conflict, latency_ms, passed,"
+    " tiers"
+)
+"""A stored trial's columns as `evidence_of` reads them."""
 _LATE = "UPDATE runs SET late = late + ? WHERE run_id = ?"
 
 
@@ -47,20 +64,38 @@ class Runs:
 
     def see(
         self,
-        cursor: sqlite3.Cursor,
+        cursor: Cursor,
         run_ids: Iterable[str],
         labels: dict[str, tuple[str | None, str | None]],
         now: float,
-    ) -> None:
-        """Record runs as seen `now`, a new one labelled with its (suite, point) when given; a
-        known run keeps the labels it has."""
-        for run_id in run_ids:
+        claim: Claim,
+    ) -> dict[str, int]:
+        """Record runs as seen `now` (in one order, so that writers never deadlock), a new one
+        labelled with its (suite, point) when given and claimed (`claim`) when no lease holds
+        it; a known run keeps the labels it has. Each run's version after this write."""
+        versions = {}
+        for run_id in sorted(run_ids):
             suite, point = labels.get(run_id, (None, None))
-            cursor.execute(_SEEN, (run_id, suite, point, now, now))
+            cursor.execute(_SEEN, (run_id, suite, point, now, now, *claim))
+            versions[run_id] = cursor.fetchone()[0]
+        return versions
 
-    def declare(
-        self, cursor: sqlite3.Cursor, attributes: dict[str, AttributeValue], now: float
-    ) -> None:
+    def hear(self, cursor: Cursor, run_ids: Iterable[str], now: float) -> dict[str, int]:
+        """News of known open runs that is not a trial (a span of a trial still settling): seen
+        `now`, version counted up; each such run's version after this write."""
+        versions = {}
+        for run_id in sorted(run_ids):
+            cursor.execute(
+                "UPDATE runs SET last_seen = ?, version = version + 1 WHERE run_id = ?"
+                " AND final = 0 RETURNING version",
+                (now, run_id),
+            )
+            row = cursor.fetchone()
+            if row is not None:
+                versions[run_id] = row[0]
+        return versions
+
+    def declare(self, cursor: Cursor, attributes: dict[str, AttributeValue], now: float) -> None:
         """The first run span of a run declares it; a later, different one is an integrity
         conflict (the first stays), an identical one a harmless repeat. A run that is final is
         frozen: a different run span then is only counted as late."""
@@ -91,16 +126,21 @@ class Runs:
                 (run_id, text),
             )
 
-    def count_late(self, cursor: sqlite3.Cursor, late: dict[str, int]) -> None:
+    def count_late(self, cursor: Cursor, late: dict[str, int]) -> None:
         """Count records that came for runs already final (per run, how many)."""
         cursor.executemany(_LATE, [(n, run_id) for run_id, n in late.items()])
 
     def take(
-        self, cursor: sqlite3.Cursor, batch: TrialBatch, max_trials: int | None
+        self,
+        cursor: Cursor,
+        batch: TrialBatch,
+        max_trials: int | None,
+        versions: dict[str, int],
     ) -> tuple[dict[str, int], dict[str, list[Trial]]]:
         """Store each run's trials as far as it has room (`max_trials`; a final run's are only
-        counted late); per run, the trials refused and the trials taken. Each run keeps a count
-        of its stored trials, so no write scans a run; its room is read and used here."""
+        counted late) under the run's `versions` number; per run, the trials refused and the
+        trials taken. Each run keeps a count of its stored trials, so no write scans a run; its
+        room is read and used here."""
         refused: dict[str, int] = {}
         accepted: dict[str, list[Trial]] = {}
         for run_id, rows in batch.rows.items():
@@ -114,40 +154,41 @@ class Runs:
                 cursor.execute(_LATE, (len(rows), run_id))
                 continue
             accepted[run_id] = batch.given[run_id][: len(rows)]
-            _insert(cursor, run_id, rows, batch.number)
+            _insert(cursor, run_id, rows, versions[run_id])
         return refused, accepted
 
-    def run(self, cursor: sqlite3.Cursor, run_id: str) -> StoredRun | None:
+    def run(self, cursor: Cursor, run_id: str) -> StoredRun | None:
         """One run, or None when unknown."""
         row = cursor.execute(_RUN_BY_ID, (run_id,)).fetchone()
         return None if row is None else stored_run(row)
 
-    def runs(self, cursor: sqlite3.Cursor, run_ids: Iterable[str]) -> list[StoredRun]:
+    def runs(self, cursor: Cursor, run_ids: Iterable[str]) -> list[StoredRun]:
         """Known runs, as they stand, in the order given."""
         return [stored_run(cursor.execute(_RUN_BY_ID, (run_id,)).fetchone()) for run_id in run_ids]
 
-    def trial_rows(self, cursor: sqlite3.Cursor, run_id: str) -> list[SqlRow]:
+    def trial_rows(self, cursor: Cursor, run_id: str) -> list[SqlRow]:
         """Every kept trial of a run as `evidence_of` reads it, by case and trial."""
         return cursor.execute(
-            "SELECT case_id, trial, decision, expected, error_type, duplicates, conflict,"
-            " latency_ms, passed, tiers FROM trials WHERE run_id = ? ORDER BY case_id, trial",
+            f"SELECT {TRIAL_COLUMNS} FROM trials WHERE run_id = ? ORDER BY case_id, trial",
             (run_id,),
         ).fetchall()
 
-    def close(self, cursor: sqlite3.Cursor, run_ids: Iterable[str]) -> None:
-        """Make runs final, their admission still to be made."""
-        cursor.executemany(
-            "UPDATE runs SET final = 1 WHERE run_id = ? AND final = 0",
-            [(run_id,) for run_id in run_ids],
-        )
-
-    def to_admit(self, cursor: sqlite3.Cursor) -> list[StoredRun]:
-        """Runs made final whose admission was not made (through the index of finished runs)."""
-        return select_runs(cursor, "WHERE final = 1 AND finished_at IS NULL AND status IS NULL")
+    def close(self, cursor: Cursor, run_ids: Iterable[str], owner: str) -> list[str]:
+        """Make final the runs `owner` holds, their admission still to be made; those made so
+        (a run another replica took over is not)."""
+        closed = []
+        for run_id in run_ids:
+            cursor.execute(
+                "UPDATE runs SET final = 1 WHERE run_id = ? AND final = 0 AND owner = ?",
+                (run_id, owner),
+            )
+            if cursor.rowcount:
+                closed.append(run_id)
+        return closed
 
     def admit(
         self,
-        cursor: sqlite3.Cursor,
+        cursor: Cursor,
         run_id: str,
         status: str,
         finished_at: float,
@@ -163,7 +204,7 @@ class Runs:
         )
         return cursor.rowcount == 1
 
-    def awaits_admission(self, cursor: sqlite3.Cursor, run_id: str) -> bool:
+    def awaits_admission(self, cursor: Cursor, run_id: str) -> bool:
         """Whether a run is known and not admitted yet."""
         cursor.execute("SELECT status FROM runs WHERE run_id = ?", (run_id,))
         row = cursor.fetchone()
@@ -171,7 +212,7 @@ class Runs:
 
 
 def select_runs(
-    cursor: sqlite3.Cursor, clauses: str, parameters: tuple[object, ...] = ()
+    cursor: Cursor, clauses: str, parameters: tuple[object, ...] = ()
 ) -> list[StoredRun]:
     """The runs a `WHERE ... ORDER BY ... LIMIT` text selects."""
     rows = cursor.execute(f"SELECT {RUN_COLUMNS} FROM runs {clauses}", parameters).fetchall()
@@ -194,13 +235,15 @@ def stored_run(row: SqlRow) -> StoredRun:
         received=row[10],
         late=row[11],
         declaration_conflict=bool(row[12]),
+        owner=row[13],
+        version=row[14],
     )
 
 
-def _insert(cursor: sqlite3.Cursor, run_id: str, rows: list[TrialRow], batch: int) -> None:
+def _insert(cursor: Cursor, run_id: str, rows: list[TrialRow], batch: int) -> None:
     """Store a run's trials (first record wins) and count them received; repeated identities
     count as duplicates or conflicts of the stored ones."""
-    cursor.executemany(_INSERT, rows)
+    cursor.executemany(_INSERT, [(*row, batch) for row in rows])
     inserted = cursor.rowcount
     cursor.execute("UPDATE runs SET received = received + ? WHERE run_id = ?", (inserted, run_id))
     if inserted < len(rows):  # repeated identities: count duplicates and conflicts

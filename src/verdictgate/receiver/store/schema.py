@@ -3,11 +3,12 @@ when it is opened."""
 
 from __future__ import annotations
 
-import sqlite3
+import re
 
 import msgspec
 
 from ...span_facts import SpanFacts
+from .connection import Cursor, Database
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (
@@ -24,7 +25,10 @@ CREATE TABLE IF NOT EXISTS runs (
     received INTEGER NOT NULL DEFAULT 0,
     late INTEGER NOT NULL DEFAULT 0,            -- records that arrived after the run was final
     declaration_conflict INTEGER NOT NULL DEFAULT 0, -- a second, different run span arrived
-    finished_at REAL             -- when the run became final
+    finished_at REAL,            -- when the run became final
+    owner TEXT,                  -- the replica that decides it (claimed with a lease)
+    lease_until REAL,            -- when its owner's claim lapses unless renewed
+    version INTEGER NOT NULL DEFAULT 0  -- writes that touched it: a trial's batch is one
 );
 CREATE TABLE IF NOT EXISTS trials (
     run_id TEXT NOT NULL,
@@ -74,7 +78,9 @@ CREATE TABLE IF NOT EXISTS outbox (
     run_id TEXT NOT NULL,
     final INTEGER NOT NULL,      -- 0 for a canary window's interim admission
     body TEXT NOT NULL,          -- a AdmissionRecord, JSON
-    sent INTEGER NOT NULL DEFAULT 0  -- the signals already delivered (bits)
+    sent INTEGER NOT NULL DEFAULT 0, -- the signals already delivered (bits)
+    claimed_by TEXT,             -- the replica delivering it
+    claim_until REAL             -- when that claim lapses
 );
 """
 
@@ -91,7 +97,11 @@ ADDED_COLUMNS = {
         "late": "INTEGER NOT NULL DEFAULT 0",
         "declaration_conflict": "INTEGER NOT NULL DEFAULT 0",
         "finished_at": "REAL",
+        "owner": "TEXT",
+        "lease_until": "REAL",
+        "version": "INTEGER NOT NULL DEFAULT 0",
     },
+    "outbox": {"claimed_by": "TEXT", "claim_until": "REAL"},
 }
 """Columns added after the first release: a store made before them gains them on open."""
 INDEXES = (
@@ -103,36 +113,49 @@ INDEXES = (
     "CREATE INDEX IF NOT EXISTS marks_due ON trial_marks (last_seen) WHERE settled = 0",
     "CREATE INDEX IF NOT EXISTS marks_held ON trial_marks (arrived) WHERE settled = 0",
     "CREATE INDEX IF NOT EXISTS traces_unmarked ON traces (last_seen) WHERE state = 0",
+    "CREATE INDEX IF NOT EXISTS runs_claimable ON runs (lease_until) WHERE status IS NULL",
+    "CREATE INDEX IF NOT EXISTS runs_owned ON runs (owner) WHERE status IS NULL",
 )
+SHARED_INDEXES = ("CREATE INDEX IF NOT EXISTS trials_by_write ON trials (run_id, batch)",)
+"""A shared store's: a replica reads the trials other replicas wrote to its runs since it
+last looked (a store of one process never needs to)."""
 """Open runs (the tick's cost follows the work in flight, not the store's history), finished
 runs by age (retention deletes the oldest without a scan), and every run in listing order
 (a page of `/v1/runs` reads that page only), traces by age and trials not yet settled by age
-(settling and forgetting read what is due, not everything held)."""
+(settling and forgetting read what is due, not everything held), and the runs not yet admitted
+by lease and by owner (claiming and renewing read open work only)."""
 WAITING, MARKED = 0, 1
 """A trace's state: no trial span yet, a trial span held."""
 
 _FACTS = msgspec.msgpack.Decoder(SpanFacts)
 
 
-def migrate(cursor: sqlite3.Cursor) -> None:
+def migrate(database: Database) -> None:
     """Create what is missing: the tables, the columns added since the store was made (filled
-    in for the rows it holds), and the indexes."""
-    cursor.executescript(SCHEMA)
-    added = _add_columns(cursor)
+    in for the rows it holds), and the indexes (one process at a time)."""
+    with database.migrating() as cursor:
+        _migrate(database, cursor)
+
+
+def _migrate(database: Database, cursor: Cursor) -> None:
+    for statement in re.sub(r"--[^\n]*", "", SCHEMA).split(";"):
+        if statement.strip():
+            cursor.execute(statement)
+    added = _add_columns(database, cursor)
     _migrate_held(cursor, added)
     if "finished_at" in added:  # runs finished by a release before `finished_at`
         cursor.execute(
             "UPDATE runs SET finished_at = last_seen WHERE final = 1 AND finished_at IS NULL"
         )
-    for index in INDEXES:
+    for index in INDEXES + (SHARED_INDEXES if database.shared else ()):
         cursor.execute(index)
 
 
-def _add_columns(cursor: sqlite3.Cursor) -> set[str]:
+def _add_columns(database: Database, cursor: Cursor) -> set[str]:
     """Add the ADDED_COLUMNS a table lacks; the columns added."""
     added = set()
     for table, columns in ADDED_COLUMNS.items():
-        present = {row[1] for row in cursor.execute(f"PRAGMA table_info({table})")}
+        present = database.columns(cursor, table)
         for column, kind in columns.items():
             if column not in present:
                 cursor.execute(f"ALTER TABLE {table} ADD COLUMN {column} {kind}")
@@ -140,7 +163,7 @@ def _add_columns(cursor: sqlite3.Cursor) -> set[str]:
     return added
 
 
-def _migrate_held(cursor: sqlite3.Cursor, added: set[str]) -> None:
+def _migrate_held(cursor: Cursor, added: set[str]) -> None:
     """What a store made before trials were keyed by their trial span held, brought to the new
     keying: marks get their arrival (their trace's last span), traces their span counts and
     spans their parent; a trace that release had settled is one whose trials are all settled

@@ -4,7 +4,6 @@ write's trials grouped by run, and stored rows read back as trials and evidence.
 from __future__ import annotations
 
 import json
-import secrets
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -13,10 +12,10 @@ from ...trial_model import Decision, NoDecision, Trial
 from .connection import SqlRow
 
 TrialRow = tuple[
-    str, str, int, str | None, str | None, str | None, int, float | None, bool | None, str | None
+    str, str, int, str | None, str | None, str | None, float | None, int | None, str | None
 ]
-"""A trial as the runs' insert stores it: run, case, trial, decision key, expected, error type,
-batch, latency, passed, tiers."""
+"""A trial as the runs' insert stores it, but for its batch: run, case, trial, decision key,
+expected, error type, latency, passed (1, 0 or None), tiers."""
 RepeatRow = tuple[str | None, str | None, str, str, int, int]
 """The parameters that count one repeated identity: key, key, run, case, trial, batch."""
 
@@ -46,17 +45,16 @@ def decode_decision(text: str | None) -> Decision | None:
 
 @dataclass(frozen=True)
 class TrialBatch:
-    """One write's trials by run, given and as rows, numbered by the write (`number`) so that a
-    repeat within the write is told from a repeat of an earlier one."""
+    """One write's trials by run, given and as rows (each run's are stored under the number of
+    the write to that run, its version, so that a repeat within the write is told from a repeat
+    of an earlier one)."""
 
-    number: int
     rows: dict[str, list[TrialRow]]
     given: dict[str, list[Trial]]
 
 
 def trial_batch(trials: Iterable[Trial]) -> TrialBatch:
-    """A write's trials grouped by run, in the order given, under a new random batch number."""
-    batch = secrets.randbits(62)
+    """A write's trials grouped by run, in the order given."""
     by_run: dict[str, list[TrialRow]] = {}
     given: dict[str, list[Trial]] = {}
     for trial in trials:
@@ -75,13 +73,12 @@ def trial_batch(trials: Iterable[Trial]) -> TrialBatch:
                 key,
                 trial.expected,
                 trial.error_type,
-                batch,
                 trial.latency_ms,
-                trial.passed,
+                None if trial.passed is None else int(trial.passed),
                 _tiers_column(trial),
             )
         )
-    return TrialBatch(batch, by_run, given)
+    return TrialBatch(by_run, given)
 
 
 def repeats(rows: list[TrialRow], batch: int) -> list[RepeatRow]:
@@ -100,7 +97,7 @@ def evidence_of(run_id: str, rows: list[SqlRow]) -> Evidence:
     """A run's evidence from its stored rows (case, trial, decision, expected, error type,
     duplicates, conflict, latency, passed, tiers)."""
     evidence = Evidence()
-    evidence.add_all(_trial(run_id, row) for row in rows)  # sparse cases laid out later
+    evidence.add_all(trial_of_row(run_id, row) for row in rows)  # sparse cases laid out later
     evidence.note_repeats(
         sum(row[5] for row in rows), ((run_id, row[0], row[1]) for row in rows if row[6])
     )
@@ -126,7 +123,7 @@ def _tiers_column(trial: Trial) -> str | None:
     return json.dumps(tiers, separators=(",", ":"))
 
 
-def _trial(run_id: str, row: SqlRow) -> Trial:
+def trial_of_row(run_id: str, row: SqlRow) -> Trial:
     """A stored row as the trial it records."""
     case, index, decision, expected, error_type, _, _, latency, passed, tiers = row
     failed, warned, skipped, *tied = json.loads(tiers) if tiers else ((), (), False)

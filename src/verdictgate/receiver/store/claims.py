@@ -1,0 +1,53 @@
+"""Runs claimed by replicas: each run not yet admitted has one owner, whose lease it renews;
+a run whose lease lapsed (its owner died, or stalled) is taken over by another, and the owner
+reads the trials other replicas wrote to its runs since it last looked."""
+
+from __future__ import annotations
+
+from .connection import Cursor, SqlRow
+from .records import StoredRun
+from .runs import RUN_COLUMNS, TRIAL_COLUMNS, stored_run
+
+
+class RunClaims:
+    """The `runs` table's owner and lease columns, and the trials by the write that stored them."""
+
+    def __init__(self, skip_locked: str) -> None:
+        self._skip_locked = skip_locked
+
+    def claim(
+        self, cursor: Cursor, replica: str, now: float, until: float, limit: int, mine: bool
+    ) -> list[StoredRun]:
+        """Claim for `replica`, until `until`, up to `limit` runs not yet admitted whose lease
+        lapsed before `now` (or that no replica owns), and with `mine` those it owns already
+        (a store of one process, reopened); the runs claimed, oldest first. Replicas claiming
+        at once claim different runs."""
+        rows = cursor.execute(
+            f"UPDATE runs SET owner = ?, lease_until = ? WHERE run_id IN (SELECT run_id FROM runs"
+            " WHERE status IS NULL AND (lease_until IS NULL OR lease_until < ? OR owner = ?)"
+            f" ORDER BY first_seen LIMIT ?{self._skip_locked}) RETURNING {RUN_COLUMNS}",
+            (replica, until, now, replica if mine else None, limit),
+        ).fetchall()
+        return sorted((stored_run(row) for row in rows), key=lambda run: run.first_seen)
+
+    def owned(self, cursor: Cursor, replica: str) -> dict[str, int]:
+        """The runs `replica` owns that are not admitted yet, with their versions (through the
+        index of owners of runs not admitted)."""
+        rows = cursor.execute(
+            "SELECT run_id, version FROM runs WHERE owner = ? AND status IS NULL", (replica,)
+        ).fetchall()
+        return dict(rows)
+
+    def renew(self, cursor: Cursor, replica: str, until: float) -> None:
+        """Extend `replica`'s lease on the runs it owns that are not admitted yet."""
+        cursor.execute(
+            "UPDATE runs SET lease_until = ? WHERE owner = ? AND status IS NULL", (until, replica)
+        )
+
+    def written_since(self, cursor: Cursor, run_id: str, version: int) -> list[SqlRow]:
+        """The trials of a run stored by its writes after `version`, as `evidence_of` reads them."""
+        return cursor.execute(
+            f"SELECT {TRIAL_COLUMNS} FROM trials WHERE run_id = ? AND batch > ?"
+            " ORDER BY batch, case_id, trial",
+            (run_id, version),
+        ).fetchall()

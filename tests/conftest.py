@@ -12,6 +12,8 @@ from hypothesis import settings
 
 from verdictgate.cli.main import main
 
+from postgres_support import StoreMaker, postgresql
+
 # No wall-clock bound on an example (hypothesis's default deadline is 200 ms): on a busy
 # machine it fails tests whose property holds. How fast the code is, benchmarks/ says.
 settings.register_profile("verdictgate", deadline=None)
@@ -134,3 +136,19 @@ def browser() -> Iterator:
         launched = playwright.chromium.launch(executable_path=executable, args=["--no-sandbox"])
         yield launched
         launched.close()
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[str]:
+    """One PostgreSQL server for the session (per test worker): its URL."""
+    with postgresql() as url:
+        yield url
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def new_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[StoreMaker]:
+    """Makes stores for the test, once on SQLite and once on PostgreSQL (see StoreMaker)."""
+    server = request.getfixturevalue("postgres_server") if request.param == "postgresql" else None
+    maker = StoreMaker(request.param, tmp_path, server)
+    yield maker
+    maker.close()

@@ -13,11 +13,15 @@ import pwd
 import shutil
 import subprocess
 import tempfile
+import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+import psycopg
 from components import free_port, unavailable
+
+from verdictgate.receiver.store import Store
 
 USER = "postgres"
 """The server's user when the tests run as root (the Debian package creates it)."""
@@ -62,7 +66,10 @@ def postgresql() -> Iterator[str]:
         capture_output=True,
         timeout=120,
     )
-    options = f"-p {port} -k {scratch} -c listen_addresses=127.0.0.1 -c fsync=off"
+    options = (
+        f"-p {port} -k {scratch} -c listen_addresses=127.0.0.1 -c fsync=off"
+        " -c max_connections=400"
+    )
     started = subprocess.run(
         run([pg_ctl, "-D", str(data), "-l", str(log), "-o", options, "-w", "-t", "60", "start"]),
         capture_output=True,
@@ -81,3 +88,39 @@ def postgresql() -> Iterator[str]:
             timeout=120,
         )
         shutil.rmtree(scratch, ignore_errors=True)
+
+
+class StoreMaker:
+    """Makes the stores of one test, on one kind of store, and closes them after it.
+
+    `make()` is a new, empty store (SQLite `:memory:`, or a fresh PostgreSQL database);
+    `make(name)` the store of that name, the same one every time it is named (a SQLite file in
+    the test's directory, or a PostgreSQL database), so that a test can reopen it."""
+
+    def __init__(self, kind: str, directory: Path, server_url: str | None) -> None:
+        self.kind = kind
+        self._directory = directory
+        self._server_url = server_url
+        self._databases: dict[str, str] = {}
+        self._made: list[Store] = []
+
+    def location(self, name: str | Path | None = None) -> str:
+        """Where the store of that name is (a new one each call without a name)."""
+        if self._server_url is None:
+            return ":memory:" if name is None else str(self._directory / Path(name).name)
+        key = str(name) if name is not None else f"anonymous-{len(self._databases)}"
+        if key not in self._databases:
+            database = f"t_{uuid.uuid4().hex}"
+            with psycopg.connect(self._server_url, autocommit=True) as connection:
+                connection.execute(f"CREATE DATABASE {database}")
+            self._databases[key] = self._server_url.rpartition("/")[0] + "/" + database
+        return self._databases[key]
+
+    def __call__(self, name: str | Path | None = None, **options: int) -> Store:
+        store = Store(self.location(name), **options)
+        self._made.append(store)
+        return store
+
+    def close(self) -> None:
+        for store in self._made:
+            store.close()

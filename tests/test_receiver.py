@@ -54,7 +54,7 @@ from verdictgate.otel.spans import run_attributes
 from verdictgate.receiver.config import ReceiverConfig
 from verdictgate.receiver.core import Receiver
 from verdictgate.receiver.server import Limits
-from verdictgate.receiver.store import Store
+from verdictgate.receiver.store import LOCAL, Store
 from verdictgate.v1 import verdictgate_pb2 as pb
 
 
@@ -96,7 +96,7 @@ def test_latency_verdict_and_tiers_read_alike_from_protobuf_and_json(start, end,
     assert from_protobuf.invariants_warned == () and not from_protobuf.evaluation_skipped
 
 
-def test_the_receiver_keeps_latency_verdicts_and_tiers_and_agrees_with_the_processor():
+def test_the_receiver_keeps_latency_verdicts_and_tiers_and_agrees_with_the_processor(new_store):
     """The same decision spans, read in process and by the receiver, give one answer."""
     memory = MemoryTelemetry()
     suite = Suite("gate", "approval_gate",
@@ -110,7 +110,7 @@ def test_the_receiver_keeps_latency_verdicts_and_tiers_and_agrees_with_the_proce
     )  # fmt: skip
     memory.telemetry.shutdown()
     body = encode_spans(memory.spans.get_finished_spans()).SerializeToString()
-    receiver = Receiver(Store())
+    receiver = Receiver(new_store())
     receiver.ingest(extract_protobuf(body))
     received = receiver.assessment("tiers")
     assert local.passes.skipped == 6 and local.invariants.failed == {"no_deny": 6}
@@ -129,8 +129,8 @@ class Clock:
         return self.now
 
 
-def test_a_run_is_final_when_its_plan_is_complete_and_equals_assess():
-    receiver = Receiver(Store(), None, ReceiverConfig(idle=30))
+def test_a_run_is_final_when_its_plan_is_complete_and_equals_assess(new_store):
+    receiver = Receiver(new_store(), None, ReceiverConfig(idle=30))
     spans = stable_run("r1")
     receiver.ingest(extract(request([run_span("r1", planned=80), *spans[:40]])))
     early = receiver.assessment("r1")
@@ -144,8 +144,8 @@ def test_a_run_is_final_when_its_plan_is_complete_and_equals_assess():
     )
 
 
-def test_duplicates_are_harmless_and_a_different_answer_is_a_conflict():
-    receiver = Receiver(Store())
+def test_duplicates_are_harmless_and_a_different_answer_is_a_conflict(new_store):
+    receiver = Receiver(new_store())
     spans = stable_run("r1", cases=2, trials=4)
     receiver.ingest(extract(request(spans)))
     receiver.ingest(extract(request(spans)))  # an exporter retry
@@ -156,9 +156,9 @@ def test_duplicates_are_harmless_and_a_different_answer_is_a_conflict():
     assert "integrity_conflict" in assessment.reason_codes
 
 
-def test_after_the_grace_period_missing_trials_are_reported():
+def test_after_the_grace_period_missing_trials_are_reported(new_store):
     clock = Clock()
-    receiver = Receiver(Store(), None, ReceiverConfig(idle=30), clock=clock)
+    receiver = Receiver(new_store(), None, ReceiverConfig(idle=30), clock=clock)
     receiver.ingest(extract(request([run_span("r1", planned=100), *stable_run("r1")])))
     receiver.tick()
     assert not receiver.store.run("r1").final
@@ -169,13 +169,14 @@ def test_after_the_grace_period_missing_trials_are_reported():
     assert "incomplete" in assessment.reason_codes and assessment.trials.missing == 20
 
 
-def test_a_restart_resumes_every_run(tmp_path):
+def test_a_restart_resumes_every_run(new_store, tmp_path):
     path = tmp_path / "store.sqlite"
-    first = Receiver(Store(path))
+    same = ReceiverConfig(replica=LOCAL)  # restarted under its name (a shared store's too)
+    first = Receiver(new_store(path), None, same)
     spans = stable_run("r1", cases=4, trials=40)
     first.ingest(extract(request([run_span("r1", planned=160), *spans[:100]])))
     first.store.close()
-    second = Receiver(Store(path))
+    second = Receiver(new_store(path), None, same)
     assert second.assessment("r1").trials.received == 100
     second.ingest(extract(request(spans[90:])))
     resumed = second.assessment("r1")
@@ -367,8 +368,8 @@ def test_extract_protobuf_refuses_garbage():
         extract_protobuf(b"\x0a\xff\xff\xff\xff\x0f")
 
 
-def test_repeats_within_one_request_count_like_repeats_across_requests():
-    receiver = Receiver(Store())
+def test_repeats_within_one_request_count_like_repeats_across_requests(new_store):
+    receiver = Receiver(new_store())
     first = decision_span("r1", "c0", 0, "approve", "approve")
     receiver.ingest(
         extract(request([first, first, decision_span("r1", "c0", 0, "deny", "approve")]))
@@ -410,14 +411,14 @@ def test_a_server_with_worker_decoders_ingests_and_stays_up():
         assert server.receiver.assessment("w").trials.received == 400
 
 
-def test_final_admissions_and_canary_windows_are_published_over_otlp():
+def test_final_admissions_and_canary_windows_are_published_over_otlp(new_store):
     from otel_support import OtlpCollector
     from verdictgate.otel import conventions as names
     from verdictgate.receiver.forwarder import Forwarder
     from verdictgate.receiver.otlp_target import OtlpTarget
 
     with OtlpCollector() as collector:
-        store = Store()
+        store = new_store()
         forwarder = Forwarder(store, OtlpTarget(f"http://127.0.0.1:{collector.port}"))
         clock = Clock()
         receiver = Receiver(store, forwarder, ReceiverConfig(idle=30, window=10), clock=clock)
@@ -440,8 +441,8 @@ def test_final_admissions_and_canary_windows_are_published_over_otlp():
     assert len([r for r in collector.log_records() if r.event_name == names.EVALUATION_EVENT]) == 3
 
 
-def test_a_run_holds_at_most_its_limit_of_trials_and_the_rest_are_rejected():
-    receiver = Receiver(Store(), None, ReceiverConfig(max_trials_per_run=50))
+def test_a_run_holds_at_most_its_limit_of_trials_and_the_rest_are_rejected(new_store):
+    receiver = Receiver(new_store(), None, ReceiverConfig(max_trials_per_run=50))
     first = extract(request(stable_run("big", 4, 10)))  # 40 trials
     receiver.ingest(first)
     assert first.rejected == 0
@@ -457,13 +458,13 @@ def test_a_run_holds_at_most_its_limit_of_trials_and_the_rest_are_rejected():
     assert receiver.store.run("small").received == 4
 
 
-def test_canary_windows_count_each_trial_once_in_the_trials_counter():
+def test_canary_windows_count_each_trial_once_in_the_trials_counter(new_store):
     from verdictgate.otel import conventions as names
     from verdictgate.receiver.forwarder import Forwarder, PublisherTarget
 
     memory = MemoryTelemetry()
     clock = Clock()
-    store = Store()
+    store = new_store()
     forwarder = Forwarder(store, PublisherTarget(memory.telemetry.publisher))
     receiver = Receiver(store, forwarder, ReceiverConfig(idle=30, window=10), clock=clock)
     spans = stable_run("canary", 2, 4)
@@ -486,7 +487,7 @@ def test_canary_windows_count_each_trial_once_in_the_trials_counter():
     memory.telemetry.shutdown()
 
 
-def test_tls_and_a_token_on_both_transports_and_the_status_client(cli, tmp_path):
+def test_tls_and_a_token_on_both_transports_and_the_status_client(new_store, cli, tmp_path):
     import shutil
     import ssl
     import subprocess
@@ -504,7 +505,7 @@ def test_tls_and_a_token_on_both_transports_and_the_status_client(cli, tmp_path)
     token = tmp_path / "token"
     token.write_text("s3cret\n")
     server = Server(
-        Receiver(Store()), grpc_listen="127.0.0.1:0", http_listen="127.0.0.1:0",
+        Receiver(new_store()), grpc_listen="127.0.0.1:0", http_listen="127.0.0.1:0",
         token="s3cret", tls=Tls(str(cert), str(key)),
     )  # fmt: skip
     server.start()
@@ -553,8 +554,8 @@ def test_a_store_made_before_the_tier_columns_gains_them_and_keeps_its_trials(tm
     assert evidence.cases[("r", "c")].latency_values() == [12.5]
 
 
-def test_the_first_run_span_wins_and_a_different_second_one_is_a_conflict():
-    receiver = Receiver(Store())
+def test_the_first_run_span_wins_and_a_different_second_one_is_a_conflict(new_store):
+    receiver = Receiver(new_store())
     honest = run_span("r", planned=80)
     receiver.ingest(extract(request([honest, *stable_run("r", trials=10)])))
     lenient_suite = Suite("gate", "approval_gate", (), Contract({"approve", "deny"}))
@@ -567,9 +568,9 @@ def test_the_first_run_span_wins_and_a_different_second_one_is_a_conflict():
     assert assessment.status is Status.REJECTED
 
 
-def test_records_after_a_run_is_final_are_late_and_never_change_its_admission():
+def test_records_after_a_run_is_final_are_late_and_never_change_its_admission(new_store):
     clock = Clock()
-    receiver = Receiver(Store(), None, ReceiverConfig(idle=30), clock=clock)
+    receiver = Receiver(new_store(), None, ReceiverConfig(idle=30), clock=clock)
     receiver.ingest(extract(request([run_span("r", planned=80), *stable_run("r", trials=10)])))
     clock.now += 31
     receiver.tick()  # grace over: final, incomplete
@@ -581,9 +582,9 @@ def test_records_after_a_run_is_final_are_late_and_never_change_its_admission():
     assert after.status is published.status and after.reason_codes == published.reason_codes
 
 
-def test_the_tick_reads_open_runs_only(monkeypatch):
+def test_the_tick_reads_open_runs_only(new_store, monkeypatch):
     clock = Clock()
-    store = Store()
+    store = new_store()
     receiver = Receiver(store, None, ReceiverConfig(idle=30), clock=clock)
     for n in range(50):
         receiver.ingest(extract(request([run_span(f"done-{n}", 80), *stable_run(f"done-{n}")])))
@@ -617,9 +618,9 @@ def test_the_store_file_is_readable_by_its_owner_only(tmp_path):
         (names.RUN_ID, ""),
     ],
 )  # fmt: skip
-def test_a_malformed_run_span_is_rejected_alone_and_other_runs_still_finish(attribute, value):
+def test_a_malformed_run_span_is_rejected_alone_and_other_runs_still_finish(new_store, attribute, value):
     clock = Clock()
-    receiver = Receiver(Store(), None, ReceiverConfig(idle=30), clock=clock)
+    receiver = Receiver(new_store(), None, ReceiverConfig(idle=30), clock=clock)
     poison = run_span("poison", planned=8)
     for item in poison.attributes:
         if item.key == attribute:
@@ -633,11 +634,11 @@ def test_a_malformed_run_span_is_rejected_alone_and_other_runs_still_finish(attr
     assert receiver.store.run("ok").final and receiver.store.run("poison") is None
 
 
-def test_a_run_span_keeps_only_its_declaration_never_content():
+def test_a_run_span_keeps_only_its_declaration_never_content(new_store):
     attributes = {"gen_ai.input.messages": "my card number is 4111", "user.email": "a@b.c"}
     noisy = run_span("r", planned=8)
     noisy.attributes.extend(span("x", attributes).attributes)
-    receiver = Receiver(Store())
+    receiver = Receiver(new_store())
     receiver.ingest(extract(request([noisy])))
     declaration = receiver.store.run("r").declaration
     assert declaration is not None and set(declaration) <= names.RUN_SPAN_ATTRIBUTES
@@ -708,7 +709,7 @@ def test_compact_gaps_keeps_pairs_and_order():
     assert max(compacted) < 16
 
 
-def test_watchers_share_one_assessment_per_change_and_sleep_through_other_runs():
+def test_watchers_share_one_assessment_per_change_and_sleep_through_other_runs(new_store):
     assessed: Counter[str] = Counter()
     asked: Counter[str] = Counter()
 
@@ -721,7 +722,7 @@ def test_watchers_share_one_assessment_per_change_and_sleep_through_other_runs()
             asked[run_id] += 1
             return super().cached_assessment(run_id)
 
-    receiver = Counting(Store(), None, ReceiverConfig(assess_interval=0.0))
+    receiver = Counting(new_store(), None, ReceiverConfig(assess_interval=0.0))
     receiver.ingest(extract(request([run_span("w", planned=80), *stable_run("w", trials=20)[:40]])))
     seen: list[list] = [[] for _ in range(20)]
     started = threading.Barrier(21)
@@ -749,9 +750,9 @@ def test_watchers_share_one_assessment_per_change_and_sleep_through_other_runs()
     assert assessed["w"] <= 3
 
 
-def test_an_open_run_is_reassessed_at_a_bounded_rate():
+def test_an_open_run_is_reassessed_at_a_bounded_rate(new_store):
     ticks = [0.0]
-    receiver = Receiver(Store(), clock=lambda: ticks[0])  # a clock the test drives
+    receiver = Receiver(new_store(), clock=lambda: ticks[0])  # a clock the test drives
     receiver.ingest(extract(request(stable_run("r", cases=1, trials=2))))
     first = receiver.assessment("r")
     receiver.ingest(extract(request([decision_span("r", "c0", 2, "approve", "approve")])))
@@ -846,14 +847,14 @@ def test_decisions_at_every_label_limit_get_small_reports_status_and_pages(contr
         assert named and all("1,024,765 chars #" in step and len(step) < 400 for step in named)
 
 
-def test_sender_chosen_suite_names_never_grow_the_metric_series():
+def test_sender_chosen_suite_names_never_grow_the_metric_series(new_store):
     from otel_support import OtlpCollector
     from verdictgate.otel.admission_record import OVERFLOW
     from verdictgate.receiver.forwarder import Forwarder
     from verdictgate.receiver.otlp_target import OtlpTarget
 
     with OtlpCollector() as collector:
-        store = Store()
+        store = new_store()
         forwarder = Forwarder(store, OtlpTarget(f"http://127.0.0.1:{collector.port}"))
         clock = Clock()
         receiver = Receiver(
@@ -937,9 +938,9 @@ def test_runs_are_listed_a_page_at_a_time_over_both_transports():
         channel.close()
 
 
-def test_retention_deletes_old_finished_runs_only():
+def test_retention_deletes_old_finished_runs_only(new_store):
     clock = Clock()
-    store = Store()
+    store = new_store()
     receiver = Receiver(store, None, ReceiverConfig(idle=30, retain=3600), clock=clock)
     for n in range(250):
         receiver.ingest(extract(request([run_span(f"old-{n}", 8), *stable_run(f"old-{n}", 2, 4)])))
@@ -953,8 +954,8 @@ def test_retention_deletes_old_finished_runs_only():
     assert receiver.assessment("recent").trials.received == 8
 
 
-def test_the_trial_limit_of_a_run_holds_under_concurrent_requests():
-    receiver = Receiver(Store(), None, ReceiverConfig(max_trials_per_run=10))
+def test_the_trial_limit_of_a_run_holds_under_concurrent_requests(new_store):
+    receiver = Receiver(new_store(), None, ReceiverConfig(max_trials_per_run=10))
     write = receiver.store.write
 
     def slow_write(*args, **kwargs):  # widens the window between reading the room and using it
@@ -989,10 +990,10 @@ def test_a_run_that_cannot_be_assessed_never_fails_the_request_that_completes_it
     assert sum("run bad cannot be assessed" in r.getMessage() for r in caplog.records) == 1
 
 
-def test_assess_and_the_receiver_report_the_same_fingerprints_and_isolation():
+def test_assess_and_the_receiver_report_the_same_fingerprints_and_isolation(new_store):
     cases = [fingerprint(f"refund request {n}", None) for n in range(2)]  # unkeyed sha256: ids
     trials = [Trial(case, i, "approve", "fp", "approve") for case in cases for i in range(4)]
-    receiver = Receiver(Store(), None, ReceiverConfig(idle=0))
+    receiver = Receiver(new_store(), None, ReceiverConfig(idle=0))
     spans = [decision_span(t.run, t.case, t.index, "approve", "approve") for t in trials]
     receiver.ingest(extract(request(spans)))
     receiver.tick()
@@ -1002,7 +1003,7 @@ def test_assess_and_the_receiver_report_the_same_fingerprints_and_isolation():
     assert got.run.isolation == want.run.isolation and got.run.id == want.run.id == "fp"
 
 
-def test_a_restart_between_the_parts_of_a_sparse_case_changes_nothing(tmp_path):
+def test_a_restart_between_the_parts_of_a_sparse_case_changes_nothing(new_store, tmp_path):
     """A case whose trials jump far ahead is held as recorded, across a restart too."""
     first_part = [decision_span("r", "c0", i, "approve", "approve") for i in (0, 1, 200, 201)]
     first_part += [decision_span("r", "c1", i, "deny", "deny") for i in range(202)]
@@ -1010,11 +1011,11 @@ def test_a_restart_between_the_parts_of_a_sparse_case_changes_nothing(tmp_path):
     answers = []
     for restart in (False, True):
         path = tmp_path / f"store-{restart}.sqlite"
-        receiver = Receiver(Store(path), None, ReceiverConfig(idle=3600))
+        receiver = Receiver(new_store(path), None, ReceiverConfig(idle=3600))
         receiver.ingest(extract(request([run_span("r", 404), *first_part])))
         if restart:
             receiver.close()
-            receiver = Receiver(Store(path), None, ReceiverConfig(idle=3600))
+            receiver = Receiver(new_store(path), None, ReceiverConfig(idle=3600))
         receiver.ingest(extract(request(rest)))
         assert receiver.flush() and receiver.store.run("r").final
         answers.append(receiver.assessment("r"))
@@ -1023,14 +1024,14 @@ def test_a_restart_between_the_parts_of_a_sparse_case_changes_nothing(tmp_path):
     assert answers[0].status is Status.QUALIFIED and answers[0].trials.received == 404
 
 
-def test_a_restart_admits_a_run_whose_plan_was_complete_when_it_stopped(tmp_path):
+def test_a_restart_admits_a_run_whose_plan_was_complete_when_it_stopped(new_store, tmp_path):
     """Stopped between the commit of its last trials and the commit that made it final."""
     path = tmp_path / "store.sqlite"
-    store = Store(path)
+    store = new_store(path)
     declared = run_attributes("r", SUITE, Policy(), 8, Isolation.FRESH_SESSION)
     trials = [Trial(f"c{c}", i, "approve", "r", "approve") for c in range(2) for i in range(4)]
     store.write(trials, [declared], {"r": ("gate", "approval_gate")})
     assert not store.run("r").final
-    receiver = Receiver(Store(path))
+    receiver = Receiver(new_store(path), None, ReceiverConfig(replica=LOCAL))  # the writer
     assert receiver.flush() and receiver.store.run("r").status is not None
     assert receiver.assessment("r").trials.received == 8

@@ -92,9 +92,9 @@ def stored(receiver: Receiver, run: str) -> dict[tuple[str, int], tuple]:
     }
 
 
-def test_trials_are_derived_once_the_trace_is_quiet_whatever_the_arrival_order() -> None:
+def test_trials_are_derived_once_the_trace_is_quiet_whatever_the_arrival_order(new_store) -> None:
     clock = Clock()
-    receiver = Receiver(Store(), clock=clock)
+    receiver = Receiver(new_store(), clock=clock)
     script = {("c0", 0): ["refund"], ("c0", 1): ["refund"], ("c1", 0): ["lookup", "notify"],
               ("c1", 1): ["escalate"]}  # fmt: skip
     spans = [
@@ -116,9 +116,9 @@ def test_trials_are_derived_once_the_trace_is_quiet_whatever_the_arrival_order()
     assert receiver.store.run("r1").suite == "support"
 
 
-def test_a_late_copy_of_a_settled_trace_decides_nothing_again() -> None:
+def test_a_late_copy_of_a_settled_trace_decides_nothing_again(new_store) -> None:
     clock = Clock()
-    receiver = Receiver(Store(), clock=clock)
+    receiver = Receiver(new_store(), clock=clock)
     spans = strands_trial(1, "r1", "c0", 0, ["refund"])
     receiver.ingest(extract_protobuf(request(spans).SerializeToString()))
     clock.now += DEFAULT_SETTLE + 0.1
@@ -131,9 +131,9 @@ def test_a_late_copy_of_a_settled_trace_decides_nothing_again() -> None:
     assert (assessment.trials.duplicates, assessment.trials.conflicts) == (0, 0)
 
 
-def test_no_tool_a_recovered_tool_a_failed_agent_and_no_framework_span() -> None:
+def test_no_tool_a_recovered_tool_a_failed_agent_and_no_framework_span(new_store) -> None:
     clock = Clock()
-    receiver = Receiver(Store(), clock=clock)
+    receiver = Receiver(new_store(), clock=clock)
     spans = [
         *strands_trial(1, "r1", "c0", 0, []),
         *strands_trial(2, "r1", "c1", 0, ["refund"], failing="refund"),
@@ -186,7 +186,7 @@ def test_a_malformed_trial_span_is_rejected_alone_and_attribute_rules_are_refuse
     assert "verdictgate.trial" in got.errors[0] and "attribute rules" in got.errors[1]
 
 
-def test_otlp_json_carries_the_same_trials() -> None:
+def test_otlp_json_carries_the_same_trials(new_store) -> None:
     spans = strands_trial(1, "r1", "c0", 0, ["lookup", "refund"])
     document = {"resourceSpans": [{"scopeSpans": [{"spans": [
         {"traceId": s.trace_id.hex(), "spanId": s.span_id.hex(),
@@ -197,7 +197,7 @@ def test_otlp_json_carries_the_same_trials() -> None:
          "attributes": [{"key": a.key, "value": _json_value(a.value)} for a in s.attributes]}
         for s in spans]}]}]}  # fmt: skip
     clock = Clock()
-    receiver = Receiver(Store(), clock=clock)
+    receiver = Receiver(new_store(), clock=clock)
     receiver.ingest(extract_json(json.dumps(document).encode()))
     clock.now += DEFAULT_SETTLE + 0.1
     receiver.tick()
@@ -211,11 +211,11 @@ def _json_value(value) -> dict:
     return {"stringValue": value.string_value}
 
 
-def test_tools_that_start_in_the_same_millisecond_never_flip_through_the_receiver() -> None:
+def test_tools_that_start_in_the_same_millisecond_never_flip_through_the_receiver(new_store) -> None:
     """A stable path whose two tool spans share their start time (whole milliseconds), sent
     with their span ids in either order: 0 flips, and the report counts the tied trials."""
     clock = Clock()
-    receiver = Receiver(Store(), clock=clock)
+    receiver = Receiver(new_store(), clock=clock)
     spans = [
         span
         for index in range(6)
@@ -271,12 +271,12 @@ def nested_run(
     return root, per_call
 
 
-def test_trials_nested_under_their_run_span_each_settle_whatever_the_pauses() -> None:
+def test_trials_nested_under_their_run_span_each_settle_whatever_the_pauses(new_store) -> None:
     """12 calls, each followed by a pause longer than the settle time, in one trace under the
     run span: each trial settles on its own, all 12 are stored, and the run is judged by its
     run span's declaration (a 10% tolerance, not the default 5%)."""
     clock = Clock()
-    receiver = Receiver(Store(), clock=clock)
+    receiver = Receiver(new_store(), clock=clock)
     root, calls = nested_run("nested", 12, ["lookup", "refund"])
     for spans in calls:
         receiver.ingest(extract_protobuf(request(spans).SerializeToString()))
@@ -291,13 +291,13 @@ def test_trials_nested_under_their_run_span_each_settle_whatever_the_pauses() ->
     assert assessment.policy.tolerance == 0.10 and not assessment.in_progress
 
 
-def test_a_run_is_never_idle_while_a_trial_of_it_waits_to_settle() -> None:
+def test_a_run_is_never_idle_while_a_trial_of_it_waits_to_settle(new_store) -> None:
     """A trial's spans arrive after a pause; before the tick settles it, another sender's
     export lands once the run's idle period (counted from its last settled trial) has passed.
     The run stays open (the spans were news of it, and idle periods are looked at only by the
     tick, after settling), so the trial is stored, not counted late."""
     clock = Clock()
-    receiver = Receiver(Store(), config=ReceiverConfig(settle=2.0, idle=5.0), clock=clock)
+    receiver = Receiver(new_store(), config=ReceiverConfig(settle=2.0, idle=5.0), clock=clock)
     root, calls = nested_run("paused", 2, ["refund"])
     receiver.ingest(extract_protobuf(request(calls[0]).SerializeToString()))
     clock.now += 2.1
@@ -318,13 +318,13 @@ def test_a_run_is_never_idle_while_a_trial_of_it_waits_to_settle() -> None:
     assert not assessment.in_progress
 
 
-def test_idle_periods_wait_while_more_trials_are_due_than_a_tick_settles() -> None:
+def test_idle_periods_wait_while_more_trials_are_due_than_a_tick_settles(new_store) -> None:
     """With more traces due than one tick settles (one here, a thousand in `serve`), idle
     periods wait for the tick that settles the rest: the run whose trial was left for the next
     tick is not closed with it pending."""
     clock = Clock()
     config = ReceiverConfig(settle=2.0, idle=5.0, settle_batch=1)
-    receiver = Receiver(Store(), config=config, clock=clock)
+    receiver = Receiver(new_store(), config=config, clock=clock)
     receiver.ingest(extract_protobuf(request(strands_trial(1, "victim", "c0", 0, ["refund"]))
                                      .SerializeToString()))  # fmt: skip
     clock.now += 2.1
@@ -346,9 +346,9 @@ def test_idle_periods_wait_while_more_trials_are_due_than_a_tick_settles() -> No
     assert victim.trials.received == 2 and victim.trials.late == 0 and not victim.in_progress
 
 
-def test_a_span_that_comes_after_its_trial_settled_is_counted_late_not_dropped(caplog) -> None:
+def test_a_span_that_comes_after_its_trial_settled_is_counted_late_not_dropped(new_store, caplog) -> None:
     clock = Clock()
-    receiver = Receiver(Store(), clock=clock)
+    receiver = Receiver(new_store(), clock=clock)
     spans = strands_trial(1, "r1", "c0", 0, ["lookup", "refund"])
     straggler = spans.pop()  # the refund tool span, held back by its exporter
     receiver.ingest(extract_protobuf(request(spans).SerializeToString()))
@@ -362,11 +362,11 @@ def test_a_span_that_comes_after_its_trial_settled_is_counted_late_not_dropped(c
     assert stored(receiver, "r1") == {("c0", 0): (("lookup",), None)}  # what was settled stands
 
 
-def test_thousands_of_trials_in_one_trace_settle_in_one_tick() -> None:
+def test_thousands_of_trials_in_one_trace_settle_in_one_tick(new_store) -> None:
     """3,000 trial spans and their 3,000 tool spans in one trace (one request): settling indexes
     the trace once, so one tick stores every trial."""
     clock = Clock()
-    receiver = Receiver(Store(), clock=clock)
+    receiver = Receiver(new_store(), clock=clock)
     _, calls = nested_run("many", 3000, ["refund"])
     spans = [span for call in calls for span in call]
     receiver.ingest(extract_protobuf(request(spans).SerializeToString()))
@@ -381,7 +381,7 @@ def test_a_trial_span_beyond_the_trial_index_limit_is_refused_as_a_decision_span
     assert got.rejected == 1 and str((1 << 20) - 1) in got.errors[0]
 
 
-def test_spans_that_are_not_ours_never_sink_the_decision_spans_beside_them() -> None:
+def test_spans_that_are_not_ours_never_sink_the_decision_spans_beside_them(new_store) -> None:
     """A framework span whose OpenInference metadata nests 1,200 deep, and OTLP/JSON spans
     whose start is out of range: each affects its own span alone; the 3 decision spans of the
     same request are stored."""
@@ -390,7 +390,7 @@ def test_spans_that_are_not_ours_never_sink_the_decision_spans_beside_them() -> 
     decisions = [decision_span("r1", f"c{n}", 0, "approve", "approve") for n in range(3)]
     for n, decision in enumerate(decisions):
         decision.span_id = bytes([n + 1]) * 8
-    receiver = Receiver(Store(), clock=Clock())
+    receiver = Receiver(new_store(), clock=Clock())
     receiver.ingest(extract_protobuf(request([metadata, *decisions]).SerializeToString()))
     assert receiver.assessment("r1").trials.received == 3
     document = json.loads(MessageToJson(request(decisions)))
@@ -409,11 +409,11 @@ def test_spans_that_are_not_ours_never_sink_the_decision_spans_beside_them() -> 
     assert receiver.assessment("r2").trials.received == 3
 
 
-def test_a_trial_whose_spans_never_go_quiet_settles_after_the_maximum_hold() -> None:
+def test_a_trial_whose_spans_never_go_quiet_settles_after_the_maximum_hold(new_store) -> None:
     """A span below the trial every 3 s, for ever: after `max_hold` the trial is settled from
     what has arrived, and what comes later is counted late."""
     clock = Clock()
-    receiver = Receiver(Store(), config=ReceiverConfig(max_hold=120), clock=clock)
+    receiver = Receiver(new_store(), config=ReceiverConfig(max_hold=120), clock=clock)
     spans = strands_trial(1, "r1", "c0", 0, ["lookup"])
     receiver.ingest(extract_protobuf(request(spans).SerializeToString()))
     agent = spans[1]
@@ -431,13 +431,13 @@ def test_a_trial_whose_spans_never_go_quiet_settles_after_the_maximum_hold() -> 
     assert receiver.assessment("r1").trials.late >= 15
 
 
-def test_a_flood_of_trial_less_traces_stays_under_the_cap_and_honest_trials_still_settle() -> None:
+def test_a_flood_of_trial_less_traces_stays_under_the_cap_and_honest_trials_still_settle(new_store) -> None:
     """5,000 traces without a trial span (plain application spans a gateway forwards) into a
     receiver that holds 1,000 framework spans: the oldest are let go as the flood comes, the
     store never holds more than its cap, decision spans are still taken, and an honest trial
     sent after the flood is stored."""
     clock = Clock()
-    store = Store()
+    store = new_store()
     receiver = Receiver(store, config=ReceiverConfig(max_held_spans=1000), clock=clock)
     for batch in range(10):
         flood = [
@@ -502,11 +502,11 @@ def test_a_store_from_before_trial_keying_settles_what_it_held(tmp_path) -> None
         assert after.execute("SELECT COUNT(*) FROM traces").fetchone() == (0,)
 
 
-def test_settled_trials_never_crowd_out_a_trial_whose_spans_came_before_its_trial_span() -> None:
+def test_settled_trials_never_crowd_out_a_trial_whose_spans_came_before_its_trial_span(new_store) -> None:
     """300 trials settled under a 1,000-span cap, then a trial whose agent spans (another
     process) come a second before its trial span: it is stored with its tool, not `no_spans`."""
     clock = Clock()
-    store = Store()
+    store = new_store()
     receiver = Receiver(store, config=ReceiverConfig(max_held_spans=1000), clock=clock)
     for n in range(300):
         spans = strands_trial(n + 1, "r1", f"c{n}", 0, ["refund"])
@@ -523,11 +523,11 @@ def test_settled_trials_never_crowd_out_a_trial_whose_spans_came_before_its_tria
     assert stored(receiver, "r2") == {("c0", 0): (("refund",), None)}
 
 
-def test_a_run_of_thousands_of_nested_trials_is_not_cut_at_the_traces_span_cap() -> None:
+def test_a_run_of_thousands_of_nested_trials_is_not_cut_at_the_traces_span_cap(new_store) -> None:
     """5,000 trials of 11 spans under one run span: 55,000 spans, more than one trace may hold
     at once, but a settled trial's spans leave the trace's count, so every trial is whole."""
     clock = Clock()
-    receiver = Receiver(Store(), clock=clock)
+    receiver = Receiver(new_store(), clock=clock)
     _, calls = nested_run("long", 5000, ["lookup"] * 9)
     for spans in calls:
         receiver.ingest(extract_protobuf(request(spans).SerializeToString()))

@@ -18,7 +18,7 @@ from verdictgate.otel.otlp_reading import extract_protobuf
 from verdictgate.otel.spans import run_attributes
 from verdictgate.receiver.config import ReceiverConfig
 from verdictgate.receiver.core import Receiver
-from verdictgate.receiver.store import Store
+from verdictgate.receiver.store import LOCAL, Store
 from verdictgate.stats import ALPHA, Method, Stability
 
 ROUTES = ("approve", "deny")
@@ -32,7 +32,9 @@ CANARY = Suite(
 
 def canary_receiver(store: Store | None = None) -> Receiver:
     return Receiver(
-        store or Store(), None, ReceiverConfig(idle=3600, canary_suites={"gate": CANARY})
+        store or Store(),
+        None,
+        ReceiverConfig(idle=3600, canary_suites={"gate": CANARY}, replica=LOCAL),
     )
 
 
@@ -117,8 +119,8 @@ def test_only_complete_rounds_are_looked_at() -> None:
     assert receiver.store.run("canary").final
 
 
-def test_a_canary_of_no_known_suite_waits_for_the_grace_period() -> None:
-    receiver = Receiver(Store(), None, ReceiverConfig(idle=3600))
+def test_a_canary_of_no_known_suite_waits_for_the_grace_period(new_store) -> None:
+    receiver = Receiver(new_store(), None, ReceiverConfig(idle=3600))
     for number in range(40):
         send(receiver, round_spans("canary", number, flipping=True))
     assert not receiver.store.run("canary").final
@@ -136,23 +138,23 @@ def declared_receiver(store: Store) -> Receiver:
     return receiver
 
 
-def test_a_run_span_declaring_the_sequential_rule_decides_before_its_plan_is_complete() -> None:
+def test_a_run_span_declaring_the_sequential_rule_decides_before_its_plan_is_complete(new_store) -> None:
     for flipping, want in ((True, Status.REJECTED), (False, Status.QUALIFIED)):
-        receiver = declared_receiver(Store())
+        receiver = declared_receiver(new_store())
         rounds = rounds_until_final(receiver, "r", flipping=flipping)
         assessment = receiver.assessment("r")
         assert assessment.status is want and "incomplete" not in assessment.reason_codes
         assert rounds == (first_decided_round() if flipping else 19)
 
 
-def test_a_decided_run_reads_the_same_after_a_restart(tmp_path) -> None:
+def test_a_decided_run_reads_the_same_after_a_restart(new_store, tmp_path) -> None:
     """Its plan of 10,000 trials is not what it is missing: asked again by a new receiver, it
     is still qualified, not incomplete."""
     path = tmp_path / "store.sqlite"
-    receiver = declared_receiver(Store(path))
+    receiver = declared_receiver(new_store(path))
     rounds_until_final(receiver, "r", flipping=False)
     before = receiver.assessment("r")
-    again = Receiver(Store(path)).assessment("r")
+    again = Receiver(new_store(path)).assessment("r")
     assert again is not None and again.status is before.status is Status.QUALIFIED
     assert again.reason_codes == before.reason_codes == ()
 
@@ -181,13 +183,13 @@ def test_serve_refuses_a_canary_suite_beyond_the_rules_reach(cli, tmp_path) -> N
     assert result.exit_code == 2 and "--canary-suite" in result.stderr
 
 
-def test_a_decided_canary_is_published_with_its_suites_routes() -> None:
+def test_a_decided_canary_is_published_with_its_suites_routes(new_store) -> None:
     from otel_support import OtlpCollector
     from verdictgate.receiver.forwarder import Forwarder
     from verdictgate.receiver.otlp_target import OtlpTarget
 
     with OtlpCollector() as collector:
-        store = Store()
+        store = new_store()
         forwarder = Forwarder(store, OtlpTarget(f"http://127.0.0.1:{collector.port}"))
         receiver = Receiver(
             store, forwarder, ReceiverConfig(idle=3600, canary_suites={"gate": CANARY})
@@ -204,23 +206,23 @@ def test_a_decided_canary_is_published_with_its_suites_routes() -> None:
     assert routes == {"approve", "deny"}  # the canary suite's contract, not `_other`
 
 
-def test_a_canary_reads_the_same_after_a_restart_without_its_suite(tmp_path) -> None:
+def test_a_canary_reads_the_same_after_a_restart_without_its_suite(new_store, tmp_path) -> None:
     path = tmp_path / "store.sqlite"
-    receiver = canary_receiver(Store(path))
+    receiver = canary_receiver(new_store(path))
     rounds_until_final(receiver, "canary", flipping=False)
     before = receiver.assessment("canary")
-    again = Receiver(Store(path)).assessment("canary")  # no --canary-suite this time
+    again = Receiver(new_store(path)).assessment("canary")  # no --canary-suite this time
     assert again is not None and again.status is before.status is Status.QUALIFIED
     assert again.policy.method is Method.SEQUENTIAL and again.reason_codes == ()
     assert again.trials == before.trials
 
 
-def test_a_run_made_final_takes_no_more_trials_and_a_restart_admits_it(tmp_path) -> None:
+def test_a_run_made_final_takes_no_more_trials_and_a_restart_admits_it(new_store, tmp_path) -> None:
     """Deciding that a run is final commits with the request that completed it: later records
     are late, never part of its admission; a process that stopped before the admission was
     made makes it at its next start, from the store."""
     path = tmp_path / "store.sqlite"
-    receiver = canary_receiver(Store(path))
+    receiver = canary_receiver(new_store(path))
     for number in range(19):  # the round the rule first allows
         receiver.ingest(
             extract_protobuf(request(round_spans("canary", number, False)).SerializeToString())
@@ -234,8 +236,8 @@ def test_a_run_made_final_takes_no_more_trials_and_a_restart_admits_it(tmp_path)
     assert run.received == received and run.late == 2
     receiver.close()
 
-    store = Store(tmp_path / "other.sqlite")  # stopped between the two commits
-    trials = [t for t in Store(path).evidence("canary").trials()]
+    store = new_store(tmp_path / "other.sqlite")  # stopped between the two commits
+    trials = [t for t in new_store(path).evidence("canary").trials()]
     store.write(trials, labels={"canary": ("gate", "approval_gate")})
     store.close_runs(["canary"])
     assert store.run("canary").final and store.run("canary").status is None

@@ -95,8 +95,9 @@ def _canary_suites(paths: tuple[str, ...]) -> dict[str, Suite]:
     "store_path",
     default="verdictgate-store.sqlite",
     show_default=True,
-    type=click.Path(dir_okay=False),
-    help="SQLite file (WAL); a restart resumes every run.",
+    help="A SQLite file (WAL; one receiver), or postgresql://[user@]host[:port]/database to "
+    "share one PostgreSQL with other replicas (a password from the URL or the PG* environment "
+    "variables, never logged). A restart resumes every run; replicas take over a dead one's.",
 )
 @click.option(
     "--grpc-listen",
@@ -172,6 +173,24 @@ def _canary_suites(paths: tuple[str, ...]) -> dict[str, Suite]:
     type=int,
     default=None,
     help="Processes that decode requests beside the store (default: one if there are 2+ cores).",
+)
+@click.option(
+    "--lease",
+    metavar="DURATION",
+    default="15s",
+    show_default=True,
+    help="With a PostgreSQL --store shared by replicas: how long this replica's claim on a run "
+    "or an admission to deliver holds unless renewed. A dead replica's runs are taken over "
+    "after about this long and a third.",
+)
+@click.option(
+    "--replica",
+    metavar="NAME",
+    default=None,
+    help="This replica's name among those sharing a PostgreSQL --store (default: host, process "
+    "and a random part, so a restarted replica waits for its old leases to lapse). A stable "
+    "name, such as a StatefulSet pod's, takes its runs back at once after a restart; two live "
+    "replicas must never share one.",
 )
 @click.option(
     "--settle",
@@ -273,6 +292,8 @@ def _serve_config(flags: Mapping[str, OptionValue]) -> ServeConfig:
             max_trials_per_run=flags["max_trials_per_run"],
             retain=parse_duration(retain) if retain else None,
             settle=parse_duration(flags["settle"]),
+            lease=parse_duration(flags["lease"]),
+            replica=flags["replica"],
             max_hold=parse_duration(flags["max_hold"]),
             max_held_spans=flags["max_held_spans"],
             canary_suites=_canary_suites(flags["canary_suite_paths"]),
@@ -307,7 +328,7 @@ def _say_serving(service: Service) -> None:
     click.echo(
         f"verdictgate: receiving OTLP on grpc {config.grpc_listen.rpartition(':')[0]}:"
         f"{server.grpc_port}, http {config.http_listen.rpartition(':')[0]}:{server.http_port}; "
-        f"store {config.store_path}" + publishing_to,
+        f"store {service.store.location}" + publishing_to,
         err=True,
     )
 

@@ -167,7 +167,7 @@ class PostgresDatabase(Database):
             import psycopg
         except ImportError:
             raise RuntimeError(
-                "a PostgreSQL store needs psycopg: pip install 'verdictgate[postgres]'"
+                "a PostgreSQL store needs psycopg, in the `postgres` extra (verdictgate[postgres])"
             ) from None
         self._psycopg = psycopg
         self._url = url
@@ -221,17 +221,21 @@ class PostgresCursor:
 
     def __init__(self, cursor: psycopg.Cursor[tuple[Any, ...]]) -> None:
         self._cursor = cursor
+        self._none = False
+        """The last call was an executemany of no rows (psycopg would keep the rowcount before)."""
 
     @property
     def rowcount(self) -> int:
-        return self._cursor.rowcount
+        return 0 if self._none else self._cursor.rowcount
 
     def execute(self, sql: str, parameters: Parameters = (), /) -> Cursor:
+        self._none = False
         self._cursor.execute(to_postgres(sql), parameters or None)
         return self
 
     def executemany(self, sql: str, parameters: Iterable[Parameters], /) -> Cursor:
         rows = list(parameters)
+        self._none = not rows
         if rows:
             self._cursor.executemany(to_postgres(sql), rows)
         return self

@@ -14,7 +14,7 @@ from ...otel.framework_traces import FrameworkSpan, TrialMark, settled_trials
 from ...trial_model import Trial
 from ...wire_types import AttributeValue
 from .claims import RunClaims
-from .connection import Cursor, open_database, redacted
+from .connection import Cursor, is_store_error, open_database, redacted
 from .held_spans import HeldSpans, SettledTrials, unpack_trace
 from .listing import DEFAULT_PAGE_SIZE, RunListing
 from .outbox import DEFAULT_OUTBOX_LIMIT, Outbox
@@ -41,10 +41,16 @@ class Store:
     def __init__(
         self, location: str | Path = ":memory:", *, outbox_limit: int = DEFAULT_OUTBOX_LIMIT
     ) -> None:
-        self._database = database = open_database(location)
         self.location = redacted(location)
         """Where the store is, fit for a log line (a URL's password is not in it)."""
-        migrate(database)
+        self._database = database = open_database(location)
+        try:
+            migrate(database)
+        except Exception as error:
+            if not is_store_error(error):
+                raise
+            database.close()
+            raise RuntimeError(f"cannot open the store {self.location}: {error}") from None
         with database.locked() as cursor:
             self._outbox = Outbox(
                 cursor, outbox_limit, shared=database.shared, skip_locked=database.skip_locked

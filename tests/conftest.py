@@ -10,9 +10,8 @@ import pytest
 from click.testing import CliRunner
 from hypothesis import settings
 
-from verdictgate.cli.main import main
-
 from postgres_support import StoreMaker, postgresql
+from verdictgate.cli.main import main
 
 # No wall-clock bound on an example (hypothesis's default deadline is 200 ms): on a busy
 # machine it fails tests whose property holds. How fast the code is, benchmarks/ says.

@@ -19,8 +19,8 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import psycopg
-from components import free_port, unavailable
 
+from components import free_port, unavailable
 from verdictgate.receiver.store import Store
 
 USER = "postgres"
@@ -67,8 +67,7 @@ def postgresql() -> Iterator[str]:
         timeout=120,
     )
     options = (
-        f"-p {port} -k {scratch} -c listen_addresses=127.0.0.1 -c fsync=off"
-        " -c max_connections=400"
+        f"-p {port} -k {scratch} -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=400"
     )
     started = subprocess.run(
         run([pg_ctl, "-D", str(data), "-l", str(log), "-o", options, "-w", "-t", "60", "start"]),

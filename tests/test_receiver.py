@@ -618,7 +618,9 @@ def test_the_store_file_is_readable_by_its_owner_only(tmp_path):
         (names.RUN_ID, ""),
     ],
 )  # fmt: skip
-def test_a_malformed_run_span_is_rejected_alone_and_other_runs_still_finish(new_store, attribute, value):
+def test_a_malformed_run_span_is_rejected_alone_and_other_runs_still_finish(
+    new_store, attribute, value
+):
     clock = Clock()
     receiver = Receiver(new_store(), None, ReceiverConfig(idle=30), clock=clock)
     poison = run_span("poison", planned=8)

@@ -211,7 +211,9 @@ def _json_value(value) -> dict:
     return {"stringValue": value.string_value}
 
 
-def test_tools_that_start_in_the_same_millisecond_never_flip_through_the_receiver(new_store) -> None:
+def test_tools_that_start_in_the_same_millisecond_never_flip_through_the_receiver(
+    new_store,
+) -> None:
     """A stable path whose two tool spans share their start time (whole milliseconds), sent
     with their span ids in either order: 0 flips, and the report counts the tied trials."""
     clock = Clock()
@@ -346,7 +348,9 @@ def test_idle_periods_wait_while_more_trials_are_due_than_a_tick_settles(new_sto
     assert victim.trials.received == 2 and victim.trials.late == 0 and not victim.in_progress
 
 
-def test_a_span_that_comes_after_its_trial_settled_is_counted_late_not_dropped(new_store, caplog) -> None:
+def test_a_span_that_comes_after_its_trial_settled_is_counted_late_not_dropped(
+    new_store, caplog
+) -> None:
     clock = Clock()
     receiver = Receiver(new_store(), clock=clock)
     spans = strands_trial(1, "r1", "c0", 0, ["lookup", "refund"])
@@ -431,7 +435,9 @@ def test_a_trial_whose_spans_never_go_quiet_settles_after_the_maximum_hold(new_s
     assert receiver.assessment("r1").trials.late >= 15
 
 
-def test_a_flood_of_trial_less_traces_stays_under_the_cap_and_honest_trials_still_settle(new_store) -> None:
+def test_a_flood_of_trial_less_traces_stays_under_the_cap_and_honest_trials_still_settle(
+    new_store,
+) -> None:
     """5,000 traces without a trial span (plain application spans a gateway forwards) into a
     receiver that holds 1,000 framework spans: the oldest are let go as the flood comes, the
     store never holds more than its cap, decision spans are still taken, and an honest trial
@@ -502,7 +508,9 @@ def test_a_store_from_before_trial_keying_settles_what_it_held(tmp_path) -> None
         assert after.execute("SELECT COUNT(*) FROM traces").fetchone() == (0,)
 
 
-def test_settled_trials_never_crowd_out_a_trial_whose_spans_came_before_its_trial_span(new_store) -> None:
+def test_settled_trials_never_crowd_out_a_trial_whose_spans_came_before_its_trial_span(
+    new_store,
+) -> None:
     """300 trials settled under a 1,000-span cap, then a trial whose agent spans (another
     process) come a second before its trial span: it is stored with its tool, not `no_spans`."""
     clock = Clock()

@@ -138,7 +138,9 @@ def declared_receiver(store: Store) -> Receiver:
     return receiver
 
 
-def test_a_run_span_declaring_the_sequential_rule_decides_before_its_plan_is_complete(new_store) -> None:
+def test_a_run_span_declaring_the_sequential_rule_decides_before_its_plan_is_complete(
+    new_store,
+) -> None:
     for flipping, want in ((True, Status.REJECTED), (False, Status.QUALIFIED)):
         receiver = declared_receiver(new_store())
         rounds = rounds_until_final(receiver, "r", flipping=flipping)

@@ -172,7 +172,11 @@ class Store:
             return self._listing.forget_finished(cursor, before, limit)
 
     def held_spans(self) -> int:
-        """Framework spans held for trials still to settle or to recognise late copies of."""
+        """Framework spans held for trials still to settle or to recognise late copies of
+        (counted, in a shared store)."""
+        if self.shared:
+            with self._database.locked() as cursor:
+                return self._held.count(cursor)
         return self._held.spans_held
 
     def quiet_traces(self, before: float, held_before: float, limit: int = 1000) -> list[str]:

@@ -1,0 +1,236 @@
+"""Replicas sharing one PostgreSQL store, in one process and on one clock the test drives: a run
+is decided by the replica that claimed it, whatever replica took its trials; a lapsed lease is
+taken over, a renewed one never; a trace is settled once, and an admission delivered once."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+import pytest
+from opentelemetry.proto.common.v1.common_pb2 import KeyValue
+from opentelemetry.proto.trace.v1.trace_pb2 import Span
+
+from postgres_support import StoreMaker
+from receiver_support import request, run_span, stable_run
+from verdictgate import Contract, Suite, Trial, assess
+from verdictgate.clock import ManualClock
+from verdictgate.otel import conventions as names
+from verdictgate.otel.admission_record import AdmissionRecord, TrialTally
+from verdictgate.otel.otlp_reading import extract_protobuf
+from verdictgate.receiver.config import ReceiverConfig
+from verdictgate.receiver.core import Receiver
+from verdictgate.receiver.forwarder import ALL_SIGNALS, Forwarder
+from verdictgate.receiver.otlp_target import any_value
+from verdictgate.receiver.store import Store
+
+LEASE = 10.0
+SUITE = Suite("refunds", "refund_gate", (), Contract({"approve"}))
+
+
+def publication(run: str) -> str:
+    """An admission of a run, as the outbox stages it."""
+    trials = [Trial("c", i, "approve", run, "approve") for i in range(4)]
+    return AdmissionRecord.of(assess(trials, SUITE), {"approve"}, TrialTally()).to_json()
+
+
+class Recording:
+    """A publish target that keeps what it was given, by the replica that delivered it."""
+
+    endpoint = "a recording target"
+
+    def __init__(self) -> None:
+        self.delivered: list[tuple[int, str]] = []
+        self.lock = threading.Lock()
+
+    def deliver(self, seq: int, publication: AdmissionRecord, pending: int) -> tuple[int, None]:
+        with self.lock:
+            self.delivered.append((seq, publication.span_id))
+        return ALL_SIGNALS, None
+
+    def close(self) -> None:
+        """Nothing in flight."""
+
+
+@pytest.fixture
+def location(postgres_server: str, tmp_path: Path) -> str:
+    return StoreMaker("postgresql", tmp_path, postgres_server).location("shared")
+
+
+def replica(location: str, name: str, clock: ManualClock, **config: float) -> Receiver:
+    """A receiver named `name` on the shared store, with a forwarder that is never started (its
+    outbox is read by the test)."""
+    store = Store(location)
+    config = {"idle": 60.0, "settle": 1.0, **config}
+    settings = ReceiverConfig(replica=name, lease=LEASE, **config)
+    return Receiver(store, Forwarder(store, Recording(), clock=clock), settings, clock=clock)
+
+
+def ingest(receiver: Receiver, spans: list[Span]) -> None:
+    receiver.ingest(extract_protobuf(request(spans).SerializeToString()))
+
+
+def test_the_owner_decides_a_run_whose_trials_reached_both_replicas(location: str) -> None:
+    clock = ManualClock(1_000_000.0)
+    a, b = replica(location, "a", clock), replica(location, "b", clock)
+    spans = stable_run("r", cases=4, trials=10)
+    ingest(a, [run_span("r", planned=40), *spans[:5]])  # a opens the run: a owns it
+    for n, start in enumerate(range(5, 40, 5)):
+        ingest((b, a)[n % 2], spans[start : start + 5])
+    assert b.store.run("r").owner == "a" and not b.store.run("r").final
+    b.tick()
+    assert not b.store.run("r").final  # b never decides a run a owns
+    a.tick()  # a catches up with b's trials: its plan is complete
+    assert a.flush()
+    run = a.store.run("r")
+    assert run.status is not None and run.received == 40
+    assert a.assessment("r").trials.received == 40
+    assert b.assessment("r") == a.assessment("r")  # either replica answers the same
+    assert a.store.outbox_size() == 1  # admitted once
+
+
+def test_a_lapsed_lease_is_taken_over_and_a_renewed_one_never(location: str) -> None:
+    clock = ManualClock(1_000_000.0)
+    a, b = replica(location, "a", clock), replica(location, "b", clock)
+    spans = stable_run("r", cases=4, trials=10)
+    ingest(a, [run_span("r", planned=40), *spans[:20]])
+    for _ in range(12):  # a ticks and renews: two whole leases pass
+        clock.advance(LEASE / 5)
+        a.tick()
+        b.tick()
+    assert b.store.run("r").owner == "a"
+    ingest(b, spans[20:])  # a dies here, without a word: its plan is complete, in b's write
+    b.tick()
+    assert not b.store.run("r").final  # not b's to decide while a's lease holds
+    clock.advance(LEASE + 1)
+    b.tick()  # takes it over, with every trial from the store
+    assert b.flush()
+    run = b.store.run("r")
+    assert run.owner == "b" and run.status is not None and run.received == 40
+    assert b.store.outbox_size() == 1
+    a.tick()  # a comes back: it lets the run go, and admits nothing
+    assert a.flush() and a.store.outbox_size() == 1
+
+
+def test_a_replica_that_stops_hands_its_runs_over_at_once(location: str) -> None:
+    clock = ManualClock(1_000_000.0)
+    a, b = replica(location, "a", clock), replica(location, "b", clock, idle=5.0)
+    ingest(a, stable_run("canary", cases=2, trials=4))
+    a.close()  # a rolling deploy: its leases lapse now
+    b.tick()
+    assert b.store.run("canary").owner == "b"
+    clock.advance(6.0)
+    b.tick()
+    assert b.flush() and b.store.run("canary").status is not None
+
+
+def test_a_run_final_but_not_admitted_by_a_dead_owner_is_admitted_by_another(
+    location: str,
+) -> None:
+    clock = ManualClock(1_000_000.0)
+    dead = Store(location)  # a replica that made the run final, then died before admitting it
+    trials = [Trial(f"c{c}", i, "approve", "r", "approve") for c in range(2) for i in range(4)]
+    dead.write(trials, now=clock(), claim=("a", clock() + LEASE))
+    assert dead.close_runs(["r"], "a") == ["r"]
+    assert dead.close_runs(["r"], "b") == []  # never another's to close
+    dead.close()
+    b = replica(location, "b", clock)
+    assert b.store.run("r").status is None
+    clock.advance(LEASE + 1)
+    b.tick()
+    assert b.flush() and b.store.run("r").status is not None
+    assert b.assessment("r").trials.received == 8
+    assert b.store.outbox_size() == 1
+
+
+def strands_trace(run: str, case: str, index: int, tools: list[str]) -> list[Span]:
+    """A harness's trial span and the tools called below it, in one trace."""
+    trace_id = f"{case}-{index}".encode().ljust(16, b"\0")[:16]
+
+    def made(number: int, name: str, parent: int | None, **attributes: object) -> Span:
+        return Span(
+            name=name,
+            trace_id=trace_id,
+            span_id=number.to_bytes(8, "big"),
+            parent_span_id=parent.to_bytes(8, "big") if parent else b"",
+            start_time_unix_nano=number,
+            end_time_unix_nano=number + 1,
+            attributes=[KeyValue(key=k, value=any_value(v)) for k, v in attributes.items()],
+        )
+
+    harness = made(
+        1, names.TRIAL_SPAN, None,
+        **{names.RUN_ID: run, names.CASE_ID: case, names.TRIAL: index,
+           names.DECISION_RULE: "tools", names.SUITE: "support"},
+    )  # fmt: skip
+    calls = [
+        made(10 + n, f"execute_tool {tool}", 1,
+             **{"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": tool})
+        for n, tool in enumerate(tools)
+    ]  # fmt: skip
+    return [harness, *calls]
+
+
+def test_replicas_settling_one_trace_at_once_store_its_trial_once(location: str) -> None:
+    clock = ManualClock(1_000_000.0)
+    a, b = replica(location, "a", clock), replica(location, "b", clock)
+    for index in range(6):
+        harness, *calls = strands_trace("fw", "c0", index, ["lookup", "refund"])
+        ingest(a, [harness, calls[0]])  # one trial's spans reach both replicas
+        ingest(b, [calls[1]])
+    clock.advance(2.0)  # quiet: every trial is due on both replicas
+    start = threading.Barrier(2)
+
+    def tick(receiver: Receiver) -> None:
+        start.wait()
+        receiver.tick()
+
+    threads = [threading.Thread(target=tick, args=(r,)) for r in (a, b)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    evidence = a.store.evidence("fw")
+    trials = list(evidence.trials())
+    assert [t.decision for t in trials] == [("lookup", "refund")] * 6
+    assert a.assessment("fw").trials.duplicates == 0 and a.store.held_spans() == 0
+
+
+def test_each_admission_is_delivered_by_one_replica_and_a_dead_ones_by_another(
+    location: str,
+) -> None:
+    clock = ManualClock(1_000_000.0)
+    stores = [Store(location), Store(location)]
+    targets = [Recording(), Recording()]
+    forwarders = [
+        Forwarder(s, t, clock=clock, batch=4) for s, t in zip(stores, targets, strict=True)
+    ]
+    for forwarder, name in zip(forwarders, "ab", strict=True):
+        forwarder.claim_as(name, LEASE)
+    for number in range(40):
+        run = f"r{number}"
+        stores[0].write([Trial("c", 0, "approve", run, "approve")], now=clock())
+        stores[0].finish(run, "qualified", publication(run), clock())
+    claimed = stores[0].claim_outbox("dead", clock(), clock() + LEASE, 5)  # then it dies
+    start = threading.Barrier(2)
+
+    def drain(forwarder: Forwarder) -> None:
+        start.wait()
+        forwarder.drain()
+
+    threads = [threading.Thread(target=drain, args=(f,)) for f in forwarders]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    delivered = targets[0].delivered + targets[1].delivered
+    assert len(delivered) == len({seq for seq, _ in delivered}) == 35  # once each
+    clock.advance(LEASE + 1)
+    forwarders[1].drain()  # the dead replica's claims lapsed
+    late = [entry for entry in targets[1].delivered if entry[0] in {seq for seq, _, _ in claimed}]
+    assert len(late) == 5
+    bodies = {seq: AdmissionRecord.from_json(body).span_id for seq, body, _ in claimed}
+    assert all(span_id == bodies[seq] for seq, span_id in late)  # the same span ids
+    assert stores[0].outbox_size() == 0
+    for store in stores:
+        store.close()

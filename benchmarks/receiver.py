@@ -145,15 +145,16 @@ def free_port() -> int:
 
 
 def serve_and_send(
-    requests: list[bytes], in_flight: int
+    requests: list[bytes], in_flight: int, location: str | None = None
 ) -> tuple[float, list[float], int, int, int]:
-    """One pass: a fresh `verdictgate serve` on a fresh on-disk store, every request sent;
-    seconds, export latencies, trials stored, runs admitted, runs."""
+    """One pass: a fresh `verdictgate serve` on a fresh on-disk store (or the empty store at
+    `location`, a PostgreSQL URL), every request sent; seconds, export latencies, trials
+    stored, runs admitted, runs."""
     with tempfile.TemporaryDirectory() as folder:
-        store = Path(folder) / "store.sqlite"
+        store = location or str(Path(folder) / "store.sqlite")
         port = free_port()
         server = subprocess.Popen(
-            [sys.executable, "-m", "verdictgate", "serve", "--store", str(store),
+            [sys.executable, "-m", "verdictgate", "serve", "--store", store,
              "--grpc-listen", f"127.0.0.1:{port}", "--http-listen", f"127.0.0.1:{free_port()}",
              "--idle", "3600s"],
             stderr=subprocess.DEVNULL,
@@ -181,7 +182,9 @@ def serve_and_send(
             server.wait(30)
         from verdictgate.receiver.store import Store
 
-        runs = Store(store).runs()
+        kept = Store(store)
+        runs = kept.runs()
+        kept.close()
         stored = sum(run.received for run in runs)
         admitted = sum(run.status is not None for run in runs)
     return elapsed, latencies, stored, admitted, len(runs)

@@ -49,9 +49,10 @@ def _as_server_user(command: list[str]) -> list[str]:
 
 
 @contextmanager
-def postgresql() -> Iterator[str]:
+def postgresql(fsync: bool = False) -> Iterator[str]:
     """A fresh PostgreSQL cluster; yields its URL (`postgresql://postgres@127.0.0.1:PORT/postgres`,
-    trust authentication on loopback only)."""
+    trust authentication on loopback only). Without `fsync` (tests) a commit is not flushed to
+    disk; benchmarks keep it."""
     initdb, pg_ctl = server_binary("initdb"), server_binary("pg_ctl")
     scratch = Path(tempfile.mkdtemp(prefix="verdictgate-pg-"))
     data, log = scratch / "data", scratch / "server.log"
@@ -67,7 +68,8 @@ def postgresql() -> Iterator[str]:
         timeout=120,
     )
     options = (
-        f"-p {port} -k {scratch} -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=400"
+        f"-p {port} -k {scratch} -c listen_addresses=127.0.0.1 -c max_connections=400"
+        f" -c fsync={'on' if fsync else 'off'}"
     )
     started = subprocess.run(
         run([pg_ctl, "-D", str(data), "-l", str(log), "-o", options, "-w", "-t", "60", "start"]),

@@ -1,0 +1,225 @@
+"""Replicas on one PostgreSQL: durable ingest beside SQLite and the parse ceiling, the cost at
+rest with 100,000 finished runs, and how long a survivor takes to take over a dead replica's run.
+
+Starts PostgreSQL from the Debian package in a scratch directory (as tests/postgres_support.py
+does: fsync stays on here, so a commit is as durable as SQLite's WAL with synchronous=NORMAL or
+better). Three parts, each measured in the same run as what it is compared with:
+
+- ingest: `benchmarks/receiver.py`'s requests into one `serve` on SQLite, then on PostgreSQL,
+  each pass beside the ceiling (`extract_protobuf` over the same requests);
+- at rest: two replicas on a store holding 100,000 finished runs, their CPU and RSS while idle,
+  and the transactions their ticks make (the server's `xact_commit` over the window);
+- takeover: a run open on the replica that owns it, that replica SIGKILLed, the time until the
+  survivor owns the run, and until `status --wait` on it returns the run's admission.
+
+    python benchmarks/replicas.py [--spans 100000] [--passes 3] [--runs 100000] [--lease 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import psycopg
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+
+from receiver import ceiling, encoded_requests, free_port, serve_and_send
+from receiver_idle import cpu_seconds, rss_mib
+
+from postgres_support import postgresql
+from verdictgate.receiver.store import Store
+
+
+def fresh_database(server: str) -> str:
+    """A new, empty database on the server; its URL."""
+    name = f"bench_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(server, autocommit=True) as connection:
+        connection.execute(f"CREATE DATABASE {name}")
+    return server.rpartition("/")[0] + "/" + name
+
+
+def serve(location: str, *options: str) -> tuple[subprocess.Popen[bytes], int]:
+    """`verdictgate serve` on the store, once it listens; the process and its gRPC port."""
+    port = free_port()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "verdictgate", "serve", "--store", location,
+         "--grpc-listen", f"127.0.0.1:{port}", "--http-listen", f"127.0.0.1:{free_port()}",
+         *options],
+        stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    import socket
+
+    deadline = time.monotonic() + 30
+    while socket.socket().connect_ex(("127.0.0.1", port)) != 0:
+        if time.monotonic() > deadline:
+            raise SystemExit("the receiver did not start")
+        time.sleep(0.05)
+    return process, port
+
+
+def ingest(server: str, spans: int, passes: int) -> None:
+    requests = encoded_requests(spans)
+    print(f"ingest: {spans:,} decision spans in {len(requests)} requests, 4 in flight")
+    shares, ratios = [], []
+    for number in range(passes):
+        limit = ceiling(requests)
+        sqlite_seconds, *_ = serve_and_send(requests, 4)
+        postgres_seconds, latencies, stored, admitted, runs = serve_and_send(
+            requests, 4, fresh_database(server)
+        )
+        sqlite_rate, postgres_rate = spans / sqlite_seconds, spans / postgres_seconds
+        shares.append(postgres_rate / limit)
+        ratios.append(postgres_rate / sqlite_rate)
+        p99 = statistics.quantiles(latencies, n=100)[98] * 1000
+        print(
+            f"  pass {number + 1}: PostgreSQL {postgres_rate:8,.0f} spans/s (p99 {p99:5.1f} ms), "
+            f"SQLite {sqlite_rate:8,.0f}, ceiling {limit:8,.0f}: {postgres_rate / sqlite_rate:.0%}"
+            f" of SQLite, {postgres_rate / limit:.0%} of the ceiling; {stored:,} trials stored, "
+            f"{admitted} of {runs} runs admitted"
+        )
+    print(
+        f"  PostgreSQL ingest is {statistics.median(ratios):.0%} of SQLite's and "
+        f"{statistics.median(shares):.0%} of the ceiling (medians)"
+    )
+
+
+def commits(server: str, database: str) -> int:
+    with psycopg.connect(server, autocommit=True) as connection:
+        row = connection.execute(
+            "SELECT xact_commit FROM pg_stat_database WHERE datname = %s", (database,)
+        ).fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+def at_rest(server: str, runs: int, seconds: float) -> None:
+    location = fresh_database(server)
+    Store(location).close()
+    day_ago = time.time() - 86_400
+    with (
+        psycopg.connect(location) as connection,
+        connection.cursor() as cursor,
+        cursor.copy(
+            "COPY runs (run_id, suite, point, first_seen, last_seen, status, final, finished_at,"
+            " owner, version) FROM STDIN"
+        ) as copy,
+    ):
+        for n in range(runs):
+            copy.write_row(
+                (f"run-{n}", "payments", "router", day_ago, day_ago, "qualified", 1,
+                 day_ago, "gone", 1)
+            )  # fmt: skip
+    database = location.rpartition("/")[2]
+    replicas = [serve(location, "--lease", "15s") for _ in range(2)]
+    try:
+        time.sleep(5)  # start-up
+        cpu = [cpu_seconds(process.pid) for process, _ in replicas]
+        before, start = commits(server, database), time.monotonic()
+        time.sleep(seconds)
+        elapsed = time.monotonic() - start
+        sent = (commits(server, database) - before) / elapsed / len(replicas)
+        print(f"at rest: {runs:,} finished runs in the store, two replicas idle for {seconds:g} s")
+        for number, (process, _) in enumerate(replicas):
+            busy = (cpu_seconds(process.pid) - cpu[number]) / elapsed
+            print(
+                f"  replica {number + 1}: CPU {busy * 100:.2f}% of a core, "
+                f"RSS {rss_mib(process.pid):.0f} MiB"
+            )
+        print(f"  {sent:.1f} transactions/s per replica on the database (ticks: open work only)")
+        latencies = []
+        for _ in range(5):
+            began = time.perf_counter()
+            subprocess.run(
+                [sys.executable, "-m", "verdictgate", "status", "--endpoint",
+                 f"127.0.0.1:{replicas[1][1]}", "--run", f"run-{runs // 2}"],
+                capture_output=True, check=False,
+            )  # fmt: skip
+            latencies.append(time.perf_counter() - began)
+        print(
+            f"  `verdictgate status` of one run: median {statistics.median(latencies) * 1e3:.0f} ms"
+        )
+    finally:
+        for process, _ in replicas:
+            process.kill()
+            process.wait(10)
+
+
+def takeover(server: str, lease: float) -> None:
+    from receiver_support import request, run_span, stable_run
+
+    location = fresh_database(server)
+    options = ("--lease", f"{lease:g}s", "--idle", "2s")
+    (a, a_port), (b, b_port) = serve(location, *options), serve(location, *options)
+    import grpc
+
+    spans = stable_run("taken", cases=4, trials=10)
+    channel = grpc.insecure_channel(f"127.0.0.1:{a_port}")
+    export = channel.unary_unary(
+        "/opentelemetry.proto.collector.trace.v1.TraceService/Export",
+        request_serializer=None,
+        response_deserializer=None,
+    )
+    export(request([run_span("taken", planned=40), *spans[:20]]).SerializeToString(), timeout=10)
+    channel.close()
+    try:
+        with psycopg.connect(location, autocommit=True) as connection:
+            (owner,) = connection.execute(
+                "SELECT owner FROM runs WHERE run_id = 'taken'"
+            ).fetchone()
+            killed = a if int(owner.rsplit("-", 2)[1]) == a.pid else b
+            survivor_port = b_port if killed is a else a_port
+            killed.kill()
+            killed.wait(10)
+            died = time.monotonic()
+            while True:
+                (now_owner,) = connection.execute(
+                    "SELECT owner FROM runs WHERE run_id = 'taken'"
+                ).fetchone()
+                if now_owner != owner:
+                    break
+                time.sleep(0.02)
+            owned = time.monotonic() - died
+        status = subprocess.run(
+            [sys.executable, "-m", "verdictgate", "status", "--endpoint",
+             f"127.0.0.1:{survivor_port}", "--run", "taken", "--wait", "120", "--format", "json"],
+            capture_output=True, text=True, check=False,
+        )  # fmt: skip
+        answered = time.monotonic() - died
+        admitted = json.loads(status.stdout)["status"]
+        print(
+            f"takeover with --lease {lease:g}s: the survivor owns the dead replica's run "
+            f"{owned:.1f} s after the kill (bound: the lease and a third, {lease * 4 / 3:.1f} s, "
+            f"and a tick); `status --wait` on it returns the admission ({admitted}) after "
+            f"{answered:.1f} s (the takeover, then --idle 2s without news)"
+        )
+    finally:
+        for process in (a, b):
+            process.kill()
+            process.wait(10)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--spans", type=int, default=100_000)
+    parser.add_argument("--passes", type=int, default=3)
+    parser.add_argument("--runs", type=int, default=100_000)
+    parser.add_argument("--seconds", type=float, default=20.0)
+    parser.add_argument("--lease", type=float, action="append")
+    args = parser.parse_args()
+    with postgresql(fsync=True) as server:
+        print(f"PostgreSQL {psycopg.connect(server).info.server_version} on this machine, fsync on")
+        ingest(server, args.spans, args.passes)
+        at_rest(server, args.runs, args.seconds)
+        for lease in args.lease or [3.0, 15.0]:
+            takeover(server, lease)
+
+
+if __name__ == "__main__":
+    main()

@@ -356,6 +356,17 @@ def test_a_lone_surrogate_in_otlp_json_rejects_the_span_that_reads_it_alone():
     assert [trial.index for trial in got.trials] == [2, 0]
 
 
+@pytest.mark.parametrize("field", [names.RUN_ID, names.CASE_ID, names.VERDICT, names.SUITE])
+def test_a_nul_character_rejects_the_span_that_reads_it_alone_in_either_encoding(field):
+    """No store keeps one (PostgreSQL's text refuses it): the door refuses it, the same for
+    either store, rather than the store failing the request for every retry."""
+    got = extract_protobuf(request([decision(**{field: "a\x00b"}), kept()]).SerializeToString())
+    assert got.rejected == 1 and got.trials == [KEPT] and "NUL" in got.errors[0]
+    bad = json_decision({"intValue": "1"}, **{field: {"stringValue": "a\x00b"}})
+    got = extract_json(json_body(bad))
+    assert got.rejected == 1 and "NUL" in got.errors[0] and got.trials == [KEPT]
+
+
 # Malformed bodies: a MalformedRequest, never another exception
 
 

@@ -234,3 +234,31 @@ def test_each_admission_is_delivered_by_one_replica_and_a_dead_ones_by_another(
     assert stores[0].outbox_size() == 0
     for store in stores:
         store.close()
+
+
+def test_a_slow_delivery_claims_its_entries_again_before_another_replica_may(
+    location: str,
+) -> None:
+    clock = ManualClock(1_000_000.0)
+    stores = [Store(location), Store(location)]
+    for number in range(6):
+        stores[0].write([Trial("c", 0, "approve", f"r{number}", "approve")], now=clock())
+        stores[0].finish(f"r{number}", "qualified", publication(f"r{number}"), clock())
+    other = Forwarder(stores[1], Recording(), clock=clock)
+    other.claim_as("b", LEASE)
+
+    class Slow(Recording):
+        """Each delivery takes most of a lease, and the other replica drains meanwhile."""
+
+        def deliver(self, seq: int, publication: AdmissionRecord, pending: int) -> tuple[int, None]:
+            clock.advance(LEASE * 0.6)
+            other.drain()
+            return super().deliver(seq, publication, pending)
+
+    slow = Slow()
+    forwarder = Forwarder(stores[0], slow, clock=clock)
+    forwarder.claim_as("a", LEASE)
+    assert forwarder.drain()
+    assert len(slow.delivered) == 6 and other.target.delivered == []
+    for store in stores:
+        store.close()

@@ -291,6 +291,8 @@ def _text(text: str | bytes) -> str:
             raise ValueError("a string value is not UTF-8") from None
     if len(text) > MAX_ATTRIBUTE_VALUE:
         raise ValueError("attribute value too long")
+    if "\x00" in text:  # no store keeps one (PostgreSQL's text refuses it)
+        raise ValueError("a string value holds a NUL character")
     return text
 
 
@@ -327,7 +329,7 @@ def _read_map(get: Lookup[AnyValue], keys: Iterable[str], into: dict[str, Attrib
         if value is None:
             continue
         text = value.string_value
-        if text and len(text) <= MAX_ATTRIBUTE_VALUE:
+        if text and len(text) <= MAX_ATTRIBUTE_VALUE and "\x00" not in text:
             into[key] = text
             continue
         kind: str | None = value.WhichOneof("value")
@@ -666,6 +668,8 @@ def _json_value(value: JsonValue, key: str, in_array: bool = False) -> Attribute
             raise ValueError(f"{key}: stringValue must be a string, got {item!r:.60}")
         if len(item) > MAX_ATTRIBUTE_VALUE:
             raise ValueError("attribute value too long")
+        if "\x00" in item:
+            raise ValueError(f"{key}: a string holds a NUL character")
         if not item.isascii():
             try:
                 item.encode()

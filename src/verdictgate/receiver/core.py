@@ -241,11 +241,12 @@ class Receiver:
 
     def close(self) -> None:
         """Stop the finisher after what it holds (runs made final but not admitted stay in the
-        store, and are finished at the next start). In a shared store this replica's leases
-        then lapse at once, so that the other replicas take its runs over at their next tick."""
+        store, and are finished at the next start). In a shared store this replica's claims
+        then lapse at once, so that the other replicas take its runs and its outbox entries
+        over at their next look."""
         self._finisher.stop()
         if self.store.shared:
-            self.store.renew(self.replica, 0.0)
+            self.store.release(self.replica)
 
     def _follow(self, now: float) -> None:
         """A shared store's replica at each tick (the lock is held): the runs it decides catch

@@ -100,12 +100,16 @@ class Forwarder:
         """Deliver what the outbox holds, in order, until it is empty (True) or the target fails
         (False, logged when that starts)."""
         while not self._stop.is_set():
-            now = self._clock()
-            entries = self.store.claim_outbox(self.replica, now, now + self.lease, self._batch)
+            claimed = self._clock()
+            entries = self.store.claim_outbox(
+                self.replica, claimed, claimed + self.lease, self._batch
+            )
             if not entries:
                 self._recovered()
                 return True
             for seq, body, sent in entries:
+                if self._clock() > claimed + self.lease / 2:
+                    break  # claim the rest again before the claim on them lapses
                 try:
                     publication = AdmissionRecord.from_json(body)
                 except (ValueError, TypeError, KeyError):  # never blocks the outbox's head

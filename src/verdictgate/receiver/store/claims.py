@@ -12,8 +12,9 @@ from .runs import RUN_COLUMNS, TRIAL_COLUMNS, stored_run
 class RunClaims:
     """The `runs` table's owner and lease columns, and the trials by the write that stored them."""
 
-    def __init__(self, skip_locked: str) -> None:
+    def __init__(self, skip_locked: str, lock_row: str) -> None:
         self._skip_locked = skip_locked
+        self._lock_row = lock_row
 
     def claim(
         self, cursor: Cursor, replica: str, now: float, until: float, limit: int, mine: bool
@@ -39,9 +40,12 @@ class RunClaims:
         return dict(rows)
 
     def renew(self, cursor: Cursor, replica: str, until: float) -> None:
-        """Extend `replica`'s lease on the runs it owns that are not admitted yet."""
+        """Extend `replica`'s lease on the runs it owns that are not admitted yet (locked in the
+        order every writer locks runs, so that a renewal and a write never deadlock)."""
         cursor.execute(
-            "UPDATE runs SET lease_until = ? WHERE owner = ? AND status IS NULL", (until, replica)
+            "UPDATE runs SET lease_until = ? WHERE run_id IN (SELECT run_id FROM runs"
+            f" WHERE owner = ? AND status IS NULL ORDER BY run_id{self._lock_row})",
+            (until, replica),
         )
 
     def written_since(self, cursor: Cursor, run_id: str, version: int) -> list[SqlRow]:

@@ -267,6 +267,7 @@ def to_postgres(sql: str) -> str:
         text = re.sub(r"--[^\n]*", "", text)
         for pattern, replacement in _TYPES:
             text = pattern.sub(replacement, text)
+        text = text.strip()
     if text.startswith("INSERT OR IGNORE INTO"):
         text = (
             "INSERT INTO" + text.removeprefix("INSERT OR IGNORE INTO") + " ON CONFLICT DO NOTHING"

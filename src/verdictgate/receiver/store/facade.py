@@ -58,7 +58,7 @@ class Store:
             self._held = HeldSpans(cursor, shared=database.shared)
         self._runs = Runs()
         self._listing = RunListing()
-        self._claims = RunClaims(database.skip_locked)
+        self._claims = RunClaims(database.skip_locked, database.lock_row)
 
     @property
     def shared(self) -> bool:
@@ -239,8 +239,15 @@ class Store:
 
     def renew(self, replica: str, until: float) -> None:
         """Extend `replica`'s lease on the runs it owns and has not admitted to `until`."""
-        with self._database.locked() as cursor:
+        with self._database.transaction() as cursor:
             self._claims.renew(cursor, replica, until)
+
+    def release(self, replica: str) -> None:
+        """Let `replica`'s claims lapse now, on runs and outbox entries alike (a replica that
+        stops), so that the others take them over at their next look."""
+        with self._database.transaction() as cursor:
+            self._claims.renew(cursor, replica, 0.0)
+            self._outbox.release(cursor, replica)
 
     def written_since(self, run_id: str, version: int) -> list[Trial]:
         """The trials of a run its writes after `version` stored (by any replica)."""

@@ -77,6 +77,10 @@ class Outbox:
         ).fetchall()
         return sorted((int(seq), str(body), int(sent)) for seq, body, sent in rows)
 
+    def release(self, cursor: Cursor, replica: str) -> None:
+        """Let `replica`'s claims on entries lapse now."""
+        cursor.execute("UPDATE outbox SET claim_until = 0 WHERE claimed_by = ?", (replica,))
+
     def mark_sent(self, cursor: Cursor, seq: int, sent: int, complete: int) -> None:
         """Record the signals of an entry delivered so far; a complete entry leaves the outbox."""
         if (sent & complete) == complete:

@@ -177,7 +177,7 @@ class Runs:
         """Make final the runs `owner` holds, their admission still to be made; those made so
         (a run another replica took over is not)."""
         closed = []
-        for run_id in run_ids:
+        for run_id in sorted(run_ids):  # in the order every writer locks runs
             cursor.execute(
                 "UPDATE runs SET final = 1 WHERE run_id = ? AND final = 0 AND owner = ?",
                 (run_id, owner),

@@ -24,8 +24,25 @@ _CloudFormationLoader.add_multi_constructor(
 )
 
 
+OVERLAYS = {"scale.yaml": "gateway.yaml"}
+"""Files meant to be merged over another (`--config base --config overlay`)."""
+
+
 def load(name: str) -> dict:
-    return yaml.load((CONFIG / name).read_text(), Loader=_CloudFormationLoader)
+    """A collector-config file, merged over the file it overlays, as the Collector merges its
+    `--config` files: maps key by key, anything else replaced."""
+    config = yaml.load((CONFIG / name).read_text(), Loader=_CloudFormationLoader)
+    base = OVERLAYS.get(name)
+    return _merged(load(base), config) if base else config
+
+
+def _merged(base: object, over: object) -> object:
+    if not (isinstance(base, dict) and isinstance(over, dict)):
+        return over
+    merged = dict(base)
+    for key, value in over.items():
+        merged[key] = _merged(base[key], value) if key in base else value
+    return merged
 
 
 @pytest.mark.parametrize("name", COLLECTOR_FILES)
@@ -83,10 +100,16 @@ def test_cloudwatch_metrics_and_spans_use_contract_names():
     assert names.ADMISSION_SPAN in config["processors"]["filter/admissions"]["traces"]["span"][0]
 
 
-def test_scale_routes_every_trial_of_a_run_to_one_replica():
-    exporter = load("scale.yaml")["exporters"]["loadbalancing"]
-    assert exporter["routing_key"] == "attributes"
-    assert exporter["routing_attributes"] == [names.RUN_ID]
+def test_scale_spreads_every_request_over_every_replica_with_no_routing_key():
+    overlay = yaml.safe_load((CONFIG / "scale.yaml").read_text())
+    assert set(overlay) == {"exporters"} and set(overlay["exporters"]) == {"otlp/verdictgate"}
+    config = load("scale.yaml")
+    assert "loadbalancing" not in config["exporters"]
+    exporter = config["exporters"]["otlp/verdictgate"]
+    assert exporter["endpoint"].startswith("dns:///") and exporter["balancer_name"] == "round_robin"
+    assert exporter["retry_on_failure"]["max_elapsed_time"] == "0s"  # the gateway's, kept
+    pipeline = config["service"]["pipelines"]["traces/verdictgate"]
+    assert pipeline == load("gateway.yaml")["service"]["pipelines"]["traces/verdictgate"]
 
 
 def test_alarms_treat_missing_data_as_breaching():

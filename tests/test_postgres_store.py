@@ -99,3 +99,27 @@ def test_a_lost_connection_fails_one_write_and_is_made_again(
     store.write([Trial("c", 1, "approve", "r", "approve")])  # the exporter's retry
     assert [t.index for t in store.evidence("r").trials()] == [0, 1]
     store.close()
+
+
+def test_healthz_answers_a_probe_without_a_token_and_fails_while_the_store_is_down() -> None:
+    import urllib.error
+    import urllib.request
+
+    from receiver_support import running_server
+
+    def probe(port: int, path: str) -> tuple[int, bytes]:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=10) as answer:
+                return answer.status, answer.read()
+        except urllib.error.HTTPError as refused:
+            return refused.code, refused.read()
+
+    database = postgresql()
+    url = database.__enter__()
+    with running_server(url, token="s3cret") as server:
+        try:
+            assert probe(server.http_port, "/healthz") == (200, b'{"status":"ok"}')
+            assert probe(server.http_port, "/v1/runs")[0] == 401  # the probe opens nothing else
+        finally:
+            database.__exit__(None, None, None)  # the store's server stops under the receiver
+        assert probe(server.http_port, "/healthz") == (503, b'{"status":"store unavailable"}')

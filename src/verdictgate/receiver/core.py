@@ -35,7 +35,7 @@ from .config import ReceiverConfig
 from .finisher import Finisher
 from .forwarder import Forwarder
 from .run_signals import RunSignals
-from .store import LOCAL, Store, StoredRun, Written
+from .store import LOCAL, Store, StoredRun, Written, is_store_error
 
 if TYPE_CHECKING:
     from .prometheus_endpoint import PrometheusEndpoint
@@ -246,7 +246,16 @@ class Receiver:
         over at their next look."""
         self._finisher.stop()
         if self.store.shared:
-            self.store.release(self.replica)
+            try:
+                self.store.release(self.replica)
+            except Exception as error:
+                if not is_store_error(error):
+                    raise
+                logger.warning(
+                    "verdictgate: could not hand this replica's runs over (%s); the other "
+                    "replicas take them over once its leases lapse",
+                    error,
+                )
 
     def _follow(self, now: float) -> None:
         """A shared store's replica at each tick (the lock is held): the runs it decides catch

@@ -4,7 +4,9 @@ router over its three parts, each in its own module.
 - OTLP/HTTP ingest, `POST /v1/traces` (otlp_http.py);
 - the JSON query API, `GET /v1/runs` and `GET /v1/runs/{id}` (json_api.py);
 - the pages for a browser, `GET /` and `GET /runs/{id}`, and signing in to them, `POST /`
-  (page_routes.py, sign_in.py).
+  (page_routes.py, sign_in.py);
+- `GET /healthz`, for a load balancer's or Kubernetes' probe: 200 while the store answers,
+  503 when it does not; it needs no token and tells nothing else.
 
 A known path asked with another method is 405 with `Allow`; any other path 404 (a GET one
 after the token is checked, as the API's). Whatever a route lets out is answered by
@@ -26,6 +28,8 @@ from .otlp_http import TRACES_PATH, export_traces
 from .page_routes import is_page_path, serve_page
 from .sign_in import SignInThrottle
 
+HEALTH_PATH = "/healthz"
+
 
 class ReceiverHttpHandler(HttpExchange):
     """Routes each request by path, then method; a bound subclass (`http_handler`) supplies
@@ -37,6 +41,10 @@ class ReceiverHttpHandler(HttpExchange):
 
     def dispatch(self) -> None:
         path = urlsplit(self.path).path
+        if path == HEALTH_PATH and self.command in ("GET", "HEAD"):
+            ready = self.receiver.store.reachable()
+            body = b'{"status":"ok"}' if ready else b'{"status":"store unavailable"}'
+            return self.answer(200 if ready else 503, body, "application/json")
         if is_page_path(path):
             return serve_page(self, path, self.receiver, self.sign_ins)
         allowed = "POST" if path == TRACES_PATH else "GET" if is_api_path(path) else None

@@ -24,6 +24,7 @@ from .http import BoundedHttpServer, file_limit
 from .http_api import http_handler
 from .ingest import Ingest
 from .limits import Limits
+from .store import is_store_error
 
 logger = logging.getLogger(__name__)
 
@@ -186,11 +187,22 @@ class Server:
             thread.start()
 
     def _tick(self) -> None:
+        """Tick until stopped. The store away is logged once (until a tick works again), a
+        fault of any other kind at every tick, with its traceback."""
+        store_away = False
         while not self._stop.wait(self._tick_seconds):
             try:
                 self.receiver.tick()
-            except Exception:
-                logger.warning("verdictgate: tick failed", exc_info=True)
+            except Exception as error:
+                if not is_store_error(error):
+                    logger.warning("verdictgate: tick failed", exc_info=True)
+                elif not store_away:
+                    store_away = True
+                    logger.error("verdictgate: the store is unavailable (%s); retrying", error)
+                continue
+            if store_away:
+                store_away = False
+                logger.warning("verdictgate: the store answers again")
 
     def stop(self) -> None:
         """Stop within a few seconds whatever the publish target does; admissions not yet

@@ -171,16 +171,17 @@ class PostgresDatabase(Database):
             ) from None
         self._psycopg = psycopg
         self._url = url
-        self._connection: psycopg.Connection[tuple[Any, ...]] = self._connect()
+        try:
+            self._connection: psycopg.Connection[tuple[Any, ...]] = self._connect()
+        except psycopg.OperationalError as error:  # its text names no password
+            raise RuntimeError(f"cannot reach the store {redacted(url)}: {error}") from None
 
     def _connect(self) -> psycopg.Connection[tuple[Any, ...]]:
-        try:
-            return self._psycopg.connect(self._url, autocommit=True, connect_timeout=10)
-        except self._psycopg.OperationalError as error:  # its text names no password
-            raise RuntimeError(f"cannot reach the store {redacted(self._url)}: {error}") from None
+        return self._psycopg.connect(self._url, autocommit=True, connect_timeout=10)
 
     def _live(self) -> psycopg.Connection[tuple[Any, ...]]:
-        """The connection, made again when the last one was lost (the lock is held)."""
+        """The connection, made again when the last one was lost (the lock is held; a server
+        still away raises the driver's error, which a sender is told to retry)."""
         if self._connection.closed or self._connection.broken:
             self._connection = self._connect()
         return self._connection

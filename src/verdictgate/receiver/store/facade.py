@@ -75,6 +75,17 @@ class Store:
         """Framework spans let go to stay within the held-span cap, or beyond a trace's cap."""
         return self._held.spans_let_go
 
+    def reachable(self) -> bool:
+        """Whether the store answers now (a shared store's server, or the file)."""
+        try:
+            with self._database.locked() as cursor:
+                cursor.execute("SELECT 1").fetchone()
+        except Exception as error:
+            if not is_store_error(error):
+                raise
+            return False
+        return True
+
     def close(self) -> None:
         """Close the store's connection."""
         self._database.close()

@@ -5,10 +5,14 @@ lost connection made again, and a password never printed."""
 from __future__ import annotations
 
 import threading
+import uuid
 from pathlib import Path
 
 import psycopg
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from msgspec.structs import replace
 
 from postgres_support import StoreMaker, postgresql
 from verdictgate.receiver.store import Store, is_store_error
@@ -123,3 +127,44 @@ def test_healthz_answers_a_probe_without_a_token_and_fails_while_the_store_is_do
         finally:
             database.__exit__(None, None, None)  # the store's server stops under the receiver
         assert probe(server.http_port, "/healthz") == (503, b'{"status":"store unavailable"}')
+
+
+_TRIALS = st.lists(
+    st.builds(
+        Trial,
+        st.sampled_from(["c0", "c1", "c2"]),
+        st.integers(0, 5),
+        st.one_of(st.none(), st.sampled_from(["approve", "deny"])),
+        st.just("r"),
+        st.one_of(st.none(), st.sampled_from(["approve", "deny"])),
+        st.none(),
+        passed=st.one_of(st.none(), st.booleans()),
+        latency_ms=st.one_of(st.none(), st.floats(0, 1e6)),
+        invariants_failed=st.sampled_from([(), ("no_pii",)]),
+    ).map(lambda t: t if t.decision is not None else replace(t, error_type="timeout")),
+    max_size=40,
+)
+
+
+@given(writes=st.lists(_TRIALS, min_size=1, max_size=4))
+@settings(max_examples=40, suppress_health_check=[HealthCheck.function_scoped_fixture])
+def test_both_stores_keep_the_same_trials_repeats_and_conflicts(
+    postgres_server: str, tmp_path: Path, writes: list[list[Trial]]
+) -> None:
+    """The same writes, in the same order, to SQLite and to PostgreSQL: the same trials kept,
+    the same counts of repeats and conflicts, the same run, whatever the rows (one at a time or
+    as arrays of columns, with repeats inside one write)."""
+    run = f"r-{uuid.uuid4().hex[:8]}"
+    stores = [Store(), Store(StoreMaker("postgresql", tmp_path, postgres_server).location("same"))]
+    try:
+        for trials in writes:
+            for store in stores:
+                store.write([replace(t, run=run) for t in trials], now=1_000.0)
+        sqlite, postgres = (store.evidence(run) for store in stores)
+        assert list(postgres.trials()) == list(sqlite.trials())
+        assert (postgres.duplicates, postgres.conflicted) == (sqlite.duplicates, sqlite.conflicted)
+        first, second = (store.run(run) for store in stores)
+        assert (first and first.received) == (second and second.received)
+    finally:
+        for store in stores:
+            store.close()

@@ -197,7 +197,7 @@ def takeover(server: str, lease: float) -> None:
             f"takeover with --lease {lease:g}s: the survivor owns the dead replica's run "
             f"{owned:.1f} s after the kill (bound: the lease and a third, {lease * 4 / 3:.1f} s, "
             f"and a tick); `status --wait` on it returns the admission ({admitted}) after "
-            f"{answered:.1f} s (the takeover, then --idle 2s without news)"
+            f"{answered:.1f} s (its idle period, counted from its last news, had passed)"
         )
     finally:
         for process in (a, b):

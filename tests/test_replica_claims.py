@@ -80,8 +80,14 @@ def test_the_owner_decides_a_run_whose_trials_reached_both_replicas(location: st
     assert b.store.run("r").owner == "a" and not b.store.run("r").final
     b.tick()
     assert not b.store.run("r").final  # b never decides a run a owns
+    waited: list = []  # `status --wait` asked of b, while a decides the run
+    waiting = threading.Thread(target=lambda: waited.append(b.wait("r", timeout=60)))
+    waiting.start()
     a.tick()  # a catches up with b's trials: its plan is complete
     assert a.flush()
+    waiting.join(60)
+    assert waited and waited[0] is not None and not waited[0].in_progress
+    assert waited[0].status == a.assessment("r").status
     run = a.store.run("r")
     assert run.status is not None and run.received == 40
     assert a.assessment("r").trials.received == 40

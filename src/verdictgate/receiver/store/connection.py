@@ -178,7 +178,13 @@ class PostgresDatabase(Database):
             raise RuntimeError(f"cannot reach the store {redacted(url)}: {error}") from None
 
     def _connect(self) -> psycopg.Connection[tuple[Any, ...]]:
-        return self._psycopg.connect(self._url, autocommit=True, connect_timeout=10)
+        """A connection with what the URL leaves out set so that a replica whose host vanishes
+        without closing it holds no row lock for long: TCP keepalives, and a transaction left
+        idle ended after a minute (this store's never wait on anything but the server)."""
+        given = self._psycopg.conninfo.conninfo_to_dict(self._url)
+        extra = {key: value for key, value in SESSION.items() if key not in given}
+        conninfo = self._psycopg.conninfo.make_conninfo(self._url, **extra)
+        return self._psycopg.connect(conninfo, autocommit=True)
 
     def _live(self) -> psycopg.Connection[tuple[Any, ...]]:
         """The connection, made again when the last one was lost (the lock is held; a server
@@ -263,7 +269,7 @@ class PostgresCursor:
         if insert is not None:
             table, columns, rest = insert.group(1), insert.group(2).split(","), insert.group(3)
             types = self._types(table)
-            arrays = ", ".join(f"%s::{types[column.strip()]}[]" for column in columns)
+            arrays = ", ".join(f"%b::{types[column.strip()]}[]" for column in columns)
             self._cursor.execute(
                 f"INSERT INTO {table} ({insert.group(2)}) SELECT * FROM unnest({arrays}){rest}",
                 [list(column) for column in zip(*rows, strict=True)],
@@ -279,6 +285,17 @@ class PostgresCursor:
         return self._cursor.fetchall()
 
 
+SESSION = {
+    "connect_timeout": "10",
+    "keepalives": "1",
+    "keepalives_idle": "10",
+    "keepalives_interval": "5",
+    "keepalives_count": "3",
+    "options": "-c idle_in_transaction_session_timeout=60000",
+    "application_name": "verdictgate",
+}
+"""libpq parameters a store URL leaves out: how long to try to connect, TCP keepalives, and
+how long the server lets a transaction idle."""
 BULK_ROWS = 8
 """Rows from which an insert is sent as arrays of its columns."""
 _INSERT_VALUES = re.compile(

@@ -78,10 +78,15 @@ class RunListing:
     ) -> int:
         """How many of the suite's latest finished runs in a row were inconclusive (at most
         `most`; read newest first through the index of finished runs by suite)."""
+        same = [  # `=` where a value is given: an index condition for either store
+            "suite IS NULL" if suite is None else "suite = ?",
+            "point IS NULL" if point is None else "point = ?",
+        ]
+        given = tuple(value for value in (suite, point) if value is not None)
         rows = cursor.execute(
-            "SELECT status FROM runs WHERE final = 1 AND suite IS ? AND point IS ?"
+            f"SELECT status FROM runs WHERE final = 1 AND {' AND '.join(same)}"
             " ORDER BY finished_at DESC LIMIT ?",
-            (suite, point, most),
+            (*given, most),
         ).fetchall()
         return next((n for n, (status,) in enumerate(rows) if status != "inconclusive"), len(rows))
 

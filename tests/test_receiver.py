@@ -1037,3 +1037,17 @@ def test_a_restart_admits_a_run_whose_plan_was_complete_when_it_stopped(new_stor
     receiver = Receiver(new_store(path), None, ReceiverConfig(replica=LOCAL))  # the writer
     assert receiver.flush() and receiver.store.run("r").status is not None
     assert receiver.assessment("r").trials.received == 8
+
+
+def test_a_store_of_one_process_takes_every_run_back_at_start_whoever_held_it(tmp_path):
+    """A SQLite file has one writer: its runs' leases, whatever replica name took them, lapse
+    with the process that held them, so a restart under another name carries on at once."""
+    path = tmp_path / "store.sqlite"
+    spans = stable_run("r", cases=2, trials=4)
+    first = Receiver(Store(path), None, ReceiverConfig(replica="renamed"))
+    first.ingest(extract(request([run_span("r", planned=8), *spans[:4]])))
+    first.store.close()
+    second = Receiver(Store(path))  # `local`, and the lease "renamed" took still holds
+    second.ingest(extract(request(spans[4:])))  # completes the plan
+    assert second.flush() and second.store.run("r").status is not None
+    assert second.assessment("r").trials.received == 8

@@ -154,6 +154,7 @@ def test_a_replica_killed_mid_run_loses_nothing_and_the_survivor_admits_it(
                 time.sleep(0.2)
             time.sleep(2)  # a second admission, were there one, would have come by now
             admissions = [s for s in collector.spans() if s.name == names.ADMISSION_SPAN]
+            traces = list(collector.traces)
         finally:
             for exporter in exporters:
                 exporter.shutdown()
@@ -183,6 +184,12 @@ def test_a_replica_killed_mid_run_loses_nothing_and_the_survivor_admits_it(
     print(f"the survivor answered {answered_after:.1f} s after the kill; {len(acked)} of "
           f"{len(sent)} trials acknowledged, {len(stored)} stored")  # fmt: skip
     assert len(admissions) == 1
+    instances = {  # the SDK's resource names each process: its cumulative counter its own
+        attributes(r.resource.attributes).get("service.instance.id")
+        for request in traces
+        for r in request.resource_spans
+    }
+    assert len(instances) == 1 and None not in instances
     published = attributes(admissions[0].attributes)
     assert published[names.RUN_ID] == RUN
     assert report["status"] == published[names.STATUS]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import json
 import logging
+import math
 import os
 import secrets
 import socket
@@ -141,15 +142,20 @@ class Receiver:
         whose owner's lease lapsed."""
         with self._lock:
             now = self._clock()
-            self._take_over(now, mine=True)
+            # a store no other process writes: whoever held its runs' leases is gone
+            self._take_over(now, mine=True, lapsed_before=None if self.store.shared else math.inf)
             self._advance(now)  # a run whose plan was complete when it stopped
 
-    def _take_over(self, now: float, mine: bool = False) -> None:
-        """Claim the runs no lease holds (and with `mine` this replica's own, a store reopened):
-        an open one into the lifecycle, a final one still to admit to the finisher (the lock is
-        held). Claims run out in batches, so that a takeover of many runs is taken in full."""
+    def _take_over(
+        self, now: float, mine: bool = False, lapsed_before: float | None = None
+    ) -> None:
+        """Claim the runs whose lease lapsed before `lapsed_before` (by default `now`), and with
+        `mine` this replica's own (a store reopened): an open one into the lifecycle, a final
+        one still to admit to the finisher (the lock is held). Claims run out in batches, so
+        that a takeover of many runs is taken in full."""
+        lapsed = now if lapsed_before is None else lapsed_before
         while claimed := self.store.claim_runs(
-            self.replica, now, now + self.config.lease, mine=mine
+            self.replica, lapsed, now + self.config.lease, mine=mine
         ):
             for run in claimed:
                 if run.final:

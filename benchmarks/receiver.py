@@ -144,6 +144,25 @@ def free_port() -> int:
         return probe.getsockname()[1]
 
 
+def serve(location: str, *options: str) -> tuple[subprocess.Popen[bytes], int]:
+    """`verdictgate serve` on the store at `location`, with `options`, once it listens; the
+    process and its gRPC port."""
+    port = free_port()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "verdictgate", "serve", "--store", location,
+         "--grpc-listen", f"127.0.0.1:{port}", "--http-listen", f"127.0.0.1:{free_port()}",
+         *options],
+        stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    deadline = time.monotonic() + 30
+    while socket.socket().connect_ex(("127.0.0.1", port)) != 0:
+        if time.monotonic() > deadline:
+            process.kill()
+            raise SystemExit("the receiver did not start")
+        time.sleep(0.05)
+    return process, port
+
+
 def serve_and_send(
     requests: list[bytes], in_flight: int, location: str | None = None
 ) -> tuple[float, list[float], int, int, int]:
@@ -152,19 +171,8 @@ def serve_and_send(
     stored, runs admitted, runs."""
     with tempfile.TemporaryDirectory() as folder:
         store = location or str(Path(folder) / "store.sqlite")
-        port = free_port()
-        server = subprocess.Popen(
-            [sys.executable, "-m", "verdictgate", "serve", "--store", store,
-             "--grpc-listen", f"127.0.0.1:{port}", "--http-listen", f"127.0.0.1:{free_port()}",
-             "--idle", "3600s"],
-            stderr=subprocess.DEVNULL,
-        )  # fmt: skip
+        server, port = serve(store, "--idle", "3600s")
         try:
-            deadline = time.monotonic() + 30
-            while socket.socket().connect_ex(("127.0.0.1", port)) != 0:
-                if time.monotonic() > deadline:
-                    raise SystemExit("the receiver did not start")
-                time.sleep(0.05)
             context = multiprocessing.get_context("spawn")
             results = context.Queue()
             sender = context.Process(target=send, args=(port, requests[:4], 2, results))

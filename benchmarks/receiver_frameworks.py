@@ -17,15 +17,13 @@ from __future__ import annotations
 import argparse
 import multiprocessing
 import os
-import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans, Span
-from receiver import attribute, free_port, send
+from receiver import attribute, send, serve
 from receiver_idle import rss_mib
 
 SPANS_PER_REQUEST = 512
@@ -82,23 +80,6 @@ def encoded_requests(trials: int) -> tuple[list[bytes], int]:
     return requests, len(spans)
 
 
-def serve(store: Path, port: int) -> subprocess.Popen:
-    process = subprocess.Popen(
-        [sys.executable, "-m", "verdictgate", "serve", "--store", str(store),
-         "--grpc-listen", f"127.0.0.1:{port}", "--http-listen", f"127.0.0.1:{free_port()}",
-         "--grace", "3600s", "--settle", "3600s"],
-        stderr=subprocess.DEVNULL,
-    )  # fmt: skip
-    import socket
-
-    deadline = time.monotonic() + 30
-    while socket.socket().connect_ex(("127.0.0.1", port)) != 0:
-        if time.monotonic() > deadline:
-            raise SystemExit("the receiver did not start")
-        time.sleep(0.05)
-    return process
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--trials", type=int, default=40_000)
@@ -108,8 +89,7 @@ def main() -> None:
     context = multiprocessing.get_context("spawn")
     with tempfile.TemporaryDirectory() as folder:
         store = Path(folder) / "store.sqlite"
-        port = free_port()
-        server = serve(store, port)
+        server, port = serve(str(store), "--grace", "3600s", "--settle", "3600s")
         try:
             results = context.Queue()
             warm = context.Process(target=send, args=(port, requests[:2], 1, results))

@@ -38,6 +38,21 @@ def rss_mib(pid: int) -> float:
     raise RuntimeError("no VmRSS")
 
 
+def status_seconds(grpc_port: int, run_id: str, times: int = 5) -> float:
+    """The median time `verdictgate status` takes to answer for one run (a new process each
+    time, start-up included)."""
+    latencies = []
+    for _ in range(times):
+        began = time.perf_counter()
+        subprocess.run(
+            [sys.executable, "-m", "verdictgate", "status", "--endpoint",
+             f"127.0.0.1:{grpc_port}", "--run", run_id],
+            capture_output=True, check=False,
+        )  # fmt: skip
+        latencies.append(time.perf_counter() - began)
+    return statistics.median(latencies)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=100_000)
@@ -67,17 +82,9 @@ def main() -> None:
         print(
             f"  CPU {busy * 100:.2f}% of a core (target <= 1%), RSS {rss_mib(server.pid):.0f} MiB"
         )
-        latencies = []
-        for _ in range(5):
-            began = time.perf_counter()
-            subprocess.run(
-                [sys.executable, "-m", "verdictgate", "status", "--endpoint",
-                 f"127.0.0.1:{grpc_port}", "--run", f"run-{args.runs // 2}"],
-                capture_output=True, check=False,
-            )  # fmt: skip
-            latencies.append(time.perf_counter() - began)
         print(
-            f"  `verdictgate status` of one run: median {statistics.median(latencies) * 1e3:.0f} ms"
+            f"  `verdictgate status` of one run: median "
+            f"{status_seconds(grpc_port, f'run-{args.runs // 2}') * 1e3:.0f} ms"
             " (a new process each time, start-up included)"
         )
     finally:

@@ -30,8 +30,8 @@ import psycopg
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
-from receiver import ceiling, encoded_requests, free_port, serve_and_send
-from receiver_idle import cpu_seconds, rss_mib
+from receiver import ceiling, encoded_requests, serve, serve_and_send
+from receiver_idle import cpu_seconds, rss_mib, status_seconds
 
 from postgres_support import postgresql
 from verdictgate.receiver.store import Store
@@ -43,25 +43,6 @@ def fresh_database(server: str) -> str:
     with psycopg.connect(server, autocommit=True) as connection:
         connection.execute(f"CREATE DATABASE {name}")
     return server.rpartition("/")[0] + "/" + name
-
-
-def serve(location: str, *options: str) -> tuple[subprocess.Popen[bytes], int]:
-    """`verdictgate serve` on the store, once it listens; the process and its gRPC port."""
-    port = free_port()
-    process = subprocess.Popen(
-        [sys.executable, "-m", "verdictgate", "serve", "--store", location,
-         "--grpc-listen", f"127.0.0.1:{port}", "--http-listen", f"127.0.0.1:{free_port()}",
-         *options],
-        stderr=subprocess.DEVNULL,
-    )  # fmt: skip
-    import socket
-
-    deadline = time.monotonic() + 30
-    while socket.socket().connect_ex(("127.0.0.1", port)) != 0:
-        if time.monotonic() > deadline:
-            raise SystemExit("the receiver did not start")
-        time.sleep(0.05)
-    return process, port
 
 
 def ingest(server: str, spans: int, passes: int) -> None:
@@ -133,17 +114,8 @@ def at_rest(server: str, runs: int, seconds: float) -> None:
                 f"RSS {rss_mib(process.pid):.0f} MiB"
             )
         print(f"  {sent:.1f} transactions/s per replica on the database (ticks: open work only)")
-        latencies = []
-        for _ in range(5 if runs else 0):  # with no run, nothing to ask of
-            began = time.perf_counter()
-            subprocess.run(
-                [sys.executable, "-m", "verdictgate", "status", "--endpoint",
-                 f"127.0.0.1:{replicas[1][1]}", "--run", f"run-{runs // 2}"],
-                capture_output=True, check=False,
-            )  # fmt: skip
-            latencies.append(time.perf_counter() - began)
-        if latencies:
-            median = statistics.median(latencies) * 1e3
+        if runs:
+            median = status_seconds(replicas[1][1], f"run-{runs // 2}") * 1e3
             print(f"  `verdictgate status` of one run: median {median:.0f} ms")
     finally:
         for process, _ in replicas:

@@ -12,6 +12,7 @@ import urllib.request
 from collections import Counter
 
 import grpc
+import psycopg
 import pytest
 from google.rpc import status_pb2
 from hypothesis import HealthCheck, given, settings
@@ -647,23 +648,28 @@ def test_a_run_span_keeps_only_its_declaration_never_content(new_store):
     assert "4111" not in json.dumps(declaration) and "a@b.c" not in json.dumps(declaration)
 
 
-def corrupt_declaration(path, run_id: str, attributes: dict) -> None:
-    """Store a declaration this release cannot read, as an older release might have."""
-    with sqlite3.connect(path) as connection:
-        connection.execute(
-            "UPDATE runs SET declaration = ? WHERE run_id = ?", (json.dumps(attributes), run_id)
-        )
+def corrupt_declaration(location, run_id: str, attributes: dict) -> None:
+    """Store a declaration this release cannot read, as an older release might have (in the
+    SQLite file, or the PostgreSQL database, at `location`)."""
+    update = "UPDATE runs SET declaration = ? WHERE run_id = ?"
+    if str(location).startswith("postgresql://"):
+        with psycopg.connect(str(location)) as connection:
+            connection.execute(update.replace("?", "%s"), (json.dumps(attributes), run_id))
+        return
+    with sqlite3.connect(location) as connection:
+        connection.execute(update, (json.dumps(attributes), run_id))
 
 
-def test_one_run_that_cannot_be_assessed_never_stops_the_others(tmp_path, caplog):
-    path = tmp_path / "store.sqlite"
+def test_one_run_that_cannot_be_assessed_never_stops_the_others(new_store, caplog):
     clock = Clock()
-    receiver = Receiver(Store(path), None, ReceiverConfig(idle=30), clock=clock)
+    receiver = Receiver(new_store("store"), None, ReceiverConfig(idle=30), clock=clock)
     receiver.ingest(extract(request([run_span("bad", 80), *stable_run("bad", trials=2)])))
     receiver.ingest(extract(request([run_span("good", 80), *stable_run("good", trials=2)])))
-    receiver.close()
-    corrupt_declaration(path, "bad", {names.RUN_ID: "bad", names.TOLERANCE: "oops"})
-    store = Store(path)
+    receiver.close()  # a replica that stops hands its runs over
+    corrupt_declaration(
+        new_store.location("store"), "bad", {names.RUN_ID: "bad", names.TOLERANCE: "oops"}
+    )
+    store = new_store("store")
     restarted = Receiver(
         store, None, ReceiverConfig(idle=30), clock=clock
     )  # takes up the open runs again
@@ -978,13 +984,14 @@ def test_the_trial_limit_of_a_run_holds_under_concurrent_requests(new_store):
     assert sum(e.rejected for e in extracts) == 72 - 10
 
 
-def test_a_run_that_cannot_be_assessed_never_fails_the_request_that_completes_it(tmp_path, caplog):
-    path = tmp_path / "store.sqlite"
-    first = Receiver(Store(path))
+def test_a_run_that_cannot_be_assessed_never_fails_the_request_that_completes_it(new_store, caplog):
+    first = Receiver(new_store("store"))
     first.ingest(extract(request([run_span("bad", 8), *stable_run("bad", 2, 2)])))
     first.close()
-    corrupt_declaration(path, "bad", {names.RUN_ID: "bad", names.ISOLATION: "bogus"})
-    receiver = Receiver(Store(path))
+    corrupt_declaration(
+        new_store.location("store"), "bad", {names.RUN_ID: "bad", names.ISOLATION: "bogus"}
+    )
+    receiver = Receiver(new_store("store"))
     got = extract(request(stable_run("bad", 2, 4)))  # completes the plan
     receiver.ingest(got)  # the request's trials are committed; it does not raise
     assert receiver.flush()

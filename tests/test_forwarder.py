@@ -70,7 +70,9 @@ def test_the_outbox_drops_interim_admissions_first_and_warns_once(caplog):
         for run in ("f1", "f2", "f3"):
             open_run(store, run)
             assert store.finish(run, "qualified", publication(run))
-    kept = [AdmissionRecord.from_json(body).run_id for _, body, _ in store.outbox(10)]
+    now = time.time()
+    claimed = store.claim_outbox("local", now, now + 60, 10)
+    kept = [AdmissionRecord.from_json(body).run_id for _, body, _ in claimed]
     assert kept == ["f1", "f2", "f3"] and store.outbox_size() == 3
     assert sum("outbox holds 3" in r.getMessage() for r in caplog.records) == 1
     assert not store.finish("f1", "rejected", publication("f1"))  # final once

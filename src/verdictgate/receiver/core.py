@@ -37,6 +37,7 @@ from .finisher import Finisher
 from .forwarder import Forwarder
 from .run_signals import RunSignals
 from .store import LOCAL, Store, StoredRun, Written, is_store_error
+from .store.facade import DueTrace
 
 if TYPE_CHECKING:
     from .prometheus_endpoint import PrometheusEndpoint
@@ -46,6 +47,8 @@ logger = logging.getLogger(__name__)
 TRACE_TTL = 600.0
 """Seconds a trace without a trial span is held (then dropped), and a settled trace remembered
 (so that a late copy of its spans decides nothing again)."""
+CLAIM_BATCH = 1000
+"""Runs one claim takes at most (a takeover of more claims again)."""
 FORGET_BATCHES = 20
 """Transactions of forgetting a tick makes at most: 20,000 traces a tick, ahead of any flood of
 trial-less traces a receiver takes, and a bounded slice of the tick."""
@@ -155,24 +158,34 @@ class Receiver:
         that a takeover of many runs is taken in full."""
         lapsed = now if lapsed_before is None else lapsed_before
         while claimed := self.store.claim_runs(
-            self.replica, lapsed, now + self.config.lease, mine=mine
+            self.replica, lapsed, now + self.config.lease, CLAIM_BATCH, mine=mine
         ):
             for run in claimed:
-                if run.final:
-                    _isolated(run.run_id, functools.partial(self._admit_recovered, run))
-                elif not _isolated(run.run_id, functools.partial(self._restore, run)):
-                    self._lifecycle.set_aside(run.run_id)
-                    self._set_aside.add(run.run_id)
+                self._take_up(run)
             mine = False  # the runs claimed are this replica's now: claim what is left
-            if len(claimed) < 1000:
+            if len(claimed) < CLAIM_BATCH:
                 return
 
+    def _take_up(self, run: StoredRun) -> None:
+        """A run this replica owns and does not hold (claimed, or left behind by a fault): an
+        open one into the lifecycle, a final one still to admit to the finisher (the lock is
+        held). A run whose stored declaration cannot be read is set aside; a store fault leaves
+        it for the next tick to take up."""
+        if run.final:
+            _isolated(run.run_id, functools.partial(self._admit_recovered, run))
+        elif _isolated(run.run_id, functools.partial(self._restore, run)) is False:
+            self._lifecycle.set_aside(run.run_id)
+            self._set_aside.add(run.run_id)
+
     def _restore(self, run: StoredRun) -> None:
-        """An open run into the lifecycle, as the store holds it."""
+        """An open run into the lifecycle, as the store holds it at `run.version` (in a shared
+        store what later writes stored is caught up with at the next tick)."""
+        upto = run.version if self.store.shared else None
+        evidence = self.store.evidence(run.run_id, upto=upto)
         self._known[run.run_id] = run.version
         self._lifecycle.restore(
             run.run_id,
-            self.store.evidence(run.run_id),
+            evidence,
             self._declaration(run),
             declared=run.declared is not None,
             opened=run.first_seen,
@@ -225,9 +238,8 @@ class Receiver:
         delete runs finished longer ago than that (at most once a minute, through an index of
         finished runs by age: the cost follows what is deleted, not the history)."""
         now = self._clock()
-        if self.store.shared:
-            with self._lock:
-                self._follow(now)
+        with self._lock:
+            self._follow(now)
         drained = True  # a settling that failed must not hold every timer back
         try:
             drained = self._settle_traces(now)
@@ -263,23 +275,41 @@ class Receiver:
                     error,
                 )
 
+    def renew_leases(self) -> None:
+        """Renew this replica's leases on the runs it owns (a shared store's; its own thread
+        calls this every third of a lease, whatever the tick is busy with)."""
+        if self.store.shared:
+            self.store.renew(self.replica, self._clock() + self.config.lease)
+
     def _follow(self, now: float) -> None:
-        """A shared store's replica at each tick (the lock is held): the runs it decides catch
-        up with what other replicas wrote to them, a run another replica took over is let go,
-        and every third of a lease its leases are renewed and the runs whose lease lapsed are
-        taken over. Reads the runs this replica owns (open work), never the history."""
-        if now >= self._next_claim:
-            self._next_claim = now + self.config.lease / 3
+        """At each tick (the lock is held), the store is what the lifecycle follows: the runs
+        this replica decides catch up with what other replicas wrote to them, a run another
+        replica took over is let go, and a run it owns but does not hold (a fault between a
+        commit and the lifecycle, or a finish that failed) is taken up again. In a shared store,
+        every third of a lease its leases are renewed and the runs whose lease lapsed are taken
+        over. Reads the runs this replica owns (open work), never the history."""
+        if self.store.shared and now >= self._next_claim:
             self.store.renew(self.replica, now + self.config.lease)
+            self._next_claim = now + self.config.lease / 3
             self._take_over(now)
+            self.store.recount()
         owned = self.store.owned_runs(self.replica)
         for run_id in [run_id for run_id in self._known if run_id not in owned]:
             del self._known[run_id]  # taken over by another replica
             self._lifecycle.release(run_id)
-        for run_id, version in owned.items():
+        for run_id, (version, final) in owned.items():
             known = self._known.get(run_id)
-            if known is not None and version > known and (run := self.store.run(run_id)):
-                self._catch_up(run, known)
+            if known is not None:
+                if version > known and (run := self.store.run(run_id)):
+                    self._catch_up(run, known)
+            elif (
+                run_id not in self._set_aside
+                and not self._finisher.holds(run_id)
+                and (run := self.store.run(run_id)) is not None
+                and run.status is None
+                and (final or not run.final)
+            ):
+                self._take_up(run)
         self._advance(now)
 
     def _catch_up(self, run: StoredRun, known: int) -> None:
@@ -288,14 +318,12 @@ class Receiver:
         lifecycle, seen = self._lifecycle, run.last_seen
         if run.declared is not None:
             lifecycle.ended(run.declared, seen)
-        trials = self.store.written_since(run.run_id, known)
+        trials = self.store.written_since(run.run_id, known, run.version)
         lifecycle.record_all(run.run_id, trials, seen, run.suite, run.point)
         lifecycle.heard(run.run_id, seen)
         self._known[run.run_id] = run.version
 
-    def _write(
-        self, contents: ExportContents, settle: tuple[str, float, float] | None = None
-    ) -> None:
+    def _write(self, contents: ExportContents, settle: DueTrace | None = None) -> None:
         """Commit what an export request holds (trials, run spans' declarations, trial marks and
         framework spans, checked at the door), then tell the lifecycle what was committed (in
         commit order), make the runs it completed final, and wake the watchers of the runs
@@ -336,9 +364,7 @@ class Receiver:
                 continue  # another replica decides it, or it is over (the store counted it late)
             known = self._known.get(run.run_id)
             if known is None and run.version > 1:  # an existing run, claimed by this write
-                if not _isolated(run.run_id, functools.partial(self._restore, run)):
-                    self._lifecycle.set_aside(run.run_id)
-                    self._set_aside.add(run.run_id)
+                self._take_up(run)
             elif known is not None and known != run.version - 1:
                 self._catch_up(run, known)
             else:
@@ -392,9 +418,9 @@ class Receiver:
         by the tick alone, after it settled the trials due by the same `now`."""
         decisions = self._lifecycle.due(now, timers)
         finals = [d.run_id for d in decisions if isinstance(d, Final)]
+        for run_id in finals:  # a close that fails leaves them open in the store: the next
+            self._known.pop(run_id, None)  # tick takes them up again (`_follow`)
         closed = set(self.store.close_runs(finals, self.replica)) if finals else set()
-        for run_id in finals:
-            self._known.pop(run_id, None)
         for decision in decisions:
             if not isinstance(decision, Final) or decision.run_id in closed:
                 self._finisher.put(decision)  # a run another replica took over is its to admit
@@ -443,8 +469,13 @@ class Receiver:
         run = self.store.run(final.run_id)
         if run is None or run.status is not None:
             return
-        evidence = self.store.evidence(run.run_id) if self.store.shared else final.evidence
-        assessment = self.assessment_of(run, final.declaration, evidence)
+        declaration, declared, evidence = final.declaration, final.declared, final.evidence
+        if self.store.shared:  # other replicas' last trials, and a run span one of them took
+            evidence = self.store.evidence(run.run_id)
+            if run.declared is not None:
+                declaration, declared = run.declared, True
+        final = replace(final, declaration=declaration, declared=declared)
+        assessment = self.assessment_of(run, declaration, evidence)
         with self._admitting:  # a suite's runs admitted one at a time: their streak counts
             now = self._clock()  # when it was admitted, for the store and the metrics alike
             publication = self._publication(assessment, run, final=True, now=now)
@@ -466,11 +497,10 @@ class Receiver:
     def _stage_window(self, interim: Interim) -> None:
         """Stage an interim admission of an open canary (never after its final one)."""
         run = self.store.run(interim.run_id)
-        if run is None or run.status is not None:
-            return  # never after its final admission
-        assessment = self.assessment_of(
-            run, interim.declaration, interim.evidence, in_progress=True
-        )
+        if run is None or run.status is not None or run.owner != self.replica:
+            return  # never after its final admission, nor for a run another replica took
+        evidence = self.store.evidence(run.run_id) if self.store.shared else interim.evidence
+        assessment = self.assessment_of(run, interim.declaration, evidence, in_progress=True)
         with self._admitting:
             publication = self._publication(assessment, run, final=False, now=self._clock())
             if publication is None:
@@ -618,12 +648,16 @@ def _replica_name() -> str:
     return f"{socket.gethostname()}-{os.getpid()}-{secrets.token_hex(3)}"
 
 
-def _isolated(run_id: str, work: Callable[[], object]) -> bool:
-    """Do one run's work; a run that cannot be assessed is logged (False), and never stops a
-    request, the tick or other runs."""
+def _isolated(run_id: str, work: Callable[[], object]) -> bool | None:
+    """Do one run's work; a run that cannot be assessed is logged (False), a store fault too
+    (None: the work is to be tried again), and neither stops a request, the tick or other
+    runs."""
     try:
         work()
-    except Exception:
+    except Exception as error:
+        if is_store_error(error):
+            logger.warning("verdictgate: run %s waits for the store (%s)", run_id, error)
+            return None
         logger.warning("verdictgate: run %s cannot be assessed", run_id, exc_info=True)
         return False
     return True

@@ -53,6 +53,11 @@ class Finisher:
                 thread.start()
             self._changed.notify_all()
 
+    def holds(self, run_id: str) -> bool:
+        """Whether a decision of the run is queued or being done."""
+        with self._changed:
+            return run_id in self._queues or run_id in self._busy
+
     def flush(self, timeout: float) -> bool:
         """Wait until every decision queued so far (and any it queued) is done; False if
         `timeout` seconds passed first."""

@@ -1,5 +1,5 @@
-"""Delivering the receiver's admissions: a thread drains the store's durable outbox, in order,
-into a target (an OTLP endpoint, see `otlp_target`), retrying with backoff; ingest never waits
+"""Delivering the receiver's admissions: a thread drains the store's durable outbox, oldest
+first (the order of one replica's claims), into a target (an OTLP endpoint, see `otlp_target`), retrying with backoff; ingest never waits
 for it."""
 
 from __future__ import annotations
@@ -65,7 +65,7 @@ class Forwarder:
     and is logged once when publishing stops and once when it resumes. Replicas sharing a
     store each claim the entries they deliver (`claim_as`), with a lease, so that one replica
     delivers an entry at a time and a dead one's entries are delivered by another, with the
-    same span ids."""
+    same span ids (order then holds within each replica's claims, not across replicas)."""
 
     def __init__(
         self,
@@ -150,7 +150,9 @@ class Forwarder:
                 delivered = False
             if delivered:
                 failures = 0
-                self._wake.wait()
+                # in a shared store, entries another replica left (it died, or stopped) are
+                # looked for every third of a lease: nothing wakes this one for them
+                self._wake.wait(self.lease / 3 if self.store.shared else None)
                 continue
             low, high = self._backoff
             delay = min(high, low * 2 ** min(failures, 32)) * random.uniform(0.5, 1.0)

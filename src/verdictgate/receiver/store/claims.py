@@ -31,13 +31,14 @@ class RunClaims:
         ).fetchall()
         return sorted((stored_run(row) for row in rows), key=lambda run: run.first_seen)
 
-    def owned(self, cursor: Cursor, replica: str) -> dict[str, int]:
-        """The runs `replica` owns that are not admitted yet, with their versions (through the
-        index of owners of runs not admitted)."""
+    def owned(self, cursor: Cursor, replica: str) -> dict[str, tuple[int, bool]]:
+        """The runs `replica` owns that are not admitted yet, with their versions and whether
+        they are final (through the index of owners of runs not admitted)."""
         rows = cursor.execute(
-            "SELECT run_id, version FROM runs WHERE owner = ? AND status IS NULL", (replica,)
+            "SELECT run_id, version, final FROM runs WHERE owner = ? AND status IS NULL",
+            (replica,),
         ).fetchall()
-        return dict(rows)
+        return {run_id: (version, bool(final)) for run_id, version, final in rows}
 
     def renew(self, cursor: Cursor, replica: str, until: float) -> None:
         """Extend `replica`'s lease on the runs it owns that are not admitted yet (locked in the
@@ -48,10 +49,15 @@ class RunClaims:
             (until, replica),
         )
 
-    def written_since(self, cursor: Cursor, run_id: str, version: int) -> list[SqlRow]:
-        """The trials of a run stored by its writes after `version`, as `evidence_of` reads them."""
+    def release(self, cursor: Cursor, replica: str) -> None:
+        """Let `replica`'s leases lapse now (a replica that stops)."""
+        self.renew(cursor, replica, 0.0)
+
+    def written_since(self, cursor: Cursor, run_id: str, version: int, upto: int) -> list[SqlRow]:
+        """The trials of a run stored by its writes after `version` up to `upto`, as
+        `evidence_of` reads them."""
         return cursor.execute(
-            f"SELECT {TRIAL_COLUMNS} FROM trials WHERE run_id = ? AND batch > ?"
+            f"SELECT {TRIAL_COLUMNS} FROM trials WHERE run_id = ? AND batch > ? AND batch <= ?"
             " ORDER BY batch, case_id, trial",
-            (run_id, version),
+            (run_id, version, upto),
         ).fetchall()

@@ -50,8 +50,20 @@ class Cursor(Protocol):
 
 
 def is_store_error(error: BaseException) -> bool:
-    """Whether an exception is the store's driver failing (retryable for a sender)."""
-    return isinstance(error, sqlite3.Error) or type(error).__module__.startswith("psycopg")
+    """Whether an exception is the store failing in a way a retry may not meet (a sender is
+    told to retry): any SQLite error; PostgreSQL's operational ones (the connection lost, the
+    server shutting down, a deadlock or a lock not had in time), not an error in what was
+    sent to it."""
+    if isinstance(error, sqlite3.Error):
+        return True
+    return any(
+        kind.__module__.startswith("psycopg") and kind.__name__ in _RETRYABLE
+        for kind in type(error).__mro__
+    )
+
+
+_RETRYABLE = ("OperationalError", "InterfaceError")
+"""psycopg's classes of errors a retry may not meet (DB-API's names)."""
 
 
 def is_postgres_url(location: str | Path) -> bool:

@@ -55,7 +55,7 @@ class Store:
             self._outbox = Outbox(
                 cursor, outbox_limit, shared=database.shared, skip_locked=database.skip_locked
             )
-            self._held = HeldSpans(cursor, shared=database.shared)
+            self._held = HeldSpans(cursor, shared=database.shared, skip_locked=database.skip_locked)
         self._runs = Runs()
         self._listing = RunListing()
         self._claims = RunClaims(database.skip_locked, database.lock_row)
@@ -74,6 +74,14 @@ class Store:
     def spans_let_go(self) -> int:
         """Framework spans let go to stay within the held-span cap, or beyond a trace's cap."""
         return self._held.spans_let_go
+
+    def recount(self) -> None:
+        """Count again what this process keeps counts of (framework spans held, admissions
+        staged): in a shared store other replicas change them too."""
+        if self.shared:
+            with self._database.locked() as cursor:
+                self._held.spans_held = self._held.count(cursor)
+                self._outbox.size = self._outbox.count(cursor)
 
     def reachable(self) -> bool:
         """Whether the store answers now (a shared store's server, or the file)."""
@@ -125,11 +133,11 @@ class Store:
             declared = list(declarations)
             touched = set(batch.rows) | {str(d[names.RUN_ID]) for d in declared}
             intake = self._held.take(cursor, list(marks), list(spans), settled, now, max_held_spans)
-            versions = self._runs.see(cursor, touched, labels, now, claim)
-            versions.update(self._runs.hear(cursor, intake.heard - touched, now))
+            versions = self._runs.see(
+                cursor, touched, intake.heard, intake.late, labels, now, claim
+            )
             for attributes in declared:
                 self._runs.declare(cursor, attributes, now)
-            self._runs.count_late(cursor, intake.late)
             refused, accepted = self._runs.take(cursor, batch, max_trials, versions)
             runs = self._runs.runs(cursor, versions)
             self._held.count_in(intake)
@@ -150,10 +158,11 @@ class Store:
         labels.update({mark.run: (mark.suite, mark.point) for mark in marks})
         return ((trace_id, [(mark.span_id, below[mark.span_id]) for mark in marks]),)
 
-    def evidence(self, run_id: str) -> Evidence:
-        """Every kept trial of a run, with its duplicates, conflicts, latency and tier results."""
+    def evidence(self, run_id: str, upto: int | None = None) -> Evidence:
+        """Every kept trial of a run, with its duplicates, conflicts, latency and tier results;
+        with `upto`, those its writes up to that version stored."""
         with self._database.locked() as cursor:
-            rows = self._runs.trial_rows(cursor, run_id)
+            rows = self._runs.trial_rows(cursor, run_id, upto)
         return evidence_of(run_id, rows)
 
     def runs(self) -> list[StoredRun]:
@@ -204,11 +213,6 @@ class Store:
         with self._database.transaction() as cursor:
             return self._held.forget_traces(cursor, before, limit)
 
-    def open_runs(self) -> list[StoredRun]:
-        """The runs not yet final, oldest first (read through an index of open runs only)."""
-        with self._database.locked() as cursor:
-            return self._listing.open_runs(cursor)
-
     def latest_finished(self) -> list[tuple[StoredRun, float]]:
         """The run each (suite, point) finished last, with when, the most recent first: what a
         scrape endpoint shows again after a restart (read once, at start, through an index of
@@ -243,8 +247,8 @@ class Store:
         with self._database.transaction() as cursor:
             return self._claims.claim(cursor, replica, now, until, limit, mine)
 
-    def owned_runs(self, replica: str) -> dict[str, int]:
-        """The runs `replica` owns and has not admitted, with their versions."""
+    def owned_runs(self, replica: str) -> dict[str, tuple[int, bool]]:
+        """The runs `replica` owns and has not admitted: their versions, and whether final."""
         with self._database.locked() as cursor:
             return self._claims.owned(cursor, replica)
 
@@ -257,13 +261,14 @@ class Store:
         """Let `replica`'s claims lapse now, on runs and outbox entries alike (a replica that
         stops), so that the others take them over at their next look."""
         with self._database.transaction() as cursor:
-            self._claims.renew(cursor, replica, 0.0)
+            self._claims.release(cursor, replica)
             self._outbox.release(cursor, replica)
 
-    def written_since(self, run_id: str, version: int) -> list[Trial]:
-        """The trials of a run its writes after `version` stored (by any replica)."""
+    def written_since(self, run_id: str, version: int, upto: int) -> list[Trial]:
+        """The trials of a run its writes after `version` up to `upto` stored (by any
+        replica)."""
         with self._database.locked() as cursor:
-            rows = self._claims.written_since(cursor, run_id, version)
+            rows = self._claims.written_since(cursor, run_id, version, upto)
         return [trial_of_row(run_id, row) for row in rows]
 
     def finish(
@@ -294,11 +299,6 @@ class Store:
                 return False
             self._outbox.stage(cursor, run_id, publication, final=False)
         return True
-
-    def outbox(self, limit: int) -> list[tuple[int, str, int]]:
-        """The oldest staged admissions, claimed by the local replica (see `claim_outbox`)."""
-        now = time.time()
-        return self.claim_outbox(LOCAL, now, now + 3600.0, limit)
 
     def claim_outbox(
         self, replica: str, now: float, until: float, limit: int

@@ -62,8 +62,9 @@ class HeldSpans:
     replicas hold and settle spans too, an estimate counted again when it says the cap is
     passed)."""
 
-    def __init__(self, cursor: Cursor, *, shared: bool = False) -> None:
+    def __init__(self, cursor: Cursor, *, shared: bool = False, skip_locked: str = "") -> None:
         self._shared = shared
+        self._skip_locked = skip_locked
         self.spans_held = self.count(cursor)
         self.spans_let_go = 0
         """Framework spans let go to stay within the held-span cap, or beyond a trace's cap."""
@@ -166,11 +167,12 @@ class HeldSpans:
             (
                 "SELECT trace_id, spans FROM traces WHERE state = ? AND spans > 0 AND NOT EXISTS"
                 " (SELECT 1 FROM trial_marks m WHERE m.trace_id = traces.trace_id AND m.settled = 0)"
-                " ORDER BY last_seen LIMIT 256",
+                f" ORDER BY last_seen LIMIT 256{self._skip_locked}",
                 MARKED,
             ),
             (
-                "SELECT trace_id, spans FROM traces WHERE state = ? ORDER BY last_seen LIMIT 256",
+                "SELECT trace_id, spans FROM traces WHERE state = ? ORDER BY last_seen"
+                f" LIMIT 256{self._skip_locked}",
                 WAITING,
             ),
         ):
@@ -223,8 +225,8 @@ class HeldSpans:
         cursor.execute(
             "SELECT trace_id FROM traces WHERE last_seen < ? AND NOT EXISTS (SELECT 1 FROM"
             " trial_marks m WHERE m.trace_id = traces.trace_id AND m.settled = 0)"
-            " ORDER BY last_seen LIMIT ?",
-            (before, limit),
+            f" ORDER BY last_seen LIMIT ?{self._skip_locked}",  # held, and checked again, till
+            (before, limit),  # the commit: a trace that took a span meanwhile is kept
         )
         doomed = [(trace_id,) for (trace_id,) in cursor.fetchall()]
         cursor.executemany("DELETE FROM trace_spans WHERE trace_id = ?", doomed)

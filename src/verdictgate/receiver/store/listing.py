@@ -58,10 +58,6 @@ class RunListing:
             cursor, f"{where} ORDER BY first_seen DESC, run_id DESC LIMIT ?", (*parameters, limit)
         )
 
-    def open_runs(self, cursor: Cursor) -> list[StoredRun]:
-        """The runs not yet final, oldest first (read through an index of open runs only)."""
-        return select_runs(cursor, "WHERE final = 0 ORDER BY first_seen")
-
     def latest_finished(self, cursor: Cursor) -> list[tuple[StoredRun, float]]:
         """The run each (suite, point) finished last, with when, the most recent first (through
         an index of finished runs by suite)."""

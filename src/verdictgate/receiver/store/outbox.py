@@ -87,4 +87,4 @@ class Outbox:
             cursor.execute("DELETE FROM outbox WHERE seq = ?", (seq,))
             self.size = max(self.size - cursor.rowcount, 0)
         else:
-            cursor.execute("UPDATE outbox SET sent = ? WHERE seq = ?", (sent, seq))
+            cursor.execute("UPDATE outbox SET sent = sent | ? WHERE seq = ?", (sent, seq))

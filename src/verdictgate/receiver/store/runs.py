@@ -57,6 +57,11 @@ TRIAL_COLUMNS = (
 )
 """A stored trial's columns as `evidence_of` reads them."""
 _LATE = "UPDATE runs SET late = late + ? WHERE run_id = ?"
+_HEARD = (
+    "UPDATE runs SET last_seen = ?, version = version + 1 WHERE run_id = ? AND final = 0"
+    " RETURNING version"
+)
+"""News of an open run that is not a trial (a span of a trial still settling)."""
 
 
 class Runs:
@@ -65,34 +70,32 @@ class Runs:
     def see(
         self,
         cursor: Cursor,
-        run_ids: Iterable[str],
+        touched: Iterable[str],
+        heard: Iterable[str],
+        late: dict[str, int],
         labels: dict[str, tuple[str | None, str | None]],
         now: float,
         claim: Claim,
     ) -> dict[str, int]:
-        """Record runs as seen `now` (in one order, so that writers never deadlock), a new one
-        labelled with its (suite, point) when given and claimed (`claim`) when no lease holds
-        it; a known run keeps the labels it has. Each run's version after this write."""
+        """Lock and record every run a write changes, in one pass in one order (so that writers
+        never deadlock): the runs its trials or run spans `touched`, seen `now` (a new one
+        labelled with its (suite, point) when given, and claimed by `claim` when no lease holds
+        it; a known run keeps its labels); the open runs of trials still settling that got
+        spans (`heard`: seen too); and the runs with records `late` (counted). Each touched or
+        heard run's version after this write."""
+        touched, heard = set(touched), set(heard)
         versions = {}
-        for run_id in sorted(run_ids):
-            suite, point = labels.get(run_id, (None, None))
-            cursor.execute(_SEEN, (run_id, suite, point, now, now, *claim))
-            versions[run_id] = cursor.fetchone()[0]
-        return versions
-
-    def hear(self, cursor: Cursor, run_ids: Iterable[str], now: float) -> dict[str, int]:
-        """News of known open runs that is not a trial (a span of a trial still settling): seen
-        `now`, version counted up; each such run's version after this write."""
-        versions = {}
-        for run_id in sorted(run_ids):
-            cursor.execute(
-                "UPDATE runs SET last_seen = ?, version = version + 1 WHERE run_id = ?"
-                " AND final = 0 RETURNING version",
-                (now, run_id),
-            )
-            row = cursor.fetchone()
-            if row is not None:
-                versions[run_id] = row[0]
+        for run_id in sorted(touched | heard | set(late)):
+            if run_id in touched:
+                suite, point = labels.get(run_id, (None, None))
+                cursor.execute(_SEEN, (run_id, suite, point, now, now, *claim))
+                versions[run_id] = cursor.fetchone()[0]
+            elif run_id in heard:
+                cursor.execute(_HEARD, (now, run_id))
+                if (row := cursor.fetchone()) is not None:
+                    versions[run_id] = row[0]
+            if late.get(run_id):
+                cursor.execute(_LATE, (late[run_id], run_id))
         return versions
 
     def declare(self, cursor: Cursor, attributes: dict[str, AttributeValue], now: float) -> None:
@@ -125,10 +128,6 @@ class Runs:
                 " WHERE run_id = ? AND final = 0 AND declaration != ?",
                 (run_id, text),
             )
-
-    def count_late(self, cursor: Cursor, late: dict[str, int]) -> None:
-        """Count records that came for runs already final (per run, how many)."""
-        cursor.executemany(_LATE, [(n, run_id) for run_id, n in late.items()])
 
     def take(
         self,
@@ -166,11 +165,13 @@ class Runs:
         """Known runs, as they stand, in the order given."""
         return [stored_run(cursor.execute(_RUN_BY_ID, (run_id,)).fetchone()) for run_id in run_ids]
 
-    def trial_rows(self, cursor: Cursor, run_id: str) -> list[SqlRow]:
-        """Every kept trial of a run as `evidence_of` reads it, by case and trial."""
+    def trial_rows(self, cursor: Cursor, run_id: str, upto: int | None = None) -> list[SqlRow]:
+        """Every kept trial of a run as `evidence_of` reads it, by case and trial; with `upto`,
+        those its writes up to that version stored."""
+        bound, parameters = ("", (run_id,)) if upto is None else (" AND batch <= ?", (run_id, upto))
         return cursor.execute(
-            f"SELECT {TRIAL_COLUMNS} FROM trials WHERE run_id = ? ORDER BY case_id, trial",
-            (run_id,),
+            f"SELECT {TRIAL_COLUMNS} FROM trials WHERE run_id = ?{bound} ORDER BY case_id, trial",
+            parameters,
         ).fetchall()
 
     def close(self, cursor: Cursor, run_ids: Iterable[str], owner: str) -> list[str]:

@@ -5,8 +5,10 @@ taken over, a renewed one never; a trace is settled once, and an admission deliv
 from __future__ import annotations
 
 import threading
+import time
 from pathlib import Path
 
+import psycopg
 import pytest
 from opentelemetry.proto.common.v1.common_pb2 import KeyValue
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
@@ -268,3 +270,85 @@ def test_a_slow_delivery_claims_its_entries_again_before_another_replica_may(
     assert len(slow.delivered) == 6 and other.target.delivered == []
     for store in stores:
         store.close()
+
+
+def drop_connections(location: str) -> None:
+    """End every connection the stores have to the database, as a PostgreSQL restart or a
+    proxy would (the next use of each makes it again)."""
+    database = location.rpartition("/")[2]
+    with psycopg.connect(location.rpartition("/")[0] + "/postgres", autocommit=True) as admin:
+        admin.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+            " WHERE datname = %s AND application_name = 'verdictgate'",
+            (database,),
+        )
+
+
+def failing_once(location: str, method):
+    """The method, but its first call finds the store's connection dropped."""
+    calls = []
+
+    def wrapped(*args, **kwargs):
+        if not calls:
+            calls.append(1)
+            drop_connections(location)
+        return method(*args, **kwargs)
+
+    return wrapped
+
+
+def test_a_fault_between_deciding_a_run_and_closing_it_is_taken_up_again(location: str) -> None:
+    clock = ManualClock(1_000_000.0)
+    a = replica(location, "a", clock)
+    spans = stable_run("r", cases=4, trials=10)
+    ingest(a, [run_span("r", planned=40), *spans[:39]])
+    a.store.close_runs = failing_once(location, a.store.close_runs)
+    with pytest.raises(psycopg.OperationalError):  # the request is answered "retry"
+        ingest(a, spans[39:])  # its trial is committed; making the run final is not
+    assert not a.store.run("r").final
+    a.tick()  # the store says a owns an open run it does not hold: it takes it up again
+    assert a.flush()
+    assert a.store.run("r").status is not None and a.store.outbox_size() == 1
+
+
+def test_an_admission_that_fails_is_made_at_the_next_tick(location: str) -> None:
+    clock = ManualClock(1_000_000.0)
+    a = replica(location, "a", clock)
+    a.store.finish = failing_once(location, a.store.finish)
+    ingest(a, [run_span("r", planned=8), *stable_run("r", cases=2, trials=4)])
+    assert a.flush() and a.store.run("r").final and a.store.run("r").status is None
+    a.tick()  # final, owned, not admitted and not in the finisher: admitted now
+    assert a.flush() and a.store.run("r").status is not None
+    assert a.store.outbox_size() == 1
+
+
+def test_a_store_fault_while_taking_a_run_over_never_sets_it_aside(location: str) -> None:
+    clock = ManualClock(1_000_000.0)
+    a, b = replica(location, "a", clock), replica(location, "b", clock)
+    spans = stable_run("r", cases=4, trials=10)
+    ingest(a, [run_span("r", planned=40), *spans[:20]])  # then a dies
+    ingest(b, spans[20:])
+    clock.advance(LEASE + 1)
+    b.store.evidence = failing_once(location, b.store.evidence)
+    b.tick()  # claims the run and cannot read it; then takes it up from the store
+    assert b.flush() and b.store.run("r").status is not None
+    assert b.assessment("r").trials.received == 40
+
+
+def test_a_started_forwarder_delivers_what_a_dead_replica_staged(location: str) -> None:
+    clock = ManualClock(1_000_000.0)
+    store, target = Store(location), Recording()
+    forwarder = Forwarder(store, target, clock=clock)
+    forwarder.claim_as("b", 0.3)  # it looks for others' entries every 0.1 s
+    forwarder.start()  # finds the outbox empty, and waits
+    a = replica(location, "a", clock)
+    ingest(a, [run_span("r", planned=8), *stable_run("r", cases=2, trials=4)])
+    assert a.flush()  # staged by a, never delivered by it: a dies; nothing wakes b's forwarder
+    try:
+        deadline = time.monotonic() + 30
+        while not target.delivered and time.monotonic() < deadline:
+            time.sleep(0.05)
+    finally:
+        forwarder.stop()
+    assert len(target.delivered) == 1 and store.outbox_size() == 0
+    store.close()

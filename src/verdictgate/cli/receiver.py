@@ -243,6 +243,7 @@ def serve_command(**flags: OptionValue) -> None:
     logging.basicConfig(format="%(asctime)s %(levelname)s %(message)s", level=logging.WARNING)
     from ..receiver.allocator import reuse_freed_memory
     from ..receiver.service import Service
+    from ..receiver.store import is_store_error
 
     reuse_freed_memory()  # this process handles one large body after another, like its decoders
     try:
@@ -258,17 +259,24 @@ def serve_command(**flags: OptionValue) -> None:
     _say_serving(service)
     stopped.wait()
     service.stop()
-    if service.config.publish_endpoint and (waiting := service.store.outbox_size()):
-        click.echo(
-            f"verdictgate: stopped; {waiting} admissions wait in the outbox for the next start",
-            err=True,
-        )
+    if service.config.publish_endpoint and not service.store.shared:
+        try:
+            waiting = service.store.outbox_size()
+        except Exception as error:
+            if not is_store_error(error):
+                raise
+            waiting = 0  # the store is away: what it holds waits there all the same
+        if waiting:
+            click.echo(
+                f"verdictgate: stopped; {waiting} admissions wait in the outbox for the next start",
+                err=True,
+            )
 
 
 def _serve_config(flags: Mapping[str, OptionValue]) -> ServeConfig:
     """`serve`'s flags, checked and parsed once into a ServeConfig (durations, addresses,
     secrets and suite files read here; a bad one is an InputError naming its flag)."""
-    from ..receiver.config import ReceiverConfig
+    from ..receiver.config import MIN_LEASE, ReceiverConfig
     from ..receiver.limits import Limits
     from ..receiver.server import Tls
     from ..receiver.service import ServeConfig
@@ -282,6 +290,12 @@ def _serve_config(flags: Mapping[str, OptionValue]) -> ServeConfig:
     if (cert is None) != (key is None):
         raise click.UsageError("--tls-cert and --tls-key go together")
     decoders = flags["decoders"]
+    lease = parse_duration(flags["lease"])
+    if lease < MIN_LEASE:
+        raise click.UsageError(
+            f"--lease must be at least {MIN_LEASE:g}s (a replica renews it every third, "
+            "between its ticks)"
+        )
     return ServeConfig(
         store_path=flags["store_path"],
         grpc_listen=":".join(_listen(flags["grpc_listen"], "--grpc-listen")),
@@ -292,7 +306,7 @@ def _serve_config(flags: Mapping[str, OptionValue]) -> ServeConfig:
             max_trials_per_run=flags["max_trials_per_run"],
             retain=parse_duration(retain) if retain else None,
             settle=parse_duration(flags["settle"]),
-            lease=parse_duration(flags["lease"]),
+            lease=lease,
             replica=flags["replica"],
             max_hold=parse_duration(flags["max_hold"]),
             max_held_spans=flags["max_held_spans"],
@@ -315,15 +329,24 @@ def _say_serving(service: Service) -> None:
     """One line on stderr: where the receiver listens, its store, where it publishes."""
     config, server, scrape = service.config, service.server, service.scrape
     assert config.grpc_listen is not None and config.http_listen is not None  # `serve` sets both
+    replica = service.receiver
     publishing_to = (
-        f"; publishing to {config.publish_endpoint} "
-        f"({service.store.outbox_size()} admissions waiting)"
-        if config.publish_endpoint
-        else ""
-    ) + (
-        f"; Prometheus metrics on {config.prometheus[0]}:{scrape.port}/metrics"
-        if scrape is not None and config.prometheus is not None
-        else ""
+        (
+            f"; replica {replica.replica}, lease {replica.config.lease:g}s"
+            if service.store.shared
+            else ""
+        )
+        + (
+            f"; publishing to {config.publish_endpoint} "
+            f"({service.store.outbox_size()} admissions waiting)"
+            if config.publish_endpoint
+            else ""
+        )
+        + (
+            f"; Prometheus metrics on {config.prometheus[0]}:{scrape.port}/metrics"
+            if scrape is not None and config.prometheus is not None
+            else ""
+        )
     )
     click.echo(
         f"verdictgate: receiving OTLP on grpc {config.grpc_listen.rpartition(':')[0]}:"

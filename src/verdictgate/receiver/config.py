@@ -24,6 +24,8 @@ quiet the longest are let go first, and counted."""
 DEFAULT_LEASE = 15.0
 """Seconds a replica's claim on a run (or an outbox entry) holds unless renewed: a dead
 replica's runs are taken over after about this long (and a third of it)."""
+MIN_LEASE = 3.0
+"""Seconds a lease holds at least: a replica renews it every third, between ticks of 0.5 s."""
 DEFAULT_METRIC_SUITES = 50
 """Distinct (suite, point) label pairs metrics carry when no suites are named."""
 
@@ -66,3 +68,5 @@ class ReceiverConfig:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "canary_suites", MappingProxyType(dict(self.canary_suites)))
+        if not self.lease >= MIN_LEASE:
+            raise ValueError(f"lease must be at least {MIN_LEASE:g} seconds, got {self.lease!r}")

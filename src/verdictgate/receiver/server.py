@@ -134,6 +134,8 @@ class Server:
             self.http = self._http_server(http_listen, token, tls)
             self.http_port = self.http.server_address[1]
         self._threads: list[threading.Thread] = []
+        self._ticking: list[threading.Thread] = []
+        """The tick's thread, and in a shared store the lease renewals'."""
 
     def _grpc_server(
         self, listen: str, token: str | None, tls: Tls | None
@@ -182,9 +184,22 @@ class Server:
                     file_limit(),
                 )
             self._threads.append(threading.Thread(target=self.http.serve_forever, daemon=True))
-        self._threads.append(threading.Thread(target=self._tick, daemon=True))
+        self._ticking = [threading.Thread(target=self._tick, daemon=True)]
+        if self.receiver.store.shared:  # renewed on time however long a tick takes
+            self._ticking.append(threading.Thread(target=self._renew, daemon=True))
+        self._threads += self._ticking
         for thread in self._threads:
             thread.start()
+
+    def _renew(self) -> None:
+        """Renew the replica's leases every third of a lease until stopped (a store away is the
+        tick's to log)."""
+        while not self._stop.wait(self.receiver.config.lease / 3):
+            try:
+                self.receiver.renew_leases()
+            except Exception as error:
+                if not is_store_error(error):
+                    logger.warning("verdictgate: renewing leases failed", exc_info=True)
 
     def _tick(self) -> None:
         """Tick until stopped. The store away is logged once (until a tick works again), a
@@ -206,7 +221,9 @@ class Server:
 
     def stop(self) -> None:
         """Stop within a few seconds whatever the publish target does; admissions not yet
-        delivered stay in the store's outbox for the next start."""
+        delivered stay in the store's outbox for the next start (or, in a shared store, for the
+        other replicas). Nothing that claims runs or entries is left running when the
+        receiver's claims are let go: the transports, the tick and the forwarder stop first."""
         self._stop.set()
         if self._grpc is not None:
             self._grpc.stop(grace=1).wait()
@@ -214,6 +231,8 @@ class Server:
             self.http.shutdown()
             self.http.server_close()
         self.ingest.decoder.close()
-        self.receiver.close()
+        for thread in self._ticking:
+            thread.join(10)
         if self.receiver.forwarder is not None:
             self.receiver.forwarder.stop()
+        self.receiver.close()

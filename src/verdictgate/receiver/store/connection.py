@@ -72,15 +72,23 @@ def is_postgres_url(location: str | Path) -> bool:
 
 
 def redacted(location: str | Path) -> str:
-    """A store location fit for a log line: a URL's password replaced by `***`."""
+    """A store location fit for a log line: a URL's password, in its user part or its query,
+    replaced by `***` (a URL that cannot be read is not shown at all)."""
     text = str(location)
     if not is_postgres_url(text):
         return text
-    parts = urlsplit(text)
-    if parts.password is None:
-        return text
-    host = parts.netloc.rpartition("@")[2]
-    return urlunsplit(parts._replace(netloc=f"{parts.username or ''}:***@{host}"))
+    try:
+        parts = urlsplit(text)
+        host = parts.netloc.rpartition("@")[2]
+        user = parts.netloc.rpartition("@")[0].partition(":")[0]
+    except ValueError:
+        return "postgresql://(a URL that cannot be read)"
+    netloc = f"{user}:***@{host}" if parts.password is not None else parts.netloc
+    query = _QUERY_PASSWORD.sub(r"\1***", parts.query)
+    return urlunsplit(parts._replace(netloc=netloc, query=query))
+
+
+_QUERY_PASSWORD = re.compile(r"((?:^|&)password=)[^&]*")
 
 
 class Database(ABC):
@@ -105,6 +113,10 @@ class Database(ABC):
     def locked(self) -> AbstractContextManager[Cursor]:
         """A cursor under the lock, outside any explicit transaction: each statement reads, or
         commits, on its own."""
+
+    @abstractmethod
+    def ping(self) -> None:
+        """One round trip to the store (the lock is held); the driver's error if it fails."""
 
     @abstractmethod
     def migrating(self) -> AbstractContextManager[Cursor]:
@@ -150,6 +162,9 @@ class SqliteDatabase(Database):
         with self.lock:
             yield self._connection.cursor()
 
+    def ping(self) -> None:
+        self._connection.execute("SELECT 1").fetchone()
+
     def columns(self, cursor: Cursor, table: str) -> set[str]:
         return {row[1] for row in cursor.execute(f"PRAGMA table_info({table})").fetchall()}
 
@@ -182,21 +197,27 @@ class PostgresDatabase(Database):
                 "a PostgreSQL store needs psycopg, in the `postgres` extra (verdictgate[postgres])"
             ) from None
         self._psycopg = psycopg
-        self._url = url
         self._types: dict[str, dict[str, str]] = {}
+        try:  # the driver's text may quote the URL, password and all: never shown
+            given = psycopg.conninfo.conninfo_to_dict(url)
+            self._conninfo = psycopg.conninfo.make_conninfo(
+                url, **{key: value for key, value in SESSION.items() if key not in given}
+            )
+        except (psycopg.Error, ValueError):
+            raise RuntimeError(
+                f"the store URL {redacted(url)} is not one PostgreSQL reads "
+                "(postgresql://[user[:password]@]host[:port]/database[?parameter=value&...])"
+            ) from None
         try:
             self._connection: psycopg.Connection[tuple[Any, ...]] = self._connect()
         except psycopg.OperationalError as error:  # its text names no password
-            raise RuntimeError(f"cannot reach the store {redacted(url)}: {error}") from None
+            raise RuntimeError(
+                f"cannot reach the store {redacted(url)}: {first_line(error)}"
+            ) from None
 
     def _connect(self) -> psycopg.Connection[tuple[Any, ...]]:
-        """A connection with what the URL leaves out set so that a replica whose host vanishes
-        without closing it holds no row lock for long: TCP keepalives, and a transaction left
-        idle ended after a minute (this store's never wait on anything but the server)."""
-        given = self._psycopg.conninfo.conninfo_to_dict(self._url)
-        extra = {key: value for key, value in SESSION.items() if key not in given}
-        conninfo = self._psycopg.conninfo.make_conninfo(self._url, **extra)
-        return self._psycopg.connect(conninfo, autocommit=True)
+        """A connection, with the SESSION settings the URL leaves out."""
+        return self._psycopg.connect(self._conninfo, autocommit=True)
 
     def _live(self) -> psycopg.Connection[tuple[Any, ...]]:
         """The connection, made again when the last one was lost (the lock is held; a server
@@ -216,6 +237,9 @@ class PostgresDatabase(Database):
     def locked(self) -> Iterator[Cursor]:
         with self.lock:
             yield PostgresCursor(self._live().cursor(), self._column_types)
+
+    def ping(self) -> None:
+        self._live().execute("SELECT 1").fetchone()
 
     def columns(self, cursor: Cursor, table: str) -> set[str]:
         rows = cursor.execute(
@@ -303,11 +327,20 @@ SESSION = {
     "keepalives_idle": "10",
     "keepalives_interval": "5",
     "keepalives_count": "3",
-    "options": "-c idle_in_transaction_session_timeout=60000",
+    "options": (
+        "-c lock_timeout=5000 -c idle_in_transaction_session_timeout=15000"
+        " -c tcp_keepalives_idle=10 -c tcp_keepalives_interval=5 -c tcp_keepalives_count=3"
+        " -c tcp_user_timeout=30000"
+    ),
     "application_name": "verdictgate",
 }
-"""libpq parameters a store URL leaves out: how long to try to connect, TCP keepalives, and
-how long the server lets a transaction idle."""
+"""libpq parameters a store URL leaves out. How long to try to connect, and TCP keepalives on
+the connection, so that this replica notices a server that is gone. For the server's side of
+it: a write waits for a row another replica holds 5 s at most (then it fails, and its sender
+retries), a transaction left idle is ended after 15 s (this store's never wait on anything but
+the server), and the server's own keepalives end the connection (and its locks) of a replica
+whose host vanished, within about half a minute. A URL that sets `options` sets all of those
+itself."""
 BULK_ROWS = 8
 """Rows from which an insert is sent as arrays of its columns."""
 _INSERT_VALUES = re.compile(
@@ -345,7 +378,19 @@ def to_postgres(sql: str) -> str:
 
 
 def open_database(location: str | Path = ":memory:") -> Database:
-    """The database a store location names: a PostgreSQL URL, or a SQLite file (`:memory:`)."""
+    """The database a store location names: a PostgreSQL URL, or a SQLite file (`:memory:`).
+    libpq's other form (`host=db dbname=vg`) is refused, rather than taken for a file name."""
     if is_postgres_url(location):
         return PostgresDatabase(str(location))
+    if re.match(r"\w+=\S*(\s+\w+=\S*)*\s*$", str(location)):
+        raise RuntimeError(
+            "a PostgreSQL store is named by a URL: postgresql://user@host:port/database"
+        )
     return SqliteDatabase(location)
+
+
+def first_line(error: BaseException) -> str:
+    """An error's message, its first line (a server error's primary message)."""
+    diagnosis = getattr(error, "diag", None)
+    primary = getattr(diagnosis, "message_primary", None)
+    return str(primary) if primary else (str(error).splitlines() or [""])[0]

@@ -14,7 +14,7 @@ from ...otel.framework_traces import FrameworkSpan, TrialMark, settled_trials
 from ...trial_model import Trial
 from ...wire_types import AttributeValue
 from .claims import RunClaims
-from .connection import Cursor, is_store_error, open_database, redacted
+from .connection import Cursor, first_line, is_store_error, open_database, redacted
 from .held_spans import HeldSpans, SettledTrials, unpack_trace
 from .listing import DEFAULT_PAGE_SIZE, RunListing
 from .outbox import DEFAULT_OUTBOX_LIMIT, Outbox
@@ -50,7 +50,9 @@ class Store:
             if not is_store_error(error):
                 raise
             database.close()
-            raise RuntimeError(f"cannot open the store {self.location}: {error}") from None
+            raise RuntimeError(
+                f"cannot open the store {self.location}: {first_line(error)}"
+            ) from None
         with database.locked() as cursor:
             self._outbox = Outbox(
                 cursor, outbox_limit, shared=database.shared, skip_locked=database.skip_locked
@@ -59,6 +61,7 @@ class Store:
         self._runs = Runs()
         self._listing = RunListing()
         self._claims = RunClaims(database.skip_locked, database.lock_row)
+        self._reachable = True
 
     @property
     def shared(self) -> bool:
@@ -83,16 +86,22 @@ class Store:
                 self._held.spans_held = self._held.count(cursor)
                 self._outbox.size = self._outbox.count(cursor)
 
-    def reachable(self) -> bool:
-        """Whether the store answers now (a shared store's server, or the file)."""
+    def reachable(self, wait: float = 1.0) -> bool:
+        """Whether the store answered a round trip (a shared store's server, or the file): now,
+        or, while the connection is busy for longer than `wait` seconds, the last time it was
+        asked (so that a probe never queues behind a write waiting for a lock)."""
+        if not self._database.lock.acquire(timeout=wait):
+            return self._reachable
         try:
-            with self._database.locked() as cursor:
-                cursor.execute("SELECT 1").fetchone()
+            self._database.ping()
+            self._reachable = True
         except Exception as error:
             if not is_store_error(error):
                 raise
-            return False
-        return True
+            self._reachable = False
+        finally:
+            self._database.lock.release()
+        return self._reachable
 
     def close(self) -> None:
         """Close the store's connection."""

@@ -215,10 +215,10 @@ def test_a_series_the_latest_admission_does_not_carry_is_gone() -> None:
         return AdmissionRecord.of(assess(trials), frozenset(), TrialTally())
 
     endpoint = serving()
-    latest = publication(passed=None)
     try:
         endpoint.emit(publication(passed=True))
         judged = scrape(endpoint)
+        latest = publication(passed=None)  # made later, so the latest whatever the order shown
         endpoint.emit(latest)
         unjudged = scrape(endpoint)
     finally:

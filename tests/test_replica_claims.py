@@ -352,3 +352,32 @@ def test_a_started_forwarder_delivers_what_a_dead_replica_staged(location: str) 
         forwarder.stop()
     assert len(target.delivered) == 1 and store.outbox_size() == 0
     store.close()
+
+
+def test_every_replicas_scrape_endpoint_shows_the_latest_admission_whoever_made_it(
+    location: str,
+) -> None:
+    from verdictgate.receiver.prometheus_endpoint import PrometheusEndpoint
+
+    clock = ManualClock(1_000_000.0)
+    endpoints = [PrometheusEndpoint(), PrometheusEndpoint()]
+    a, b = (
+        Receiver(
+            Store(location),
+            None,
+            ReceiverConfig(replica=name, lease=LEASE, idle=60.0),
+            clock=clock,
+            scrape=endpoint,
+        )
+        for name, endpoint in zip("ab", endpoints, strict=True)
+    )
+    ingest(a, [run_span("first", planned=8), *stable_run("first", cases=2, trials=4)])
+    assert a.flush()
+    clock.advance(10.0)
+    ingest(b, [run_span("second", planned=8), *stable_run("second", cases=2, trials=4)])
+    assert b.flush()
+    for receiver in (a, b):
+        receiver.tick()
+    for endpoint in endpoints:  # alert rules read each replica's: the same latest run
+        shown = endpoint.snapshot.decode()
+        assert 'verdictgate_run_id="second"' in shown and 'verdictgate_run_id="first"' not in shown

@@ -45,10 +45,13 @@ class LatestAdmissions:
             return latest
 
     def replace(self, publication: AdmissionRecord) -> None:
-        """Make a publication the latest of its (suite, point)."""
+        """Make a publication the latest of its (suite, point), unless the one shown was made
+        later (whatever order admissions are shown in: at a restart, or by replicas)."""
         key = tuple(sorted(publication.metric_base.items()))
         with self._lock:
-            self._latest[key] = publication
+            kept = self._latest.get(key)
+            if kept is None or publication.time_unix_nano >= kept.time_unix_nano:
+                self._latest[key] = publication
 
     def publications(self) -> list[AdmissionRecord]:
         """The latest admission of every (suite, point)."""

@@ -49,6 +49,8 @@ TRACE_TTL = 600.0
 (so that a late copy of its spans decides nothing again)."""
 CLAIM_BATCH = 1000
 """Runs one claim takes at most (a takeover of more claims again)."""
+SHOWN_MARGIN = 60.0
+"""Seconds of other replicas' admissions read again at each tick, for commits that come late."""
 FORGET_BATCHES = 20
 """Transactions of forgetting a tick makes at most: 20,000 traces a tick, ahead of any flood of
 trial-less traces a receiver takes, and a bounded slice of the tick."""
@@ -126,6 +128,10 @@ class Receiver:
         self._known: dict[str, int] = {}
         """The open runs this replica decides, each with the version of it the lifecycle holds."""
         self._set_aside: set[str] = set()
+        self._shown: dict[str, float] = {}
+        """Runs admitted lately that the scrape endpoint shows (their admission's time)."""
+        self._shown_until = 0.0
+        """The latest admission time the scrape endpoint has shown."""
         self._next_claim = 0.0
         self._lifecycle = Lifecycle(
             Timing(idle=config.idle, window=config.window, run_span_ends_run=False),
@@ -205,21 +211,47 @@ class Receiver:
         stood when it was made, so that a restart does not resolve an alert on a rejected run
         (its trials were counted before)."""
         for run, finished_at in self.store.latest_finished():
-            if OVERFLOW in self._labels.base(run.suite or "", run.point or ""):
-                continue  # beyond the label limit: nothing of it was shown as its own
+            self._show(scrape, run, finished_at)
+            self._shown_until = max(self._shown_until, finished_at)
 
-            def show(run: StoredRun, made_ns: int = int(finished_at * 1e9)) -> None:
-                publication = AdmissionRecord.of(
-                    self.assessment_of(run),
-                    self._declaration(run).metric_routes,
-                    TrialTally(),
-                    now_ns=made_ns,
-                    labels=self._labels,
-                    inconclusive_streak=self.store.inconclusive_streak(run.suite, run.point),
-                )
-                scrape.emit(replace(publication, trials_added={}))
+    def _show(self, scrape: PrometheusEndpoint, run: StoredRun, finished_at: float) -> None:
+        """Show an admission made before (at start, or by another replica) as it stood when it
+        was made, its trials counted where it was made; nothing for a run beyond the label
+        limit (nothing of it was shown as its own)."""
+        if OVERFLOW in self._labels.base(run.suite or "", run.point or ""):
+            return
 
-            _isolated(run.run_id, functools.partial(show, run))
+        def show() -> None:
+            publication = AdmissionRecord.of(
+                self.assessment_of(run),
+                self._declaration(run).metric_routes,
+                TrialTally(),
+                now_ns=int(finished_at * 1e9),
+                labels=self._labels,
+                inconclusive_streak=self.store.inconclusive_streak(run.suite, run.point),
+            )
+            scrape.emit(replace(publication, trials_added={}))
+
+        _isolated(run.run_id, show)
+
+    def _show_others(self) -> None:
+        """In a shared store, show what the other replicas admitted since the last tick, so
+        that every replica's scrape endpoint shows the latest admission of each suite, whoever
+        made it (read through the index of finished runs: the admissions since, a margin of
+        SHOWN_MARGIN seconds kept for commits that come late or clocks a little apart)."""
+        if self.scrape is None or not self.store.shared:
+            return
+        for run, finished_at in self.store.finished_since(self._shown_until - SHOWN_MARGIN):
+            with self._admitting:  # the finisher marks this replica's own as shown
+                new = run.run_id not in self._shown
+                self._shown[run.run_id] = finished_at
+                self._shown_until = max(self._shown_until, finished_at)
+            if new:
+                self._show(self.scrape, run, finished_at)
+        with self._admitting:
+            horizon = self._shown_until - SHOWN_MARGIN
+            for run_id in [run_id for run_id, at in self._shown.items() if at < horizon]:
+                del self._shown[run_id]
 
     # Events in
 
@@ -240,6 +272,7 @@ class Receiver:
         now = self._clock()
         with self._lock:
             self._follow(now)
+        self._show_others()
         drained = True  # a settling that failed must not hold every timer back
         try:
             drained = self._settle_traces(now)
@@ -490,6 +523,7 @@ class Receiver:
                 self._cache.put(run, assessment)
                 if publication is not None and self.scrape is not None:
                     self.scrape.emit(publication)
+                    self._shown[run.run_id] = now
         if finished:
             self._staged()
         self._signals.notify((run.run_id,))

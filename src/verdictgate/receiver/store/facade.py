@@ -229,6 +229,11 @@ class Store:
         with self._database.locked() as cursor:
             return self._listing.latest_finished(cursor)
 
+    def finished_since(self, after: float, limit: int = 1000) -> list[tuple[StoredRun, float]]:
+        """The runs admitted after `after` (epoch seconds), with when, the oldest first."""
+        with self._database.locked() as cursor:
+            return self._listing.finished_since(cursor, after, limit)
+
     def inconclusive_streak(self, suite: str | None, point: str | None, most: int = 1000) -> int:
         """How many of the suite's latest finished runs in a row were inconclusive (at most
         `most`; read newest first through the index of finished runs by suite)."""

@@ -69,6 +69,18 @@ class RunListing:
         ).fetchall()
         return [(stored_run(row[:-1]), row[-1]) for row in rows]
 
+    def finished_since(
+        self, cursor: Cursor, after: float, limit: int
+    ) -> list[tuple[StoredRun, float]]:
+        """The runs admitted after `after` (epoch seconds), with when, the oldest first, at most
+        `limit` (through the index of finished runs by age)."""
+        rows = cursor.execute(
+            f"SELECT {RUN_COLUMNS}, finished_at FROM runs WHERE final = 1 AND finished_at > ?"
+            " AND status IS NOT NULL ORDER BY finished_at LIMIT ?",
+            (after, limit),
+        ).fetchall()
+        return [(stored_run(row[:-1]), row[-1]) for row in rows]
+
     def inconclusive_streak(
         self, cursor: Cursor, suite: str | None, point: str | None, most: int
     ) -> int:

@@ -235,7 +235,8 @@ class Lifecycle:
         opened: float,
         last_news: float,
     ) -> None:
-        """Take up an open run again as a store kept it (a receiver's restart): its evidence,
+        """Take up an open run as a store kept it (a receiver's restart, or a replica taking a
+        run over): its evidence,
         what it is judged by, whether a run span declared it (then it has ended), and when it
         opened and last had news."""
         self._ended.pop(run_id, None)

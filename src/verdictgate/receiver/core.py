@@ -76,9 +76,10 @@ class Receiver:
     others write to it; a run whose lease lapsed is taken over, and an admission is made once.
 
     A request is acknowledged after its commit. The open runs' evidence is kept in memory as
-    the trials are committed, so a finish never reads a run back: the store is the durable log
-    (read once, at start, to recover the open runs and the runs that were final but not yet
-    admitted) and the outbox. Deciding that a run is final is committed with the request that
+    the trials are committed, so a finish on a store of one process never reads a run back:
+    the store is the durable log (read at start, to recover the open runs and the runs that
+    were final but not yet admitted, and each tick for the runs this replica owns) and the
+    outbox; in a shared store a finish reads the run, which other replicas may have written. Deciding that a run is final is committed with the request that
     completed it; assessing, staging and publishing its admission happen on the finisher's
     threads (each run's decisions in order, runs side by side), so a slow finish holds no
     ingest slot, no lock a request needs, and no other run's finish. With a

@@ -59,8 +59,8 @@ class _Placement:
 class HeldSpans:
     """The `traces`, `trial_marks`, `trace_spans` and `settled_spans` tables, with the count of
     spans held (kept here, so that no write counts them; in a `shared` store, where other
-    replicas hold and settle spans too, an estimate counted again when it says the cap is
-    passed)."""
+    replicas hold and settle spans too, an estimate: counted again when it says the cap is
+    passed, and at each of the receiver's lease renewals, `Store.recount`)."""
 
     def __init__(self, cursor: Cursor, *, shared: bool = False, skip_locked: str = "") -> None:
         self._shared = shared

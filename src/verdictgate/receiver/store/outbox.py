@@ -17,7 +17,8 @@ ones go first, then the oldest."""
 class Outbox:
     """The `outbox` table, with the count of the admissions it holds (kept here, so that
     staging never counts them; in a `shared` store, where other replicas stage and deliver
-    too, an estimate counted again when it says the outbox is full)."""
+    too, an estimate: counted again when it says the outbox is full, and at each of the
+    receiver's lease renewals, `Store.recount`)."""
 
     def __init__(
         self,

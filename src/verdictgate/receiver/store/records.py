@@ -51,9 +51,9 @@ class StoredRun:
 
 @dataclass(frozen=True)
 class Written:
-    """What one write did: the runs it touched (or heard of) as they stand after it, per run the trials it
-    took (stored, or repeats of stored ones; in the order given), and per run the trials
-    refused for want of room."""
+    """What one write did: the runs it touched (or heard of) as they stand after it, per run
+    the trials it took (stored, or repeats of stored ones; in the order given), and per run the
+    trials refused for want of room."""
 
     runs: list[StoredRun]
     refused: dict[str, int]

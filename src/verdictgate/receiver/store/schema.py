@@ -116,14 +116,15 @@ INDEXES = (
     "CREATE INDEX IF NOT EXISTS runs_claimable ON runs (lease_until) WHERE status IS NULL",
     "CREATE INDEX IF NOT EXISTS runs_owned ON runs (owner) WHERE status IS NULL",
 )
-SHARED_INDEXES = ("CREATE INDEX IF NOT EXISTS trials_by_write ON trials (run_id, batch)",)
-"""A shared store's: a replica reads the trials other replicas wrote to its runs since it
-last looked (a store of one process never needs to)."""
 """Open runs (the tick's cost follows the work in flight, not the store's history), finished
 runs by age (retention deletes the oldest without a scan), and every run in listing order
 (a page of `/v1/runs` reads that page only), traces by age and trials not yet settled by age
 (settling and forgetting read what is due, not everything held), and the runs not yet admitted
 by lease and by owner (claiming and renewing read open work only)."""
+SHARED_INDEXES = ("CREATE INDEX IF NOT EXISTS trials_by_write ON trials (run_id, batch)",)
+"""A shared store's: a replica reads the trials other replicas wrote to its runs since it
+last looked (a store of one process never needs to)."""
+
 WAITING, MARKED = 0, 1
 """A trace's state: no trial span yet, a trial span held."""
 

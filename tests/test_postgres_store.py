@@ -45,8 +45,36 @@ def test_the_aggregates_sqlite_sql_is_spoken_as_postgresql(sqlite: str, postgres
 
 def test_a_url_is_printed_without_its_password() -> None:
     assert redacted("postgresql://bob:hunter2@db:5432/vg") == "postgresql://bob:***@db:5432/vg"
+    assert redacted("postgresql://bob@db/vg?sslmode=require&password=hunter2") == (
+        "postgresql://bob@db/vg?sslmode=require&password=***"
+    )
     assert redacted("postgresql://bob@db/vg") == "postgresql://bob@db/vg"
+    assert "hunter2" not in redacted("postgresql://u:hunter2@[::1/vg")  # cannot be read
     assert redacted("/var/lib/store.sqlite") == "/var/lib/store.sqlite"
+
+
+@pytest.mark.parametrize(
+    "store",
+    [
+        "postgresql://bob:pw%zzhunter2@127.0.0.1:1/vg",  # the driver's error quotes it
+        "postgresql://bob@127.0.0.1:1/vg?connect_timeout=abc&password=hunter2",
+        "postgresql://u:hunter2@[::1/vg",
+        "host=127.0.0.1 dbname=vg password=hunter2",  # libpq's form, not a file name
+    ],
+)
+def test_a_store_url_that_cannot_be_used_is_one_line_without_its_password(
+    cli, tmp_path: Path, store: str
+) -> None:
+    result = cli("serve", "--store", store, "--grpc-listen", "127.0.0.1:0")
+    assert result.exit_code == 2, result.output
+    assert "hunter2" not in result.output and "Traceback" not in result.output
+    assert len(result.output.strip().splitlines()) == 1
+    assert not list(tmp_path.glob("host=*"))
+
+
+def test_a_lease_too_short_to_renew_is_refused(cli) -> None:
+    result = cli("serve", "--store", ":memory:", "--lease", "1s")
+    assert result.exit_code == 2 and "--lease must be at least 3s" in result.output
 
 
 def test_serve_that_cannot_reach_its_store_says_so_without_the_password(cli) -> None:

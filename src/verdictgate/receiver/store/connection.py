@@ -204,16 +204,15 @@ class PostgresDatabase(Database):
                 url, **{key: value for key, value in SESSION.items() if key not in given}
             )
         except (psycopg.Error, ValueError):
-            raise RuntimeError(
-                f"the store URL {redacted(url)} is not one PostgreSQL reads "
-                "(postgresql://[user[:password]@]host[:port]/database[?parameter=value&...])"
-            ) from None
+            raise _unreadable(url) from None
         try:
             self._connection: psycopg.Connection[tuple[Any, ...]] = self._connect()
         except psycopg.OperationalError as error:  # its text names no password
             raise RuntimeError(
                 f"cannot reach the store {redacted(url)}: {first_line(error)}"
             ) from None
+        except psycopg.Error:  # a parameter libpq refuses: its text may quote any of them
+            raise _unreadable(url) from None
 
     def _connect(self) -> psycopg.Connection[tuple[Any, ...]]:
         """A connection, with the SESSION settings the URL leaves out."""
@@ -387,6 +386,15 @@ def open_database(location: str | Path = ":memory:") -> Database:
             "a PostgreSQL store is named by a URL: postgresql://user@host:port/database"
         )
     return SqliteDatabase(location)
+
+
+def _unreadable(url: str) -> RuntimeError:
+    """The error of a store URL PostgreSQL cannot read (never quoting it: a password may be in
+    any part)."""
+    return RuntimeError(
+        f"the store URL {redacted(url)} is not one PostgreSQL reads "
+        "(postgresql://[user[:password]@]host[:port]/database[?parameter=value&...])"
+    )
 
 
 def first_line(error: BaseException) -> str:

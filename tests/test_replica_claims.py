@@ -381,3 +381,24 @@ def test_every_replicas_scrape_endpoint_shows_the_latest_admission_whoever_made_
     for endpoint in endpoints:  # alert rules read each replica's: the same latest run
         shown = endpoint.snapshot.decode()
         assert 'verdictgate_run_id="second"' in shown and 'verdictgate_run_id="first"' not in shown
+
+
+def test_back_from_a_store_outage_a_replica_renews_before_it_takes_over(location: str) -> None:
+    """Every lease lapses while the store is away: the replica that comes back first renews its
+    own and waits a lease before taking any other's, so the others, back too, keep theirs."""
+    clock = ManualClock(1_000_000.0)
+    a, b = replica(location, "a", clock), replica(location, "b", clock)
+    ingest(b, [run_span("theirs", planned=40), *stable_run("theirs", cases=4, trials=5)])
+    a.store.renew = failing_once(location, a.store.renew)
+    clock.advance(LEASE + 1)  # the outage: b's lease on its run lapsed
+    with pytest.raises(psycopg.OperationalError):
+        a.tick()
+    a.tick()  # back: renews its own, takes nothing over yet
+    assert a.store.run("theirs").owner == "b"
+    with pytest.raises(psycopg.OperationalError):
+        b.tick()  # b's connection was lost in the outage too
+    for _ in range(10):  # b is back, and renews: its run stays its own
+        b.tick()
+        a.tick()
+        assert a.store.run("theirs").owner == "b"
+        clock.advance(LEASE / 5)

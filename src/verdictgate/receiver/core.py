@@ -134,6 +134,8 @@ class Receiver:
         self._shown_until = 0.0
         """The latest admission time the scrape endpoint has shown."""
         self._next_claim = 0.0
+        self._store_was_away = False
+        """The last tick's store failed it: the next one renews, and takes over a lease later."""
         self._lifecycle = Lifecycle(
             Timing(idle=config.idle, window=config.window, run_span_ends_run=False),
             self._canary_declaration,
@@ -271,8 +273,12 @@ class Receiver:
         delete runs finished longer ago than that (at most once a minute, through an index of
         finished runs by age: the cost follows what is deleted, not the history)."""
         now = self._clock()
-        with self._lock:
-            self._follow(now)
+        try:
+            with self._lock:
+                self._follow(now)
+        except Exception as error:
+            self._store_was_away = self._store_was_away or is_store_error(error)
+            raise
         self._show_others()
         drained = True  # a settling that failed must not hold every timer back
         try:
@@ -325,8 +331,12 @@ class Receiver:
         if self.store.shared and now >= self._next_claim:
             self.store.renew(self.replica, now + self.config.lease)
             self._next_claim = now + self.config.lease / 3
-            self._take_over(now)
-            self.store.recount()
+            if self._store_was_away:  # every lease lapsed meanwhile: the replicas that come
+                self._store_was_away = False  # back renew theirs before any is taken over
+                self._next_claim = now + self.config.lease
+            else:
+                self._take_over(now)
+                self.store.recount()
         owned = self.store.owned_runs(self.replica)
         for run_id in [run_id for run_id in self._known if run_id not in owned]:
             del self._known[run_id]  # taken over by another replica

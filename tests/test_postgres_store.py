@@ -43,14 +43,70 @@ def test_the_aggregates_sqlite_sql_is_spoken_as_postgresql(sqlite: str, postgres
     assert to_postgres(sqlite) == postgres
 
 
-def test_a_url_is_printed_without_its_password() -> None:
-    assert redacted("postgresql://bob:hunter2@db:5432/vg") == "postgresql://bob:***@db:5432/vg"
-    assert redacted("postgresql://bob@db/vg?sslmode=require&password=hunter2") == (
-        "postgresql://bob@db/vg?sslmode=require&password=***"
+@pytest.mark.parametrize(
+    ("url", "shown"),
+    [
+        ("postgresql://bob:hunter2@db:5432/vg", "postgresql://bob:***@db:5432/vg"),
+        ("postgresql://bob@db/vg?sslmode=require&password=hunter2", "postgresql://bob:***@db/vg?sslmode=require"),
+        ("postgresql://bob:hun#ter2@db/vg", "postgresql://bob:***@db/vg"),  # libpq reads it so
+        ("postgresql://bob:hun?ter2@db/vg", "postgresql://bob:***@db/vg"),
+        ("postgresql://bob@db/vg?pass%77ord=hunter2", "postgresql://bob:***@db/vg"),
+        ("postgresql://bob@db/vg?PASSWORD=hunter2", "postgresql://(a URL that cannot be read)"),
+        ("postgresql://u:hunter2@[::1/vg", "postgresql://(a URL that cannot be read)"),
+        ("postgresql://bob@db/vg", "postgresql://bob@db/vg"),
+        ("/var/lib/store.sqlite", "/var/lib/store.sqlite"),
+    ],
+)  # fmt: skip
+def test_a_url_is_printed_without_its_password(url: str, shown: str) -> None:
+    assert redacted(url) == shown
+
+
+@pytest.mark.parametrize(
+    ("error", "retried"),
+    [
+        (psycopg.errors.AdminShutdown, True),  # the server restarting
+        (psycopg.errors.DeadlockDetected, True),
+        (psycopg.errors.LockNotAvailable, True),  # lock_timeout
+        (psycopg.errors.IdleInTransactionSessionTimeout, True),  # a replica paused mid-write
+        (psycopg.errors.ReadOnlySqlTransaction, True),  # a write that reached a standby
+        (psycopg.OperationalError, True),  # the connection lost (no SQLSTATE)
+        (psycopg.errors.InsufficientPrivilege, False),
+        (psycopg.errors.UniqueViolation, False),
+        (psycopg.errors.UndefinedColumn, False),
+    ],
+)
+def test_a_sender_is_told_to_retry_what_a_retry_may_not_meet(error: type, retried: bool) -> None:
+    assert is_store_error(error()) is retried
+
+
+def test_a_role_that_may_not_create_the_tables_is_one_line(cli, postgres_server: str) -> None:
+    name = f"t_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(postgres_server, autocommit=True) as admin:
+        admin.execute(f"CREATE DATABASE {name}")
+        admin.execute(f"CREATE ROLE r_{name} LOGIN")  # PostgreSQL 15: no CREATE on public
+    url = postgres_server.rpartition("@")[2].rpartition("/")[0]
+    result = cli(
+        "serve", "--store", f"postgresql://r_{name}@{url}/{name}", "--grpc-listen", "127.0.0.1:0"
     )
-    assert redacted("postgresql://bob@db/vg") == "postgresql://bob@db/vg"
-    assert "hunter2" not in redacted("postgresql://u:hunter2@[::1/vg")  # cannot be read
-    assert redacted("/var/lib/store.sqlite") == "/var/lib/store.sqlite"
+    assert result.exit_code == 2 and "Traceback" not in result.output
+    assert "cannot open the store" in result.output and "permission denied" in result.output
+    assert len(result.output.strip().splitlines()) == 1
+
+
+def test_admissions_since_are_read_page_by_page_each_once(
+    postgres_server: str, tmp_path: Path
+) -> None:
+    store = Store(StoreMaker("postgresql", tmp_path, postgres_server).location("pages"))
+    for number in range(25):  # five admissions at each of five times
+        run = f"r{number:02d}"
+        store.write([Trial("c", 0, "approve", run, "approve")], now=1_000.0)
+        store.finish(run, "qualified", None, 1_000.0 + number // 5)
+    seen, position = [], (0.0, "")
+    while page := store.finished_since(*position, 4):
+        seen += [run.run_id for run, _ in page]
+        position = (page[-1][1], page[-1][0].run_id)
+    assert seen == [f"r{number:02d}" for number in range(25)]
+    store.close()
 
 
 @pytest.mark.parametrize(

@@ -402,3 +402,57 @@ def test_back_from_a_store_outage_a_replica_renews_before_it_takes_over(location
         a.tick()
         assert a.store.run("theirs").owner == "b"
         clock.advance(LEASE / 5)
+
+
+def test_a_scrape_endpoint_keeps_up_with_more_admissions_than_a_page(location: str) -> None:
+    from verdictgate.receiver.prometheus_endpoint import PrometheusEndpoint
+
+    clock = ManualClock(1_000_000.0)
+    endpoint = PrometheusEndpoint()
+    a = Receiver(
+        Store(location),
+        None,
+        ReceiverConfig(replica="a", lease=LEASE),
+        clock=clock,
+        scrape=endpoint,
+    )
+    other = Store(location)  # another replica, admitting a burst of canaries of one suite
+    for number in range(1_100):
+        run = f"burst-{number:04d}"
+        other.write(
+            [Trial("c", 0, "approve", run, "approve")],
+            labels={run: ("gate", "approval_gate")},
+            now=clock(),
+        )
+        other.finish(run, "inconclusive", None, clock())
+    a.tick()
+    assert 'verdictgate_run_id="burst-1099"' in endpoint.snapshot.decode()
+    clock.advance(1.0)
+    other.write(
+        [Trial("c", 0, "approve", "last", "approve")],
+        labels={"last": ("gate", "approval_gate")},
+        now=clock(),
+    )
+    other.finish("last", "inconclusive", None, clock())
+    a.tick()  # more than a page within the margin: the newest is read all the same
+    assert 'verdictgate_run_id="last"' in endpoint.snapshot.decode()
+    other.close()
+
+
+def test_a_run_whose_admission_fails_for_a_bug_is_not_tried_at_every_tick(
+    location: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    clock = ManualClock(1_000_000.0)
+    a = replica(location, "a", clock)
+
+    def broken(*args: object, **kwargs: object) -> bool:
+        raise ValueError("a bug in admitting")
+
+    a.store.finish = broken
+    ingest(a, [run_span("r", planned=8), *stable_run("r", cases=2, trials=4)])
+    assert a.flush()
+    for _ in range(5):
+        clock.advance(1.0)
+        a.tick()
+        assert a.flush()
+    assert sum("run r cannot be assessed" in r.getMessage() for r in caplog.records) == 1

@@ -236,9 +236,8 @@ class Lifecycle:
         last_news: float,
     ) -> None:
         """Take up an open run as a store kept it (a receiver's restart, or a replica taking a
-        run over): its evidence,
-        what it is judged by, whether a run span declared it (then it has ended), and when it
-        opened and last had news."""
+        run over): its evidence, what it is judged by, whether a run span declared it (then it
+        has ended), and when it opened and last had news."""
         self._ended.pop(run_id, None)
         run = self._runs[run_id] = _Run(
             run_id,

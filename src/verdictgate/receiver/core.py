@@ -37,6 +37,7 @@ from .finisher import Finisher
 from .forwarder import Forwarder
 from .run_signals import RunSignals
 from .store import LOCAL, Store, StoredRun, Written, is_store_error
+from .store.connection import is_connection_lost
 from .store.facade import DueTrace
 
 if TYPE_CHECKING:
@@ -49,6 +50,8 @@ TRACE_TTL = 600.0
 (so that a late copy of its spans decides nothing again)."""
 CLAIM_BATCH = 1000
 """Runs one claim takes at most (a takeover of more claims again)."""
+SHOWN_PAGE = 1000
+"""Other replicas' admissions read at once (a tick reads page after page)."""
 SHOWN_MARGIN = 60.0
 """Seconds of other replicas' admissions read again at each tick, for commits that come late."""
 FORGET_BATCHES = 20
@@ -79,11 +82,11 @@ class Receiver:
     the trials are committed, so a finish on a store of one process never reads a run back:
     the store is the durable log (read at start, to recover the open runs and the runs that
     were final but not yet admitted, and each tick for the runs this replica owns) and the
-    outbox; in a shared store a finish reads the run, which other replicas may have written. Deciding that a run is final is committed with the request that
-    completed it; assessing, staging and publishing its admission happen on the finisher's
-    threads (each run's decisions in order, runs side by side), so a slow finish holds no
-    ingest slot, no lock a request needs, and no other run's finish. With a
-    `forwarder`, each admission is staged in the store's outbox in the same transaction that
+    outbox; in a shared store a finish reads the run, which other replicas may have written.
+    Deciding that a run is final is committed with the request that completed it; assessing,
+    staging and publishing its admission happen on the finisher's threads (each run's decisions
+    in order, runs side by side), so a slow finish holds no ingest slot, no lock a request
+    needs, and no other run's finish. With a `forwarder`, each admission is staged in the store's outbox in the same transaction that
     makes the run admitted, and delivered by the forwarder's own thread. A run holds at most
     `max_trials_per_run` trials; spans beyond that are rejected (partial success).
 
@@ -131,8 +134,8 @@ class Receiver:
         self._set_aside: set[str] = set()
         self._shown: dict[str, float] = {}
         """Runs admitted lately that the scrape endpoint shows (their admission's time)."""
-        self._shown_until = 0.0
-        """The latest admission time the scrape endpoint has shown."""
+        self._shown_until = clock()
+        """The latest admission time the scrape endpoint has shown (from start on)."""
         self._next_claim = 0.0
         self._store_was_away = False
         """The last tick's store failed it: the next one renews, and takes over a lease later."""
@@ -180,9 +183,8 @@ class Receiver:
         open one into the lifecycle, a final one still to admit to the finisher (the lock is
         held). A run whose stored declaration cannot be read is set aside; a store fault leaves
         it for the next tick to take up."""
-        if run.final:
-            _isolated(run.run_id, functools.partial(self._admit_recovered, run))
-        elif _isolated(run.run_id, functools.partial(self._restore, run)) is False:
+        work = self._admit_recovered if run.final else self._restore
+        if _isolated(run.run_id, functools.partial(work, run)) is False:
             self._lifecycle.set_aside(run.run_id)
             self._set_aside.add(run.run_id)
 
@@ -217,12 +219,12 @@ class Receiver:
             self._show(scrape, run, finished_at)
             self._shown_until = max(self._shown_until, finished_at)
 
-    def _show(self, scrape: PrometheusEndpoint, run: StoredRun, finished_at: float) -> None:
+    def _show(self, scrape: PrometheusEndpoint, run: StoredRun, finished_at: float) -> bool:
         """Show an admission made before (at start, or by another replica) as it stood when it
         was made, its trials counted where it was made; nothing for a run beyond the label
-        limit (nothing of it was shown as its own)."""
+        limit (nothing of it was shown as its own). False when it could not be shown now."""
         if OVERFLOW in self._labels.base(run.suite or "", run.point or ""):
-            return
+            return True
 
         def show() -> None:
             publication = AdmissionRecord.of(
@@ -235,7 +237,7 @@ class Receiver:
             )
             scrape.emit(replace(publication, trials_added={}))
 
-        _isolated(run.run_id, show)
+        return _isolated(run.run_id, show) is True
 
     def _show_others(self) -> None:
         """In a shared store, show what the other replicas admitted since the last tick, so
@@ -244,13 +246,28 @@ class Receiver:
         SHOWN_MARGIN seconds kept for commits that come late or clocks a little apart)."""
         if self.scrape is None or not self.store.shared:
             return
-        for run, finished_at in self.store.finished_since(self._shown_until - SHOWN_MARGIN):
+        newest: dict[tuple[str | None, str | None], tuple[StoredRun, float]] = {}
+        position = (self._shown_until - SHOWN_MARGIN, "")
+        while page := self.store.finished_since(*position, SHOWN_PAGE):
             with self._admitting:  # the finisher marks this replica's own as shown
-                new = run.run_id not in self._shown
-                self._shown[run.run_id] = finished_at
-                self._shown_until = max(self._shown_until, finished_at)
-            if new:
-                self._show(self.scrape, run, finished_at)
+                for run, finished_at in page:
+                    self._shown_until = max(self._shown_until, finished_at)
+                    if run.run_id in self._shown:
+                        continue
+                    key = (run.suite, run.point)
+                    if key in newest and newest[key][1] > finished_at:
+                        self._shown[run.run_id] = finished_at  # superseded: never shown
+                        continue
+                    if key in newest:
+                        self._shown[newest[key][0].run_id] = newest[key][1]
+                    newest[key] = (run, finished_at)
+            position = (page[-1][1], page[-1][0].run_id)
+            if len(page) < SHOWN_PAGE:
+                break
+        for run, finished_at in newest.values():  # one a suite; one that fails is tried again
+            if self._show(self.scrape, run, finished_at):  # at the next tick
+                with self._admitting:
+                    self._shown[run.run_id] = finished_at
         with self._admitting:
             horizon = self._shown_until - SHOWN_MARGIN
             for run_id in [run_id for run_id, at in self._shown.items() if at < horizon]:
@@ -277,12 +294,15 @@ class Receiver:
             with self._lock:
                 self._follow(now)
         except Exception as error:
-            self._store_was_away = self._store_was_away or is_store_error(error)
+            self._store_was_away = self._store_was_away or is_connection_lost(error)
             raise
         self._show_others()
-        drained = True  # a settling that failed must not hold every timer back
-        try:
+        drained = True  # a settling that failed must not hold every timer back, unless the store
+        try:  # failed it: a trial due may yet settle, and its run must not go idle meanwhile
             drained = self._settle_traces(now)
+        except Exception as error:
+            drained = not is_store_error(error)
+            raise
         finally:
             with self._lock:  # a run is never idle while a trial due by `now` waits to settle
                 self._advance(now, timers=drained)
@@ -501,7 +521,12 @@ class Receiver:
                     self._lifecycle.close(decision.run_id, Reason.SEQUENTIAL)
                     self._advance(self._clock())
         elif isinstance(decision, Final):
-            self._finish(decision)
+            try:
+                self._finish(decision)
+            except Exception as error:
+                if not is_store_error(error):  # not to be tried again at every tick
+                    self._set_aside.add(decision.run_id)
+                raise
         else:
             self._stage_window(decision)
 

@@ -1,6 +1,6 @@
 """Delivering the receiver's admissions: a thread drains the store's durable outbox, oldest
-first (the order of one replica's claims), into a target (an OTLP endpoint, see `otlp_target`), retrying with backoff; ingest never waits
-for it."""
+first (the order of one replica's claims), into a target (an OTLP endpoint, see
+`otlp_target`), retrying with backoff; ingest never waits for it."""
 
 from __future__ import annotations
 

@@ -12,9 +12,8 @@ from .runs import RUN_COLUMNS, TRIAL_COLUMNS, stored_run
 class RunClaims:
     """The `runs` table's owner and lease columns, and the trials by the write that stored them."""
 
-    def __init__(self, skip_locked: str, lock_row: str) -> None:
+    def __init__(self, skip_locked: str) -> None:
         self._skip_locked = skip_locked
-        self._lock_row = lock_row
 
     def claim(
         self, cursor: Cursor, replica: str, now: float, until: float, limit: int, mine: bool
@@ -41,11 +40,12 @@ class RunClaims:
         return {run_id: (version, bool(final)) for run_id, version, final in rows}
 
     def renew(self, cursor: Cursor, replica: str, until: float) -> None:
-        """Extend `replica`'s lease on the runs it owns that are not admitted yet (locked in the
-        order every writer locks runs, so that a renewal and a write never deadlock)."""
+        """Extend `replica`'s lease on the runs it owns that are not admitted yet. A run a write
+        holds is left for the next renewal (a third of a lease later): a renewal never waits,
+        so it never deadlocks with a write, and a row a stalled replica holds costs no other."""
         cursor.execute(
             "UPDATE runs SET lease_until = ? WHERE run_id IN (SELECT run_id FROM runs"
-            f" WHERE owner = ? AND status IS NULL ORDER BY run_id{self._lock_row})",
+            f" WHERE owner = ? AND status IS NULL{self._skip_locked})",
             (until, replica),
         )
 

@@ -19,7 +19,6 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
-from urllib.parse import urlsplit, urlunsplit
 
 if TYPE_CHECKING:
     import psycopg
@@ -51,19 +50,40 @@ class Cursor(Protocol):
 
 def is_store_error(error: BaseException) -> bool:
     """Whether an exception is the store failing in a way a retry may not meet (a sender is
-    told to retry): any SQLite error; PostgreSQL's operational ones (the connection lost, the
-    server shutting down, a deadlock or a lock not had in time), not an error in what was
-    sent to it."""
+    told to retry): any SQLite error; on PostgreSQL a lost connection, a server shutting down
+    or out of resources, a deadlock or a lock not had in time, a transaction ended for idling,
+    or a write that reached a standby; not an error in what was sent to it."""
     if isinstance(error, sqlite3.Error):
         return True
-    return any(
-        kind.__module__.startswith("psycopg") and kind.__name__ in _RETRYABLE
-        for kind in type(error).__mro__
-    )
+    if not is_driver_error(error):
+        return False
+    state = getattr(error, "sqlstate", None)
+    if state is None:  # the driver's own: a connection that failed or was lost
+        return any(
+            kind.__name__ in ("OperationalError", "InterfaceError") for kind in type(error).__mro__
+        )
+    return state[:2] in _RETRYABLE_CLASSES or state in _RETRYABLE_STATES
 
 
-_RETRYABLE = ("OperationalError", "InterfaceError")
-"""psycopg's classes of errors a retry may not meet (DB-API's names)."""
+def is_driver_error(error: BaseException) -> bool:
+    """Whether an exception is a store driver's (sqlite3's or psycopg's), of any kind."""
+    return isinstance(error, sqlite3.Error) or type(error).__module__.startswith("psycopg")
+
+
+def is_connection_lost(error: BaseException) -> bool:
+    """Whether a store error is the store being away (the connection, or the server), rather
+    than a conflict with another replica."""
+    state = getattr(error, "sqlstate", None)
+    return is_store_error(error) and (state is None or state[:2] in ("08", "57", "53", "58"))
+
+
+_RETRYABLE_CLASSES = ("08", "40", "53", "57", "58")
+"""SQLSTATE classes a retry may not meet: connection exceptions, transaction rollbacks
+(deadlocks, serialization failures), insufficient resources, operator intervention (a shutdown,
+a cancel), system errors."""
+_RETRYABLE_STATES = ("55P03", "25P03", "25006")
+"""And these: a lock not had in time, a transaction ended for idling, a read-only transaction
+(a write that reached a standby during a failover)."""
 
 
 def is_postgres_url(location: str | Path) -> bool:
@@ -72,23 +92,24 @@ def is_postgres_url(location: str | Path) -> bool:
 
 
 def redacted(location: str | Path) -> str:
-    """A store location fit for a log line: a URL's password, in its user part or its query,
-    replaced by `***` (a URL that cannot be read is not shown at all)."""
+    """A store location fit for a log line: a PostgreSQL URL rebuilt from what libpq reads in
+    it, with `***` for its password, wherever it was given (one that cannot be read is not
+    shown at all)."""
     text = str(location)
     if not is_postgres_url(text):
         return text
     try:
-        parts = urlsplit(text)
-        host = parts.netloc.rpartition("@")[2]
-        user = parts.netloc.rpartition("@")[0].partition(":")[0]
-    except ValueError:
+        from psycopg.conninfo import conninfo_to_dict
+
+        given = {key: str(value) for key, value in conninfo_to_dict(text).items()}
+    except Exception:
         return "postgresql://(a URL that cannot be read)"
-    netloc = f"{user}:***@{host}" if parts.password is not None else parts.netloc
-    query = _QUERY_PASSWORD.sub(r"\1***", parts.query)
-    return urlunsplit(parts._replace(netloc=netloc, query=query))
-
-
-_QUERY_PASSWORD = re.compile(r"((?:^|&)password=)[^&]*")
+    user, password = given.pop("user", ""), given.pop("password", None)
+    host, port, database = given.pop("host", ""), given.pop("port", ""), given.pop("dbname", "")
+    who = f"{user}:***@" if password is not None else f"{user}@" if user else ""
+    where = f"{host}:{port}" if port else host
+    query = "&".join(f"{key}={value}" for key, value in sorted(given.items()))
+    return f"postgresql://{who}{where}/{database}" + (f"?{query}" if query else "")
 
 
 class Database(ABC):
@@ -266,6 +287,7 @@ class PostgresDatabase(Database):
     @contextmanager
     def migrating(self) -> Iterator[Cursor]:
         with self.transaction() as cursor:
+            cursor.execute("SET LOCAL lock_timeout = 0")  # another replica's may take a while
             cursor.execute("SELECT pg_advisory_xact_lock(?)", (MIGRATION_LOCK,))
             yield cursor
 
@@ -332,6 +354,7 @@ SESSION = {
         " -c tcp_user_timeout=30000"
     ),
     "application_name": "verdictgate",
+    "target_session_attrs": "read-write",  # never a standby, after a failover
 }
 """libpq parameters a store URL leaves out. How long to try to connect, and TCP keepalives on
 the connection, so that this replica notices a server that is gone. For the server's side of

@@ -14,7 +14,14 @@ from ...otel.framework_traces import FrameworkSpan, TrialMark, settled_trials
 from ...trial_model import Trial
 from ...wire_types import AttributeValue
 from .claims import RunClaims
-from .connection import Cursor, first_line, is_store_error, open_database, redacted
+from .connection import (
+    Cursor,
+    first_line,
+    is_driver_error,
+    is_store_error,
+    open_database,
+    redacted,
+)
 from .held_spans import HeldSpans, SettledTrials, unpack_trace
 from .listing import DEFAULT_PAGE_SIZE, RunListing
 from .outbox import DEFAULT_OUTBOX_LIMIT, Outbox
@@ -47,7 +54,7 @@ class Store:
         try:
             migrate(database)
         except Exception as error:
-            if not is_store_error(error):
+            if not is_driver_error(error):  # a role without CREATE is as clear a refusal
                 raise
             database.close()
             raise RuntimeError(
@@ -60,7 +67,7 @@ class Store:
             self._held = HeldSpans(cursor, shared=database.shared, skip_locked=database.skip_locked)
         self._runs = Runs()
         self._listing = RunListing()
-        self._claims = RunClaims(database.skip_locked, database.lock_row)
+        self._claims = RunClaims(database.skip_locked)
         self._reachable = True
 
     @property
@@ -229,10 +236,13 @@ class Store:
         with self._database.locked() as cursor:
             return self._listing.latest_finished(cursor)
 
-    def finished_since(self, after: float, limit: int = 1000) -> list[tuple[StoredRun, float]]:
-        """The runs admitted after `after` (epoch seconds), with when, the oldest first."""
+    def finished_since(
+        self, after: float, after_run: str = "", limit: int = 1000
+    ) -> list[tuple[StoredRun, float]]:
+        """The runs admitted after the position (`after`, epoch seconds; `after_run`, the run
+        id at that time), with when, the oldest first, a page of at most `limit`."""
         with self._database.locked() as cursor:
-            return self._listing.finished_since(cursor, after, limit)
+            return self._listing.finished_since(cursor, after, after_run, limit)
 
     def inconclusive_streak(self, suite: str | None, point: str | None, most: int = 1000) -> int:
         """How many of the suite's latest finished runs in a row were inconclusive (at most

@@ -70,14 +70,16 @@ class RunListing:
         return [(stored_run(row[:-1]), row[-1]) for row in rows]
 
     def finished_since(
-        self, cursor: Cursor, after: float, limit: int
+        self, cursor: Cursor, after: float, after_run: str, limit: int
     ) -> list[tuple[StoredRun, float]]:
-        """The runs admitted after `after` (epoch seconds), with when, the oldest first, at most
-        `limit` (through the index of finished runs by age)."""
+        """The runs admitted after the position (`after`, epoch seconds; `after_run`, the run
+        id at that time), with when, the oldest first, at most `limit` (through the index of
+        finished runs by age: pass the last one's position to read the next page)."""
         rows = cursor.execute(
-            f"SELECT {RUN_COLUMNS}, finished_at FROM runs WHERE final = 1 AND finished_at > ?"
-            " AND status IS NOT NULL ORDER BY finished_at LIMIT ?",
-            (after, limit),
+            f"SELECT {RUN_COLUMNS}, finished_at FROM runs WHERE final = 1 AND finished_at >= ?"
+            " AND (finished_at > ? OR run_id > ?) AND status IS NOT NULL"
+            " ORDER BY finished_at, run_id LIMIT ?",
+            (after, after, after_run, limit),
         ).fetchall()
         return [(stored_run(row[:-1]), row[-1]) for row in rows]
 

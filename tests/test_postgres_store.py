@@ -16,7 +16,8 @@ from msgspec.structs import replace
 
 from postgres_support import StoreMaker, postgresql
 from verdictgate.receiver.store import Store, is_store_error
-from verdictgate.receiver.store.connection import redacted, to_postgres
+from verdictgate.receiver.store.locations import redacted
+from verdictgate.receiver.store.postgres import to_postgres
 from verdictgate.trial_model import Trial
 
 

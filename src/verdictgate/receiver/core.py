@@ -37,8 +37,8 @@ from .finisher import Finisher
 from .forwarder import Forwarder
 from .run_signals import RunSignals
 from .store import LOCAL, Store, StoredRun, Written, is_store_error
-from .store.connection import is_connection_lost
 from .store.facade import DueTrace
+from .store.faults import is_connection_lost
 
 if TYPE_CHECKING:
     from .prometheus_endpoint import PrometheusEndpoint
@@ -86,9 +86,10 @@ class Receiver:
     Deciding that a run is final is committed with the request that completed it; assessing,
     staging and publishing its admission happen on the finisher's threads (each run's decisions
     in order, runs side by side), so a slow finish holds no ingest slot, no lock a request
-    needs, and no other run's finish. With a `forwarder`, each admission is staged in the store's outbox in the same transaction that
-    makes the run admitted, and delivered by the forwarder's own thread. A run holds at most
-    `max_trials_per_run` trials; spans beyond that are rejected (partial success).
+    needs, and no other run's finish. With a `forwarder`, each admission is staged in the
+    store's outbox in the same transaction that makes the run admitted, and delivered by the
+    forwarder's own thread. A run holds at most `max_trials_per_run` trials; spans beyond that
+    are rejected (partial success).
 
     A canary whose decision spans name a suite of the config's `canary_suites` is judged by
     that suite (its contract, cases and policy) instead of the default policy. `clock` (epoch

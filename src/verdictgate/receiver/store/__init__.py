@@ -5,12 +5,13 @@ replicas): first record wins, conflicts kept, runs resumable and claimed.
 `Runs` (runs and their trials: writing, declaring, admitting), `RunClaims` (which replica
 decides a run, with a lease), `HeldSpans` (framework spans held until their trial settles),
 `Outbox` (admissions staged for publishing, claimed for delivery) and `RunListing` (listing and
-retention); `schema` creates and migrates the tables, `connection` holds the one connection,
-its lock, its transactions and the SQL dialect.
+retention); `schema` creates and migrates the tables; `connection` holds the one connection,
+its lock and its transactions (`postgres` the PostgreSQL one and its SQL); `locations` names a
+store, and `faults` says what its errors are.
 """
 
-from .connection import is_store_error
 from .facade import LOCAL, Store
+from .faults import is_store_error
 from .records import StoredRun, Written
 from .trial_rows import encode_decision
 

@@ -12,8 +12,8 @@ from .runs import RUN_COLUMNS, TRIAL_COLUMNS, stored_run
 class RunClaims:
     """The `runs` table's owner and lease columns, and the trials by the write that stored them."""
 
-    def __init__(self, skip_locked: str) -> None:
-        self._skip_locked = skip_locked
+    def __init__(self, for_update_skip_locked: str) -> None:
+        self._skip_locked = for_update_skip_locked
 
     def claim(
         self, cursor: Cursor, replica: str, now: float, until: float, limit: int, mine: bool

@@ -14,16 +14,11 @@ from ...otel.framework_traces import FrameworkSpan, TrialMark, settled_trials
 from ...trial_model import Trial
 from ...wire_types import AttributeValue
 from .claims import RunClaims
-from .connection import (
-    Cursor,
-    first_line,
-    is_driver_error,
-    is_store_error,
-    open_database,
-    redacted,
-)
+from .connection import Cursor, open_database
+from .faults import first_line, is_driver_error, is_store_error
 from .held_spans import HeldSpans, SettledTrials, unpack_trace
 from .listing import DEFAULT_PAGE_SIZE, RunListing
+from .locations import redacted
 from .outbox import DEFAULT_OUTBOX_LIMIT, Outbox
 from .records import StoredRun, Written
 from .runs import Claim, Runs
@@ -62,12 +57,19 @@ class Store:
             ) from None
         with database.locked() as cursor:
             self._outbox = Outbox(
-                cursor, outbox_limit, shared=database.shared, skip_locked=database.skip_locked
+                cursor,
+                outbox_limit,
+                shared=database.shared,
+                for_update_skip_locked=database.for_update_skip_locked,
             )
-            self._held = HeldSpans(cursor, shared=database.shared, skip_locked=database.skip_locked)
+            self._held = HeldSpans(
+                cursor,
+                shared=database.shared,
+                for_update_skip_locked=database.for_update_skip_locked,
+            )
         self._runs = Runs()
         self._listing = RunListing()
-        self._claims = RunClaims(database.skip_locked)
+        self._claims = RunClaims(database.for_update_skip_locked)
         self._reachable = True
 
     @property
@@ -166,7 +168,8 @@ class Store:
         labels to `labels`); what marks them settled. The trace stays held until the commit."""
         trace_id, quiet_since, held_since = due
         cursor.execute(
-            f"SELECT trace_id FROM traces WHERE trace_id = ?{self._database.lock_row}", (trace_id,)
+            f"SELECT trace_id FROM traces WHERE trace_id = ?{self._database.for_update}",
+            (trace_id,),
         )
         marks, facts = unpack_trace(self._held.trace(cursor, trace_id, quiet_since, held_since))
         derived, below = settled_trials(marks, facts)

@@ -62,9 +62,11 @@ class HeldSpans:
     replicas hold and settle spans too, an estimate: counted again when it says the cap is
     passed, and at each of the receiver's lease renewals, `Store.recount`)."""
 
-    def __init__(self, cursor: Cursor, *, shared: bool = False, skip_locked: str = "") -> None:
+    def __init__(
+        self, cursor: Cursor, *, shared: bool = False, for_update_skip_locked: str = ""
+    ) -> None:
         self._shared = shared
-        self._skip_locked = skip_locked
+        self._skip_locked = for_update_skip_locked
         self.spans_held = self.count(cursor)
         self.spans_let_go = 0
         """Framework spans let go to stay within the held-span cap, or beyond a trace's cap."""
@@ -225,8 +227,8 @@ class HeldSpans:
         cursor.execute(
             "SELECT trace_id FROM traces WHERE last_seen < ? AND NOT EXISTS (SELECT 1 FROM"
             " trial_marks m WHERE m.trace_id = traces.trace_id AND m.settled = 0)"
-            f" ORDER BY last_seen LIMIT ?{self._skip_locked}",  # held, and checked again, till
-            (before, limit),  # the commit: a trace that took a span meanwhile is kept
+            f" ORDER BY last_seen LIMIT ?{self._skip_locked}",  # held, and checked again,
+            (before, limit),  # till the commit: a trace that took a span meanwhile is kept
         )
         doomed = [(trace_id,) for (trace_id,) in cursor.fetchall()]
         cursor.executemany("DELETE FROM trace_spans WHERE trace_id = ?", doomed)

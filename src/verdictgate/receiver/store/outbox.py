@@ -26,13 +26,13 @@ class Outbox:
         limit: int = DEFAULT_OUTBOX_LIMIT,
         *,
         shared: bool = False,
-        skip_locked: str = "",
+        for_update_skip_locked: str = "",
     ) -> None:
         self.limit = limit
         self.size = self.count(cursor)
         self._full = False
         self._shared = shared
-        self._skip_locked = skip_locked
+        self._skip_locked = for_update_skip_locked
 
     def count(self, cursor: Cursor) -> int:
         """The admissions the outbox holds, counted."""

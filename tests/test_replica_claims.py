@@ -4,18 +4,22 @@ taken over, a renewed one never; a trace is settled once, and an admission deliv
 
 from __future__ import annotations
 
+import itertools
 import threading
 import time
+import uuid
 from pathlib import Path
 
 import psycopg
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from opentelemetry.proto.common.v1.common_pb2 import KeyValue
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
 from postgres_support import StoreMaker
-from receiver_support import request, run_span, stable_run
-from verdictgate import Contract, Suite, Trial, assess
+from receiver_support import decision_span, request, run_span, stable_run
+from verdictgate import Contract, Suite, Trial, assess, render
 from verdictgate.clock import ManualClock
 from verdictgate.otel import conventions as names
 from verdictgate.otel.admission_record import AdmissionRecord, TrialTally
@@ -456,3 +460,45 @@ def test_a_run_whose_admission_fails_for_a_bug_is_not_tried_at_every_tick(
         a.tick()
         assert a.flush()
     assert sum("run r cannot be assessed" in r.getMessage() for r in caplog.records) == 1
+
+
+_SPANS = [
+    run_span("one", planned=40),
+    *[
+        decision_span("one", f"c{case}", index, route, "approve")
+        for case in range(4)
+        for index in range(10)
+        for route in [("deny" if case == 0 and index % 3 == 1 else "approve")]
+    ],
+]
+"""One run: a run span and 40 decision spans, one case flipping now and then."""
+
+
+@given(
+    order=st.permutations(range(len(_SPANS))),
+    cuts=st.sets(st.integers(1, len(_SPANS) - 1), max_size=6),
+    sides=st.lists(st.booleans(), min_size=7, max_size=7),
+)
+@settings(max_examples=12, suppress_health_check=[HealthCheck.function_scoped_fixture])
+def test_any_order_batching_and_replica_gives_the_answer_of_one_receiver(
+    postgres_server: str, tmp_path: Path, order: list[int], cuts: set[int], sides: list[bool]
+) -> None:
+    """The same spans, in any order, cut into any requests, each sent to either replica: the
+    run's admission is the one a lone SQLite receiver gives them in one request."""
+    alone = Receiver(Store(), None, ReceiverConfig(idle=60.0))
+    ingest(alone, _SPANS)
+    assert alone.flush()
+    clock = ManualClock(1_000_000.0)
+    location = StoreMaker("postgresql", tmp_path, postgres_server).location(uuid.uuid4().hex)
+    a, b = replica(location, "a", clock), replica(location, "b", clock)
+    bounds = [0, *sorted(cuts), len(_SPANS)]
+    for number, (start, end) in enumerate(itertools.pairwise(bounds)):
+        ingest((a, b)[sides[number]], [_SPANS[n] for n in order[start:end]])
+    for receiver in (a, b, a, b):
+        receiver.tick()
+        assert receiver.flush()
+    assert b.store.run("one").status is not None
+    assert render(b.assessment("one"), "json") == render(alone.assessment("one"), "json")
+    for receiver in (a, b):
+        receiver.close()
+        receiver.store.close()

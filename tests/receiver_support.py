@@ -13,7 +13,7 @@ from pathlib import Path
 from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.common.v1.common_pb2 import KeyValue
-from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans, Span
+from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans, Span, Status
 from opentelemetry.sdk.trace.export import SpanExportResult
 
 from components import free_port
@@ -119,3 +119,49 @@ def start_serve(store: Path | str, port: int, *options: str) -> subprocess.Popen
         time.sleep(0.05)
     process.kill()
     raise RuntimeError("the receiver did not start")
+
+
+class Trace:
+    """Spans of one trial in one trace, shaped as Strands emits them below a harness's span."""
+
+    def __init__(self, number: int) -> None:
+        self.trace_id = number.to_bytes(16, "big")
+        self.spans: list[Span] = []
+        self._next = number * 1000
+
+    def add(self, name: str, parent: Span | None, start: int, error: bool = False, **attributes):
+        self._next += 1
+        span = Span(
+            name=name,
+            trace_id=self.trace_id,
+            span_id=self._next.to_bytes(8, "big"),
+            parent_span_id=parent.span_id if parent is not None else b"",
+            start_time_unix_nano=start,
+            end_time_unix_nano=start + 1_000_000,
+            attributes=[KeyValue(key=k, value=any_value(v)) for k, v in attributes.items()],
+            status=Status(code=Status.STATUS_CODE_ERROR if error else Status.STATUS_CODE_OK),
+        )
+        self.spans.append(span)
+        return span
+
+
+def strands_trial(number: int, run: str, case: str, index: int, tools: list[str],
+                  rule: str = "tools", failing: str | None = None,
+                  agent_failed: bool = False, start: int | None = None) -> list[Span]:  # fmt: skip
+    trace = Trace(number)
+    harness = trace.add(
+        names.TRIAL_SPAN, None, 1,
+        **{names.RUN_ID: run, names.CASE_ID: case, names.TRIAL: index,
+           names.CASE_EXPECTED: "refund", names.DECISION_RULE: rule, names.SUITE: "support"},
+    )  # fmt: skip
+    agent = trace.add("invoke_agent support", harness, 2, error=agent_failed,
+                      **{"gen_ai.operation.name": "invoke_agent",
+                         "gen_ai.agent.name": "support"})  # fmt: skip
+    cycle = trace.add("execute_event_loop_cycle", agent, 3)
+    trace.add("chat", cycle, 4, **{"gen_ai.operation.name": "chat",
+                                   "gen_ai.input.messages": "secret words"})  # fmt: skip
+    for n, tool in enumerate(tools):
+        trace.add(f"execute_tool {tool}", cycle, 10 + n if start is None else start,
+                  error=tool == failing,
+                  **{"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": tool})  # fmt: skip
+    return trace.spans

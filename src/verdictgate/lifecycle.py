@@ -19,8 +19,9 @@ caller serialises events). Each event costs constant time but for its trial's bo
 from __future__ import annotations
 
 import heapq
+import math
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 
@@ -157,6 +158,9 @@ class Lifecycle:
         self._changed: set[str] = set()
         """Sequential runs whose evidence changed since the last `due`."""
         self._finals: list[Final] = []
+        self._resumed = -math.inf
+        """News could arrive again from then on (`resumed`): no run is idle before a full idle
+        period from it."""
 
     # Events
 
@@ -196,6 +200,12 @@ class Lifecycle:
         run = self._runs.get(run_id)
         if run is not None:
             run.last_news = max(run.last_news, now)
+
+    def resumed(self, now: float) -> None:
+        """No news could arrive until `now` (a store away, a restart, a process paused): every
+        open run has a full idle period from `now`, as if it had news then. Costs nothing per
+        run: each looks again at its deadline once."""
+        self._resumed = max(self._resumed, now)
 
     def started(self, declaration: RunDeclaration, now: float) -> None:
         """A run span started: the run is judged by it and ends with it (never for idleness)."""
@@ -279,24 +289,27 @@ class Lifecycle:
 
     # Decisions
 
-    def due(self, now: float, timers: bool = True) -> list[Decision]:
+    def due(self, now: float, timers: bool = True, waiting: Collection[str] = ()) -> list[Decision]:
         """What is due at `now`: runs that ended since the last call, sequential runs' new
         complete rounds, and with `timers` canary windows and runs idle too long (a receiver
         looks at timers only on its tick, after settling what is due, so a run is never idle
-        while a trial of it waits to settle)."""
+        while a trial of it waits to settle; the runs `waiting` for one of their trials to
+        settle are looked at again at the next call)."""
         decisions: list[Decision] = []
         timing = self.timing
+        held: list[str] = []
         while timers and self._deadlines and self._deadlines[0][0] <= now:
             _, run_id = heapq.heappop(self._deadlines)
             run = self._runs.get(run_id)
             if run is None:
                 continue
             idle, window = timing.idle, timing.window
-            if (
+            is_idle = (
                 run.span is not SpanState.STARTED
                 and idle is not None
-                and now - run.last_news >= idle
-            ):
+                and now - max(run.last_news, self._resumed) >= idle
+            )
+            if is_idle and run_id not in waiting:
                 self._close(run, Reason.IDLE)
                 continue
             if (
@@ -306,7 +319,12 @@ class Lifecycle:
             ):
                 run.window_mark = now
                 decisions.append(Interim(run.run_id, run.evidence.snapshot(), run.declaration))
-            self._schedule(run)
+            if is_idle:  # idle once its trials settled: looked at again at the next call
+                held.append(run_id)
+            else:
+                self._schedule(run)
+        for run_id in held:
+            heapq.heappush(self._deadlines, (now, run_id))
         for run_id in sorted(self._changed):
             run = self._runs.get(run_id)
             if run is not None and (look := self._look(run)) is not None:
@@ -349,7 +367,7 @@ class Lifecycle:
         timing = self.timing
         deadlines = []
         if run.span is not SpanState.STARTED and timing.idle is not None:
-            deadlines.append(run.last_news + timing.idle)
+            deadlines.append(max(run.last_news, self._resumed) + timing.idle)
         if run.span is SpanState.NONE and timing.window is not None:
             deadlines.append(run.window_mark + timing.window)
         if deadlines:

@@ -33,6 +33,7 @@ from ..otel.spans import run_attributes
 from ..wire_types import AttributeValue
 from .assessment_cache import AssessmentCache, CachedAssessment
 from .config import ReceiverConfig
+from .database_clock import DatabaseClock, store_clock
 from .finisher import Finisher
 from .forwarder import Forwarder
 from .run_signals import RunSignals
@@ -102,7 +103,7 @@ class Receiver:
         forwarder: Forwarder | None = None,
         config: ReceiverConfig | None = None,
         *,
-        clock: Callable[[], float] = time.time,
+        clock: Callable[[], float] | None = None,
         scrape: PrometheusEndpoint | None = None,
     ) -> None:
         config = self.config = config or ReceiverConfig()
@@ -112,7 +113,7 @@ class Receiver:
         """Where admissions' metrics are also shown for Prometheus to scrape."""
         self._tally = TrialTally()
         self._labels = MetricLabels(config.metric_suites, config.max_metric_suites)
-        self._clock = clock
+        self._clock = clock = clock or store_clock(store)
         self._signals = RunSignals()
         self._cache = AssessmentCache(
             self.assessment_of, interval=config.assess_interval, clock=clock
@@ -140,6 +141,12 @@ class Receiver:
         self._next_claim = 0.0
         self._store_was_away = False
         """The last tick's store failed it: the next one renews, and takes over a lease later."""
+        self._away = False
+        """The store was away for a write or a tick (exports refused): the first that works
+        again gives every open run a full idle period, and every trace a full settle."""
+        self._resumed_at = -math.inf
+        """Exports could be taken again from then on: no trace settles for being quiet before
+        a full settle time (or hold) from it."""
         self._lifecycle = Lifecycle(
             Timing(idle=config.idle, window=config.window, run_span_ends_run=False),
             self._canary_declaration,
@@ -160,6 +167,7 @@ class Receiver:
             now = self._clock()
             # a store no other process writes: whoever held its runs' leases is gone
             self._take_over(now, mine=True, lapsed_before=None if self.store.shared else math.inf)
+            self._resume(now)  # nothing was taken while the process was down
             self._advance(now)  # a run whose plan was complete when it stopped
 
     def _take_over(
@@ -191,7 +199,9 @@ class Receiver:
 
     def _restore(self, run: StoredRun) -> None:
         """An open run into the lifecycle, as the store holds it at `run.version` (in a shared
-        store what later writes stored is caught up with at the next tick)."""
+        store what later writes stored is caught up with at the next tick), with a full idle
+        period from now: exports its last owner refused (dead, stalled, or restarting) are
+        still being retried."""
         upto = run.version if self.store.shared else None
         evidence = self.store.evidence(run.run_id, upto=upto)
         self._known[run.run_id] = run.version
@@ -201,7 +211,7 @@ class Receiver:
             self._declaration(run),
             declared=run.declared is not None,
             opened=run.first_seen,
-            last_news=max(run.last_seen, run.declared_at or 0.0),
+            last_news=max(run.last_seen, run.declared_at or 0.0, self._clock()),
         )
 
     def _admit_recovered(self, run: StoredRun) -> None:
@@ -285,33 +295,61 @@ class Receiver:
         self._write(extract)
 
     def tick(self) -> None:
-        """Settle the traces whose trials are due; hand the runs whose idle period is over (once
-        every trial due by now is settled), the canary windows that are due and new sequential
-        rounds to the finisher; with `retain`,
-        delete runs finished longer ago than that (at most once a minute, through an index of
-        finished runs by age: the cost follows what is deleted, not the history)."""
-        now = self._clock()
+        """Settle the traces whose trials are due; hand the runs whose idle period is over (but
+        those with a trial due by now still to settle), the canary windows that are due and new
+        sequential rounds to the finisher; with `retain`, delete runs finished longer ago than
+        that (at most once a minute, through an index of finished runs by age: the cost follows
+        what is deleted, not the history). On a shared store, measure the offset to the
+        database's clock first (`DatabaseClock`)."""
         try:
+            if isinstance(self._clock, DatabaseClock):
+                self._clock.measure()
+            now = self._clock()
             with self._lock:
                 self._follow(now)
+                self._came_back(now)
         except Exception as error:
+            self._store_failed(error)
             self._store_was_away = self._store_was_away or is_connection_lost(error)
             raise
         self._show_others()
-        drained = True  # a settling that failed must not hold every timer back, unless the store
-        try:  # failed it: a trial due may yet settle, and its run must not go idle meanwhile
-            drained = self._settle_traces(now)
-        except Exception as error:
-            drained = not is_store_error(error)
+        waiting: frozenset[str] | None = frozenset()  # None: which runs wait is not known
+        try:
+            waiting = self._settle_traces(now)
+        except Exception as error:  # a settling the store failed holds every timer back: a
+            waiting = None if is_store_error(error) else frozenset()  # trial due may yet settle
             raise
         finally:
-            with self._lock:  # a run is never idle while a trial due by `now` waits to settle
-                self._advance(now, timers=drained)
+            with self._lock:  # a run is never idle while a trial of it due by `now` waits
+                self._advance(now, timers=waiting is not None, waiting=waiting or frozenset())
         retain = self.config.retain
         if retain is not None and now >= self._next_retention:
             self._next_retention = now + RETENTION_EVERY
             while self.store.forget_finished(now - retain, RETENTION_BATCH) == RETENTION_BATCH:
                 pass
+
+    def resume(self) -> None:
+        """No export could be taken until now (the process was paused, or its transports were
+        away): every open run has a full idle period, and every trace a full settle, from now
+        (the server's ticker calls this when it woke far later than it asked)."""
+        with self._lock:
+            self._resume(self._clock())
+
+    def _resume(self, now: float) -> None:
+        self._lifecycle.resumed(now)
+        self._resumed_at = max(self._resumed_at, now)
+
+    def _store_failed(self, error: BaseException) -> None:
+        """A write or a tick the store failed: when it was away, exports were refused."""
+        if is_connection_lost(error):
+            self._away = True
+
+    def _came_back(self, now: float) -> None:
+        """A write or a tick the store took (the lock is held): after it was away, every open
+        run and trace has its full time from now, so that the exporters' retries land in it."""
+        if self._away:
+            self._away = False
+            self._resume(now)
 
     def flush(self, timeout: float = 30.0) -> bool:
         """Wait until every run handed to the finisher is admitted (and every window staged);
@@ -397,24 +435,33 @@ class Receiver:
         stored under the same lock, so no span lands between the reading and the settling."""
         with self._lock:
             now = self._clock()
-            written = self.store.write(
-                contents.trials,
-                contents.declarations,
-                dict(contents.labels),
-                now=now,
-                max_trials=self._max_trials,
-                max_held_spans=self.config.max_held_spans,
-                marks=contents.marks,
-                spans=contents.framework_spans,
-                due=settle,
-                claim=(self.replica, now + self.config.lease),
-            )
+            try:
+                written = self._written(contents, now, settle)
+            except Exception as error:
+                self._store_failed(error)
+                raise
+            self._came_back(now)
             self._record(written, contents.declarations, now)
             self._advance(now)
         self._log_late_and_let_go(written)
         if written.refused:
             self._reject_beyond_limit(contents, written.refused)
         self._signals.notify(run.run_id for run in written.runs)
+
+    def _written(self, contents: ExportContents, now: float, settle: DueTrace | None) -> Written:
+        """One write's commit (the lock is held)."""
+        return self.store.write(
+            contents.trials,
+            contents.declarations,
+            dict(contents.labels),
+            now=now,
+            max_trials=self._max_trials,
+            max_held_spans=self.config.max_held_spans,
+            marks=contents.marks,
+            spans=contents.framework_spans,
+            due=settle,
+            claim=(self.replica, now + self.config.lease),
+        )
 
     def _record(
         self, written: Written, declared: Sequence[dict[str, AttributeValue]], now: float
@@ -477,11 +524,14 @@ class Receiver:
             f"runs at their limit of {self._max_trials} trials: " + ", ".join(sorted(refused)[:3])
         )
 
-    def _advance(self, now: float, timers: bool = False) -> None:
+    def _advance(
+        self, now: float, timers: bool = False, waiting: frozenset[str] = frozenset()
+    ) -> None:
         """Make final in the store the runs the lifecycle says are over, and hand what is due
         to the finisher (the lock is held). Idle periods and windows (`timers`) are looked at
-        by the tick alone, after it settled the trials due by the same `now`."""
-        decisions = self._lifecycle.due(now, timers)
+        by the tick alone, after it settled the trials due by the same `now`; the runs
+        `waiting` for a due trial to settle are not idle yet."""
+        decisions = self._lifecycle.due(now, timers, waiting)
         finals = [d.run_id for d in decisions if isinstance(d, Final)]
         for run_id in finals:  # a close that fails leaves them open in the store: the next
             self._known.pop(run_id, None)  # tick takes them up again (`_follow`)
@@ -490,25 +540,36 @@ class Receiver:
             if not isinstance(decision, Final) or decision.run_id in closed:
                 self._finisher.put(decision)  # a run another replica took over is its to admit
 
-    def _settle_traces(self, now: float) -> bool:
+    def _settle_traces(self, now: float) -> frozenset[str]:
         """Derive and store the trials whose own spans (the trial span and those below it) have
         been quiet for the settle time, whatever else shares their trace, or whose trial span
         has waited `max_hold` (settled from what has arrived; later spans are late): a trace's
-        due trials in one transaction with marking them settled. Forget traces with no trial
-        left to settle, once quiet for TRACE_TTL (FORGET_BATCHES batches at most). True when
-        every trial due was settled (fewer than `settle_batch` traces were due); else the idle
-        periods wait for the next tick, so a run whose due trial is not settled yet stays open."""
-        quiet_since, held_since = now - self.config.settle, now - self.config.max_hold
-        due = self.store.quiet_traces(quiet_since, held_since, self.config.settle_batch)
-        for trace_id in due:
-            self._write(ExportContents(), settle=(trace_id, quiet_since, held_since))
+        due trials in one transaction with marking them settled. Neither wait counts time
+        before exports could be taken again (`resume`). Forget traces with no trial left to
+        settle, once quiet for TRACE_TTL (FORGET_BATCHES batches at most). The runs whose due
+        trials are still to settle (more than `settle_batch` traces were due): they are not
+        idle until a later tick settled them, and no other run waits for them."""
+        quiet_since = self._since(now - self.config.settle)
+        held_since = self._since(now - self.config.max_hold)
+        waiting: frozenset[str] = frozenset()
+        if quiet_since or held_since:
+            due = self.store.quiet_traces(quiet_since, held_since, self.config.settle_batch)
+            for trace_id in due:
+                self._write(ExportContents(), settle=(trace_id, quiet_since, held_since))
+            if len(due) >= self.config.settle_batch:
+                waiting = self.store.runs_waiting(quiet_since, held_since)
         for _ in range(FORGET_BATCHES):
             if (
                 self.store.forget_traces(now - TRACE_TTL, self.config.settle_batch)
                 < self.config.settle_batch
             ):
                 break
-        return len(due) < self.config.settle_batch
+        return waiting
+
+    def _since(self, cutoff: float) -> float:
+        """A settling cutoff (spans quiet, or held, since before it are due), or 0.0 (nothing is
+        due) while exports have been taken again for less than that wait."""
+        return cutoff if self._resumed_at <= cutoff else 0.0
 
     # The finisher's side
 

@@ -7,13 +7,13 @@ from __future__ import annotations
 import logging
 import random
 import threading
-import time
 from collections.abc import Callable
 from typing import Protocol
 
 from ..otel.admission_record import AdmissionRecord
 from ..otel.publisher import Publisher
 from .config import DEFAULT_LEASE
+from .database_clock import store_clock
 from .store import LOCAL, Store
 
 logger = logging.getLogger(__name__)
@@ -74,11 +74,12 @@ class Forwarder:
         *,
         backoff: tuple[float, float] = (0.5, 30.0),
         batch: int = 64,
-        clock: Callable[[], float] = time.time,
+        clock: Callable[[], float] | None = None,
     ) -> None:
         self.store = store
         self.replica, self.lease = LOCAL, DEFAULT_LEASE
-        self._clock = clock
+        self._clock = clock or store_clock(store)
+        """What its claims are timed by (by default `store_clock`: a shared store's database)."""
         self.target = target
         self._backoff = backoff
         self._batch = batch

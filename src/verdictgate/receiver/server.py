@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 import ssl
 import threading
+import time
 from concurrent import futures
 from dataclasses import dataclass
 
@@ -28,6 +29,8 @@ from .store import is_store_error
 
 logger = logging.getLogger(__name__)
 
+PAUSED = 2.0
+"""Seconds a tick's wait may end late before the process is taken to have been paused."""
 REFUSING_THREADS = 64
 """gRPC threads beyond `grpc_max_concurrent_rpcs` (at least as many again) that only refuse:
 a call beyond the cap is answered RESOURCE_EXHAUSTED with RetryInfo on one of them. Only a
@@ -203,9 +206,14 @@ class Server:
 
     def _tick(self) -> None:
         """Tick until stopped. The store away is logged once (until a tick works again), a
-        fault of any other kind at every tick, with its traceback."""
+        fault of any other kind at every tick, with its traceback. A wait that ended more than
+        PAUSED seconds late found the process paused (stopped, or starved): nothing could be
+        taken meanwhile, so the receiver gives every open run its full idle period again."""
         store_away = False
+        asleep = time.monotonic()
         while not self._stop.wait(self._tick_seconds):
+            if time.monotonic() - asleep > self._tick_seconds + PAUSED:
+                self.receiver.resume()
             try:
                 self.receiver.tick()
             except Exception as error:
@@ -214,10 +222,11 @@ class Server:
                 elif not store_away:
                     store_away = True
                     logger.error("verdictgate: the store is unavailable (%s); retrying", error)
-                continue
-            if store_away:
-                store_away = False
-                logger.warning("verdictgate: the store answers again")
+            else:
+                if store_away:
+                    store_away = False
+                    logger.warning("verdictgate: the store answers again")
+            asleep = time.monotonic()
 
     def stop(self) -> None:
         """Stop within a few seconds whatever the publish target does; admissions not yet

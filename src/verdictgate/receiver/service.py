@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 
 from .config import ReceiverConfig
 from .core import Receiver
+from .database_clock import store_clock
 from .forwarder import Forwarder
 from .limits import Limits
 from .otlp_target import OtlpTarget
@@ -40,12 +41,14 @@ class Service:
     def __init__(self, config: ServeConfig) -> None:
         self.config = config
         self.store = Store(config.store_path)
+        clock = store_clock(self.store)  # one clock for the receiver and its forwarder
         target = OtlpTarget(config.publish_endpoint) if config.publish_endpoint else None
         self.scrape = PrometheusEndpoint() if config.prometheus is not None else None
         self.receiver = Receiver(
             self.store,
-            Forwarder(self.store, target) if target else None,
+            Forwarder(self.store, target, clock=clock) if target else None,
             config.receiver,
+            clock=clock,
             scrape=self.scrape,
         )
         if self.scrape is not None and config.prometheus is not None:

@@ -9,6 +9,7 @@ import os
 import re
 import sqlite3
 import threading
+import time
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
@@ -68,6 +69,11 @@ class Database(ABC):
         """One round trip to the store (the lock is held); the driver's error if it fails."""
 
     @abstractmethod
+    def now(self) -> float:
+        """The store's time, epoch seconds: the server's clock for a shared store, what replicas
+        compare their leases and deadlines on (this process's wall clock for a file)."""
+
+    @abstractmethod
     def migrating(self) -> AbstractContextManager[Cursor]:
         """A cursor to create and migrate the schema with, one process at a time."""
 
@@ -113,6 +119,9 @@ class SqliteDatabase(Database):
 
     def ping(self) -> None:
         self._connection.execute("SELECT 1").fetchone()
+
+    def now(self) -> float:
+        return time.time()
 
     def columns(self, cursor: Cursor, table: str) -> set[str]:
         return {row[1] for row in cursor.execute(f"PRAGMA table_info({table})").fetchall()}

@@ -112,6 +112,12 @@ class Store:
             self._database.lock.release()
         return self._reachable
 
+    def now(self) -> float:
+        """The store's time (epoch seconds): a shared store's server clock, the one its
+        replicas compare leases and deadlines on (`DatabaseClock` reads it); this process's
+        wall clock for a file."""
+        return self._database.now()
+
     def close(self) -> None:
         """Close the store's connection."""
         self._database.close()
@@ -224,6 +230,11 @@ class Store:
         held since `held_before` however busy they still are."""
         with self._database.locked() as cursor:
             return self._held.quiet_traces(cursor, before, held_before, limit)
+
+    def runs_waiting(self, before: float, held_before: float) -> frozenset[str]:
+        """The runs with a trial due to settle (as `quiet_traces` says) still to settle."""
+        with self._database.locked() as cursor:
+            return self._held.runs_waiting(cursor, before, held_before)
 
     def forget_traces(self, before: float, limit: int = 1000) -> int:
         """Delete up to `limit` traces quiet since `before` with no trial left to settle (none

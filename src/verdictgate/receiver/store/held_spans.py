@@ -205,6 +205,16 @@ class HeldSpans:
         ).fetchall()
         return [trace_id for (trace_id,) in rows]
 
+    def runs_waiting(self, cursor: Cursor, before: float, held_before: float) -> frozenset[str]:
+        """The runs with a trial due to settle (as `quiet_traces` finds them) not settled yet:
+        read through the indexes of trials not settled, so the cost follows the backlog."""
+        rows = cursor.execute(
+            "SELECT run_id FROM trial_marks WHERE settled = 0 AND last_seen < ? UNION"
+            " SELECT run_id FROM trial_marks WHERE settled = 0 AND arrived < ?",
+            (before, held_before),
+        ).fetchall()
+        return frozenset(run_id for (run_id,) in rows if run_id is not None)
+
     def trace(
         self, cursor: Cursor, trace_id: str, quiet_since: float, held_since: float
     ) -> PackedTrace:
@@ -265,9 +275,9 @@ def _hold_marks(cursor: Cursor, marks: list[TrialMark], now: float) -> set[str]:
     heard = set()
     for mark in marks:
         cursor.execute(
-            "INSERT OR IGNORE INTO trial_marks (trace_id, span_id, mark, last_seen, arrived)"
-            " VALUES (?, ?, ?, ?, ?)",
-            (mark.trace_id, mark.span_id, _PACK.encode(mark), now, now),
+            "INSERT OR IGNORE INTO trial_marks"
+            " (trace_id, span_id, mark, run_id, last_seen, arrived) VALUES (?, ?, ?, ?, ?, ?)",
+            (mark.trace_id, mark.span_id, _PACK.encode(mark), mark.run, now, now),
         )
         if cursor.rowcount:  # a new trial, not an exporter's retry of one
             heard.add(mark.run)

@@ -84,6 +84,12 @@ class PostgresDatabase(Database):
     def ping(self) -> None:
         self._live().execute("SELECT 1").fetchone()
 
+    def now(self) -> float:
+        with self.lock:
+            cursor = self._live().execute("SELECT EXTRACT(EPOCH FROM clock_timestamp())")
+            (seconds,) = cursor.fetchone() or (None,)
+        return float(seconds)
+
     def columns(self, cursor: Cursor, table: str) -> set[str]:
         rows = cursor.execute(
             "SELECT column_name FROM information_schema.columns"

@@ -7,6 +7,7 @@ import re
 
 import msgspec
 
+from ...otel.framework_traces import TrialMark
 from ...span_facts import SpanFacts
 from .connection import Cursor, Database
 
@@ -62,6 +63,7 @@ CREATE TABLE IF NOT EXISTS trial_marks (
     trace_id TEXT NOT NULL,
     span_id TEXT NOT NULL,
     mark BLOB NOT NULL,          -- TrialMark, msgpack
+    run_id TEXT,                 -- the trial's run (the mark's), to find the runs a backlog holds
     last_seen REAL,              -- when the trial span or the last span below it arrived
     arrived REAL,                -- when the trial span arrived (it settles by arrived + max hold)
     settled INTEGER NOT NULL DEFAULT 0,  -- 1 once its trial is stored
@@ -91,6 +93,7 @@ ADDED_COLUMNS = {
         "last_seen": "REAL",
         "arrived": "REAL",
         "settled": "INTEGER NOT NULL DEFAULT 0",
+        "run_id": "TEXT",
     },
     "traces": {"spans": "INTEGER NOT NULL DEFAULT 0"},
     "runs": {
@@ -129,6 +132,7 @@ WAITING, MARKED = 0, 1
 """A trace's state: no trial span yet, a trial span held."""
 
 _FACTS = msgspec.msgpack.Decoder(SpanFacts)
+_MARK = msgspec.msgpack.Decoder(TrialMark)
 
 
 def migrate(database: Database) -> None:
@@ -180,6 +184,14 @@ def _migrate_held(cursor: Cursor, added: set[str]) -> None:
         cursor.execute(
             "UPDATE traces SET spans = (SELECT COUNT(*) FROM trace_spans s WHERE"
             " s.trace_id = traces.trace_id)"
+        )
+    if "run_id" in added:  # the trials still to settle: the settled ones need no run
+        rows = cursor.execute(
+            "SELECT trace_id, span_id, mark FROM trial_marks WHERE settled = 0"
+        ).fetchall()
+        cursor.executemany(
+            "UPDATE trial_marks SET run_id = ? WHERE trace_id = ? AND span_id = ?",
+            [(_MARK.decode(mark).run, trace, span) for trace, span, mark in rows],
         )
     if "parent_id" in added:
         rows = cursor.execute("SELECT trace_id, span_id, facts FROM trace_spans").fetchall()

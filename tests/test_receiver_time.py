@@ -1,0 +1,265 @@
+"""Time is not evidence: a store away for longer than the idle period, a restart, a paused
+process or a backlog of traces to settle gives the same admission as the calm path, on SQLite
+and on PostgreSQL, on one clock the test drives; and a replica reads the database's clock,
+whatever its own says."""
+
+from __future__ import annotations
+
+import logging
+import sqlite3
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import replace
+
+import psycopg
+import pytest
+
+from postgres_support import StoreMaker
+from receiver_support import decision_span, request, stable_run, strands_trial
+from verdictgate.clock import ManualClock
+from verdictgate.otel.otlp_reading import extract_protobuf
+from verdictgate.receiver.config import ReceiverConfig
+from verdictgate.receiver.core import Receiver
+from verdictgate.receiver.database_clock import DatabaseClock
+from verdictgate.receiver.store import LOCAL, Store, is_store_error
+from verdictgate.reports import render
+
+IDLE = 30.0
+
+
+def export(receiver: Receiver, spans: list) -> None:
+    receiver.ingest(extract_protobuf(request(spans).SerializeToString()))
+
+
+def report(receiver: Receiver, run: str) -> str:
+    """The run's JSON report, once it is admitted."""
+    assert receiver.flush()
+    assessment = receiver.assessment(run)
+    assert assessment is not None and not assessment.in_progress
+    return render(assessment, "json")
+
+
+@contextmanager
+def store_away(maker: StoreMaker, name: str) -> Iterator[None]:
+    """The store refuses exports while the block runs: PostgreSQL's database closed to
+    connections and its sessions ended (every call fails), a SQLite file in another
+    connection's exclusive transaction (every write fails)."""
+    location = maker.location(name)
+    if maker.kind == "postgresql":
+        admin = location.rpartition("/")[0] + "/postgres"
+        database = location.rpartition("/")[2]
+        with psycopg.connect(admin, autocommit=True) as connection:
+            connection.execute(f"ALTER DATABASE {database} WITH ALLOW_CONNECTIONS false")
+            connection.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s",
+                (database,),
+            )
+        try:
+            yield
+        finally:
+            with psycopg.connect(admin, autocommit=True) as connection:
+                connection.execute(f"ALTER DATABASE {database} WITH ALLOW_CONNECTIONS true")
+        return
+    other = sqlite3.connect(location, timeout=0, isolation_level=None)
+    other.execute("BEGIN EXCLUSIVE")  # in WAL mode, every write waits (5 s) and fails
+    try:
+        yield
+    finally:
+        other.execute("COMMIT")
+        other.close()
+
+
+def refused(call) -> bool:
+    """Whether a call failed for the store (a sender is told to retry)."""
+    try:
+        call()
+    except Exception as error:
+        if not is_store_error(error):
+            raise
+        return True
+    return False
+
+
+def canary_halves(run: str) -> tuple[list, list]:
+    spans = stable_run(run, cases=4, trials=10)
+    return spans[::2], spans[1::2]
+
+
+def calm_report(run: str) -> str:
+    """The canary's report when nothing went wrong: its spans in two exports, 5 s apart."""
+    clock = ManualClock(1_000.0)
+    receiver = Receiver(Store(), None, ReceiverConfig(idle=IDLE, replica=LOCAL), clock=clock)
+    first, second = canary_halves(run)
+    export(receiver, first)
+    clock.advance(5.0)
+    export(receiver, second)
+    clock.advance(IDLE + 1)
+    receiver.tick()
+    return report(receiver, run)
+
+
+def test_a_store_away_for_longer_than_the_idle_period_loses_no_retried_trial(new_store):
+    clock = ManualClock(1_000.0)
+    config = ReceiverConfig(idle=IDLE, replica=LOCAL)
+    receiver = Receiver(new_store("store"), None, config, clock=clock)
+    first, second = canary_halves("canary")
+    export(receiver, first)
+    clock.advance(5.0)
+    with store_away(new_store, "store"):
+        assert refused(lambda: export(receiver, second))  # the exporter retries it later
+        clock.advance(40.0)  # away for more than the idle period
+        refused(receiver.tick)  # PostgreSQL's fails; SQLite's reads, and writes nothing
+    receiver.tick()  # back: the canary's idle period starts again now
+    assert not receiver.store.run("canary").final
+    clock.advance(4.0)
+    export(receiver, second)  # the exporter's retry
+    clock.advance(IDLE + 1)
+    receiver.tick()
+    run = receiver.store.run("canary")
+    assert run.final and run.late == 0 and run.received == 40
+    assert report(receiver, "canary") == calm_report("canary")
+
+
+def test_a_restart_after_the_idle_period_gives_each_open_run_its_full_idle_period(new_store):
+    clock = ManualClock(1_000.0)
+    config = ReceiverConfig(idle=IDLE, replica=LOCAL)
+    first, second = canary_halves("canary")
+    before = Receiver(new_store("store"), None, config, clock=clock)
+    export(before, first)
+    clock.advance(5.0)
+    before.close()
+    before.store.close()  # down: the exporter's export of `second` is refused and retried
+    clock.advance(3 * IDLE)
+    after = Receiver(new_store("store"), None, config, clock=clock)
+    after.tick()
+    assert not after.store.run("canary").final
+    clock.advance(4.0)
+    export(after, second)
+    clock.advance(IDLE + 1)
+    after.tick()
+    assert after.store.run("canary").late == 0
+    assert report(after, "canary") == calm_report("canary")
+
+
+def test_a_paused_process_gives_each_open_run_its_full_idle_period(new_store):
+    clock = ManualClock(1_000.0)
+    receiver = Receiver(new_store(), None, ReceiverConfig(idle=IDLE, replica=LOCAL), clock=clock)
+    first, second = canary_halves("canary")
+    export(receiver, first)
+    clock.advance(5.0 + 2 * IDLE)  # frozen meanwhile (SIGSTOP): the export of `second` waits
+    receiver.resume()  # what the server's ticker says when its wait ended that late
+    receiver.tick()
+    assert not receiver.store.run("canary").final
+    export(receiver, second)
+    clock.advance(IDLE + 1)
+    receiver.tick()
+    assert report(receiver, "canary") == calm_report("canary")
+
+
+def test_a_backlog_of_traces_to_settle_holds_only_the_runs_whose_trials_wait_in_it(new_store):
+    clock = ManualClock(1_000.0)
+    config = ReceiverConfig(idle=3.0, settle=1.0, settle_batch=2, replica=LOCAL)
+    receiver = Receiver(new_store(), None, config, clock=clock)
+    export(receiver, [decision_span("canary", "c0", i, "approve", "approve") for i in range(4)])
+    backlog = [
+        span
+        for n in range(12)
+        for span in strands_trial(n + 1, "busy", f"c{n % 3}", n // 3, ["refund"])
+    ]
+    export(receiver, backlog)
+    clock.advance(3.5)
+    receiver.tick()  # two of twelve traces settle a tick: the canary's idle period is over
+    assert receiver.store.run("canary").final
+    assert not receiver.store.run("busy").final  # its trials wait to settle: not idle yet
+    for _ in range(6):
+        receiver.tick()
+    assert not receiver.store.run("busy").final  # its trials were stored just now: news
+    clock.advance(3.5)
+    receiver.tick()
+    assert receiver.store.run("busy").final and receiver.store.run("busy").received == 12
+    assert receiver.store.run("busy").late == 0
+
+
+class Readings:
+    """A database clock and a replica's clocks, all driven by the test: a reading of the
+    database's clock takes `round_trip` seconds, and reads it `late` seconds after midway."""
+
+    def __init__(self, database: float, monotonic: float, wall: float) -> None:
+        self.database, self.monotonic, self.wall = database, monotonic, wall
+        self.round_trip, self.late = 0.002, 0.0
+
+    def read(self) -> float:
+        self.advance(self.round_trip / 2)
+        reading = self.database + self.late
+        self.advance(self.round_trip / 2)
+        return reading
+
+    def advance(self, seconds: float) -> None:
+        self.database += seconds
+        self.monotonic += seconds
+        self.wall += seconds
+
+
+@pytest.mark.parametrize("skew", [-600.0, -120.0, 0.0, 0.4, 300.0, 600.0])
+def test_a_replica_reads_the_database_clock_whatever_its_wall_clock_says(skew, caplog):
+    readings = Readings(database=1_000_000.0, monotonic=42.0, wall=1_000_000.0 + skew)
+    with caplog.at_level(logging.WARNING, "verdictgate.receiver.database_clock"):
+        clock = DatabaseClock(
+            readings.read, monotonic=lambda: readings.monotonic, wall=lambda: readings.wall
+        )
+        for _ in range(5):
+            readings.advance(7.0)
+            assert clock() == pytest.approx(readings.database, abs=0.002)
+            clock.measure()
+    assert clock.skew == pytest.approx(skew, abs=0.01)
+    warned = [r for r in caplog.records if "wall clock" in r.getMessage()]
+    assert len(warned) == (1 if abs(skew) > 1.0 else 0)  # once, not at every measure
+
+
+def test_a_slow_round_trip_does_not_move_the_offset():
+    readings = Readings(database=5_000.0, monotonic=0.0, wall=5_000.0)
+    clock = DatabaseClock(
+        readings.read, monotonic=lambda: readings.monotonic, wall=lambda: readings.wall
+    )
+    readings.round_trip, readings.late = 3.0, 1.5  # a slow reply, its clock read late
+    clock.measure()
+    assert clock() == pytest.approx(readings.database, abs=0.01)
+
+
+def test_replicas_whose_clocks_are_minutes_apart_agree_on_the_database_clock(
+    postgres_server, tmp_path
+):
+    """Two replicas of one PostgreSQL store whose own clocks are 600 s apart: a canary sprayed
+    across both is decided by its owner after its idle period on the database's clock, never
+    taken over while the owner renews, and counts every trial."""
+    location = StoreMaker("postgresql", tmp_path, postgres_server).location("shared")
+    config = ReceiverConfig(idle=3.0, lease=3.0)
+    later = ManualClock()  # moves the database's clock, and the replicas' with it, on
+    replicas = []
+    for name, skew in (("ahead", 300.0), ("behind", -300.0)):
+        store = Store(location)
+        clock = DatabaseClock(
+            lambda store=store: store.now() + later(),
+            monotonic=lambda skew=skew: time.monotonic() + skew + later(),
+        )
+        replicas.append(Receiver(store, None, replace(config, replica=name), clock=clock))
+    spans = stable_run("canary", cases=4, trials=10)
+    for n, start in enumerate(range(0, len(spans), 5)):
+        export(replicas[n % 2], spans[start : start + 5])
+        for replica in replicas:
+            replica.tick()
+    owner = replicas[0].store.run("canary").owner
+    assert owner == "ahead"  # whose write opened it; the other never took it over
+    for replica in replicas:
+        replica.tick()
+    assert not replicas[0].store.run("canary").final  # not idle on the database's clock
+    later.advance(3.2)  # the idle period, on the database's clock
+    for replica in replicas:
+        replica.renew_leases()
+        replica.tick()
+    run = replicas[0].store.run("canary")
+    assert run.final and run.owner == "ahead" and run.received == 40 and run.late == 0
+    for replica in replicas:
+        replica.close()
+        replica.store.close()

@@ -3,10 +3,11 @@ or `verdictgate serve` in a process of its own."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -97,9 +98,11 @@ def running_server(
         server.stop()
 
 
-def start_serve(store: Path | str, port: int, *options: str) -> subprocess.Popen[str]:
+def start_serve(
+    store: Path | str, port: int, *options: str, env: Mapping[str, str] | None = None
+) -> subprocess.Popen[str]:
     """`verdictgate serve` in a process of its own on gRPC `port`, with `options` (its log on
-    `stderr`), once it acknowledges an export."""
+    `stderr`), once it acknowledges an export; `env` added to its environment."""
     command = [sys.executable, "-m", "verdictgate", "serve", "--store", str(store)]
     command += ["--grpc-listen", f"127.0.0.1:{port}", "--http-listen", f"127.0.0.1:{free_port()}"]
     process = subprocess.Popen(
@@ -107,6 +110,7 @@ def start_serve(store: Path | str, port: int, *options: str) -> subprocess.Popen
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         text=True,
+        env=None if env is None else {**os.environ, **env},
     )
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:

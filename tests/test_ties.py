@@ -11,14 +11,18 @@ import random
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from verdictgate import Contract, Policy, Status, Suite, Trial, assess
+from verdictgate import Contract, Evidence, Isolation, Policy, Status, Suite, Trial, assess
 from verdictgate.admission import RULE_OF
 from verdictgate.curtailment import can_still_qualify
 from verdictgate.decision_rules import DecisionRule
+from verdictgate.engine import assess_in_rounds
+from verdictgate.otel.span_decoding import run_declaration
+from verdictgate.otel.spans import run_attributes
 from verdictgate.reports import render_markdown, render_text
 from verdictgate.reports.html import render_html
 from verdictgate.reports.json_report import report_document
 from verdictgate.span_facts import SpanFacts
+from verdictgate.stats import Method
 from verdictgate.suite import Case
 from verdictgate.ties import matches_route
 
@@ -254,3 +258,41 @@ def test_pairs_that_tie_are_not_counted_on_to_qualify_a_curtailed_run() -> None:
     assert not can_still_qualify(tied, suite, {"c": 36}, policy)
     untied = assess([called("c", i, REFUND, False, ids) for i in range(4)], suite, policy)
     assert can_still_qualify(untied, suite, {"c": 36}, policy)
+
+
+def test_the_sequential_rule_never_stops_on_pairs_it_cannot_order() -> None:
+    """Judged round by round by the sequential rule, a coin-flip order whose spans always tie
+    reaches no decision at any round (none of its pairs counts), and a stable one with a tie
+    in its first round stops qualified on the pairs it can count."""
+    suite = Suite("s", "p", (Case("c"),))
+    declaration = run_declaration(
+        run_attributes("r", suite, Policy(tolerance=0.1, method=Method.SEQUENTIAL), 400,
+                       Isolation.FRESH_SESSION)
+    )  # fmt: skip
+    ids, coin = random.Random(4), random.Random(9)
+    flipping = [called("c", i, REFUND if coin.random() < 0.5 else REFUND[::-1], True, ids)
+                for i in range(400)]  # fmt: skip
+    judged, rounds = assess_in_rounds(Evidence(flipping), declaration)
+    assert (rounds, judged.status, judged.pooled.pairs) == (200, Status.INCONCLUSIVE, 0)
+    assert judged.ambiguous_pairs == 200 and "ambiguous_order" in judged.reason_codes
+    stable = [called("c", i, REFUND, i == 0, ids) for i in range(400)]
+    judged, rounds = assess_in_rounds(Evidence(stable), declaration)
+    assert judged.status is Status.QUALIFIED
+    assert (judged.pooled.pairs, judged.ambiguous_pairs) == (rounds - 1, 1)
+
+
+def test_a_targeted_route_left_undecided_by_its_tied_pairs_is_named() -> None:
+    """A targeted route whose pairs mostly tie: the run is inconclusive, the reason names the
+    route, and the step asking for more pairs says the tied ones do not count."""
+    ids = random.Random(6)
+    suite = Suite("s", "p", (Case("refund", None, STABLE), Case("escalate", None, "escalate")),
+                  Contract({STABLE, "escalate"}, targets={STABLE: 0.2}))  # fmt: skip
+    trials = [called("refund", i, REFUND, i % 4 < 2 or i >= 8, ids) for i in range(40)]
+    trials += [called("escalate", i, ("escalate",), False, ids) for i in range(80)]
+    assessment = assess(trials, suite, Policy(tolerance=0.1))
+    route = next(r for r in assessment.routes if r.route == STABLE)
+    assert (route.change.pairs, route.ambiguous_pairs) == (2, 18)
+    assert "ambiguous_order" in assessment.reason_codes
+    reason = next(r for r in assessment.reasons if r.code == "ambiguous_order")
+    assert f"route {STABLE}" in reason.message and "pooled" not in reason.message
+    assert any(f"route {STABLE}" in s and "(18 so far)" in s for s in assessment.next_steps)

@@ -188,7 +188,10 @@ def test_tools_that_start_in_the_same_millisecond_compare_equal_whatever_their_s
                       ).order_ambiguous  # fmt: skip
 
 
-def test_a_stable_path_of_tied_spans_shows_no_flips_and_the_report_says_it_was_tied() -> None:
+def test_a_path_of_tied_spans_shows_no_flips_and_its_pairs_are_not_counted_as_agreeing(
+) -> None:  # fmt: skip
+    """Twelve trials whose two tool spans always tie: canonical order reads one path, so no
+    pair flips; but whether the agent kept its order is not known, so no pair agrees either."""
     import random
 
     coin = random.Random(7)
@@ -200,16 +203,19 @@ def test_a_stable_path_of_tied_spans_shows_no_flips_and_the_report_says_it_was_t
         trials.append(Trial("refund-case", index, derived.decision, "r1",
                             tied_steps=derived.tied_steps))  # fmt: skip
     assessment = assess(trials)
-    assert (assessment.pooled.pairs, assessment.pooled.flips) == (6, 0)
+    assert (assessment.pooled.pairs, assessment.pooled.flips) == (0, 0)
+    assert assessment.ambiguous_pairs == 6
     assert assessment.trials.ambiguous_order == 12
+    assert assessment.reason_codes[0] == "ambiguous_order"
     assert any("started in the same instant" in step for step in assessment.next_steps)
     assert report_document(assessment)["trials"]["ambiguous_order"] == 12
+    assert report_document(assessment)["stability"]["pooled"]["ambiguous_pairs"] == 6
 
 
 def test_a_pair_with_one_tied_trial_compares_the_tied_steps_unordered() -> None:
     """search then book, 2 ms apart in one trial and in the same millisecond in the other: the
-    tied trial reads book > search (by name), yet the pair agrees; a real reordering outside
-    the tie, or another tool, is still a flip."""
+    tied trial reads book > search (by name); the pair does not flip, nor is it shown to agree
+    (it is ambiguous); a real reordering outside the tie, or another tool, is still a flip."""
     ms = 1_000_000
     apart = derive("tools", agent_span(1, 0), fact(2, 5 * ms, tool="search"),
                    fact(3, 7 * ms, tool="book"))  # fmt: skip
@@ -217,19 +223,21 @@ def test_a_pair_with_one_tied_trial_compares_the_tied_steps_unordered() -> None:
                   fact(3, 5 * ms, tool="book"))  # fmt: skip
     assert (apart.decision, tied.decision) == (("search", "book"), ("book", "search"))
 
-    def flips(*paths: Derived) -> int:
+    def flips(*paths: Derived) -> tuple[int, int, int]:
+        """(pairs counted, flips, pairs ambiguous)."""
         trials = [Trial("c", i, d.decision, "r1", tied_steps=d.tied_steps)
                   for i, d in enumerate(paths)]  # fmt: skip
-        return assess(trials).pooled.flips
+        assessment = assess(trials)
+        return assessment.pooled.pairs, assessment.pooled.flips, assessment.ambiguous_pairs
 
-    assert flips(apart, tied, tied, apart, apart, apart) == 0
+    assert flips(apart, tied, tied, apart, apart, apart) == (1, 0, 2)
     other = Derived(("search", "pay"))
-    assert flips(tied, other) == 1
+    assert flips(tied, other) == (1, 1, 0)
     three = derive("tools", agent_span(1, 0), fact(2, 5 * ms, tool="search"),
                    fact(3, 5 * ms, tool="book"), fact(4, 9 * ms, tool="pay"))  # fmt: skip
     assert three.tied_steps == ((0, 2),)
-    assert flips(three, Derived(("search", "book", "pay"))) == 0
-    assert flips(three, Derived(("pay", "search", "book"))) == 1  # pay moved: not the tie
+    assert flips(three, Derived(("search", "book", "pay"))) == (0, 0, 1)
+    assert flips(three, Derived(("pay", "search", "book"))) == (1, 1, 0)  # pay moved: not the tie
 
 
 def test_only_steps_of_the_path_at_one_depth_can_tie() -> None:

@@ -60,6 +60,7 @@ class ReasonCode(str, Enum):
     ROUTE_PASS_RATE_UNRELIABLE = "route_pass_rate_unreliable"
     LATENCY_UNDECIDED = "latency_undecided"
     TOOL_CALLS_UNDECIDED = "tool_calls_undecided"
+    AMBIGUOUS_ORDER = "ambiguous_order"
     POOLED_UNDECIDED = "pooled_undecided"
     POPULATION_UNDECIDED = "population_undecided"
     TARGET_UNDECIDED = "target_undecided"
@@ -96,6 +97,7 @@ CHECKS: dict[str, str] = {
     "stability.pooled": "the pooled change rate is shown below the tolerance",
     "stability.population": "the case-level change rate is shown below the tolerance",
     "stability.route": "every route is judged on its own interval",
+    "order": "no test or required route was left undecided by steps whose order was not recorded",
     "contract": "every required route was intended and reached; nothing outside the contract",
     "dominance": "the probes did not collapse onto one decision",
     "pass_rate": "no pass rate required, or it is shown above the rate required",
@@ -247,7 +249,9 @@ def _flip_step(route: RouteStability) -> str:
     )
 
 
-def _pairs_step(subject: str, change: ChangeRate, cases: int, confidence: float) -> str:
+def _pairs_step(
+    subject: str, change: ChangeRate, cases: int, confidence: float, ambiguous: int = 0
+) -> str:
     total = pairs_to_qualify(
         change.flips, change.pairs, change.tolerance, confidence, change.method
     )
@@ -256,6 +260,10 @@ def _pairs_step(subject: str, change: ChangeRate, cases: int, confidence: float)
     more = total - change.pairs
     per_case = 2 * math.ceil(more / max(cases, 1))
     caveat = "" if change.flips == 0 else "; every further change raises that number"
+    if ambiguous:
+        caveat += (
+            f"; a pair equal only up to the order of tied steps does not count ({ambiguous} so far)"
+        )
     return (
         f"Collect {more} more rerun pairs for {subject} ({2 * more} calls, about {per_case} more "
         f"trials per case): if they all agree, it is shown below {percent(change.tolerance)}{caveat}."
@@ -399,6 +407,77 @@ def _json_document(text: str) -> bool:
         return isinstance(json.loads(text), (dict, list))
     except ValueError:
         return False
+
+
+def _left_undecided(f: Findings) -> list[str]:
+    """The gating stability tests that are undecided while pairs of theirs were left out for
+    ties (`ties`): had those pairs been ordered, they might have been decided."""
+    if not f.ambiguous_pairs:
+        return []
+    tests = []
+    if _claims(f, Claim.TESTED) and f.pooled.result is Stability.UNDECIDED:
+        tests.append("the pooled change rate")
+    if _claims(f, Claim.POPULATION) and f.population.result is Stability.UNDECIDED:
+        tests.append("the case-level change rate")
+    tests += [
+        f"route {shown(r.route)}"
+        for r in f.routes
+        if r.targeted and r.ambiguous_pairs and r.change.result is Stability.UNDECIDED
+    ]
+    return tests
+
+
+def _ambiguous_order(f: Findings) -> str | None:
+    """The message of `ambiguous_order`: pairs that could not be ordered left a test
+    undecided, or tied paths left required routes neither reached nor missing."""
+    parts = []
+    if tests := _left_undecided(f):
+        n = f.ambiguous_pairs
+        parts.append(
+            f"{n} rerun {'pair' if n == 1 else 'pairs'} could not be ordered (equal only up to "
+            "the order of steps whose spans started in the same instant, so neither agreements "
+            f"nor flips), and without {'it' if n == 1 else 'them'} {listing(tests)} "
+            f"{'is' if len(tests) == 1 else 'are'} not decided"
+        )
+    if routes := f.coverage.unordered:
+        parts.append(
+            "required routes reached only by tied paths that may as well be another allowed "
+            "order: " + listing(routes)
+        )
+    return "; ".join(parts) or None
+
+
+def _order_steps(f: Findings) -> Iterator[str]:
+    """How to record the order of steps that tied, when any did."""
+    tied, pairs = f.trials.ambiguous_order, f.ambiguous_pairs
+    if not (tied or pairs):
+        return
+    left_out = (
+        f", and the {pairs} rerun {'pair' if pairs == 1 else 'pairs'} equal only up to that "
+        f"order {'was' if pairs == 1 else 'were'} left out of the change rates"
+        if pairs
+        else ""
+    )
+    yield (
+        f"{tied} {'trial' if tied == 1 else 'trials'} had tool paths with steps whose spans "
+        "started in the same instant (timestamps in whole milliseconds: the OpenTelemetry JS "
+        "SDK's performance.timeOrigin-based clock has that resolution on some runtimes), so "
+        f"their order there is not known{left_out}. To judge it, record the tool spans' start "
+        "times finer than a millisecond (nanoseconds), end one tool span before the next "
+        "starts, or record the path on the decision span itself (`verdictgate.tools`, in the "
+        "order the agent called them)."
+    )
+
+
+def _uncounted(f: Findings) -> str:
+    """What a qualified headline adds about pairs that were not counted for ties."""
+    n = f.ambiguous_pairs
+    if not n:
+        return ""
+    return (
+        f" ({n} rerun {'pair' if n == 1 else 'pairs'} equal only up to the order of tied steps "
+        f"{'was' if n == 1 else 'were'} not counted)"
+    )
 
 
 RULES: tuple[Rule, ...] = (
@@ -692,6 +771,13 @@ RULES: tuple[Rule, ...] = (
         _threshold_step("tool_calls"),
     ),
     Rule(
+        ReasonCode.AMBIGUOUS_ORDER,
+        Status.INCONCLUSIVE,
+        "order",
+        _ambiguous_order,
+        _order_steps,
+    ),
+    Rule(
         ReasonCode.POOLED_UNDECIDED,
         Status.INCONCLUSIVE,
         "stability.pooled",
@@ -702,7 +788,13 @@ RULES: tuple[Rule, ...] = (
             else None
         ),
         lambda f: (
-            _pairs_step("the pooled change rate", f.pooled, len(f.cases), f.policy.confidence),
+            _pairs_step(
+                "the pooled change rate",
+                f.pooled,
+                len(f.cases),
+                f.policy.confidence,
+                f.ambiguous_pairs,
+            ),
         ),
     ),
     Rule(
@@ -731,7 +823,9 @@ RULES: tuple[Rule, ...] = (
             else None
         ),
         lambda f: [
-            _pairs_step(f"route {shown(r.route)}", r.change, r.cases, f.policy.confidence)
+            _pairs_step(
+                f"route {shown(r.route)}", r.change, r.cases, f.policy.confidence, r.ambiguous_pairs
+            )
             for r in f.routes
             if r.targeted and r.change.result is Stability.UNDECIDED
         ],
@@ -806,13 +900,7 @@ def _advice(f: Findings) -> Iterator[str]:
             "Set VERDICTGATE_FINGERPRINT_KEY: case ids are unkeyed SHA-256 fingerprints, and a short "
             "input can be guessed from one."
         )
-    if tied := f.trials.ambiguous_order:
-        yield (
-            f"{tied} {'trial' if tied == 1 else 'trials'} had tool paths with steps whose spans "
-            "started in the same instant (timestamps in whole milliseconds, as the "
-            "OpenTelemetry JS SDK stamps them): those steps were compared unordered, so their "
-            "true order is not known. Record finer timestamps to judge it."
-        )
+    yield from _order_steps(f)  # the same step as `ambiguous_order`'s, when it fires
     if f.run.isolation is Isolation.UNKNOWN:
         yield "Declare how reruns were isolated (fresh-session or fresh-instance); independence is assumed, not shown."
 
@@ -865,14 +953,14 @@ def _headline(f: Findings, status: Status, reasons: tuple[Reason, ...]) -> str:
             p = f.population
             changed = sum(1 for case in f.cases if case.flips)
             return (
-                f"Qualified: {p.cases} cases, {changed} changed; new inputs like these change "
-                f"below {percent(f.policy.tolerance)} of reruns (case-level e-value "
+                f"Qualified: {p.cases} cases, {changed} changed{_uncounted(f)}; new inputs "
+                f"like these change below {percent(f.policy.tolerance)} of reruns (case-level e-value "
                 f"{p.e_det:.3g} >= {_decisive(f)}) and {coverage}."
             )
         pooled = f.pooled
         return (
-            f"Qualified: {pooled.pairs} rerun pairs, {pooled.flips} changed; the tested cases' "
-            f"change rate is below {percent(pooled.tolerance)} ({ci_label(f.policy.confidence)} upper bound "
+            f"Qualified: {pooled.pairs} rerun pairs, {pooled.flips} changed{_uncounted(f)}; the "
+            f"tested cases' change rate is below {percent(pooled.tolerance)} ({ci_label(f.policy.confidence)} upper bound "
             f"{percent(pooled.ci_high)}) and {coverage}."
         )
     more = f" (+{len(reasons) - 1} more)" if len(reasons) > 1 else ""

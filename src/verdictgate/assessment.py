@@ -97,7 +97,7 @@ class TrialCounts:
     """Records that reached a receiver after the run was final: counted, never assessed."""
     ambiguous_order: int = 0
     """Trials whose decided path was ordered across spans that started in the same instant
-    (canonically, so tied tools compare equal: `decision_rules`)."""
+    (canonically: `decision_rules`), so its order there was not observed."""
 
     @property
     def missing(self) -> int:
@@ -114,6 +114,8 @@ class RouteStability:
     change: ChangeRate
     targeted: bool
     flip_pairs: tuple[FlipPair, ...] = ()
+    ambiguous_pairs: int = 0
+    """Its pairs equal only up to the order of tied steps: left out of `change` (`ties`)."""
 
 
 @dataclass(frozen=True)
@@ -138,11 +140,18 @@ class Coverage:
     under_cased: tuple[str, ...]
     critical_missing: tuple[str, ...]
     minimum_cases: Mapping[str, int]
+    unordered: tuple[str, ...] = ()
+    """Required routes not reached but by tied paths that may as well be another allowed
+    decision: neither shown reached nor missing."""
 
     @property
     def satisfied(self) -> bool:
         return not (
-            self.missing_intended or self.missing_observed or self.unknown or self.under_cased
+            self.missing_intended
+            or self.missing_observed
+            or self.unknown
+            or self.under_cased
+            or self.unordered
         )
 
 
@@ -175,6 +184,8 @@ class CaseResult:
     """Trials an evaluator judged, and passed."""
     pass_rate: PassRate | None = None
     """Its pass rate against the required rate, when one is required and a trial was judged."""
+    ambiguous_pairs: int = 0
+    """Pairs equal only up to the order of tied steps: not among `pairs` (`ties`)."""
 
 
 @dataclass(frozen=True)
@@ -237,6 +248,9 @@ class Findings:
     pooled: ChangeRate
     routes: tuple[RouteStability, ...]
     flip_pairs: tuple[FlipPair, ...]
+    ambiguous_pairs: int
+    """Rerun pairs equal only up to the order of steps whose spans started in the same
+    instant: neither agreements nor flips, left out of every change rate (`ties`)."""
     coverage: Coverage
     dominance: Dominance
     cases: tuple[CaseResult, ...]

@@ -12,6 +12,7 @@ flips is stopped at its first flip, where the sequential rule cannot yet say sto
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Mapping
 
 from .assessment import Findings
@@ -26,13 +27,18 @@ def can_still_qualify(
     """Whether the run could still qualify if every pair left agreed: each change rate that
     must be shown below its tolerance (the pooled one, each targeted route's) would be, judged
     by `policy` with the flips seen so far over the pairs it has when the plan, cap or budget
-    is spent (`final_pairs`: case id -> rerun pairs)."""
+    is spent (`final_pairs`: case id -> rerun pairs), less the pairs already left out because
+    they agreed only up to the order of tied steps (`ties`): those will never count."""
     expected = suite.expected_by_case()
-    tests = [(findings.pooled.flips, sum(final_pairs.values()), policy.tolerance)]
+    uncounted = Counter[str]()
+    for case in findings.cases:
+        uncounted[case.case] += case.ambiguous_pairs
+    countable = {case: max(0, n - uncounted[case]) for case, n in final_pairs.items()}
+    tests = [(findings.pooled.flips, sum(countable.values()), policy.tolerance)]
     tests += [
         (
             route.change.flips,
-            sum(n for case, n in final_pairs.items() if expected.get(case) == route.route),
+            sum(n for case, n in countable.items() if expected.get(case) == route.route),
             route.change.tolerance,
         )
         for route in findings.routes

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import cast
 
 from . import admission
@@ -41,6 +41,7 @@ from .stats import (
     side_error,
 )
 from .suite import Contract, Suite
+from .ties import Agreement, AllowedOrders, agreement, unordered
 from .trial_model import Decision, NoDecision, TiedSteps, Trial, decision_text
 
 
@@ -173,58 +174,56 @@ def _assessed(
 class _Tally:
     """Pairs, flips, cases and flip pairs accumulated for one route (or pooled)."""
 
-    __slots__ = ("case_ids", "flip_counts", "flips", "judged", "pairs", "passed")
+    __slots__ = ("ambiguous", "case_ids", "flip_counts", "flips", "judged", "pairs", "passed")
 
     def __init__(self) -> None:
         self.case_ids: set[str] = set()
         self.pairs = 0
         self.flips = 0
+        self.ambiguous = 0
+        """Pairs that agreed only up to the order of tied steps: not among `pairs`."""
         self.flip_counts: Counter[tuple[int, int]] = Counter()
         self.passed = 0
         self.judged = 0
 
 
+@dataclass
+class _Pairs:
+    """What one case's rerun pairs showed."""
+
+    pairs: int = 0
+    """Pairs whose agreement the telemetry shows either way: the change rate's."""
+    flips: int = 0
+    ambiguous: int = 0
+    """Pairs equal only up to the order of steps whose spans started in the same instant."""
+    flip_counts: Counter[tuple[int, int]] = field(default_factory=Counter)
+    """Flips by unordered pair of decision keys."""
+
+
 def _case_pairs(
     slots: Sequence[int], keys: Sequence[Decision], tied: Mapping[int, TiedSteps]
-) -> tuple[int, int, Counter[tuple[int, int]]]:
-    """(pairs, flips, flips by unordered pair of decision keys) of one case's trial slots. A
-    pair in which a trial's path holds tied steps (`tied`: index -> ranges) compares those
-    steps unordered in both paths: their order was never observed."""
-    pairs = flips = 0
-    flip_counts: Counter[tuple[int, int]] = Counter()
+) -> _Pairs:
+    """The rerun pairs of one case's trial slots. A pair in which a trial's path holds tied
+    steps (`tied`: index -> ranges) and that is equal only up to their order is ambiguous
+    (`ties`): counted apart, neither an agreement nor a flip."""
+    found = _Pairs()
     for first, (a, b) in enumerate(zip(slots[0::2], slots[1::2], strict=False)):
-        if a >= 0 and b >= 0:
-            pairs += 1
-            if a != b and not (tied and _equal_but_for_ties(keys[a], keys[b], tied, 2 * first)):
-                flips += 1
-                flip_counts[(a, b) if a < b else (b, a)] += 1
-    return pairs, flips, flip_counts
-
-
-def _equal_but_for_ties(
-    a: Decision, b: Decision, tied: Mapping[int, TiedSteps], first: int
-) -> bool:
-    """Whether two paths of the same length are equal once the steps either trial of the pair
-    (trials `first` and `first + 1`) holds tied are compared as sets."""
-    ranges = [*tied.get(first, ()), *tied.get(first + 1, ())]
-    if not ranges or not (isinstance(a, tuple) and isinstance(b, tuple)) or len(a) != len(b):
-        return False
-    loose_a, loose_b = list(a), list(b)
-    for start, end in _groups(ranges):
-        loose_a[start:end] = sorted(a[start:end])
-        loose_b[start:end] = sorted(b[start:end])
-    return loose_a == loose_b
-
-
-def _groups(ranges: list[tuple[int, int]]) -> list[tuple[int, int]]:
-    """Overlapping ranges merged."""
-    merged: list[tuple[int, int]] = []
-    for start, end in sorted(ranges):
-        if merged and start < merged[-1][1]:
-            merged[-1] = (merged[-1][0], max(end, merged[-1][1]))
+        if a < 0 or b < 0:
+            continue
+        if tied and (2 * first in tied or 2 * first + 1 in tied):
+            shown = agreement(
+                keys[a], tied.get(2 * first, ()), keys[b], tied.get(2 * first + 1, ())
+            )
         else:
-            merged.append((start, end))
-    return merged
+            shown = Agreement.AGREED if a == b else Agreement.FLIPPED
+        if shown is Agreement.AMBIGUOUS:
+            found.ambiguous += 1
+            continue
+        found.pairs += 1
+        if shown is Agreement.FLIPPED:
+            found.flips += 1
+            found.flip_counts[(a, b) if a < b else (b, a)] += 1
+    return found
 
 
 class _Scan:
@@ -235,6 +234,10 @@ class _Scan:
         self.pooled = _Tally()
         self.routes: dict[str, _Tally] = {}
         self.key_counts: Counter[int] = Counter()
+        self.tied_counts: Counter[int] = Counter()
+        """Trials per decision key whose order rests on a tie of different steps."""
+        self.tied_paths: set[tuple[int, TiedSteps]] = set()
+        """Each decision key with the tied ranges a trial read it with."""
         self.first_decisions: Counter[int] = Counter()
         self.cases: list[CaseResult] = []
         self.seen_cases: set[str] = set()
@@ -263,15 +266,21 @@ class _Scan:
         self.longest[route] = max(self.longest[route], case.length())
         self.case_routes.append(route)
         self.seen_cases.add(case.case)
-        pairs, flips, flip_counts = _case_pairs(slots, keys, tied)
+        found = _case_pairs(slots, keys, tied)
+        for index, ranges in tied.items():
+            key = slots[index] if index < len(slots) else MISSING
+            if key >= 0 and unordered(keys[key], ranges):
+                self.tied_counts[key] += 1
+                self.tied_paths.add((key, ranges))
         passed, judged = case.pass_counts()
         self.latencies.extend(case.latency_values())
         tallies = [self.pooled, self.routes.setdefault(route, _Tally())] if route else [self.pooled]
         for tally in tallies:
             tally.case_ids.add(case.case)
-            tally.pairs += pairs
-            tally.flips += flips
-            tally.flip_counts.update(flip_counts)
+            tally.pairs += found.pairs
+            tally.flips += found.flips
+            tally.ambiguous += found.ambiguous
+            tally.flip_counts.update(found.flip_counts)
             tally.passed += passed
             tally.judged += judged
         first = next((slot for slot in slots if slot >= 0), None)
@@ -286,12 +295,13 @@ class _Scan:
                 route,
                 trials_received,
                 errors,
-                pairs,
-                flips,
+                found.pairs,
+                found.flips,
                 verdict,
                 passed,
                 judged,
                 _judged_rate(passed, judged, policy),
+                ambiguous_pairs=found.ambiguous,
             )
         )
 
@@ -329,6 +339,7 @@ def _route_results(
             ),
             route in contract.targets,
             _flip_pairs(tally.flip_counts, evidence),
+            tally.ambiguous,
         )
         for route, tally in sorted(scan.routes.items())
     )
@@ -395,6 +406,7 @@ def _findings(
         pooled=change,
         routes=routes,
         flip_pairs=_flip_pairs(pooled.flip_counts, evidence),
+        ambiguous_pairs=pooled.ambiguous,
         coverage=_observed_coverage(suite.contract, scan, evidence),
         dominance=_dominance(scan.first_decisions, evidence, policy.dominance_threshold),
         cases=tuple(sorted(scan.cases, key=lambda c: (c.case, c.run or ""))),
@@ -444,11 +456,18 @@ def _pooled_pass_rate(pooled: _Tally, policy: Policy) -> PassRate | None:
 
 
 def _observed_coverage(contract: Contract, scan: _Scan, evidence: Evidence) -> Coverage:
-    """The contract's coverage by the cases of each route and the decisions seen."""
+    """The contract's coverage by the cases of each route and the decisions seen: those whose
+    order was observed, and each tied path with the allowed decisions its order may be."""
+    plain = {key for key, n in scan.key_counts.items() if n > scan.tied_counts[key]}
+    allowed = AllowedOrders(contract.allowed)
     return _coverage(
         contract,
         {route: len(tally.case_ids) for route, tally in scan.routes.items()},
-        {decision_text(evidence.keys[key]) for key in scan.key_counts},
+        {decision_text(evidence.keys[key]) for key in plain},
+        {
+            (decision_text(evidence.keys[key]), allowed.orders(evidence.keys[key], ranges))
+            for key, ranges in scan.tied_paths
+        },
     )
 
 
@@ -550,15 +569,25 @@ def _flip_pairs(flip_counts: Counter[tuple[int, int]], evidence: Evidence) -> tu
     return tuple(FlipPair(routes, count) for routes, count in ordered)
 
 
-def _coverage(contract: Contract, route_cases: Mapping[str, int], observed: set[str]) -> Coverage:
+def _coverage(
+    contract: Contract,
+    route_cases: Mapping[str, int],
+    observed: set[str],
+    tied: set[tuple[str, tuple[str, ...]]],
+) -> Coverage:
     """Coverage against a declared contract. Without one (no `allowed`) nothing is required:
-    no route is missing, unknown or under-cased, and only the dominance check applies."""
+    no route is missing, unknown or under-cased, and only the dominance check applies.
+
+    A tied path (`tied`: shown, with the allowed decisions some order of its tied steps makes)
+    is within the contract when any order is allowed; it reached a route when that is the only
+    allowed order it may be, and when it may be several, it shows none of them reached nor
+    missing (`Coverage.unordered`); allowed in no order, it is outside the contract as read."""
     if not contract.declared:
         return Coverage(
             declared=False,
             required=(),
             intended={},
-            observed=tuple(sorted(observed)),
+            observed=tuple(sorted(observed | {shown for shown, _ in tied})),
             missing_intended=(),
             missing_observed=(),
             unknown=(),
@@ -566,14 +595,20 @@ def _coverage(contract: Contract, route_cases: Mapping[str, int], observed: set[
             critical_missing=(),
             minimum_cases=dict(contract.minimum_cases),
         )
+    reached, may_be = set(observed), set[str]()
+    for shown, orders in tied:
+        if len(orders) > 1:
+            may_be.update(orders)
+        else:
+            reached.add(orders[0] if orders else shown)
     required = sorted(contract.required or ())
     intended = {route: route_cases.get(route, 0) for route in required}
     missing_intended = [route for route in required if intended[route] == 0]
-    missing_observed = [route for route in required if route not in observed]
+    missing_observed = [route for route in required if route not in reached | may_be]
     acceptable = set(contract.allowed) | {
         str(NoDecision(reason)) for reason in contract.allowed_no_decisions
     }
-    unknown = sorted(observed - acceptable)
+    unknown = sorted(reached - acceptable)
     under_cased = [
         route
         for route, minimum in contract.minimum_cases.items()
@@ -584,13 +619,14 @@ def _coverage(contract: Contract, route_cases: Mapping[str, int], observed: set[
         declared=True,
         required=tuple(required),
         intended=intended,
-        observed=tuple(sorted(observed)),
+        observed=tuple(sorted(reached)),
         missing_intended=tuple(missing_intended),
         missing_observed=tuple(missing_observed),
         unknown=tuple(unknown),
         under_cased=tuple(sorted(under_cased)),
         critical_missing=tuple(sorted(route for route in contract.critical if route in missing)),
         minimum_cases=dict(contract.minimum_cases),
+        unordered=tuple(sorted(route for route in required if route in may_be - reached)),
     )
 
 

@@ -38,6 +38,11 @@ def _not_shown(assessment: Assessment, name: str) -> str | None:
             "not yet shown: no trial reached required routes whose cases' trials all errored or "
             "were not received: " + listing(unknown)
         )
+    if name == "contract" and (unordered := assessment.coverage.unordered):
+        return (
+            "not yet shown: required routes reached only by tied paths, whose order may as well "
+            "be another allowed decision: " + listing(unordered)
+        )
     if name == "relations" and (errored := [r for r in assessment.relations if r.errored]):
         return (
             "no relation was violated, but some could not be checked (a transform or the agent "
@@ -53,6 +58,11 @@ def _passing(assessment: Assessment, name: str) -> str:
         pooled = assessment.pooled
         return f"{interval(pooled)}, below {percent(pooled.tolerance)}"
     message = CHECKS[name]
+    if name == "order" and (n := assessment.ambiguous_pairs):
+        message += (
+            f"; {n} rerun {'pair' if n == 1 else 'pairs'} equal only up to the order of tied "
+            "steps left out of the change rates"
+        )
     if name == "invariants" and assessment.invariants.warned:
         message += "; warnings: " + listing(
             f"{n} in {c} trials" for n, c in assessment.invariants.warned.items()

@@ -230,24 +230,36 @@ def _summary(rows: Sequence[tuple[str, str, ChangeRate]]) -> str:
 def _stability(a: Assessment) -> str:
     rows = [("(pooled)", "", a.pooled)] + [(r.route, r.route, r.change) for r in a.routes]
     ci = f"{ci_label(a.policy.confidence)} CI"
-    head = ["route", "cases", "pairs", "flips", ci, "tolerance", "stochastic at", "result"]
+    unordered = bool(a.ambiguous_pairs)  # a column only when some pair could not be ordered
+    head = [
+        "route",
+        "cases",
+        "pairs",
+        "flips",
+        *(["unordered"] if unordered else []),
+        ci,
+        "tolerance",
+        "stochastic at",
+        "result",
+    ]
     routes_table = table(
         head,
         [
             [
                 escape(label),
                 *(str(n) for n in (cases, change.pairs, change.flips)),
+                *([str(ambiguous)] if unordered else []),
                 f"[{percent(change.ci_low)}, {percent(change.ci_high)}]",
                 percent(change.tolerance) + (" (target)" if targeted else ""),
                 level_text(change.level),
                 f"{RESULT_MARK[change.result]} {change.result.value}",
             ]
-            for label, cases, change, targeted in [
-                ("(pooled)", len(a.cases), a.pooled, False),
-                *[(r.route, r.cases, r.change, r.targeted) for r in a.routes],
+            for label, cases, change, targeted, ambiguous in [
+                ("(pooled)", len(a.cases), a.pooled, False, a.ambiguous_pairs),
+                *[(r.route, r.cases, r.change, r.targeted, r.ambiguous_pairs) for r in a.routes],
             ]
         ],
-        numeric=(1, 2, 3),
+        numeric=(1, 2, 3, 4) if unordered else (1, 2, 3),
     )
     return (
         "<h2>Stability</h2>"
@@ -313,13 +325,14 @@ def _coverage(a: Assessment) -> str:
         [
             escape(route) + (" (critical)" if route in c.critical_missing else ""),
             str(c.intended.get(route, 0)),
-            "yes" if route in observed else "no",
+            "yes" if route in observed else "not known" if route in c.unordered else "no",
             "; ".join(
                 word
                 for word, applies in (
                     ("no case intends it", route in c.missing_intended),
                     ("no trial reached it", route in c.missing_observed),
                     ("fewer cases than required", route in c.under_cased),
+                    ("only tied paths, of unknown order, may have", route in c.unordered),
                 )
                 if applies
             )

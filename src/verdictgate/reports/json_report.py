@@ -13,10 +13,12 @@ from .bounds import bounded
 REPORT_SCHEMA = "verdictgate.report/v1"
 
 
-def _change(change: ChangeRate) -> JsonObject:
+def _change(change: ChangeRate, ambiguous_pairs: int) -> JsonObject:
+    """A change rate, with the pairs left out of it because ties hid their order."""
     return {
         "pairs": change.pairs,
         "flips": change.flips,
+        "ambiguous_pairs": ambiguous_pairs,
         "rate": change.rate,
         "ci_low": change.ci_low,
         "ci_high": change.ci_high,
@@ -186,13 +188,13 @@ def _trials(a: Assessment) -> JsonObject:
 def _stability(a: Assessment) -> JsonObject:
     """JSON `stability`: the pooled and per-route change rates, judged as one family."""
     return {
-        "pooled": _change(a.pooled),
+        "pooled": _change(a.pooled, a.ambiguous_pairs),
         "routes": [
             {
                 "route": r.route,
                 "cases": r.cases,
                 "targeted": r.targeted,
-                **_change(r.change),
+                **_change(r.change, r.ambiguous_pairs),
                 "flip_pairs": _flip_pairs(r.flip_pairs),
             }
             for r in a.routes
@@ -219,6 +221,7 @@ def _coverage(a: Assessment) -> JsonObject:
         "unknown": list(coverage.unknown),
         "under_cased": list(coverage.under_cased),
         "critical_missing": list(coverage.critical_missing),
+        "unordered": list(coverage.unordered),
         "satisfied": coverage.satisfied,
     }
 
@@ -252,6 +255,7 @@ def _cases(a: Assessment) -> list[JsonObject]:
             "errors": c.errors,
             "pairs": c.pairs,
             "flips": c.flips,
+            "ambiguous_pairs": c.ambiguous_pairs,
             "verdict": c.verdict,
             "passed": c.passed,
             "judged": c.judged,

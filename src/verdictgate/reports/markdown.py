@@ -44,15 +44,17 @@ def render_markdown(assessment: Assessment) -> str:
         f"| {_cell(c.name)} | {_CHECK_MARK[c.result]} | {_cell(c.message)} |" for c in checks(a)
     ]
     if a.routes:
+        unordered = bool(a.ambiguous_pairs)  # a column only when some pair could not be ordered
         lines += [
             "",
-            f"| route | cases | pairs | flips | {ci_label(a.policy.confidence)} CI | tolerance "
-            "| stochastic at | result |",
-            "|---|---:|---:|---:|---|---:|---:|---|",
+            f"| route | cases | pairs | flips |{' unordered |' if unordered else ''} "
+            f"{ci_label(a.policy.confidence)} CI | tolerance | stochastic at | result |",
+            f"|---|---:|---:|---:|{'---:|' if unordered else ''}---|---:|---:|---|",
         ]
         lines += [
             f"| {_cell(r.route)} | {r.cases} | {r.change.pairs} | {r.change.flips} | "
-            f"[{r.change.ci_low:.3f}, {r.change.ci_high:.3f}] | {percent(r.change.tolerance)} | "
+            + (f"{r.ambiguous_pairs} | " if unordered else "")
+            + f"[{r.change.ci_low:.3f}, {r.change.ci_high:.3f}] | {percent(r.change.tolerance)} | "
             f"{level_text(r.change.level)} | {r.change.result.value} |"
             for r in a.routes
         ]

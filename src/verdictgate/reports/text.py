@@ -39,11 +39,13 @@ def _stability_table(a: Assessment) -> Table:
         caption=family_caption(a),
         caption_justify="left",
     )
+    unordered = bool(a.ambiguous_pairs)  # a column only when some pair could not be ordered
     columns: tuple[tuple[str, JustifyMethod], ...] = (
         ("route", "left"),
         ("cases", "right"),
         ("pairs", "right"),
         ("flips", "right"),
+        *((("unordered", "right"),) if unordered else ()),
         (f"{ci_label(a.policy.confidence)} CI", "left"),
         ("tolerance", "right"),
         ("stochastic at", "right"),
@@ -52,14 +54,15 @@ def _stability_table(a: Assessment) -> Table:
     for column, justify in columns:
         table.add_column(column, justify=justify)
     pooled = "(pooled)" if a.policy.claim is Claim.TESTED else "(pooled, not gating)"
-    rows = [(pooled, len(a.cases), a.pooled, False)]
-    rows += [(r.route, r.cases, r.change, r.targeted) for r in a.routes]
-    for name, cases, change, targeted in rows:
+    rows = [(pooled, len(a.cases), a.pooled, False, a.ambiguous_pairs)]
+    rows += [(r.route, r.cases, r.change, r.targeted, r.ambiguous_pairs) for r in a.routes]
+    for name, cases, change, targeted, ambiguous in rows:
         table.add_row(
             name,
             str(cases),
             str(change.pairs),
             str(change.flips),
+            *((str(ambiguous),) if unordered else ()),
             f"[{change.ci_low:.3f}, {change.ci_high:.3f}]",
             percent(change.tolerance) + (" (target)" if targeted else ""),
             level_text(change.level),
@@ -87,6 +90,7 @@ def _contract_table(a: Assessment) -> Table:
         ("observed", _listing(c.observed)),
         ("missing intended", _listing(c.missing_intended)),
         ("missing observed", _listing(c.missing_observed)),
+        *([("reached only unordered", _listing(c.unordered))] if c.unordered else []),
         ("outside the contract", _listing(c.unknown)),
         ("under-cased", _listing(c.under_cased)),
         ("critical missing", _listing(c.critical_missing)),

@@ -39,7 +39,8 @@ from ..suite import Case, Suite
 from ..tiers.cascade import Tiers
 from ..tiers.relations import Relation, as_relation
 from ..tiers.semantic import SemanticCheck, bundled_embedder
-from ..trial_model import Trial, decision_from_value, decision_text
+from ..ties import matches_route
+from ..trial_model import Trial, decision_from_value
 from .agent import Agent, from_callable
 from .round_collection import RoundCollection, Stop
 from .run_options import RunOptions, RunSettings
@@ -544,8 +545,9 @@ def _declare_relations(run_span: trace.Span, results: list[RelationResult]) -> N
 
 
 def _missed_routes(suite: Suite, first_answers: dict[str, Trial]) -> list[str]:
-    """Cases whose first answer is a decision that missed its expected route or failed a tier
-    (a blocking invariant, the semantic tier or the judge). An errored first answer (the agent
+    """Cases whose first answer is a decision that missed its expected route (in every order
+    of steps whose spans tied: `ties`) or failed a tier (a blocking invariant, the semantic
+    tier or the judge). An errored first answer (the agent
     raised or timed out, or a tier faulted) says nothing about quality: the run goes on, and
     the error makes it incomplete rather than rejected."""
     return sorted(
@@ -555,7 +557,10 @@ def _missed_routes(suite: Suite, first_answers: dict[str, Trial]) -> list[str]:
         and trial.decision is not None
         and (
             trial.passed is False
-            or (case.expected is not None and decision_text(trial.decision) != case.expected)
+            or (
+                case.expected is not None
+                and not matches_route(trial.decision, trial.tied_steps, case.expected)
+            )
         )
     )
 

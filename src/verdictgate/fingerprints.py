@@ -43,6 +43,21 @@ def checked_key_id(value: object) -> str:
     return value
 
 
+def input_names(
+    text: str, key: bytes | None, named: str | None = None
+) -> tuple[str, tuple[str, ...], str | None]:
+    """How a trial names an input it has at hand: its name (`named`, an id given for it, else
+    its fingerprint), its fingerprint as a further name when that is another, and the id of
+    `key` when the fingerprint is keyed, unless `named` is a keyed name this fingerprint is
+    not (made under another key, perhaps, so no one key id holds for both)."""
+    made = fingerprint(text, key)
+    case = made if named is None else named
+    aliases = () if case == made else (made,)
+    if key is None or (case != made and naming_scheme(case) == "keyed"):
+        return case, aliases, None
+    return case, aliases, key_id(key)
+
+
 def naming_scheme(name: str) -> str:
     """How a case name was made: `unkeyed` (a plain SHA-256 of the input), `keyed` (an HMAC)
     or `case-ids` (an explicit, user-chosen id)."""

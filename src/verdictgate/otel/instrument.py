@@ -29,7 +29,7 @@ from opentelemetry.trace import SpanKind, Status, StatusCode
 
 from ..decision_rules import DecisionRule
 from ..errors import InvalidDecision
-from ..fingerprints import fingerprint, fingerprint_key, key_id, naming_scheme
+from ..fingerprints import fingerprint_key, input_names
 from ..policy import Policy
 from ..suite import Suite
 from ..tiers.cascade import TierOutcome, Tiers
@@ -138,14 +138,14 @@ class DecisionRecorder:
         if not self._span.is_recording() or self._fingerprinted:
             return
         self._fingerprinted = True
-        name = fingerprint(text, self._key)
+        case, aliases, key = input_names(text, self._key, self._case)
         if self._case is None:
-            self._case = name
-            self._span.set_attribute(names.CASE_ID, name)
-        elif name != self._case:
-            self._span.set_attribute(names.CASE_ALIASES, [name])
-        if self._key is not None and (name == self._case or naming_scheme(self._case) != "keyed"):
-            self._span.set_attribute(names.CASE_KEY_ID, key_id(self._key))
+            self._case = case
+            self._span.set_attribute(names.CASE_ID, case)
+        if aliases:
+            self._span.set_attribute(names.CASE_ALIASES, list(aliases))
+        if key is not None:
+            self._span.set_attribute(names.CASE_KEY_ID, key)
 
     def record(self, answer: object, tiers: TierOutcome = NOTHING_CHECKED) -> None:
         """Record the agent's answer and what the assertion tiers found on it (names of broken

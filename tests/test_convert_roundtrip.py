@@ -47,6 +47,9 @@ def otlp_capture(path: Path) -> Path:
             }  # fmt: skip
             if index == 2:
                 attributes["verdictgate.invariant.warned"] = ["short"]
+            if case == "c1":  # a further name of its input, and the key id of its keyed names
+                attributes["verdictgate.case.aliases"] = ["hmac-sha256:" + "1" * 64]
+                attributes["verdictgate.case.key_id"] = "0123456789abcdef"
             lines.append(
                 span_line(attributes, "decide p", 1_000_000, 1_000_000 + 10**6 * (index + 1))
             )
@@ -65,6 +68,8 @@ def trials_file(path: Path) -> Path:
                 record.update(invariants_failed=["no_ids"], evaluation_skipped=True)
             if index == 5:
                 record.update(verdict=None, tools=["lookup", "refund"], tied_steps=[[0, 2]])
+            if case == "c2":
+                record.update(aliases=["hmac-sha256:" + "2" * 64], key_id="0123456789abcdef")
             records.append(record)
     records.append(
         {"run": "t", "case": "c3", "trial": 0, "outcome": "error", "error_type": "Timeout"}
@@ -136,3 +141,6 @@ def test_assess_of_convert_equals_assess_of_the_source(cli, tmp_path, kind):
     assert {k: v for k, v in direct["invariants"].items() if v} == invariants
     assert direct["run"]["isolation"] == isolation
     assert direct["trials"]["ambiguous_order"] == (2 if kind == "trials" else 0)
+    if kind in ("trials", "otlp_json"):  # a case's further names and key id survive it
+        schemes = direct["population"]["case_names"]["schemes"]
+        assert {"scheme": "keyed", "key_id": "0123456789abcdef", "run": None, "cases": 1} in schemes

@@ -8,7 +8,9 @@ from types import SimpleNamespace
 
 import pytest
 
-from verdictgate import assess
+from conftest import ROUTES, codes_of, suite_document
+from verdictgate import assess, fingerprint
+from verdictgate.fingerprints import KEY_VARIABLE, key_id
 from verdictgate.importers.deepeval import evidence_from_deepeval
 
 FIXTURES = Path(__file__).resolve().parents[1] / "examples"
@@ -158,3 +160,27 @@ def test_a_file_that_is_not_a_deepeval_run_is_one_line(cli, write, document, fie
         and f"field {field}" in result.stderr
         and "Traceback" not in result.output
     )
+
+
+def test_an_import_names_an_input_by_its_suite_id_and_its_fingerprint_both(cli, write, monkeypatch):
+    """Rows matched to a suite case by input carry the case's id and the input's fingerprint (a
+    further name, with its key's id), so the import and a run named by fingerprints count each
+    input once."""
+    monkeypatch.setenv(KEY_VARIABLE, "an import key")
+    key = b"an import key"
+    suite = write("suite.json", suite_document(cases_per_route=1))
+    texts = {f"{route}-0": f"request {route} 0" for route in ROUTES}
+    rows = [{"ask": text, "out": case.split("-")[0]} for case, text in texts.items() for _ in "ab"]
+    converted = cli("convert", "--jsonl", write("h.jsonl", rows), "--case-path", "ask",
+                    "--decision-path", "out", "--suite", suite)  # fmt: skip
+    lines = [json.loads(line) for line in converted.stdout.splitlines()]
+    assert {(r["case"], tuple(r["aliases"]), r["key_id"]) for r in lines} == {
+        (case, (fingerprint(text, key),), key_id(key)) for case, text in texts.items()
+    }
+    assert not any(text in converted.stdout for text in texts.values())
+    prints = [{"run": "b", "case": fingerprint(text, key), "trial": i, "outcome": "decision",
+               "verdict": case.split("-")[0], "key_id": key_id(key)}
+              for case, text in texts.items() for i in range(2)]  # fmt: skip
+    both = write("both.jsonl", lines + prints)
+    _, report = report_of(cli, "--trials", both, "--claim", "population")
+    assert report["population"]["cases"] == 3 and "mixed_case_names" not in codes_of(report)

@@ -10,7 +10,8 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 import verdictgate
-from verdictgate import NoDecision, decision, decision_point, trial
+from verdictgate import NoDecision, decision, decision_point, fingerprint, trial
+from verdictgate.fingerprints import KEY_VARIABLE, key_id
 from verdictgate.otel import conventions as names
 
 
@@ -26,7 +27,10 @@ def traced():
     return provider, finished
 
 
-def test_decorated_sync_function_records_scope_and_verdict(traced):
+def test_decorated_sync_function_records_scope_and_verdict(traced, monkeypatch):
+    """A case named by id whose input is at hand also carries the input's fingerprint, a further
+    name of it (`verdictgate.case.aliases`), so runs named either way count it once."""
+    monkeypatch.delenv(KEY_VARIABLE, raising=False)
     provider, finished = traced
 
     @decision_point("router", tracer_provider=provider, verdict=lambda result: result["route"])
@@ -39,8 +43,29 @@ def test_decorated_sync_function_records_scope_and_verdict(traced):
     assert span == {
         names.POINT: "router", names.RUN_ID: "r", names.TRIAL: 3, names.CASE_ID: "c7",
         names.CASE_EXPECTED: "billing", names.SUITE: "s", names.OUTCOME: "decision",
-        names.VERDICT: "billing",
+        names.VERDICT: "billing", names.CASE_ALIASES: (fingerprint("hello", None),),
     }  # fmt: skip
+
+
+def test_a_keyed_fingerprint_carries_its_key_id_beside_whichever_name_the_trial_has(traced):
+    """Named by id: the input's keyed fingerprint is a further name, with its key's id. Named by
+    that fingerprint: the key's id alone. Named by a keyed fingerprint it did not make (another
+    key's, say): its own fingerprint is a further name, with no key id, which could be wrong."""
+    provider, finished = traced
+    key = b"a decision key"
+    for case in ("c7", None, "hmac-sha256:" + "0" * 64):
+        with (
+            trial(run="r", index=0, case=case),
+            decision("p", input="hello", tracer_provider=provider, key=key) as d,
+        ):
+            d.record("billing")
+    by_id, by_print, by_other = finished()
+    mine = fingerprint("hello", key)
+    assert (by_id[names.CASE_ALIASES], by_id[names.CASE_KEY_ID]) == ((mine,), key_id(key))
+    assert (by_print[names.CASE_ID], by_print[names.CASE_KEY_ID]) == (mine, key_id(key))
+    assert names.CASE_ALIASES not in by_print
+    assert by_other[names.CASE_ALIASES] == (mine,) and names.CASE_KEY_ID not in by_other
+    assert "hello" not in repr([by_id, by_print, by_other])
 
 
 def test_decorated_async_function_and_tool_paths(traced):

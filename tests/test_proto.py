@@ -37,7 +37,7 @@ def test_the_trial_message_carries_every_trials_file_field():
     assert fields == {
         "run", "suite", "point", "case", "trial", "outcome", "verdict", "tools", "reason", "error_type",
         "expected", "invariants_failed", "invariants_warned", "passed", "latency_ms",
-        "evaluation_skipped", "isolation", "tied_steps",
+        "evaluation_skipped", "isolation", "tied_steps", "aliases", "key_id",
     }  # fmt: skip
 
 

@@ -38,6 +38,7 @@ from receiver_support import (
 )
 from verdictgate import (
     Case,
+    Claim,
     Contract,
     Invariant,
     Isolation,
@@ -49,6 +50,7 @@ from verdictgate import (
     fingerprint,
 )
 from verdictgate.evidence import Evidence, compact_gaps
+from verdictgate.fingerprints import KEY_VARIABLE, key_id
 from verdictgate.otel import conventions as names
 from verdictgate.otel.otlp_reading import extract_json, extract_protobuf
 from verdictgate.otel.spans import run_attributes
@@ -1010,6 +1012,34 @@ def test_assess_and_the_receiver_report_the_same_fingerprints_and_isolation(new_
     got, want = receiver.assessment("fp"), assess(trials)
     assert got.run.fingerprints == want.run.fingerprints == "unkeyed"
     assert got.run.isolation == want.run.isolation and got.run.id == want.run.id == "fp"
+
+
+def test_the_store_keeps_the_fingerprint_a_run_named_by_ids_gave_each_case(new_store, monkeypatch):
+    """A run whose cases have explicit ids records each input's keyed fingerprint beside them,
+    with the key's id; the store keeps both, so that run and one named by fingerprints count
+    each input once for a claim about new inputs."""
+    monkeypatch.setenv(KEY_VARIABLE, "a receiver key")
+    key = b"a receiver key"
+    memory = MemoryTelemetry()
+    suite = Suite("gate", "approval_gate",
+                  tuple(Case(f"{r}-{n}", f"please {r} {n}", r) for r in ("approve", "deny") for n in range(3)),
+                  Contract({"approve", "deny"}))  # fmt: skip
+    verdictgate.run(lambda text: text.split()[1], suite, repeats=2, run_id="ids",
+                    telemetry=memory.telemetry)  # fmt: skip
+    memory.telemetry.shutdown()
+    receiver = Receiver(new_store())
+    receiver.ingest(
+        extract_protobuf(encode_spans(memory.spans.get_finished_spans()).SerializeToString())
+    )
+    stored = list(receiver.store.evidence("ids").trials())
+    assert {(t.case, t.aliases, t.key_id) for t in stored} == {
+        (case.id, (fingerprint(case.input, key),), key_id(key)) for case in suite.cases
+    }
+    by_prints = [Trial(fingerprint(case.input, key), i, case.expected, "prints", key_id=key_id(key))
+                 for case in suite.cases for i in range(2)]  # fmt: skip
+    both = assess([*stored, *by_prints], suite, Policy(claim=Claim.POPULATION))
+    assert both.population.cases == 6 and "mixed_case_names" not in both.reason_codes
+    assert assess([*stored, *by_prints], suite).routes[0].cases == 3  # routes count inputs too
 
 
 def test_a_restart_between_the_parts_of_a_sparse_case_changes_nothing(new_store, tmp_path):

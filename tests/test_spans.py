@@ -11,7 +11,12 @@ from hypothesis import strategies as st
 from verdictgate import Contract, Isolation, NoDecision, Policy, Suite, Trial
 from verdictgate.otel import conventions as names
 from verdictgate.otel.span_decoding import run_declaration, trial_from_attributes
-from verdictgate.otel.spans import decision_attributes, flat_ranges, run_attributes
+from verdictgate.otel.spans import (
+    decision_attributes,
+    flat_ranges,
+    run_attributes,
+    trial_attributes,
+)
 
 labels = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), min_size=1, max_size=10)
 routes = st.frozensets(labels.filter(lambda s: "=" not in s), max_size=4)
@@ -92,7 +97,7 @@ attribute_values = st.one_of(
 keys = st.sampled_from(
     [names.RUN_ID, names.CASE_ID, names.TRIAL, names.OUTCOME, names.VERDICT, names.TOOLS, names.TOLERANCE,
      names.CONFIDENCE, names.CONTRACT_TARGETS, names.CONTRACT_ALLOWED, names.ISOLATION, names.PLAN_TRIALS,
-     names.TIED_STEPS]
+     names.TIED_STEPS, names.CASE_ALIASES, names.CASE_KEY_ID]
 )  # fmt: skip
 
 
@@ -116,3 +121,24 @@ def test_tied_steps_round_trip_and_bad_ones_are_refused(path_and_start) -> None:
     for bad in ([start], [start, len(path) + 1], [start + 1, start], "0,2"):
         with pytest.raises(ValueError, match=names.TIED_STEPS):
             trial_from_attributes({**attributes, names.TIED_STEPS: bad})
+
+
+names_of_inputs = st.lists(labels.filter(str.strip), max_size=16, unique=True)
+
+
+@given(labels.filter(str.strip), names_of_inputs, st.none() | st.text("0123456789abcdef", min_size=16, max_size=16))  # fmt: skip
+def test_a_case_s_further_names_and_key_id_round_trip_and_bad_ones_are_refused(
+    case, aliases, key
+) -> None:
+    trial = Trial(case, 0, "a", "r", aliases=tuple(sorted(set(aliases) - {case})), key_id=key)
+    attributes = trial_attributes(trial)
+    assert trial_from_attributes(attributes) == trial
+    twice = {**attributes, names.CASE_ALIASES: [*aliases[:7], case, *aliases[:7]]}
+    once = tuple(sorted(set(aliases[:7]) - {case}))
+    assert trial_from_attributes(twice).aliases == once  # each once, the case left out
+    for bad in ([" "], ["a"] * 17, [1], "x" * 4097):
+        with pytest.raises(ValueError, match=names.CASE_ALIASES):
+            trial_from_attributes({**attributes, names.CASE_ALIASES: bad})
+    for bad in ("0123", "0123456789ABCDEF", 7, ["0123456789abcdef"]):
+        with pytest.raises(ValueError, match=names.CASE_KEY_ID):
+            trial_from_attributes({**attributes, names.CASE_KEY_ID: bad})

@@ -31,6 +31,8 @@ trials = st.builds(
     expected=st.none() | names,
     error_type=st.none(),
     passed=st.none() | st.booleans(),
+    aliases=st.lists(names, max_size=3).map(tuple),
+    key_id=st.none() | st.text("0123456789abcdef", min_size=16, max_size=16),
 )
 
 
@@ -45,7 +47,7 @@ def test_written_trials_read_back_to_the_same_assessment(tmp_path_factory, batch
     evidence, summary = read_trials(path)
     assert summary.records == len(batch)
     assert assess(evidence) == assess(Evidence(batch))
-    assert list(evidence.trials()) == list(Evidence(batch).trials())  # passed survives the file
+    assert list(evidence.trials()) == list(Evidence(batch).trials())  # passed, aliases survive
 
 
 def test_chunked_reading_gives_the_same_result_as_one_chunk(tmp_path, monkeypatch):
@@ -114,6 +116,21 @@ BAD_LINES = [
         '"tied_steps": [[1, 3]]}',
         "tied_steps",
         "within the 2-step path",
+    ),
+    (
+        '{"case": "c", "trial": 0, "outcome": "decision", "verdict": "a", "aliases": "c2"}',
+        "aliases",
+        "Expected `array`",
+    ),
+    (
+        '{"case": "c", "trial": 0, "outcome": "decision", "verdict": "a", "aliases": [" "]}',
+        "aliases",
+        "each is a case id or fingerprint",
+    ),
+    (
+        '{"case": "c", "trial": 0, "outcome": "decision", "verdict": "a", "key_id": "my key"}',
+        "key_id",
+        "16 lowercase hex digits",
     ),
 ]
 

@@ -63,6 +63,7 @@ class ReasonCode(str, Enum):
     AMBIGUOUS_ORDER = "ambiguous_order"
     POOLED_UNDECIDED = "pooled_undecided"
     POPULATION_UNDECIDED = "population_undecided"
+    MIXED_CASE_NAMES = "mixed_case_names"
     TARGET_UNDECIDED = "target_undecided"
     PASS_RATE_UNDECIDED = "pass_rate_undecided"
     INCOMPLETE = "incomplete"
@@ -220,6 +221,11 @@ def _decisive(f: Findings) -> str:
     """The e-value that decides the case-level test: 1 / its level among the run's tests (40 at
     95% when judged alone)."""
     return f"{1 / (f.population.level or side_error(f.policy.confidence)):.4g}"
+
+
+def _schemes_named(f: Findings) -> str:
+    """Each naming scheme with its cases: `40 by explicit case ids, 40 by unkeyed fingerprints`."""
+    return listing(f"{n} by {scheme.describe()}" for scheme, n in f.case_names.schemes)
 
 
 def _more_cases(f: Findings) -> Iterator[str]:
@@ -808,6 +814,25 @@ RULES: tuple[Rule, ...] = (
             else None
         ),
         _more_cases,
+    ),
+    Rule(
+        ReasonCode.MIXED_CASE_NAMES,
+        Status.INCONCLUSIVE,
+        "stability.population",
+        lambda f: (
+            f"the cases are named in more than one way ({_schemes_named(f)}) and no trial links "
+            "the names, so one input may be counted under two: new inputs were judged on the "
+            f"{f.case_names.judged_cases} cases named by {f.case_names.judged.describe()} alone "
+            f"({f.case_names.set_aside} set aside)"
+            if _claims(f, Claim.POPULATION) and f.case_names.judged is not None
+            else None
+        ),
+        _one(
+            "Name every run's cases the same way (explicit ids everywhere, or fingerprints under "
+            "the same VERDICTGATE_FINGERPRINT_KEY everywhere), or record each input's other "
+            "names: a trial's `aliases` (the instrumentation records the input's fingerprint "
+            "beside an explicit case id when it is given both) and its fingerprint `key_id`."
+        ),
     ),
     Rule(
         ReasonCode.TARGET_UNDECIDED,

@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import Enum
 
+from .case_names import Naming
 from .policy import Policy
 from .sequential.rule import PopulationVerdict
 from .stats import ChangeRate, PassRate, Quantiles, Reliability, Stability
@@ -277,6 +278,9 @@ class Findings:
     family_tests: int
     """How many tests' stochastic sides were judged together (`family`): the claim's and every
     route's with pairs (a route whose test is the pooled one counts once)."""
+    case_names: Naming
+    """How the cases the case-level verdict counts are named, and the scheme it was judged on
+    when names that no trial links may be one input (`case_names`)."""
 
     @property
     def how_stopped(self) -> str | None:

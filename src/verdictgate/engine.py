@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import cast
 
@@ -24,6 +24,7 @@ from .assessment import (
     Stopping,
     TrialCounts,
 )
+from .case_names import CaseNames, Naming
 from .declaration import RunDeclaration
 from .evidence import ERROR, MISSING, CaseEvidence, Evidence
 from .family import judged_together
@@ -87,10 +88,26 @@ def assess(
         suite=suite.name,
         point=suite.point,
         isolation=isolation or evidence.declared_isolation(),
-        fingerprints=fingerprint_mode(case for _, case in evidence.cases),
+        fingerprints=fingerprint_mode(_names(evidence)),
     )
     findings = _findings(evidence, suite, policy, run, planned_trials, reported or Reported())
     return admission.judge(findings)
+
+
+def _names(evidence: Evidence) -> Iterator[str]:
+    """Every name the evidence gives its cases: case ids and their aliases."""
+    for run, case in evidence.cases:
+        yield case
+        yield from evidence.names_of(run, case)[0]
+
+
+def _case_names(evidence: Evidence) -> CaseNames:
+    """The evidence's case names, united where a trial gives several names of one input."""
+    names = CaseNames()
+    for run, case in evidence.cases:
+        aliases, key_id = evidence.names_of(run, case)
+        names.add(run, case, aliases, key_id)
+    return names
 
 
 def _run_id(evidence: Evidence) -> str:
@@ -228,9 +245,11 @@ def _case_pairs(
 
 class _Scan:
     """One pass over the evidence: pooled and per-route tallies, decision counts, per-case
-    results, and what sizing a missing plan needs."""
+    results, and what sizing a missing plan needs. A case is counted once by all its names
+    (`names`), whichever runs hold it."""
 
-    def __init__(self) -> None:
+    def __init__(self, names: CaseNames) -> None:
+        self.names = names
         self.pooled = _Tally()
         self.routes: dict[str, _Tally] = {}
         self.key_counts: Counter[int] = Counter()
@@ -265,7 +284,8 @@ class _Scan:
         self.received += trials_received
         self.longest[route] = max(self.longest[route], case.length())
         self.case_routes.append(route)
-        self.seen_cases.add(case.case)
+        counted_as = self.names.case_of(case.case)
+        self.seen_cases.add(counted_as)
         found = _case_pairs(slots, keys, tied)
         for index, ranges in tied.items():
             key = slots[index] if index < len(slots) else MISSING
@@ -276,7 +296,7 @@ class _Scan:
         self.latencies.extend(case.latency_values())
         tallies = [self.pooled, self.routes.setdefault(route, _Tally())] if route else [self.pooled]
         for tally in tallies:
-            tally.case_ids.add(case.case)
+            tally.case_ids.add(counted_as)
             tally.pairs += found.pairs
             tally.flips += found.flips
             tally.ambiguous += found.ambiguous
@@ -308,10 +328,11 @@ class _Scan:
     def add_unseen(self, suite: Suite) -> None:
         """Suite cases with no trial at all: listed, and counted in their route."""
         for case in suite.cases:
-            if case.id not in self.seen_cases:
+            counted_as = self.names.case_of(case.id)
+            if counted_as not in self.seen_cases:
                 self.cases.append(CaseResult(case.id, None, case.expected, 0, 0, 0, 0, None))
                 if case.expected:
-                    self.routes.setdefault(case.expected, _Tally()).case_ids.add(case.id)
+                    self.routes.setdefault(case.expected, _Tally()).case_ids.add(counted_as)
 
     def planned(self, suite: Suite) -> int:
         """Trials expected without a plan: every case as many as the longest of its route."""
@@ -319,7 +340,7 @@ class _Scan:
         return sum(self.longest[route] for route in self.case_routes) + sum(
             self.longest.get(case.expected, overall)
             for case in suite.cases
-            if case.id not in self.seen_cases
+            if self.names.case_of(case.id) not in self.seen_cases
         )
 
 
@@ -388,10 +409,13 @@ def _findings(
     """What one scan of the evidence shows under `policy`, with what the run reported."""
     scan = _scanned(evidence, suite, policy)
     pooled = scan.pooled
+    case_level, naming = _population(
+        scan.cases, scan.names, policy.tolerance, side_error(policy.confidence)
+    )
     change, routes, population, family_tests = _judged_together(
         change_rate(pooled.flips, pooled.pairs, policy.tolerance, policy.confidence, policy.method),
         _route_results(scan, evidence, suite.contract, policy),
-        _population(scan.cases, policy.tolerance, side_error(policy.confidence)),
+        case_level,
         policy,
     )
     pooled_passes, passes = _pass_rates_together(
@@ -425,16 +449,20 @@ def _findings(
         stopping=reported.stopping,
         population=population,
         family_tests=family_tests,
+        case_names=naming,
     )
 
 
 def _scanned(evidence: Evidence, suite: Suite, policy: Policy) -> _Scan:
     """One pass over every case of the evidence, each judged as intended for the suite's
-    expected route (else its own), then the suite's cases it holds nothing of."""
-    suite_expected = suite.expected_by_case()
-    scan = _Scan()
+    expected route (else its own), then the suite's cases it holds nothing of. A suite case
+    is found by any name of its input."""
+    scan = _Scan(_case_names(evidence))
+    suite_expected = {
+        scan.names.case_of(case): route for case, route in suite.expected_by_case().items()
+    }
     for case_evidence in evidence.cases.values():
-        route = suite_expected.get(case_evidence.case, case_evidence.expected)
+        route = suite_expected.get(scan.names.case_of(case_evidence.case), case_evidence.expected)
         scan.add(
             case_evidence,
             route,
@@ -522,17 +550,25 @@ def _pass_rates_together(
     return judged[0], replace(passes, route_rates=dict(zip(routes, judged[1:], strict=True)))
 
 
-def _population(cases: list[CaseResult], tolerance: float, alpha: float) -> PopulationVerdict:
-    """The case-level verdict with the case as the unit: a case (its id or fingerprint) that
-    several runs or files hold is one case, its change rate all its flips over all its pairs
-    (pairs form within a run)."""
+def _population(
+    cases: list[CaseResult], names: CaseNames, tolerance: float, alpha: float
+) -> tuple[PopulationVerdict, Naming]:
+    """The case-level verdict with the case as the unit: a case that several runs or files hold,
+    by any of its names, is one case, its change rate all its flips over all its pairs (pairs
+    form within a run). Names that may be one input named two ways are never counted as two
+    cases: then only the cases of one naming scheme are judged (`CaseNames.naming`)."""
     totals: dict[str, tuple[int, int]] = {}
     for case in cases:
-        flips, pairs = totals.get(case.case, (0, 0))
-        totals[case.case] = (flips + case.flips, pairs + case.pairs)
-    return population_verdict(
-        [flips / pairs for flips, pairs in totals.values() if pairs], tolerance, alpha
+        counted_as = names.case_of(case.case)
+        flips, pairs = totals.get(counted_as, (0, 0))
+        totals[counted_as] = (flips + case.flips, pairs + case.pairs)
+    naming, judged = names.naming(case for case, (_, pairs) in totals.items() if pairs)
+    verdict = population_verdict(
+        [flips / pairs for case, (flips, pairs) in totals.items() if case in judged],
+        tolerance,
+        alpha,
     )
+    return verdict, naming
 
 
 def _judged_rate(passed: int, judged: int, policy: Policy) -> PassRate | None:

@@ -147,6 +147,10 @@ class Evidence:
         self._far: dict[tuple[str, str], dict[int, Trial]] = {}
         """Records more than FAR_GAP slots beyond their case's slots, by case and index; laid
         out with the rest by `compacted`."""
+        self._aliases: dict[tuple[str, str], set[str]] = {}
+        """Case -> the further names of its input its trials gave (`Trial.aliases`)."""
+        self._fingerprint_keys: dict[tuple[str, str], str] = {}
+        """Case -> the key id its trials' keyed names were made with (the first given counts)."""
         self.add_all(trials)
 
     def complete_rounds(self) -> int | None:
@@ -164,6 +168,13 @@ class Evidence:
     def tied_steps(self, run: str, case: str) -> Mapping[int, TiedSteps]:
         """A case's trials whose paths hold tied steps: index -> the tied ranges."""
         return self._tied.get((run, case), {})
+
+    def names_of(self, run: str, case: str) -> tuple[tuple[str, ...], str | None]:
+        """A case's further names (sorted) and the key id of its keyed names, as its trials
+        gave them."""
+        aliases = self._aliases.get((run, case))
+        key_id = self._fingerprint_keys.get((run, case))
+        return (tuple(sorted(aliases)) if aliases else ()), key_id
 
     def kept(self) -> int:
         """How many trials it keeps (the first record of each identity)."""
@@ -207,6 +218,8 @@ class Evidence:
         copy._tied = {key: dict(tied) for key, tied in self._tied.items()}
         copy.isolation = dict(self.isolation)
         copy._far = {key: dict(records) for key, records in self._far.items()}
+        copy._aliases = {key: set(aliases) for key, aliases in self._aliases.items()}
+        copy._fingerprint_keys = dict(self._fingerprint_keys)
         return copy
 
     def compacted(self) -> Evidence:
@@ -316,6 +329,8 @@ class Evidence:
                 self._note_repeat(trial, case_slots[index] == slot)
                 continue
             new += 1
+            if trial.aliases or trial.key_id is not None:
+                self._note_names(trial)
             if slot == ERROR:
                 self._note_error(evidence, trial)
             if trial.tied_steps:
@@ -330,6 +345,15 @@ class Evidence:
             ):
                 self._note_tiers(evidence, trial)
         return new
+
+    def _note_names(self, trial: Trial) -> None:
+        """Keep the further names of a trial's input and its key id (the first given counts)."""
+        key = (trial.run, trial.case)
+        if trial.aliases:
+            self._aliases.setdefault(key, set()).update(trial.aliases)
+            self._aliases[key].discard(trial.case)
+        if trial.key_id is not None:
+            self._fingerprint_keys.setdefault(key, trial.key_id)
 
     def _new_case(self, run: str, case: str, expected: str | None) -> CaseEvidence:
         """The evidence of a case seen for the first time, with no slot filled yet."""
@@ -348,6 +372,8 @@ class Evidence:
         """Keep a record far beyond its case's slots aside, counted where the whole evidence
         counts (its per-index facts are laid out when the evidence is compacted)."""
         self._far.setdefault((trial.run, trial.case), {})[trial.index] = trial
+        if trial.aliases or trial.key_id is not None:
+            self._note_names(trial)
         if trial.decision is None:
             self.error_types[trial.error_type or "error"] += 1
         self.invariant_failures.update(trial.invariants_failed)
@@ -414,8 +440,9 @@ class Evidence:
 
     def trials(self) -> Iterator[Trial]:
         """The kept trials (the first record of each identity), whole: decision, expected
-        route, error type, evaluator verdict, latency, tier results and the run's isolation;
-        case by case in index order, at the indices they were recorded at."""
+        route, error type, evaluator verdict, latency, tier results, the run's isolation, and
+        the case's further names and key id; case by case in index order, at the indices they
+        were recorded at."""
         for key, case in self.cases.items():
             yield from self._records(key, case)
 
@@ -427,6 +454,7 @@ class Evidence:
         judgements = evidence.judgements
         isolation = self.isolation.get(evidence.run)
         tied = self.tied_steps(evidence.run, evidence.case)
+        aliases, key_id = self.names_of(evidence.run, evidence.case)
         for index, slot in enumerate(evidence.slots):
             if slot == MISSING:
                 continue
@@ -451,6 +479,8 @@ class Evidence:
                 evaluation_skipped=skipped,
                 isolation=isolation,
                 tied_steps=tied.get(index, ()),
+                aliases=aliases,
+                key_id=key_id,
             )
 
     def is_no_decision(self, key_id: int) -> bool:

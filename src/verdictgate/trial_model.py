@@ -50,6 +50,8 @@ receiver's string attributes have the same limit)."""
 MAX_PATH_STEPS = 256
 """Most steps a decided path holds, from every source (a receiver's array attributes have the
 same limit)."""
+MAX_ALIASES = 16
+"""Most further names of its input a trial carries (`Trial.aliases`)."""
 
 Answer = Any  # boundary: user code
 """An agent's answer (or the input it was given) as a function of the user's receives it: a
@@ -160,6 +162,12 @@ class Trial(_TrialIdentity, frozen=True, gc=False, kw_only=True):
     tied_steps: TiedSteps = ()
     """Ranges [start, end) of steps of its path whose spans started in the same instant: their
     order there is canonical, not observed (`decision_rules`); a pair compares them unordered."""
+    aliases: tuple[str, ...] = ()
+    """Further names of the same input (each an explicit case id or an input fingerprint,
+    never input text): every trial named by any of them is one case (`case_names`)."""
+    key_id: str | None = None
+    """The id of the key this trial's `hmac-sha256:` names were made with
+    (`fingerprints.key_id`), where its source knows it: names under two keys are told apart."""
 
     @property
     def outcome(self) -> Outcome:
@@ -187,3 +195,18 @@ def tied_steps_of(ranges: object, decision: Decision | None) -> TiedSteps:
             )
         checked.append((item[0], item[1]))
     return tuple(checked)
+
+
+def aliases_of(names: object, case: str) -> tuple[str, ...]:
+    """Further names of a case's input as a trial holds them: sorted, each once, the case itself
+    left out. ValueError unless a list of at most MAX_ALIASES strings, each not blank and of at
+    most MAX_LABEL characters."""
+    if not isinstance(names, (list, tuple)) or len(names) > MAX_ALIASES:
+        raise ValueError(f"must be a list of at most {MAX_ALIASES} names")
+    for name in names:
+        if not isinstance(name, str) or not name.strip() or len(name) > MAX_LABEL:
+            raise ValueError(
+                f"each is a case id or fingerprint of at most {MAX_LABEL} characters, got "
+                f"{name!r:.40}"
+            )
+    return tuple(sorted(set(names) - {case}))

@@ -12,6 +12,7 @@ import msgspec
 
 from .errors import InputError, InvalidDecision, TrialIndexError
 from .evidence import MAX_TRIAL_INDEX, Evidence
+from .fingerprints import checked_key_id
 from .trial_model import (
     MAX_LABEL,
     Decision,
@@ -19,6 +20,7 @@ from .trial_model import (
     NoDecision,
     Outcome,
     Trial,
+    aliases_of,
     decision_from_value,
     no_decision,
     tied_steps_of,
@@ -116,6 +118,14 @@ def _as_trial(line: TrialLine, decision: Decision | None) -> Trial:
         tied = tied_steps_of(line.tied_steps, decision) if line.tied_steps else ()
     except ValueError as error:
         raise ValueError(f"tied_steps: {error}") from None
+    try:
+        aliases = aliases_of(line.aliases, line.case) if line.aliases else ()
+    except ValueError as error:
+        raise ValueError(f"aliases: {error}") from None
+    try:
+        key_id = None if line.key_id is None else checked_key_id(line.key_id)
+    except ValueError as error:
+        raise ValueError(f"key_id: {error}") from None
     return Trial(
         line.case,
         line.index,
@@ -130,6 +140,8 @@ def _as_trial(line: TrialLine, decision: Decision | None) -> Trial:
         evaluation_skipped=line.evaluation_skipped,
         isolation=line.isolation,
         tied_steps=tied,
+        aliases=aliases,
+        key_id=key_id,
     )
 
 
@@ -274,6 +286,8 @@ def _add_batch(
             and decision.strip()
             and len(decision) <= MAX_LABEL
             and not record.tied_steps
+            and not record.aliases
+            and record.key_id is None
         ):
             trials.append(record)  # most lines: the record is the trial
             continue
@@ -321,6 +335,8 @@ def trial_fields(
         "evaluation_skipped": trial.evaluation_skipped or None,
         "isolation": trial.isolation.value if trial.isolation is not None else None,
         "tied_steps": [list(pair) for pair in trial.tied_steps] or None,
+        "aliases": list(trial.aliases) or None,
+        "key_id": trial.key_id,
     }
     return {name: value for name, value in fields.items() if value is not None}
 

@@ -7,7 +7,7 @@ from pathlib import Path
 from ..assessment import Isolation
 from ..errors import InputError
 from ..evidence import Evidence
-from ..fingerprints import fingerprint
+from ..fingerprints import input_names
 from ..suite import Case, Suite
 from ..suite_file import read_json
 from ..trial_model import Decision, Trial
@@ -56,7 +56,7 @@ def read(path: Path, options: ImportOptions, suite: Suite | None, key: bytes | N
         if not isinstance(errors, int) or isinstance(errors, bool) or errors < 0:
             raise InputError("must be a non-negative integer", path=source, field=f"{field}.errors")
         expected = raw.get("expected") if isinstance(raw.get("expected"), str) else None
-        case_id = fingerprint(raw["input"], key)
+        case_id, _, key_id = input_names(raw["input"], key)
         if any(case.id == case_id for case in cases):
             raise InputError("the same input appears twice", path=source, field=field)
         evidence.add_all(
@@ -67,6 +67,7 @@ def read(path: Path, options: ImportOptions, suite: Suite | None, key: bytes | N
                 RUN_ID,
                 expected,
                 isolation=isolation,
+                key_id=key_id,
             )
             for index, value in enumerate(observations)
         )
@@ -79,6 +80,7 @@ def read(path: Path, options: ImportOptions, suite: Suite | None, key: bytes | N
                 expected,
                 "agentverity_error",
                 isolation=isolation,
+                key_id=key_id,
             )
             for n in range(errors)
         )

@@ -11,7 +11,7 @@ from typing import Protocol, TypeVar
 
 from ..errors import InputError
 from ..evidence import Evidence
-from ..fingerprints import fingerprint, fingerprint_key
+from ..fingerprints import fingerprint_key, input_names
 from ..suite import Case, Suite
 from ..suite_file import read_json
 from ..trial_model import Decision, Trial
@@ -60,7 +60,7 @@ def _build(
     evidence = Evidence()
     cases = []
     for text, members in groups.items():
-        case_id = fingerprint(text, key)
+        case_id, _, key_id = input_names(text, key)
         members.sort(key=lambda item: item[0])
         expected = decision_at(members[0][1].get("expectedOutput"), decision_path)
         expected_text = expected if isinstance(expected, str) else None
@@ -75,7 +75,16 @@ def _build(
             passed = success if isinstance(success, bool) else None
             error_type = None if got is not None else "decision_path"
             trials.append(
-                Trial(case_id, index, got, RUN_ID, expected_text, error_type, passed=passed)
+                Trial(
+                    case_id,
+                    index,
+                    got,
+                    RUN_ID,
+                    expected_text,
+                    error_type,
+                    passed=passed,
+                    key_id=key_id,
+                )
             )
         evidence.add_all(trials)
         cases.append(Case(case_id, None, expected_text))

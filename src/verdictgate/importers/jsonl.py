@@ -7,7 +7,7 @@ from pathlib import Path
 
 from ..errors import InputError, TrialIndexError
 from ..evidence import Evidence
-from ..fingerprints import fingerprint
+from ..fingerprints import input_names
 from ..suite import Case, Suite
 from ..trial_model import Trial
 from . import Imported, ImportOptions, decision_at, pick
@@ -47,7 +47,9 @@ def read(path: Path, options: ImportOptions, suite: Suite | None, key: bytes | N
                     "no case at this path", path=source, line=number, field=options.case_path
                 )
             text = str(raw_case)
-            case = text if text in known else by_input.get(text) or fingerprint(text, key)
+            case, aliases, key_id = (
+                (text, (), None) if text in known else input_names(text, key, by_input.get(text))
+            )
             run = str(pick(row, options.run_path) or RUN_ID) if options.run_path else RUN_ID
             if options.trial_path is not None:
                 index = pick(row, options.trial_path)
@@ -63,7 +65,18 @@ def read(path: Path, options: ImportOptions, suite: Suite | None, key: bytes | N
             decision = decision_at(pick(row, options.decision_path), None)
             error_type = None if decision is not None else "decision_path"
             try:
-                evidence.add(Trial(case, index, decision, run, route, error_type))
+                evidence.add(
+                    Trial(
+                        case,
+                        index,
+                        decision,
+                        run,
+                        route,
+                        error_type,
+                        aliases=aliases,
+                        key_id=key_id,
+                    )
+                )
             except TrialIndexError as error:
                 raise InputError(
                     str(error), path=source, line=number, field=options.trial_path

@@ -20,7 +20,7 @@ import msgspec
 
 from ..errors import InputError
 from ..evidence import Evidence
-from ..fingerprints import fingerprint
+from ..fingerprints import input_names
 from ..suite import Case, Suite
 from ..trial_model import Decision, Trial
 from ..wire_types import JsonObject, JsonValue
@@ -208,8 +208,16 @@ def read(path: Path, options: ImportOptions, suite: Suite | None, key: bytes | N
     evidence = Evidence()
     cases = []
     for text, test in tests.items():
-        case = by_input.get(text) or Case(fingerprint(text, key), None, test.expected)
-        evidence.add_all(_test_trials(test, case, _positions(test, repeats), eval_id))
+        matched = by_input.get(text)
+        aliases: tuple[str, ...]
+        key_id: str | None
+        if matched is not None and matched.input != text:  # matched by its explicit id
+            case, aliases, key_id = matched, (), None
+        else:
+            name, aliases, key_id = input_names(text, key, matched.id if matched else None)
+            case = matched or Case(name, None, test.expected)
+        positions = _positions(test, repeats)
+        evidence.add_all(_test_trials(test, case, positions, eval_id, (aliases, key_id)))
         cases.append(Case(case.id, None, case.expected))
     return Imported(evidence, tuple(cases), eval_id)
 
@@ -284,8 +292,16 @@ def _positions(test: _Test, repeats: dict[str, int]) -> list[int]:
     return positions
 
 
-def _test_trials(test: _Test, case: Case, positions: list[int], eval_id: str) -> Iterator[Trial]:
-    """The trials of one test's rows, at their positions."""
+def _test_trials(
+    test: _Test,
+    case: Case,
+    positions: list[int],
+    eval_id: str,
+    names: tuple[tuple[str, ...], str | None],
+) -> Iterator[Trial]:
+    """The trials of one test's rows, at their positions, with the further names of its input
+    and their key id (`names`)."""
+    aliases, key_id = names
     for position, (decision, error, passed), latency in zip(
         positions, test.trials, test.latencies, strict=True
     ):
@@ -298,6 +314,8 @@ def _test_trials(test: _Test, case: Case, positions: list[int], eval_id: str) ->
             error,
             passed=passed,
             latency_ms=latency,
+            aliases=aliases,
+            key_id=key_id,
         )
 
 

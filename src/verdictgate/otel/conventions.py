@@ -61,6 +61,12 @@ call raised, or the case's first answer errored): a fault, never a violation."""
 # Decision span
 CASE_ID = "verdictgate.case.id"
 CASE_EXPECTED = "verdictgate.case.expected"
+CASE_ALIASES = "verdictgate.case.aliases"
+"""string[]: further names of the case's input, each an explicit case id or an input
+fingerprint (never input text): trials named by any of them are one case (extension)."""
+CASE_KEY_ID = "verdictgate.case.key_id"
+"""string: the id of the key the trial's `hmac-sha256:` names were made with (16 hex digits of
+an HMAC of a fixed label under the key, `fingerprints.key_id`; never the key) (extension)."""
 TRIAL = "verdictgate.trial"
 OUTCOME = "verdictgate.outcome"
 VERDICT = "verdictgate.verdict"

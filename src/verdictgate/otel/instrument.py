@@ -29,7 +29,7 @@ from opentelemetry.trace import SpanKind, Status, StatusCode
 
 from ..decision_rules import DecisionRule
 from ..errors import InvalidDecision
-from ..fingerprints import fingerprint, fingerprint_key
+from ..fingerprints import fingerprint_key, input_names
 from ..policy import Policy
 from ..suite import Suite
 from ..tiers.cascade import TierOutcome, Tiers
@@ -121,19 +121,31 @@ def _tracer(tracer_provider: trace.TracerProvider | None) -> trace.Tracer:
 class DecisionRecorder:
     """The handle of one decision span: record the answer, or an error, exactly once."""
 
-    def __init__(self, span: trace.Span, key: bytes | None, case_named: bool = False) -> None:
+    def __init__(self, span: trace.Span, key: bytes | None, case: str | None = None) -> None:
         self._span = span
         self._key = key
-        self._case_named = case_named
+        self._case = case
+        self._fingerprinted = False
         self.recorded = False
         self.spans: OpenTrial | None = None
         """With a decision rule: the framework spans below this one, which decide the trial."""
 
     def input(self, text: str) -> None:
-        """Identify the case by the input's fingerprint, unless the trial names the case."""
-        if self._span.is_recording() and not self._case_named:
-            self._span.set_attribute(names.CASE_ID, fingerprint(text, self._key))
-            self._case_named = True
+        """Identify the case by the input's fingerprint (the first input given counts). When
+        the trial names the case otherwise, the fingerprint is a further name of its input
+        (`verdictgate.case.aliases`), so runs that name it either way count it once. A keyed
+        fingerprint carries its key's id, unless the trial's own keyed name may be another's."""
+        if not self._span.is_recording() or self._fingerprinted:
+            return
+        self._fingerprinted = True
+        case, aliases, key = input_names(text, self._key, self._case)
+        if self._case is None:
+            self._case = case
+            self._span.set_attribute(names.CASE_ID, case)
+        if aliases:
+            self._span.set_attribute(names.CASE_ALIASES, list(aliases))
+        if key is not None:
+            self._span.set_attribute(names.CASE_KEY_ID, key)
 
     def record(self, answer: object, tiers: TierOutcome = NOTHING_CHECKED) -> None:
         """Record the agent's answer and what the assertion tiers found on it (names of broken
@@ -233,8 +245,9 @@ def decision(
             return
         scope = _CURRENT_TRIAL.get()
         span.set_attributes(_scope_attributes(point, scope))
-        case_named = scope is not None and scope.case is not None
-        recorder = DecisionRecorder(span, fingerprint_key(key), case_named)
+        recorder = DecisionRecorder(
+            span, fingerprint_key(key), scope.case if scope is not None else None
+        )
         if input is not None:
             recorder.input(input)
         with ExitStack() as stack:

@@ -233,6 +233,8 @@ _ALWAYS = (
     names.INVARIANT_WARNED,
     names.EVALUATION_SKIPPED,
     names.TIED_STEPS,
+    names.CASE_ALIASES,
+    names.CASE_KEY_ID,
 )
 _BY_OUTCOME = {
     "decision": (names.VERDICT, names.TOOLS),

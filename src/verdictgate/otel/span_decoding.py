@@ -12,6 +12,7 @@ from ..assessment import Isolation, RelationResult, Stopping
 from ..declaration import RunDeclaration
 from ..errors import InvalidDecision
 from ..evidence import MAX_TRIAL_INDEX
+from ..fingerprints import checked_key_id
 from ..policy import Claim, Policy
 from ..stats import DEFAULT_METHOD, Method
 from ..suite import Contract, Suite
@@ -20,6 +21,7 @@ from ..trial_model import (
     NoDecision,
     TiedSteps,
     Trial,
+    aliases_of,
     decision_from_value,
     tied_steps_of,
 )
@@ -171,6 +173,7 @@ def trial_from_attributes(
     expected, passed = get(names.CASE_EXPECTED), get(names.PASSED)
     skipped, tied = get(names.EVALUATION_SKIPPED), get(names.TIED_STEPS)
     failed, warned = get(names.INVARIANT_FAILED), get(names.INVARIANT_WARNED)
+    aliases, key_id = get(names.CASE_ALIASES), get(names.CASE_KEY_ID)
     if expected is not None and type(expected) is not str:
         expected = _optional_text(attributes, names.CASE_EXPECTED)  # raises: not a string
     if passed is not None and type(passed) is not bool:
@@ -190,6 +193,8 @@ def trial_from_attributes(
         latency_ms=latency_ms,
         evaluation_skipped=skipped is True,
         tied_steps=() if tied is None else _tied_steps(tied, decision),
+        aliases=() if aliases is None else _aliases(attributes, case),
+        key_id=None if key_id is None else _key_id(key_id),
     )
 
 
@@ -277,3 +282,20 @@ def _tied_steps(value: object, decision: Decision | None) -> TiedSteps:
         return tied_steps_of([value[i : i + 2] for i in range(0, len(value), 2)], decision)
     except ValueError as error:
         raise ValueError(f"{names.TIED_STEPS} {error}") from None
+
+
+def _aliases(attributes: Mapping[str, AttributeValue], case: str) -> tuple[str, ...]:
+    """The further names of the case's input a span carries."""
+    given = _names(attributes, names.CASE_ALIASES)
+    try:
+        return aliases_of(given, case)
+    except ValueError as error:
+        raise ValueError(f"{names.CASE_ALIASES} {error}") from None
+
+
+def _key_id(value: object) -> str:
+    """The key id a span carries."""
+    try:
+        return checked_key_id(value)
+    except ValueError as error:
+        raise ValueError(f"{names.CASE_KEY_ID} {error}") from None

@@ -90,6 +90,10 @@ def trial_attributes(trial: Trial) -> dict[str, AttributeValue]:
         attributes[names.EVALUATION_SKIPPED] = True
     if trial.tied_steps:
         attributes[names.TIED_STEPS] = flat_ranges(trial.tied_steps)
+    if trial.aliases:
+        attributes[names.CASE_ALIASES] = list(trial.aliases)
+    if trial.key_id is not None:
+        attributes[names.CASE_KEY_ID] = trial.key_id
     return attributes
 
 

@@ -128,6 +128,9 @@ def bounded(a: Assessment) -> tuple[Assessment, Omitted]:
             warned=o.top("invariants_warned", a.invariants.warned),
         ),
         next_steps=o.first("next_steps", a.next_steps, 20),
+        case_names=replace(  # the judged scheme, naming the most cases, comes first
+            a.case_names, schemes=o.first("case_name_schemes", a.case_names.schemes)
+        ),
     )
     labelled = {
         f.name: _shortened(getattr(result, f.name))

@@ -301,6 +301,12 @@ def _population(a: Assessment) -> str:
         f"{p.e_det:.3g} below, {p.e_stoch:.3g} above; a claim about new inputs needs "
         f"{p.cases_needed} cases that never change)."
     ]
+    if (naming := a.case_names).judged is not None:
+        parts.append(
+            f"Judged on the cases named by {escape(naming.judged.describe())} alone: "
+            f"{naming.set_aside} of {naming.cases} cases, named otherwise and linked by no "
+            "trial, were set aside."
+        )
     if stop is not None:
         parts.append(f"The run could stop early: {escape(stop)}.")
     return "".join(f'<p class="note">{part}</p>' for part in parts)

@@ -6,6 +6,7 @@ import json
 import math
 
 from ..assessment import Assessment, FlipPair
+from ..case_names import Scheme
 from ..stats import ChangeRate, Method, PassRate, Quantiles, side_error
 from ..wire_types import JsonObject
 from .bounds import bounded
@@ -150,7 +151,24 @@ def _population(a: Assessment) -> JsonObject:
         "e_stoch": a.population.e_stoch,
         "cases_needed": a.population.cases_needed,
         "stochastic_level": a.population.level,
+        "case_names": _case_names(a),
     }
+
+
+def _case_names(a: Assessment) -> JsonObject:
+    """JSON `population.case_names`: how the cases are named, each scheme with its cases, and
+    the scheme judged alone when names no trial links may be one input (else null)."""
+    naming = a.case_names
+    return {
+        "cases": naming.cases,
+        "schemes": [{**_scheme(scheme), "cases": n} for scheme, n in naming.schemes],
+        "judged": None if naming.judged is None else _scheme(naming.judged),
+        "set_aside": naming.set_aside,
+    }
+
+
+def _scheme(scheme: Scheme) -> JsonObject:
+    return {"scheme": scheme.kind, "key_id": scheme.key_id, "run": scheme.run}
 
 
 def _policy(a: Assessment) -> JsonObject:

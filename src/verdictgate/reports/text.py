@@ -125,6 +125,7 @@ def _evidence_table(a: Assessment) -> Table:
             "new inputs",
             f"{a.population.result.value} over {a.population.cases} cases (a claim about inputs "
             f"not tested needs {a.population.cases_needed} cases that never flip)"
+            + _set_aside(a)
             + (" · the claim" if a.policy.claim is Claim.POPULATION else " · reported"),
         ),
         *([("stopped", a.how_stopped)] if a.how_stopped is not None else []),
@@ -207,3 +208,14 @@ def render_text(assessment: Assessment, *, color: bool = False, width: int = 110
     console = Console(file=buffer, force_terminal=color, no_color=not color, width=width)
     console.print(assessment_view(assessment))
     return buffer.getvalue()
+
+
+def _set_aside(a: Assessment) -> str:
+    """What the case-level verdict left out when the cases' names mix schemes no trial links."""
+    naming = a.case_names
+    if naming.judged is None:
+        return ""
+    return (
+        f" · judged on {naming.judged.describe()} alone, {naming.set_aside} of {naming.cases} "
+        "cases set aside (names mixed)"
+    )

@@ -612,8 +612,11 @@ class _Recording:
                 expected=case.expected,
                 suite=self.suite.name,
             ),
-            decision(
-                self.suite.point, tracer_provider=self.tracer_provider, rule=self.rule
+            decision(  # the input is fingerprinted only: a further name of a case named by id
+                self.suite.point,
+                input=case.input,
+                tracer_provider=self.tracer_provider,
+                rule=self.rule,
             ) as recorder,
         ):
             yield recorder

@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n verdictgate/v1/verdictgate.proto\x12\x0everdictgate.v1\"\xf7\x02\n\x05Trial\x12\x0b\n\x03run\x18\x01 \x01(\t\x12\r\n\x05suite\x18\x02 \x01(\t\x12\r\n\x05point\x18\x03 \x01(\t\x12\x0c\n\x04\x63\x61se\x18\x04 \x01(\t\x12\r\n\x05trial\x18\x05 \x01(\r\x12\x0f\n\x07outcome\x18\x06 \x01(\t\x12\x0f\n\x07verdict\x18\x07 \x01(\t\x12\r\n\x05tools\x18\x08 \x03(\t\x12\x0e\n\x06reason\x18\t \x01(\t\x12\x12\n\nerror_type\x18\n \x01(\t\x12\x10\n\x08\x65xpected\x18\x0b \x01(\t\x12\x19\n\x11invariants_failed\x18\x0c \x03(\t\x12\x19\n\x11invariants_warned\x18\r \x03(\t\x12\x13\n\x06passed\x18\x0e \x01(\x08H\x00\x88\x01\x01\x12\x17\n\nlatency_ms\x18\x0f \x01(\x01H\x01\x88\x01\x01\x12\x1a\n\x12\x65valuation_skipped\x18\x10 \x01(\x08\x12\x11\n\tisolation\x18\x11 \x01(\t\x12\x12\n\ntied_steps\x18\x12 \x03(\rB\t\n\x07_passedB\r\n\x0b_latency_ms\"\x8f\x02\n\tAdmission\x12\x0e\n\x06run_id\x18\x01 \x01(\t\x12\r\n\x05suite\x18\x02 \x01(\t\x12\r\n\x05point\x18\x03 \x01(\t\x12\x0e\n\x06status\x18\x04 \x01(\t\x12\x0f\n\x07reasons\x18\x05 \x03(\t\x12\x10\n\x08headline\x18\x06 \x01(\t\x12\r\n\x05\x66inal\x18\x07 \x01(\x08\x12\x11\n\texit_code\x18\x08 \x01(\r\x12\x17\n\x0ftrials_expected\x18\t \x01(\x04\x12\x17\n\x0ftrials_received\x18\n \x01(\x04\x12\r\n\x05pairs\x18\x0b \x01(\x04\x12\r\n\x05\x66lips\x18\x0c \x01(\x04\x12\x0e\n\x06\x63i_low\x18\r \x01(\x01\x12\x0f\n\x07\x63i_high\x18\x0e \x01(\x01\x12\x0e\n\x06report\x18\x0f \x01(\t\"5\n\x13GetAdmissionRequest\x12\x0e\n\x06run_id\x18\x01 \x01(\t\x12\x0e\n\x06\x66ormat\x18\x02 \x01(\t\"7\n\x15WatchAdmissionRequest\x12\x0e\n\x06run_id\x18\x01 \x01(\t\x12\x0e\n\x06\x66ormat\x18\x02 \x01(\t\"8\n\x0fListRunsRequest\x12\x11\n\tpage_size\x18\x01 \x01(\x05\x12\x12\n\npage_token\x18\x02 \x01(\t\"\x8b\x01\n\nRunSummary\x12\x0e\n\x06run_id\x18\x01 \x01(\t\x12\r\n\x05suite\x18\x02 \x01(\t\x12\r\n\x05point\x18\x03 \x01(\t\x12\x0e\n\x06status\x18\x04 \x01(\t\x12\r\n\x05\x66inal\x18\x05 \x01(\x08\x12\x17\n\x0ftrials_received\x18\x06 \x01(\x04\x12\x17\n\x0ftrials_expected\x18\x07 \x01(\x04\"U\n\x10ListRunsResponse\x12(\n\x04runs\x18\x01 \x03(\x0b\x32\x1a.verdictgate.v1.RunSummary\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t2\x87\x02\n\x10\x41\x64missionService\x12N\n\x0cGetAdmission\x12#.verdictgate.v1.GetAdmissionRequest\x1a\x19.verdictgate.v1.Admission\x12T\n\x0eWatchAdmission\x12%.verdictgate.v1.WatchAdmissionRequest\x1a\x19.verdictgate.v1.Admission0\x01\x12M\n\x08ListRuns\x12\x1f.verdictgate.v1.ListRunsRequest\x1a .verdictgate.v1.ListRunsResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n verdictgate/v1/verdictgate.proto\x12\x0everdictgate.v1\"\x98\x03\n\x05Trial\x12\x0b\n\x03run\x18\x01 \x01(\t\x12\r\n\x05suite\x18\x02 \x01(\t\x12\r\n\x05point\x18\x03 \x01(\t\x12\x0c\n\x04\x63\x61se\x18\x04 \x01(\t\x12\r\n\x05trial\x18\x05 \x01(\r\x12\x0f\n\x07outcome\x18\x06 \x01(\t\x12\x0f\n\x07verdict\x18\x07 \x01(\t\x12\r\n\x05tools\x18\x08 \x03(\t\x12\x0e\n\x06reason\x18\t \x01(\t\x12\x12\n\nerror_type\x18\n \x01(\t\x12\x10\n\x08\x65xpected\x18\x0b \x01(\t\x12\x19\n\x11invariants_failed\x18\x0c \x03(\t\x12\x19\n\x11invariants_warned\x18\r \x03(\t\x12\x13\n\x06passed\x18\x0e \x01(\x08H\x00\x88\x01\x01\x12\x17\n\nlatency_ms\x18\x0f \x01(\x01H\x01\x88\x01\x01\x12\x1a\n\x12\x65valuation_skipped\x18\x10 \x01(\x08\x12\x11\n\tisolation\x18\x11 \x01(\t\x12\x12\n\ntied_steps\x18\x12 \x03(\r\x12\x0f\n\x07\x61liases\x18\x13 \x03(\t\x12\x0e\n\x06key_id\x18\x14 \x01(\tB\t\n\x07_passedB\r\n\x0b_latency_ms\"\x8f\x02\n\tAdmission\x12\x0e\n\x06run_id\x18\x01 \x01(\t\x12\r\n\x05suite\x18\x02 \x01(\t\x12\r\n\x05point\x18\x03 \x01(\t\x12\x0e\n\x06status\x18\x04 \x01(\t\x12\x0f\n\x07reasons\x18\x05 \x03(\t\x12\x10\n\x08headline\x18\x06 \x01(\t\x12\r\n\x05\x66inal\x18\x07 \x01(\x08\x12\x11\n\texit_code\x18\x08 \x01(\r\x12\x17\n\x0ftrials_expected\x18\t \x01(\x04\x12\x17\n\x0ftrials_received\x18\n \x01(\x04\x12\r\n\x05pairs\x18\x0b \x01(\x04\x12\r\n\x05\x66lips\x18\x0c \x01(\x04\x12\x0e\n\x06\x63i_low\x18\r \x01(\x01\x12\x0f\n\x07\x63i_high\x18\x0e \x01(\x01\x12\x0e\n\x06report\x18\x0f \x01(\t\"5\n\x13GetAdmissionRequest\x12\x0e\n\x06run_id\x18\x01 \x01(\t\x12\x0e\n\x06\x66ormat\x18\x02 \x01(\t\"7\n\x15WatchAdmissionRequest\x12\x0e\n\x06run_id\x18\x01 \x01(\t\x12\x0e\n\x06\x66ormat\x18\x02 \x01(\t\"8\n\x0fListRunsRequest\x12\x11\n\tpage_size\x18\x01 \x01(\x05\x12\x12\n\npage_token\x18\x02 \x01(\t\"\x8b\x01\n\nRunSummary\x12\x0e\n\x06run_id\x18\x01 \x01(\t\x12\r\n\x05suite\x18\x02 \x01(\t\x12\r\n\x05point\x18\x03 \x01(\t\x12\x0e\n\x06status\x18\x04 \x01(\t\x12\r\n\x05\x66inal\x18\x05 \x01(\x08\x12\x17\n\x0ftrials_received\x18\x06 \x01(\x04\x12\x17\n\x0ftrials_expected\x18\x07 \x01(\x04\"U\n\x10ListRunsResponse\x12(\n\x04runs\x18\x01 \x03(\x0b\x32\x1a.verdictgate.v1.RunSummary\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t2\x87\x02\n\x10\x41\x64missionService\x12N\n\x0cGetAdmission\x12#.verdictgate.v1.GetAdmissionRequest\x1a\x19.verdictgate.v1.Admission\x12T\n\x0eWatchAdmission\x12%.verdictgate.v1.WatchAdmissionRequest\x1a\x19.verdictgate.v1.Admission0\x01\x12M\n\x08ListRuns\x12\x1f.verdictgate.v1.ListRunsRequest\x1a .verdictgate.v1.ListRunsResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -32,19 +32,19 @@ _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'verdictgate.v1.verdictgate_
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
   _globals['_TRIAL']._serialized_start=53
-  _globals['_TRIAL']._serialized_end=428
-  _globals['_ADMISSION']._serialized_start=431
-  _globals['_ADMISSION']._serialized_end=702
-  _globals['_GETADMISSIONREQUEST']._serialized_start=704
-  _globals['_GETADMISSIONREQUEST']._serialized_end=757
-  _globals['_WATCHADMISSIONREQUEST']._serialized_start=759
-  _globals['_WATCHADMISSIONREQUEST']._serialized_end=814
-  _globals['_LISTRUNSREQUEST']._serialized_start=816
-  _globals['_LISTRUNSREQUEST']._serialized_end=872
-  _globals['_RUNSUMMARY']._serialized_start=875
-  _globals['_RUNSUMMARY']._serialized_end=1014
-  _globals['_LISTRUNSRESPONSE']._serialized_start=1016
-  _globals['_LISTRUNSRESPONSE']._serialized_end=1101
-  _globals['_ADMISSIONSERVICE']._serialized_start=1104
-  _globals['_ADMISSIONSERVICE']._serialized_end=1367
+  _globals['_TRIAL']._serialized_end=461
+  _globals['_ADMISSION']._serialized_start=464
+  _globals['_ADMISSION']._serialized_end=735
+  _globals['_GETADMISSIONREQUEST']._serialized_start=737
+  _globals['_GETADMISSIONREQUEST']._serialized_end=790
+  _globals['_WATCHADMISSIONREQUEST']._serialized_start=792
+  _globals['_WATCHADMISSIONREQUEST']._serialized_end=847
+  _globals['_LISTRUNSREQUEST']._serialized_start=849
+  _globals['_LISTRUNSREQUEST']._serialized_end=905
+  _globals['_RUNSUMMARY']._serialized_start=908
+  _globals['_RUNSUMMARY']._serialized_end=1047
+  _globals['_LISTRUNSRESPONSE']._serialized_start=1049
+  _globals['_LISTRUNSRESPONSE']._serialized_end=1134
+  _globals['_ADMISSIONSERVICE']._serialized_start=1137
+  _globals['_ADMISSIONSERVICE']._serialized_end=1400
 # @@protoc_insertion_point(module_scope)

@@ -7,7 +7,7 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class Trial(_message.Message):
-    __slots__ = ("run", "suite", "point", "case", "trial", "outcome", "verdict", "tools", "reason", "error_type", "expected", "invariants_failed", "invariants_warned", "passed", "latency_ms", "evaluation_skipped", "isolation", "tied_steps")
+    __slots__ = ("run", "suite", "point", "case", "trial", "outcome", "verdict", "tools", "reason", "error_type", "expected", "invariants_failed", "invariants_warned", "passed", "latency_ms", "evaluation_skipped", "isolation", "tied_steps", "aliases", "key_id")
     RUN_FIELD_NUMBER: _ClassVar[int]
     SUITE_FIELD_NUMBER: _ClassVar[int]
     POINT_FIELD_NUMBER: _ClassVar[int]
@@ -26,6 +26,8 @@ class Trial(_message.Message):
     EVALUATION_SKIPPED_FIELD_NUMBER: _ClassVar[int]
     ISOLATION_FIELD_NUMBER: _ClassVar[int]
     TIED_STEPS_FIELD_NUMBER: _ClassVar[int]
+    ALIASES_FIELD_NUMBER: _ClassVar[int]
+    KEY_ID_FIELD_NUMBER: _ClassVar[int]
     run: str
     suite: str
     point: str
@@ -44,7 +46,9 @@ class Trial(_message.Message):
     evaluation_skipped: bool
     isolation: str
     tied_steps: _containers.RepeatedScalarFieldContainer[int]
-    def __init__(self, run: _Optional[str] = ..., suite: _Optional[str] = ..., point: _Optional[str] = ..., case: _Optional[str] = ..., trial: _Optional[int] = ..., outcome: _Optional[str] = ..., verdict: _Optional[str] = ..., tools: _Optional[_Iterable[str]] = ..., reason: _Optional[str] = ..., error_type: _Optional[str] = ..., expected: _Optional[str] = ..., invariants_failed: _Optional[_Iterable[str]] = ..., invariants_warned: _Optional[_Iterable[str]] = ..., passed: _Optional[bool] = ..., latency_ms: _Optional[float] = ..., evaluation_skipped: _Optional[bool] = ..., isolation: _Optional[str] = ..., tied_steps: _Optional[_Iterable[int]] = ...) -> None: ...
+    aliases: _containers.RepeatedScalarFieldContainer[str]
+    key_id: str
+    def __init__(self, run: _Optional[str] = ..., suite: _Optional[str] = ..., point: _Optional[str] = ..., case: _Optional[str] = ..., trial: _Optional[int] = ..., outcome: _Optional[str] = ..., verdict: _Optional[str] = ..., tools: _Optional[_Iterable[str]] = ..., reason: _Optional[str] = ..., error_type: _Optional[str] = ..., expected: _Optional[str] = ..., invariants_failed: _Optional[_Iterable[str]] = ..., invariants_warned: _Optional[_Iterable[str]] = ..., passed: _Optional[bool] = ..., latency_ms: _Optional[float] = ..., evaluation_skipped: _Optional[bool] = ..., isolation: _Optional[str] = ..., tied_steps: _Optional[_Iterable[int]] = ..., aliases: _Optional[_Iterable[str]] = ..., key_id: _Optional[str] = ...) -> None: ...
 
 class Admission(_message.Message):
     __slots__ = ("run_id", "suite", "point", "status", "reasons", "headline", "final", "exit_code", "trials_expected", "trials_received", "pairs", "flips", "ci_low", "ci_high", "report")

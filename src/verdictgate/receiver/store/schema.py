@@ -43,7 +43,7 @@ CREATE TABLE IF NOT EXISTS trials (
     batch INTEGER NOT NULL,      -- the write that inserted it
     latency_ms REAL,             -- the decision span's duration
     passed INTEGER,              -- verdictgate.passed: 1, 0, or NULL when no tier judged it
-    tiers TEXT,                  -- JSON [failed, warned, skipped, tied] when an invariant broke, a tier was skipped or a path was tied
+    tiers TEXT,                  -- JSON [failed, warned, skipped, tied, aliases, key_id] when an invariant broke, a tier was skipped, a path was tied or the case has further names
     PRIMARY KEY (run_id, case_id, trial)
 ) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS traces (

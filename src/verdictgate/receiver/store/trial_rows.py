@@ -105,13 +105,16 @@ def evidence_of(run_id: str, rows: list[SqlRow]) -> Evidence:
 
 
 def _tiers_column(trial: Trial) -> str | None:
-    """What the tiers found and whether the path's order was tied, as compact JSON `[failed,
-    warned, skipped, tied]` (rows from before `tied` have three); None when nothing."""
+    """What the tiers found, whether the path's order was tied and the case's further names, as
+    compact JSON `[failed, warned, skipped, tied, aliases, key_id]` (rows from before `tied` have
+    three items, from before `aliases` four); None when nothing."""
     if not (
         trial.invariants_failed
         or trial.invariants_warned
         or trial.evaluation_skipped
         or trial.tied_steps
+        or trial.aliases
+        or trial.key_id is not None
     ):
         return None
     tiers = [
@@ -120,13 +123,17 @@ def _tiers_column(trial: Trial) -> str | None:
         trial.evaluation_skipped,
         [list(pair) for pair in trial.tied_steps],
     ]
+    if trial.aliases or trial.key_id is not None:
+        tiers += [list(trial.aliases), trial.key_id]
     return json.dumps(tiers, separators=(",", ":"))
 
 
 def trial_of_row(run_id: str, row: SqlRow) -> Trial:
     """A stored row as the trial it records."""
     case, index, decision, expected, error_type, _, _, latency, passed, tiers = row
-    failed, warned, skipped, *tied = json.loads(tiers) if tiers else ((), (), False)
+    failed, warned, skipped, *later = json.loads(tiers) if tiers else ((), (), False)
+    tied = later[0] if later else []
+    aliases, key_id = later[1:] if len(later) > 1 else ([], None)
     return Trial(
         case,
         index,
@@ -139,5 +146,7 @@ def trial_of_row(run_id: str, row: SqlRow) -> Trial:
         invariants_warned=tuple(warned),
         latency_ms=latency,
         evaluation_skipped=bool(skipped),
-        tied_steps=tuple(tuple(pair) for pair in tied[0]) if tied else (),
+        tied_steps=tuple(tuple(pair) for pair in tied),
+        aliases=tuple(aliases),
+        key_id=key_id,
     )

@@ -23,6 +23,7 @@ from .assessment import (
     RunInfo,
     Stopping,
     TrialCounts,
+    WorstCase,
 )
 from .declaration import RunDeclaration
 from .evidence import ERROR, MISSING, CaseEvidence, Evidence
@@ -186,6 +187,11 @@ class _Tally:
         self.passed = 0
         self.judged = 0
 
+    def counted(self, as_flips: bool) -> tuple[int, int]:
+        """Its flips and pairs; with `as_flips`, its ambiguous pairs counted among both."""
+        extra = self.ambiguous if as_flips else 0
+        return self.flips + extra, self.pairs + extra
+
 
 @dataclass
 class _Pairs:
@@ -324,15 +330,14 @@ class _Scan:
 
 
 def _route_results(
-    scan: _Scan, evidence: Evidence, contract: Contract, policy: Policy
+    scan: _Scan, evidence: Evidence, contract: Contract, policy: Policy, as_flips: bool
 ) -> tuple[RouteStability, ...]:
     return tuple(
         RouteStability(
             route,
             len(tally.case_ids),
             change_rate(
-                tally.flips,
-                tally.pairs,
+                *tally.counted(as_flips),
                 contract.tolerance_for(route, policy.tolerance),
                 policy.confidence,
                 policy.method,
@@ -388,12 +393,17 @@ def _findings(
     """What one scan of the evidence shows under `policy`, with what the run reported."""
     scan = _scanned(evidence, suite, policy)
     pooled = scan.pooled
-    change, routes, population, family_tests = _judged_together(
-        change_rate(pooled.flips, pooled.pairs, policy.tolerance, policy.confidence, policy.method),
-        _route_results(scan, evidence, suite.contract, policy),
-        _population(scan.cases, policy.tolerance, side_error(policy.confidence)),
-        policy,
-    )
+    change, routes, population, family_tests = _stability(scan, evidence, suite, policy, False)
+    worst: WorstCase | None = None
+    if pooled.ambiguous:
+        worst_pooled, worst_routes, worst_population, _ = _stability(
+            scan, evidence, suite, policy, True
+        )
+        routes = tuple(
+            replace(route, worst_case=w.change)
+            for route, w in zip(routes, worst_routes, strict=True)
+        )
+        worst = WorstCase(worst_pooled, worst_population)
     pooled_passes, passes = _pass_rates_together(
         _pooled_pass_rate(pooled, policy), _pass_counts(scan, evidence, policy), policy
     )
@@ -425,6 +435,22 @@ def _findings(
         stopping=reported.stopping,
         population=population,
         family_tests=family_tests,
+        worst_case=worst,
+    )
+
+
+def _stability(
+    scan: _Scan, evidence: Evidence, suite: Suite, policy: Policy, as_flips: bool
+) -> tuple[ChangeRate, tuple[RouteStability, ...], PopulationVerdict, int]:
+    """The run's change-rate tests judged together (`_judged_together`); with `as_flips`, its
+    worst case: every ambiguous pair counted as a flip, of its case, route and the pool."""
+    return _judged_together(
+        change_rate(
+            *scan.pooled.counted(as_flips), policy.tolerance, policy.confidence, policy.method
+        ),
+        _route_results(scan, evidence, suite.contract, policy, as_flips),
+        _population(scan.cases, policy.tolerance, side_error(policy.confidence), as_flips),
+        policy,
     )
 
 
@@ -522,14 +548,17 @@ def _pass_rates_together(
     return judged[0], replace(passes, route_rates=dict(zip(routes, judged[1:], strict=True)))
 
 
-def _population(cases: list[CaseResult], tolerance: float, alpha: float) -> PopulationVerdict:
+def _population(
+    cases: list[CaseResult], tolerance: float, alpha: float, as_flips: bool
+) -> PopulationVerdict:
     """The case-level verdict with the case as the unit: a case (its id or fingerprint) that
     several runs or files hold is one case, its change rate all its flips over all its pairs
-    (pairs form within a run)."""
+    (pairs form within a run); with `as_flips`, its ambiguous pairs counted as flips."""
     totals: dict[str, tuple[int, int]] = {}
     for case in cases:
         flips, pairs = totals.get(case.case, (0, 0))
-        totals[case.case] = (flips + case.flips, pairs + case.pairs)
+        extra = case.ambiguous_pairs if as_flips else 0
+        totals[case.case] = (flips + case.flips + extra, pairs + case.pairs + extra)
     return population_verdict(
         [flips / pairs for flips, pairs in totals.values() if pairs], tolerance, alpha
     )

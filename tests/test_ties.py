@@ -7,22 +7,35 @@ from __future__ import annotations
 
 import itertools
 import random
+import re
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from verdictgate import Contract, Evidence, Isolation, Policy, Status, Suite, Trial, assess
+from verdictgate import (
+    Claim,
+    Contract,
+    Evidence,
+    Isolation,
+    Policy,
+    Stability,
+    Status,
+    Suite,
+    Trial,
+    assess,
+)
 from verdictgate.admission import RULE_OF
 from verdictgate.curtailment import can_still_qualify
 from verdictgate.decision_rules import DecisionRule
-from verdictgate.engine import assess_in_rounds
+from verdictgate.engine import assess_in_rounds, decided_round
 from verdictgate.otel.span_decoding import run_declaration
 from verdictgate.otel.spans import run_attributes
 from verdictgate.reports import render_markdown, render_text
 from verdictgate.reports.html import render_html
 from verdictgate.reports.json_report import report_document
 from verdictgate.span_facts import SpanFacts
-from verdictgate.stats import Method
+from verdictgate.stats import Method, pairs_needed
 from verdictgate.suite import Case
 from verdictgate.ties import matches_route
 
@@ -53,13 +66,14 @@ def test_a_stable_order_the_contract_allows_is_not_rejected_when_some_trials_tie
     """lookup_order then issue_refund, always; in three cases one trial's two spans started in
     the same millisecond, which canonical order names issue_refund > lookup_order. That name
     was outside the contract (rejected); the contract now reads it in either order, and the
-    three pairs that agree only up to it are left out of the change rate."""
+    three pairs that agree only up to it are left out of the change rate (at a 20% tolerance,
+    which they would not breach even as flips)."""
     ids = random.Random(3)
     trials = []
     for n in range(10):
         trials += [called(f"refund-{n}", i, REFUND, n < 3 and i == 5, ids) for i in range(8)]
         trials += [called(f"escalate-{n}", i, ("escalate",), False, ids) for i in range(8)]
-    assessment = assess(trials, refund_suite(10, 10), Policy(tolerance=0.1))
+    assessment = assess(trials, refund_suite(10, 10), Policy(tolerance=0.2))
     assert assessment.status is Status.QUALIFIED, assessment.reasons
     assert assessment.coverage.unknown == ()
     assert assessment.coverage.observed == ("escalate", STABLE)
@@ -283,7 +297,8 @@ def test_the_sequential_rule_never_stops_on_pairs_it_cannot_order() -> None:
 
 def test_a_targeted_route_left_undecided_by_its_tied_pairs_is_named() -> None:
     """A targeted route whose pairs mostly tie: the run is inconclusive, the reason names the
-    route, and the step asking for more pairs says the tied ones do not count."""
+    route, and the step asking for more pairs says the tied ones count as changes there (the
+    pooled rate, shown on its countable pairs, is shown only if they agreed)."""
     ids = random.Random(6)
     suite = Suite("s", "p", (Case("refund", None, STABLE), Case("escalate", None, "escalate")),
                   Contract({STABLE, "escalate"}, targets={STABLE: 0.2}))  # fmt: skip
@@ -294,5 +309,166 @@ def test_a_targeted_route_left_undecided_by_its_tied_pairs_is_named() -> None:
     assert (route.change.pairs, route.ambiguous_pairs) == (2, 18)
     assert "ambiguous_order" in assessment.reason_codes
     reason = next(r for r in assessment.reasons if r.code == "ambiguous_order")
-    assert f"route {STABLE}" in reason.message and "pooled" not in reason.message
+    assert f"without them route {STABLE} is not decided" in reason.message
+    assert "the pooled change rate is shown below 10% only if they agreed" in reason.message
     assert any(f"route {STABLE}" in s and "(18 so far)" in s for s in assessment.next_steps)
+
+
+@pytest.mark.parametrize("claim", list(Claim))
+def test_coin_flips_whose_spans_always_tie_never_qualify_beside_stable_cases(claim) -> None:
+    """20 cases call the two tools in either order by a coin, always in one millisecond (none
+    of their pairs can be ordered), beside 40 stable cases that never tie. Left out, the
+    coin-flip pairs hid every flip: the countable pairs show the pooled change rate and the
+    case-level one below 10%, and the run qualified under either claim. Counted as flips they
+    show neither: inconclusive (never rejected: no flip was seen), saying why."""
+    ids, coin = random.Random(7), random.Random(13)
+    trials = [
+        called(f"coin-{n}", i, REFUND if coin.random() < 0.5 else REFUND[::-1], True, ids)
+        for n in range(20)
+        for i in range(4)
+    ]
+    trials += [called(f"stable-{n}", i, REFUND, False, ids) for n in range(40) for i in range(4)]
+    assessment = assess(trials, policy=Policy(tolerance=0.1, claim=claim))
+    assert (assessment.pooled.pairs, assessment.pooled.flips) == (80, 0)
+    assert assessment.ambiguous_pairs == 40
+    claimed = assessment.pooled if claim is Claim.TESTED else assessment.population
+    assert claimed.result is Stability.DETERMINISTIC  # on the countable pairs alone
+    assert assessment.status is Status.INCONCLUSIVE
+    assert assessment.reason_codes == ("ambiguous_order",)
+    message = assessment.reasons[0].message
+    assert message.startswith("40 rerun pairs could not be ordered")
+    shown = (
+        "the pooled change rate is shown below 10%"
+        if claim is Claim.TESTED
+        else "new inputs are shown to change below 10%"
+    )
+    assert f"{shown} only if they agreed (counted as changes: " in message
+    assert any("finer than a millisecond" in step for step in assessment.next_steps)
+    document = report_document(assessment)
+    worst = document["stability"]["pooled"]["worst_case"]
+    assert (worst["pairs"], worst["flips"]) == (120, 40)
+    assert worst["result"] != "deterministic"
+    assert document["population"]["worst_case"]["result"] != "deterministic"
+    assert document["population"]["worst_case"]["cases"] == 60
+
+
+def test_a_stable_agent_with_a_few_ties_is_qualified_once_they_could_not_hide_flips() -> None:
+    """A stable agent, one trial of each of three cases tied. Over 80 pairs, those three as
+    flips would keep the pooled change rate from being shown below 10%: inconclusive, never
+    rejected, naming them and what to do (record the order; or collect the pairs that show it
+    even so). With those pairs collected the run is qualified, its headline saying why."""
+
+    def run(trials_per_case: int):
+        ids = random.Random(8)
+        trials = []
+        for n in range(10):
+            trials += [called(f"refund-{n}", i, REFUND, n < 3 and i == 1, ids)
+                       for i in range(trials_per_case)]  # fmt: skip
+            trials += [called(f"escalate-{n}", i, ("escalate",), False, ids)
+                       for i in range(trials_per_case)]  # fmt: skip
+        return assess(trials, refund_suite(10, 10), Policy(tolerance=0.1))
+
+    few = run(8)
+    pairs = 20 * 8 // 2
+    assert (few.pooled.pairs, few.ambiguous_pairs) == (pairs - 3, 3)
+    assert few.pooled.result is Stability.DETERMINISTIC  # it qualified before
+    assert few.status is Status.INCONCLUSIVE and few.reason_codes == ("ambiguous_order",)
+    assert few.reasons[0].message.startswith("3 rerun pairs could not be ordered")
+    assert (
+        "the pooled change rate is shown below 10% only if they agreed "
+        f"(counted as changes: 3 of {pairs} pairs changed" in few.reasons[0].message
+    )
+    assert any("finer than a millisecond" in step for step in few.next_steps)
+    step = next(s for s in few.next_steps if s.startswith("Collect"))
+    assert "counts as a change here (3 so far)" in step
+    found = re.search(r"for the pooled change rate \(\d+ calls, about (\d+) more trials", step)
+    assert found is not None
+    enough = run(8 + int(found.group(1)))
+    assert enough.status is Status.QUALIFIED, enough.reasons
+    assert enough.ambiguous_pairs == 3
+    assert "counted as changes, the run would still be qualified" in enough.headline
+    worst = report_document(enough)["stability"]["pooled"]["worst_case"]
+    assert (worst["flips"], worst["result"]) == (3, "deterministic")
+
+
+# per case: a coin flip (else stable), its route, its trials, which of them tied, the coin's bits
+mixes = st.lists(
+    st.tuples(
+        st.sampled_from([False, False, False, True]),
+        st.sampled_from([None, None, "other", "targeted"]),
+        st.integers(2, 24),
+        st.sets(st.integers(0, 23), max_size=3),
+        st.integers(0, 2**24 - 1),
+    ),
+    min_size=1,
+    max_size=16,
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(mixes, st.sampled_from(list(Method)), st.sampled_from(list(Claim)))
+def test_a_qualified_run_stays_qualified_when_its_unordered_pairs_are_flips(
+    cases, method, claim
+) -> None:
+    """Any mix of stable and coin-flip cases, routes (one with its own target) and ties, under
+    every method and claim: a run qualified beside its pairs that could not be ordered is
+    qualified still when each of those is a real flip (the same trials, none tied, the second
+    of each such pair in the other order), one held back by them alone is not, and ties never
+    reject a stable agent."""
+    recorded, as_flips = [], []
+    for n, (coin, route, length, ties, bits) in enumerate(cases):
+        tied = [i in ties for i in range(length)]
+        paths = [tuple(sorted(REFUND)) if tied[i] else REFUND[::-1] if coin and bits >> i & 1
+                 else REFUND for i in range(length)]  # fmt: skip
+        for i, path in enumerate(paths):
+            ranges = ((0, 2),) if tied[i] else ()
+            recorded.append(Trial(f"c{n}", i, path, "r", route, tied_steps=ranges))
+            if i % 2 and (tied[i] or tied[i - 1]):
+                path = REFUND if paths[i - 1] != REFUND else REFUND[::-1]
+            as_flips.append(Trial(f"c{n}", i, path, "r", route))
+    recorded += [Trial("escalate", i, "escalate", "r") for i in range(2)]  # never one decision
+    as_flips += recorded[-2:]
+    tolerance = 0.24 if method is Method.SEQUENTIAL else 0.35
+    policy = Policy(tolerance=tolerance, method=method, claim=claim, dominance_threshold=1.0)
+    suite = Suite("s", "p", (), Contract(targets={"targeted": 0.24}))
+    judged = assess(recorded, suite, policy, planned_trials=len(recorded))
+    flipped = assess(as_flips, suite, policy, planned_trials=len(as_flips))
+    if judged.status is Status.QUALIFIED:
+        assert flipped.status is Status.QUALIFIED, flipped.reasons
+    if judged.reason_codes == ("ambiguous_order",):  # qualified on the countable pairs alone
+        assert flipped.status is not Status.QUALIFIED
+    if not any(coin for coin, *_ in cases):
+        assert judged.status is not Status.REJECTED, judged.reasons
+
+
+def test_a_sequential_run_never_stops_qualified_on_a_round_whose_worst_case_is_not() -> None:
+    """Judged round by round by the sequential rule, a stable agent whose first three rounds
+    tied does not stop where its countable pairs first show it below 10%, but only at the first
+    round where they would with those three as flips."""
+    suite = Suite("s", "p", (Case("c"),))
+    declaration = run_declaration(
+        run_attributes("r", suite, Policy(tolerance=0.1, method=Method.SEQUENTIAL), 400,
+                       Isolation.FRESH_SESSION)
+    )  # fmt: skip
+    ids = random.Random(12)
+    evidence = Evidence([called("c", i, REFUND, i < 6 and i % 2 == 0, ids) for i in range(400)])
+    judged, rounds = assess_in_rounds(evidence, declaration)
+    assert judged.status is Status.QUALIFIED and judged.ambiguous_pairs == 3
+    assert rounds > 3 + pairs_needed(0.1, method=Method.SEQUENTIAL)
+    assert report_document(judged)["stability"]["pooled"]["worst_case"]["result"] == "deterministic"
+    assert decided_round(evidence, declaration, 1, rounds - 1) is None
+    before, _ = assess_in_rounds(evidence.prefix(2 * (rounds - 1)), declaration)
+    assert before.reason_codes == ("ambiguous_order",)
+
+
+def test_a_curtailed_run_can_no_longer_qualify_once_its_worst_case_cannot() -> None:
+    """A plan a few pairs over what 10% needs, none changing, keeps enough countable pairs
+    after two ties; but those two, counted as flips, keep it from showing 10%: it can no longer
+    qualify. A plan large enough for two flips still can."""
+    suite = Suite("s", "p", (Case("c", None, STABLE),), Contract({STABLE}))
+    policy = Policy(tolerance=0.1)
+    ids = random.Random(2)
+    tied = assess([called("c", i, REFUND, i < 3, ids) for i in range(4)], suite, policy)
+    assert tied.ambiguous_pairs == 2
+    assert not can_still_qualify(tied, suite, {"c": pairs_needed(0.1) + 4}, policy)
+    assert can_still_qualify(tied, suite, {"c": 3 * pairs_needed(0.1)}, policy)

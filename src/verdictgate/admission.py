@@ -258,6 +258,9 @@ def _flip_step(route: RouteStability) -> str:
 def _pairs_step(
     subject: str, change: ChangeRate, cases: int, confidence: float, ambiguous: int = 0
 ) -> str:
+    """How many more pairs, all agreeing, would show `change` below its tolerance: with
+    `ambiguous` pairs that could not be ordered, `change` is the worst case, which counts them
+    as changes (`WorstCase`)."""
     total = pairs_to_qualify(
         change.flips, change.pairs, change.tolerance, confidence, change.method
     )
@@ -268,7 +271,8 @@ def _pairs_step(
     caveat = "" if change.flips == 0 else "; every further change raises that number"
     if ambiguous:
         caveat += (
-            f"; a pair equal only up to the order of tied steps does not count ({ambiguous} so far)"
+            "; a pair equal only up to the order of tied steps counts as a change here "
+            f"({ambiguous} so far)"
         )
     return (
         f"Collect {more} more rerun pairs for {subject} ({2 * more} calls, about {per_case} more "
@@ -433,17 +437,87 @@ def _left_undecided(f: Findings) -> list[str]:
     return tests
 
 
+def _shown_only_if_agreed(f: Findings) -> Iterator[tuple[str, str | None]]:
+    """The gating stability tests that the countable pairs pass and the worst case does not
+    (`WorstCase`: every ambiguous pair counted as a flip): what the message says of each, and
+    the step sizing the pairs that would show it even so (None for the case-level test, which
+    counts cases, and for an untargeted route, which need only not be shown above)."""
+    worst = f.worst_case
+    if worst is None:
+        return
+    they = "it" if f.ambiguous_pairs == 1 else "they"
+    if (
+        _claims(f, Claim.TESTED)
+        and f.pooled.result is Stability.DETERMINISTIC
+        and worst.pooled.result is not Stability.DETERMINISTIC
+    ):
+        yield (
+            f"the pooled change rate is shown below {percent(f.pooled.tolerance)} only if {they} "
+            f"agreed (counted as changes: {interval(worst.pooled)})",
+            _pairs_step(
+                "the pooled change rate",
+                worst.pooled,
+                len(f.cases),
+                f.policy.confidence,
+                f.ambiguous_pairs,
+            ),
+        )
+    if (
+        _claims(f, Claim.POPULATION)
+        and f.population.result is Stability.DETERMINISTIC
+        and worst.population.result is not Stability.DETERMINISTIC
+    ):
+        yield (
+            f"new inputs are shown to change below {percent(f.policy.tolerance)} only if {they} "
+            f"agreed (counted as changes: case-level e-value {worst.population.e_det:.3g} for "
+            f"below, {_decisive(f)} decides)",
+            None,
+        )
+    for r in f.routes:
+        if (w := r.worst_case) is None:
+            continue
+        if r.targeted:
+            if (
+                r.change.result is Stability.DETERMINISTIC
+                and w.result is not Stability.DETERMINISTIC
+            ):
+                yield (
+                    f"route {shown(r.route)} is shown below {percent(w.tolerance)} only if "
+                    f"{they} agreed (counted as changes: {interval(w)})",
+                    _pairs_step(
+                        f"route {shown(r.route)}",
+                        w,
+                        r.cases,
+                        f.policy.confidence,
+                        r.ambiguous_pairs,
+                    ),
+                )
+        elif r.change.result is not Stability.STOCHASTIC and w.result is Stability.STOCHASTIC:
+            yield (
+                f"route {shown(r.route)} is not shown above {percent(w.tolerance)} only if "
+                f"{they} agreed (counted as changes: {interval(w)})",
+                None,
+            )
+
+
 def _ambiguous_order(f: Findings) -> str | None:
     """The message of `ambiguous_order`: pairs that could not be ordered left a test
-    undecided, or tied paths left required routes neither reached nor missing."""
+    undecided, or shown only if they agreed, or tied paths left required routes neither
+    reached nor missing."""
     parts = []
+    n = f.ambiguous_pairs
+    said = [clause for clause, _ in _shown_only_if_agreed(f)]
     if tests := _left_undecided(f):
-        n = f.ambiguous_pairs
+        said.insert(
+            0,
+            f"without {'it' if n == 1 else 'them'} {listing(tests)} "
+            f"{'is' if len(tests) == 1 else 'are'} not decided",
+        )
+    if said:
         parts.append(
             f"{n} rerun {'pair' if n == 1 else 'pairs'} could not be ordered (equal only up to "
             "the order of steps whose spans started in the same instant, so neither agreements "
-            f"nor flips), and without {'it' if n == 1 else 'them'} {listing(tests)} "
-            f"{'is' if len(tests) == 1 else 'are'} not decided"
+            f"nor flips), and {listing(said, '; ')}"
         )
     if routes := f.coverage.unordered:
         parts.append(
@@ -451,6 +525,13 @@ def _ambiguous_order(f: Findings) -> str | None:
             "order: " + listing(routes)
         )
     return "; ".join(parts) or None
+
+
+def _ambiguous_order_steps(f: Findings) -> Iterator[str]:
+    """How to record the order of the steps that tied, then the pairs that would show each
+    test that is shown only if the pairs that could not be ordered agreed."""
+    yield from _order_steps(f)
+    yield from (step for _, step in _shown_only_if_agreed(f) if step)
 
 
 def _order_steps(f: Findings) -> Iterator[str]:
@@ -482,7 +563,8 @@ def _uncounted(f: Findings) -> str:
         return ""
     return (
         f" ({n} rerun {'pair' if n == 1 else 'pairs'} equal only up to the order of tied steps "
-        f"{'was' if n == 1 else 'were'} not counted)"
+        f"{'was' if n == 1 else 'were'} not counted; counted as changes, the run would still be "
+        "qualified)"
     )
 
 
@@ -781,7 +863,7 @@ RULES: tuple[Rule, ...] = (
         Status.INCONCLUSIVE,
         "order",
         _ambiguous_order,
-        _order_steps,
+        _ambiguous_order_steps,
     ),
     Rule(
         ReasonCode.POOLED_UNDECIDED,
@@ -796,7 +878,7 @@ RULES: tuple[Rule, ...] = (
         lambda f: (
             _pairs_step(
                 "the pooled change rate",
-                f.pooled,
+                f.worst_case.pooled if f.worst_case else f.pooled,
                 len(f.cases),
                 f.policy.confidence,
                 f.ambiguous_pairs,
@@ -849,7 +931,11 @@ RULES: tuple[Rule, ...] = (
         ),
         lambda f: [
             _pairs_step(
-                f"route {shown(r.route)}", r.change, r.cases, f.policy.confidence, r.ambiguous_pairs
+                f"route {shown(r.route)}",
+                r.worst_case or r.change,
+                r.cases,
+                f.policy.confidence,
+                r.ambiguous_pairs,
             )
             for r in f.routes
             if r.targeted and r.change.result is Stability.UNDECIDED

@@ -117,6 +117,20 @@ class RouteStability:
     flip_pairs: tuple[FlipPair, ...] = ()
     ambiguous_pairs: int = 0
     """Its pairs equal only up to the order of tied steps: left out of `change` (`ties`)."""
+    worst_case: ChangeRate | None = None
+    """Its test with its ambiguous pairs counted as flips, judged with the run's other tests so
+    counted (`WorstCase`); None when no pair of the run was ambiguous."""
+
+
+@dataclass(frozen=True)
+class WorstCase:
+    """The claim's tests with every rerun pair equal only up to the order of tied steps counted
+    as a flip (a case's as flips of that case): a run is qualified only if these would qualify
+    it too, so pairs whose order the telemetry did not show never hide flips. Each route's is on
+    its row (`RouteStability.worst_case`)."""
+
+    pooled: ChangeRate
+    population: PopulationVerdict
 
 
 @dataclass(frozen=True)
@@ -281,6 +295,8 @@ class Findings:
     case_names: Naming
     """How the cases the case-level verdict counts are named, and the scheme it was judged on
     when names that no trial links may be one input (`case_names`)."""
+    worst_case: WorstCase | None
+    """The claim's tests with every ambiguous pair counted as a flip; None when none was."""
 
     @property
     def how_stopped(self) -> str | None:

@@ -27,23 +27,34 @@ def can_still_qualify(
     """Whether the run could still qualify if every pair left agreed: each change rate that
     must be shown below its tolerance (the pooled one, each targeted route's) would be, judged
     by `policy` with the flips seen so far over the pairs it has when the plan, cap or budget
-    is spent (`final_pairs`: case id -> rerun pairs), less the pairs already left out because
-    they agreed only up to the order of tied steps (`ties`): those will never count."""
+    is spent (`final_pairs`: case id -> rerun pairs), both on the pairs that can count (less
+    those already left out because they agreed only up to the order of tied steps, `ties`,
+    which never will) and in the worst case, with those counted as flips (`WorstCase`)."""
     expected = suite.expected_by_case()
     uncounted = Counter[str]()
     for case in findings.cases:
         uncounted[case.case] += case.ambiguous_pairs
-    countable = {case: max(0, n - uncounted[case]) for case, n in final_pairs.items()}
-    tests = [(findings.pooled.flips, sum(countable.values()), policy.tolerance)]
-    tests += [
-        (
-            route.change.flips,
-            sum(n for case, n in countable.items() if expected.get(case) == route.route),
-            route.change.tolerance,
+    tests = []
+    for as_flips in (False, True):
+        final = {
+            case: n if as_flips else max(0, n - uncounted[case]) for case, n in final_pairs.items()
+        }
+        tests.append(
+            (
+                findings.pooled.flips + (findings.ambiguous_pairs if as_flips else 0),
+                sum(final.values()),
+                policy.tolerance,
+            )
         )
-        for route in findings.routes
-        if route.targeted
-    ]
+        tests += [
+            (
+                route.change.flips + (route.ambiguous_pairs if as_flips else 0),
+                sum(n for case, n in final.items() if expected.get(case) == route.route),
+                route.change.tolerance,
+            )
+            for route in findings.routes
+            if route.targeted
+        ]
     return all(
         change_rate(flips, max(pairs, flips), t, policy.confidence, policy.method).result
         is Stability.DETERMINISTIC

@@ -23,6 +23,7 @@ from .assessment import (
     RunInfo,
     Stopping,
     TrialCounts,
+    WorstCase,
 )
 from .case_names import CaseNames, Naming
 from .declaration import RunDeclaration
@@ -203,6 +204,11 @@ class _Tally:
         self.passed = 0
         self.judged = 0
 
+    def counted(self, as_flips: bool) -> tuple[int, int]:
+        """Its flips and pairs; with `as_flips`, its ambiguous pairs counted among both."""
+        extra = self.ambiguous if as_flips else 0
+        return self.flips + extra, self.pairs + extra
+
 
 @dataclass
 class _Pairs:
@@ -345,15 +351,14 @@ class _Scan:
 
 
 def _route_results(
-    scan: _Scan, evidence: Evidence, contract: Contract, policy: Policy
+    scan: _Scan, evidence: Evidence, contract: Contract, policy: Policy, as_flips: bool
 ) -> tuple[RouteStability, ...]:
     return tuple(
         RouteStability(
             route,
             len(tally.case_ids),
             change_rate(
-                tally.flips,
-                tally.pairs,
+                *tally.counted(as_flips),
                 contract.tolerance_for(route, policy.tolerance),
                 policy.confidence,
                 policy.method,
@@ -409,15 +414,19 @@ def _findings(
     """What one scan of the evidence shows under `policy`, with what the run reported."""
     scan = _scanned(evidence, suite, policy)
     pooled = scan.pooled
-    case_level, naming = _population(
-        scan.cases, scan.names, policy.tolerance, side_error(policy.confidence)
+    change, routes, population, family_tests, naming = _stability(
+        scan, evidence, suite, policy, False
     )
-    change, routes, population, family_tests = _judged_together(
-        change_rate(pooled.flips, pooled.pairs, policy.tolerance, policy.confidence, policy.method),
-        _route_results(scan, evidence, suite.contract, policy),
-        case_level,
-        policy,
-    )
+    worst: WorstCase | None = None
+    if pooled.ambiguous:
+        worst_pooled, worst_routes, worst_population, _, _ = _stability(
+            scan, evidence, suite, policy, True
+        )
+        routes = tuple(
+            replace(route, worst_case=w.change)
+            for route, w in zip(routes, worst_routes, strict=True)
+        )
+        worst = WorstCase(worst_pooled, worst_population)
     pooled_passes, passes = _pass_rates_together(
         _pooled_pass_rate(pooled, policy), _pass_counts(scan, evidence, policy), policy
     )
@@ -450,7 +459,28 @@ def _findings(
         population=population,
         family_tests=family_tests,
         case_names=naming,
+        worst_case=worst,
     )
+
+
+def _stability(
+    scan: _Scan, evidence: Evidence, suite: Suite, policy: Policy, as_flips: bool
+) -> tuple[ChangeRate, tuple[RouteStability, ...], PopulationVerdict, int, Naming]:
+    """The run's change-rate tests judged together (`_judged_together`), and how the cases
+    the case-level one counts are named; with `as_flips`, its worst case: every ambiguous pair
+    counted as a flip, of its case, route and the pool."""
+    case_level, naming = _population(
+        scan.cases, scan.names, policy.tolerance, side_error(policy.confidence), as_flips
+    )
+    change, routes, population, family_tests = _judged_together(
+        change_rate(
+            *scan.pooled.counted(as_flips), policy.tolerance, policy.confidence, policy.method
+        ),
+        _route_results(scan, evidence, suite.contract, policy, as_flips),
+        case_level,
+        policy,
+    )
+    return change, routes, population, family_tests, naming
 
 
 def _scanned(evidence: Evidence, suite: Suite, policy: Policy) -> _Scan:
@@ -551,17 +581,19 @@ def _pass_rates_together(
 
 
 def _population(
-    cases: list[CaseResult], names: CaseNames, tolerance: float, alpha: float
+    cases: list[CaseResult], names: CaseNames, tolerance: float, alpha: float, as_flips: bool
 ) -> tuple[PopulationVerdict, Naming]:
     """The case-level verdict with the case as the unit: a case that several runs or files hold,
     by any of its names, is one case, its change rate all its flips over all its pairs (pairs
-    form within a run). Names that may be one input named two ways are never counted as two
-    cases: then only the cases of one naming scheme are judged (`CaseNames.naming`)."""
+    form within a run); with `as_flips`, its ambiguous pairs counted as flips. Names that may
+    be one input named two ways are never counted as two cases: then only the cases of one
+    naming scheme are judged (`CaseNames.naming`)."""
     totals: dict[str, tuple[int, int]] = {}
     for case in cases:
         counted_as = names.case_of(case.case)
         flips, pairs = totals.get(counted_as, (0, 0))
-        totals[counted_as] = (flips + case.flips, pairs + case.pairs)
+        extra = case.ambiguous_pairs if as_flips else 0
+        totals[counted_as] = (flips + case.flips + extra, pairs + case.pairs + extra)
     naming, judged = names.naming(case for case, (_, pairs) in totals.items() if pairs)
     verdict = population_verdict(
         [flips / pairs for case, (flips, pairs) in totals.items() if case in judged],

@@ -14,8 +14,10 @@ from .bounds import bounded
 REPORT_SCHEMA = "verdictgate.report/v1"
 
 
-def _change(change: ChangeRate, ambiguous_pairs: int) -> JsonObject:
-    """A change rate, with the pairs left out of it because ties hid their order."""
+def _change(change: ChangeRate, ambiguous_pairs: int, worst: ChangeRate | None) -> JsonObject:
+    """A change rate, with the pairs left out of it because ties hid their order, and its worst
+    case, those pairs counted as flips (the test itself when no pair of the run was left out)."""
+    worst = worst or change
     return {
         "pairs": change.pairs,
         "flips": change.flips,
@@ -26,6 +28,13 @@ def _change(change: ChangeRate, ambiguous_pairs: int) -> JsonObject:
         "tolerance": change.tolerance,
         "result": change.result.value,
         "stochastic_level": change.level,
+        "worst_case": {
+            "pairs": worst.pairs,
+            "flips": worst.flips,
+            "ci_low": worst.ci_low,
+            "ci_high": worst.ci_high,
+            "result": worst.result.value,
+        },
     }
 
 
@@ -143,7 +152,9 @@ def _relations(a: Assessment) -> list[JsonObject]:
 
 
 def _population(a: Assessment) -> JsonObject:
-    """JSON `population`: the case-level verdict about new inputs."""
+    """JSON `population`: the case-level verdict about new inputs, and its worst case (each
+    case's pairs left out for ties counted as its flips; the verdict itself when none was)."""
+    worst = a.worst_case.population if a.worst_case else a.population
     return {
         "cases": a.population.cases,
         "result": a.population.result.value,
@@ -152,6 +163,12 @@ def _population(a: Assessment) -> JsonObject:
         "cases_needed": a.population.cases_needed,
         "stochastic_level": a.population.level,
         "case_names": _case_names(a),
+        "worst_case": {
+            "cases": worst.cases,
+            "e_det": worst.e_det,
+            "e_stoch": worst.e_stoch,
+            "result": worst.result.value,
+        },
     }
 
 
@@ -206,13 +223,15 @@ def _trials(a: Assessment) -> JsonObject:
 def _stability(a: Assessment) -> JsonObject:
     """JSON `stability`: the pooled and per-route change rates, judged as one family."""
     return {
-        "pooled": _change(a.pooled, a.ambiguous_pairs),
+        "pooled": _change(
+            a.pooled, a.ambiguous_pairs, a.worst_case.pooled if a.worst_case else None
+        ),
         "routes": [
             {
                 "route": r.route,
                 "cases": r.cases,
                 "targeted": r.targeted,
-                **_change(r.change, r.ambiguous_pairs),
+                **_change(r.change, r.ambiguous_pairs, r.worst_case),
                 "flip_pairs": _flip_pairs(r.flip_pairs),
             }
             for r in a.routes

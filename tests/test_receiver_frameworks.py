@@ -19,6 +19,7 @@ from opentelemetry.proto.trace.v1.trace_pb2 import Span, Status
 from receiver_support import Trace, decision_span, request, running_server, strands_trial
 from verdictgate import Contract, Isolation, Policy, Suite
 from verdictgate.clock import ManualClock
+from verdictgate.lifecycle import DEFAULT_IDLE_SECONDS
 from verdictgate.otel import conventions as names
 from verdictgate.otel.framework_traces import TrialMark
 from verdictgate.otel.otlp_reading import extract_json, extract_protobuf
@@ -231,7 +232,8 @@ def nested_run(
 def test_trials_nested_under_their_run_span_each_settle_whatever_the_pauses(new_store) -> None:
     """12 calls, each followed by a pause longer than the settle time, in one trace under the
     run span: each trial settles on its own, all 12 are stored, and the run is judged by its
-    run span's declaration (a 10% tolerance, not the default 5%)."""
+    run span's declaration (a 10% tolerance, not the default 5%). Its plan complete, it is final
+    once quiet for the idle period (a span that came late till then would amend its trial)."""
     clock = Clock()
     receiver = Receiver(new_store(), clock=clock)
     root, calls = nested_run("nested", 12, ["lookup", "refund"])
@@ -240,6 +242,9 @@ def test_trials_nested_under_their_run_span_each_settle_whatever_the_pauses(new_
         clock.now += DEFAULT_SETTLE + 2.5  # the next call comes after the trace went quiet
         receiver.tick()
     receiver.ingest(extract_protobuf(request([root]).SerializeToString()))
+    receiver.tick()
+    assert not receiver.store.run("nested").final  # complete, but a late span may amend a trial
+    clock.now += DEFAULT_IDLE_SECONDS  # quiet for the idle period: final
     receiver.tick()
     assert receiver.flush()
     assert len(stored(receiver, "nested")) == 12
@@ -268,6 +273,7 @@ def test_a_run_is_never_idle_while_a_trial_of_it_waits_to_settle(new_store) -> N
     receiver.tick()
     assert len(stored(receiver, "paused")) == 2
     receiver.ingest(extract_protobuf(request([root]).SerializeToString()))
+    clock.now += 5.1  # its plan complete, it is final once idle (a late span may amend a trial)
     receiver.tick()
     assert receiver.flush()
     assessment = receiver.assessment("paused")
@@ -303,22 +309,36 @@ def test_idle_periods_wait_while_more_trials_are_due_than_a_tick_settles(new_sto
     assert victim.trials.received == 2 and victim.trials.late == 0 and not victim.in_progress
 
 
-def test_a_span_that_comes_after_its_trial_settled_is_counted_late_not_dropped(
+def test_a_span_that_comes_after_its_trial_settled_amends_it_while_its_run_is_open(
     new_store, caplog
 ) -> None:
+    """A tool span held back by its exporter past the settle time: while the run is open the
+    trial is derived again from all its spans (its record replaced, never counted twice); once
+    the run is final, a span that comes is late."""
     clock = Clock()
-    receiver = Receiver(new_store(), clock=clock)
+    receiver = Receiver(new_store(), config=ReceiverConfig(idle=10.0), clock=clock)
     spans = strands_trial(1, "r1", "c0", 0, ["lookup", "refund"])
     straggler = spans.pop()  # the refund tool span, held back by its exporter
     receiver.ingest(extract_protobuf(request(spans).SerializeToString()))
     clock.now += DEFAULT_SETTLE + 0.1
     receiver.tick()
     assert stored(receiver, "r1") == {("c0", 0): (("lookup",), None)}
+    receiver.ingest(extract_protobuf(request([straggler]).SerializeToString()))
+    clock.now += DEFAULT_SETTLE + 0.1
+    receiver.tick()
+    assert stored(receiver, "r1") == {("c0", 0): (("lookup", "refund"), None)}
+    assessment = receiver.assessment("r1")
+    assert (assessment.trials.received, assessment.trials.late) == (1, 0)
+    assert (assessment.trials.conflicts, assessment.trials.duplicates) == (0, 0)
+    clock.now += 10.1
+    receiver.tick()
+    assert receiver.flush() and receiver.store.run("r1").final
+    another = strands_trial(1, "r1", "c0", 0, ["lookup", "refund", "notify"])[-1]
     with caplog.at_level(logging.WARNING, logger="verdictgate"):
-        receiver.ingest(extract_protobuf(request([straggler]).SerializeToString()))
+        receiver.ingest(extract_protobuf(request([another]).SerializeToString()))
     assert receiver.assessment("r1").trials.late == 1
     assert "came after their trial was settled" in caplog.text
-    assert stored(receiver, "r1") == {("c0", 0): (("lookup",), None)}  # what was settled stands
+    assert stored(receiver, "r1") == {("c0", 0): (("lookup", "refund"), None)}  # it stands
 
 
 def test_thousands_of_trials_in_one_trace_settle_in_one_tick(new_store) -> None:
@@ -476,7 +496,7 @@ def test_settled_trials_never_crowd_out_a_trial_whose_spans_came_before_its_tria
         receiver.ingest(extract_protobuf(request(spans).SerializeToString()))
     clock.now += DEFAULT_SETTLE + 0.1
     receiver.tick()
-    assert len(stored(receiver, "r1")) == 300 and store.held_spans() < 1000
+    assert len(stored(receiver, "r1")) == 300 and store.held_spans() <= 1000
     spans = strands_trial(9999, "r2", "c0", 0, ["refund"])
     receiver.ingest(extract_protobuf(request(spans[1:]).SerializeToString()))
     clock.now += 1
@@ -555,11 +575,15 @@ def test_wire_a_harness_nesting_trials_under_its_run_span_stores_12_of_12(settle
             clock.advance(pause)
             wait_until(lambda n=number: len(stored(server.receiver, "nested")) == n + 1)
         exported(server, [root])
+        wait_until(lambda: server.receiver.store.run("nested").planned_trials == 12)
+        clock.advance(DEFAULT_IDLE_SECONDS)  # complete, and final once idle
         wait_until(lambda: not report(server, "nested")["run"]["in_progress"])
         judged = report(server, "nested")
         root, calls = nested_run("at-once", 12, ["lookup", "refund"], trace_number=2)
         exported(server, [span for call in calls for span in call] + [root])
         clock.advance(settle + 0.1)
+        wait_until(lambda: len(stored(server.receiver, "at-once")) == 12)
+        clock.advance(DEFAULT_IDLE_SECONDS)
         wait_until(lambda: not report(server, "at-once")["run"]["in_progress"])
         control = report(server, "at-once")
     assert judged["trials"]["received"] == 12 and judged["trials"]["late"] == 0

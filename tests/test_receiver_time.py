@@ -5,18 +5,24 @@ whatever its own says."""
 
 from __future__ import annotations
 
+import heapq
+import json
 import logging
+import math
 import sqlite3
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import replace
 
 import psycopg
 import pytest
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
 
 from postgres_support import StoreMaker
-from receiver_support import decision_span, request, stable_run, strands_trial
+from receiver_support import decision_span, request, run_span, stable_run, strands_trial
+from verdictgate import Contract, Suite
 from verdictgate.clock import ManualClock
 from verdictgate.otel.otlp_reading import extract_protobuf
 from verdictgate.receiver.config import ReceiverConfig
@@ -263,3 +269,167 @@ def test_replicas_whose_clocks_are_minutes_apart_agree_on_the_database_clock(
     for replica in replicas:
         replica.close()
         replica.store.close()
+
+
+FRAMEWORK_SCRIPT = {
+    "c0": [["lookup_order", "issue_refund"]] * 4,
+    "c1": [["lookup_order"]] * 4,
+    "c2": [["lookup_order", "issue_refund"], ["issue_refund"]] * 2,  # flips on every rerun
+}
+
+
+def framework_spans(run: str) -> tuple[list, list[list]]:
+    """A declared run of framework trials (three cases, four trials each): its run span, and
+    each trial's spans, the harness's trial span first."""
+    trials = []
+    for case, paths in FRAMEWORK_SCRIPT.items():
+        for index, tools in enumerate(paths):
+            trials.append(strands_trial(len(trials) + 1, run, case, index, tools))
+    declared = run_span(run, planned=len(trials), suite=FRAMEWORK_SUITE)
+    return [declared], trials
+
+
+FRAMEWORK_SUITE = Suite(
+    "support",
+    "support",
+    (),
+    Contract({"lookup_order,issue_refund", "lookup_order", "issue_refund"}),
+)
+
+
+def framework_report(maker: StoreMaker | None, delayed: bool) -> str:
+    """The run's report when a third of its trials' framework spans come 8 s after their trial
+    span (`delayed`, with --settle 2s), or all at once."""
+    clock = ManualClock(1_000.0)
+    store = Store() if maker is None else maker()
+    receiver = Receiver(store, None, ReceiverConfig(settle=2.0, replica=LOCAL), clock=clock)
+    declared, trials = framework_spans("framework")
+    late = [spans[1:] for n, spans in enumerate(trials) if delayed and n % 3 == 0]
+    export(receiver, [span for n, spans in enumerate(trials) for span in (
+        spans[:1] if delayed and n % 3 == 0 else spans)] + declared)  # fmt: skip
+    clock.advance(2.1)
+    receiver.tick()  # the delayed third settle from their trial span alone
+    clock.advance(5.9)
+    export(receiver, [span for spans in late for span in spans])  # 8 s after: amends them
+    for _ in range(2):
+        clock.advance(2.1)
+        receiver.tick()
+    clock.advance(IDLE + 0.1)  # DEFAULT idle is 30 s
+    receiver.tick()
+    return report(receiver, "framework")
+
+
+def test_framework_spans_delayed_past_the_settle_time_amend_their_trials(new_store):
+    calm = framework_report(None, delayed=False)
+    delayed = framework_report(new_store, delayed=True)
+    assert json.loads(delayed)["trials"]["error_types"] == {}  # no `no_spans`
+    assert json.loads(delayed)["trials"]["late"] == 0
+    assert delayed == calm
+
+
+def calm_reports() -> dict[str, str]:
+    """Both runs' reports from one SQLite receiver given every span at once."""
+    clock = ManualClock(1_000.0)
+    receiver = Receiver(Store(), None, ReceiverConfig(settle=2.0, replica=LOCAL), clock=clock)
+    declared, trials = framework_spans("framework")
+    export(receiver, [*stable_run("canary", 4, 4), *declared, *(s for t in trials for s in t)])
+    clock.advance(2.1)
+    receiver.tick()
+    clock.advance(IDLE + 0.1)
+    receiver.tick()
+    return {run: report(receiver, run) for run in ("canary", "framework")}
+
+
+CALM: dict[str, str] = {}
+
+
+@settings(
+    max_examples=10,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(
+    skews=st.tuples(st.floats(-600, 600), st.floats(-600, 600)),
+    routes=st.lists(st.integers(0, 1), min_size=24, max_size=24),
+    delayed=st.lists(st.booleans(), min_size=12, max_size=12),
+    delay=st.floats(0.0, IDLE - 2.0),
+    outage_at=st.integers(0, 10),
+    outage=st.floats(0.0, 2 * IDLE),
+)
+@example(  # the issue's figures: a store away for longer than the idle period
+    skews=(300.0, -300.0), routes=[0, 1] * 12, delayed=[False] * 12, delay=0, outage_at=5, outage=50
+)
+@example(  # a third of the framework trials' spans 25 s late, and a 35 s outage
+    skews=(600.0, 0.0), routes=[1, 0] * 12, delayed=[True, False, False] * 4, delay=25,
+    outage_at=8, outage=35,
+)  # fmt: skip
+def test_any_skew_outage_and_delay_gives_the_answer_of_the_calm_path(
+    postgres_server, tmp_path_factory, skews, routes, delayed, delay, outage_at, outage
+):
+    """Two replicas of one PostgreSQL store, each replica's own clocks up to 10 minutes off;
+    a canary's and a framework run's spans sprayed across them a second apart; the store away
+    for up to twice the idle period at some point (the exports it refused sent again after); a
+    random subset of framework trials' spans delayed up to the idle period past their trial
+    span: each run's final report is the calm path's."""
+    CALM.update(CALM or calm_reports())
+    maker = StoreMaker("postgresql", tmp_path_factory.mktemp("property"), postgres_server)
+    database = ManualClock(1_000_000.0)  # the database's clock, which the test drives
+    replicas = []
+    for n, skew in enumerate(skews):
+        store = Store(maker.location("shared"))
+        clock = DatabaseClock(
+            database, monotonic=lambda s=skew: database() - s, wall=lambda s=skew: database() + s
+        )
+        config = ReceiverConfig(settle=2.0, lease=3.0, replica=f"replica-{n}")
+        replicas.append(Receiver(store, None, config, clock=clock))
+    declared, trials = framework_spans("framework")
+    canary = stable_run("canary", 4, 4)
+    exports = [canary[n : n + 4] for n in range(0, len(canary), 4)]
+    held_back = []
+    for n, spans in enumerate(trials):
+        exports.append(spans[:1] if delayed[n] else spans)
+        if delayed[n]:
+            held_back.append(spans[1:])
+    exports.append(declared)
+    events = [(float(n), n, spans) for n, spans in enumerate(exports)]
+    events += [(len(exports) + delay, len(events) + n, s) for n, s in enumerate(held_back)]
+    heapq.heapify(events)
+    start, sent = database(), 0
+    with ExitStack() as outages:
+        refused_spans: list[list] = []
+        ends = math.inf
+        while events:
+            at, number, spans = heapq.heappop(events)
+            while database() < start + at:
+                database.advance(0.5)
+                for replica in replicas:
+                    refused(replica.tick)
+                if database() >= ends:  # back: the exporters retry a second later
+                    outages.close()
+                    ends = math.inf
+                    for n, retry in enumerate(refused_spans):
+                        heapq.heappush(events, (database() + 1 - start, 1000 + n, retry))
+                    refused_spans.clear()
+            if sent == outage_at:
+                outages.enter_context(store_away(maker, "shared"))
+                ends = database() + outage
+            sent += 1
+            if refused(lambda s=spans, n=number: export(replicas[routes[n % len(routes)]], s)):
+                refused_spans.append(spans)
+                if not events:  # nothing else to wait for: wait for the store
+                    heapq.heappush(events, (ends - start + 0.5, 2000 + number, []))
+    for _ in range(int(3 * IDLE)):
+        database.advance(1.0)
+        for replica in replicas:
+            refused(replica.tick)
+    try:
+        for run in ("canary", "framework"):
+            stored = replicas[0].store.run(run)
+            assert stored is not None and stored.final and stored.status is not None
+            for replica in replicas:
+                replica.flush()
+            assert report(replicas[0], run) == CALM[run]
+    finally:
+        for replica in replicas:
+            replica.close()
+            replica.store.close()

@@ -280,6 +280,16 @@ class Evidence:
         kept.isolation = dict(self.isolation)
         return kept
 
+    def holds(self, trial: Trial) -> bool:
+        """Whether a record of the trial's identity (run, case, index) is kept."""
+        evidence = self.cases.get((trial.run, trial.case))
+        if evidence is None:
+            return False
+        far = self._far.get((trial.run, trial.case))
+        if far is not None and trial.index in far:
+            return True
+        return 0 <= trial.index < len(evidence.slots) and evidence.slots[trial.index] != MISSING
+
     def add(self, trial: Trial) -> bool:
         """Record one trial; True when it was the first record of its identity."""
         return self.add_all((trial,)) == 1

@@ -21,7 +21,7 @@ from __future__ import annotations
 import heapq
 import math
 from collections import OrderedDict
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 
@@ -158,6 +158,8 @@ class Lifecycle:
         self._changed: set[str] = set()
         """Sequential runs whose evidence changed since the last `due`."""
         self._finals: list[Final] = []
+        self._amendable: set[str] = set()
+        """Runs whose trials come from spans that may amend them while they are open."""
         self._resumed = -math.inf
         """News could arrive again from then on (`resumed`): no run is idle before a full idle
         period from it."""
@@ -206,6 +208,29 @@ class Lifecycle:
         open run has a full idle period from `now`, as if it had news then. Costs nothing per
         run: each looks again at its deadline once."""
         self._resumed = max(self._resumed, now)
+
+    def amendable(self, run_id: str) -> None:
+        """An open run whose trials come from spans that may yet amend them (a framework
+        trial's, settled from what had arrived): a complete plan ends it once it is idle, not
+        at once. Nothing for a run not open."""
+        if run_id not in self._ended:
+            self._amendable.add(run_id)
+
+    def holds(self, run_id: str, trials: Iterable[Trial]) -> bool:
+        """Whether an open run keeps a record of any of these trials' identities already."""
+        run = self._runs.get(run_id)
+        return run is not None and any(run.evidence.holds(trial) for trial in trials)
+
+    def amend(self, run_id: str, evidence: Evidence) -> None:
+        """An open run's evidence with some of its trials derived again (as its store holds
+        them now): it replaces what the run held. Nothing for a run not open."""
+        run = self._runs.get(run_id)
+        if run is None:
+            return
+        run.evidence, run.received, run.leading = evidence, evidence.kept(), {}
+        if run.declaration.sequential:
+            self._changed.add(run_id)
+        self._check_plan(run)
 
     def started(self, declaration: RunDeclaration, now: float) -> None:
         """A run span started: the run is judged by it and ends with it (never for idleness)."""
@@ -269,11 +294,13 @@ class Lifecycle:
         """Forget an open run another decides now (a replica that took it over); nothing if it
         is not open."""
         self._runs.pop(run_id, None)
+        self._amendable.discard(run_id)
 
     def set_aside(self, run_id: str) -> None:
         """A run that cannot be judged (its stored declaration unreadable): it decides nothing,
         and its records are counted late."""
         self._runs.pop(run_id, None)
+        self._amendable.discard(run_id)
         self._ended[run_id] = 0
 
     def close(self, run_id: str, reason: Reason) -> None:
@@ -310,7 +337,7 @@ class Lifecycle:
                 and now - max(run.last_news, self._resumed) >= idle
             )
             if is_idle and run_id not in waiting:
-                self._close(run, Reason.IDLE)
+                self._close(run, Reason.PLAN_COMPLETE if self._planned(run) else Reason.IDLE)
                 continue
             if (
                 run.span is SpanState.NONE
@@ -374,12 +401,18 @@ class Lifecycle:
             heapq.heappush(self._deadlines, (min(deadlines), run.run_id))
 
     def _check_plan(self, run: _Run) -> None:
-        planned = run.declaration.planned_trials
-        if run.span is SpanState.ENDED and planned is not None and run.received >= planned:
+        if self._planned(run) and run.run_id not in self._amendable:
             self._close(run, Reason.PLAN_COMPLETE)
+
+    @staticmethod
+    def _planned(run: _Run) -> bool:
+        """Whether a run's declared plan is complete."""
+        planned = run.declaration.planned_trials
+        return run.span is SpanState.ENDED and planned is not None and run.received >= planned
 
     def _close(self, run: _Run, reason: Reason) -> None:
         del self._runs[run.run_id]
+        self._amendable.discard(run.run_id)
         self._ended[run.run_id] = 0
         while len(self._ended) > KEPT_ENDED:
             self._ended.popitem(last=False)

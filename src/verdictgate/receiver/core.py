@@ -205,6 +205,8 @@ class Receiver:
         upto = run.version if self.store.shared else None
         evidence = self.store.evidence(run.run_id, upto=upto)
         self._known[run.run_id] = run.version
+        if run.framework:
+            self._lifecycle.amendable(run.run_id)
         self._lifecycle.restore(
             run.run_id,
             evidence,
@@ -419,10 +421,15 @@ class Receiver:
         """Tell the lifecycle what other replicas wrote to a run this one decides since it held
         version `known` (the lock is held): its run span, its trials, that it had news."""
         lifecycle, seen = self._lifecycle, run.last_seen
+        if run.framework:
+            lifecycle.amendable(run.run_id)
         if run.declared is not None:
             lifecycle.ended(run.declared, seen)
         trials = self.store.written_since(run.run_id, known, run.version)
-        lifecycle.record_all(run.run_id, trials, seen, run.suite, run.point)
+        if lifecycle.holds(run.run_id, trials):  # trials derived again (amended): as stored
+            lifecycle.amend(run.run_id, self.store.evidence(run.run_id, upto=run.version))
+        else:
+            lifecycle.record_all(run.run_id, trials, seen, run.suite, run.point)
         lifecycle.heard(run.run_id, seen)
         self._known[run.run_id] = run.version
 
@@ -461,6 +468,7 @@ class Receiver:
             spans=contents.framework_spans,
             due=settle,
             claim=(self.replica, now + self.config.lease),
+            amend_since=now - self.config.max_hold,
         )
 
     def _record(
@@ -482,6 +490,8 @@ class Receiver:
             else:
                 direct.add(run.run_id)
                 self._known[run.run_id] = run.version
+                if run.framework:  # its plan complete ends it only once idle: spans may come
+                    lifecycle.amendable(run.run_id)
         for attributes in declared:
             declaration = run_declaration(attributes)
             if declaration.run_id in direct:
@@ -492,6 +502,8 @@ class Receiver:
                 lifecycle.record_all(run_id, accepted, now, suite, point)
         for run_id in written.heard & direct:
             lifecycle.heard(run_id, now)
+        for run_id in written.amended.keys() & direct:  # trials derived again: as stored now
+            lifecycle.amend(run_id, self.store.evidence(run_id, upto=self._known[run_id]))
 
     def _log_late_and_let_go(self, written: Written) -> None:
         """Warn of framework spans that came after their trial settled (once a run) and of
@@ -558,12 +570,14 @@ class Receiver:
                 self._write(ExportContents(), settle=(trace_id, quiet_since, held_since))
             if len(due) >= self.config.settle_batch:
                 waiting = self.store.runs_waiting(quiet_since, held_since)
-        for _ in range(FORGET_BATCHES):
-            if (
-                self.store.forget_traces(now - TRACE_TTL, self.config.settle_batch)
-                < self.config.settle_batch
-            ):
-                break
+        batch = self.config.settle_batch  # a settled trial's spans are let go once its trace
+        for before, forget in (  # was quiet for the idle period (later spans are late), its
+            (now - self.config.idle, self.store.release_settled),  # trace once quiet for
+            (now - TRACE_TTL, self.store.forget_traces),  # TRACE_TTL
+        ):
+            for _ in range(FORGET_BATCHES):
+                if forget(before, batch) < batch:
+                    break
         return waiting
 
     def _since(self, cutoff: float) -> float:

@@ -4,6 +4,7 @@ public call is one transaction (or one read) under the lock."""
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Iterable
 from pathlib import Path
@@ -134,13 +135,16 @@ class Store:
         due: DueTrace | None = None,
         max_held_spans: int | None = None,
         claim: Claim | None = None,
+        amend_since: float = -math.inf,
     ) -> Written:
         """Commit trials and run declarations in one transaction; the runs touched, as they
         stand after it, and the trials refused because a run had no room (`max_trials`).
         Harnesses' trial `marks` and framework `spans` are held by trace in the same
         transaction; a span below a trial already settled is counted late for its run, never
-        held for it. With `due`, the trace's due trials (see `quiet_traces`) are read, derived
-        and stored in the same transaction, the trace held meanwhile, so that no span lands
+        held for it, unless its trial span arrived since `amend_since` and its run is open: then
+        it amends that trial, which settles again from all its spans (its stored record
+        replaced, `Written.amended`). With `due`, the trace's due trials (see `quiet_traces`)
+        are read, derived and stored in the same transaction, the trace held meanwhile, so that no span lands
         between and no other replica settles them too: they are marked settled and the facts
         of the spans below them let go (their ids kept, to count a late copy). Beyond
         `max_held_spans` framework spans held, the traces with no trial span quiet the longest
@@ -151,35 +155,54 @@ class Store:
         given, labels = list(trials), dict(labels or {})
         with self._database.transaction() as cursor:
             settled: SettledTrials = ()
+            again: list[Trial] = []
             if due is not None:
-                settled = self._take_due(cursor, due, given, labels)
-            batch = trial_batch(given)
+                settled = self._take_due(cursor, due, given, again, labels)
             declared = list(declarations)
-            touched = set(batch.rows) | {str(d[names.RUN_ID]) for d in declared}
-            intake = self._held.take(cursor, list(marks), list(spans), settled, now, max_held_spans)
+            touched = {trial.run for trial in (*given, *again)}
+            touched |= {str(d[names.RUN_ID]) for d in declared}
+            intake = self._held.take(
+                cursor, list(marks), list(spans), settled, now, max_held_spans, amend_since
+            )
             versions = self._runs.see(
                 cursor, touched, intake.heard, intake.late, labels, now, claim
             )
             for attributes in declared:
                 self._runs.declare(cursor, attributes, now)
+            if settled or intake.heard:
+                derived = {trial.run for trial in (*given, *again)} if settled else set()
+                self._runs.mark_framework(cursor, (derived | intake.heard) & set(versions))
+            amended, unknown = self._runs.amend(cursor, trial_batch(again), versions)
+            batch = trial_batch([*given, *(t for ts in unknown.given.values() for t in ts)])
             refused, accepted = self._runs.take(cursor, batch, max_trials, versions)
             runs = self._runs.runs(cursor, versions)
             self._held.count_in(intake)
-        return Written(runs, refused, accepted, intake.late, intake.dropped, intake.heard, labels)
+        return Written(
+            runs, refused, accepted, intake.late, intake.dropped, intake.heard, labels, amended
+        )
 
     def _take_due(
-        self, cursor: Cursor, due: DueTrace, trials: list[Trial], labels: Labels
+        self,
+        cursor: Cursor,
+        due: DueTrace,
+        trials: list[Trial],
+        again: list[Trial],
+        labels: Labels,
     ) -> SettledTrials:
-        """A due trace's trials, derived from what it holds, added to `trials` (their runs'
-        labels to `labels`); what marks them settled. The trace stays held until the commit."""
+        """A due trace's trials, derived from what it holds, added to `trials` (those settled
+        before and amended since, to `again`; their runs' labels to `labels`); what marks them
+        settled. The trace stays held until the commit."""
         trace_id, quiet_since, held_since = due
         cursor.execute(
             f"SELECT trace_id FROM traces WHERE trace_id = ?{self._database.for_update}",
             (trace_id,),
         )
-        marks, facts = unpack_trace(self._held.trace(cursor, trace_id, quiet_since, held_since))
+        marks, facts, amended = unpack_trace(
+            self._held.trace(cursor, trace_id, quiet_since, held_since)
+        )
         derived, below = settled_trials(marks, facts)
-        trials.extend(derived)
+        for mark, trial in zip(marks, derived, strict=True):
+            (again if mark.span_id in amended else trials).append(trial)
         labels.update({mark.run: (mark.suite, mark.point) for mark in marks})
         return ((trace_id, [(mark.span_id, below[mark.span_id]) for mark in marks]),)
 
@@ -242,6 +265,12 @@ class Store:
         so that a late copy of them is known for what it is."""
         with self._database.transaction() as cursor:
             return self._held.forget_traces(cursor, before, limit)
+
+    def release_settled(self, before: float, limit: int = 1000) -> int:
+        """Let go of the span facts of up to `limit` traces quiet since `before` whose trials are
+        all settled: a span that comes below them later is late, not an amendment; how many."""
+        with self._database.transaction() as cursor:
+            return self._held.release_settled(cursor, before, limit)
 
     def latest_finished(self) -> list[tuple[StoredRun, float]]:
         """The run each (suite, point) finished last, with when, the most recent first: what a

@@ -5,8 +5,10 @@ let go, the spans held kept under a cap, and traces due to settle or to forget f
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import msgspec
 
@@ -22,10 +24,23 @@ MAX_TRACE_SPANS = 50_000
 
 SettledTrials = Iterable[tuple[str, Sequence[tuple[str, Sequence[str]]]]]
 """Trials now stored, by trace: (trace id, [(the trial span's id, the span ids below it)])."""
-TrialAbove = tuple[str, bool, str]
-"""The trial a span belongs to: its trial span's id, whether it is settled, its run."""
-PackedTrace = tuple[list[bytes], list[bytes]]
-"""A trace's trial marks and span facts as stored (msgpack): `unpack_trace` reads them."""
+
+
+class TrialAbove(NamedTuple):
+    """The trial a span belongs to."""
+
+    mark: str
+    """Its trial span's id."""
+    settled: bool
+    run: str
+    arrived: float | None
+    """When its trial span arrived, while the facts of the spans between them are still held
+    (a settled trial can then be derived again); None once they were let go."""
+
+
+PackedTrace = tuple[list[bytes], list[bytes], set[str]]
+"""A trace's trial marks and span facts as stored (msgpack), and the span ids of the marks
+amended since they settled: `unpack_trace` reads them."""
 
 _MARK = msgspec.msgpack.Decoder(TrialMark)
 _FACTS = msgspec.msgpack.Decoder(SpanFacts)
@@ -79,12 +94,14 @@ class HeldSpans:
         settled: SettledTrials,
         now: float,
         max_held: int | None,
+        amend_since: float = -math.inf,
     ) -> SpanIntake:
         """Hold a write's trial marks and spans, settle the trials it stored, and beyond
         `max_held` spans held let go of the traces that need them least (`let_go`). Count the
         intake in (`count_in`) once the rest of the write is done."""
-        intake = self.hold(cursor, marks, spans, now)
-        held = intake.held - self.settle(cursor, settled)
+        intake = self.hold(cursor, marks, spans, now, amend_since)
+        self.settle(cursor, settled)
+        held = intake.held
         released = 0
         if max_held is not None and self.spans_held + held > max_held and self._shared:
             self.spans_held = self.count(cursor) - held  # this write's are counted in already
@@ -108,18 +125,21 @@ class HeldSpans:
         marks: list[TrialMark],
         spans: list[FrameworkSpan],
         now: float,
+        amend_since: float = -math.inf,
     ) -> SpanIntake:
         """Keep trial marks and framework span facts by trace (first copy wins: a span sent twice
         is held once). A new span below a trial not yet settled keeps that trial from settling
-        for now; one below a settled trial is late: counted for its run, not held for it. A
-        trace holds MAX_TRACE_SPANS at most: spans beyond are dropped."""
+        for now; one below a settled trial whose trial span arrived since `amend_since` and whose
+        run is open amends it (it settles again, from all its spans); one below any other settled
+        trial is late: counted for its run, not held for it. A trace holds MAX_TRACE_SPANS at
+        most: spans beyond are dropped."""
         traces = {span.trace_id for span in spans} | {mark.trace_id for mark in marks}
         if not traces:
             return SpanIntake()
         room = _see_traces(cursor, traces, now)
         heard = _hold_marks(cursor, marks, now)
         new, dropped = _hold_facts(cursor, spans, room)
-        placed = _place(cursor, new)
+        placed = _place(cursor, new, amend_since)
         cursor.executemany(
             "UPDATE traces SET spans = spans + ? WHERE trace_id = ?",
             [(n, trace_id) for trace_id, n in placed.added.items()],
@@ -132,10 +152,11 @@ class HeldSpans:
             placed.late, sum(placed.added.values()), dropped, frozenset(heard | placed.heard)
         )
 
-    def settle(self, cursor: Cursor, settled: SettledTrials) -> int:
-        """Mark trials settled and let go of the facts below them, keeping their ids (to count a
-        late copy); how many spans were let go."""
-        released = 0
+    def settle(self, cursor: Cursor, settled: SettledTrials) -> None:
+        """Mark trials settled, and note the ids of the spans below them (to know a later span
+        below them for what it is once their facts are let go). The facts stay held, so that a
+        span that comes late, while its run is open, has the trial derived again from them all
+        (`release_settled` lets them go once the trace was quiet for the idle period)."""
         for trace_id, trials in settled:
             for mark, below in trials:
                 cursor.execute(
@@ -146,18 +167,21 @@ class HeldSpans:
                     "INSERT OR IGNORE INTO settled_spans (trace_id, span_id, mark) VALUES (?, ?, ?)",
                     [(trace_id, span_id, mark) for span_id in below],
                 )
-                cursor.executemany(
-                    "DELETE FROM trace_spans WHERE trace_id = ? AND span_id = ?",
-                    [(trace_id, span_id) for span_id in below],
-                )
-                gone = max(cursor.rowcount, 0)
-                cursor.execute(
-                    "UPDATE traces SET spans = CASE WHEN spans > ? THEN spans - ? ELSE 0 END"
-                    " WHERE trace_id = ?",
-                    (gone, gone, trace_id),
-                )
-                released += gone
-        return released
+
+    def release_settled(self, cursor: Cursor, before: float, limit: int) -> int:
+        """Let go of the facts of up to `limit` traces quiet since `before` whose trials are all
+        settled (their ids stay in `settled_spans`: a later span below them is late); how many
+        traces. Read through the index of traces holding spans, so the cost follows them."""
+        cursor.execute(
+            "SELECT trace_id, spans FROM traces WHERE last_seen < ? AND spans > 0 AND state = ?"
+            " AND NOT EXISTS (SELECT 1 FROM trial_marks m WHERE m.trace_id = traces.trace_id"
+            f" AND m.settled = 0) ORDER BY last_seen LIMIT ?{self._skip_locked}",
+            (before, MARKED, limit),
+        )
+        rows = cursor.fetchall()
+        _let_go_of_traces(cursor, [(trace_id,) for trace_id, _ in rows])
+        self.spans_held = max(self.spans_held - sum(spans for _, spans in rows), 0)
+        return len(rows)
 
     def let_go(self, cursor: Cursor, excess: int) -> int:
         """Delete held spans until at least `excess` are gone (or nothing is left to let go); how
@@ -221,14 +245,15 @@ class HeldSpans:
         """A trace's trials due to settle (as `quiet_traces` says) and the span facts it holds,
         still packed."""
         marks = cursor.execute(
-            "SELECT mark FROM trial_marks WHERE trace_id = ? AND settled = 0"
+            "SELECT mark, span_id, amended FROM trial_marks WHERE trace_id = ? AND settled = 0"
             " AND (last_seen < ? OR arrived < ?)",
             (trace_id, quiet_since, held_since),
         ).fetchall()
         spans = cursor.execute(
             "SELECT facts FROM trace_spans WHERE trace_id = ?", (trace_id,)
         ).fetchall()
-        return [mark for (mark,) in marks], [facts for (facts,) in spans]
+        amended = {span_id for _, span_id, again in marks if again}
+        return [mark for mark, _, _ in marks], [facts for (facts,) in spans], amended
 
     def forget_traces(self, cursor: Cursor, before: float, limit: int) -> int:
         """Delete up to `limit` traces quiet since `before` with no trial left to settle; how
@@ -249,10 +274,14 @@ class HeldSpans:
         return len(doomed)
 
 
-def unpack_trace(packed: PackedTrace) -> tuple[list[TrialMark], list[SpanFacts]]:
-    """A trace's trial marks and span facts, as `HeldSpans.trace` packed them."""
-    marks, spans = packed
-    return [_MARK.decode(mark) for mark in marks], [_FACTS.decode(facts) for facts in spans]
+def unpack_trace(packed: PackedTrace) -> tuple[list[TrialMark], list[SpanFacts], set[str]]:
+    """A trace's trial marks, span facts and amended marks, as `HeldSpans.trace` packed them."""
+    marks, spans, amended = packed
+    return (
+        [_MARK.decode(mark) for mark in marks],
+        [_FACTS.decode(facts) for facts in spans],
+        amended,
+    )
 
 
 def _see_traces(cursor: Cursor, traces: set[str], now: float) -> dict[str, int]:
@@ -309,22 +338,46 @@ def _hold_facts(
     return new, dropped
 
 
-def _place(cursor: Cursor, new: list[FrameworkSpan]) -> _Placement:
-    """Find the trial of each span newly held: below a settled one the span is late (let go,
-    its id kept); otherwise it stays held, and is news for its trial once that is known."""
+def _place(cursor: Cursor, new: list[FrameworkSpan], amend_since: float) -> _Placement:
+    """Find the trial of each span newly held. Below a settled trial whose run is open and
+    whose spans are still held, the span amends it: the trial settles again, derived from all
+    its spans, if its trial span arrived since `amend_since`. Below one whose run is final (or
+    whose spans were let go, or that arrived before) the span is late
+    (let go, its id kept). Otherwise it stays held, and is news for its trial once that is
+    known."""
     placed = _Placement()
     known: dict[tuple[str, str], TrialAbove | None] = {}
+    open_runs: dict[str, bool] = {}
     for span in new:
         trial = _trial_above(cursor, span.trace_id, span.facts.parent_id, known)
-        if trial is not None and trial[1]:  # below a settled trial: late
-            placed.late[trial[2]] = placed.late.get(trial[2], 0) + 1
-            _settle_late(cursor, span, trial[0])
-            continue
+        if trial is not None and trial.settled:
+            arrived = trial.arrived
+            if (
+                arrived is None
+                or arrived < amend_since
+                or not _is_open(cursor, trial.run, open_runs)
+            ):
+                placed.late[trial.run] = placed.late.get(trial.run, 0) + 1
+                _settle_late(cursor, span, trial.mark)
+                continue
+            cursor.execute(
+                "UPDATE trial_marks SET settled = 0, amended = 1"
+                " WHERE trace_id = ? AND span_id = ?",
+                (span.trace_id, trial.mark),
+            )
         placed.added[span.trace_id] = placed.added.get(span.trace_id, 0) + 1
         if trial is not None:
-            placed.active.add((span.trace_id, trial[0]))
-            placed.heard.add(trial[2])
+            placed.active.add((span.trace_id, trial.mark))
+            placed.heard.add(trial.run)
     return placed
+
+
+def _is_open(cursor: Cursor, run_id: str, known: dict[str, bool]) -> bool:
+    """Whether a run is known and not final (`known` remembers the answers of one write)."""
+    if run_id not in known:
+        row = cursor.execute("SELECT final FROM runs WHERE run_id = ?", (run_id,)).fetchone()
+        known[run_id] = row is not None and not row[0]
+    return known[run_id]
 
 
 def _settle_late(cursor: Cursor, span: FrameworkSpan, mark: str) -> None:
@@ -370,10 +423,11 @@ def _trial_above(
             break
         walked.append(key)
         row = cursor.execute(
-            "SELECT settled, mark FROM trial_marks WHERE trace_id = ? AND span_id = ?", key
+            "SELECT settled, mark, arrived FROM trial_marks WHERE trace_id = ? AND span_id = ?",
+            key,
         ).fetchone()
         if row is not None:
-            found = parent_id, bool(row[0]), _MARK.decode(row[1]).run
+            found = TrialAbove(parent_id, bool(row[0]), _MARK.decode(row[1]).run, row[2])
             break
         row = cursor.execute(
             "SELECT parent_id FROM trace_spans WHERE trace_id = ? AND span_id = ?", key
@@ -395,4 +449,8 @@ def _settled_trial(cursor: Cursor, key: tuple[str, str]) -> TrialAbove | None:
         " WHERE s.trace_id = ? AND s.span_id = ?",
         key,
     ).fetchone()
-    return None if settled is None else (settled[0], True, _MARK.decode(settled[1]).run)
+    return (
+        None
+        if settled is None
+        else TrialAbove(settled[0], True, _MARK.decode(settled[1]).run, None)
+    )

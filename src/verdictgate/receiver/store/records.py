@@ -37,6 +37,9 @@ class StoredRun:
     """The replica that decides it (while its lease holds)."""
     version: int = 0
     """Writes that touched it so far."""
+    framework: bool = False
+    """Some of its trials come from framework spans (a span that comes after its trial settled
+    amends that trial while the run is open)."""
 
     @functools.cached_property
     def declaration(self) -> JsonObject | None:
@@ -67,3 +70,6 @@ class Written:
     below it): news that keeps the run from going idle while the trial settles."""
     labels: dict[str, tuple[str | None, str | None]] = field(default_factory=dict)
     """Per run, the (suite, point) its trials came under (those given, and a due trace's)."""
+    amended: dict[str, list[Trial]] = field(default_factory=dict)
+    """Per run, the framework trials this write derived again from all their spans (a span came
+    after they settled): their stored records were replaced."""

@@ -15,7 +15,7 @@ from .trial_rows import TrialBatch, TrialRow, repeats
 
 RUN_COLUMNS = (
     "run_id, suite, point, declaration, planned_trials, declared_at, first_seen, last_seen,"
-    " status, final, received, late, declaration_conflict, owner, version"
+    " status, final, received, late, declaration_conflict, owner, version, framework"
 )
 """The columns `stored_run` reads, in its order."""
 
@@ -62,6 +62,13 @@ _HEARD = (
     " RETURNING version"
 )
 """News of an open run that is not a trial (a span of a trial still settling)."""
+_FRAMEWORK = "UPDATE runs SET framework = 1 WHERE run_id = ? AND framework = 0"
+_AMEND = """
+UPDATE trials SET decision = ?, expected = ?, error_type = ?, latency_ms = ?, passed = ?,
+    tiers = ?, batch = ?
+WHERE run_id = ? AND case_id = ? AND trial = ?
+"""
+"""A framework trial derived again from all its spans (one came after it settled)."""
 
 
 class Runs:
@@ -97,6 +104,11 @@ class Runs:
             if late.get(run_id):
                 cursor.execute(_LATE, (late[run_id], run_id))
         return versions
+
+    def mark_framework(self, cursor: Cursor, run_ids: Iterable[str]) -> None:
+        """Note runs whose trials come from framework spans (a late span may amend them), among
+        those a write locked already."""
+        cursor.executemany(_FRAMEWORK, [(run_id,) for run_id in sorted(run_ids)])
 
     def declare(self, cursor: Cursor, attributes: dict[str, AttributeValue], now: float) -> None:
         """The first run span of a run declares it; a later, different one is an integrity
@@ -155,6 +167,28 @@ class Runs:
             accepted[run_id] = batch.given[run_id][: len(rows)]
             _insert(cursor, run_id, rows, versions[run_id])
         return refused, accepted
+
+    def amend(
+        self, cursor: Cursor, batch: TrialBatch, versions: dict[str, int]
+    ) -> tuple[dict[str, list[Trial]], TrialBatch]:
+        """Replace the stored records of framework trials derived again (a span came after they
+        settled) while their run is open, under the run's `versions` number; per run the trials
+        replaced, and those with no record to replace (to store as new ones)."""
+        amended: dict[str, list[Trial]] = {}
+        new = TrialBatch({}, {})
+        for run_id, rows in batch.rows.items():
+            cursor.execute("SELECT final FROM runs WHERE run_id = ?", (run_id,))
+            if cursor.fetchone()[0]:
+                cursor.execute(_LATE, (len(rows), run_id))
+                continue
+            for row, trial in zip(rows, batch.given[run_id], strict=True):
+                cursor.execute(_AMEND, (*row[3:], versions[run_id], *row[:3]))
+                if cursor.rowcount:
+                    amended.setdefault(run_id, []).append(trial)
+                else:
+                    new.rows.setdefault(run_id, []).append(row)
+                    new.given.setdefault(run_id, []).append(trial)
+        return amended, new
 
     def run(self, cursor: Cursor, run_id: str) -> StoredRun | None:
         """One run, or None when unknown."""
@@ -238,6 +272,7 @@ def stored_run(row: SqlRow) -> StoredRun:
         declaration_conflict=bool(row[12]),
         owner=row[13],
         version=row[14],
+        framework=bool(row[15]),
     )
 
 

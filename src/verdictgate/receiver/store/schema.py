@@ -29,7 +29,8 @@ CREATE TABLE IF NOT EXISTS runs (
     finished_at REAL,            -- when the run became final
     owner TEXT,                  -- the replica that decides it (claimed with a lease)
     lease_until REAL,            -- when its owner's claim lapses unless renewed
-    version INTEGER NOT NULL DEFAULT 0  -- writes that touched it: a trial's batch is one
+    version INTEGER NOT NULL DEFAULT 0,  -- writes that touched it: a trial's batch is one
+    framework INTEGER NOT NULL DEFAULT 0 -- 1 once a trial of it came from framework spans
 );
 CREATE TABLE IF NOT EXISTS trials (
     run_id TEXT NOT NULL,
@@ -64,6 +65,7 @@ CREATE TABLE IF NOT EXISTS trial_marks (
     span_id TEXT NOT NULL,
     mark BLOB NOT NULL,          -- TrialMark, msgpack
     run_id TEXT,                 -- the trial's run (the mark's), to find the runs a backlog holds
+    amended INTEGER NOT NULL DEFAULT 0,  -- 1 once a span came below it after it settled
     last_seen REAL,              -- when the trial span or the last span below it arrived
     arrived REAL,                -- when the trial span arrived (it settles by arrived + max hold)
     settled INTEGER NOT NULL DEFAULT 0,  -- 1 once its trial is stored
@@ -94,6 +96,7 @@ ADDED_COLUMNS = {
         "arrived": "REAL",
         "settled": "INTEGER NOT NULL DEFAULT 0",
         "run_id": "TEXT",
+        "amended": "INTEGER NOT NULL DEFAULT 0",
     },
     "traces": {"spans": "INTEGER NOT NULL DEFAULT 0"},
     "runs": {
@@ -103,6 +106,7 @@ ADDED_COLUMNS = {
         "owner": "TEXT",
         "lease_until": "REAL",
         "version": "INTEGER NOT NULL DEFAULT 0",
+        "framework": "INTEGER NOT NULL DEFAULT 0",
     },
     "outbox": {"claimed_by": "TEXT", "claim_until": "REAL"},
 }
@@ -113,6 +117,7 @@ INDEXES = (
     "CREATE INDEX IF NOT EXISTS runs_listed ON runs (first_seen, run_id)",
     "CREATE INDEX IF NOT EXISTS runs_latest ON runs (suite, point, finished_at) WHERE final = 1",
     "CREATE INDEX IF NOT EXISTS traces_by_age ON traces (last_seen)",
+    "CREATE INDEX IF NOT EXISTS traces_holding ON traces (last_seen) WHERE spans > 0",
     "CREATE INDEX IF NOT EXISTS marks_due ON trial_marks (last_seen) WHERE settled = 0",
     "CREATE INDEX IF NOT EXISTS marks_held ON trial_marks (arrived) WHERE settled = 0",
     "CREATE INDEX IF NOT EXISTS traces_unmarked ON traces (last_seen) WHERE state = 0",

@@ -53,16 +53,49 @@ def postgresql(fsync: bool = False) -> Iterator[str]:
     """A fresh PostgreSQL cluster; yields its URL (`postgresql://postgres@127.0.0.1:PORT/postgres`,
     trust authentication on loopback only). Without `fsync` (tests) a commit is not flushed to
     disk; benchmarks keep it."""
-    initdb, pg_ctl = server_binary("initdb"), server_binary("pg_ctl")
+    with cluster(fsync) as server:
+        yield server.url
+
+
+class Cluster:
+    """A PostgreSQL cluster of a test's own, which the test may stop and start again."""
+
+    def __init__(self, data: Path, log: Path, options: str, url: str) -> None:
+        self.url, self._data, self._log, self._options = url, data, log, options
+        self._pg_ctl = server_binary("pg_ctl")
+
+    def start(self) -> None:
+        started = subprocess.run(
+            _as_server_user([self._pg_ctl, "-D", str(self._data), "-l", str(self._log),
+                             "-o", self._options, "-w", "-t", "60", "start"]),
+            capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+        if started.returncode != 0:
+            server_log = self._log.read_text() if self._log.exists() else ""
+            raise RuntimeError(f"PostgreSQL did not start: {started.stderr}\n{server_log}")
+
+    def stop(self, mode: str = "fast") -> None:
+        """Stop the server (`immediate`: as a crash does, no checkpoint, every session cut)."""
+        subprocess.run(
+            _as_server_user([self._pg_ctl, "-D", str(self._data), "-m", mode, "-w", "stop"]),
+            capture_output=True, timeout=120,
+        )  # fmt: skip
+
+
+@contextmanager
+def cluster(fsync: bool = False) -> Iterator[Cluster]:
+    """A fresh PostgreSQL cluster, started (see `postgresql`), stopped and removed after."""
+    initdb = server_binary("initdb")
     scratch = Path(tempfile.mkdtemp(prefix="verdictgate-pg-"))
     data, log = scratch / "data", scratch / "server.log"
     if os.geteuid() == 0:
         record = pwd.getpwnam(USER)
         os.chown(scratch, record.pw_uid, record.pw_gid)
     port = free_port()
-    run = _as_server_user
     subprocess.run(
-        run([initdb, "-D", str(data), "-U", USER, "--auth=trust", "-E", "UTF8", "--no-sync"]),
+        _as_server_user(
+            [initdb, "-D", str(data), "-U", USER, "--auth=trust", "-E", "UTF8", "--no-sync"]
+        ),
         check=True,
         capture_output=True,
         timeout=120,
@@ -71,23 +104,12 @@ def postgresql(fsync: bool = False) -> Iterator[str]:
         f"-p {port} -k {scratch} -c listen_addresses=127.0.0.1 -c max_connections=400"
         f" -c fsync={'on' if fsync else 'off'}"
     )
-    started = subprocess.run(
-        run([pg_ctl, "-D", str(data), "-l", str(log), "-o", options, "-w", "-t", "60", "start"]),
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    if started.returncode != 0:
-        server_log = log.read_text() if log.exists() else ""
-        raise RuntimeError(f"PostgreSQL did not start: {started.stderr}\n{server_log}")
+    server = Cluster(data, log, options, f"postgresql://{USER}@127.0.0.1:{port}/postgres")
+    server.start()
     try:
-        yield f"postgresql://{USER}@127.0.0.1:{port}/postgres"
+        yield server
     finally:
-        subprocess.run(
-            run([pg_ctl, "-D", str(data), "-m", "fast", "-w", "stop"]),
-            capture_output=True,
-            timeout=120,
-        )
+        server.stop()
         shutil.rmtree(scratch, ignore_errors=True)
 
 

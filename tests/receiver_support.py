@@ -15,10 +15,12 @@ from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExport
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.common.v1.common_pb2 import KeyValue
 from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans, Span, Status
-from opentelemetry.sdk.trace.export import SpanExportResult
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExportResult
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from components import free_port
-from verdictgate import Contract, Isolation, Policy, Suite
+from verdictgate import Contract, Isolation, Policy, Suite, decision, evaluation_run, trial
 from verdictgate.otel import conventions as names
 from verdictgate.otel.spans import decision_attributes, run_attributes
 from verdictgate.receiver.config import ReceiverConfig
@@ -169,3 +171,37 @@ def strands_trial(number: int, run: str, case: str, index: int, tools: list[str]
                   error=tool == failing,
                   **{"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": tool})  # fmt: skip
     return trace.spans
+
+
+def sdk_run_spans(
+    run: str | None, cases: int, trials: int, run_id: str = "canary"
+) -> list[ReadableSpan]:
+    """A stable run's decision spans through the SDK: declared by a run span (its plan the
+    trials) when `run` is named by `evaluation_run`, else a canary's (no run span), `run_id`."""
+    memory = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(memory))
+    run_id = run or run_id
+
+    def decide() -> None:
+        for index in range(trials):
+            for case in range(cases):
+                route = ("approve", "deny")[case % 2]
+                with (
+                    trial(run=run_id, case=f"c{case}", index=index, expected=route, suite="gate"),
+                    decision(SUITE.point, tracer_provider=provider) as recorder,
+                ):
+                    recorder.record(route)
+
+    if run is None:
+        decide()
+    else:
+        with evaluation_run(
+            run_id=run,
+            suite=SUITE,
+            policy=Policy(),
+            planned_trials=cases * trials,
+            tracer_provider=provider,
+        ):
+            decide()
+    return list(memory.get_finished_spans())

@@ -10,51 +10,15 @@ from pathlib import Path
 
 import pytest
 from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
-from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExportResult
-from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.sdk.trace.export import SpanExportResult
 
 from components import free_port, unavailable
 from postgres_support import StoreMaker
-from receiver_support import start_serve
-from verdictgate import Contract, Policy, Suite, decision, evaluation_run, trial
+from receiver_support import sdk_run_spans, start_serve
 from verdictgate.receiver.store import Store
 
-SUITE = Suite("gate", "approval_gate", (), Contract({"approve", "deny"}))
 SKEWS = ("+300s", "-300s", "+0s")
 """Each replica's wall clock against the machine's."""
-
-
-def spans_of(run: str | None, cases: int, trials: int) -> list[ReadableSpan]:
-    """A stable run's decision spans through the SDK: declared by a run span (its plan the
-    trials) when `run` is named by `evaluation_run`, else a canary's (no run span)."""
-    memory = InMemorySpanExporter()
-    provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(memory))
-    run_id = run or "canary"
-
-    def decide() -> None:
-        for index in range(trials):
-            for case in range(cases):
-                route = ("approve", "deny")[case % 2]
-                with (
-                    trial(run=run_id, case=f"c{case}", index=index, expected=route, suite="gate"),
-                    decision(SUITE.point, tracer_provider=provider) as recorder,
-                ):
-                    recorder.record(route)
-
-    if run is None:
-        decide()
-    else:
-        with evaluation_run(
-            run_id=run,
-            suite=SUITE,
-            policy=Policy(),
-            planned_trials=cases * trials,
-            tracer_provider=provider,
-        ):
-            decide()
-    return list(memory.get_finished_spans())
 
 
 def faketime(skew: str) -> dict[str, str]:
@@ -73,8 +37,8 @@ def test_replicas_minutes_apart_count_every_trial_of_a_run_and_a_canary(
     server = request.getfixturevalue("postgres_server") if kind == "postgresql" else None
     location = StoreMaker(kind, tmp_path, server).location("replicas")
     skews = SKEWS if kind == "postgresql" else SKEWS[:1]  # one process owns a SQLite file
-    declared = spans_of("declared", cases=4, trials=5)  # 20 trials and its run span
-    canary = spans_of(None, cases=4, trials=4)  # 16 trials, final when idle
+    declared = sdk_run_spans("declared", cases=4, trials=5)  # 20 trials and its run span
+    canary = sdk_run_spans(None, cases=4, trials=4)  # 16 trials, final when idle
     ports = [free_port() for _ in skews]
     options = ("--idle", "3s", "--lease", "3s", "--settle", "1s")
     replicas = [

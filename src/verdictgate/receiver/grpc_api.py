@@ -211,11 +211,18 @@ _GRPC_STATUS = {
 
 
 def _abort_failure(
-    context: grpc.ServicerContext, error: Exception, where: str, retry_after: int
+    context: grpc.ServicerContext,
+    error: Exception,
+    where: str,
+    retry_after: int,
+    unavailable_retry_after: int | None = None,
 ) -> NoReturn:
     """Answer an exception as its failure (`failures.failure_of`): a retryable one with
-    RetryInfo, an unplanned one INTERNAL "internal error" (logged once per kind)."""
+    RetryInfo (`unavailable_retry_after` seconds, when given, for a store or decoder away), an
+    unplanned one INTERNAL "internal error" (logged once per kind)."""
     failure, message = failure_of(error, where)
+    if failure is Failure.UNAVAILABLE and unavailable_retry_after is not None:
+        retry_after = unavailable_retry_after
     if failure.retryable:
         _abort_retryable(context, _GRPC_STATUS[failure], message, retry_after)
     context.abort(_GRPC_STATUS[failure], message)
@@ -347,7 +354,7 @@ def export_handler(ingest: Ingest) -> grpc.GenericRpcHandler:
     INVALID_ARGUMENT; a busy receiver RESOURCE_EXHAUSTED and a restarting decoder or failing
     store UNAVAILABLE, both with RetryInfo; anything unplanned INTERNAL (logged). The token is
     checked before, by `TokenCheck`."""
-    retry_after = ingest.limits.retry_after_seconds
+    limits = ingest.limits
 
     def export(body: bytes, context: grpc.ServicerContext) -> ExportTraceServiceResponse:
         try:
@@ -355,7 +362,13 @@ def export_handler(ingest: Ingest) -> grpc.GenericRpcHandler:
         except Exception as error:
             failed = error
         # aborting raises, so it happens outside the handler above
-        _abort_failure(context, failed, "OTLP/gRPC Export", retry_after)
+        _abort_failure(
+            context,
+            failed,
+            "OTLP/gRPC Export",
+            limits.retry_after_seconds,
+            limits.unavailable_retry_after_seconds,
+        )
 
     handler: grpc.RpcMethodHandler[bytes, ExportTraceServiceResponse]
     handler = grpc.unary_unary_rpc_method_handler(

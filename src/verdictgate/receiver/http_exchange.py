@@ -116,6 +116,8 @@ class HttpExchange(RequestHandler):
             failure, message = failure_of(error, f"{self.command} {self.path}")
             code = _HTTP_STATUS[failure]
             headers = retry if failure.retryable else {}
+            if failure is Failure.UNAVAILABLE:
+                headers = {"Retry-After": str(self.limits.unavailable_retry_after_seconds)}
         self.answer_status(
             code, _GRPC_CODES.get(code, code_pb2.UNKNOWN), message, self.reply_type, headers
         )

@@ -18,7 +18,12 @@ class Limits:
     """Request bytes admitted at once: declared lengths, chunks read and decompressed bytes.
     Never less than `max_request_bytes` in effect, so any allowed request can be admitted."""
     retry_after_seconds: int = 1
-    """What a refused sender is told to wait (HTTP `Retry-After`, gRPC `RetryInfo`)."""
+    """What a sender refused for want of room is told to wait (HTTP `Retry-After`, gRPC
+    `RetryInfo`)."""
+    unavailable_retry_after_seconds: int = 5
+    """What a sender refused because the store is away is told to wait: exporters honour it
+    between their few tries (the Python SDK's six), so that together they span an outage of
+    half a minute (a failover, a restart) rather than a few seconds."""
     decoders: int = 0
     """Worker processes that decode request bodies (0: decode in the serving threads)."""
     max_watchers: int = 64

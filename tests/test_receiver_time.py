@@ -433,3 +433,79 @@ def test_any_skew_outage_and_delay_gives_the_answer_of_the_calm_path(
         for replica in replicas:
             replica.close()
             replica.store.close()
+
+
+class RefusingStore(Store):
+    """A store whose writes fail as a locked SQLite file's do while `refusing` is set."""
+
+    refusing = False
+
+    def write(self, *args, **kwargs):
+        if self.refusing:
+            raise sqlite3.OperationalError("database is locked")
+        return super().write(*args, **kwargs)
+
+
+def test_writes_refused_now_and_then_hold_only_the_runs_they_brought_news_of():
+    """One export in eight refused (a lock now and then) for two minutes: the runs those
+    exports were for stay open until their retries land, while a canary with no news is final
+    when its idle period is over, and a framework trial settles on time."""
+    clock = ManualClock(1_000.0)
+    store = RefusingStore()
+    receiver = Receiver(
+        store, None, ReceiverConfig(idle=IDLE, settle=2.0, replica=LOCAL), clock=clock
+    )
+    export(receiver, [decision_span("quiet", "c0", 0, "approve", "approve")])
+    export(receiver, strands_trial(1, "framework", "c0", 0, ["lookup_order"]))
+    retry = None
+    for step in range(240):  # two minutes, a tick every half second
+        clock.advance(0.5)
+        if step % 8 == 0:
+            store.refusing = True
+            retry = [decision_span("busy", "c0", step // 8, "approve", "approve")]
+            assert refused(lambda spans=retry: export(receiver, spans))
+            store.refusing = False
+        elif step % 8 == 4 and retry is not None:  # the sender's retry, 2 s later
+            export(receiver, retry)
+        receiver.tick()
+        if step == 2 * int(IDLE) + 2:
+            assert receiver.store.run("quiet").final  # on time: nothing of it was refused
+            assert receiver.store.run("framework").received == 1  # settled on time
+    busy = receiver.store.run("busy")
+    assert not busy.final and busy.received == 30 and busy.late == 0
+
+
+def test_a_span_that_comes_once_its_trials_spans_were_let_go_is_late_not_a_new_derivation():
+    """A trial settles from its whole path; its trace stays quiet for the idle period (its
+    spans let go) while the run is kept open by another trial; a copy of one of its spans then
+    arrives (an exporter's retry): it is counted late, and the trial's path stands."""
+    clock = ManualClock(1_000.0)
+    receiver = Receiver(
+        Store(), None, ReceiverConfig(idle=10.0, settle=2.0, replica=LOCAL), clock=clock
+    )
+    spans = strands_trial(1, "run", "c0", 0, ["lookup_order", "issue_refund"])
+    export(receiver, spans)
+    for number in range(2, 9):  # another trial of the run every 2 s: it stays open
+        clock.advance(2.0)
+        export(receiver, strands_trial(number, "run", f"c{number}", 0, ["lookup_order"]))
+        receiver.tick()
+    assert not receiver.store.run("run").final
+    export(receiver, [spans[1]])  # the agent span, again, 14 s after it first came
+    clock.advance(2.1)
+    receiver.tick()
+    [trial] = [t for t in receiver.store.evidence("run").trials() if t.case == "c0"]
+    assert trial.decision == ("lookup_order", "issue_refund")
+    assert receiver.store.run("run").late == 1
+
+
+def test_a_reading_slower_than_the_best_lately_does_not_move_the_offset():
+    readings = Readings(database=5_000.0, monotonic=0.0, wall=5_000.0)
+    clock = DatabaseClock(
+        readings.read, monotonic=lambda: readings.monotonic, wall=lambda: readings.wall
+    )
+    readings.round_trip, readings.late = 0.2, 0.09  # quick enough, but slower than the first
+    clock.measure()
+    assert clock() == pytest.approx(readings.database, abs=0.002)
+    readings.advance(31.0)  # the best is stale now: the next reading counts
+    clock.measure()
+    assert clock() == pytest.approx(readings.database + 0.09, abs=0.002)

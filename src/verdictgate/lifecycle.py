@@ -215,6 +215,8 @@ class Lifecycle:
         at once. Nothing for a run not open."""
         if run_id not in self._ended:
             self._amendable.add(run_id)
+        if len(self._amendable) > 2 * len(self._runs) + KEPT_ENDED:  # runs that never opened
+            self._amendable &= self._runs.keys()
 
     def holds(self, run_id: str, trials: Iterable[Trial]) -> bool:
         """Whether an open run keeps a record of any of these trials' identities already."""

@@ -133,7 +133,9 @@ def _canary_suites(paths: tuple[str, ...]) -> dict[str, Suite]:
     default="30s",
     show_default=True,
     help="Seconds without news after which a run is final (a canary's since its last trial, a "
-    "declared run's since its run span or last trial). --grace is its old name.",
+    "declared run's since its run span or last trial; a run of framework trials is final only "
+    "once complete and this idle). Longer than a sender's longest retry interval: time while "
+    "the store is away does not count. --grace is its old name.",
 )
 @click.option(
     "--window", help="Also assess canary runs (no run span) every DURATION while they collect."

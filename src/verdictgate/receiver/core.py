@@ -20,6 +20,7 @@ from ..declaration import RunDeclaration
 from ..engine import assess_declared, decided_round
 from ..evidence import Evidence
 from ..lifecycle import Decision, Final, Interim, Lifecycle, Look, Reason, Timing
+from ..otel import conventions as names
 from ..otel.admission_record import (
     OVERFLOW,
     AdmissionRecord,
@@ -145,6 +146,9 @@ class Receiver:
         """The store was away for a write or a tick (exports refused): the first that works
         again gives every open run a full idle period, and every trace a full settle."""
         self._resumed_at = -math.inf
+        self._amended: set[str] = set()
+        """Runs this replica decides whose trials were amended (derived again) since the tick
+        last read them."""
         """Exports could be taken again from then on: no trace settles for being quiet before
         a full settle time (or hold) from it."""
         self._lifecycle = Lifecycle(
@@ -304,16 +308,19 @@ class Receiver:
         what is deleted, not the history). On a shared store, measure the offset to the
         database's clock first (`DatabaseClock`)."""
         try:
-            if isinstance(self._clock, DatabaseClock):
-                self._clock.measure()
-            now = self._clock()
-            with self._lock:
-                self._follow(now)
-                self._came_back(now)
+            self._tick()
         except Exception as error:
-            self._store_failed(error)
-            self._store_was_away = self._store_was_away or is_connection_lost(error)
+            if is_connection_lost(error):  # away: exports are refused meanwhile
+                self._away = self._store_was_away = True
             raise
+
+    def _tick(self) -> None:
+        if isinstance(self._clock, DatabaseClock):
+            self._clock.measure()
+        now = self._clock()
+        with self._lock:
+            self._follow(now)
+            self._came_back(now)
         self._show_others()
         waiting: frozenset[str] | None = frozenset()  # None: which runs wait is not known
         try:
@@ -323,6 +330,7 @@ class Receiver:
             raise
         finally:
             with self._lock:  # a run is never idle while a trial of it due by `now` waits
+                self._read_amended()
                 self._advance(now, timers=waiting is not None, waiting=waiting or frozenset())
         retain = self.config.retain
         if retain is not None and now >= self._next_retention:
@@ -341,14 +349,27 @@ class Receiver:
         self._lifecycle.resumed(now)
         self._resumed_at = max(self._resumed_at, now)
 
-    def _store_failed(self, error: BaseException) -> None:
-        """A write or a tick the store failed: when it was away, exports were refused."""
-        if is_connection_lost(error):
-            self._away = True
+    def _refused(self, contents: ExportContents, now: float) -> None:
+        """A write the store failed (the lock is held): its sender retries it, so each open run
+        it brought news of has a full idle period from now (other runs wait for nothing)."""
+        runs = {trial.run for trial in contents.trials} | {mark.run for mark in contents.marks}
+        runs |= {str(d[names.RUN_ID]) for d in contents.declarations}
+        for run_id in runs:
+            self._lifecycle.heard(run_id, now)
+
+    def _read_amended(self) -> None:
+        """Read again, once, the runs this replica decides whose trials were amended since the
+        last look (the lock is held): each as the store holds it now."""
+        for run_id in sorted(self._amended):
+            known = self._known.get(run_id)
+            if known is not None:
+                upto = known if self.store.shared else None
+                self._lifecycle.amend(run_id, self.store.evidence(run_id, upto=upto))
+            self._amended.discard(run_id)
 
     def _came_back(self, now: float) -> None:
-        """A write or a tick the store took (the lock is held): after it was away, every open
-        run and trace has its full time from now, so that the exporters' retries land in it."""
+        """A tick the store took (the lock is held): after it was away, every open run and trace
+        has its full time from now, so that the exporters' retries land in it."""
         if self._away:
             self._away = False
             self._resume(now)
@@ -426,8 +447,8 @@ class Receiver:
         if run.declared is not None:
             lifecycle.ended(run.declared, seen)
         trials = self.store.written_since(run.run_id, known, run.version)
-        if lifecycle.holds(run.run_id, trials):  # trials derived again (amended): as stored
-            lifecycle.amend(run.run_id, self.store.evidence(run.run_id, upto=run.version))
+        if lifecycle.holds(run.run_id, trials):  # trials derived again: read again, once,
+            self._amended.add(run.run_id)  # by the tick
         else:
             lifecycle.record_all(run.run_id, trials, seen, run.suite, run.point)
         lifecycle.heard(run.run_id, seen)
@@ -445,9 +466,9 @@ class Receiver:
             try:
                 written = self._written(contents, now, settle)
             except Exception as error:
-                self._store_failed(error)
+                if is_store_error(error):
+                    self._refused(contents, now)
                 raise
-            self._came_back(now)
             self._record(written, contents.declarations, now)
             self._advance(now)
         self._log_late_and_let_go(written)
@@ -502,8 +523,7 @@ class Receiver:
                 lifecycle.record_all(run_id, accepted, now, suite, point)
         for run_id in written.heard & direct:
             lifecycle.heard(run_id, now)
-        for run_id in written.amended.keys() & direct:  # trials derived again: as stored now
-            lifecycle.amend(run_id, self.store.evidence(run_id, upto=self._known[run_id]))
+        self._amended |= written.amended.keys() & direct  # read again once, by the tick
 
     def _log_late_and_let_go(self, written: Written) -> None:
         """Warn of framework spans that came after their trial settled (once a run) and of

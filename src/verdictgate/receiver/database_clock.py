@@ -4,6 +4,7 @@ per reading, whatever that replica's wall clock says."""
 from __future__ import annotations
 
 import logging
+import math
 import threading
 import time
 from collections.abc import Callable
@@ -19,6 +20,9 @@ SKEW_WARNING = 1.0
 TRUSTED_ROUND_TRIP = 0.25
 """Seconds a measuring round trip may take for its reading to move the offset (a slow reply
 says little about when the database read its clock)."""
+BEST_OF = 30.0
+"""Seconds a reading's round trip is the one to beat: a slower reading moves the offset only
+once the best is older than that."""
 
 
 class DatabaseClock:
@@ -42,6 +46,7 @@ class DatabaseClock:
         self._lock = threading.Lock()
         self._offset = 0.0
         self._measured = False
+        self._best_round_trip, self._best_at = math.inf, -math.inf
         self._warned = False
         self.measure()
 
@@ -56,16 +61,24 @@ class DatabaseClock:
         return self._wall() - self()
 
     def measure(self) -> float:
-        """Read the database's clock once and move the offset to it (when the round trip was
-        short enough to tell, or nothing was measured yet); this wall clock's skew. The store's
-        error when it does not answer (the offset stays)."""
+        """Read the database's clock once and move the offset to it when the round trip was
+        the shortest of the last BEST_OF seconds (a quicker reply tells better when the clock
+        was read; the first reading, whatever its round trip, and none slower than
+        TRUSTED_ROUND_TRIP); this wall clock's skew. The store's error when it does not answer
+        (the offset stays)."""
         before = self._monotonic()
         database = self._read()
         after = self._monotonic()
+        round_trip = after - before
         with self._lock:
-            if not self._measured or after - before <= TRUSTED_ROUND_TRIP:
+            best_expired = after - self._best_at > BEST_OF
+            if not self._measured or (
+                round_trip <= TRUSTED_ROUND_TRIP
+                and (round_trip <= self._best_round_trip or best_expired)
+            ):
                 self._offset = database - (before + after) / 2
                 self._measured = True
+                self._best_round_trip, self._best_at = round_trip, after
         skew = self.skew
         if abs(skew) > SKEW_WARNING and not self._warned:
             self._warned = True

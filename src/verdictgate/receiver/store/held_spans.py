@@ -361,9 +361,9 @@ def _place(cursor: Cursor, new: list[FrameworkSpan], amend_since: float) -> _Pla
                 _settle_late(cursor, span, trial.mark)
                 continue
             cursor.execute(
-                "UPDATE trial_marks SET settled = 0, amended = 1"
+                "UPDATE trial_marks SET settled = 0, amended = 1, run_id = ?"
                 " WHERE trace_id = ? AND span_id = ?",
-                (span.trace_id, trial.mark),
+                (trial.run, span.trace_id, trial.mark),
             )
         placed.added[span.trace_id] = placed.added.get(span.trace_id, 0) + 1
         if trial is not None:
@@ -394,8 +394,12 @@ def _settle_late(cursor: Cursor, span: FrameworkSpan, mark: str) -> None:
 
 
 def _let_go_of_traces(cursor: Cursor, doomed: list[tuple[str]]) -> None:
-    """Delete the spans traces hold; a trace with no trial span goes with them."""
+    """Delete the spans traces hold; a trace with no trial span goes with them, and their
+    settled trials can no longer be derived again (a later span below them is late)."""
     cursor.executemany("DELETE FROM trace_spans WHERE trace_id = ?", doomed)
+    cursor.executemany(
+        "UPDATE trial_marks SET arrived = NULL WHERE trace_id = ? AND settled = 1", doomed
+    )
     cursor.executemany("UPDATE traces SET spans = 0 WHERE trace_id = ?", doomed)
     cursor.executemany(
         "DELETE FROM traces WHERE trace_id = ? AND state = ?",

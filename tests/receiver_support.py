@@ -205,3 +205,11 @@ def sdk_run_spans(
         ):
             decide()
     return list(memory.get_finished_spans())
+
+
+def wait_until(condition: Callable[[], object], within: float = 20.0) -> None:
+    """Wait (polling) until `condition()` holds; fail after `within` seconds."""
+    deadline = time.monotonic() + within
+    while not condition():
+        assert time.monotonic() < deadline, "the condition did not hold in time"
+        time.sleep(0.02)

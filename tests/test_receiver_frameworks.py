@@ -7,7 +7,6 @@ import json
 import logging
 import random
 import sqlite3
-import time
 import urllib.request
 
 import msgspec
@@ -16,7 +15,14 @@ from google.protobuf.json_format import MessageToJson
 from opentelemetry.proto.common.v1.common_pb2 import KeyValue
 from opentelemetry.proto.trace.v1.trace_pb2 import Span, Status
 
-from receiver_support import Trace, decision_span, request, running_server, strands_trial
+from receiver_support import (
+    Trace,
+    decision_span,
+    request,
+    running_server,
+    strands_trial,
+    wait_until,
+)
 from verdictgate import Contract, Isolation, Policy, Suite
 from verdictgate.clock import ManualClock
 from verdictgate.lifecycle import DEFAULT_IDLE_SECONDS
@@ -545,13 +551,6 @@ def exported(server, spans: list[Span] | None = None, *, document: dict | None =
 
         return Parse(content or b"{}", ExportTraceServiceResponse())
     return ExportTraceServiceResponse.FromString(content)
-
-
-def wait_until(condition, within: float = 20.0) -> None:
-    deadline = time.monotonic() + within
-    while not condition():
-        assert time.monotonic() < deadline, "the condition did not hold in time"
-        time.sleep(0.02)
 
 
 def report(server, run: str) -> dict:

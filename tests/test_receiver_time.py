@@ -15,13 +15,23 @@ from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import replace
 
+import grpc
 import psycopg
 import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2_grpc import TraceServiceStub
 
 from postgres_support import StoreMaker
-from receiver_support import decision_span, request, run_span, stable_run, strands_trial
+from receiver_support import (
+    decision_span,
+    request,
+    run_span,
+    running_server,
+    stable_run,
+    strands_trial,
+    wait_until,
+)
 from verdictgate import Contract, Suite
 from verdictgate.clock import ManualClock
 from verdictgate.otel.otlp_reading import extract_protobuf
@@ -509,3 +519,26 @@ def test_a_reading_slower_than_the_best_lately_does_not_move_the_offset():
     readings.advance(31.0)  # the best is stale now: the next reading counts
     clock.measure()
     assert clock() == pytest.approx(readings.database + 0.09, abs=0.002)
+
+
+def test_on_the_wire_framework_spans_delayed_8_s_amend_their_trials(new_store):
+    """The same through the receiver's OTLP/gRPC transport and its own ticker: a third of the
+    trials' framework spans 8 s after their trial spans, with --settle 2s."""
+    clock = ManualClock(1_000.0)
+    config = ReceiverConfig(settle=2.0, replica=LOCAL)
+    declared, trials = framework_spans("framework")
+    late = [spans[1:] for n, spans in enumerate(trials) if n % 3 == 0]
+    first = [s for n, spans in enumerate(trials) for s in (spans[:1] if n % 3 == 0 else spans)]
+    with running_server(new_store.location("wire"), clock=clock, config=config) as server:
+        stub = TraceServiceStub(grpc.insecure_channel(f"127.0.0.1:{server.grpc_port}"))
+        receiver = server.receiver
+        stub.Export(request([*first, *declared]), timeout=10)
+        clock.advance(2.1)  # the delayed third settle from their trial span alone
+        wait_until(lambda: receiver.store.run("framework").received == 12)
+        clock.advance(5.9)
+        stub.Export(request([s for spans in late for s in spans]), timeout=10)
+        clock.advance(2.1)
+        wait_until(lambda: not receiver.store.evidence("framework").error_types)
+        clock.advance(IDLE + 0.1)
+        wait_until(lambda: receiver.store.run("framework").status is not None)
+        assert report(receiver, "framework") == framework_report(None, delayed=False)

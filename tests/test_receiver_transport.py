@@ -39,6 +39,9 @@ METRICS = "/opentelemetry.proto.collector.metrics.v1.MetricsService/Export"
 LOGS = "/opentelemetry.proto.collector.logs.v1.LogsService/Export"
 TRACES = "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
 
+AWAY = str(Limits().unavailable_retry_after_seconds)
+"""What a sender refused because the store or a decoder is away is told to wait."""
+
 
 def body_of(run: str, cases: int = 1, trials: int = 2) -> bytes:
     return request(stable_run(run, cases, trials)).SerializeToString()
@@ -760,11 +763,11 @@ def test_a_decoder_that_is_unavailable_is_503_and_unavailable_with_retry_hints(m
     with running_server() as server:
         monkeypatch.setattr(server.ingest.decoder, "decode", unavailable)
         status, headers, _ = post(server, body_of("dead"))
-        assert status == 503 and headers["Retry-After"] == "1"
+        assert status == 503 and headers["Retry-After"] == AWAY
         with pytest.raises(grpc.RpcError) as failed:
             grpc_call(server, TRACES, body_of("dead"))
         assert failed.value.code() is grpc.StatusCode.UNAVAILABLE
-        assert retry_info(failed.value).retry_delay.seconds == 1
+        assert retry_info(failed.value).retry_delay.seconds == int(AWAY)
 
 
 def test_a_killed_decoder_process_is_503_then_the_pool_is_back():
@@ -778,7 +781,7 @@ def test_a_killed_decoder_process_is_503_then_the_pool_is_back():
             os.kill(worker.pid, signal.SIGKILL)
             worker.join(5)
         status, headers, payload = post(server, big)
-        assert status == 503 and headers["Retry-After"] == "1"
+        assert status == 503 and headers["Retry-After"] == AWAY
         assert "retry" in status_pb2.Status.FromString(payload).message
         assert post(server, big)[0] == 200
 
@@ -848,7 +851,7 @@ def test_query_failures_are_unavailable_with_retry_info_or_internal(monkeypatch,
                     admission_call(server, method, message, token="s3cret")
                 assert failed.value.code() is code, method
                 if code is grpc.StatusCode.UNAVAILABLE:
-                    assert retry_info(failed.value).retry_delay.seconds == 1
+                    assert retry_info(failed.value).retry_delay.seconds == int(AWAY)
                 else:
                     assert failed.value.details() == "internal error"
             for path in ("/v1/runs/q", "/v1/runs"):
@@ -856,7 +859,7 @@ def test_query_failures_are_unavailable_with_retry_info_or_internal(monkeypatch,
                     sock.sendall(head(path=path, method="GET", **auth))
                     got = answer(sock, "GET")
                 if code is grpc.StatusCode.UNAVAILABLE:
-                    assert got.status == 503 and got.getheader("Retry-After") == "1"
+                    assert got.status == 503 and got.getheader("Retry-After") == AWAY
                 else:
                     assert got.status == 500
     logged = [r for r in caplog.records if r.levelname == "ERROR" and "unexpected" in r.message]
@@ -874,7 +877,7 @@ def test_a_store_failure_while_querying_is_503(monkeypatch):
         with connect(server) as sock:
             sock.sendall(head(path="/v1/runs", method="GET"))
             failed = answer(sock, "GET")
-        assert failed.status == 503 and failed.getheader("Retry-After") == "1"
+        assert failed.status == 503 and failed.getheader("Retry-After") == AWAY
 
 
 # -- gRPC ------------------------------------------------------------------------------------

@@ -234,10 +234,17 @@ class Admissions:
     token is checked by `TokenCheck`; a failure inside is UNAVAILABLE with RetryInfo (store
     errors) or INTERNAL."""
 
-    def __init__(self, receiver: Receiver, max_watchers: int = 64, retry_after: int = 1) -> None:
+    def __init__(
+        self,
+        receiver: Receiver,
+        max_watchers: int = 64,
+        retry_after: int = 1,
+        unavailable_retry_after: int = 5,
+    ) -> None:
         self._receiver = receiver
         self._watchers = threading.BoundedSemaphore(max_watchers)
         self._retry_after = retry_after
+        self._unavailable_retry_after = unavailable_retry_after
 
     def _guarded(self, context: grpc.ServicerContext, where: str, step: Callable[[], T]) -> T:
         """`step()`, its exceptions answered (context.abort raises, so it is called outside
@@ -246,7 +253,7 @@ class Admissions:
             return step()
         except Exception as error:
             failure = error
-        _abort_failure(context, failure, where, self._retry_after)
+        _abort_failure(context, failure, where, self._retry_after, self._unavailable_retry_after)
 
     def GetAdmission(
         self, request: pb.GetAdmissionRequest, context: grpc.ServicerContext

@@ -155,7 +155,12 @@ class Server:
             maximum_concurrent_rpcs=threads,
         )
         server.add_generic_rpc_handlers((export_handler(self.ingest), *ignored_signals_handlers()))
-        admissions = Admissions(self.receiver, limits.max_watchers, limits.retry_after_seconds)
+        admissions = Admissions(
+            self.receiver,
+            limits.max_watchers,
+            limits.retry_after_seconds,
+            limits.unavailable_retry_after_seconds,
+        )
         server.add_generic_rpc_handlers((admission_handlers(admissions),))
         if tls is None:
             return server, server.add_insecure_port(listen)

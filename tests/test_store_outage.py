@@ -1,7 +1,7 @@
 """`verdictgate serve` whose store goes away for longer than exporters' retries take: PostgreSQL
 stopped as a crash stops it (`pg_ctl stop -m immediate`) under the official OTLP exporter
-streaming a 2,000-trial run, and a SQLite file locked by another process for longer than the idle
-period while senders retry every 4 s. Every trial is counted, none late: exports could not
+streaming a 2,000-trial run, and either store away for longer than the idle period while
+senders retry every 4 s. Every trial is counted, none late: exports could not
 arrive while the store was away, so the idle period starts again when it answers."""
 
 from __future__ import annotations
@@ -9,8 +9,10 @@ from __future__ import annotations
 import sqlite3
 import threading
 import time
+from contextlib import ExitStack
 from pathlib import Path
 
+import pytest
 from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
 from opentelemetry.sdk.trace.export import SpanExportResult
 
@@ -65,37 +67,50 @@ def test_a_store_stopped_as_a_crash_for_20_s_loses_none_of_2000_streamed_trials(
     assert (run.received, run.late, run.planned_trials) == (2000, 0, 2000)
 
 
-def test_a_sqlite_store_locked_for_longer_than_the_idle_period_loses_no_retried_trial(
-    tmp_path: Path,
+@pytest.mark.parametrize("kind", ["sqlite", "postgresql"])
+def test_a_store_away_for_longer_than_the_idle_period_loses_no_retried_trial(
+    kind: str, tmp_path: Path
 ) -> None:
-    """Three canaries, half their trials sent; another process holds the file's write lock for
-    35 s (with --idle 30s) while the rest are sent again every 4 s until taken."""
-    location = str(tmp_path / "store.sqlite")
-    port = free_port()
-    replica = start_serve(location, port, "--idle", "30s")
-    canaries = [f"canary-{n}" for n in range(3)]
-    spans = {run: sdk_run_spans(None, cases=4, trials=10, run_id=run) for run in canaries}
-    exporter = OTLPSpanExporter(endpoint=f"127.0.0.1:{port}", insecure=True, timeout=2)
-    try:
-        for run in canaries:
-            assert exporter.export(spans[run][:20]) is SpanExportResult.SUCCESS
-        lock = sqlite3.connect(location, timeout=10, isolation_level=None)
-        lock.execute("BEGIN EXCLUSIVE")
-        locked_at = time.monotonic()
-        pending = [spans[run][20:] for run in canaries]
-        while pending:  # a sender retrying every 4 s
-            pending = [s for s in pending if exporter.export(s) is not SpanExportResult.SUCCESS]
-            if time.monotonic() - locked_at >= 35.0:
-                lock.execute("COMMIT")
-                lock.close()
-                locked_at = float("inf")
-            if pending:
-                time.sleep(4.0)
-        found = final_runs(location, canaries, within=90)
-    finally:
-        exporter.shutdown()
-        replica.terminate()
-        replica.wait(10)
+    """Three canaries, half their trials sent; the store goes away for 35 s with --idle 30s
+    (PostgreSQL stopped as a crash stops it, or another process holding the SQLite file's write
+    lock) while the rest are sent again every 4 s until taken."""
+    with ExitStack() as stack:
+        if kind == "postgresql":
+            server = stack.enter_context(cluster())
+            location = server.url
+        else:
+            location = str(tmp_path / "store.sqlite")
+        port = free_port()
+        replica = start_serve(location, port, "--idle", "30s")
+        canaries = [f"canary-{n}" for n in range(3)]
+        spans = {run: sdk_run_spans(None, cases=4, trials=10, run_id=run) for run in canaries}
+        exporter = OTLPSpanExporter(endpoint=f"127.0.0.1:{port}", insecure=True, timeout=2)
+        try:
+            for run in canaries:
+                assert exporter.export(spans[run][:20]) is SpanExportResult.SUCCESS
+            if kind == "postgresql":
+                server.stop("immediate")
+            else:
+                lock = sqlite3.connect(location, timeout=10, isolation_level=None)
+                lock.execute("BEGIN EXCLUSIVE")
+            away_since = time.monotonic()
+            pending = [spans[run][20:] for run in canaries]
+            while pending:  # a sender retrying every 4 s
+                pending = [s for s in pending if exporter.export(s) is not SpanExportResult.SUCCESS]
+                if time.monotonic() - away_since >= 35.0:
+                    if kind == "postgresql":
+                        server.start()
+                    else:
+                        lock.execute("COMMIT")
+                        lock.close()
+                    away_since = float("inf")
+                if pending:
+                    time.sleep(4.0)
+            found = final_runs(location, canaries, within=90)
+        finally:
+            exporter.shutdown()
+            replica.terminate()
+            replica.wait(10)
     for run in canaries:
         stored = found[run]
         assert stored is not None and stored.status is not None

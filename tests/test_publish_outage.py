@@ -13,9 +13,10 @@ from opentelemetry.sdk.trace.export import SpanExportResult
 
 from components import free_port
 from otel_support import OtlpCollector, attributes, run_spans
-from receiver_support import start_serve
+from receiver_support import start_serve, wait_until
 from verdictgate.otel import conventions as names
 from verdictgate.otel.admission_record import GAUGES
+from verdictgate.receiver.store import Store
 
 RUNS = ("outage-1", "outage-2", "outage-3")
 
@@ -104,6 +105,8 @@ def test_an_unreachable_publish_target_never_stalls_senders_and_loses_no_admissi
     )
     results = export_runs(grpc_port, runs)  # each export gives up after its 2 s timeout
     assert results == [SpanExportResult.SUCCESS] * 3
+    wait_until(lambda: outbox_size(store) == 3)  # all three admitted, none delivered
+    time.sleep(1.0)  # a few attempts fail and back off, as after the restart below
     log = stop(process)
     assert log.count("cannot publish admissions") == 1, log  # once per state change
     assert "3 admissions wait in the outbox" in log
@@ -123,3 +126,12 @@ def test_an_unreachable_publish_target_never_stalls_senders_and_loses_no_admissi
     assert len([s for s in collector.spans() if s.name == names.ADMISSION_SPAN]) == 3
     for part in ("spans", "events", "gauges", "totals"):
         assert after[part] == reference[part], part
+
+
+def outbox_size(location) -> int:
+    """The admissions a store's outbox holds, read by another connection."""
+    store = Store(location)
+    try:
+        return store.outbox_size()
+    finally:
+        store.close()

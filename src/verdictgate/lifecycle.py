@@ -210,9 +210,9 @@ class Lifecycle:
         self._resumed = max(self._resumed, now)
 
     def amendable(self, run_id: str) -> None:
-        """An open run whose trials come from spans that may yet amend them (a framework
-        trial's, settled from what had arrived): a complete plan ends it once it is idle, not
-        at once. Nothing for a run not open."""
+        """A run, open or about to open, whose trials come from spans that may yet amend them
+        (a framework trial's, settled from what had arrived): a complete plan ends it once it is
+        idle, not at once. Nothing for a run that ended."""
         if run_id not in self._ended:
             self._amendable.add(run_id)
         if len(self._amendable) > 2 * len(self._runs) + KEPT_ENDED:  # runs that never opened
@@ -233,6 +233,11 @@ class Lifecycle:
         if run.declaration.sequential:
             self._changed.add(run_id)
         self._check_plan(run)
+
+    @property
+    def resumed_at(self) -> float:
+        """Since when news could arrive again (`resumed`; -inf when it never stopped)."""
+        return self._resumed
 
     def started(self, declaration: RunDeclaration, now: float) -> None:
         """A run span started: the run is judged by it and ends with it (never for idleness)."""

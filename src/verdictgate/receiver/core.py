@@ -143,14 +143,11 @@ class Receiver:
         self._store_was_away = False
         """The last tick's store failed it: the next one renews, and takes over a lease later."""
         self._away = False
-        """The store was away for a write or a tick (exports refused): the first that works
-        again gives every open run a full idle period, and every trace a full settle."""
-        self._resumed_at = -math.inf
+        """A tick failed for the store being away (exports refused meanwhile): the first that
+        works again gives every open run a full idle period, and every trace a full settle."""
         self._amended: set[str] = set()
         """Runs this replica decides whose trials were amended (derived again) since the tick
         last read them."""
-        """Exports could be taken again from then on: no trace settles for being quiet before
-        a full settle time (or hold) from it."""
         self._lifecycle = Lifecycle(
             Timing(idle=config.idle, window=config.window, run_span_ends_run=False),
             self._canary_declaration,
@@ -171,7 +168,7 @@ class Receiver:
             now = self._clock()
             # a store no other process writes: whoever held its runs' leases is gone
             self._take_over(now, mine=True, lapsed_before=None if self.store.shared else math.inf)
-            self._resume(now)  # nothing was taken while the process was down
+            self._lifecycle.resumed(now)  # nothing was taken while the process was down
             self._advance(now)  # a run whose plan was complete when it stopped
 
     def _take_over(
@@ -343,11 +340,7 @@ class Receiver:
         away): every open run has a full idle period, and every trace a full settle, from now
         (the server's ticker calls this when it woke far later than it asked)."""
         with self._lock:
-            self._resume(self._clock())
-
-    def _resume(self, now: float) -> None:
-        self._lifecycle.resumed(now)
-        self._resumed_at = max(self._resumed_at, now)
+            self._lifecycle.resumed(self._clock())
 
     def _refused(self, contents: ExportContents, now: float) -> None:
         """A write the store failed (the lock is held): its sender retries it, so each open run
@@ -372,7 +365,7 @@ class Receiver:
         has its full time from now, so that the exporters' retries land in it."""
         if self._away:
             self._away = False
-            self._resume(now)
+            self._lifecycle.resumed(now)
 
     def flush(self, timeout: float = 30.0) -> bool:
         """Wait until every run handed to the finisher is admitted (and every window staged);
@@ -603,7 +596,7 @@ class Receiver:
     def _since(self, cutoff: float) -> float:
         """A settling cutoff (spans quiet, or held, since before it are due), or 0.0 (nothing is
         due) while exports have been taken again for less than that wait."""
-        return cutoff if self._resumed_at <= cutoff else 0.0
+        return cutoff if self._lifecycle.resumed_at <= cutoff else 0.0
 
     # The finisher's side
 

@@ -144,9 +144,10 @@ class Store:
         held for it, unless its trial span arrived since `amend_since` and its run is open: then
         it amends that trial, which settles again from all its spans (its stored record
         replaced, `Written.amended`). With `due`, the trace's due trials (see `quiet_traces`)
-        are read, derived and stored in the same transaction, the trace held meanwhile, so that no span lands
-        between and no other replica settles them too: they are marked settled and the facts
-        of the spans below them let go (their ids kept, to count a late copy). Beyond
+        are read, derived and stored in the same transaction, the trace held meanwhile, so that
+        no span lands between and no other replica settles them too: they are marked settled
+        (their spans' facts kept for amendments until `release_settled`, their ids for good,
+        to count a late copy). Beyond
         `max_held_spans` framework spans held, the traces with no trial span quiet the longest
         are let go (counted in `spans_let_go`). A new run, or one no lease holds, is claimed
         by `claim` (the local replica's, for a whole hour, by default)."""
@@ -159,8 +160,8 @@ class Store:
             if due is not None:
                 settled = self._take_due(cursor, due, given, again, labels)
             declared = list(declarations)
-            touched = {trial.run for trial in (*given, *again)}
-            touched |= {str(d[names.RUN_ID]) for d in declared}
+            derived = {trial.run for trial in (*given, *again)}
+            touched = derived | {str(d[names.RUN_ID]) for d in declared}
             intake = self._held.take(
                 cursor, list(marks), list(spans), settled, now, max_held_spans, amend_since
             )
@@ -169,11 +170,11 @@ class Store:
             )
             for attributes in declared:
                 self._runs.declare(cursor, attributes, now)
-            if settled or intake.heard:
-                derived = {trial.run for trial in (*given, *again)} if settled else set()
-                self._runs.mark_framework(cursor, (derived | intake.heard) & set(versions))
+            if settled or intake.heard:  # a settling write's trials are all framework ones
+                framework = (derived if settled else set()) | intake.heard
+                self._runs.mark_framework(cursor, framework & set(versions))
             amended, unknown = self._runs.amend(cursor, trial_batch(again), versions)
-            batch = trial_batch([*given, *(t for ts in unknown.given.values() for t in ts)])
+            batch = trial_batch([*given, *unknown])
             refused, accepted = self._runs.take(cursor, batch, max_trials, versions)
             runs = self._runs.runs(cursor, versions)
             self._held.count_in(intake)

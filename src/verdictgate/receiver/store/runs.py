@@ -170,12 +170,12 @@ class Runs:
 
     def amend(
         self, cursor: Cursor, batch: TrialBatch, versions: dict[str, int]
-    ) -> tuple[dict[str, list[Trial]], TrialBatch]:
+    ) -> tuple[dict[str, list[Trial]], list[Trial]]:
         """Replace the stored records of framework trials derived again (a span came after they
         settled) while their run is open, under the run's `versions` number; per run the trials
-        replaced, and those with no record to replace (to store as new ones)."""
+        replaced, and the trials with no record to replace (to store as new ones)."""
         amended: dict[str, list[Trial]] = {}
-        new = TrialBatch({}, {})
+        new: list[Trial] = []
         for run_id, rows in batch.rows.items():
             cursor.execute("SELECT final FROM runs WHERE run_id = ?", (run_id,))
             if cursor.fetchone()[0]:
@@ -186,8 +186,7 @@ class Runs:
                 if cursor.rowcount:
                     amended.setdefault(run_id, []).append(trial)
                 else:
-                    new.rows.setdefault(run_id, []).append(row)
-                    new.given.setdefault(run_id, []).append(trial)
+                    new.append(trial)
         return amended, new
 
     def run(self, cursor: Cursor, run_id: str) -> StoredRun | None:

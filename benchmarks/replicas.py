@@ -9,10 +9,13 @@ better). Three parts, each measured in the same run as what it is compared with:
   each pass beside the ceiling (`extract_protobuf` over the same requests);
 - at rest: two replicas on a store holding 100,000 finished runs, their CPU and RSS while idle,
   and the transactions their ticks make (the server's `xact_commit` over the window);
+- idle open runs: 10,000 canaries open on one replica and nothing arriving, the row changes and
+  WAL a second that keeping them costs (heartbeats: one row a replica, not one a run);
 - takeover: a run open on the replica that owns it, that replica SIGKILLed, the time until the
   survivor owns the run, and until `status --wait` on it returns the run's admission.
 
     python benchmarks/replicas.py [--spans 100000] [--passes 3] [--runs 100000] [--lease 3]
+        [--open-runs 10000] [--parts ingest,rest,idle,takeover]
 """
 
 from __future__ import annotations
@@ -123,6 +126,62 @@ def at_rest(server: str, runs: int, seconds: float) -> None:
             process.wait(10)
 
 
+def idle_open(server: str, runs: int, seconds: float, lease: float) -> None:
+    """What open runs cost while nothing arrives: `runs` canaries open on one replica (taken
+    over from a replica gone), the rows the database changes and the WAL it writes a second."""
+    location = fresh_database(server)
+    Store(location).close()
+    now = time.time()
+    with psycopg.connect(location) as connection, connection.cursor() as cursor:
+        with cursor.copy(
+            "COPY runs (run_id, suite, point, first_seen, last_seen, final, owner, version)"
+            " FROM STDIN"
+        ) as copy:
+            for n in range(runs):
+                copy.write_row((f"open-{n}", "payments", "router", now, now, 0, "gone", 1))
+        cursor.execute("INSERT INTO replicas (name, alive_until) VALUES ('gone', 0)")
+    process, _ = serve(location, "--lease", f"{lease:g}s", "--idle", "3600s")
+    try:
+        with psycopg.connect(location, autocommit=True) as connection:
+            deadline = time.monotonic() + 120
+            while connection.execute(
+                "SELECT count(*) FROM runs WHERE owner = 'gone'"
+            ).fetchone() != (0,):
+                if time.monotonic() > deadline:
+                    raise SystemExit("the replica did not take the open runs over")
+                time.sleep(0.2)
+            time.sleep(2 * lease)  # settled in: renewals and ticks as usual
+
+            def counters() -> tuple[int, int, float]:
+                rows, hot = connection.execute(
+                    "SELECT sum(n_tup_upd + n_tup_ins + n_tup_del), sum(n_tup_hot_upd)"
+                    " FROM pg_stat_user_tables"
+                ).fetchone()
+                (wal,) = connection.execute(
+                    "SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), '0/0')"
+                ).fetchone()
+                return int(rows), int(hot), float(wal)
+
+            connection.execute("SELECT pg_stat_clear_snapshot()")
+            rows, hot, wal = counters()
+            cpu, start = cpu_seconds(process.pid), time.monotonic()
+            time.sleep(seconds)
+            connection.execute("SELECT pg_stat_clear_snapshot()")
+            after = counters()
+            elapsed = time.monotonic() - start
+        busy = (cpu_seconds(process.pid) - cpu) / elapsed
+        print(
+            f"idle open runs: {runs:,} canaries open on one replica (--lease {lease:g}s), "
+            f"nothing arriving for {seconds:g} s: {(after[0] - rows) / elapsed:.1f} row changes/s "
+            f"({(after[1] - hot) / elapsed:.1f} HOT updates/s), "
+            f"{(after[2] - wal) / elapsed / 1024:.1f} KiB/s of WAL, CPU {busy * 100:.1f}% of a "
+            f"core, RSS {rss_mib(process.pid):.0f} MiB"
+        )
+    finally:
+        process.kill()
+        process.wait(10)
+
+
 def takeover(server: str, lease: float) -> None:
     from receiver_support import request, run_span, stable_run
 
@@ -183,15 +242,23 @@ def main() -> None:
     parser.add_argument("--passes", type=int, default=3)
     parser.add_argument("--runs", type=int, default=100_000)
     parser.add_argument("--seconds", type=float, default=20.0)
+    parser.add_argument("--open-runs", type=int, default=10_000)
+    parser.add_argument("--parts", default="ingest,rest,idle,takeover", help="which to measure")
     parser.add_argument("--lease", type=float, action="append")
     args = parser.parse_args()
+    parts = set(args.parts.split(","))
     with postgresql(fsync=True) as server:
         print(f"PostgreSQL {psycopg.connect(server).info.server_version} on this machine, fsync on")
-        ingest(server, args.spans, args.passes)
-        for runs in (0, args.runs):  # the same at rest, whatever the history
-            at_rest(server, runs, args.seconds)
-        for lease in args.lease or [3.0, 15.0]:
-            takeover(server, lease)
+        if "ingest" in parts:
+            ingest(server, args.spans, args.passes)
+        if "rest" in parts:
+            for runs in (0, args.runs):  # the same at rest, whatever the history
+                at_rest(server, runs, args.seconds)
+        if "idle" in parts:
+            idle_open(server, args.open_runs, args.seconds, 3.0)
+        if "takeover" in parts:
+            for lease in args.lease or [3.0, 15.0]:
+                takeover(server, lease)
 
 
 if __name__ == "__main__":

@@ -46,6 +46,10 @@ if TYPE_CHECKING:
 
 MAX_ATTRIBUTE_VALUE = MAX_LABEL
 """Longest string attribute value kept; a longer one makes its span rejected."""
+MAX_KEY_BYTES = 1024
+"""Longest run id, case id, suite or point, in UTF-8 bytes: a receiver's store indexes them,
+and an index key holds a few kilobytes at most (PostgreSQL's b-tree 2,704 bytes; a trial's key
+is its run id and case id together), so a longer one is refused at the door, on either store."""
 MAX_ARRAY_VALUES = MAX_PATH_STEPS
 """Most values in an array attribute (labels of a tool path, contract routes)."""
 MAX_ERRORS = 5
@@ -83,6 +87,9 @@ class ExportContents:
         try:
             trial = trial_from_attributes(attributes, latency_ms)
             labels = None if trial.run in self.labels else _labels(attributes)
+            _check_keys({names.RUN_ID: trial.run, names.CASE_ID: trial.case})
+            if labels is not None:
+                _check_keys({names.SUITE: labels[0], names.POINT: labels[1]})
         except ValueError as error:
             self.reject(name, error)
             return
@@ -94,8 +101,10 @@ class ExportContents:
         """Keep what a run span declares (nothing else of it), or reject the span."""
         declared = {k: v for k, v in attributes.items() if k in names.RUN_SPAN_ATTRIBUTES}
         try:
-            _labels(declared)
+            suite, point = _labels(declared)
             run_declaration(declared)  # checked at the door: a bad one is rejected alone
+            run_id = declared[names.RUN_ID]
+            _check_keys({names.RUN_ID: run_id, names.SUITE: suite, names.POINT: point})
         except ValueError as error:
             self.reject(name, error)
             return
@@ -108,9 +117,19 @@ class ExportContents:
         try:
             if ids is None:
                 raise ValueError("a trial span needs its trace and span ids")
-            self.marks.append(trial_mark(ids[0], ids[1], attributes, latency))
+            mark = trial_mark(ids[0], ids[1], attributes, latency)
+            _check_keys(
+                {
+                    names.RUN_ID: mark.run,
+                    names.CASE_ID: mark.case,
+                    names.SUITE: mark.suite,
+                    names.POINT: mark.point,
+                }
+            )
         except ValueError as error:
             self.reject(name, error)
+            return
+        self.marks.append(mark)
 
     def add_framework_span(
         self,
@@ -207,6 +226,19 @@ def _tolerant(get: Lookup[_V], read: Reader[_V], keys: Iterable[str]) -> dict[st
 
 def _labels(attributes: Mapping[str, AttributeValue]) -> tuple[str | None, str | None]:
     return _label(attributes, names.SUITE), _label(attributes, names.POINT)
+
+
+def _check_keys(values: Mapping[str, AttributeValue]) -> None:
+    """Refuse a run id, case id, suite or point (by attribute, None when absent) over
+    MAX_KEY_BYTES."""
+    for key, value in values.items():
+        if isinstance(value, str) and len(value) * 4 > MAX_KEY_BYTES:  # shorter: never over
+            size = len(value.encode())
+            if size > MAX_KEY_BYTES:
+                raise ValueError(
+                    f"{key} is {size:,} bytes of UTF-8; a receiver keeps at most {MAX_KEY_BYTES:,}"
+                    " (its store indexes it)"
+                )
 
 
 def _label(attributes: Mapping[str, AttributeValue], key: str) -> str | None:

@@ -13,7 +13,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from ..assessment import Assessment, Isolation
 from ..declaration import RunDeclaration
@@ -40,12 +40,13 @@ from .forwarder import Forwarder
 from .run_signals import RunSignals
 from .store import LOCAL, Store, StoredRun, Written, is_store_error
 from .store.facade import DueTrace
-from .store.faults import is_connection_lost
+from .store.faults import first_line, is_connection_lost
 
 if TYPE_CHECKING:
     from .prometheus_endpoint import PrometheusEndpoint
 
 logger = logging.getLogger(__name__)
+_T = TypeVar("_T")
 
 TRACE_TTL = 600.0
 """Seconds a trace without a trial span is held (then dropped), and a settled trace remembered
@@ -77,8 +78,9 @@ class Receiver:
     with `window` it is also assessed every `window` seconds while it collects.
 
     Replicas may share one store (PostgreSQL): any takes any request, and each run is decided by
-    one of them, its owner, that claimed it with a lease (`config.lease`) and follows what the
-    others write to it; a run whose lease lapsed is taken over, and an admission is made once.
+    one of them, its owner, that claimed it and follows what the others write to it. A replica
+    owns its runs while its heartbeat holds (one row, renewed every third of `config.lease`);
+    the runs of a replica whose heartbeat lapsed are taken over, and an admission is made once.
 
     A request is acknowledged after its commit. The open runs' evidence is kept in memory as
     the trials are committed, so a finish on a store of one process never reads a run back:
@@ -141,7 +143,8 @@ class Receiver:
         """The latest admission time the scrape endpoint has shown (from start on)."""
         self._next_claim = 0.0
         self._store_was_away = False
-        """The last tick's store failed it: the next one renews, and takes over a lease later."""
+        """The last tick's store failed it: the next one renews its heartbeat, and takes over a
+        lease later."""
         self._away = False
         """A tick failed for the store being away (exports refused meanwhile): the first that
         works again gives every open run a full idle period, and every trace a full settle."""
@@ -163,10 +166,10 @@ class Receiver:
     def _recover(self) -> None:
         """Take up the store's open runs again (their evidence read once), and finish the runs
         that were final but not yet admitted when the process stopped; in a shared store, those
-        whose owner's lease lapsed."""
+        whose owner's heartbeat lapsed."""
         with self._lock:
             now = self._clock()
-            # a store no other process writes: whoever held its runs' leases is gone
+            # a store no other process writes: whoever owned its runs is gone
             self._take_over(now, mine=True, lapsed_before=None if self.store.shared else math.inf)
             self._lifecycle.resumed(now)  # nothing was taken while the process was down
             self._advance(now)  # a run whose plan was complete when it stopped
@@ -174,7 +177,8 @@ class Receiver:
     def _take_over(
         self, now: float, mine: bool = False, lapsed_before: float | None = None
     ) -> None:
-        """Claim the runs whose lease lapsed before `lapsed_before` (by default `now`), and with
+        """Claim the runs whose owner's heartbeat lapsed before `lapsed_before` (by default
+        `now`), and with
         `mine` this replica's own (a store reopened): an open one into the lifecycle, a final
         one still to admit to the finisher (the lock is held). Claims run out in batches, so
         that a takeover of many runs is taken in full."""
@@ -354,11 +358,14 @@ class Receiver:
         """Read again, once, the runs this replica decides whose trials were amended since the
         last look (the lock is held): each as the store holds it now."""
         for run_id in sorted(self._amended):
-            known = self._known.get(run_id)
-            if known is not None:
-                upto = known if self.store.shared else None
-                self._lifecycle.amend(run_id, self.store.evidence(run_id, upto=upto))
+            if run_id in self._known:
+                self._or_set_aside(run_id, functools.partial(self._read_again, run_id))
             self._amended.discard(run_id)
+
+    def _read_again(self, run_id: str) -> None:
+        """Give the lifecycle a run's trials as the store holds them (the lock is held)."""
+        upto = self._known[run_id] if self.store.shared else None
+        self._lifecycle.amend(run_id, self.store.evidence(run_id, upto=upto))
 
     def _came_back(self, now: float) -> None:
         """A tick the store took (the lock is held): after it was away, every open run and trace
@@ -386,13 +393,13 @@ class Receiver:
                     raise
                 logger.warning(
                     "verdictgate: could not hand this replica's runs over (%s); the other "
-                    "replicas take them over once its leases lapse",
+                    "replicas take them over once its heartbeat lapses",
                     error,
                 )
 
     def renew_leases(self) -> None:
-        """Renew this replica's leases on the runs it owns (a shared store's; its own thread
-        calls this every third of a lease, whatever the tick is busy with)."""
+        """Renew this replica's heartbeat, which holds every run it owns (a shared store's; its
+        own thread calls this every third of a lease, whatever the tick is busy with)."""
         if self.store.shared:
             self.store.renew(self.replica, self._clock() + self.config.lease)
 
@@ -401,12 +408,12 @@ class Receiver:
         this replica decides catch up with what other replicas wrote to them, a run another
         replica took over is let go, and a run it owns but does not hold (a fault between a
         commit and the lifecycle, or a finish that failed) is taken up again. In a shared store,
-        every third of a lease its leases are renewed and the runs whose lease lapsed are taken
-        over. Reads the runs this replica owns (open work), never the history."""
+        every third of a lease its heartbeat is renewed and the runs of replicas whose heartbeat
+        lapsed are taken over. Reads the runs this replica owns (open work), never the history."""
         if self.store.shared and now >= self._next_claim:
             self.store.renew(self.replica, now + self.config.lease)
             self._next_claim = now + self.config.lease / 3
-            if self._store_was_away:  # every lease lapsed meanwhile: the replicas that come
+            if self._store_was_away:  # every heartbeat lapsed meanwhile: the replicas that come
                 self._store_was_away = False  # back renew theirs before any is taken over
                 self._next_claim = now + self.config.lease
             else:
@@ -420,7 +427,7 @@ class Receiver:
             known = self._known.get(run_id)
             if known is not None:
                 if version > known and (run := self.store.run(run_id)):
-                    self._catch_up(run, known)
+                    self._or_set_aside(run_id, functools.partial(self._catch_up, run, known))
             elif (
                 run_id not in self._set_aside
                 and not self._finisher.holds(run_id)
@@ -447,13 +454,14 @@ class Receiver:
         lifecycle.heard(run.run_id, seen)
         self._known[run.run_id] = run.version
 
-    def _write(self, contents: ExportContents, settle: DueTrace | None = None) -> None:
+    def _write(self, contents: ExportContents, settle: DueTrace | None = None) -> Written:
         """Commit what an export request holds (trials, run spans' declarations, trial marks and
         framework spans, checked at the door), then tell the lifecycle what was committed (in
         commit order), make the runs it completed final, and wake the watchers of the runs
         touched; trials refused at their run's limit are counted in `contents`. With `settle`
         (a trace, quiet since, held since) the trials are that trace's due ones, read and
-        stored under the same lock, so no span lands between the reading and the settling."""
+        stored under the same lock, so no span lands between the reading and the settling. What
+        the write did."""
         with self._lock:
             now = self._clock()
             try:
@@ -468,6 +476,7 @@ class Receiver:
         if written.refused:
             self._reject_beyond_limit(contents, written.refused)
         self._signals.notify(run.run_id for run in written.runs)
+        return written
 
     def _written(self, contents: ExportContents, now: float, settle: DueTrace | None) -> Written:
         """One write's commit (the lock is held)."""
@@ -560,10 +569,40 @@ class Receiver:
         finals = [d.run_id for d in decisions if isinstance(d, Final)]
         for run_id in finals:  # a close that fails leaves them open in the store: the next
             self._known.pop(run_id, None)  # tick takes them up again (`_follow`)
-        closed = set(self.store.close_runs(finals, self.replica)) if finals else set()
+        closed = self._close(finals) if finals else set()
         for decision in decisions:
             if not isinstance(decision, Final) or decision.run_id in closed:
                 self._finisher.put(decision)  # a run another replica took over is its to admit
+
+    def _close(self, finals: list[str]) -> set[str]:
+        """Make runs final in the store (the lock is held); the runs closed. When the store
+        refuses one for what it holds (not for being away), they are closed one by one and that
+        one is set aside alone."""
+        try:
+            return set(self.store.close_runs(finals, self.replica))
+        except Exception as error:
+            if is_store_error(error):
+                raise
+        closed: set[str] = set()
+        for run_id in finals:
+            close = functools.partial(self.store.close_runs, [run_id], self.replica)
+            closed.update(self._or_set_aside(run_id, close) or ())
+        return closed
+
+    def _or_set_aside(self, run_id: str, work: Callable[[], _T]) -> _T | None:
+        """Do one run's part of a tick (the lock is held). A run the store refuses for what it
+        holds (not for being away: that is raised, and the tick tried again) is set aside alone
+        after one log line, so that one poison value never stops the others; None then."""
+        try:
+            return work()
+        except Exception as error:
+            if is_store_error(error):
+                raise
+            _log_set_aside("run", run_id, error)
+        self._known.pop(run_id, None)
+        self._lifecycle.set_aside(run_id)
+        self._set_aside.add(run_id)
+        return None
 
     def _settle_traces(self, now: float) -> frozenset[str]:
         """Derive and store the trials whose own spans (the trial span and those below it) have
@@ -572,16 +611,27 @@ class Receiver:
         due trials in one transaction with marking them settled. Neither wait counts time
         before exports could be taken again (`resume`). Forget traces with no trial left to
         settle, once quiet for TRACE_TTL (FORGET_BATCHES batches at most). The runs whose due
-        trials are still to settle (more than `settle_batch` traces were due): they are not
-        idle until a later tick settled them, and no other run waits for them."""
+        trials are still to settle (more than `settle_batch` traces were due, or another
+        transaction held a due trace: another replica settling it, never waited for): they are
+        not idle until a later tick settled them, and no other run waits for them."""
         quiet_since = self._since(now - self.config.settle)
         held_since = self._since(now - self.config.max_hold)
         waiting: frozenset[str] = frozenset()
         if quiet_since or held_since:
             due = self.store.quiet_traces(quiet_since, held_since, self.config.settle_batch)
+            busy = False
             for trace_id in due:
-                self._write(ExportContents(), settle=(trace_id, quiet_since, held_since))
-            if len(due) >= self.config.settle_batch:
+                try:
+                    written = self._write(
+                        ExportContents(), settle=(trace_id, quiet_since, held_since)
+                    )
+                    busy |= written.busy
+                except Exception as error:
+                    if is_store_error(error):
+                        raise
+                    _log_set_aside("trace", trace_id, error)
+                    self.store.set_aside_trace(trace_id)
+            if busy or len(due) >= self.config.settle_batch:
                 waiting = self.store.runs_waiting(quiet_since, held_since)
         batch = self.config.settle_batch  # a settled trial's spans are let go once its trace
         for before, forget in (  # was quiet for the idle period (later spans are late), its
@@ -805,6 +855,18 @@ def _replica_name() -> str:
     """A name no other replica has: this host's, this process's, and a random part (a replica
     restarted is a new one, and waits for its old leases to lapse like any other)."""
     return f"{socket.gethostname()}-{os.getpid()}-{secrets.token_hex(3)}"
+
+
+def _log_set_aside(kind: str, key: str, error: Exception) -> None:
+    """The one line for a run or trace the store refused for what it holds: set aside, so that
+    one poison value never stops the tick for the others."""
+    logger.warning(
+        "verdictgate: %s %.80s is set aside, the others go on: %s: %s",
+        kind,
+        key,
+        type(error).__name__,
+        first_line(error),
+    )
 
 
 def _isolated(run_id: str, work: Callable[[], object]) -> bool | None:

@@ -1,6 +1,7 @@
-"""Runs claimed by replicas: each run not yet admitted has one owner, whose lease it renews;
-a run whose lease lapsed (its owner died, or stalled) is taken over by another, and the owner
-reads the trials other replicas wrote to its runs since it last looked."""
+"""Runs claimed by replicas: each run not yet admitted has one owner, alive while its heartbeat
+holds; the runs of a replica whose heartbeat lapsed (it died, or stalled) are taken over by
+another, and the owner reads the trials other replicas wrote to its runs since it last
+looked."""
 
 from __future__ import annotations
 
@@ -10,7 +11,11 @@ from .runs import RUN_COLUMNS, TRIAL_COLUMNS, stored_run
 
 
 class RunClaims:
-    """The `runs` table's owner and lease columns, and the trials by the write that stored them."""
+    """Who decides each run not yet admitted: the `runs` table's owner column, and the
+    `replicas` table's heartbeats. A replica is alive while its heartbeat (one row, renewed
+    every third of a lease) holds; a run is its owner's while that owner is alive, so renewing
+    costs one row a replica however many runs it decides, and a lapsed heartbeat hands all its
+    runs over at once."""
 
     def __init__(self, for_update_skip_locked: str) -> None:
         self._skip_locked = for_update_skip_locked
@@ -18,17 +23,36 @@ class RunClaims:
     def claim(
         self, cursor: Cursor, replica: str, now: float, until: float, limit: int, mine: bool
     ) -> list[StoredRun]:
-        """Claim for `replica`, until `until`, up to `limit` runs not yet admitted whose lease
-        lapsed before `now` (or that no replica owns), and with `mine` those it owns already
-        (a store of one process, reopened); the runs claimed, oldest first. Replicas claiming
-        at once claim different runs."""
-        rows = cursor.execute(
-            f"UPDATE runs SET owner = ?, lease_until = ? WHERE run_id IN (SELECT run_id FROM runs"
-            " WHERE status IS NULL AND (lease_until IS NULL OR lease_until < ? OR owner = ?)"
-            f" ORDER BY first_seen LIMIT ?{self._skip_locked}) RETURNING {RUN_COLUMNS}",
-            (replica, until, now, replica if mine else None, limit),
-        ).fetchall()
-        return sorted((stored_run(row) for row in rows), key=lambda run: run.first_seen)
+        """Claim for `replica` (its heartbeat renewed until `until`) up to `limit` runs not yet
+        admitted whose owner's heartbeat lapsed before `now`, and with `mine` those it owns
+        already (a store of one process, reopened); the runs claimed, oldest first. Replicas
+        claiming at once claim different runs. A lapsed replica whose runs were all taken is
+        forgotten."""
+        self.beat(cursor, replica, until)
+        lapsed = [
+            name
+            for (name,) in cursor.execute(
+                "SELECT name FROM replicas WHERE alive_until < ? AND name != ?", (now, replica)
+            ).fetchall()
+        ]
+        claimed: list[StoredRun] = []
+        for owner in ([replica] if mine else []) + sorted(lapsed):
+            rows = cursor.execute(
+                f"UPDATE runs SET owner = ? WHERE run_id IN (SELECT run_id FROM runs"
+                " WHERE owner = ? AND status IS NULL"
+                f" ORDER BY first_seen LIMIT ?{self._skip_locked}) RETURNING {RUN_COLUMNS}",
+                (replica, owner, limit - len(claimed)),
+            ).fetchall()
+            claimed += [stored_run(row) for row in rows]
+            if len(claimed) >= limit:
+                break
+            if owner != replica:  # every run of it taken (or held by a write: taken next time)
+                cursor.execute(
+                    "DELETE FROM replicas WHERE name = ? AND alive_until < ? AND NOT EXISTS"
+                    " (SELECT 1 FROM runs WHERE owner = ? AND status IS NULL)",
+                    (owner, now, owner),
+                )
+        return sorted(claimed, key=lambda run: run.first_seen)
 
     def owned(self, cursor: Cursor, replica: str) -> dict[str, tuple[int, bool]]:
         """The runs `replica` owns that are not admitted yet, with their versions and whether
@@ -39,19 +63,19 @@ class RunClaims:
         ).fetchall()
         return {run_id: (version, bool(final)) for run_id, version, final in rows}
 
-    def renew(self, cursor: Cursor, replica: str, until: float) -> None:
-        """Extend `replica`'s lease on the runs it owns that are not admitted yet. A run a write
-        holds is left for the next renewal (a third of a lease later): a renewal never waits,
-        so it never deadlocks with a write, and a row a stalled replica holds costs no other."""
+    def beat(self, cursor: Cursor, replica: str, until: float) -> None:
+        """Renew `replica`'s heartbeat: it is alive, and owns its runs, until `until` (one row,
+        however many runs it owns)."""
         cursor.execute(
-            "UPDATE runs SET lease_until = ? WHERE run_id IN (SELECT run_id FROM runs"
-            f" WHERE owner = ? AND status IS NULL{self._skip_locked})",
-            (until, replica),
+            "INSERT INTO replicas (name, alive_until) VALUES (?, ?)"
+            " ON CONFLICT (name) DO UPDATE SET alive_until = excluded.alive_until",
+            (replica, until),
         )
 
     def release(self, cursor: Cursor, replica: str) -> None:
-        """Let `replica`'s leases lapse now (a replica that stops)."""
-        self.renew(cursor, replica, 0.0)
+        """Let `replica`'s heartbeat lapse now (a replica that stops): its runs are taken over at
+        the other replicas' next look."""
+        self.beat(cursor, replica, 0.0)
 
     def written_since(self, cursor: Cursor, run_id: str, version: int, upto: int) -> list[SqlRow]:
         """The trials of a run stored by its writes after `version` up to `upto`, as

@@ -48,8 +48,6 @@ class Database(ABC):
     """Whether other processes write the same tables (then counts kept here are estimates)."""
     for_update_skip_locked = ""
     """What a claiming `SELECT` ends with, so that replicas claim different rows."""
-    for_update = ""
-    """What a `SELECT` of a row a transaction goes on to change ends with, to hold it."""
 
     def __init__(self) -> None:
         self.lock = threading.Lock()

@@ -71,6 +71,9 @@ class Store:
         self._runs = Runs()
         self._listing = RunListing()
         self._claims = RunClaims(database.for_update_skip_locked)
+        self._skip_locked = database.for_update_skip_locked
+        self._alive: dict[str, float] = {}
+        """Until when each replica writing through this store renewed its heartbeat here."""
         self._reachable = True
 
     @property
@@ -149,16 +152,22 @@ class Store:
         (their spans' facts kept for amendments until `release_settled`, their ids for good,
         to count a late copy). Beyond
         `max_held_spans` framework spans held, the traces with no trial span quiet the longest
-        are let go (counted in `spans_let_go`). A new run, or one no lease holds, is claimed
-        by `claim` (the local replica's, for a whole hour, by default)."""
+        are let go (counted in `spans_let_go`). A new run, or one whose owner is not alive, is
+        claimed by `claim` (the local replica's, alive for a whole hour, by default), whose
+        heartbeat the write renews when it lapsed."""
         now = time.time() if now is None else now
         claim = claim or (LOCAL, now + 3600.0)
         given, labels = list(trials), dict(labels or {})
         with self._database.transaction() as cursor:
+            if self._alive.get(claim[0], -math.inf) < now:  # a claim needs its heartbeat
+                self._claims.beat(cursor, *claim)
             settled: SettledTrials = ()
             again: list[Trial] = []
             if due is not None:
-                settled = self._take_due(cursor, due, given, again, labels)
+                taken = self._take_due(cursor, due, given, again, labels)
+                if taken is None:  # another transaction holds it: due again next time
+                    return Written([], {}, {}, busy=True)
+                settled = taken
             declared = list(declarations)
             derived = {trial.run for trial in (*given, *again)}
             touched = derived | {str(d[names.RUN_ID]) for d in declared}
@@ -178,6 +187,7 @@ class Store:
             refused, accepted = self._runs.take(cursor, batch, max_trials, versions)
             runs = self._runs.runs(cursor, versions)
             self._held.count_in(intake)
+        self._alive[claim[0]] = max(self._alive.get(claim[0], -math.inf), claim[1])
         return Written(
             runs, refused, accepted, intake.late, intake.dropped, intake.heard, labels, amended
         )
@@ -189,15 +199,18 @@ class Store:
         trials: list[Trial],
         again: list[Trial],
         labels: Labels,
-    ) -> SettledTrials:
+    ) -> SettledTrials | None:
         """A due trace's trials, derived from what it holds, added to `trials` (those settled
         before and amended since, to `again`; their runs' labels to `labels`); what marks them
-        settled. The trace stays held until the commit."""
+        settled; None when another transaction holds the trace (another replica settles it,
+        or its spans are arriving: replicas never queue behind one another to settle it). The
+        trace stays held until the commit."""
         trace_id, quiet_since, held_since = due
-        cursor.execute(
-            f"SELECT trace_id FROM traces WHERE trace_id = ?{self._database.for_update}",
-            (trace_id,),
-        )
+        held = cursor.execute(
+            f"SELECT trace_id FROM traces WHERE trace_id = ?{self._skip_locked}", (trace_id,)
+        ).fetchone()
+        if held is None and self.shared:
+            return None
         marks, facts, amended = unpack_trace(
             self._held.trace(cursor, trace_id, quiet_since, held_since)
         )
@@ -267,6 +280,12 @@ class Store:
         with self._database.transaction() as cursor:
             return self._held.forget_traces(cursor, before, limit)
 
+    def set_aside_trace(self, trace_id: str) -> int:
+        """Give up a trace whose trials the store refused (for what they hold, not for being
+        away): they count as settled, never stored, and its spans are let go; how many trials."""
+        with self._database.transaction() as cursor:
+            return self._held.set_aside(cursor, trace_id)
+
     def release_settled(self, before: float, limit: int = 1000) -> int:
         """Let go of the span facts of up to `limit` traces quiet since `before` whose trials are
         all settled: a span that comes below them later is late, not an amendment; how many."""
@@ -309,11 +328,14 @@ class Store:
     def claim_runs(
         self, replica: str, now: float, until: float, limit: int = 1000, *, mine: bool = False
     ) -> list[StoredRun]:
-        """Claim for `replica`, until `until`, up to `limit` runs not admitted whose lease lapsed
-        before `now` (or no replica owns), and with `mine` those it owns already; the runs
-        claimed, oldest first, as they stand (open, or final and still to admit)."""
+        """Claim for `replica` (its heartbeat renewed until `until`) up to `limit` runs not
+        admitted whose owner's heartbeat lapsed before `now`, and with `mine` those it owns
+        already; the runs claimed, oldest first, as they stand (open, or final and still to
+        admit)."""
         with self._database.transaction() as cursor:
-            return self._claims.claim(cursor, replica, now, until, limit, mine)
+            claimed = self._claims.claim(cursor, replica, now, until, limit, mine)
+        self._alive[replica] = until
+        return claimed
 
     def owned_runs(self, replica: str) -> dict[str, tuple[int, bool]]:
         """The runs `replica` owns and has not admitted: their versions, and whether final."""
@@ -321,13 +343,16 @@ class Store:
             return self._claims.owned(cursor, replica)
 
     def renew(self, replica: str, until: float) -> None:
-        """Extend `replica`'s lease on the runs it owns and has not admitted to `until`."""
+        """Renew `replica`'s heartbeat until `until`: it owns the runs it has not admitted until
+        then (one row, however many runs)."""
         with self._database.transaction() as cursor:
-            self._claims.renew(cursor, replica, until)
+            self._claims.beat(cursor, replica, until)
+        self._alive[replica] = until
 
     def release(self, replica: str) -> None:
         """Let `replica`'s claims lapse now, on runs and outbox entries alike (a replica that
         stops), so that the others take them over at their next look."""
+        self._alive.pop(replica, None)
         with self._database.transaction() as cursor:
             self._claims.release(cursor, replica)
             self._outbox.release(cursor, replica)

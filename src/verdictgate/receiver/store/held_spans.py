@@ -168,6 +168,19 @@ class HeldSpans:
                     [(trace_id, span_id, mark) for span_id in below],
                 )
 
+    def set_aside(self, cursor: Cursor, trace_id: str) -> int:
+        """Give up a trace whose trials cannot be stored: they are taken as settled, never
+        stored (their runs miss them), and its spans are let go, so that a later span below
+        them is late; the trials given up."""
+        cursor.execute(
+            "UPDATE trial_marks SET settled = 1 WHERE trace_id = ? AND settled = 0", (trace_id,)
+        )
+        given_up = cursor.rowcount
+        row = cursor.execute("SELECT spans FROM traces WHERE trace_id = ?", (trace_id,)).fetchone()
+        _let_go_of_traces(cursor, [(trace_id,)])
+        self.spans_held = max(self.spans_held - (row[0] if row else 0), 0)
+        return given_up
+
     def release_settled(self, cursor: Cursor, before: float, limit: int) -> int:
         """Let go of the facts of up to `limit` traces quiet since `before` whose trials are all
         settled (their ids stay in `settled_spans`: a later span below them is late); how many

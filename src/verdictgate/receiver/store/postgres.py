@@ -30,7 +30,6 @@ class PostgresDatabase(Database):
 
     shared = True
     for_update_skip_locked = " FOR UPDATE SKIP LOCKED"
-    for_update = " FOR UPDATE"
 
     def __init__(self, url: str) -> None:
         super().__init__()

@@ -20,25 +20,25 @@ RUN_COLUMNS = (
 """The columns `stored_run` reads, in its order."""
 
 Claim = tuple[str, float]
-"""A replica's claim on the runs a write opens: its name, and until when its lease holds."""
+"""A replica's claim on the runs a write opens: its name, and until when its heartbeat holds."""
 
 _RUN_BY_ID = f"SELECT {RUN_COLUMNS} FROM runs WHERE run_id = ?"
 _UNCLAIMED = (
-    "runs.final = 0 AND (runs.lease_until IS NULL OR runs.lease_until < excluded.first_seen)"
+    "runs.final = 0 AND NOT EXISTS (SELECT 1 FROM replicas WHERE replicas.name = runs.owner"
+    " AND replicas.alive_until >= excluded.first_seen)"
 )
 _SEEN = (
-    "INSERT INTO runs (run_id, suite, point, first_seen, last_seen, owner, lease_until, version)"
-    " VALUES (?, ?, ?, ?, ?, ?, ?, 1)"
+    "INSERT INTO runs (run_id, suite, point, first_seen, last_seen, owner, version)"
+    " VALUES (?, ?, ?, ?, ?, ?, 1)"
     " ON CONFLICT (run_id) DO UPDATE SET last_seen = excluded.last_seen,"
     " suite = COALESCE(runs.suite, excluded.suite),"
     " point = COALESCE(runs.point, excluded.point),"
     " version = runs.version + 1,"
-    f" owner = CASE WHEN {_UNCLAIMED} THEN excluded.owner ELSE runs.owner END,"
-    f" lease_until = CASE WHEN {_UNCLAIMED} THEN excluded.lease_until ELSE runs.lease_until END"
+    f" owner = CASE WHEN {_UNCLAIMED} THEN excluded.owner ELSE runs.owner END"
     " RETURNING version"
 )
 """A run seen by a write: made if new, its version (the write's number for it) counted up, and
-claimed by the writing replica when no replica's lease holds it."""
+claimed by the writing replica when its owner is not alive (its heartbeat lapsed)."""
 _INSERT = """
 INSERT OR IGNORE INTO trials
     (run_id, case_id, trial, decision, expected, error_type, latency_ms, passed, tiers, batch)
@@ -86,8 +86,8 @@ class Runs:
     ) -> dict[str, int]:
         """Lock and record every run a write changes, in one pass in one order (so that writers
         never deadlock): the runs its trials or run spans `touched`, seen `now` (a new one
-        labelled with its (suite, point) when given, and claimed by `claim` when no lease holds
-        it; a known run keeps its labels); the open runs of trials still settling that got
+        labelled with its (suite, point) when given, and claimed by `claim` when its owner is
+        not alive; a known run keeps its labels); the open runs of trials still settling that got
         spans (`heard`: seen too); and the runs with records `late` (counted). Each touched or
         heard run's version after this write."""
         touched, heard = set(touched), set(heard)
@@ -95,7 +95,7 @@ class Runs:
         for run_id in sorted(touched | heard | set(late)):
             if run_id in touched:
                 suite, point = labels.get(run_id, (None, None))
-                cursor.execute(_SEEN, (run_id, suite, point, now, now, *claim))
+                cursor.execute(_SEEN, (run_id, suite, point, now, now, claim[0]))
                 versions[run_id] = cursor.fetchone()[0]
             elif run_id in heard:
                 cursor.execute(_HEARD, (now, run_id))

@@ -28,7 +28,7 @@ CREATE TABLE IF NOT EXISTS runs (
     declaration_conflict INTEGER NOT NULL DEFAULT 0, -- a second, different run span arrived
     finished_at REAL,            -- when the run became final
     owner TEXT,                  -- the replica that decides it (claimed with a lease)
-    lease_until REAL,            -- when its owner's claim lapses unless renewed
+    lease_until REAL,            -- before heartbeats (`replicas`): read once, when they came
     version INTEGER NOT NULL DEFAULT 0,  -- writes that touched it: a trial's batch is one
     framework INTEGER NOT NULL DEFAULT 0 -- 1 once a trial of it came from framework spans
 );
@@ -77,6 +77,10 @@ CREATE TABLE IF NOT EXISTS settled_spans (
     mark TEXT NOT NULL,          -- that trial's span id, to count a late copy below it
     PRIMARY KEY (trace_id, span_id)
 ) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS replicas (
+    name TEXT PRIMARY KEY,       -- a replica of a shared store (`local` for a store of one process)
+    alive_until REAL NOT NULL    -- its heartbeat: it owns its runs until then unless renewed
+);
 CREATE TABLE IF NOT EXISTS outbox (
     seq INTEGER PRIMARY KEY AUTOINCREMENT,
     run_id TEXT NOT NULL,
@@ -121,14 +125,13 @@ INDEXES = (
     "CREATE INDEX IF NOT EXISTS marks_due ON trial_marks (last_seen) WHERE settled = 0",
     "CREATE INDEX IF NOT EXISTS marks_held ON trial_marks (arrived) WHERE settled = 0",
     "CREATE INDEX IF NOT EXISTS traces_unmarked ON traces (last_seen) WHERE state = 0",
-    "CREATE INDEX IF NOT EXISTS runs_claimable ON runs (lease_until) WHERE status IS NULL",
     "CREATE INDEX IF NOT EXISTS runs_owned ON runs (owner) WHERE status IS NULL",
 )
 """Open runs (the tick's cost follows the work in flight, not the store's history), finished
 runs by age (retention deletes the oldest without a scan), and every run in listing order
 (a page of `/v1/runs` reads that page only), traces by age and trials not yet settled by age
 (settling and forgetting read what is due, not everything held), and the runs not yet admitted
-by lease and by owner (claiming and renewing read open work only)."""
+by owner (claiming reads open work only)."""
 SHARED_INDEXES = ("CREATE INDEX IF NOT EXISTS trials_by_write ON trials (run_id, batch)",)
 """A shared store's: a replica reads the trials other replicas wrote to its runs since it
 last looked (a store of one process never needs to)."""
@@ -148,10 +151,16 @@ def migrate(database: Database) -> None:
 
 
 def _migrate(database: Database, cursor: Cursor) -> None:
+    beating = bool(database.columns(cursor, "replicas"))
     for statement in re.sub(r"--[^\n]*", "", SCHEMA).split(";"):
         if statement.strip():
             cursor.execute(statement)
     added = _add_columns(database, cursor)
+    if not beating:  # a store made before heartbeats: its owners are alive while their leases
+        cursor.execute(  # hold, as they were
+            "INSERT INTO replicas (name, alive_until) SELECT owner, MAX(COALESCE(lease_until, 0))"
+            " FROM runs WHERE status IS NULL AND owner IS NOT NULL GROUP BY owner"
+        )
     _migrate_held(cursor, added)
     if "finished_at" in added:  # runs finished by a release before `finished_at`
         cursor.execute(

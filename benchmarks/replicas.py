@@ -11,20 +11,23 @@ better). Three parts, each measured in the same run as what it is compared with:
   and the transactions their ticks make (the server's `xact_commit` over the window);
 - idle open runs: 10,000 canaries open on one replica and nothing arriving, the row changes and
   WAL a second that keeping them costs (heartbeats: one row a replica, not one a run);
+- sizing: the bytes a trial costs each store, in tables and indexes and in the log written;
 - takeover: a run open on the replica that owns it, that replica SIGKILLed, the time until the
   survivor owns the run, and until `status --wait` on it returns the run's admission.
 
     python benchmarks/replicas.py [--spans 100000] [--passes 3] [--runs 100000] [--lease 3]
-        [--open-runs 10000] [--parts ingest,rest,idle,takeover]
+        [--open-runs 10000] [--sizing-trials 200000] [--parts ingest,rest,idle,sizing,takeover]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import sqlite3
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 import uuid
 from pathlib import Path
@@ -37,6 +40,7 @@ from receiver import ceiling, encoded_requests, serve, serve_and_send
 from receiver_idle import cpu_seconds, rss_mib, status_seconds
 
 from postgres_support import postgresql
+from verdictgate.otel.otlp_reading import extract_protobuf
 from verdictgate.receiver.store import Store
 
 
@@ -182,6 +186,52 @@ def idle_open(server: str, runs: int, seconds: float, lease: float) -> None:
         process.wait(10)
 
 
+def sizing(server: str, trials: int) -> None:
+    """Bytes a trial costs each store: its tables and indexes once written, and the log written
+    to store it (PostgreSQL's WAL; SQLite's WAL and checkpoints, as the bytes the process wrote
+    to its disk), the benchmark's requests decoded and written as the receiver writes them."""
+    batches = [extract_protobuf(body) for body in encoded_requests(trials)]
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "store.sqlite"
+        store = Store(path)
+        written = bytes_written()
+        for contents in batches:
+            store.write(contents.trials, contents.declarations, contents.labels)
+        store.close()
+        wal = bytes_written() - written
+        with sqlite3.connect(path) as connection:
+            connection.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        table = path.stat().st_size
+    location = fresh_database(server)
+    store = Store(location)
+    with psycopg.connect(location, autocommit=True) as connection:
+        (before,) = connection.execute("SELECT pg_current_wal_lsn()::text").fetchone()
+        for contents in batches:
+            store.write(contents.trials, contents.declarations, contents.labels)
+        (pg_wal,) = connection.execute(
+            "SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), %s::pg_lsn)", (before,)
+        ).fetchone()
+        connection.execute("VACUUM ANALYZE")
+        (pg_table,) = connection.execute(
+            "SELECT sum(pg_total_relation_size(relid)) FROM pg_stat_user_tables"
+        ).fetchone()
+    store.close()
+    print(
+        f"bytes a trial: {trials:,} trials (512 a write, case ids of 71 characters) cost SQLite "
+        f"{table / trials:.0f} bytes of file and {wal / trials:.0f} bytes written (WAL and "
+        f"checkpoints); PostgreSQL {float(pg_table) / trials:.0f} bytes of tables and indexes "
+        f"and {float(pg_wal) / trials:.0f} bytes of WAL"
+    )
+
+
+def bytes_written() -> int:
+    """The bytes this process has caused to be written to storage (Linux's /proc/self/io)."""
+    for line in Path("/proc/self/io").read_text().splitlines():
+        if line.startswith("write_bytes:"):
+            return int(line.split()[1])
+    raise SystemExit("no /proc/self/io on this machine")
+
+
 def takeover(server: str, lease: float) -> None:
     from receiver_support import request, run_span, stable_run
 
@@ -243,7 +293,10 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=100_000)
     parser.add_argument("--seconds", type=float, default=20.0)
     parser.add_argument("--open-runs", type=int, default=10_000)
-    parser.add_argument("--parts", default="ingest,rest,idle,takeover", help="which to measure")
+    parser.add_argument("--sizing-trials", type=int, default=200_000)
+    parser.add_argument(
+        "--parts", default="ingest,rest,idle,sizing,takeover", help="which to measure"
+    )
     parser.add_argument("--lease", type=float, action="append")
     args = parser.parse_args()
     parts = set(args.parts.split(","))
@@ -256,6 +309,8 @@ def main() -> None:
                 at_rest(server, runs, args.seconds)
         if "idle" in parts:
             idle_open(server, args.open_runs, args.seconds, 3.0)
+        if "sizing" in parts:
+            sizing(server, args.sizing_trials)
         if "takeover" in parts:
             for lease in args.lease or [3.0, 15.0]:
                 takeover(server, lease)

@@ -61,6 +61,10 @@ FORGET_BATCHES = 20
 """Transactions of forgetting a tick makes at most: 20,000 traces a tick, ahead of any flood of
 trial-less traces a receiver takes, and a bounded slice of the tick."""
 
+RECOUNT_EVERY = 30.0
+"""Seconds between two counts of what a shared store holds for its caps (framework spans held,
+admissions staged): between them, each replica keeps its own estimate, counted again whenever
+it says a cap is passed."""
 RETENTION_EVERY = 60.0
 """Seconds between two retention passes."""
 RETENTION_BATCH = 100
@@ -142,6 +146,7 @@ class Receiver:
         self._shown_until = clock()
         """The latest admission time the scrape endpoint has shown (from start on)."""
         self._next_claim = 0.0
+        self._next_recount = 0.0
         self._store_was_away = False
         """The last tick's store failed it: the next one renews its heartbeat, and takes over a
         lease later."""
@@ -418,6 +423,8 @@ class Receiver:
                 self._next_claim = now + self.config.lease
             else:
                 self._take_over(now)
+            if now >= self._next_recount:
+                self._next_recount = now + RECOUNT_EVERY
                 self.store.recount()
         owned = self.store.owned_runs(self.replica)
         for run_id in [run_id for run_id in self._known if run_id not in owned]:

@@ -30,7 +30,7 @@ real password with the example's) and the optional PodMonitor."""
 CUSTOM_RESOURCES = {"podmonitor.yaml"}
 """Kinds of the Prometheus Operator, whose schemas kubernetes-validate does not ship: checked
 here for what they refer to, not against a schema."""
-KUBERNETES_ONLY = re.compile(r"\$\(([A-Za-z_][A-Za-z0-9_]*)\)")
+VARIABLE_REFERENCE = re.compile(r"\$\(([A-Za-z_][A-Za-z0-9_]*)\)")
 
 
 def documents(name: str) -> list[dict]:
@@ -86,7 +86,7 @@ def expanded_args() -> list[str]:
     """The container's args as the kubelet passes them: `$(NAME)` replaced by the variable."""
     env = environment()
     return [
-        KUBERNETES_ONLY.sub(lambda m: env.get(m.group(1), m.group(0)), arg)
+        VARIABLE_REFERENCE.sub(lambda m: env.get(m.group(1), m.group(0)), arg)
         for arg in container()["args"]
     ]
 
@@ -190,7 +190,7 @@ def test_every_secret_key_referred_to_is_in_the_template():
 
 def test_the_container_runs_serve_with_flags_it_takes():
     args = expanded_args()
-    assert args[0] == "serve" and not any(KUBERNETES_ONLY.search(arg) for arg in args)
+    assert args[0] == "serve" and not any(VARIABLE_REFERENCE.search(arg) for arg in args)
     flags = serve_flags(args)
     assert flags["store_path"] == secret_values()["store-url"]
     assert flags["store_path"].startswith("postgresql://") and "@" in flags["store_path"]

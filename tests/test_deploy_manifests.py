@@ -31,6 +31,7 @@ CUSTOM_RESOURCES = {"podmonitor.yaml"}
 """Kinds of the Prometheus Operator, whose schemas kubernetes-validate does not ship: checked
 here for what they refer to, not against a schema."""
 VARIABLE_REFERENCE = re.compile(r"\$\(([A-Za-z_][A-Za-z0-9_]*)\)")
+"""`$(NAME)` in a container's args, which the kubelet replaces with the variable NAME."""
 
 
 def documents(name: str) -> list[dict]:

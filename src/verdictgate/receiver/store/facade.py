@@ -369,12 +369,13 @@ class Store:
         return True
 
     def claim_outbox(
-        self, replica: str, now: float, until: float, limit: int
+        self, replica: str, now: float, until: float, limit: int, waiting_for: int | None = None
     ) -> list[tuple[int, str, int]]:
         """Claim for `replica`, until `until`, the oldest staged admissions no other replica's
-        claim holds at `now`: (seq, body, signals already sent), oldest first."""
+        claim holds at `now` (with `waiting_for`, those not yet sent one of its signals):
+        (seq, body, signals already sent), oldest first."""
         with self._database.transaction() as cursor:
-            return self._outbox.claim(cursor, replica, now, until, limit)
+            return self._outbox.claim(cursor, replica, now, until, limit, waiting_for)
 
     def mark_sent(self, seq: int, sent: int, complete: int) -> None:
         """Record the signals of an entry delivered so far; a complete entry leaves the outbox."""

@@ -11,11 +11,13 @@ import glob
 import os
 import pwd
 import shutil
+import signal
+import sqlite3
 import subprocess
 import tempfile
 import uuid
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 
 import psycopg
@@ -74,12 +76,43 @@ class Cluster:
             server_log = self._log.read_text() if self._log.exists() else ""
             raise RuntimeError(f"PostgreSQL did not start: {started.stderr}\n{server_log}")
 
+    @contextmanager
+    def frozen(self) -> Iterator[None]:
+        """The server frozen while the block runs (SIGSTOP on the postmaster, then on each of its
+        processes): its socket takes connections into the backlog and answers nothing; thawed
+        (SIGCONT) after, whatever the block raised."""
+        postmaster = int((self._data / "postmaster.pid").read_text().split()[0])
+        os.kill(postmaster, signal.SIGSTOP)  # first: it forks nothing more
+        children = [pid for pid in _processes() if _parent(pid) == postmaster]
+        try:
+            for pid in children:
+                os.kill(pid, signal.SIGSTOP)
+            yield
+        finally:
+            for pid in children:
+                with suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGCONT)
+            os.kill(postmaster, signal.SIGCONT)
+
     def stop(self, mode: str = "fast") -> None:
         """Stop the server (`immediate`: as a crash does, no checkpoint, every session cut)."""
         subprocess.run(
             _as_server_user([self._pg_ctl, "-D", str(self._data), "-m", mode, "-w", "stop"]),
             capture_output=True, timeout=120,
         )  # fmt: skip
+
+
+def _processes() -> list[int]:
+    return [int(name) for name in os.listdir("/proc") if name.isdigit()]
+
+
+def _parent(pid: int) -> int | None:
+    """A process's parent, from /proc (None once it is gone)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return int(stat.rpartition(")")[2].split()[1])
 
 
 @contextmanager
@@ -111,6 +144,36 @@ def cluster(fsync: bool = False) -> Iterator[Cluster]:
     finally:
         server.stop()
         shutil.rmtree(scratch, ignore_errors=True)
+
+
+@contextmanager
+def store_away(maker: StoreMaker, name: str) -> Iterator[None]:
+    """The store of that name refuses exports while the block runs: PostgreSQL's database
+    closed to connections and its sessions ended (every call fails), a SQLite file in another
+    connection's exclusive transaction (every write fails, after waiting 5 s for the lock)."""
+    location = maker.location(name)
+    if maker.kind == "postgresql":
+        admin = location.rpartition("/")[0] + "/postgres"
+        database = location.rpartition("/")[2]
+        with psycopg.connect(admin, autocommit=True) as connection:
+            connection.execute(f"ALTER DATABASE {database} WITH ALLOW_CONNECTIONS false")
+            connection.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s",
+                (database,),
+            )
+        try:
+            yield
+        finally:
+            with psycopg.connect(admin, autocommit=True) as connection:
+                connection.execute(f"ALTER DATABASE {database} WITH ALLOW_CONNECTIONS true")
+        return
+    other = sqlite3.connect(location, timeout=0, isolation_level=None)
+    other.execute("BEGIN EXCLUSIVE")  # in WAL mode, every write waits (5 s) and fails
+    try:
+        yield
+    finally:
+        other.execute("COMMIT")
+        other.close()
 
 
 class StoreMaker:

@@ -4,6 +4,7 @@ never stopped by a long outage."""
 from __future__ import annotations
 
 import logging
+import sqlite3
 import threading
 import time
 from concurrent import futures
@@ -16,10 +17,11 @@ from opentelemetry.proto.collector.metrics.v1 import metrics_service_pb2, metric
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2, trace_service_pb2_grpc
 
 from otel_support import OtlpCollector, attributes
+from receiver_support import wait_until
 from verdictgate import Contract, Suite, Trial, assess
 from verdictgate.otel import conventions as names
 from verdictgate.otel.admission_record import AdmissionRecord, TrialTally
-from verdictgate.receiver.forwarder import ALL_SIGNALS, Forwarder
+from verdictgate.receiver.forwarder import ALL_SIGNALS, METRICS, Forwarder
 from verdictgate.receiver.otlp_target import OtlpTarget
 from verdictgate.receiver.store import Store
 
@@ -230,3 +232,171 @@ def test_a_busy_target_that_sends_retry_info_is_waited_for_not_set_aside() -> No
         assert len(refusals) == 8 and target.set_aside == 0 and store.outbox_size() == 0
     finally:
         server.stop(grace=None)
+
+
+def test_a_failed_delivery_is_logged_once_an_episode_in_one_line(caplog) -> None:
+    """30 failed attempts, then deliveries work: one line when they start failing (naming the
+    target and the error's first line, no traceback), one when they work again."""
+    store = Store()
+    for run in ("a", "b"):
+        open_run(store, run)
+        store.finish(run, "qualified", publication(run))
+    target = FlakyTarget(30)
+    forwarder = Forwarder(store, target, backoff=(1e-6, 1e-6))
+    with caplog.at_level(logging.DEBUG, "verdictgate"):
+        forwarder.start()
+        try:
+            assert target.done.wait(60)
+            wait_until(lambda: store.outbox_size() == 0 and forwarder.failing is None)
+        finally:
+            forwarder.stop()
+    shown = [r for r in caplog.records if r.levelno >= logging.WARNING]
+    assert [r.getMessage() for r in shown] == [
+        "verdictgate: cannot publish admissions to a flaky target (UNAVAILABLE: down); they "
+        "wait in the outbox, retried with backoff, the others delivered meanwhile",
+        "verdictgate: publishing to a flaky target again; the outbox is delivered",
+    ]
+    assert target.attempts > 30 and not any(r.exc_info for r in shown)
+
+
+def test_a_store_failing_the_forwarder_is_one_line_without_a_traceback(caplog) -> None:
+    store = Store()
+    open_run(store, "a")
+    store.finish("a", "qualified", publication("a"))
+    claim, failures = store.claim_outbox, []
+
+    def locked_for_a_while(*args, **kwargs):
+        if len(failures) < 20:
+            failures.append(1)
+            raise sqlite3.OperationalError("database is locked\n(a second line)")
+        return claim(*args, **kwargs)
+
+    store.claim_outbox = locked_for_a_while
+    target = FlakyTarget(0)
+    forwarder = Forwarder(store, target, backoff=(1e-6, 1e-6))
+    with caplog.at_level(logging.WARNING, "verdictgate"):
+        forwarder.start()
+        try:
+            assert target.done.wait(60)
+            wait_until(lambda: forwarder.failing is None)
+        finally:
+            forwarder.stop()
+    failing, working = (r.getMessage() for r in caplog.records)
+    assert "(the store is unavailable: database is locked)" in failing
+    assert "second line" not in failing and not any(r.exc_info for r in caplog.records)
+    assert "again" in working and len(failures) == 20
+
+
+class StallingCollector:
+    """An OTLP/gRPC server whose metrics calls stall while `stalling` is set (answering nothing,
+    so that the caller's deadline passes, and taking nothing); it records each call as (signal,
+    run) in the order they came, and those it accepted."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, str]] = []
+        self.accepted: list[tuple[str, str]] = []
+        self.stalling = threading.Event()
+        self.stalling.set()
+        self.server = grpc.server(futures.ThreadPoolExecutor(max_workers=8))
+        collector = self
+
+        def take(signal: str, run: str, context) -> None:
+            collector.calls.append((signal, run))
+            if signal == "metrics" and collector.stalling.is_set():
+                while collector.stalling.is_set() and context.is_active():
+                    time.sleep(0.01)
+                context.abort(grpc.StatusCode.UNAVAILABLE, "stalled")  # nothing taken
+            collector.accepted.append((signal, run))
+
+        class Traces(trace_service_pb2_grpc.TraceServiceServicer):
+            def Export(self, request, context):
+                span = request.resource_spans[0].scope_spans[0].spans[0]
+                take("traces", attributes(span.attributes)[names.RUN_ID], context)
+                return trace_service_pb2.ExportTraceServiceResponse()
+
+        class Logs(logs_service_pb2_grpc.LogsServiceServicer):
+            def Export(self, request, context):
+                record = request.resource_logs[0].scope_logs[0].log_records[0]
+                take("logs", attributes(record.attributes)[names.RUN_ID], context)
+                return logs_service_pb2.ExportLogsServiceResponse()
+
+        class Metrics(metrics_service_pb2_grpc.MetricsServiceServicer):
+            def Export(self, request, context):
+                metric = request.resource_metrics[0].scope_metrics[0].metrics[0]
+                point = metric.gauge.data_points[0]
+                take("metrics", attributes(point.attributes)[names.SUITE], context)
+                return metrics_service_pb2.ExportMetricsServiceResponse()
+
+        trace_service_pb2_grpc.add_TraceServiceServicer_to_server(Traces(), self.server)
+        logs_service_pb2_grpc.add_LogsServiceServicer_to_server(Logs(), self.server)
+        metrics_service_pb2_grpc.add_MetricsServiceServicer_to_server(Metrics(), self.server)
+        self.port = self.server.add_insecure_port("127.0.0.1:0")
+
+    def __enter__(self) -> StallingCollector:
+        self.server.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stalling.clear()
+        self.server.stop(grace=None)
+
+
+def suite_publication(run: str) -> str:
+    """An admission whose suite is named after its run (metrics carry the suite, not the run)."""
+    trials = [Trial("c", i, "approve", run, "approve") for i in range(4)]
+    assessment = assess(trials, Suite(run, "refund_gate", (), Contract({"approve"})))
+    return AdmissionRecord.of(assessment, {"approve"}, TrialTally()).to_json()
+
+
+def stage(store: Store, runs: list[str]) -> None:
+    for run in runs:
+        open_run(store, run)
+        store.stage(run, suite_publication(run))
+
+
+def test_a_stalled_signal_waits_behind_the_admissions_after_it() -> None:
+    """A target that takes spans and events but stalls metrics calls: each call ends at its own
+    deadline, the next 10 admissions' spans and events are delivered, the stalled metrics are
+    tried again after them, and once the target takes metrics every admission's arrive, none
+    lost, none twice."""
+    store = Store()
+    runs = [f"a{n}" for n in range(11)]
+    with StallingCollector() as collector:
+        target = OtlpTarget(f"http://127.0.0.1:{collector.port}", timeout=0.3)
+        forwarder = Forwarder(store, target)
+        stage(store, runs[:1])
+        assert not forwarder.drain()  # its metrics call passed its deadline
+        assert forwarder.stalled == METRICS and "metrics: DEADLINE_EXCEEDED" in forwarder.failing
+        stage(store, runs[1:])
+        assert not forwarder.drain()
+        calls = collector.calls
+        assert [run for signal, run in collector.accepted if signal == "traces"] == runs
+        assert [run for signal, run in collector.accepted if signal == "logs"] == runs
+        assert [call for call in calls if call[0] == "metrics"] == [("metrics", "a0")] * 2
+        assert calls.index(("traces", "a10")) < len(calls) - 1 - calls[::-1].index(
+            ("metrics", "a0")
+        )  # tried again behind them
+        assert store.outbox_size() == 11  # their metrics wait in the outbox
+        collector.stalling.clear()
+        assert forwarder.drain()
+        target.close()
+    assert [run for signal, run in collector.accepted if signal == "metrics"] == runs
+    assert collector.accepted.count(("traces", "a0")) == 1 and store.outbox_size() == 0
+
+
+def test_an_admission_staged_while_a_signal_stalls_is_delivered_before_the_backoff_ends() -> None:
+    store = Store()
+    with StallingCollector() as collector:
+        target = OtlpTarget(f"http://127.0.0.1:{collector.port}", timeout=0.3)
+        forwarder = Forwarder(store, target, backoff=(600.0, 600.0))
+        stage(store, ["first"])
+        forwarder.start()
+        try:
+            wait_until(lambda: forwarder.stalled == METRICS)
+            stage(store, ["next"])
+            forwarder.wake()  # as the receiver does when it stages an admission
+            wait_until(lambda: ("logs", "next") in collector.accepted)
+        finally:
+            forwarder.stop()
+    assert ("traces", "next") in collector.accepted
+    assert ("metrics", "next") not in collector.calls  # metrics wait for the backoff

@@ -196,7 +196,7 @@ def test_healthz_answers_a_probe_without_a_token_and_fails_while_the_store_is_do
     import urllib.error
     import urllib.request
 
-    from receiver_support import running_server
+    from receiver_support import running_server, wait_until
 
     def probe(port: int, path: str) -> tuple[int, bytes]:
         try:
@@ -213,6 +213,7 @@ def test_healthz_answers_a_probe_without_a_token_and_fails_while_the_store_is_do
             assert probe(server.http_port, "/v1/runs")[0] == 401  # the probe opens nothing else
         finally:
             database.__exit__(None, None, None)  # the store's server stops under the receiver
+        wait_until(lambda: probe(server.http_port, "/healthz")[0] == 503)  # past a fresh 200
         assert probe(server.http_port, "/healthz") == (503, b'{"status":"store unavailable"}')
 
 

@@ -11,18 +11,16 @@ import logging
 import math
 import sqlite3
 import time
-from collections.abc import Iterator
-from contextlib import ExitStack, contextmanager
+from contextlib import ExitStack
 from dataclasses import replace
 
 import grpc
-import psycopg
 import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2_grpc import TraceServiceStub
 
-from postgres_support import StoreMaker
+from postgres_support import StoreMaker, store_away
 from receiver_support import (
     decision_span,
     request,
@@ -54,36 +52,6 @@ def report(receiver: Receiver, run: str) -> str:
     assessment = receiver.assessment(run)
     assert assessment is not None and not assessment.in_progress
     return render(assessment, "json")
-
-
-@contextmanager
-def store_away(maker: StoreMaker, name: str) -> Iterator[None]:
-    """The store refuses exports while the block runs: PostgreSQL's database closed to
-    connections and its sessions ended (every call fails), a SQLite file in another
-    connection's exclusive transaction (every write fails)."""
-    location = maker.location(name)
-    if maker.kind == "postgresql":
-        admin = location.rpartition("/")[0] + "/postgres"
-        database = location.rpartition("/")[2]
-        with psycopg.connect(admin, autocommit=True) as connection:
-            connection.execute(f"ALTER DATABASE {database} WITH ALLOW_CONNECTIONS false")
-            connection.execute(
-                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s",
-                (database,),
-            )
-        try:
-            yield
-        finally:
-            with psycopg.connect(admin, autocommit=True) as connection:
-                connection.execute(f"ALTER DATABASE {database} WITH ALLOW_CONNECTIONS true")
-        return
-    other = sqlite3.connect(location, timeout=0, isolation_level=None)
-    other.execute("BEGIN EXCLUSIVE")  # in WAL mode, every write waits (5 s) and fails
-    try:
-        yield
-    finally:
-        other.execute("COMMIT")
-        other.close()
 
 
 def refused(call) -> bool:

@@ -37,10 +37,12 @@ from .config import ReceiverConfig
 from .database_clock import DatabaseClock, store_clock
 from .finisher import Finisher
 from .forwarder import Forwarder
+from .limits import Limits
 from .run_signals import RunSignals
 from .store import LOCAL, Store, StoredRun, Written, is_store_error
 from .store.facade import DueTrace
 from .store.faults import first_line, is_connection_lost
+from .store_outage import StoreOutage
 
 if TYPE_CHECKING:
     from .prometheus_endpoint import PrometheusEndpoint
@@ -101,7 +103,9 @@ class Receiver:
 
     A canary whose decision spans name a suite of the config's `canary_suites` is judged by
     that suite (its contract, cases and policy) instead of the default policy. `clock` (epoch
-    seconds) times everything: the tick and the tests drive it.
+    seconds) times everything: the tick and the tests drive it. `outage` logs the store's
+    outages, once when exports or ticks start failing for it and once when it answers again
+    (by default on `clock`, telling `Limits`' default retry hint).
     """
 
     def __init__(
@@ -112,6 +116,7 @@ class Receiver:
         *,
         clock: Callable[[], float] | None = None,
         scrape: PrometheusEndpoint | None = None,
+        outage: StoreOutage | None = None,
     ) -> None:
         config = self.config = config or ReceiverConfig()
         self.store = store
@@ -121,6 +126,8 @@ class Receiver:
         self._tally = TrialTally()
         self._labels = MetricLabels(config.metric_suites, config.max_metric_suites)
         self._clock = clock = clock or store_clock(store)
+        self.outage = outage or StoreOutage(Limits().unavailable_retry_after_seconds, clock=clock)
+        """The store's outages, logged once each (exports and ticks tell it how they fared)."""
         self._signals = RunSignals()
         self._cache = AssessmentCache(
             self.assessment_of, interval=config.assess_interval, clock=clock
@@ -304,7 +311,13 @@ class Receiver:
         settles."""
         if not (extract.trials or extract.declarations or extract.marks or extract.framework_spans):
             return
-        self._write(extract)
+        try:
+            self._write(extract)
+        except Exception as error:
+            if is_store_error(error):
+                self.outage.failed(error, export=True)
+            raise
+        self.outage.worked()
 
     def tick(self) -> None:
         """Settle the traces whose trials are due; hand the runs whose idle period is over (but
@@ -318,7 +331,10 @@ class Receiver:
         except Exception as error:
             if is_connection_lost(error):  # away: exports are refused meanwhile
                 self._away = self._store_was_away = True
+            if is_store_error(error):
+                self.outage.failed(error, export=False)
             raise
+        self.outage.worked()
 
     def _tick(self) -> None:
         if isinstance(self._clock, DatabaseClock):

@@ -68,8 +68,8 @@ def failure_of(error: Exception, where: str) -> tuple[Failure, str]:
         return Failure.BUSY, str(error)
     if isinstance(error, DecoderUnavailable):
         return Failure.UNAVAILABLE, "decoder restarting, retry later"
-    if is_store_error(error):
-        logger.error("verdictgate: store error: %s", error)
+    if is_store_error(error):  # the receiver logs the outage, once (`StoreOutage`)
+        logger.debug("verdictgate: store error in %s: %s", where, error)
         return Failure.UNAVAILABLE, "store unavailable, retry later"
     report_unexpected(error, where)
     return Failure.INTERNAL, "internal error"

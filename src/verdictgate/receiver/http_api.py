@@ -5,8 +5,9 @@ router over its three parts, each in its own module.
 - the JSON query API, `GET /v1/runs` and `GET /v1/runs/{id}` (json_api.py);
 - the pages for a browser, `GET /` and `GET /runs/{id}`, and signing in to them, `POST /`
   (page_routes.py, sign_in.py);
-- `GET /healthz`, for a load balancer's or Kubernetes' probe: 200 while the store answers,
-  503 when it does not; it needs no token and tells nothing else.
+- `GET /healthz`, for a load balancer's or Kubernetes' probe, answered within a second
+  whatever the store does: 200 when the store answered a round trip within half a second,
+  503 when it did not (`Store.reachable`); it needs no token and tells nothing else.
 
 A known path asked with another method is 405 with `Allow`; any other path 404 (a GET one
 after the token is checked, as the API's). Whatever a route lets out is answered by

@@ -1,12 +1,15 @@
-"""An OTLP/gRPC endpoint as a publish target: each staged admission encoded once as the three
-export requests (span, event, metrics) and sent until each is accepted."""
+"""An OTLP/gRPC endpoint as a publish target: each signal of a staged admission (its span, its
+event, its metrics) encoded once as export requests and sent until each is accepted, each call
+within its own deadline, a signal that fails never stopping the others."""
 
 from __future__ import annotations
 
 import logging
 import os
 import time
+from collections import OrderedDict
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import cast
 from urllib.parse import urlparse
 
@@ -61,6 +64,10 @@ wait for those rather than being dropped."""
 MAX_REQUEST_BYTES = 1 << 20
 """Largest export request sent: an admission's metrics beyond it go in several requests, well
 under the Collector's default limit of 4 MiB a request."""
+KEPT_REQUESTS = 1024
+"""(entry, signal) pairs whose requests are kept: far more than are ever under way at once (the
+entries being delivered, and one for each stalled signal)."""
+SIGNAL_NAMES = {TRACES: "traces", LOGS: "logs", METRICS: "metrics"}
 EXHAUSTED_ATTEMPTS = 5
 """Attempts at one request that the target answers RESOURCE_EXHAUSTED without saying when to
 come back (OTLP: retryable only with RetryInfo) before it is set aside, so the entries after it
@@ -89,11 +96,21 @@ def _key_values(attributes: Mapping[str, AttributeValue]) -> list[KeyValue]:
     ]
 
 
+@dataclass
+class _Requests:
+    """The requests of one signal of an entry still to send, and the RESOURCE_EXHAUSTED
+    answers in a row to the one at the front."""
+
+    messages: list[Message]
+    exhausted: int = 0
+
+
 class OtlpTarget:
     """An OTLP/gRPC endpoint (`http://` plain, `https://` TLS with the system's roots or
     `OTEL_EXPORTER_OTLP_CERTIFICATE`; headers from `OTEL_EXPORTER_OTLP_HEADERS`). Each attempt
     sends the bytes the publication made the first time, so a retry repeats the same span id;
-    the trials counter is cumulative from the target's start, so a repeat never adds twice."""
+    the trials counter is cumulative from the target's start, so a repeat never adds twice.
+    Each export call has its own deadline (`timeout` seconds)."""
 
     def __init__(self, endpoint: str, *, timeout: float = 5.0) -> None:
         url = urlparse(endpoint)
@@ -123,45 +140,58 @@ class OtlpTarget:
         self._scope = InstrumentationScope(name=names.INSTRUMENTATION_SCOPE)
         self._started_ns = time.time_ns()
         self._totals: dict[tuple[object, ...], int] = {}
-        self._encoded: tuple[int, dict[int, list[Message]]] | None = None
-        """The requests of the entry being delivered (entries are delivered one at a time), by
-        signal; a signal's requests already accepted are taken off the front."""
-        self._exhausted = 0
-        """RESOURCE_EXHAUSTED answers in a row to the request at the front."""
+        self._requests: OrderedDict[tuple[int, int], _Requests] = OrderedDict()
+        """The export requests of the (entry, signal) pairs begun lately, each made once, those
+        accepted taken off the front (a done pair keeps none): a signal tried again, after the
+        entries behind it, sends the same bytes, and its trials are counted once."""
         self.set_aside = 0
         """Requests refused for good or set aside after EXHAUSTED_ATTEMPTS (logged each)."""
 
     def deliver(
         self, seq: int, publication: AdmissionRecord, pending: int
     ) -> tuple[int, str | None]:
-        if self._encoded is None or self._encoded[0] != seq:
-            self._encoded, self._exhausted = (seq, self._requests(publication)), 0
-        done = 0
-        for signal, requests in self._encoded[1].items():
+        done, failures = 0, []
+        for signal, name in SIGNAL_NAMES.items():
             if not pending & signal:
                 continue
-            while requests:
-                failure = self._send(signal, requests[0], publication.run_id)
-                if failure is not None:
-                    return done, failure
-                requests.pop(0)
-                self._exhausted = 0
-            done |= signal
-        return done, None
+            requests = self._requests_of(seq, signal, publication)
+            failure = None
+            while requests.messages and failure is None:
+                failure = self._send(signal, requests, publication.run_id)
+            if failure is None:
+                done |= signal
+            else:
+                failures.append(f"{name}: {failure}")
+        return done, "; ".join(failures) or None
 
-    def _send(self, signal: int, request: Message, run_id: str) -> str | None:
-        """Export one request: None when it is done with (accepted, or refused for good and
-        logged), else why it must be tried again."""
+    def _requests_of(self, seq: int, signal: int, publication: AdmissionRecord) -> _Requests:
+        """The requests of one signal of an entry, made when first asked for."""
+        key = (seq, signal)
+        requests = self._requests.get(key)
+        if requests is not None:
+            self._requests.move_to_end(key)
+        else:
+            requests = self._requests[key] = _Requests(self._encode(publication, signal))
+            while len(self._requests) > KEPT_REQUESTS:
+                self._requests.popitem(last=False)
+        return requests
+
+    def _send(self, signal: int, requests: _Requests, run_id: str) -> str | None:
+        """Export the request at the front, within its own deadline, taking it off when it is
+        done with (accepted, or refused for good and logged); else why it must be tried
+        again."""
+        request = requests.messages[0]
         try:
             response = self._exports[signal](
                 request, timeout=self._timeout, metadata=self._metadata
             )
         except grpc.RpcError as error:
             code = error.code() if hasattr(error, "code") else grpc.StatusCode.UNKNOWN
-            why = f"{code.name}: {error.details() if hasattr(error, 'details') else ''}"
+            details = error.details() if hasattr(error, "details") else ""
+            why = f"{code.name}: {(str(details or '').splitlines() or [''])[0]}"
             if code is grpc.StatusCode.RESOURCE_EXHAUSTED and not _retry_info(error):
-                self._exhausted += 1
-                if self._exhausted < EXHAUSTED_ATTEMPTS:
+                requests.exhausted += 1
+                if requests.exhausted < EXHAUSTED_ATTEMPTS:
                     return why
             elif code in RETRYABLE:  # RESOURCE_EXHAUSTED with RetryInfo: the target will be back
                 return why
@@ -174,45 +204,38 @@ class OtlpTarget:
                 code.name,
                 request.ByteSize(),
             )
-            return None
-        rejected = _rejected(response)
-        if rejected:
-            logger.warning(
-                "verdictgate: %s rejected %d items of run %s's admission",
-                self.endpoint,
-                rejected,
-                run_id,
-            )
+        else:
+            rejected = _rejected(response)
+            if rejected:
+                logger.warning(
+                    "verdictgate: %s rejected %d items of run %s's admission",
+                    self.endpoint,
+                    rejected,
+                    run_id,
+                )
+        requests.messages.pop(0)
+        requests.exhausted = 0
         return None
 
     def close(self) -> None:
         self._channel.close()
 
-    def _requests(self, publication: AdmissionRecord) -> dict[int, list[Message]]:
-        """The export requests of a publication, by signal (made once per entry): one span, one
-        event, and its metrics in as many requests as keep each within MAX_REQUEST_BYTES."""
+    def _encode(self, publication: AdmissionRecord, signal: int) -> list[Message]:
+        """The export requests of one signal of a publication: its span, its event, or its
+        metrics in as many requests as keep each within MAX_REQUEST_BYTES."""
         when = publication.time_unix_nano
         trace_id, span_id = bytes.fromhex(publication.trace_id), bytes.fromhex(publication.span_id)
-        span = trace_pb2.Span(
-            trace_id=trace_id,
-            span_id=span_id,
-            name=names.ADMISSION_SPAN,
-            kind=trace_pb2.Span.SpanKind.SPAN_KIND_INTERNAL,
-            start_time_unix_nano=when,
-            end_time_unix_nano=when,
-            attributes=_key_values(publication.span_attributes),
-        )
-        record = logs_pb2.LogRecord(
-            time_unix_nano=when,
-            observed_time_unix_nano=when,
-            event_name=names.EVALUATION_EVENT,
-            attributes=_key_values(publication.event_attributes),
-            trace_id=trace_id,
-            span_id=span_id,
-            flags=1,  # sampled, as the admission span was
-        )
-        return {
-            TRACES: [
+        if signal == TRACES:
+            span = trace_pb2.Span(
+                trace_id=trace_id,
+                span_id=span_id,
+                name=names.ADMISSION_SPAN,
+                kind=trace_pb2.Span.SpanKind.SPAN_KIND_INTERNAL,
+                start_time_unix_nano=when,
+                end_time_unix_nano=when,
+                attributes=_key_values(publication.span_attributes),
+            )
+            return [
                 trace_service_pb2.ExportTraceServiceRequest(
                     resource_spans=[
                         trace_pb2.ResourceSpans(
@@ -221,8 +244,18 @@ class OtlpTarget:
                         )
                     ]
                 )
-            ],
-            LOGS: [
+            ]
+        if signal == LOGS:
+            record = logs_pb2.LogRecord(
+                time_unix_nano=when,
+                observed_time_unix_nano=when,
+                event_name=names.EVALUATION_EVENT,
+                attributes=_key_values(publication.event_attributes),
+                trace_id=trace_id,
+                span_id=span_id,
+                flags=1,  # sampled, as the admission span was
+            )
+            return [
                 logs_service_pb2.ExportLogsServiceRequest(
                     resource_logs=[
                         logs_pb2.ResourceLogs(
@@ -233,11 +266,8 @@ class OtlpTarget:
                         )
                     ]
                 )
-            ],
-            METRICS: [
-                self._metrics_request(chunk) for chunk in _chunks(self._metrics(publication))
-            ],
-        }
+            ]
+        return [self._metrics_request(chunk) for chunk in _chunks(self._metrics(publication))]
 
     def _metrics_request(
         self, metrics: list[metrics_pb2.Metric]

@@ -210,11 +210,11 @@ class Server:
                     logger.warning("verdictgate: renewing leases failed", exc_info=True)
 
     def _tick(self) -> None:
-        """Tick until stopped. The store away is logged once (until a tick works again), a
-        fault of any other kind at every tick, with its traceback. A wait that ended more than
-        PAUSED seconds late found the process paused (stopped, or starved): nothing could be
-        taken meanwhile, so the receiver gives every open run its full idle period again."""
-        store_away = False
+        """Tick until stopped. A fault of the store is the receiver's outage to log (once
+        an outage, `Receiver.outage`), a fault of any other kind is logged at every tick, with
+        its traceback. A wait that ended more than PAUSED seconds late found the process paused
+        (stopped, or starved): nothing could be taken meanwhile, so the receiver gives every
+        open run its full idle period again."""
         asleep = time.monotonic()
         while not self._stop.wait(self._tick_seconds):
             if time.monotonic() - asleep > self._tick_seconds + PAUSED:
@@ -224,13 +224,6 @@ class Server:
             except Exception as error:
                 if not is_store_error(error):
                     logger.warning("verdictgate: tick failed", exc_info=True)
-                elif not store_away:
-                    store_away = True
-                    logger.error("verdictgate: the store is unavailable (%s); retrying", error)
-            else:
-                if store_away:
-                    store_away = False
-                    logger.warning("verdictgate: the store answers again")
             asleep = time.monotonic()
 
     def stop(self) -> None:

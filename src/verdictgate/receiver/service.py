@@ -14,6 +14,7 @@ from .otlp_target import OtlpTarget
 from .prometheus_endpoint import PrometheusEndpoint
 from .server import Server, Tls
 from .store import Store
+from .store_outage import StoreOutage
 
 
 @dataclass(frozen=True)
@@ -50,6 +51,7 @@ class Service:
             config.receiver,
             clock=clock,
             scrape=self.scrape,
+            outage=StoreOutage(config.limits.unavailable_retry_after_seconds, clock=clock),
         )
         if self.scrape is not None and config.prometheus is not None:
             self.scrape.serve(*config.prometheus)  # once the latest admissions are shown again

@@ -63,10 +63,6 @@ class Database(ABC):
         commits, on its own."""
 
     @abstractmethod
-    def ping(self) -> None:
-        """One round trip to the store (the lock is held); the driver's error if it fails."""
-
-    @abstractmethod
     def now(self) -> float:
         """The store's time, epoch seconds: the server's clock for a shared store, what replicas
         compare their leases and deadlines on (this process's wall clock for a file)."""
@@ -114,9 +110,6 @@ class SqliteDatabase(Database):
     def locked(self) -> Iterator[Cursor]:
         with self.lock:
             yield self._connection.cursor()
-
-    def ping(self) -> None:
-        self._connection.execute("SELECT 1").fetchone()
 
     def now(self) -> float:
         return time.time()

@@ -16,11 +16,12 @@ from ...trial_model import Trial
 from ...wire_types import AttributeValue
 from .claims import RunClaims
 from .connection import Cursor, open_database
-from .faults import first_line, is_driver_error, is_store_error
+from .faults import first_line, is_driver_error
 from .held_spans import HeldSpans, SettledTrials, unpack_trace
 from .listing import DEFAULT_PAGE_SIZE, RunListing
 from .locations import redacted
 from .outbox import DEFAULT_OUTBOX_LIMIT, Outbox
+from .probe import StoreProbe, round_trip_to
 from .records import StoredRun, Written
 from .runs import Claim, Runs
 from .schema import migrate
@@ -74,7 +75,7 @@ class Store:
         self._skip_locked = database.for_update_skip_locked
         self._alive: dict[str, float] = {}
         """Until when each replica writing through this store renewed its heartbeat here."""
-        self._reachable = True
+        self._probe = StoreProbe(round_trip_to(location))
 
     @property
     def shared(self) -> bool:
@@ -99,22 +100,12 @@ class Store:
                 self._held.spans_held = self._held.count(cursor)
                 self._outbox.size = self._outbox.count(cursor)
 
-    def reachable(self, wait: float = 1.0) -> bool:
-        """Whether the store answered a round trip (a shared store's server, or the file): now,
-        or, while the connection is busy for longer than `wait` seconds, the last time it was
-        asked (so that a probe never queues behind a write waiting for a lock)."""
-        if not self._database.lock.acquire(timeout=wait):
-            return self._reachable
-        try:
-            self._database.ping()
-            self._reachable = True
-        except Exception as error:
-            if not is_store_error(error):
-                raise
-            self._reachable = False
-        finally:
-            self._database.lock.release()
-        return self._reachable
+    def reachable(self) -> bool:
+        """Whether the store (a shared store's server, or the file) answered a round trip
+        within half a second, on a connection of its own, asked at most once a second
+        (`StoreProbe`): never waits behind the store's connection, whatever it is busy with,
+        nor longer than that half second, whatever the server does."""
+        return self._probe.answers()
 
     def now(self) -> float:
         """The store's time (epoch seconds): a shared store's server clock, the one its
@@ -394,12 +385,13 @@ class Store:
         return True
 
     def claim_outbox(
-        self, replica: str, now: float, until: float, limit: int
+        self, replica: str, now: float, until: float, limit: int, waiting_for: int | None = None
     ) -> list[tuple[int, str, int]]:
         """Claim for `replica`, until `until`, the oldest staged admissions no other replica's
-        claim holds at `now`: (seq, body, signals already sent), oldest first."""
+        claim holds at `now` (with `waiting_for`, those not yet sent one of its signals):
+        (seq, body, signals already sent), oldest first."""
         with self._database.transaction() as cursor:
-            return self._outbox.claim(cursor, replica, now, until, limit)
+            return self._outbox.claim(cursor, replica, now, until, limit, waiting_for)
 
     def mark_sent(self, seq: int, sent: int, complete: int) -> None:
         """Record the signals of an entry delivered so far; a complete entry leaves the outbox."""

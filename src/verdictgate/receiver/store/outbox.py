@@ -65,16 +65,25 @@ class Outbox:
             )
 
     def claim(
-        self, cursor: Cursor, replica: str, now: float, until: float, limit: int
+        self,
+        cursor: Cursor,
+        replica: str,
+        now: float,
+        until: float,
+        limit: int,
+        waiting_for: int | None = None,
     ) -> list[tuple[int, str, int]]:
         """Claim for `replica`, until `until`, the oldest staged admissions no other replica's
-        claim holds at `now`: (seq, body, signals already sent), oldest first. Replicas
-        claiming at once claim different entries."""
+        claim holds at `now` (with `waiting_for`, those of them not yet sent one of its
+        signals): (seq, body, signals already sent), oldest first. Replicas claiming at once
+        claim different entries."""
+        waiting = "" if waiting_for is None else " AND (sent & ?) <> ?"
+        signals = () if waiting_for is None else (waiting_for, waiting_for)
         rows = cursor.execute(
             "UPDATE outbox SET claimed_by = ?, claim_until = ? WHERE seq IN (SELECT seq FROM"
-            " outbox WHERE claim_until IS NULL OR claim_until < ? OR claimed_by = ?"
+            f" outbox WHERE (claim_until IS NULL OR claim_until < ? OR claimed_by = ?){waiting}"
             f" ORDER BY seq LIMIT ?{self._skip_locked}) RETURNING seq, body, sent",
-            (replica, until, now, replica, limit),
+            (replica, until, now, replica, *signals, limit),
         ).fetchall()
         return sorted((int(seq), str(body), int(sent)) for seq, body, sent in rows)
 

@@ -80,9 +80,6 @@ class PostgresDatabase(Database):
         with self.lock:
             yield PostgresCursor(self._live().cursor(), self._column_types)
 
-    def ping(self) -> None:
-        self._live().execute("SELECT 1").fetchone()
-
     def now(self) -> float:
         with self.lock:
             cursor = self._live().execute("SELECT EXTRACT(EPOCH FROM clock_timestamp())")

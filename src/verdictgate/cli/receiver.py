@@ -219,6 +219,14 @@ def _canary_suites(paths: tuple[str, ...]) -> dict[str, Suite]:
     "longest are let go first (counted).",
 )
 @click.option(
+    "--max-open-runs",
+    type=click.IntRange(min=1),
+    default=100_000,
+    show_default=True,
+    help="Open runs this replica decides at most (each holds about 3 KiB and its trials in "
+    "memory); a request that would open more is refused with a retry hint until runs end.",
+)
+@click.option(
     "--retain",
     metavar="DURATION",
     help="Delete runs finished longer ago than DURATION (e.g. 30d); default: keep every run.",
@@ -312,6 +320,7 @@ def _serve_config(flags: Mapping[str, OptionValue]) -> ServeConfig:
             replica=flags["replica"],
             max_hold=parse_duration(flags["max_hold"]),
             max_held_spans=flags["max_held_spans"],
+            max_open_runs=flags["max_open_runs"],
             canary_suites=_canary_suites(flags["canary_suite_paths"]),
             metric_suites=frozenset(flags["metric_suites"]) or None,
             max_metric_suites=flags["max_metric_suites"],

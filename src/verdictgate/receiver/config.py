@@ -21,6 +21,9 @@ settled from what has arrived by then (what comes later is counted late)."""
 DEFAULT_MAX_HELD_SPANS = 500_000
 """Framework spans held at most (about 100 MiB): beyond, the traces with no trial span that were
 quiet the longest are let go first, and counted."""
+DEFAULT_MAX_OPEN_RUNS = 100_000
+"""Open runs one replica decides at most: each holds its evidence in memory (about 3 KiB and
+its trials), so 100,000 canaries open at once hold a few hundred MiB."""
 DEFAULT_LEASE = 15.0
 """Seconds a replica's claim on a run (or an outbox entry) holds unless renewed: a dead
 replica's runs are taken over after about this long (and a third of it)."""
@@ -62,6 +65,10 @@ class ReceiverConfig:
     max_metric_suites: int = DEFAULT_METRIC_SUITES
     lease: float = DEFAULT_LEASE
     replica: str | None = None
+    max_open_runs: int = DEFAULT_MAX_OPEN_RUNS
+    """Open runs this replica decides at most: a request that would open more is refused as a
+    whole with a retry hint (`Busy`), as one beyond the in-flight limits is, until runs end;
+    its spans are retried, never lost, and a request for runs already open is taken."""
     settle_batch: int = 1000
     """Traces one tick settles at most (and expired ones it forgets); idle periods wait for
     the tick that settles the rest."""

@@ -35,6 +35,7 @@ from ..wire_types import AttributeValue
 from .assessment_cache import AssessmentCache, CachedAssessment
 from .config import ReceiverConfig
 from .database_clock import DatabaseClock, store_clock
+from .fair_gate import Busy
 from .finisher import Finisher
 from .forwarder import Forwarder
 from .limits import Limits
@@ -312,12 +313,29 @@ class Receiver:
         if not (extract.trials or extract.declarations or extract.marks or extract.framework_spans):
             return
         try:
+            self._make_room(extract)
             self._write(extract)
         except Exception as error:
             if is_store_error(error):
                 self.outage.failed(error, export=True)
             raise
         self.outage.worked()
+
+    def _make_room(self, extract: ExportContents) -> None:
+        """Refuse a request (Busy: its sender retries) that would open runs past
+        `max_open_runs`, each of which holds its evidence in memory here. Only at the cap is a
+        run id the replica does not hold looked up: one that exists already (another replica
+        decides it, or it is final) costs nothing here."""
+        held = len(self._known)
+        if held < self.config.max_open_runs:
+            return
+        given = {trial.run for trial in extract.trials} | {mark.run for mark in extract.marks}
+        given |= {str(d[names.RUN_ID]) for d in extract.declarations}
+        if any(run not in self._known and self.store.run(run) is None for run in given):
+            raise Busy(
+                f"this replica decides {held:,} open runs, its --max-open-runs: a new run is "
+                "taken once some are final (retry later)"
+            )
 
     def tick(self) -> None:
         """Settle the traces whose trials are due; hand the runs whose idle period is over (but

@@ -24,6 +24,7 @@ from .outbox import DEFAULT_OUTBOX_LIMIT, Outbox
 from .records import StoredRun, Written
 from .runs import Claim, Runs
 from .schema import migrate
+from .statements import FOR_UPDATE, sql
 from .trial_rows import evidence_of, trial_batch, trial_of_row
 
 LOCAL = "local"
@@ -33,6 +34,8 @@ Labels = dict[str, tuple[str | None, str | None]]
 """Per run, the (suite, point) its trials came under."""
 DueTrace = tuple[str, float, float]
 """A trace whose due trials a write settles: its id, quiet since, held since."""
+
+_HOLD_TRACE = sql("SELECT trace_id FROM traces WHERE trace_id = ?", FOR_UPDATE)
 
 
 class Store:
@@ -57,20 +60,11 @@ class Store:
                 f"cannot open the store {self.location}: {first_line(error)}"
             ) from None
         with database.locked() as cursor:
-            self._outbox = Outbox(
-                cursor,
-                outbox_limit,
-                shared=database.shared,
-                for_update_skip_locked=database.for_update_skip_locked,
-            )
-            self._held = HeldSpans(
-                cursor,
-                shared=database.shared,
-                for_update_skip_locked=database.for_update_skip_locked,
-            )
+            self._outbox = Outbox(cursor, outbox_limit, shared=database.shared)
+            self._held = HeldSpans(cursor, shared=database.shared)
         self._runs = Runs()
         self._listing = RunListing()
-        self._claims = RunClaims(database.for_update_skip_locked)
+        self._claims = RunClaims()
         self._reachable = True
 
     @property
@@ -194,10 +188,7 @@ class Store:
         before and amended since, to `again`; their runs' labels to `labels`); what marks them
         settled. The trace stays held until the commit."""
         trace_id, quiet_since, held_since = due
-        cursor.execute(
-            f"SELECT trace_id FROM traces WHERE trace_id = ?{self._database.for_update}",
-            (trace_id,),
-        )
+        cursor.execute(_HOLD_TRACE, (trace_id,))
         marks, facts, amended = unpack_trace(
             self._held.trace(cursor, trace_id, quiet_since, held_since)
         )

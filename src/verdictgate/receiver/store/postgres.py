@@ -92,7 +92,8 @@ class PostgresDatabase(Database):
 
     @contextmanager
     def migrating(self) -> Iterator[Cursor]:
-        with self.transaction() as cursor:  # another replica's may take a while:
+        with self.transaction() as cursor:
+            # another replica's may take a while (on the connection: PostgreSQL's own statements)
             self._connection.execute("SET LOCAL lock_timeout = 0")
             self._connection.execute("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK,))
             yield cursor

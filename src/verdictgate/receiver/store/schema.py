@@ -194,6 +194,7 @@ TABLES = {
 _INTEGER = Each("INTEGER", "BIGINT")
 _REAL = Each("REAL", "DOUBLE PRECISION")  # PostgreSQL's REAL is 4 bytes
 _FLAG = Each("INTEGER NOT NULL DEFAULT 0", "BIGINT NOT NULL DEFAULT 0")
+"""The types of the columns added, in each dialect."""
 _ADDED: dict[str, dict[str, str | Each]] = {
     "trials": {"latency_ms": _REAL, "passed": _INTEGER, "tiers": "TEXT"},
     "trace_spans": {"parent_id": "TEXT"},

@@ -5,9 +5,10 @@ replicas): first record wins, conflicts kept, runs resumable and claimed.
 `Runs` (runs and their trials: writing, declaring, admitting), `RunClaims` (which replica
 decides a run, with a lease), `HeldSpans` (framework spans held until their trial settles),
 `Outbox` (admissions staged for publishing, claimed for delivery) and `RunListing` (listing and
-retention); `schema` creates and migrates the tables; `connection` holds the one connection,
-its lock and its transactions (`postgres` the PostgreSQL one and its SQL); `locations` names a
-store, and `faults` says what its errors are.
+retention); `schema` creates and migrates the tables; `statements` makes each statement's
+text in either dialect, once; `connection` holds the one connection, its lock and its
+transactions (`postgres` the PostgreSQL one); `locations` names a store, and `faults` says what
+its errors are.
 """
 
 from .facade import LOCAL, Store

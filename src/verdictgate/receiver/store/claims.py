@@ -8,6 +8,28 @@ from __future__ import annotations
 from .connection import Cursor, SqlRow
 from .records import StoredRun
 from .runs import RUN_COLUMNS, TRIAL_COLUMNS, stored_run
+from .statements import SKIP_LOCKED, sql
+
+_LAPSED = sql("SELECT name FROM replicas WHERE alive_until < ? AND name != ?")
+_CLAIM = sql(
+    "UPDATE runs SET owner = ? WHERE run_id IN (SELECT run_id FROM runs"
+    " WHERE owner = ? AND status IS NULL ORDER BY first_seen LIMIT ?",
+    SKIP_LOCKED,
+    f") RETURNING {RUN_COLUMNS}",
+)
+_FORGET = sql(
+    "DELETE FROM replicas WHERE name = ? AND alive_until < ? AND NOT EXISTS"
+    " (SELECT 1 FROM runs WHERE owner = ? AND status IS NULL)"
+)
+_OWNED = sql("SELECT run_id, version, final FROM runs WHERE owner = ? AND status IS NULL")
+_BEAT = sql(
+    "INSERT INTO replicas (name, alive_until) VALUES (?, ?)"
+    " ON CONFLICT (name) DO UPDATE SET alive_until = excluded.alive_until"
+)
+_WRITTEN_SINCE = sql(
+    f"SELECT {TRIAL_COLUMNS} FROM trials WHERE run_id = ? AND batch > ? AND batch <= ?"
+    " ORDER BY batch, case_id, trial"
+)
 
 
 class RunClaims:
@@ -16,9 +38,6 @@ class RunClaims:
     every third of a lease) holds; a run is its owner's while that owner is alive, so renewing
     costs one row a replica however many runs it decides, and a lapsed heartbeat hands all its
     runs over at once."""
-
-    def __init__(self, for_update_skip_locked: str) -> None:
-        self._skip_locked = for_update_skip_locked
 
     def claim(
         self, cursor: Cursor, replica: str, now: float, until: float, limit: int, mine: bool
@@ -29,48 +48,27 @@ class RunClaims:
         claiming at once claim different runs. A lapsed replica whose runs were all taken is
         forgotten."""
         self.beat(cursor, replica, until)
-        lapsed = [
-            name
-            for (name,) in cursor.execute(
-                "SELECT name FROM replicas WHERE alive_until < ? AND name != ?", (now, replica)
-            ).fetchall()
-        ]
+        lapsed = [name for (name,) in cursor.execute(_LAPSED, (now, replica)).fetchall()]
         claimed: list[StoredRun] = []
         for owner in ([replica] if mine else []) + sorted(lapsed):
-            rows = cursor.execute(
-                f"UPDATE runs SET owner = ? WHERE run_id IN (SELECT run_id FROM runs"
-                " WHERE owner = ? AND status IS NULL"
-                f" ORDER BY first_seen LIMIT ?{self._skip_locked}) RETURNING {RUN_COLUMNS}",
-                (replica, owner, limit - len(claimed)),
-            ).fetchall()
+            rows = cursor.execute(_CLAIM, (replica, owner, limit - len(claimed))).fetchall()
             claimed += [stored_run(row) for row in rows]
             if len(claimed) >= limit:
                 break
             if owner != replica:  # every run of it taken (or held by a write: taken next time)
-                cursor.execute(
-                    "DELETE FROM replicas WHERE name = ? AND alive_until < ? AND NOT EXISTS"
-                    " (SELECT 1 FROM runs WHERE owner = ? AND status IS NULL)",
-                    (owner, now, owner),
-                )
+                cursor.execute(_FORGET, (owner, now, owner))
         return sorted(claimed, key=lambda run: run.first_seen)
 
     def owned(self, cursor: Cursor, replica: str) -> dict[str, tuple[int, bool]]:
         """The runs `replica` owns that are not admitted yet, with their versions and whether
         they are final (through the index of owners of runs not admitted)."""
-        rows = cursor.execute(
-            "SELECT run_id, version, final FROM runs WHERE owner = ? AND status IS NULL",
-            (replica,),
-        ).fetchall()
+        rows = cursor.execute(_OWNED, (replica,)).fetchall()
         return {run_id: (version, bool(final)) for run_id, version, final in rows}
 
     def beat(self, cursor: Cursor, replica: str, until: float) -> None:
         """Renew `replica`'s heartbeat: it is alive, and owns its runs, until `until` (one row,
         however many runs it owns)."""
-        cursor.execute(
-            "INSERT INTO replicas (name, alive_until) VALUES (?, ?)"
-            " ON CONFLICT (name) DO UPDATE SET alive_until = excluded.alive_until",
-            (replica, until),
-        )
+        cursor.execute(_BEAT, (replica, until))
 
     def release(self, cursor: Cursor, replica: str) -> None:
         """Let `replica`'s heartbeat lapse now (a replica that stops): its runs are taken over at
@@ -80,8 +78,4 @@ class RunClaims:
     def written_since(self, cursor: Cursor, run_id: str, version: int, upto: int) -> list[SqlRow]:
         """The trials of a run stored by its writes after `version` up to `upto`, as
         `evidence_of` reads them."""
-        return cursor.execute(
-            f"SELECT {TRIAL_COLUMNS} FROM trials WHERE run_id = ? AND batch > ? AND batch <= ?"
-            " ORDER BY batch, case_id, trial",
-            (run_id, version, upto),
-        ).fetchall()
+        return cursor.execute(_WRITTEN_SINCE, (run_id, version, upto)).fetchall()

@@ -1,6 +1,7 @@
 """The store's one connection: used under one lock and written in transactions (committed
 when the block ends, rolled back on error), to a SQLite file (here) or a PostgreSQL database
-(`postgres`). A PostgreSQL store is `shared`: other replicas write to it too, so what this
+(`postgres`), each running the text of its dialect of the statements it is given
+(`statements`). A PostgreSQL store is `shared`: other replicas write to it too, so what this
 process counts is an estimate that is read again from the tables when it matters."""
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from .locations import is_postgres_url
+from .statements import Each, Statement, sql
 
 SqlRow = tuple[Any, ...]  # boundary: a driver's row as it returns it (its columns' values)
 Parameters = Sequence[object]
@@ -24,17 +26,27 @@ Parameters = Sequence[object]
 CACHE_KIB = 65536
 """SQLite's page cache (64 MiB, against its 2 MiB default): inserts into a large trials table
 then rarely read pages back from disk."""
+OLDEST_SQLITE = (3, 35)
+"""The oldest SQLite a store runs on: its statements use `RETURNING` (SQLite 3.35, 2021)."""
+
+_TABLE_COLUMNS = sql(
+    Each(
+        "SELECT name FROM pragma_table_info(?)",
+        "SELECT column_name FROM information_schema.columns"
+        " WHERE table_schema = current_schema() AND table_name = ?",
+    )
+)
 
 
 class Cursor(Protocol):
-    """What the aggregates use of a cursor (sqlite3's, or a translating PostgreSQL one)."""
+    """What the aggregates use of a cursor: statements run in its store's dialect."""
 
     @property
     def rowcount(self) -> int: ...
 
-    def execute(self, sql: str, parameters: Parameters = (), /) -> Cursor: ...
+    def execute(self, statement: Statement, parameters: Parameters = (), /) -> Cursor: ...
 
-    def executemany(self, sql: str, parameters: Iterable[Parameters], /) -> Cursor: ...
+    def executemany(self, statement: Statement, parameters: Iterable[Parameters], /) -> Cursor: ...
 
     def fetchone(self) -> Any: ...  # boundary: a row, or None
 
@@ -46,8 +58,6 @@ class Database(ABC):
 
     shared = False
     """Whether other processes write the same tables (then counts kept here are estimates)."""
-    for_update_skip_locked = ""
-    """What a claiming `SELECT` ends with, so that replicas claim different rows."""
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
@@ -71,9 +81,9 @@ class Database(ABC):
     def migrating(self) -> AbstractContextManager[Cursor]:
         """A cursor to create and migrate the schema with, one process at a time."""
 
-    @abstractmethod
     def columns(self, cursor: Cursor, table: str) -> set[str]:
         """The columns a table has."""
+        return {name for (name,) in cursor.execute(_TABLE_COLUMNS, (table,)).fetchall()}
 
     @abstractmethod
     def close(self) -> None:
@@ -81,10 +91,16 @@ class Database(ABC):
 
 
 class SqliteDatabase(Database):
-    """A SQLite file (made owner-only) in WAL mode, or `:memory:`; written in `BEGIN IMMEDIATE`."""
+    """A SQLite file (made owner-only) in WAL mode, or `:memory:`; written in `BEGIN IMMEDIATE`.
+    A SQLite older than OLDEST_SQLITE is refused."""
 
     def __init__(self, path: str | Path = ":memory:") -> None:
         super().__init__()
+        if sqlite3.sqlite_version_info < OLDEST_SQLITE:
+            raise RuntimeError(
+                f"a SQLite store needs SQLite {'.'.join(map(str, OLDEST_SQLITE))} or later;"
+                f" this Python's is {sqlite3.sqlite_version}"
+            )
         if str(path) != ":memory:" and not Path(path).exists():
             os.close(os.open(path, os.O_CREAT | os.O_WRONLY, 0o600))  # trial data: owner only
         self._connection = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None)
@@ -99,7 +115,7 @@ class SqliteDatabase(Database):
             cursor = self._connection.cursor()
             cursor.execute("BEGIN IMMEDIATE")
             try:
-                yield cursor
+                yield SqliteCursor(cursor)
                 cursor.execute("COMMIT")
             except BaseException:
                 if self._connection.in_transaction:  # a failed COMMIT leaves it open
@@ -109,13 +125,10 @@ class SqliteDatabase(Database):
     @contextmanager
     def locked(self) -> Iterator[Cursor]:
         with self.lock:
-            yield self._connection.cursor()
+            yield SqliteCursor(self._connection.cursor())
 
     def now(self) -> float:
         return time.time()
-
-    def columns(self, cursor: Cursor, table: str) -> set[str]:
-        return {row[1] for row in cursor.execute(f"PRAGMA table_info({table})").fetchall()}
 
     @contextmanager
     def migrating(self) -> Iterator[Cursor]:
@@ -125,6 +138,31 @@ class SqliteDatabase(Database):
     def close(self) -> None:
         with self.lock:
             self._connection.close()
+
+
+class SqliteCursor:
+    """A sqlite3 cursor that runs statements' SQLite text."""
+
+    def __init__(self, cursor: sqlite3.Cursor) -> None:
+        self._cursor = cursor
+
+    @property
+    def rowcount(self) -> int:
+        return self._cursor.rowcount
+
+    def execute(self, statement: Statement, parameters: Parameters = (), /) -> Cursor:
+        self._cursor.execute(statement.sqlite, parameters)
+        return self
+
+    def executemany(self, statement: Statement, parameters: Iterable[Parameters], /) -> Cursor:
+        self._cursor.executemany(statement.sqlite, parameters)
+        return self
+
+    def fetchone(self) -> Any:
+        return self._cursor.fetchone()
+
+    def fetchall(self) -> list[Any]:
+        return self._cursor.fetchall()
 
 
 def open_database(location: str | Path = ":memory:") -> Database:

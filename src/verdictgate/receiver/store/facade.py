@@ -25,6 +25,7 @@ from .probe import StoreProbe, round_trip_to
 from .records import StoredRun, Written
 from .runs import Claim, Runs
 from .schema import migrate
+from .statements import SKIP_LOCKED, sql
 from .trial_rows import evidence_of, trial_batch, trial_of_row
 
 LOCAL = "local"
@@ -34,6 +35,8 @@ Labels = dict[str, tuple[str | None, str | None]]
 """Per run, the (suite, point) its trials came under."""
 DueTrace = tuple[str, float, float]
 """A trace whose due trials a write settles: its id, quiet since, held since."""
+
+_HOLD_TRACE = sql("SELECT trace_id FROM traces WHERE trace_id = ?", SKIP_LOCKED)
 
 
 class Store:
@@ -58,21 +61,11 @@ class Store:
                 f"cannot open the store {self.location}: {first_line(error)}"
             ) from None
         with database.locked() as cursor:
-            self._outbox = Outbox(
-                cursor,
-                outbox_limit,
-                shared=database.shared,
-                for_update_skip_locked=database.for_update_skip_locked,
-            )
-            self._held = HeldSpans(
-                cursor,
-                shared=database.shared,
-                for_update_skip_locked=database.for_update_skip_locked,
-            )
+            self._outbox = Outbox(cursor, outbox_limit, shared=database.shared)
+            self._held = HeldSpans(cursor, shared=database.shared)
         self._runs = Runs()
         self._listing = RunListing()
-        self._claims = RunClaims(database.for_update_skip_locked)
-        self._skip_locked = database.for_update_skip_locked
+        self._claims = RunClaims()
         self._alive: dict[str, float] = {}
         """Until when each replica writing through this store renewed its heartbeat here."""
         self._probe = StoreProbe(round_trip_to(location))
@@ -197,10 +190,7 @@ class Store:
         or its spans are arriving: replicas never queue behind one another to settle it). The
         trace stays held until the commit."""
         trace_id, quiet_since, held_since = due
-        held = cursor.execute(
-            f"SELECT trace_id FROM traces WHERE trace_id = ?{self._skip_locked}", (trace_id,)
-        ).fetchone()
-        if held is None and self.shared:
+        if cursor.execute(_HOLD_TRACE, (trace_id,)).fetchone() is None and self.shared:
             return None
         marks, facts, amended = unpack_trace(
             self._held.trace(cursor, trace_id, quiet_since, held_since)

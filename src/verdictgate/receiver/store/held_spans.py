@@ -16,6 +16,7 @@ from ...otel.framework_traces import FrameworkSpan, TrialMark
 from ...span_facts import SpanFacts
 from .connection import Cursor
 from .schema import MARKED, WAITING
+from .statements import SKIP_LOCKED, insert_rows, sql
 
 MAX_ANCESTRY = 256
 """Spans walked up from a new span to find its trial: deeper chains are not a framework's."""
@@ -45,6 +46,89 @@ amended since they settled: `unpack_trace` reads them."""
 _MARK = msgspec.msgpack.Decoder(TrialMark)
 _FACTS = msgspec.msgpack.Decoder(SpanFacts)
 _PACK = msgspec.msgpack.Encoder()
+
+_COUNT = sql("SELECT COUNT(*) FROM trace_spans")
+_ADD_SPANS = sql("UPDATE traces SET spans = spans + ? WHERE trace_id = ?")
+_MARK_SEEN = sql("UPDATE trial_marks SET last_seen = ? WHERE trace_id = ? AND span_id = ?")
+_SETTLE = sql("UPDATE trial_marks SET settled = 1 WHERE trace_id = ? AND span_id = ?")
+_GIVE_UP = sql("UPDATE trial_marks SET settled = 1 WHERE trace_id = ? AND settled = 0")
+_SPANS_HELD_BY = sql("SELECT spans FROM traces WHERE trace_id = ?")
+_SETTLED_SPAN = insert_rows(
+    "settled_spans",
+    {"trace_id": "text", "span_id": "text", "mark": "text"},
+    " ON CONFLICT DO NOTHING",
+)
+_SETTLED_QUIET = sql(
+    "SELECT trace_id, spans FROM traces WHERE last_seen < ? AND spans > 0 AND state = ?"
+    " AND NOT EXISTS (SELECT 1 FROM trial_marks m WHERE m.trace_id = traces.trace_id"
+    " AND m.settled = 0) ORDER BY last_seen LIMIT ?",
+    SKIP_LOCKED,
+)
+_SETTLED_HOLDING = sql(
+    "SELECT trace_id, spans FROM traces WHERE state = ? AND spans > 0 AND NOT EXISTS"
+    " (SELECT 1 FROM trial_marks m WHERE m.trace_id = traces.trace_id AND m.settled = 0)"
+    " ORDER BY last_seen LIMIT 256",
+    SKIP_LOCKED,
+)
+_IN_STATE = sql(
+    "SELECT trace_id, spans FROM traces WHERE state = ? ORDER BY last_seen LIMIT 256",
+    SKIP_LOCKED,
+)
+_QUIET = sql(
+    "SELECT trace_id FROM (SELECT trace_id, last_seen AS due FROM trial_marks"
+    " WHERE settled = 0 AND last_seen < ? UNION ALL SELECT trace_id, arrived FROM"
+    " trial_marks WHERE settled = 0 AND arrived < ?) AS due_marks"
+    " GROUP BY trace_id ORDER BY MIN(due) LIMIT ?"
+)
+_RUNS_WAITING = sql(
+    "SELECT run_id FROM trial_marks WHERE settled = 0 AND last_seen < ? UNION"
+    " SELECT run_id FROM trial_marks WHERE settled = 0 AND arrived < ?"
+)
+_DUE_MARKS = sql(
+    "SELECT mark, span_id, amended FROM trial_marks WHERE trace_id = ? AND settled = 0"
+    " AND (last_seen < ? OR arrived < ?)"
+)
+_FACTS_OF_TRACE = sql("SELECT facts FROM trace_spans WHERE trace_id = ?")
+_FORGETTABLE = sql(
+    "SELECT trace_id FROM traces WHERE last_seen < ? AND NOT EXISTS (SELECT 1 FROM"
+    " trial_marks m WHERE m.trace_id = traces.trace_id AND m.settled = 0)"
+    " ORDER BY last_seen LIMIT ?",
+    SKIP_LOCKED,
+)
+_DELETE_SPANS = sql("DELETE FROM trace_spans WHERE trace_id = ?")
+_FORGET = tuple(
+    sql(f"DELETE FROM {table} WHERE trace_id = ?")
+    for table in ("settled_spans", "trial_marks", "traces")
+)
+"""What goes of a trace once its spans are gone, in order."""
+_SEE_TRACE = sql(
+    "INSERT INTO traces (trace_id, last_seen) VALUES (?, ?)"
+    " ON CONFLICT (trace_id) DO UPDATE SET last_seen = excluded.last_seen RETURNING spans"
+)
+_HOLD_MARK = sql(
+    "INSERT INTO trial_marks (trace_id, span_id, mark, run_id, last_seen, arrived)"
+    " VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING"
+)
+_TRACE_STATE = sql("UPDATE traces SET state = ? WHERE trace_id = ?")
+_HOLD_FACTS = sql(
+    "INSERT INTO trace_spans (trace_id, span_id, facts, parent_id) VALUES (?, ?, ?, ?)"
+    " ON CONFLICT DO NOTHING"
+)
+_AMEND_MARK = sql(
+    "UPDATE trial_marks SET settled = 0, amended = 1, run_id = ? WHERE trace_id = ? AND span_id = ?"
+)
+_RUN_FINAL = sql("SELECT final FROM runs WHERE run_id = ?")
+_DELETE_SPAN = sql("DELETE FROM trace_spans WHERE trace_id = ? AND span_id = ?")
+_UNDERIVABLE = sql("UPDATE trial_marks SET arrived = NULL WHERE trace_id = ? AND settled = 1")
+_EMPTIED = sql("UPDATE traces SET spans = 0 WHERE trace_id = ?")
+_DROP_UNMARKED = sql("DELETE FROM traces WHERE trace_id = ? AND state = ?")
+_MARK_AT = sql("SELECT settled, mark, arrived FROM trial_marks WHERE trace_id = ? AND span_id = ?")
+_PARENT = sql("SELECT parent_id FROM trace_spans WHERE trace_id = ? AND span_id = ?")
+_SETTLED_ABOVE = sql(
+    "SELECT s.mark, m.mark FROM settled_spans s JOIN trial_marks m ON"
+    " m.trace_id = s.trace_id AND m.span_id = s.mark"
+    " WHERE s.trace_id = ? AND s.span_id = ?"
+)
 
 
 @dataclass(frozen=True)
@@ -77,11 +161,8 @@ class HeldSpans:
     replicas hold and settle spans too, an estimate: counted again when it says the cap is
     passed, and at each of the receiver's lease renewals, `Store.recount`)."""
 
-    def __init__(
-        self, cursor: Cursor, *, shared: bool = False, for_update_skip_locked: str = ""
-    ) -> None:
+    def __init__(self, cursor: Cursor, *, shared: bool = False) -> None:
         self._shared = shared
-        self._skip_locked = for_update_skip_locked
         self.spans_held = self.count(cursor)
         self.spans_let_go = 0
         """Framework spans let go to stay within the held-span cap, or beyond a trace's cap."""
@@ -111,7 +192,7 @@ class HeldSpans:
 
     def count(self, cursor: Cursor) -> int:
         """The framework spans held, counted."""
-        (held,) = cursor.execute("SELECT COUNT(*) FROM trace_spans").fetchone()
+        (held,) = cursor.execute(_COUNT).fetchone()
         return int(held)
 
     def count_in(self, intake: SpanIntake) -> None:
@@ -140,13 +221,9 @@ class HeldSpans:
         heard = _hold_marks(cursor, marks, now)
         new, dropped = _hold_facts(cursor, spans, room)
         placed = _place(cursor, new, amend_since)
+        cursor.executemany(_ADD_SPANS, [(n, trace_id) for trace_id, n in placed.added.items()])
         cursor.executemany(
-            "UPDATE traces SET spans = spans + ? WHERE trace_id = ?",
-            [(n, trace_id) for trace_id, n in placed.added.items()],
-        )
-        cursor.executemany(
-            "UPDATE trial_marks SET last_seen = ? WHERE trace_id = ? AND span_id = ?",
-            [(now, trace_id, span_id) for trace_id, span_id in placed.active],
+            _MARK_SEEN, [(now, trace_id, span_id) for trace_id, span_id in placed.active]
         )
         return SpanIntake(
             placed.late, sum(placed.added.values()), dropped, frozenset(heard | placed.heard)
@@ -159,24 +236,16 @@ class HeldSpans:
         (`release_settled` lets them go once the trace was quiet for the idle period)."""
         for trace_id, trials in settled:
             for mark, below in trials:
-                cursor.execute(
-                    "UPDATE trial_marks SET settled = 1 WHERE trace_id = ? AND span_id = ?",
-                    (trace_id, mark),
-                )
-                cursor.executemany(
-                    "INSERT OR IGNORE INTO settled_spans (trace_id, span_id, mark) VALUES (?, ?, ?)",
-                    [(trace_id, span_id, mark) for span_id in below],
-                )
+                cursor.execute(_SETTLE, (trace_id, mark))
+                cursor.executemany(_SETTLED_SPAN, [(trace_id, span_id, mark) for span_id in below])
 
     def set_aside(self, cursor: Cursor, trace_id: str) -> int:
         """Give up a trace whose trials cannot be stored: they are taken as settled, never
         stored (their runs miss them), and its spans are let go, so that a later span below
         them is late; the trials given up."""
-        cursor.execute(
-            "UPDATE trial_marks SET settled = 1 WHERE trace_id = ? AND settled = 0", (trace_id,)
-        )
+        cursor.execute(_GIVE_UP, (trace_id,))
         given_up = cursor.rowcount
-        row = cursor.execute("SELECT spans FROM traces WHERE trace_id = ?", (trace_id,)).fetchone()
+        row = cursor.execute(_SPANS_HELD_BY, (trace_id,)).fetchone()
         _let_go_of_traces(cursor, [(trace_id,)])
         self.spans_held = max(self.spans_held - (row[0] if row else 0), 0)
         return given_up
@@ -185,12 +254,7 @@ class HeldSpans:
         """Let go of the facts of up to `limit` traces quiet since `before` whose trials are all
         settled (their ids stay in `settled_spans`: a later span below them is late); how many
         traces. Read through the index of traces holding spans, so the cost follows them."""
-        cursor.execute(
-            "SELECT trace_id, spans FROM traces WHERE last_seen < ? AND spans > 0 AND state = ?"
-            " AND NOT EXISTS (SELECT 1 FROM trial_marks m WHERE m.trace_id = traces.trace_id"
-            f" AND m.settled = 0) ORDER BY last_seen LIMIT ?{self._skip_locked}",
-            (before, MARKED, limit),
-        )
+        cursor.execute(_SETTLED_QUIET, (before, MARKED, limit))
         rows = cursor.fetchall()
         _let_go_of_traces(cursor, [(trace_id,) for trace_id, _ in rows])
         self.spans_held = max(self.spans_held - sum(spans for _, spans in rows), 0)
@@ -202,19 +266,7 @@ class HeldSpans:
         then traces with no trial span at all, quiet the longest first (under a flood, the
         newest, which may be an honest trial's spans waiting for its trial span, go last)."""
         gone = 0
-        for query, state in (
-            (
-                "SELECT trace_id, spans FROM traces WHERE state = ? AND spans > 0 AND NOT EXISTS"
-                " (SELECT 1 FROM trial_marks m WHERE m.trace_id = traces.trace_id AND m.settled = 0)"
-                f" ORDER BY last_seen LIMIT 256{self._skip_locked}",
-                MARKED,
-            ),
-            (
-                "SELECT trace_id, spans FROM traces WHERE state = ? ORDER BY last_seen"
-                f" LIMIT 256{self._skip_locked}",
-                WAITING,
-            ),
-        ):
+        for query, state in ((_SETTLED_HOLDING, MARKED), (_IN_STATE, WAITING)):
             while gone < excess:
                 rows = cursor.execute(query, (state,)).fetchall()
                 if not rows:
@@ -233,23 +285,13 @@ class HeldSpans:
     ) -> list[str]:
         """Traces with a trial due to settle: not settled, and its own spans quiet since
         `before`, or its trial span held since `held_before`; the longest due first."""
-        rows = cursor.execute(
-            "SELECT trace_id FROM (SELECT trace_id, last_seen AS due FROM trial_marks"
-            " WHERE settled = 0 AND last_seen < ? UNION ALL SELECT trace_id, arrived FROM"
-            " trial_marks WHERE settled = 0 AND arrived < ?) AS due_marks"
-            " GROUP BY trace_id ORDER BY MIN(due) LIMIT ?",
-            (before, held_before, limit),
-        ).fetchall()
+        rows = cursor.execute(_QUIET, (before, held_before, limit)).fetchall()
         return [trace_id for (trace_id,) in rows]
 
     def runs_waiting(self, cursor: Cursor, before: float, held_before: float) -> frozenset[str]:
         """The runs with a trial due to settle (as `quiet_traces` finds them) not settled yet:
         read through the indexes of trials not settled, so the cost follows the backlog."""
-        rows = cursor.execute(
-            "SELECT run_id FROM trial_marks WHERE settled = 0 AND last_seen < ? UNION"
-            " SELECT run_id FROM trial_marks WHERE settled = 0 AND arrived < ?",
-            (before, held_before),
-        ).fetchall()
+        rows = cursor.execute(_RUNS_WAITING, (before, held_before)).fetchall()
         return frozenset(run_id for (run_id,) in rows if run_id is not None)
 
     def trace(
@@ -257,14 +299,8 @@ class HeldSpans:
     ) -> PackedTrace:
         """A trace's trials due to settle (as `quiet_traces` says) and the span facts it holds,
         still packed."""
-        marks = cursor.execute(
-            "SELECT mark, span_id, amended FROM trial_marks WHERE trace_id = ? AND settled = 0"
-            " AND (last_seen < ? OR arrived < ?)",
-            (trace_id, quiet_since, held_since),
-        ).fetchall()
-        spans = cursor.execute(
-            "SELECT facts FROM trace_spans WHERE trace_id = ?", (trace_id,)
-        ).fetchall()
+        marks = cursor.execute(_DUE_MARKS, (trace_id, quiet_since, held_since)).fetchall()
+        spans = cursor.execute(_FACTS_OF_TRACE, (trace_id,)).fetchall()
         amended = {span_id for _, span_id, again in marks if again}
         return [mark for mark, _, _ in marks], [facts for (facts,) in spans], amended
 
@@ -272,17 +308,13 @@ class HeldSpans:
         """Delete up to `limit` traces quiet since `before` with no trial left to settle; how
         many. A settled trial's spans are kept until then, so that a late copy of them is known
         for what it is."""
-        cursor.execute(
-            "SELECT trace_id FROM traces WHERE last_seen < ? AND NOT EXISTS (SELECT 1 FROM"
-            " trial_marks m WHERE m.trace_id = traces.trace_id AND m.settled = 0)"
-            f" ORDER BY last_seen LIMIT ?{self._skip_locked}",  # held, and checked again,
-            (before, limit),  # till the commit: a trace that took a span meanwhile is kept
-        )
+        # held, and checked again, till the commit: a trace that took a span meanwhile is kept
+        cursor.execute(_FORGETTABLE, (before, limit))
         doomed = [(trace_id,) for (trace_id,) in cursor.fetchall()]
-        cursor.executemany("DELETE FROM trace_spans WHERE trace_id = ?", doomed)
+        cursor.executemany(_DELETE_SPANS, doomed)
         released = max(cursor.rowcount, 0)
-        for table in ("settled_spans", "trial_marks", "traces"):
-            cursor.executemany(f"DELETE FROM {table} WHERE trace_id = ?", doomed)
+        for statement in _FORGET:
+            cursor.executemany(statement, doomed)
         self.spans_held = max(self.spans_held - released, 0)
         return len(doomed)
 
@@ -302,11 +334,7 @@ def _see_traces(cursor: Cursor, traces: set[str], now: float) -> dict[str, int]:
     each has left."""
     room = {}
     for trace_id in sorted(traces):  # one order for every writer: replicas never deadlock
-        cursor.execute(
-            "INSERT INTO traces (trace_id, last_seen) VALUES (?, ?)"
-            " ON CONFLICT (trace_id) DO UPDATE SET last_seen = excluded.last_seen RETURNING spans",
-            (trace_id, now),
-        )
+        cursor.execute(_SEE_TRACE, (trace_id, now))
         room[trace_id] = MAX_TRACE_SPANS - cursor.fetchone()[0]
     return room
 
@@ -317,15 +345,12 @@ def _hold_marks(cursor: Cursor, marks: list[TrialMark], now: float) -> set[str]:
     heard = set()
     for mark in marks:
         cursor.execute(
-            "INSERT OR IGNORE INTO trial_marks"
-            " (trace_id, span_id, mark, run_id, last_seen, arrived) VALUES (?, ?, ?, ?, ?, ?)",
-            (mark.trace_id, mark.span_id, _PACK.encode(mark), mark.run, now, now),
+            _HOLD_MARK, (mark.trace_id, mark.span_id, _PACK.encode(mark), mark.run, now, now)
         )
         if cursor.rowcount:  # a new trial, not an exporter's retry of one
             heard.add(mark.run)
     cursor.executemany(
-        "UPDATE traces SET state = ? WHERE trace_id = ?",
-        [(MARKED, trace_id) for trace_id in {mark.trace_id for mark in marks}],
+        _TRACE_STATE, [(MARKED, trace_id) for trace_id in {mark.trace_id for mark in marks}]
     )
     return heard
 
@@ -341,8 +366,7 @@ def _hold_facts(
             dropped += 1
             continue
         cursor.execute(
-            "INSERT OR IGNORE INTO trace_spans (trace_id, span_id, facts, parent_id)"
-            " VALUES (?, ?, ?, ?)",
+            _HOLD_FACTS,
             (span.trace_id, span.facts.span_id, _PACK.encode(span.facts), span.facts.parent_id),
         )
         if cursor.rowcount:
@@ -373,11 +397,7 @@ def _place(cursor: Cursor, new: list[FrameworkSpan], amend_since: float) -> _Pla
                 placed.late[trial.run] = placed.late.get(trial.run, 0) + 1
                 _settle_late(cursor, span, trial.mark)
                 continue
-            cursor.execute(
-                "UPDATE trial_marks SET settled = 0, amended = 1, run_id = ?"
-                " WHERE trace_id = ? AND span_id = ?",
-                (trial.run, span.trace_id, trial.mark),
-            )
+            cursor.execute(_AMEND_MARK, (trial.run, span.trace_id, trial.mark))
         placed.added[span.trace_id] = placed.added.get(span.trace_id, 0) + 1
         if trial is not None:
             placed.active.add((span.trace_id, trial.mark))
@@ -388,7 +408,7 @@ def _place(cursor: Cursor, new: list[FrameworkSpan], amend_since: float) -> _Pla
 def _is_open(cursor: Cursor, run_id: str, known: dict[str, bool]) -> bool:
     """Whether a run is known and not final (`known` remembers the answers of one write)."""
     if run_id not in known:
-        row = cursor.execute("SELECT final FROM runs WHERE run_id = ?", (run_id,)).fetchone()
+        row = cursor.execute(_RUN_FINAL, (run_id,)).fetchone()
         known[run_id] = row is not None and not row[0]
     return known[run_id]
 
@@ -396,28 +416,17 @@ def _is_open(cursor: Cursor, run_id: str, known: dict[str, bool]) -> bool:
 def _settle_late(cursor: Cursor, span: FrameworkSpan, mark: str) -> None:
     """Let go of a late span's facts, keeping its id below its trial's span `mark`, so that a
     span below it, in any order, is late too."""
-    cursor.execute(
-        "DELETE FROM trace_spans WHERE trace_id = ? AND span_id = ?",
-        (span.trace_id, span.facts.span_id),
-    )
-    cursor.execute(
-        "INSERT OR IGNORE INTO settled_spans (trace_id, span_id, mark) VALUES (?, ?, ?)",
-        (span.trace_id, span.facts.span_id, mark),
-    )
+    cursor.execute(_DELETE_SPAN, (span.trace_id, span.facts.span_id))
+    cursor.execute(_SETTLED_SPAN, (span.trace_id, span.facts.span_id, mark))
 
 
 def _let_go_of_traces(cursor: Cursor, doomed: list[tuple[str]]) -> None:
     """Delete the spans traces hold; a trace with no trial span goes with them, and their
     settled trials can no longer be derived again (a later span below them is late)."""
-    cursor.executemany("DELETE FROM trace_spans WHERE trace_id = ?", doomed)
-    cursor.executemany(
-        "UPDATE trial_marks SET arrived = NULL WHERE trace_id = ? AND settled = 1", doomed
-    )
-    cursor.executemany("UPDATE traces SET spans = 0 WHERE trace_id = ?", doomed)
-    cursor.executemany(
-        "DELETE FROM traces WHERE trace_id = ? AND state = ?",
-        [(trace_id, WAITING) for (trace_id,) in doomed],
-    )
+    cursor.executemany(_DELETE_SPANS, doomed)
+    cursor.executemany(_UNDERIVABLE, doomed)
+    cursor.executemany(_EMPTIED, doomed)
+    cursor.executemany(_DROP_UNMARKED, [(trace_id, WAITING) for (trace_id,) in doomed])
 
 
 def _trial_above(
@@ -439,16 +448,11 @@ def _trial_above(
             found = known[key]
             break
         walked.append(key)
-        row = cursor.execute(
-            "SELECT settled, mark, arrived FROM trial_marks WHERE trace_id = ? AND span_id = ?",
-            key,
-        ).fetchone()
+        row = cursor.execute(_MARK_AT, key).fetchone()
         if row is not None:
             found = TrialAbove(parent_id, bool(row[0]), _MARK.decode(row[1]).run, row[2])
             break
-        row = cursor.execute(
-            "SELECT parent_id FROM trace_spans WHERE trace_id = ? AND span_id = ?", key
-        ).fetchone()
+        row = cursor.execute(_PARENT, key).fetchone()
         if row is None:
             found = _settled_trial(cursor, key)
             break
@@ -460,12 +464,7 @@ def _trial_above(
 
 def _settled_trial(cursor: Cursor, key: tuple[str, str]) -> TrialAbove | None:
     """The settled trial a span (trace, span id) whose facts were let go was below, if any."""
-    settled = cursor.execute(
-        "SELECT s.mark, m.mark FROM settled_spans s JOIN trial_marks m ON"
-        " m.trace_id = s.trace_id AND m.span_id = s.mark"
-        " WHERE s.trace_id = ? AND s.span_id = ?",
-        key,
-    ).fetchone()
+    settled = cursor.execute(_SETTLED_ABOVE, key).fetchone()
     return (
         None
         if settled is None

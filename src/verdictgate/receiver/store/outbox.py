@@ -6,12 +6,31 @@ from __future__ import annotations
 import logging
 
 from .connection import Cursor
+from .statements import SKIP_LOCKED, sql
 
 logger = logging.getLogger(__name__)
 
 DEFAULT_OUTBOX_LIMIT = 100_000
 """Admissions the outbox holds while the publish target is away; beyond, the oldest interim
 ones go first, then the oldest."""
+
+_COUNT = sql("SELECT COUNT(*) FROM outbox")
+_STAGE = sql("INSERT INTO outbox (run_id, final, body) VALUES (?, ?, ?)")
+_DROP_OLDEST = sql(
+    "DELETE FROM outbox WHERE seq = COALESCE("
+    "(SELECT MIN(seq) FROM outbox WHERE final = 0), (SELECT MIN(seq) FROM outbox))"
+)
+_CLAIMABLE = (
+    "UPDATE outbox SET claimed_by = ?, claim_until = ? WHERE seq IN (SELECT seq FROM"
+    " outbox WHERE (claim_until IS NULL OR claim_until < ? OR claimed_by = ?)"
+)
+_CLAIMED = (" ORDER BY seq LIMIT ?", SKIP_LOCKED, ") RETURNING seq, body, sent")
+_CLAIM = sql(_CLAIMABLE, *_CLAIMED)
+_CLAIM_WAITING = sql(_CLAIMABLE, " AND (sent & ?) <> ?", *_CLAIMED)
+"""Entries claimed, of those not yet sent a signal."""
+_RELEASE = sql("UPDATE outbox SET claim_until = 0 WHERE claimed_by = ?")
+_DELIVERED = sql("DELETE FROM outbox WHERE seq = ?")
+_SENT = sql("UPDATE outbox SET sent = sent | ? WHERE seq = ?")
 
 
 class Outbox:
@@ -26,35 +45,28 @@ class Outbox:
         limit: int = DEFAULT_OUTBOX_LIMIT,
         *,
         shared: bool = False,
-        for_update_skip_locked: str = "",
     ) -> None:
         self.limit = limit
         self.size = self.count(cursor)
         self._full = False
         self._shared = shared
-        self._skip_locked = for_update_skip_locked
 
     def count(self, cursor: Cursor) -> int:
         """The admissions the outbox holds, counted."""
-        (size,) = cursor.execute("SELECT COUNT(*) FROM outbox").fetchone()
+        (size,) = cursor.execute(_COUNT).fetchone()
         return int(size)
 
     def stage(self, cursor: Cursor, run_id: str, body: str, final: bool) -> None:
         """Append an admission; beyond the limit the oldest interim admission is dropped (the
         oldest admission when there is none), with one warning while the outbox stays full."""
-        cursor.execute(
-            "INSERT INTO outbox (run_id, final, body) VALUES (?, ?, ?)", (run_id, int(final), body)
-        )
+        cursor.execute(_STAGE, (run_id, int(final), body))
         self.size += 1
         if self.size > self.limit and self._shared:
             self.size = self.count(cursor)
         if self.size <= self.limit:
             self._full = False
             return
-        cursor.execute(
-            "DELETE FROM outbox WHERE seq = COALESCE("
-            "(SELECT MIN(seq) FROM outbox WHERE final = 0), (SELECT MIN(seq) FROM outbox))"
-        )
+        cursor.execute(_DROP_OLDEST)
         self.size -= cursor.rowcount
         if not self._full:
             self._full = True
@@ -77,24 +89,21 @@ class Outbox:
         claim holds at `now` (with `waiting_for`, those of them not yet sent one of its
         signals): (seq, body, signals already sent), oldest first. Replicas claiming at once
         claim different entries."""
-        waiting = "" if waiting_for is None else " AND (sent & ?) <> ?"
-        signals = () if waiting_for is None else (waiting_for, waiting_for)
-        rows = cursor.execute(
-            "UPDATE outbox SET claimed_by = ?, claim_until = ? WHERE seq IN (SELECT seq FROM"
-            f" outbox WHERE (claim_until IS NULL OR claim_until < ? OR claimed_by = ?){waiting}"
-            f" ORDER BY seq LIMIT ?{self._skip_locked}) RETURNING seq, body, sent",
-            (replica, until, now, replica, *signals, limit),
-        ).fetchall()
+        if waiting_for is None:
+            rows = cursor.execute(_CLAIM, (replica, until, now, replica, limit)).fetchall()
+        else:
+            parameters = (replica, until, now, replica, waiting_for, waiting_for, limit)
+            rows = cursor.execute(_CLAIM_WAITING, parameters).fetchall()
         return sorted((int(seq), str(body), int(sent)) for seq, body, sent in rows)
 
     def release(self, cursor: Cursor, replica: str) -> None:
         """Let `replica`'s claims on entries lapse now."""
-        cursor.execute("UPDATE outbox SET claim_until = 0 WHERE claimed_by = ?", (replica,))
+        cursor.execute(_RELEASE, (replica,))
 
     def mark_sent(self, cursor: Cursor, seq: int, sent: int, complete: int) -> None:
         """Record the signals of an entry delivered so far; a complete entry leaves the outbox."""
         if (sent & complete) == complete:
-            cursor.execute("DELETE FROM outbox WHERE seq = ?", (seq,))
+            cursor.execute(_DELIVERED, (seq,))
             self.size = max(self.size - cursor.rowcount, 0)
         else:
-            cursor.execute("UPDATE outbox SET sent = sent | ? WHERE seq = ?", (sent, seq))
+            cursor.execute(_SENT, (sent, seq))

@@ -1,19 +1,17 @@
 """A PostgreSQL database as the store's connection, through psycopg 3: the URL read once, the
-session settings a URL leaves out, and the aggregates' SQLite SQL translated (`to_postgres`,
-cached per statement: `?` placeholders, `INSERT OR IGNORE`, `IS ?` comparisons and SQLite's
-column types), an insert of many rows sent as arrays of its columns."""
+session settings a URL leaves out, and statements run in their PostgreSQL text (psycopg's raw
+form, `$1`), an insert of many rows sent as arrays of its columns."""
 
 from __future__ import annotations
 
-import functools
-import re
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from .connection import Cursor, Database, Parameters
 from .faults import first_line
 from .locations import redacted
+from .statements import Statement
 
 if TYPE_CHECKING:
     import psycopg
@@ -29,7 +27,6 @@ class PostgresDatabase(Database):
     are locked until it ends, which is what orders replicas' writes to one run or trace."""
 
     shared = True
-    for_update_skip_locked = " FOR UPDATE SKIP LOCKED"
 
     def __init__(self, url: str) -> None:
         super().__init__()
@@ -40,7 +37,6 @@ class PostgresDatabase(Database):
                 "a PostgreSQL store needs psycopg, in the `postgres` extra (verdictgate[postgres])"
             ) from None
         self._psycopg = psycopg
-        self._types: dict[str, dict[str, str]] = {}
         try:  # the driver's text may quote the URL, password and all: never shown
             given = psycopg.conninfo.conninfo_to_dict(url)
             self._conninfo = psycopg.conninfo.make_conninfo(
@@ -58,8 +54,13 @@ class PostgresDatabase(Database):
             raise _unreadable(url) from None
 
     def _connect(self) -> psycopg.Connection[tuple[Any, ...]]:
-        """A connection, with the SESSION settings the URL leaves out."""
-        return self._psycopg.connect(self._conninfo, autocommit=True)
+        """A connection, with the SESSION settings the URL leaves out; lists (the columns of an
+        insert of many rows) are sent in binary, which spares the client quoting them."""
+        from psycopg.types.array import ListBinaryDumper
+
+        connection = self._psycopg.connect(self._conninfo, autocommit=True)
+        connection.adapters.register_dumper(list, ListBinaryDumper)
+        return connection
 
     def _live(self) -> psycopg.Connection[tuple[Any, ...]]:
         """The connection, made again when the last one was lost (the lock is held; a server
@@ -73,12 +74,12 @@ class PostgresDatabase(Database):
         with self.lock:
             connection = self._live()
             with connection.transaction():
-                yield PostgresCursor(connection.cursor(), self._column_types)
+                yield PostgresCursor(self._psycopg.RawCursor(connection))
 
     @contextmanager
     def locked(self) -> Iterator[Cursor]:
         with self.lock:
-            yield PostgresCursor(self._live().cursor(), self._column_types)
+            yield PostgresCursor(self._psycopg.RawCursor(self._live()))
 
     def now(self) -> float:
         with self.lock:
@@ -86,34 +87,12 @@ class PostgresDatabase(Database):
             (seconds,) = cursor.fetchone() or (None,)
         return float(seconds)
 
-    def columns(self, cursor: Cursor, table: str) -> set[str]:
-        rows = cursor.execute(
-            "SELECT column_name FROM information_schema.columns"
-            " WHERE table_schema = current_schema() AND table_name = ?",
-            (table,),
-        ).fetchall()
-        return {name for (name,) in rows}
-
-    def _column_types(self, table: str) -> dict[str, str]:
-        """A table's columns and their types, read once (the lock is held)."""
-        if table not in self._types:
-            rows = (
-                self._live()
-                .execute(
-                    "SELECT column_name, data_type FROM information_schema.columns"
-                    " WHERE table_schema = current_schema() AND table_name = %s",
-                    (table,),
-                )
-                .fetchall()
-            )
-            self._types[table] = dict(rows)
-        return self._types[table]
-
     @contextmanager
     def migrating(self) -> Iterator[Cursor]:
         with self.transaction() as cursor:
-            cursor.execute("SET LOCAL lock_timeout = 0")  # another replica's may take a while
-            cursor.execute("SELECT pg_advisory_xact_lock(?)", (MIGRATION_LOCK,))
+            # another replica's may take a while (on the connection: PostgreSQL's own statements)
+            self._connection.execute("SET LOCAL lock_timeout = 0")
+            self._connection.execute("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK,))
             yield cursor
 
     def close(self) -> None:
@@ -122,15 +101,13 @@ class PostgresDatabase(Database):
 
 
 class PostgresCursor:
-    """A psycopg cursor that takes the aggregates' SQLite SQL (see `to_postgres`). An insert of
-    many rows is sent as one statement over arrays of its columns (`unnest`), which PostgreSQL
-    takes in about two thirds of the time of a row at a time, even pipelined."""
+    """A psycopg raw cursor that runs statements' PostgreSQL text. An insert of many rows whose
+    statement has a form over arrays (`Statement.postgres_arrays`) is sent as that one
+    statement, which PostgreSQL takes in about two thirds of the time of a row at a time, even
+    pipelined."""
 
-    def __init__(
-        self, cursor: psycopg.Cursor[tuple[Any, ...]], types: Callable[[str], dict[str, str]]
-    ) -> None:
+    def __init__(self, cursor: psycopg.RawCursor[tuple[Any, ...]]) -> None:
         self._cursor = cursor
-        self._types = types
         self._none = False
         """The last call was an executemany of no rows (psycopg would keep the rowcount before)."""
 
@@ -138,26 +115,19 @@ class PostgresCursor:
     def rowcount(self) -> int:
         return 0 if self._none else self._cursor.rowcount
 
-    def execute(self, sql: str, parameters: Parameters = (), /) -> Cursor:
+    def execute(self, statement: Statement, parameters: Parameters = (), /) -> Cursor:
         self._none = False
-        self._cursor.execute(to_postgres(sql), parameters or None)
+        self._cursor.execute(statement.postgres, parameters)
         return self
 
-    def executemany(self, sql: str, parameters: Iterable[Parameters], /) -> Cursor:
+    def executemany(self, statement: Statement, parameters: Iterable[Parameters], /) -> Cursor:
         rows = list(parameters)
         self._none = not rows
-        statement = to_postgres(sql)
-        insert = _INSERT_VALUES.match(statement) if len(rows) >= BULK_ROWS else None
-        if insert is not None:
-            table, columns, rest = insert.group(1), insert.group(2).split(","), insert.group(3)
-            types = self._types(table)
-            arrays = ", ".join(f"%b::{types[column.strip()]}[]" for column in columns)
-            self._cursor.execute(
-                f"INSERT INTO {table} ({insert.group(2)}) SELECT * FROM unnest({arrays}){rest}",
-                [list(column) for column in zip(*rows, strict=True)],
-            )
+        if statement.postgres_arrays is not None and len(rows) >= BULK_ROWS:
+            columns = [list(column) for column in zip(*rows, strict=True)]
+            self._cursor.execute(statement.postgres_arrays, columns)
         elif rows:
-            self._cursor.executemany(statement, rows)
+            self._cursor.executemany(statement.postgres, rows)
         return self
 
     def fetchone(self) -> Any:
@@ -190,38 +160,6 @@ whose host vanished, within about half a minute. A URL that sets `options` sets 
 itself."""
 BULK_ROWS = 8
 """Rows from which an insert is sent as arrays of its columns."""
-_INSERT_VALUES = re.compile(
-    r"INSERT INTO (\w+)\s*\(([^)]*)\)\s*VALUES\s*\((?:%s\s*,\s*)*%s\)(.*)", re.DOTALL
-)
-"""An insert of one row of placeholders: its table, its columns, and what follows the row."""
-_TYPES = (
-    (
-        re.compile(r"INTEGER PRIMARY KEY AUTOINCREMENT"),
-        "BIGINT GENERATED BY DEFAULT AS IDENTITY PRIMARY KEY",
-    ),
-    (re.compile(r"\bWITHOUT ROWID\b"), ""),
-    (re.compile(r"\bINTEGER\b"), "BIGINT"),
-    (re.compile(r"\bREAL\b"), "DOUBLE PRECISION"),  # PostgreSQL's REAL is 4 bytes
-    (re.compile(r"\bBLOB\b"), "BYTEA"),
-)
-
-
-@functools.lru_cache(maxsize=512)
-def to_postgres(sql: str) -> str:
-    """A statement of the aggregates' SQLite SQL in PostgreSQL's."""
-    text = sql.strip()
-    if text.upper().startswith(("CREATE", "ALTER")):
-        text = re.sub(r"--[^\n]*", "", text)
-        for pattern, replacement in _TYPES:
-            text = pattern.sub(replacement, text)
-        text = text.strip()
-    if text.startswith("INSERT OR IGNORE INTO"):
-        text = (
-            "INSERT INTO" + text.removeprefix("INSERT OR IGNORE INTO") + " ON CONFLICT DO NOTHING"
-        )
-    text = re.sub(r"\bIS NOT \?", "IS DISTINCT FROM ?", text)
-    text = re.sub(r"\bIS \?", "IS NOT DISTINCT FROM ?", text)
-    return text.replace("?", "%s")
 
 
 def _unreadable(url: str) -> RuntimeError:

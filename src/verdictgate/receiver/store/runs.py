@@ -11,6 +11,7 @@ from ...trial_model import Trial
 from ...wire_types import AttributeValue
 from .connection import Cursor, SqlRow
 from .records import StoredRun
+from .statements import IS_DISTINCT_FROM, IS_NOT_DISTINCT_FROM, Statement, insert_rows, sql
 from .trial_rows import TrialBatch, TrialRow, repeats
 
 RUN_COLUMNS = (
@@ -22,12 +23,12 @@ RUN_COLUMNS = (
 Claim = tuple[str, float]
 """A replica's claim on the runs a write opens: its name, and until when its heartbeat holds."""
 
-_RUN_BY_ID = f"SELECT {RUN_COLUMNS} FROM runs WHERE run_id = ?"
+_RUN_BY_ID = sql(f"SELECT {RUN_COLUMNS} FROM runs WHERE run_id = ?")
 _UNCLAIMED = (
     "runs.final = 0 AND NOT EXISTS (SELECT 1 FROM replicas WHERE replicas.name = runs.owner"
     " AND replicas.alive_until >= excluded.first_seen)"
 )
-_SEEN = (
+_SEEN = sql(
     "INSERT INTO runs (run_id, suite, point, first_seen, last_seen, owner, version)"
     " VALUES (?, ?, ?, ?, ?, ?, 1)"
     " ON CONFLICT (run_id) DO UPDATE SET last_seen = excluded.last_seen,"
@@ -39,36 +40,73 @@ _SEEN = (
 )
 """A run seen by a write: made if new, its version (the write's number for it) counted up, and
 claimed by the writing replica when its owner is not alive (its heartbeat lapsed)."""
-_INSERT = """
-INSERT OR IGNORE INTO trials
-    (run_id, case_id, trial, decision, expected, error_type, latency_ms, passed, tiers, batch)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-"""
-_REPEAT = """
-UPDATE trials SET
-    duplicates = duplicates + CASE WHEN decision IS ? THEN 1 ELSE 0 END,
-    conflict = CASE WHEN decision IS NOT ? THEN 1 ELSE conflict END
-WHERE run_id = ? AND case_id = ? AND trial = ? AND batch != ?
-"""
+_INSERT = insert_rows(
+    "trials",
+    {
+        "run_id": "text",
+        "case_id": "text",
+        "trial": "bigint",
+        "decision": "text",
+        "expected": "text",
+        "error_type": "text",
+        "latency_ms": "double precision",
+        "passed": "bigint",
+        "tiers": "text",
+        "batch": "bigint",
+    },
+    " ON CONFLICT DO NOTHING",
+)
+_REPEAT = sql(
+    "UPDATE trials SET duplicates = duplicates + CASE WHEN decision",
+    IS_NOT_DISTINCT_FROM,
+    "? THEN 1 ELSE 0 END, conflict = CASE WHEN decision",
+    IS_DISTINCT_FROM,
+    "? THEN 1 ELSE conflict END WHERE run_id = ? AND case_id = ? AND trial = ? AND batch != ?",
+)
 """A record whose identity an earlier write already holds: a duplicate, or a conflict."""
 TRIAL_COLUMNS = (
     "case_id, trial, decision, expected, error_type, duplicates, conflict, latency_ms, passed,"
     " tiers"
 )
 """A stored trial's columns as `evidence_of` reads them."""
-_LATE = "UPDATE runs SET late = late + ? WHERE run_id = ?"
-_HEARD = (
+_LATE = sql("UPDATE runs SET late = late + ? WHERE run_id = ?")
+_HEARD = sql(
     "UPDATE runs SET last_seen = ?, version = version + 1 WHERE run_id = ? AND final = 0"
     " RETURNING version"
 )
 """News of an open run that is not a trial (a span of a trial still settling)."""
-_FRAMEWORK = "UPDATE runs SET framework = 1 WHERE run_id = ? AND framework = 0"
-_AMEND = """
-UPDATE trials SET decision = ?, expected = ?, error_type = ?, latency_ms = ?, passed = ?,
-    tiers = ?, batch = ?
-WHERE run_id = ? AND case_id = ? AND trial = ?
-"""
+_FRAMEWORK = sql("UPDATE runs SET framework = 1 WHERE run_id = ? AND framework = 0")
+_AMEND = sql(
+    "UPDATE trials SET decision = ?, expected = ?, error_type = ?, latency_ms = ?, passed = ?,"
+    " tiers = ?, batch = ? WHERE run_id = ? AND case_id = ? AND trial = ?"
+)
 """A framework trial derived again from all its spans (one came after it settled)."""
+_LATE_DECLARATION = sql(
+    "UPDATE runs SET late = late + 1 WHERE run_id = ? AND final = 1 AND declaration",
+    IS_DISTINCT_FROM,
+    "?",
+)
+_DECLARE = sql(
+    "UPDATE runs SET declaration = ?, planned_trials = ?, declared_at = ?,"
+    " suite = COALESCE(?, suite), point = COALESCE(?, point)"
+    " WHERE run_id = ? AND declaration IS NULL AND final = 0"
+)
+_DECLARATION_CONFLICT = sql(
+    "UPDATE runs SET declaration_conflict = 1 WHERE run_id = ? AND final = 0 AND declaration != ?"
+)
+_ROOM = sql("SELECT final, received FROM runs WHERE run_id = ?")
+_FINAL = sql("SELECT final FROM runs WHERE run_id = ?")
+_TRIALS = sql(f"SELECT {TRIAL_COLUMNS} FROM trials WHERE run_id = ? ORDER BY case_id, trial")
+_TRIALS_UPTO = sql(
+    f"SELECT {TRIAL_COLUMNS} FROM trials WHERE run_id = ? AND batch <= ? ORDER BY case_id, trial"
+)
+_CLOSE = sql("UPDATE runs SET final = 1 WHERE run_id = ? AND final = 0 AND owner = ?")
+_ADMIT = sql(
+    "UPDATE runs SET status = ?, final = 1, finished_at = ?,"
+    " declaration = COALESCE(declaration, ?) WHERE run_id = ? AND status IS NULL"
+)
+_STATUS = sql("SELECT status FROM runs WHERE run_id = ?")
+_RECEIVED = sql("UPDATE runs SET received = received + ? WHERE run_id = ?")
 
 
 class Runs:
@@ -115,16 +153,11 @@ class Runs:
         conflict (the first stays), an identical one a harmless repeat. A run that is final is
         frozen: a different run span then is only counted as late."""
         run_id, text = attributes[names.RUN_ID], json.dumps(attributes, sort_keys=True)
-        cursor.execute(
-            "UPDATE runs SET late = late + 1 WHERE run_id = ? AND final = 1 AND declaration IS NOT ?",
-            (run_id, text),
-        )
+        cursor.execute(_LATE_DECLARATION, (run_id, text))
         if cursor.rowcount:
             return
         cursor.execute(
-            "UPDATE runs SET declaration = ?, planned_trials = ?, declared_at = ?,"
-            " suite = COALESCE(?, suite), point = COALESCE(?, point)"
-            " WHERE run_id = ? AND declaration IS NULL AND final = 0",
+            _DECLARE,
             (
                 text,
                 attributes.get(names.PLAN_TRIALS),
@@ -135,11 +168,7 @@ class Runs:
             ),
         )
         if cursor.rowcount == 0:
-            cursor.execute(
-                "UPDATE runs SET declaration_conflict = 1"
-                " WHERE run_id = ? AND final = 0 AND declaration != ?",
-                (run_id, text),
-            )
+            cursor.execute(_DECLARATION_CONFLICT, (run_id, text))
 
     def take(
         self,
@@ -155,7 +184,7 @@ class Runs:
         refused: dict[str, int] = {}
         accepted: dict[str, list[Trial]] = {}
         for run_id, rows in batch.rows.items():
-            cursor.execute("SELECT final, received FROM runs WHERE run_id = ?", (run_id,))
+            cursor.execute(_ROOM, (run_id,))
             final, received = cursor.fetchone()
             if max_trials is not None and len(rows) > max_trials - received:
                 room = max(0, max_trials - received)
@@ -177,7 +206,7 @@ class Runs:
         amended: dict[str, list[Trial]] = {}
         new: list[Trial] = []
         for run_id, rows in batch.rows.items():
-            cursor.execute("SELECT final FROM runs WHERE run_id = ?", (run_id,))
+            cursor.execute(_FINAL, (run_id,))
             if cursor.fetchone()[0]:
                 cursor.execute(_LATE, (len(rows), run_id))
                 continue
@@ -201,21 +230,16 @@ class Runs:
     def trial_rows(self, cursor: Cursor, run_id: str, upto: int | None = None) -> list[SqlRow]:
         """Every kept trial of a run as `evidence_of` reads it, by case and trial; with `upto`,
         those its writes up to that version stored."""
-        bound, parameters = ("", (run_id,)) if upto is None else (" AND batch <= ?", (run_id, upto))
-        return cursor.execute(
-            f"SELECT {TRIAL_COLUMNS} FROM trials WHERE run_id = ?{bound} ORDER BY case_id, trial",
-            parameters,
-        ).fetchall()
+        if upto is None:
+            return cursor.execute(_TRIALS, (run_id,)).fetchall()
+        return cursor.execute(_TRIALS_UPTO, (run_id, upto)).fetchall()
 
     def close(self, cursor: Cursor, run_ids: Iterable[str], owner: str) -> list[str]:
         """Make final the runs `owner` holds, their admission still to be made; those made so
         (a run another replica took over is not)."""
         closed = []
         for run_id in sorted(run_ids):  # in the order every writer locks runs
-            cursor.execute(
-                "UPDATE runs SET final = 1 WHERE run_id = ? AND final = 0 AND owner = ?",
-                (run_id, owner),
-            )
+            cursor.execute(_CLOSE, (run_id, owner))
             if cursor.rowcount:
                 closed.append(run_id)
         return closed
@@ -230,27 +254,27 @@ class Runs:
     ) -> bool:
         """Give a run its admission, final; False (nothing written) when it has one already. A
         run without a run span keeps `declaration` as what it was judged by."""
-        cursor.execute(
-            "UPDATE runs SET status = ?, final = 1, finished_at = ?,"
-            " declaration = COALESCE(declaration, ?)"
-            " WHERE run_id = ? AND status IS NULL",
-            (status, finished_at, declaration, run_id),
-        )
+        cursor.execute(_ADMIT, (status, finished_at, declaration, run_id))
         return cursor.rowcount == 1
 
     def awaits_admission(self, cursor: Cursor, run_id: str) -> bool:
         """Whether a run is known and not admitted yet."""
-        cursor.execute("SELECT status FROM runs WHERE run_id = ?", (run_id,))
+        cursor.execute(_STATUS, (run_id,))
         row = cursor.fetchone()
         return row is not None and row[0] is None
 
 
+def runs_where(clauses: str) -> Statement:
+    """The statement that selects the runs a `WHERE ... ORDER BY ... LIMIT` text says, as
+    `select_runs` reads them."""
+    return sql(f"SELECT {RUN_COLUMNS} FROM runs {clauses}")
+
+
 def select_runs(
-    cursor: Cursor, clauses: str, parameters: tuple[object, ...] = ()
+    cursor: Cursor, statement: Statement, parameters: tuple[object, ...] = ()
 ) -> list[StoredRun]:
-    """The runs a `WHERE ... ORDER BY ... LIMIT` text selects."""
-    rows = cursor.execute(f"SELECT {RUN_COLUMNS} FROM runs {clauses}", parameters).fetchall()
-    return [stored_run(row) for row in rows]
+    """The runs a statement of `runs_where` selects."""
+    return [stored_run(row) for row in cursor.execute(statement, parameters).fetchall()]
 
 
 def stored_run(row: SqlRow) -> StoredRun:
@@ -280,6 +304,6 @@ def _insert(cursor: Cursor, run_id: str, rows: list[TrialRow], batch: int) -> No
     count as duplicates or conflicts of the stored ones."""
     cursor.executemany(_INSERT, [(*row, batch) for row in rows])
     inserted = cursor.rowcount
-    cursor.execute("UPDATE runs SET received = received + ? WHERE run_id = ?", (inserted, run_id))
+    cursor.execute(_RECEIVED, (inserted, run_id))
     if inserted < len(rows):  # repeated identities: count duplicates and conflicts
         cursor.executemany(_REPEAT, repeats(rows, batch))

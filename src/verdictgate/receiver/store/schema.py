@@ -1,18 +1,20 @@
 """The store's tables and indexes, and bringing a store made by an earlier release up to date
-when it is opened."""
+when it is opened. The tables' statements stand in both dialects side by side (their column
+types differ); the rest is SQL both take."""
 
 from __future__ import annotations
-
-import re
 
 import msgspec
 
 from ...otel.framework_traces import TrialMark
 from ...span_facts import SpanFacts
 from .connection import Cursor, Database
+from .statements import Each, sql
 
-SCHEMA = """
-CREATE TABLE IF NOT EXISTS runs (
+TABLES = {
+    "runs": sql(
+        Each(
+            sqlite="""CREATE TABLE IF NOT EXISTS runs (
     run_id TEXT PRIMARY KEY,
     suite TEXT,
     point TEXT,
@@ -31,8 +33,32 @@ CREATE TABLE IF NOT EXISTS runs (
     lease_until REAL,            -- before heartbeats (`replicas`): read once, when they came
     version INTEGER NOT NULL DEFAULT 0,  -- writes that touched it: a trial's batch is one
     framework INTEGER NOT NULL DEFAULT 0 -- 1 once a trial of it came from framework spans
-);
-CREATE TABLE IF NOT EXISTS trials (
+)""",
+            postgres="""CREATE TABLE IF NOT EXISTS runs (
+    run_id TEXT PRIMARY KEY,
+    suite TEXT,
+    point TEXT,
+    declaration TEXT,
+    planned_trials BIGINT,
+    declared_at DOUBLE PRECISION,
+    first_seen DOUBLE PRECISION NOT NULL,
+    last_seen DOUBLE PRECISION NOT NULL,
+    status TEXT,
+    final BIGINT NOT NULL DEFAULT 0,
+    received BIGINT NOT NULL DEFAULT 0,
+    late BIGINT NOT NULL DEFAULT 0,
+    declaration_conflict BIGINT NOT NULL DEFAULT 0,
+    finished_at DOUBLE PRECISION,
+    owner TEXT,
+    lease_until DOUBLE PRECISION,
+    version BIGINT NOT NULL DEFAULT 0,
+    framework BIGINT NOT NULL DEFAULT 0
+)""",
+        )
+    ),
+    "trials": sql(
+        Each(
+            sqlite="""CREATE TABLE IF NOT EXISTS trials (
     run_id TEXT NOT NULL,
     case_id TEXT NOT NULL,
     trial INTEGER NOT NULL,
@@ -46,21 +72,61 @@ CREATE TABLE IF NOT EXISTS trials (
     passed INTEGER,              -- verdictgate.passed: 1, 0, or NULL when no tier judged it
     tiers TEXT,                  -- JSON [failed, warned, skipped, tied, aliases, key_id] when an invariant broke, a tier was skipped, a path was tied or the case has further names
     PRIMARY KEY (run_id, case_id, trial)
-) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS traces (
+) WITHOUT ROWID""",
+            postgres="""CREATE TABLE IF NOT EXISTS trials (
+    run_id TEXT NOT NULL,
+    case_id TEXT NOT NULL,
+    trial BIGINT NOT NULL,
+    decision TEXT,
+    expected TEXT,
+    error_type TEXT,
+    duplicates BIGINT NOT NULL DEFAULT 0,
+    conflict BIGINT NOT NULL DEFAULT 0,
+    batch BIGINT NOT NULL,
+    latency_ms DOUBLE PRECISION,
+    passed BIGINT,
+    tiers TEXT,
+    PRIMARY KEY (run_id, case_id, trial)
+)""",
+        )
+    ),
+    "traces": sql(
+        Each(
+            sqlite="""CREATE TABLE IF NOT EXISTS traces (
     trace_id TEXT PRIMARY KEY,   -- a trace holding framework spans or a harness's trial span
     last_seen REAL NOT NULL,
     state INTEGER NOT NULL DEFAULT 0,  -- 0 no trial span yet, 1 a trial span held
     spans INTEGER NOT NULL DEFAULT 0   -- framework spans it holds
-);
-CREATE TABLE IF NOT EXISTS trace_spans (
+)""",
+            postgres="""CREATE TABLE IF NOT EXISTS traces (
+    trace_id TEXT PRIMARY KEY,
+    last_seen DOUBLE PRECISION NOT NULL,
+    state BIGINT NOT NULL DEFAULT 0,
+    spans BIGINT NOT NULL DEFAULT 0
+)""",
+        )
+    ),
+    "trace_spans": sql(
+        Each(
+            sqlite="""CREATE TABLE IF NOT EXISTS trace_spans (
     trace_id TEXT NOT NULL,
     span_id TEXT NOT NULL,
     facts BLOB NOT NULL,         -- SpanFacts, msgpack: names only, never content
     parent_id TEXT,              -- the facts' parent, to find a span's trial without decoding
     PRIMARY KEY (trace_id, span_id)
-) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS trial_marks (
+) WITHOUT ROWID""",
+            postgres="""CREATE TABLE IF NOT EXISTS trace_spans (
+    trace_id TEXT NOT NULL,
+    span_id TEXT NOT NULL,
+    facts BYTEA NOT NULL,
+    parent_id TEXT,
+    PRIMARY KEY (trace_id, span_id)
+)""",
+        )
+    ),
+    "trial_marks": sql(
+        Each(
+            sqlite="""CREATE TABLE IF NOT EXISTS trial_marks (
     trace_id TEXT NOT NULL,
     span_id TEXT NOT NULL,
     mark BLOB NOT NULL,          -- TrialMark, msgpack
@@ -70,18 +136,47 @@ CREATE TABLE IF NOT EXISTS trial_marks (
     arrived REAL,                -- when the trial span arrived (it settles by arrived + max hold)
     settled INTEGER NOT NULL DEFAULT 0,  -- 1 once its trial is stored
     PRIMARY KEY (trace_id, span_id)
-) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS settled_spans (
+) WITHOUT ROWID""",
+            postgres="""CREATE TABLE IF NOT EXISTS trial_marks (
+    trace_id TEXT NOT NULL,
+    span_id TEXT NOT NULL,
+    mark BYTEA NOT NULL,
+    run_id TEXT,
+    amended BIGINT NOT NULL DEFAULT 0,
+    last_seen DOUBLE PRECISION,
+    arrived DOUBLE PRECISION,
+    settled BIGINT NOT NULL DEFAULT 0,
+    PRIMARY KEY (trace_id, span_id)
+)""",
+        )
+    ),
+    "settled_spans": sql(
+        Each(
+            sqlite="""CREATE TABLE IF NOT EXISTS settled_spans (
     trace_id TEXT NOT NULL,
     span_id TEXT NOT NULL,       -- a span below a settled trial: its facts are let go
     mark TEXT NOT NULL,          -- that trial's span id, to count a late copy below it
     PRIMARY KEY (trace_id, span_id)
-) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS replicas (
+) WITHOUT ROWID""",
+            postgres="""CREATE TABLE IF NOT EXISTS settled_spans (
+    trace_id TEXT NOT NULL,
+    span_id TEXT NOT NULL,
+    mark TEXT NOT NULL,
+    PRIMARY KEY (trace_id, span_id)
+)""",
+        )
+    ),
+    "replicas": sql(
+        """CREATE TABLE IF NOT EXISTS replicas (
     name TEXT PRIMARY KEY,       -- a replica of a shared store (`local` for a store of one process)
-    alive_until REAL NOT NULL    -- its heartbeat: it owns its runs until then unless renewed
-);
-CREATE TABLE IF NOT EXISTS outbox (
+    alive_until """,
+        Each("REAL", "DOUBLE PRECISION"),
+        """ NOT NULL  -- its heartbeat: it owns its runs until then unless renewed
+)""",
+    ),
+    "outbox": sql(
+        Each(
+            sqlite="""CREATE TABLE IF NOT EXISTS outbox (
     seq INTEGER PRIMARY KEY AUTOINCREMENT,
     run_id TEXT NOT NULL,
     final INTEGER NOT NULL,      -- 0 for a canary window's interim admission
@@ -89,50 +184,77 @@ CREATE TABLE IF NOT EXISTS outbox (
     sent INTEGER NOT NULL DEFAULT 0, -- the signals already delivered (bits)
     claimed_by TEXT,             -- the replica delivering it
     claim_until REAL             -- when that claim lapses
-);
-"""
+)""",
+            postgres="""CREATE TABLE IF NOT EXISTS outbox (
+    seq BIGINT GENERATED BY DEFAULT AS IDENTITY PRIMARY KEY,
+    run_id TEXT NOT NULL,
+    final BIGINT NOT NULL,
+    body TEXT NOT NULL,
+    sent BIGINT NOT NULL DEFAULT 0,
+    claimed_by TEXT,
+    claim_until DOUBLE PRECISION
+)""",
+        )
+    ),
+}
+"""The tables, by name: SQLite's text says what each column holds."""
 
-ADDED_COLUMNS = {
-    "trials": {"latency_ms": "REAL", "passed": "INTEGER", "tiers": "TEXT"},
+_INTEGER = Each("INTEGER", "BIGINT")
+_REAL = Each("REAL", "DOUBLE PRECISION")  # PostgreSQL's REAL is 4 bytes
+_FLAG = Each("INTEGER NOT NULL DEFAULT 0", "BIGINT NOT NULL DEFAULT 0")
+"""The types of the columns added, in each dialect."""
+_ADDED: dict[str, dict[str, str | Each]] = {
+    "trials": {"latency_ms": _REAL, "passed": _INTEGER, "tiers": "TEXT"},
     "trace_spans": {"parent_id": "TEXT"},
     "trial_marks": {
-        "last_seen": "REAL",
-        "arrived": "REAL",
-        "settled": "INTEGER NOT NULL DEFAULT 0",
+        "last_seen": _REAL,
+        "arrived": _REAL,
+        "settled": _FLAG,
         "run_id": "TEXT",
-        "amended": "INTEGER NOT NULL DEFAULT 0",
+        "amended": _FLAG,
     },
-    "traces": {"spans": "INTEGER NOT NULL DEFAULT 0"},
+    "traces": {"spans": _FLAG},
     "runs": {
-        "late": "INTEGER NOT NULL DEFAULT 0",
-        "declaration_conflict": "INTEGER NOT NULL DEFAULT 0",
-        "finished_at": "REAL",
+        "late": _FLAG,
+        "declaration_conflict": _FLAG,
+        "finished_at": _REAL,
         "owner": "TEXT",
-        "lease_until": "REAL",
-        "version": "INTEGER NOT NULL DEFAULT 0",
-        "framework": "INTEGER NOT NULL DEFAULT 0",
+        "lease_until": _REAL,
+        "version": _FLAG,
+        "framework": _FLAG,
     },
-    "outbox": {"claimed_by": "TEXT", "claim_until": "REAL"},
+    "outbox": {"claimed_by": "TEXT", "claim_until": _REAL},
 }
-"""Columns added after the first release: a store made before them gains them on open."""
-INDEXES = (
-    "CREATE INDEX IF NOT EXISTS runs_open ON runs (first_seen) WHERE final = 0",
-    "CREATE INDEX IF NOT EXISTS runs_finished ON runs (finished_at) WHERE final = 1",
-    "CREATE INDEX IF NOT EXISTS runs_listed ON runs (first_seen, run_id)",
-    "CREATE INDEX IF NOT EXISTS runs_latest ON runs (suite, point, finished_at) WHERE final = 1",
-    "CREATE INDEX IF NOT EXISTS traces_by_age ON traces (last_seen)",
-    "CREATE INDEX IF NOT EXISTS traces_holding ON traces (last_seen) WHERE spans > 0",
-    "CREATE INDEX IF NOT EXISTS marks_due ON trial_marks (last_seen) WHERE settled = 0",
-    "CREATE INDEX IF NOT EXISTS marks_held ON trial_marks (arrived) WHERE settled = 0",
-    "CREATE INDEX IF NOT EXISTS traces_unmarked ON traces (last_seen) WHERE state = 0",
-    "CREATE INDEX IF NOT EXISTS runs_owned ON runs (owner) WHERE status IS NULL",
+ADDED_COLUMNS = {
+    table: {
+        column: sql(f"ALTER TABLE {table} ADD COLUMN {column} ", kind)
+        for column, kind in columns.items()
+    }
+    for table, columns in _ADDED.items()
+}
+"""Columns added after the first release, by table, each with its `ALTER TABLE`: a store made
+before them gains them on open."""
+INDEXES = tuple(
+    sql(index)
+    for index in (
+        "CREATE INDEX IF NOT EXISTS runs_open ON runs (first_seen) WHERE final = 0",
+        "CREATE INDEX IF NOT EXISTS runs_finished ON runs (finished_at) WHERE final = 1",
+        "CREATE INDEX IF NOT EXISTS runs_listed ON runs (first_seen, run_id)",
+        "CREATE INDEX IF NOT EXISTS runs_latest ON runs (suite, point, finished_at) WHERE final = 1",
+        "CREATE INDEX IF NOT EXISTS traces_by_age ON traces (last_seen)",
+        "CREATE INDEX IF NOT EXISTS traces_holding ON traces (last_seen) WHERE spans > 0",
+        "CREATE INDEX IF NOT EXISTS marks_due ON trial_marks (last_seen) WHERE settled = 0",
+        "CREATE INDEX IF NOT EXISTS marks_held ON trial_marks (arrived) WHERE settled = 0",
+        "CREATE INDEX IF NOT EXISTS traces_unmarked ON traces (last_seen) WHERE state = 0",
+        "CREATE INDEX IF NOT EXISTS runs_owned ON runs (owner) WHERE status IS NULL",
+    )
 )
 """Open runs (the tick's cost follows the work in flight, not the store's history), finished
 runs by age (retention deletes the oldest without a scan), and every run in listing order
 (a page of `/v1/runs` reads that page only), traces by age and trials not yet settled by age
 (settling and forgetting read what is due, not everything held), and the runs not yet admitted
 by owner (claiming reads open work only)."""
-SHARED_INDEXES = ("CREATE INDEX IF NOT EXISTS trials_by_write ON trials (run_id, batch)",)
+SHARED_INDEXES = (sql("CREATE INDEX IF NOT EXISTS trials_by_write ON trials (run_id, batch)"),)
 """A shared store's: a replica reads the trials other replicas wrote to its runs since it
 last looked (a store of one process never needs to)."""
 
@@ -141,6 +263,28 @@ WAITING, MARKED = 0, 1
 
 _FACTS = msgspec.msgpack.Decoder(SpanFacts)
 _MARK = msgspec.msgpack.Decoder(TrialMark)
+
+_LEASES_TO_HEARTBEATS = sql(
+    "INSERT INTO replicas (name, alive_until) SELECT owner, MAX(COALESCE(lease_until, 0))"
+    " FROM runs WHERE status IS NULL AND owner IS NOT NULL GROUP BY owner"
+)
+_FINISHED_AT = sql(
+    "UPDATE runs SET finished_at = last_seen WHERE final = 1 AND finished_at IS NULL"
+)
+_MARKS_ARRIVED = sql(
+    "UPDATE trial_marks SET arrived = (SELECT last_seen FROM traces t WHERE"
+    " t.trace_id = trial_marks.trace_id), last_seen = (SELECT last_seen FROM traces t"
+    " WHERE t.trace_id = trial_marks.trace_id) WHERE arrived IS NULL"
+)
+_TRACES_MARKED = sql("UPDATE traces SET state = ? WHERE state = 2")
+_TRACES_SPANS = sql(
+    "UPDATE traces SET spans = (SELECT COUNT(*) FROM trace_spans s WHERE"
+    " s.trace_id = traces.trace_id)"
+)
+_MARKS_UNSETTLED = sql("SELECT trace_id, span_id, mark FROM trial_marks WHERE settled = 0")
+_MARK_RUN = sql("UPDATE trial_marks SET run_id = ? WHERE trace_id = ? AND span_id = ?")
+_SPANS = sql("SELECT trace_id, span_id, facts FROM trace_spans")
+_SPAN_PARENT = sql("UPDATE trace_spans SET parent_id = ? WHERE trace_id = ? AND span_id = ?")
 
 
 def migrate(database: Database) -> None:
@@ -152,20 +296,14 @@ def migrate(database: Database) -> None:
 
 def _migrate(database: Database, cursor: Cursor) -> None:
     beating = bool(database.columns(cursor, "replicas"))
-    for statement in re.sub(r"--[^\n]*", "", SCHEMA).split(";"):
-        if statement.strip():
-            cursor.execute(statement)
+    for table in TABLES.values():
+        cursor.execute(table)
     added = _add_columns(database, cursor)
     if not beating:  # a store made before heartbeats: its owners are alive while their leases
-        cursor.execute(  # hold, as they were
-            "INSERT INTO replicas (name, alive_until) SELECT owner, MAX(COALESCE(lease_until, 0))"
-            " FROM runs WHERE status IS NULL AND owner IS NOT NULL GROUP BY owner"
-        )
+        cursor.execute(_LEASES_TO_HEARTBEATS)  # hold, as they were
     _migrate_held(cursor, added)
     if "finished_at" in added:  # runs finished by a release before `finished_at`
-        cursor.execute(
-            "UPDATE runs SET finished_at = last_seen WHERE final = 1 AND finished_at IS NULL"
-        )
+        cursor.execute(_FINISHED_AT)
     for index in INDEXES + (SHARED_INDEXES if database.shared else ()):
         cursor.execute(index)
 
@@ -175,9 +313,9 @@ def _add_columns(database: Database, cursor: Cursor) -> set[str]:
     added = set()
     for table, columns in ADDED_COLUMNS.items():
         present = database.columns(cursor, table)
-        for column, kind in columns.items():
+        for column, statement in columns.items():
             if column not in present:
-                cursor.execute(f"ALTER TABLE {table} ADD COLUMN {column} {kind}")
+                cursor.execute(statement)
                 added.add(column)
     return added
 
@@ -188,28 +326,18 @@ def _migrate_held(cursor: Cursor, added: set[str]) -> None:
     spans their parent; a trace that release had settled is one whose trials are all settled
     (it took no spans since)."""
     if "arrived" in added:
-        cursor.execute(
-            "UPDATE trial_marks SET arrived = (SELECT last_seen FROM traces t WHERE"
-            " t.trace_id = trial_marks.trace_id), last_seen = (SELECT last_seen FROM traces t"
-            " WHERE t.trace_id = trial_marks.trace_id) WHERE arrived IS NULL"
-        )
-        cursor.execute("UPDATE traces SET state = ? WHERE state = 2", (MARKED,))
+        cursor.execute(_MARKS_ARRIVED)
+        cursor.execute(_TRACES_MARKED, (MARKED,))
     if "spans" in added:
-        cursor.execute(
-            "UPDATE traces SET spans = (SELECT COUNT(*) FROM trace_spans s WHERE"
-            " s.trace_id = traces.trace_id)"
-        )
+        cursor.execute(_TRACES_SPANS)
     if "run_id" in added:  # the trials still to settle: the settled ones need no run
-        rows = cursor.execute(
-            "SELECT trace_id, span_id, mark FROM trial_marks WHERE settled = 0"
-        ).fetchall()
+        rows = cursor.execute(_MARKS_UNSETTLED).fetchall()
         cursor.executemany(
-            "UPDATE trial_marks SET run_id = ? WHERE trace_id = ? AND span_id = ?",
-            [(_MARK.decode(mark).run, trace, span) for trace, span, mark in rows],
+            _MARK_RUN, [(_MARK.decode(mark).run, trace, span) for trace, span, mark in rows]
         )
     if "parent_id" in added:
-        rows = cursor.execute("SELECT trace_id, span_id, facts FROM trace_spans").fetchall()
+        rows = cursor.execute(_SPANS).fetchall()
         cursor.executemany(
-            "UPDATE trace_spans SET parent_id = ? WHERE trace_id = ? AND span_id = ?",
+            _SPAN_PARENT,
             [(_FACTS.decode(facts).parent_id, trace, span) for trace, span, facts in rows],
         )

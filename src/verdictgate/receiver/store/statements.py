@@ -1,0 +1,136 @@
+"""Statements both stores run, each written once, with `?` for each of its parameters: in SQL
+that SQLite and PostgreSQL both take, and where the dialects differ, with the piece that differs
+given in each side by side (`Each`). Each driver's text is made when the statement is built, at
+import (sqlite3's `?`, psycopg's raw `$1`, `$2`, ...), never rewritten at run time; every
+statement built is kept in `STATEMENTS`, so that a test runs them all on both stores."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import NamedTuple
+
+
+class Each(NamedTuple):
+    """A piece of a statement each dialect spells its own way."""
+
+    sqlite: str
+    postgres: str
+
+
+@dataclass(frozen=True, slots=True)
+class Statement:
+    """One statement in each driver's text."""
+
+    sqlite: str
+    """sqlite3's: `?` for each parameter."""
+    postgres: str
+    """psycopg's raw form (`RawCursor`): `$1`, `$2`, ... for the parameters in order."""
+    parameters: int
+    """How many parameters it takes."""
+    postgres_arrays: str | None = None
+    """For an insert of one row, the same insert of many rows on PostgreSQL: each column's
+    values as one array (`unnest`), in the row's order (see `insert_rows`)."""
+
+    @classmethod
+    def of(cls, *pieces: str | Each) -> Statement:
+        """The statement the pieces make, in order: text both dialects take, and `Each`
+        pieces. ValueError when a `?` is inside a literal, a quoted name or a comment, when the
+        dialects' texts take different numbers of parameters, or when a text holds another
+        marker of parameters (`?1`, `$`; in SQLite's, `:` and `@` too)."""
+        sqlite = _between_markers("".join(_spelling(piece, 0) for piece in pieces), ":@$")
+        postgres = _between_markers("".join(_spelling(piece, 1) for piece in pieces), "$")
+        if len(sqlite) != len(postgres):
+            raise ValueError(f"the dialects take different parameters: {'?'.join(sqlite)!r}")
+        return cls("?".join(sqlite), _numbered(postgres), len(sqlite) - 1)
+
+
+STATEMENTS: list[Statement] = []
+"""Every statement of the store (`sql`, `insert_rows`), in the order built."""
+
+SKIP_LOCKED = Each("", " FOR UPDATE SKIP LOCKED")
+"""What a claiming `SELECT` ends with, so that replicas claim different rows (a SQLite store
+has one writer at a time)."""
+FOR_UPDATE = Each("", " FOR UPDATE")
+"""What a `SELECT` of a row a transaction goes on to change ends with, to hold it."""
+IS_NOT_DISTINCT_FROM = Each(" IS ", " IS NOT DISTINCT FROM ")
+"""Equal, NULL equal to NULL (SQLite spells it `IS` before 3.39)."""
+IS_DISTINCT_FROM = Each(" IS NOT ", " IS DISTINCT FROM ")
+"""Not equal, NULL equal to NULL (SQLite spells it `IS NOT` before 3.39)."""
+
+
+def sql(*pieces: str | Each) -> Statement:
+    """A statement of the store (`Statement.of`), kept in STATEMENTS."""
+    return _kept(Statement.of(*pieces))
+
+
+def insert_rows(table: str, columns: dict[str, str], then: str = "") -> Statement:
+    """An insert of one row into `table`'s `columns` (each given with its PostgreSQL type), and
+    what follows it (`then`), which PostgreSQL also takes for many rows at once: each column's
+    values as one array (`Statement.postgres_arrays`)."""
+    names = ", ".join(columns)
+    row = Statement.of(
+        f"INSERT INTO {table} ({names}) VALUES ({', '.join('?' * len(columns))}){then}"
+    )
+    arrays = ", ".join(f"?::{kind}[]" for kind in columns.values())
+    in_arrays = _between_markers(
+        f"INSERT INTO {table} ({names}) SELECT * FROM unnest({arrays}){then}", "$"
+    )
+    return _kept(replace(row, postgres_arrays=_numbered(in_arrays)))
+
+
+def _kept(statement: Statement) -> Statement:
+    """A statement, kept in STATEMENTS."""
+    STATEMENTS.append(statement)
+    return statement
+
+
+def _spelling(piece: str | Each, dialect: int) -> str:
+    """A piece as one dialect spells it (0: SQLite, 1: PostgreSQL)."""
+    return piece if isinstance(piece, str) else piece[dialect]
+
+
+def _between_markers(text: str, refused: str) -> list[str]:
+    """The text between its `?` markers (outside literals, quoted names and comments); a
+    `refused` character outside them, or a `?` inside one, is a ValueError."""
+    pieces, start, at = [], 0, 0
+    while at < len(text):
+        end = _quoted_end(text, at)
+        if end is not None:
+            if "?" in text[at:end]:
+                raise ValueError(
+                    f"a `?` marks a parameter, never in a literal or comment: {text!r}"
+                )
+            at = end
+        elif text[at] == "?":
+            if text[at + 1 : at + 2].isdigit():
+                raise ValueError(f"a `?` with a number is SQLite's marker alone: {text!r}")
+            pieces.append(text[start:at])
+            start = at = at + 1
+        elif text[at] in refused:
+            raise ValueError(f"{text[at]!r} marks a parameter in a dialect: {text!r}")
+        else:
+            at += 1
+    pieces.append(text[start:])
+    return pieces
+
+
+def _quoted_end(text: str, at: int) -> int | None:
+    """Where the literal, quoted name or comment that opens at `at` ends (None when none opens
+    there; ValueError when it never closes). A quote doubled inside a literal reads as two
+    literals side by side: the same characters."""
+    for opening, closing in _QUOTED:
+        if text.startswith(opening, at):
+            end = text.find(closing, at + len(opening))
+            if end < 0 and opening != "--":
+                raise ValueError(f"a literal, quoted name or comment is left open: {text!r}")
+            return len(text) if end < 0 else end + len(closing)
+    return None
+
+
+_QUOTED = (("'", "'"), ('"', '"'), ("--", "\n"), ("/*", "*/"))
+"""How a literal, a quoted name or a comment opens, and what closes it."""
+
+
+def _numbered(pieces: list[str]) -> str:
+    """PostgreSQL's text: the pieces joined by `$1`, `$2`, ..."""
+    return pieces[0] + "".join(f"${n}{piece}" for n, piece in enumerate(pieces[1:], 1))

@@ -1,0 +1,211 @@
+"""Every statement of the store, run on SQLite and on a real PostgreSQL: each is written once,
+with the pieces that differ given in each dialect, and each driver's text made when it is built
+(never rewritten at run time). Values a parameter may hold come from PostgreSQL's reading of
+the statement (PREPARE), so a statement one dialect cannot run fails here."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterator
+from contextlib import closing, contextmanager
+from pathlib import Path
+
+import psycopg
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from postgres_support import StoreMaker
+from verdictgate.receiver.store import Store
+from verdictgate.receiver.store.connection import Database, open_database
+from verdictgate.receiver.store.faults import first_line
+from verdictgate.receiver.store.postgres import BULK_ROWS
+from verdictgate.receiver.store.schema import ADDED_COLUMNS, TABLES, migrate
+from verdictgate.receiver.store.statements import (
+    IS_DISTINCT_FROM,
+    IS_NOT_DISTINCT_FROM,
+    SKIP_LOCKED,
+    STATEMENTS,
+    Each,
+    Statement,
+)
+
+KINDS = ["sqlite", "postgresql"]
+PLAUSIBLE = {
+    "text": "r1",
+    "name": "runs",  # a table's, in the information schema
+    "bigint": 1,
+    "integer": 1,
+    "double precision": 1.5,
+    "bytea": b"\x90",
+}
+"""A value for a parameter of each type PostgreSQL reads the store's parameters as."""
+
+
+@contextmanager
+def database(kind: str, server: str, directory: Path, name: str) -> Iterator[Database]:
+    """A fresh database of that kind (a SQLite file, or a PostgreSQL database), closed after."""
+    maker = StoreMaker(kind, directory, server if kind == "postgresql" else None)
+    opened = open_database(maker.location(name))
+    try:
+        yield opened
+    finally:
+        opened.close()
+
+
+def parameter_types(server: str, directory: Path) -> dict[Statement, list[str]]:
+    """The type PostgreSQL reads each parameter of each statement as, on a store's tables."""
+    location = StoreMaker("postgresql", directory, server).location("types")
+    with closing(open_database(location)) as store:
+        migrate(store)
+    types = {}
+    with psycopg.connect(location, autocommit=True) as connection:
+        for statement in STATEMENTS:
+            if statement.parameters:
+                try:
+                    connection.execute(f"PREPARE probe AS {statement.postgres}")
+                except psycopg.Error as error:
+                    pytest.fail(f"PostgreSQL cannot read {statement.postgres}: {first_line(error)}")
+                (types[statement],) = connection.execute(
+                    "SELECT parameter_types::text[] FROM pg_prepared_statements"
+                    " WHERE name = 'probe'"
+                ).fetchone() or ([],)
+                connection.execute("DEALLOCATE probe")
+    return types
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_every_statement_runs_on_either_store(
+    kind: str, postgres_server: str, tmp_path: Path
+) -> None:
+    types = parameter_types(postgres_server, tmp_path)
+    columns_added = {statement for added in ADDED_COLUMNS.values() for statement in added.values()}
+    failed = []
+    with database(kind, postgres_server, tmp_path, "store") as store:
+        migrate(store)
+        for statement in STATEMENTS:
+            if statement in columns_added:
+                continue
+            values = [PLAUSIBLE[type_] for type_ in types.get(statement, [])]
+            rows = [[f"{value}{n}" if isinstance(value, str) else value for value in values]
+                    for n in range(BULK_ROWS)]  # fmt: skip
+            try:
+                with store.transaction() as cursor:
+                    cursor.execute(statement, values)
+                    if statement.postgres_arrays is not None:
+                        cursor.executemany(statement, rows)
+                        assert cursor.rowcount == BULK_ROWS
+            except Exception as error:
+                failed.append(f"{statement.sqlite}: {first_line(error)}")
+    with database(kind, postgres_server, tmp_path, "first release") as store:
+        with store.transaction() as cursor:  # every table as the first release made it
+            for table in ADDED_COLUMNS:
+                cursor.execute(Statement.of(f"CREATE TABLE {table} (first_column TEXT)"))
+        for added in ADDED_COLUMNS.values():
+            for statement in added.values():
+                try:
+                    with store.transaction() as cursor:
+                        cursor.execute(statement)
+                except Exception as error:
+                    failed.append(f"{statement.sqlite}: {first_line(error)}")
+    assert failed == []
+
+
+def test_both_dialects_make_the_same_tables(postgres_server: str, tmp_path: Path) -> None:
+    columns = {}
+    for kind in KINDS:
+        with database(kind, postgres_server, tmp_path, "tables") as store:
+            migrate(store)
+            with store.locked() as cursor:
+                columns[kind] = {table: store.columns(cursor, table) for table in TABLES}
+    assert columns["sqlite"] == columns["postgresql"]
+    for table, added in ADDED_COLUMNS.items():
+        assert set(added) <= columns["sqlite"][table]
+
+
+def test_each_dialect_gets_its_text_when_the_statement_is_built() -> None:
+    statement = Statement.of(
+        "SELECT run_id FROM runs WHERE suite", IS_NOT_DISTINCT_FROM, "? AND point",
+        IS_DISTINCT_FROM, "? LIMIT ?", SKIP_LOCKED,
+    )  # fmt: skip
+    assert statement.sqlite == (
+        "SELECT run_id FROM runs WHERE suite IS ? AND point IS NOT ? LIMIT ?"
+    )
+    assert statement.postgres == (
+        "SELECT run_id FROM runs WHERE suite IS NOT DISTINCT FROM $1 AND point"
+        " IS DISTINCT FROM $2 LIMIT $3 FOR UPDATE SKIP LOCKED"
+    )
+    assert statement.parameters == 3
+
+
+@pytest.mark.parametrize(
+    "pieces",
+    [
+        ("SELECT '?'",),  # the marker inside a literal
+        ("SELECT 1 -- why?",),
+        ('SELECT "a?" FROM runs',),
+        ("SELECT 'open",),
+        ("SELECT ?1",),  # SQLite's numbered marker
+        ("SELECT $1",),  # PostgreSQL's
+        ("SELECT :name",),  # SQLite's named one
+        (Each("SELECT ?", "SELECT 1"),),  # dialects that take different parameters
+    ],
+)
+def test_a_statement_a_dialect_would_read_otherwise_is_refused_when_built(
+    pieces: tuple[str | Each, ...],
+) -> None:
+    with pytest.raises(ValueError):
+        Statement.of(*pieces)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_literals_reach_either_store_as_written(
+    kind: str, postgres_server: str, tmp_path: Path
+) -> None:
+    with database(kind, postgres_server, tmp_path, "literals") as store:
+        migrate(store)
+        with store.locked() as cursor:
+            row = cursor.execute(
+                Statement.of("SELECT ?, 'a%', 'it''s $1 :x @y %s', ? LIKE 'a%' -- 100%"),
+                ("v", "abc"),
+            ).fetchone()
+        assert tuple(row) == ("v", "a%", "it's $1 :x @y %s", True if kind != "sqlite" else 1)
+        insert = Statement.of(
+            "INSERT INTO traces (trace_id, last_seen) VALUES (?, ?)"
+            " ON CONFLICT DO NOTHING RETURNING trace_id"
+        )
+        with store.transaction() as cursor:
+            assert cursor.execute(insert, ("t1", 1.0)).fetchall() == [("t1",)]
+            assert cursor.execute(insert, ("t1", 2.0)).fetchall() == []
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_any_literal_text_reaches_either_store_unchanged(
+    kind: str, postgres_server: str, tmp_path: Path
+) -> None:
+    with database(kind, postgres_server, tmp_path, "any literal") as store:
+
+        @settings(max_examples=60, suppress_health_check=[HealthCheck.function_scoped_fixture])
+        @given(st.text(st.characters(exclude_categories=["Cs"], exclude_characters="\x00?")))
+        def reaches(text: str) -> None:
+            literal = "'" + text.replace("'", "''") + "'"
+            with store.locked() as cursor:
+                row = cursor.execute(Statement.of(f"SELECT ?, {literal}"), (1,)).fetchone()
+            assert tuple(row) == (1, text)
+
+        reaches()
+
+
+def test_a_sqlite_older_than_the_statements_need_is_refused_in_one_line(
+    cli, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setattr(sqlite3, "sqlite_version_info", (3, 34, 1))
+    monkeypatch.setattr(sqlite3, "sqlite_version", "3.34.1")
+    with pytest.raises(
+        RuntimeError, match=r"needs SQLite 3\.35 or later; this Python's is 3\.34\.1"
+    ):
+        Store(tmp_path / "store.sqlite")
+    result = cli("serve", "--store", str(tmp_path / "store.sqlite"), "--grpc-listen", "127.0.0.1:0")
+    assert result.exit_code == 2 and "Traceback" not in result.output
+    assert len(result.output.strip().splitlines()) == 1 and "SQLite 3.35" in result.output
+    assert not (tmp_path / "store.sqlite").exists()

@@ -692,7 +692,19 @@ class Receiver:
     # The finisher's side
 
     def _do(self, decision: Decision) -> None:
-        """Finish a run, stage a window, or judge a sequential look (on the finisher)."""
+        """Finish a run, stage a window, or judge a sequential look (on the finisher). A store
+        fault is the store's outage to log (a run it failed to admit is taken up again by a
+        later tick); a run that cannot be admitted for any other fault is set aside."""
+        try:
+            self._decide(decision)
+        except Exception as error:
+            if not is_store_error(error):
+                if isinstance(decision, Final):  # not to be tried again at every tick
+                    self._set_aside.add(decision.run_id)
+                raise
+            self.outage.failed(error, export=False)
+
+    def _decide(self, decision: Decision) -> None:
         if isinstance(decision, Look):
             if decided_round(
                 decision.evidence, decision.declaration, decision.first, decision.last
@@ -701,12 +713,7 @@ class Receiver:
                     self._lifecycle.close(decision.run_id, Reason.SEQUENTIAL)
                     self._advance(self._clock())
         elif isinstance(decision, Final):
-            try:
-                self._finish(decision)
-            except Exception as error:
-                if not is_store_error(error):  # not to be tried again at every tick
-                    self._set_aside.add(decision.run_id)
-                raise
+            self._finish(decision)
         else:
             self._stage_window(decision)
 

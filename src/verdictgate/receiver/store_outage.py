@@ -20,8 +20,8 @@ not two lines per failure."""
 
 class StoreOutage:
     """The outages of one receiver's store, on `clock` (seconds): `failed` for each export
-    refused and each tick failed because of the store, `worked` for each export taken and tick
-    done. The first failure of an outage is logged as a warning (what is refused, and the
+    refused and each tick (or admission) failed because of the store, `worked` for each export
+    taken and tick done. The first failure of an outage is logged as a warning (what is refused, and the
     `retry_after` seconds senders are told to wait); its end, the first work done once nothing
     failed for QUIET seconds, with how long the store failed (from the first failure to the
     first work done after the last) and the exports refused meanwhile. Thread-safe."""
@@ -45,7 +45,8 @@ class StoreOutage:
             return self._began is not None
 
     def failed(self, error: BaseException, export: bool) -> None:
-        """The store failed an export (refused: its sender retries it) or a tick."""
+        """The store failed an export (refused: its sender retries it), or other work (a tick,
+        an admission)."""
         with self._lock:
             now = self._clock()
             began = self._began is None

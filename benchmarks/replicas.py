@@ -11,12 +11,15 @@ better). Three parts, each measured in the same run as what it is compared with:
   and the transactions their ticks make (the server's `xact_commit` over the window);
 - idle open runs: 10,000 canaries open on one replica and nothing arriving, the row changes and
   WAL a second that keeping them costs (heartbeats: one row a replica, not one a run);
+- finish: a run of 100,000 trials finished on one replica, and the slowest answer to another
+  run's exports while it was sent and while it was finished;
 - sizing: the bytes a trial costs each store, in tables and indexes and in the log written;
 - takeover: a run open on the replica that owns it, that replica SIGKILLed, the time until the
   survivor owns the run, and until `status --wait` on it returns the run's admission.
 
     python benchmarks/replicas.py [--spans 100000] [--passes 3] [--runs 100000] [--lease 3]
-        [--open-runs 10000] [--sizing-trials 200000] [--parts ingest,rest,idle,sizing,takeover]
+        [--open-runs 10000] [--finish-trials 100000] [--sizing-trials 200000]
+        [--parts ingest,rest,idle,finish,sizing,takeover]
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import uuid
 from pathlib import Path
@@ -36,11 +40,15 @@ import psycopg
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
+import grpc
 from receiver import ceiling, encoded_requests, serve, serve_and_send
 from receiver_idle import cpu_seconds, rss_mib, status_seconds
 
 from postgres_support import postgresql
 from verdictgate.otel.otlp_reading import extract_protobuf
+from verdictgate.receiver.config import ReceiverConfig
+from verdictgate.receiver.core import Receiver
+from verdictgate.receiver.server import Limits, Server
 from verdictgate.receiver.store import Store
 
 
@@ -232,6 +240,61 @@ def bytes_written() -> int:
     raise SystemExit("no /proc/self/io on this machine")
 
 
+def finish(server: str, trials: int, requests: int) -> None:
+    """What finishing a large run costs the other requests of its replica: a run of `trials`
+    sent in `requests` requests to one replica on PostgreSQL while another client exports one
+    trial of another run every 20 ms; that client's slowest answer while the run was sent,
+    and from its last request until a second after its admission (the finisher reads the whole
+    run back and assesses it)."""
+    from receiver_finish import TRACE_EXPORT, encoded, requests_of
+
+    from receiver_support import decision_span, request
+
+    location = fresh_database(server)
+    receiver = Receiver(Store(location), None, ReceiverConfig(idle=3600))
+    served = Server(receiver, grpc_listen="127.0.0.1:0", http_listen=None, limits=Limits())
+    served.start()
+    address = f"127.0.0.1:{served.grpc_port}"
+    phase, answers = ["sending"], {"sending": [], "finishing": []}
+    stop = threading.Event()
+
+    def probe() -> None:
+        channel = grpc.insecure_channel(address)
+        export = channel.unary_unary(TRACE_EXPORT)
+        index = 0
+        while not stop.wait(0.02):
+            body = request([decision_span("beside", "c", index, "ok", "ok")]).SerializeToString()
+            start, current = time.perf_counter(), phase[0]
+            export(body, timeout=60)
+            answers[current].append(time.perf_counter() - start)
+            index += 1
+        channel.close()
+
+    channel = grpc.insecure_channel(address)
+    export = channel.unary_unary(TRACE_EXPORT)
+    export(encoded([]), timeout=30)
+    prober = threading.Thread(target=probe)
+    prober.start()
+    try:
+        for body in requests_of("big", trials, requests):
+            export(body, timeout=120)
+        phase[0] = "finishing"
+        assert receiver.flush(300), "the finisher did not admit the run"
+        time.sleep(1.0)
+    finally:
+        stop.set()
+        prober.join(60)
+        channel.close()
+        served.stop()
+    sending, finishing = max(answers["sending"]), max(answers["finishing"])
+    print(
+        f"finish: a run of {trials:,} trials in {requests} requests on PostgreSQL; another "
+        f"run's export every 20 ms answered in at most {sending * 1e3:.0f} ms while it was "
+        f"sent and {finishing * 1e3:.0f} ms while it was finished ({finishing / sending:.2f}x; "
+        f"{len(answers['finishing'])} exports)"
+    )
+
+
 def takeover(server: str, lease: float) -> None:
     from receiver_support import request, run_span, stable_run
 
@@ -294,8 +357,9 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=20.0)
     parser.add_argument("--open-runs", type=int, default=10_000)
     parser.add_argument("--sizing-trials", type=int, default=200_000)
+    parser.add_argument("--finish-trials", type=int, default=100_000)
     parser.add_argument(
-        "--parts", default="ingest,rest,idle,sizing,takeover", help="which to measure"
+        "--parts", default="ingest,rest,idle,finish,sizing,takeover", help="which to measure"
     )
     parser.add_argument("--lease", type=float, action="append")
     args = parser.parse_args()
@@ -309,6 +373,8 @@ def main() -> None:
                 at_rest(server, runs, args.seconds)
         if "idle" in parts:
             idle_open(server, args.open_runs, args.seconds, 3.0)
+        if "finish" in parts:
+            finish(server, args.finish_trials, 50)
         if "sizing" in parts:
             sizing(server, args.sizing_trials)
         if "takeover" in parts:

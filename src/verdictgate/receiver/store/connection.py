@@ -54,7 +54,8 @@ class Cursor(Protocol):
 
 
 class Database(ABC):
-    """One connection shared by threads: every use of it holds `lock`."""
+    """Where the store's statements run: a SQLite file's one connection, shared by threads
+    under `lock`, or a pool of PostgreSQL connections, one for each use."""
 
     shared = False
     """Whether other processes write the same tables (then counts kept here are estimates)."""

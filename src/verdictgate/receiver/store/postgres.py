@@ -4,7 +4,8 @@ form, `$1`), an insert of many rows sent as arrays of its columns."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+import threading
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
@@ -22,9 +23,12 @@ MIGRATION_LOCK = 0x76657264
 
 class PostgresDatabase(Database):
     """A PostgreSQL database through psycopg 3, shared with other replicas. The URL (or the
-    standard `PG*` environment variables it leaves out) says where and who; a connection lost
-    is made again at the next use. Transactions are READ COMMITTED: rows a transaction changes
-    are locked until it ends, which is what orders replicas' writes to one run or trace."""
+    standard `PG*` environment variables it leaves out) says where and who. Each use takes a
+    connection of a small pool (`ConnectionPool`), so ingest, the tick, the heartbeat, the
+    forwarder, queries and the finisher's read of a whole run never queue behind one another;
+    a connection lost is dropped from the pool and made again at the next use. Transactions are READ
+    COMMITTED: rows a transaction changes are locked until it ends, which is what orders
+    replicas' writes to one run or trace."""
 
     shared = True
 
@@ -44,8 +48,10 @@ class PostgresDatabase(Database):
             )
         except (psycopg.Error, ValueError):
             raise _unreadable(url) from None
-        try:
-            self._connection: psycopg.Connection[tuple[Any, ...]] = self._connect()
+        self._pool = ConnectionPool(self._connect, POOL_SIZE, POOL_WAIT)
+        try:  # one connection first: a store away or a refused role is one clear line
+            with self._pool.connection():
+                pass
         except psycopg.OperationalError as error:  # its text names no password
             raise RuntimeError(
                 f"cannot reach the store {redacted(url)}: {first_line(error)}"
@@ -54,50 +60,122 @@ class PostgresDatabase(Database):
             raise _unreadable(url) from None
 
     def _connect(self) -> psycopg.Connection[tuple[Any, ...]]:
-        """A connection, with the SESSION settings the URL leaves out; lists (the columns of an
-        insert of many rows) are sent in binary, which spares the client quoting them."""
+        """A new connection, with the SESSION settings the URL leaves out; lists (the columns
+        of an insert of many rows) are sent in binary, which spares the client quoting them."""
         from psycopg.types.array import ListBinaryDumper
 
         connection = self._psycopg.connect(self._conninfo, autocommit=True)
         connection.adapters.register_dumper(list, ListBinaryDumper)
         return connection
 
-    def _live(self) -> psycopg.Connection[tuple[Any, ...]]:
-        """The connection, made again when the last one was lost (the lock is held; a server
-        still away raises the driver's error, which a sender is told to retry)."""
-        if self._connection.closed or self._connection.broken:
-            self._connection = self._connect()
-        return self._connection
+    @contextmanager
+    def _connection(self) -> Iterator[psycopg.Connection[tuple[Any, ...]]]:
+        """A connection of the pool for the block (a server away raises the driver's error,
+        which a sender is told to retry). A connection lost lets go of the idle ones too, so
+        that one server restart fails one use, not one use per connection."""
+        try:
+            with self._pool.connection() as connection:
+                yield connection
+        except self._psycopg.OperationalError:
+            self._pool.drop_idle()
+            raise
 
     @contextmanager
     def transaction(self) -> Iterator[Cursor]:
-        with self.lock:
-            connection = self._live()
-            with connection.transaction():
-                yield PostgresCursor(self._psycopg.RawCursor(connection))
+        with self._connection() as connection, connection.transaction():
+            yield PostgresCursor(self._psycopg.RawCursor(connection))
 
     @contextmanager
     def locked(self) -> Iterator[Cursor]:
-        with self.lock:
-            yield PostgresCursor(self._psycopg.RawCursor(self._live()))
+        with self._connection() as connection:
+            yield PostgresCursor(self._psycopg.RawCursor(connection))
 
     def now(self) -> float:
-        with self.lock:
-            cursor = self._live().execute("SELECT EXTRACT(EPOCH FROM clock_timestamp())")
+        with self._connection() as connection:
+            cursor = connection.execute("SELECT EXTRACT(EPOCH FROM clock_timestamp())")
             (seconds,) = cursor.fetchone() or (None,)
         return float(seconds)
 
     @contextmanager
     def migrating(self) -> Iterator[Cursor]:
-        with self.transaction() as cursor:
+        with self._connection() as connection, connection.transaction():
             # another replica's may take a while (on the connection: PostgreSQL's own statements)
-            self._connection.execute("SET LOCAL lock_timeout = 0")
-            self._connection.execute("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK,))
-            yield cursor
+            connection.execute("SET LOCAL lock_timeout = 0")
+            connection.execute("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK,))
+            yield PostgresCursor(self._psycopg.RawCursor(connection))
 
     def close(self) -> None:
-        with self.lock:
-            self._connection.close()
+        self._pool.close()
+
+
+class ConnectionPool:
+    """Connections to one database, made in the thread that needs one and kept for the next use
+    while they are sound: at most `size` in use at once (a use beyond waits `wait` seconds for
+    one, then fails as the store being away). A connection is made when a use needs one, so a
+    server away fails that use at once and a server back is used at once: no thread of the
+    pool's own retries on a schedule of its own."""
+
+    def __init__(
+        self, connect: Callable[[], psycopg.Connection[tuple[Any, ...]]], size: int, wait: float
+    ) -> None:
+        self._connect = connect
+        self._slots = threading.BoundedSemaphore(size)
+        self._wait = wait
+        self._idle: list[psycopg.Connection[tuple[Any, ...]]] = []
+        self._lock = threading.Lock()
+        self._closed = False
+
+    @contextmanager
+    def connection(self) -> Iterator[psycopg.Connection[tuple[Any, ...]]]:
+        """A sound connection for the block, given back after it (closed instead when it broke
+        or is left inside a transaction)."""
+        if not self._slots.acquire(timeout=self._wait):
+            import psycopg
+
+            raise psycopg.OperationalError(
+                f"no connection to the store came free within {self._wait:g} s"
+            )
+        try:
+            connection = self._idle_one() or self._connect()
+            try:
+                yield connection
+            finally:
+                self._give_back(connection)
+        finally:
+            self._slots.release()
+
+    def _idle_one(self) -> psycopg.Connection[tuple[Any, ...]] | None:
+        with self._lock:
+            while self._idle:
+                connection = self._idle.pop()
+                if not (connection.closed or connection.broken):
+                    return connection
+        return None
+
+    def _give_back(self, connection: psycopg.Connection[tuple[Any, ...]]) -> None:
+        from psycopg.pq import TransactionStatus
+
+        status = connection.info.transaction_status
+        with self._lock:
+            if not (self._closed or connection.closed or connection.broken) and (
+                status == TransactionStatus.IDLE
+            ):
+                self._idle.append(connection)
+                return
+        connection.close()
+
+    def drop_idle(self) -> None:
+        """Close the connections kept idle (the server went away: they went with it)."""
+        with self._lock:
+            idle, self._idle = self._idle, []
+        for connection in idle:
+            connection.close()
+
+    def close(self) -> None:
+        """Close every connection: those idle now, and those in use once given back."""
+        with self._lock:
+            self._closed = True
+        self.drop_idle()
 
 
 class PostgresCursor:
@@ -160,6 +238,12 @@ whose host vanished, within about half a minute. A URL that sets `options` sets 
 itself."""
 BULK_ROWS = 8
 """Rows from which an insert is sent as arrays of its columns."""
+POOL_SIZE = 8
+"""Connections one replica holds at most: ingest (one write at a time), the tick, the heartbeat,
+the forwarder, the finisher's reads and a few queries at once."""
+POOL_WAIT = 10.0
+"""Seconds a use waits for a connection of the pool when every one is in use: then it fails as
+the store being away, and its sender is told to retry."""
 
 
 def _unreadable(url: str) -> RuntimeError:

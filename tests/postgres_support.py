@@ -74,6 +74,10 @@ class Cluster:
             server_log = self._log.read_text() if self._log.exists() else ""
             raise RuntimeError(f"PostgreSQL did not start: {started.stderr}\n{server_log}")
 
+    def log(self) -> str:
+        """What the server logged so far."""
+        return self._log.read_text(errors="replace") if self._log.exists() else ""
+
     def stop(self, mode: str = "fast") -> None:
         """Stop the server (`immediate`: as a crash does, no checkpoint, every session cut)."""
         subprocess.run(

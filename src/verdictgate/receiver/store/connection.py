@@ -74,12 +74,26 @@ class Database(ABC):
         compare their leases and deadlines on (this process's wall clock for a file)."""
 
     @abstractmethod
-    def migrating(self) -> AbstractContextManager[Cursor]:
-        """A cursor to create and migrate the schema with, one process at a time."""
+    def migrating(self) -> AbstractContextManager[None]:
+        """Held while this process migrates the schema: processes migrate one at a time (a
+        process waiting for it holds nothing another one's migration waits for)."""
+
+    @abstractmethod
+    def tables(self, cursor: Cursor) -> set[str]:
+        """The tables the store has."""
 
     @abstractmethod
     def columns(self, cursor: Cursor, table: str) -> set[str]:
         """The columns a table has."""
+
+    @abstractmethod
+    def indexes(self, cursor: Cursor) -> set[str]:
+        """The indexes the store has that are ready for use."""
+
+    @abstractmethod
+    def build_index(self, name: str, statement: str) -> None:
+        """Build an index (`CREATE INDEX IF NOT EXISTS name ON ...`) on a table in use,
+        outside any transaction, without blocking its writers where the database can."""
 
     @abstractmethod
     def close(self) -> None:
@@ -123,13 +137,27 @@ class SqliteDatabase(Database):
     def now(self) -> float:
         return time.time()
 
+    def tables(self, cursor: Cursor) -> set[str]:
+        rows = cursor.execute("SELECT name FROM sqlite_master WHERE type = 'table'").fetchall()
+        return {name for (name,) in rows}
+
     def columns(self, cursor: Cursor, table: str) -> set[str]:
         return {row[1] for row in cursor.execute(f"PRAGMA table_info({table})").fetchall()}
 
-    @contextmanager
-    def migrating(self) -> Iterator[Cursor]:
+    def indexes(self, cursor: Cursor) -> set[str]:
+        rows = cursor.execute("SELECT name FROM sqlite_master WHERE type = 'index'").fetchall()
+        return {name for (name,) in rows}
+
+    def build_index(self, name: str, statement: str) -> None:
+        """SQLite builds it holding the file's write lock (one writer at a time in any case)."""
         with self.locked() as cursor:
-            yield cursor
+            cursor.execute(statement)
+
+    @contextmanager
+    def migrating(self) -> Iterator[None]:
+        """Nothing to hold: a migration's transaction takes the file's write lock, and the
+        indexes it builds after are created only if they still do not exist."""
+        yield
 
     def close(self) -> None:
         with self.lock:

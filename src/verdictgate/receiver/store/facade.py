@@ -48,7 +48,9 @@ class Store:
         """Where the store is, fit for a log line (a URL's password is not in it)."""
         self._database = database = open_database(location)
         try:
-            migrate(database)
+            self.migrated = migrate(database)
+            """What opening it changed in an existing store's schema, a line per step (empty
+            when it was current)."""
         except Exception as error:
             if not is_driver_error(error):  # a role without CREATE is as clear a refusal
                 raise

@@ -5,8 +5,10 @@ column types), an insert of many rows sent as arrays of its columns."""
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import re
+import time
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
@@ -20,13 +22,25 @@ if TYPE_CHECKING:
 
 MIGRATION_LOCK = 0x76657264
 """The advisory lock replicas starting together migrate a PostgreSQL store under, one at a time."""
+MIGRATION_POLL = 0.2
+"""Seconds between a waiting replica's tries for the migration lock."""
+LOCK_TIMEOUT_MS = 5000
+"""How long a statement waits for a lock another replica holds (then it fails, and its sender
+retries)."""
+IDLE_IN_TRANSACTION_MS = 15000
+"""How long the server lets a transaction idle before it ends its session (and its locks)."""
 
 
 class PostgresDatabase(Database):
     """A PostgreSQL database through psycopg 3, shared with other replicas. The URL (or the
     standard `PG*` environment variables it leaves out) says where and who; a connection lost
     is made again at the next use. Transactions are READ COMMITTED: rows a transaction changes
-    are locked until it ends, which is what orders replicas' writes to one run or trace."""
+    are locked until it ends, which is what orders replicas' writes to one run or trace.
+
+    It works through a pooler such as PgBouncer in session or transaction mode: no statement is
+    prepared on the server (a pooled server connection may have another client's of the same
+    name), and each transaction sets its own bounds (`BEGIN`), which a pooler that drops the
+    URL's session `options` keeps for the transaction."""
 
     shared = True
     for_update_skip_locked = " FOR UPDATE SKIP LOCKED"
@@ -60,7 +74,7 @@ class PostgresDatabase(Database):
 
     def _connect(self) -> psycopg.Connection[tuple[Any, ...]]:
         """A connection, with the SESSION settings the URL leaves out."""
-        return self._psycopg.connect(self._conninfo, autocommit=True)
+        return self._psycopg.connect(self._conninfo, autocommit=True, prepare_threshold=None)
 
     def _live(self) -> psycopg.Connection[tuple[Any, ...]]:
         """The connection, made again when the last one was lost (the lock is held; a server
@@ -73,8 +87,15 @@ class PostgresDatabase(Database):
     def transaction(self) -> Iterator[Cursor]:
         with self.lock:
             connection = self._live()
-            with connection.transaction():
+            connection.execute(BEGIN)
+            try:
                 yield PostgresCursor(connection.cursor(), self._column_types)
+                connection.execute("COMMIT")
+            except BaseException:
+                if not connection.broken:  # a lost connection ended it already
+                    with contextlib.suppress(self._psycopg.Error):
+                        connection.execute("ROLLBACK")
+                raise
 
     @contextmanager
     def locked(self) -> Iterator[Cursor]:
@@ -89,6 +110,36 @@ class PostgresDatabase(Database):
             cursor = self._live().execute("SELECT EXTRACT(EPOCH FROM clock_timestamp())")
             (seconds,) = cursor.fetchone() or (None,)
         return float(seconds)
+
+    def tables(self, cursor: Cursor) -> set[str]:
+        rows = cursor.execute(
+            "SELECT tablename FROM pg_tables WHERE schemaname = current_schema()"
+        ).fetchall()
+        return {name for (name,) in rows}
+
+    def indexes(self, cursor: Cursor) -> set[str]:
+        """Those valid: one a concurrent build left invalid (interrupted) is not."""
+        rows = cursor.execute(
+            "SELECT c.relname FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid"
+            " JOIN pg_namespace n ON n.oid = c.relnamespace"
+            " WHERE n.nspname = current_schema() AND i.indisvalid"
+        ).fetchall()
+        return {name for (name,) in rows}
+
+    def build_index(self, name: str, statement: str) -> None:
+        """Built `CONCURRENTLY`: the table's writers go on meanwhile, and the build waits for
+        their transactions as long as they take (no lock timeout for it). An invalid index of
+        that name, left by a build that was interrupted, is dropped first."""
+        concurrently = statement.replace("CREATE INDEX", "CREATE INDEX CONCURRENTLY", 1)
+        with self.lock:
+            connection = self._live()
+            connection.execute("SET lock_timeout = 0")
+            try:
+                connection.execute(f"DROP INDEX CONCURRENTLY IF EXISTS {name}")
+                connection.execute(concurrently)
+            finally:
+                if not connection.broken:
+                    connection.execute("RESET lock_timeout")
 
     def columns(self, cursor: Cursor, table: str) -> set[str]:
         rows = cursor.execute(
@@ -114,15 +165,36 @@ class PostgresDatabase(Database):
         return self._types[table]
 
     @contextmanager
-    def migrating(self) -> Iterator[Cursor]:
-        with self.transaction() as cursor:
-            cursor.execute("SET LOCAL lock_timeout = 0")  # another replica's may take a while
-            cursor.execute("SELECT pg_advisory_xact_lock(?)", (MIGRATION_LOCK,))
-            yield cursor
+    def migrating(self) -> Iterator[None]:
+        """The migration lock, held by a transaction of a connection of its own (pooled, it
+        keeps its server connection), which idles meanwhile without a snapshot, so that an
+        index built concurrently does not wait for it. A replica waiting for it tries again
+        every MIGRATION_POLL seconds, in no transaction between tries: one blocked inside a
+        statement would have a snapshot, which the migrating replica's build would wait for."""
+        holder = self._connect()
+        try:
+            while not _took_migration_lock(holder):
+                time.sleep(MIGRATION_POLL)
+            yield
+            holder.execute("COMMIT")
+        finally:
+            holder.close()
 
     def close(self) -> None:
         with self.lock:
             self._connection.close()
+
+
+def _took_migration_lock(holder: psycopg.Connection[tuple[Any, ...]]) -> bool:
+    """Whether `holder` took the migration lock: then a transaction of it holds it, its idle
+    timeout off (a migration may build indexes a while); else no transaction is left open. Asked
+    in a simple query: a bound one's portal would keep a snapshot while the transaction idles."""
+    holder.execute("BEGIN; SET LOCAL idle_in_transaction_session_timeout = 0")
+    cursor = holder.execute(f"SELECT pg_try_advisory_xact_lock({MIGRATION_LOCK})")
+    (taken,) = cursor.fetchone() or (False,)
+    if not taken:
+        holder.execute("ROLLBACK")
+    return bool(taken)
 
 
 class PostgresCursor:
@@ -178,7 +250,8 @@ SESSION = {
     "keepalives_interval": "5",
     "keepalives_count": "3",
     "options": (
-        "-c lock_timeout=5000 -c idle_in_transaction_session_timeout=15000"
+        f"-c lock_timeout={LOCK_TIMEOUT_MS}"
+        f" -c idle_in_transaction_session_timeout={IDLE_IN_TRANSACTION_MS}"
         " -c tcp_keepalives_idle=10 -c tcp_keepalives_interval=5 -c tcp_keepalives_count=3"
         " -c tcp_user_timeout=30000"
     ),
@@ -191,7 +264,13 @@ it: a write waits for a row another replica holds 5 s at most (then it fails, an
 retries), a transaction left idle is ended after 15 s (this store's never wait on anything but
 the server), and the server's own keepalives end the connection (and its locks) of a replica
 whose host vanished, within about half a minute. A URL that sets `options` sets all of those
-itself."""
+itself. Each transaction sets its two bounds again (`BEGIN`), where a pooler keeps them."""
+BEGIN = (
+    f"BEGIN; SET LOCAL lock_timeout = {LOCK_TIMEOUT_MS};"
+    f" SET LOCAL idle_in_transaction_session_timeout = {IDLE_IN_TRANSACTION_MS}"
+)
+"""A transaction's start and its bounds, in one round trip (one simple query): a pooler in
+transaction mode drops the session's `options`, and keeps only what a transaction sets."""
 BULK_ROWS = 8
 """Rows from which an insert is sent as arrays of its columns."""
 _INSERT_VALUES = re.compile(

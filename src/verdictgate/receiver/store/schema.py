@@ -1,8 +1,10 @@
 """The store's tables and indexes, and bringing a store made by an earlier release up to date
-when it is opened."""
+when it is opened: its recorded schema version read first, without a lock, and nothing done
+when it is current."""
 
 from __future__ import annotations
 
+import logging
 import re
 
 import msgspec
@@ -11,7 +13,16 @@ from ...otel.framework_traces import TrialMark
 from ...span_facts import SpanFacts
 from .connection import Cursor, Database
 
+logger = logging.getLogger(__name__)
+
+SCHEMA_VERSION = 1
+"""The schema this release makes. Raise it whenever SCHEMA, ADDED_COLUMNS or the indexes change:
+a store that records this version (or a later one) is opened without any DDL or lock."""
+
 SCHEMA = """
+CREATE TABLE IF NOT EXISTS schema_version (
+    version INTEGER NOT NULL     -- one row per migration that completed; the highest is current
+);
 CREATE TABLE IF NOT EXISTS runs (
     run_id TEXT PRIMARY KEY,
     suite TEXT,
@@ -140,37 +151,100 @@ _FACTS = msgspec.msgpack.Decoder(SpanFacts)
 _MARK = msgspec.msgpack.Decoder(TrialMark)
 
 
-def migrate(database: Database) -> None:
-    """Create what is missing: the tables, the columns added since the store was made (filled
-    in for the rows it holds), and the indexes (one process at a time)."""
-    with database.migrating() as cursor:
-        _migrate(database, cursor)
+def migrate(database: Database) -> tuple[str, ...]:
+    """Bring the store to SCHEMA_VERSION. A store that records it is read and left alone: no
+    DDL, no lock. Otherwise, one process at a time (`Database.migrating`): the tables and
+    columns it lacks (columns filled in for the rows it holds) in one transaction, which locks
+    the tables it alters and says so in a log line first; the indexes it lacks, built on a live
+    store without blocking its writers (`Database.build_index`); then the version. What was
+    done to an existing store, a line per step."""
+    if _current(database):
+        return ()
+    with database.migrating():
+        if _current(database):  # another replica migrated it while this one waited
+            return ()
+        done, created = _migrate_tables(database)
+        with database.locked() as cursor:
+            present = database.indexes(cursor)
+        built = []
+        for table, index, statement in _indexes(database):
+            if index not in present and table not in created:
+                database.build_index(index, statement)
+                built.append(index)
+        if built:
+            done.append(f"indexes {', '.join(built)} built")
+        with database.transaction() as cursor:
+            cursor.execute("INSERT INTO schema_version (version) VALUES (?)", (SCHEMA_VERSION,))
+    return tuple(done)
 
 
-def _migrate(database: Database, cursor: Cursor) -> None:
-    for statement in re.sub(r"--[^\n]*", "", SCHEMA).split(";"):
-        if statement.strip():
-            cursor.execute(statement)
-    added = _add_columns(database, cursor)
-    _migrate_held(cursor, added)
-    if "finished_at" in added:  # runs finished by a release before `finished_at`
-        cursor.execute(
-            "UPDATE runs SET finished_at = last_seen WHERE final = 1 AND finished_at IS NULL"
+def _current(database: Database) -> bool:
+    """Whether the store records SCHEMA_VERSION or a later one (read, without a lock)."""
+    with database.locked() as cursor:
+        if "schema_version" not in database.tables(cursor):
+            return False
+        (version,) = cursor.execute("SELECT MAX(version) FROM schema_version").fetchone()
+    return version is not None and version >= SCHEMA_VERSION
+
+
+def _migrate_tables(database: Database) -> tuple[list[str], set[str]]:
+    """Create the tables the store lacks, with their indexes, and add the columns it lacks, in
+    one transaction; what was done to the tables it had, and the tables created."""
+    with database.transaction() as cursor:
+        present = database.tables(cursor)
+        created = set()
+        for statement in re.sub(r"--[^\n]*", "", SCHEMA).split(";"):
+            named = re.search(r"CREATE TABLE IF NOT EXISTS (\w+)", statement)
+            if named is not None and named.group(1) not in present:
+                cursor.execute(statement)
+                created.add(named.group(1))
+        for table, _, statement in _indexes(database):
+            if table in created:  # no other process sees it before this commit
+                cursor.execute(statement)
+        added = _add_columns(database, cursor, present)
+        _migrate_held(cursor, {column for columns in added.values() for column in columns})
+        if "finished_at" in added.get("runs", ()):  # runs finished before `finished_at`
+            cursor.execute(
+                "UPDATE runs SET finished_at = last_seen WHERE final = 1 AND finished_at IS NULL"
+            )
+    done = [f"{table} gained {', '.join(columns)} (locked)" for table, columns in added.items()]
+    if present - {"schema_version"} and created:  # a store made by an earlier release
+        done.append(f"{', '.join(sorted(created))} created")
+    return done, created
+
+
+def _add_columns(database: Database, cursor: Cursor, tables: set[str]) -> dict[str, list[str]]:
+    """Add the ADDED_COLUMNS the `tables` lack (a log line first: the tables stay locked until
+    the migration commits); the columns added, by table."""
+    missing = {
+        table: [column for column in columns if column not in database.columns(cursor, table)]
+        for table, columns in ADDED_COLUMNS.items()
+        if table in tables
+    }
+    missing = {table: columns for table, columns in missing.items() if columns}
+    if missing:
+        logger.warning(
+            "migrating the store: adding columns locks %s until the migration commits (writes "
+            "to them wait meanwhile)",
+            ", ".join(sorted(missing)),
         )
-    for index in INDEXES + (SHARED_INDEXES if database.shared else ()):
-        cursor.execute(index)
+    for table, columns in missing.items():
+        for column in columns:
+            cursor.execute(
+                f"ALTER TABLE {table} ADD COLUMN {column} {ADDED_COLUMNS[table][column]}"
+            )
+    return missing
 
 
-def _add_columns(database: Database, cursor: Cursor) -> set[str]:
-    """Add the ADDED_COLUMNS a table lacks; the columns added."""
-    added = set()
-    for table, columns in ADDED_COLUMNS.items():
-        present = database.columns(cursor, table)
-        for column, kind in columns.items():
-            if column not in present:
-                cursor.execute(f"ALTER TABLE {table} ADD COLUMN {column} {kind}")
-                added.add(column)
-    return added
+def _indexes(database: Database) -> list[tuple[str, str, str]]:
+    """The store's indexes: (table, index, statement)."""
+    statements = INDEXES + (SHARED_INDEXES if database.shared else ())
+    named = [re.search(r"EXISTS (\w+) ON (\w+)", statement) for statement in statements]
+    return [
+        (match.group(2), match.group(1), statement)
+        for match, statement in zip(named, statements, strict=True)
+        if match is not None
+    ]
 
 
 def _migrate_held(cursor: Cursor, added: set[str]) -> None:

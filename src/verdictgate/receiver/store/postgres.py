@@ -37,10 +37,10 @@ class PostgresDatabase(Database):
     is made again at the next use. Transactions are READ COMMITTED: rows a transaction changes
     are locked until it ends, which is what orders replicas' writes to one run or trace.
 
-    It works through a pooler such as PgBouncer in session or transaction mode: no statement is
-    prepared on the server (a pooled server connection may have another client's of the same
-    name), and each transaction sets its own bounds (`BEGIN`), which a pooler that drops the
-    URL's session `options` keeps for the transaction."""
+    It works through a pooler such as PgBouncer in session or transaction mode: a session that
+    lost the settings its `options` sent is a pooler's, and has no statement prepared on the
+    server (a pooled server connection may have another client's of the same name); and each
+    transaction sets its own bounds (`BEGIN`), which a pooler keeps for the transaction."""
 
     shared = True
     for_update_skip_locked = " FOR UPDATE SKIP LOCKED"
@@ -73,8 +73,14 @@ class PostgresDatabase(Database):
             raise _unreadable(url) from None
 
     def _connect(self) -> psycopg.Connection[tuple[Any, ...]]:
-        """A connection, with the SESSION settings the URL leaves out."""
-        return self._psycopg.connect(self._conninfo, autocommit=True, prepare_threshold=None)
+        """A connection, with the SESSION settings the URL leaves out; its statements prepared
+        on the server only if the session kept the `lock_timeout` those set (then it is the
+        server's own: a pooler drops `options`, and may share its server connections)."""
+        connection = self._psycopg.connect(self._conninfo, autocommit=True, prepare_threshold=None)
+        (kept,) = connection.execute("SHOW lock_timeout").fetchone() or (None,)
+        if kept == f"{LOCK_TIMEOUT_MS // 1000}s":
+            connection.prepare_threshold = PREPARE_THRESHOLD
+        return connection
 
     def _live(self) -> psycopg.Connection[tuple[Any, ...]]:
         """The connection, made again when the last one was lost (the lock is held; a server
@@ -265,6 +271,11 @@ retries), a transaction left idle is ended after 15 s (this store's never wait o
 the server), and the server's own keepalives end the connection (and its locks) of a replica
 whose host vanished, within about half a minute. A URL that sets `options` sets all of those
 itself. Each transaction sets its two bounds again (`BEGIN`), where a pooler keeps them."""
+PREPARE_THRESHOLD: int | None = 5
+"""On a connection of the server's own, psycopg prepares a statement on the server after this
+many executions (its default): half as many writes and reads again a second
+(benchmarks/postgres_session.py). Never through a pooler, where one client's prepared statement
+would meet another's of the same name on a shared server connection."""
 BEGIN = (
     f"BEGIN; SET LOCAL lock_timeout = {LOCK_TIMEOUT_MS};"
     f" SET LOCAL idle_in_transaction_session_timeout = {IDLE_IN_TRANSACTION_MS}"

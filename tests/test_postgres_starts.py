@@ -6,14 +6,18 @@ serve's start-up line says what locked."""
 
 from __future__ import annotations
 
+import hashlib
 import signal
 import threading
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import psycopg
+import pytest
 
 from components import free_port
+from pgbouncer_support import pgbouncer
 from postgres_support import StoreMaker, cluster
 from receiver_support import decision_span, request, start_serve, strands_trial
 from verdictgate import Trial
@@ -21,7 +25,7 @@ from verdictgate.clock import ManualClock
 from verdictgate.otel.otlp_reading import extract_protobuf
 from verdictgate.receiver.config import ReceiverConfig
 from verdictgate.receiver.core import Receiver
-from verdictgate.receiver.store import Store
+from verdictgate.receiver.store import Store, schema
 from verdictgate.receiver.store.schema import SCHEMA_VERSION
 
 STARTS = 10
@@ -155,11 +159,22 @@ def old_store(postgres_server: str, tmp_path: Path) -> str:
     return location
 
 
+@pytest.fixture(params=["direct", "transaction"])
+def reach(request: pytest.FixtureRequest, postgres_server: str) -> Iterator[Callable[[str], str]]:
+    """How a replica reaches a database: its URL as it is, or through PgBouncer in transaction
+    mode."""
+    if request.param == "direct":
+        yield lambda url: url
+        return
+    with pgbouncer(postgres_server, "transaction") as pooler:
+        yield pooler.url
+
+
 def test_a_store_of_an_earlier_release_is_brought_up_to_date_and_then_left_alone(
-    postgres_server: str, tmp_path: Path
+    postgres_server: str, tmp_path: Path, reach: Callable[[str], str]
 ) -> None:
     location = old_store(postgres_server, tmp_path)
-    store = Store(location)
+    store = Store(reach(location))
     assert any(step.startswith("runs gained") and "lease_until" in step for step in store.migrated)
     built = next(step for step in store.migrated if step.startswith("indexes"))
     assert "runs_open" in built  # invalid: dropped and built again
@@ -176,7 +191,7 @@ def test_a_store_of_an_earlier_release_is_brought_up_to_date_and_then_left_alone
             0,
         )
     assert invalid == (0,) and version == SCHEMA_VERSION
-    again = Store(location)
+    again = Store(reach(location))
     assert again.migrated == ()
     again.close()
 
@@ -192,3 +207,17 @@ def test_serve_says_what_its_start_locked_in_a_store_of_an_earlier_release(
     started = next(line for line in log.splitlines() if "receiving OTLP" in line)
     assert "(migrated: " in started and "runs gained late" in started and "runs_open" in started
     assert "Traceback" not in log
+
+
+SCHEMA_FINGERPRINTS = {1: "f7de861e"}
+"""The schema each SCHEMA_VERSION names (a digest of its tables, added columns and indexes)."""
+
+
+def test_a_changed_schema_raises_its_version() -> None:
+    """A store that records the current version is opened without DDL: a change to the schema
+    under the same version would never reach a store made before it."""
+    text = repr((schema.SCHEMA, schema.ADDED_COLUMNS, schema.INDEXES, schema.SHARED_INDEXES))
+    fingerprint = hashlib.sha256(text.encode()).hexdigest()[:8]
+    assert SCHEMA_FINGERPRINTS.get(SCHEMA_VERSION) == fingerprint, (
+        f"the schema changed: raise SCHEMA_VERSION and record {fingerprint!r} for it here"
+    )

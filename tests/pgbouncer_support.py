@@ -31,17 +31,13 @@ MODES = ("session", "transaction")
 class PgBouncer:
     """A running PgBouncer: `url(direct)` is a database's URL through it."""
 
-    def __init__(self, port: int, log: Path) -> None:
-        self.port, self._log = port, log
+    def __init__(self, port: int) -> None:
+        self.port = port
 
     def url(self, direct: str) -> str:
         """The URL of the database `direct` names, through this pooler."""
         parts = urlsplit(direct)
         return parts._replace(netloc=f"{parts.username}@127.0.0.1:{self.port}").geturl()
-
-    def log(self) -> str:
-        """What the pooler logged so far."""
-        return self._log.read_text(errors="replace") if self._log.exists() else ""
 
 
 @contextmanager
@@ -72,7 +68,7 @@ def pgbouncer(server_url: str, mode: str) -> Iterator[PgBouncer]:
     process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
         _wait_listening(port, process)
-        yield PgBouncer(port, log)
+        yield PgBouncer(port)
     finally:
         process.terminate()
         process.wait(30)

@@ -74,11 +74,14 @@ class PostgresDatabase(Database):
 
     def _connect(self) -> psycopg.Connection[tuple[Any, ...]]:
         """A connection, with the SESSION settings the URL leaves out; its statements prepared
-        on the server only if the session kept the `lock_timeout` those set (then it is the
-        server's own: a pooler drops `options`, and may share its server connections)."""
+        on the server only if the session kept the `lock_timeout` its start-up `options` set
+        (then it is the server's own: a pooler drops them, and may share its server
+        connections)."""
         connection = self._psycopg.connect(self._conninfo, autocommit=True, prepare_threshold=None)
-        (kept,) = connection.execute("SHOW lock_timeout").fetchone() or (None,)
-        if kept == f"{LOCK_TIMEOUT_MS // 1000}s":
+        (source,) = connection.execute(
+            "SELECT source FROM pg_settings WHERE name = 'lock_timeout'"
+        ).fetchone() or (None,)
+        if source == "client":
             connection.prepare_threshold = PREPARE_THRESHOLD
         return connection
 

@@ -11,6 +11,7 @@ better). Three parts, each measured in the same run as what it is compared with:
   and the transactions their ticks make (the server's `xact_commit` over the window);
 - idle open runs: 10,000 canaries open on one replica and nothing arriving, the row changes and
   WAL a second that keeping them costs (heartbeats: one row a replica, not one a run);
+- busy: one run written by three replicas at once, beside the same load spread over runs;
 - finish: a run of 100,000 trials finished on one replica, and the slowest answer to another
   run's exports while it was sent and while it was finished;
 - sizing: the bytes a trial costs each store, in tables and indexes and in the log written;
@@ -19,7 +20,7 @@ better). Three parts, each measured in the same run as what it is compared with:
 
     python benchmarks/replicas.py [--spans 100000] [--passes 3] [--runs 100000] [--lease 3]
         [--open-runs 10000] [--finish-trials 100000] [--sizing-trials 200000]
-        [--parts ingest,rest,idle,finish,sizing,takeover]
+        [--busy-spans 50000] [--parts ingest,rest,idle,busy,finish,sizing,takeover]
 """
 
 from __future__ import annotations
@@ -295,6 +296,87 @@ def finish(server: str, trials: int, requests: int) -> None:
     )
 
 
+def busy_run(server: str, spans: int, passes: int) -> None:
+    """One run written by three replicas at once, against the same load spread over runs: the
+    same decision spans in requests of 512, sent round robin to three `serve` replicas on one
+    PostgreSQL, two requests in flight to each; the rates, and their ratio, pass by pass."""
+    ratios = []
+    for number in range(passes):
+        rates = {}
+        for shape in ("spread", "busy"):
+            requests = [
+                one_run(body, "busy") if shape == "busy" else body
+                for body in encoded_requests(spans)
+            ]
+            location = fresh_database(server)
+            replicas = [serve(location, "--idle", "3600s") for _ in range(3)]
+            try:
+                rates[shape] = spans / round_robin([port for _, port in replicas], requests)
+            finally:
+                for process, _ in replicas:
+                    process.kill()
+                    process.wait(10)
+        ratios.append(rates["busy"] / rates["spread"])
+        print(
+            f"busy run, pass {number + 1}: {spans:,} decision spans to three replicas: "
+            f"{rates['spread']:,.0f} spans/s spread over runs, {rates['busy']:,.0f} spans/s "
+            f"into one run ({ratios[-1]:.0%})"
+        )
+    print(f"  one busy run written by three replicas: {statistics.median(ratios):.0%} of the rate")
+
+
+def round_robin(ports: list[int], requests: list[bytes], per_replica: int = 2) -> float:
+    """Seconds to send every request, `per_replica` in flight to each replica in turn."""
+    from receiver import TRACE_EXPORT as EXPORT
+
+    channels = [grpc.insecure_channel(f"127.0.0.1:{port}") for port in ports]
+    exports = [channel.unary_unary(EXPORT) for channel in channels]
+    for export in exports:
+        export(b"", timeout=30)
+    cursor, lock = iter(range(len(requests))), threading.Lock()
+
+    def worker(export: grpc.UnaryUnaryMultiCallable[bytes, bytes]) -> None:
+        while True:
+            with lock:
+                index = next(cursor, None)
+            if index is None:
+                return
+            export(requests[index], timeout=120)
+
+    start = time.perf_counter()
+    workers = [
+        threading.Thread(target=worker, args=(exports[n % len(exports)],))
+        for n in range(per_replica * len(exports))
+    ]
+    for thread in workers:
+        thread.start()
+    for thread in workers:
+        thread.join()
+    seconds = time.perf_counter() - start
+    for channel in channels:
+        channel.close()
+    return seconds
+
+
+def one_run(body: bytes, run: str) -> bytes:
+    """An export request with every span's run id (and no run span) made `run`."""
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+        ExportTraceServiceRequest,
+    )
+
+    message = ExportTraceServiceRequest.FromString(body)
+    for resource in message.resource_spans:
+        for scope in resource.scope_spans:
+            kept = [span for span in scope.spans if span.name != "verdictgate.run"]
+            del scope.spans[:]
+            scope.spans.extend(kept)
+            for span in scope.spans:
+                for attribute in span.attributes:
+                    if attribute.key == "verdictgate.run.id":
+                        attribute.value.string_value = run
+    return message.SerializeToString()
+
+
 def takeover(server: str, lease: float) -> None:
     from receiver_support import request, run_span, stable_run
 
@@ -358,8 +440,11 @@ def main() -> None:
     parser.add_argument("--open-runs", type=int, default=10_000)
     parser.add_argument("--sizing-trials", type=int, default=200_000)
     parser.add_argument("--finish-trials", type=int, default=100_000)
+    parser.add_argument("--busy-spans", type=int, default=50_000)
     parser.add_argument(
-        "--parts", default="ingest,rest,idle,finish,sizing,takeover", help="which to measure"
+        "--parts",
+        default="ingest,rest,idle,busy,finish,sizing,takeover",
+        help="which to measure",
     )
     parser.add_argument("--lease", type=float, action="append")
     args = parser.parse_args()
@@ -373,6 +458,8 @@ def main() -> None:
                 at_rest(server, runs, args.seconds)
         if "idle" in parts:
             idle_open(server, args.open_runs, args.seconds, 3.0)
+        if "busy" in parts:
+            busy_run(server, args.busy_spans, args.passes)
         if "finish" in parts:
             finish(server, args.finish_trials, 50)
         if "sizing" in parts:

@@ -94,6 +94,10 @@ class Cluster:
                     os.kill(pid, signal.SIGCONT)
             os.kill(postmaster, signal.SIGCONT)
 
+    def log(self) -> str:
+        """What the server logged so far."""
+        return self._log.read_text(errors="replace") if self._log.exists() else ""
+
     def stop(self, mode: str = "fast") -> None:
         """Stop the server (`immediate`: as a crash does, no checkpoint, every session cut)."""
         subprocess.run(

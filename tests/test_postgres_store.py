@@ -1,12 +1,13 @@
 """The store on a real PostgreSQL (the Debian package's server, started as an unprivileged user
-in a scratch directory): migrations by replicas starting at once, a lost connection made again,
-and a password never printed (tests/test_store_statements.py runs every statement on both
-stores)."""
+in a scratch directory): migrations by replicas starting at once, a lock waited for within
+bounds (through PgBouncer too), a lost connection made again, and a password never printed
+(tests/test_store_statements.py runs every statement on both stores)."""
 
 from __future__ import annotations
 
 import threading
 import uuid
+from contextlib import nullcontext
 from pathlib import Path
 
 import psycopg
@@ -15,6 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from msgspec.structs import replace
 
+from pgbouncer_support import MODES, pgbouncer
 from postgres_support import StoreMaker, postgresql
 from verdictgate.receiver.store import Store, is_store_error
 from verdictgate.receiver.store.locations import redacted
@@ -153,6 +155,36 @@ def test_replicas_starting_at_once_migrate_one_at_a_time(
     stores[0].write([Trial("c", 0, "approve", "r", "approve")])
     assert [t.index for t in stores[3].evidence("r").trials()] == [0]
     for store in stores:
+        store.close()
+
+
+@pytest.mark.parametrize("pooled", [None, *MODES])
+def test_a_write_waits_for_a_row_another_replica_holds_at_most_the_lock_timeout(
+    postgres_server: str, tmp_path: Path, pooled: str | None
+) -> None:
+    """Connected directly or through PgBouncer (which drops the session's `options`): each
+    transaction bounds its own lock waits, so the write fails (its sender retries) instead of
+    waiting as long as the row is held."""
+    direct = StoreMaker("postgresql", tmp_path, postgres_server).location("bounded")
+    with pgbouncer(postgres_server, pooled) if pooled else nullcontext() as pooler:
+        store = Store(pooler.url(direct) if pooler else direct)
+        store.write([Trial("c", 0, "approve", "r", "approve")])
+        failed: list[Exception] = []
+
+        def write() -> None:
+            try:
+                store.write([Trial("c", 1, "approve", "r", "approve")])
+            except Exception as error:
+                failed.append(error)
+
+        with psycopg.connect(direct) as holder:  # a transaction, open until the block ends
+            holder.execute("SELECT 1 FROM runs WHERE run_id = 'r' FOR UPDATE")
+            writing = threading.Thread(target=write)
+            writing.start()
+            writing.join(60)
+            assert failed, "the write waited as long as the row was held"
+        assert isinstance(failed[0], psycopg.errors.LockNotAvailable)
+        assert is_store_error(failed[0])
         store.close()
 
 

@@ -100,6 +100,7 @@ def test_a_store_made_before_heartbeats_keeps_its_owners_while_their_leases_hold
     with psycopg.connect(location, autocommit=True) as connection:  # as a release before
         connection.execute("DROP TABLE replicas")  # heartbeats left it: leases on the runs
         connection.execute("UPDATE runs SET lease_until = 1000020.0")
+        connection.execute("UPDATE schema_version SET version = 1")
     clock = ManualClock(1_000_010.0)
     b = replica(location, "b", clock)
     b.tick()

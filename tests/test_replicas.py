@@ -1,8 +1,9 @@
-"""Two `verdictgate serve` replicas on one real PostgreSQL, behind a round-robin balancer: the
-official OTLP exporter sprays one run's trials and framework traces across both, the replica
-that owns the run is SIGKILLed mid-run, and the survivor takes the run over and finishes it.
-Every acknowledged trial is counted once, one admission is published, and `status --wait` on
-the survivor answers with it."""
+"""`verdictgate serve` replicas on one real PostgreSQL (two connected to it directly, or three
+through PgBouncer in session or transaction mode), behind a round-robin balancer: the official
+OTLP exporter sprays one run's trials and framework traces across them, the replica that owns
+the run is SIGKILLed mid-run, and a survivor takes the run over and finishes it. Every
+acknowledged trial is counted once, one admission is published, and `status --wait` on a
+survivor answers with it."""
 
 from __future__ import annotations
 
@@ -10,9 +11,11 @@ import json
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import psycopg
+import pytest
 from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExportResult
@@ -20,6 +23,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 from components import free_port
 from otel_support import OtlpCollector, attributes
+from pgbouncer_support import MODES, pgbouncer
 from postgres_support import StoreMaker
 from receiver_support import start_serve
 from verdictgate import Contract, Policy, Suite, decision, evaluation_run, trial
@@ -101,14 +105,28 @@ def owner_pid(url: str) -> int:
     raise AssertionError("no replica claimed the run")
 
 
-def test_a_replica_killed_mid_run_loses_nothing_and_the_survivor_admits_it(
-    postgres_server: str, tmp_path: Path
-) -> None:
+@pytest.fixture(params=["direct", *MODES])
+def replicated(
+    request: pytest.FixtureRequest, postgres_server: str, tmp_path: Path
+) -> Iterator[tuple[str, int]]:
+    """A store's URL and how many replicas share it: two connected directly, or three through
+    PgBouncer pooling in that mode."""
     url = StoreMaker("postgresql", tmp_path, postgres_server).location("replicas")
+    if request.param == "direct":
+        yield url, 2
+        return
+    with pgbouncer(postgres_server, request.param) as pooler:
+        yield pooler.url(url), 3
+
+
+def test_a_replica_killed_mid_run_loses_nothing_and_a_survivor_admits_it(
+    replicated: tuple[str, int],
+) -> None:
+    url, count = replicated
     spans = run_spans()
     batches = [spans[n : n + 7] for n in range(0, len(spans), 7)]
     publish = free_port()
-    ports = [free_port(), free_port()]
+    ports = [free_port() for _ in range(count)]
     options = ("--idle", "4s", "--settle", "1s", "--lease", "3s")
     with OtlpCollector(publish) as collector:
         target = ("--publish-endpoint", f"http://127.0.0.1:{publish}")
@@ -120,7 +138,7 @@ def test_a_replica_killed_mid_run_loses_nothing_and_the_survivor_admits_it(
         acknowledged: list[ReadableSpan] = []
         try:
             killed = None
-            taken = [0, 0]  # batches each replica acknowledged
+            taken = [0] * count  # batches each replica acknowledged
             for number, batch in enumerate(batches):
                 if number == len(batches) // 2:  # mid-run: the owner dies
                     pid = owner_pid(url)
@@ -128,10 +146,9 @@ def test_a_replica_killed_mid_run_loses_nothing_and_the_survivor_admits_it(
                     replicas[killed].kill()
                     replicas[killed].wait(10)
                     killed_at = time.monotonic()
-                # round robin; a batch its replica did not take goes to the other, as a
+                # round robin; a batch its replica did not take goes to the next, as a
                 # balancer's retry does
-                first = number % 2
-                for choice in (first, 1 - first):
+                for choice in [(number + step) % count for step in range(count)]:
                     if choice == killed:
                         continue
                     if exporters[choice].export(batch) is SpanExportResult.SUCCESS:
@@ -139,7 +156,8 @@ def test_a_replica_killed_mid_run_loses_nothing_and_the_survivor_admits_it(
                         taken[choice] += 1
                         break
             assert killed is not None
-            survivor = ports[1 - killed]
+            survivors = [index for index in range(count) if index != killed]
+            survivor = ports[survivors[0]]
             status = subprocess.run(
                 [sys.executable, "-m", "verdictgate", "status", "--endpoint",
                  f"127.0.0.1:{survivor}", "--run", RUN, "--wait", "90", "--format", "json"],
@@ -178,9 +196,10 @@ def test_a_replica_killed_mid_run_loses_nothing_and_the_survivor_admits_it(
             continue
         if all(s.context.span_id in acked_ids for s in below(spans, case, index)):
             assert route == TOOLS
-    assert taken[0] and taken[1]  # both replicas took part of the run
+    assert all(taken)  # every replica took part of the run
     assert run is not None and run.final and run.received == len(stored)
-    assert run.owner is not None and int(run.owner.rsplit("-", 2)[1]) == replicas[1 - killed].pid
+    assert run.owner is not None
+    assert int(run.owner.rsplit("-", 2)[1]) in {replicas[index].pid for index in survivors}
     print(f"the survivor answered {answered_after:.1f} s after the kill; {len(acked)} of "
           f"{len(sent)} trials acknowledged, {len(stored)} stored")  # fmt: skip
     assert len(admissions) == 1

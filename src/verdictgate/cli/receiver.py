@@ -337,7 +337,8 @@ def _serve_config(flags: Mapping[str, OptionValue]) -> ServeConfig:
 
 
 def _say_serving(service: Service) -> None:
-    """One line on stderr: where the receiver listens, its store, where it publishes."""
+    """One line on stderr: where the receiver listens, its store (and what opening it changed
+    in its schema), where it publishes."""
     config, server, scrape = service.config, service.server, service.scrape
     assert config.grpc_listen is not None and config.http_listen is not None  # `serve` sets both
     replica = service.receiver
@@ -362,7 +363,9 @@ def _say_serving(service: Service) -> None:
     click.echo(
         f"verdictgate: receiving OTLP on grpc {config.grpc_listen.rpartition(':')[0]}:"
         f"{server.grpc_port}, http {config.http_listen.rpartition(':')[0]}:{server.http_port}; "
-        f"store {service.store.location}" + publishing_to,
+        f"store {service.store.location}"
+        + (f" (migrated: {'; '.join(service.store.migrated)})" if service.store.migrated else "")
+        + publishing_to,
         err=True,
     )
 

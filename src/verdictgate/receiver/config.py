@@ -9,6 +9,7 @@ from types import MappingProxyType
 
 from ..lifecycle import DEFAULT_IDLE_SECONDS
 from ..suite import Suite
+from .store.connection import DEFAULT_LEASE
 
 DEFAULT_MAX_TRIALS_PER_RUN = 1_000_000
 """Trials one run may hold in a receiver (a million trials assess in about two seconds)."""
@@ -24,9 +25,7 @@ quiet the longest are let go first, and counted."""
 DEFAULT_MAX_OPEN_RUNS = 100_000
 """Open runs one replica decides at most: each holds its evidence in memory (about 3 KiB and
 its trials), so 100,000 canaries open at once hold a few hundred MiB."""
-DEFAULT_LEASE = 15.0
-"""Seconds a replica's claim on a run (or an outbox entry) holds unless renewed: a dead
-replica's runs are taken over after about this long (and a third of it)."""
+
 MIN_LEASE = 3.0
 """Seconds a lease holds at least: a replica renews it every third, between ticks of 0.5 s."""
 DEFAULT_METRIC_SUITES = 50

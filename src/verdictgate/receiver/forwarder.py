@@ -14,9 +14,9 @@ from typing import Protocol
 
 from ..otel.admission_record import AdmissionRecord
 from ..otel.publisher import Publisher
-from .config import DEFAULT_LEASE
 from .database_clock import store_clock
 from .store import LOCAL, Store, is_store_error
+from .store.connection import DEFAULT_LEASE
 from .store.faults import first_line
 
 logger = logging.getLogger(__name__)

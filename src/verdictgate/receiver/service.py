@@ -41,7 +41,7 @@ class Service:
 
     def __init__(self, config: ServeConfig) -> None:
         self.config = config
-        self.store = Store(config.store_path)
+        self.store = Store(config.store_path, lease=config.receiver.lease)
         clock = store_clock(self.store)  # one clock for the receiver and its forwarder
         target = OtlpTarget(config.publish_endpoint) if config.publish_endpoint else None
         self.scrape = PrometheusEndpoint() if config.prometheus is not None else None

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from .locations import is_postgres_url
-from .statements import Each, Statement, sql
+from .statements import Each, Index, Statement, sql
 
 SqlRow = tuple[Any, ...]  # boundary: a driver's row as it returns it (its columns' values)
 Parameters = Sequence[object]
@@ -26,9 +26,27 @@ Parameters = Sequence[object]
 CACHE_KIB = 65536
 """SQLite's page cache (64 MiB, against its 2 MiB default): inserts into a large trials table
 then rarely read pages back from disk."""
+DEFAULT_LEASE = 15.0
+"""Seconds a replica's claims (its heartbeat, an outbox entry) hold unless renewed (`serve
+--lease`): a dead replica's runs are taken over after about this long (and a third of it), and a
+shared store bounds its transactions by it."""
 OLDEST_SQLITE = (3, 35)
 """The oldest SQLite a store runs on: its statements use `RETURNING` (SQLite 3.35, 2021)."""
 
+_TABLES = sql(
+    Each(
+        "SELECT name FROM sqlite_master WHERE type = 'table'",
+        "SELECT tablename FROM pg_tables WHERE schemaname = current_schema()",
+    )
+)
+_INDEXES = sql(
+    Each(
+        "SELECT name FROM sqlite_master WHERE type = 'index'",
+        "SELECT c.relname FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid"
+        " JOIN pg_namespace n ON n.oid = c.relnamespace"
+        " WHERE n.nspname = current_schema() AND i.indisvalid",
+    )
+)
 _TABLE_COLUMNS = sql(
     Each(
         "SELECT name FROM pragma_table_info(?)",
@@ -79,12 +97,27 @@ class Database(ABC):
         compare their leases and deadlines on (this process's wall clock for a file)."""
 
     @abstractmethod
-    def migrating(self) -> AbstractContextManager[Cursor]:
-        """A cursor to create and migrate the schema with, one process at a time."""
+    def migrating(self) -> AbstractContextManager[None]:
+        """Held while this process migrates the schema: processes migrate one at a time (a
+        process waiting for it holds nothing another one's migration waits for)."""
+
+    def tables(self, cursor: Cursor) -> set[str]:
+        """The tables the store has."""
+        return {name for (name,) in cursor.execute(_TABLES).fetchall()}
 
     def columns(self, cursor: Cursor, table: str) -> set[str]:
         """The columns a table has."""
         return {name for (name,) in cursor.execute(_TABLE_COLUMNS, (table,)).fetchall()}
+
+    def indexes(self, cursor: Cursor) -> set[str]:
+        """The indexes the store has that are ready for use (on PostgreSQL, not one a build
+        that was interrupted left invalid)."""
+        return {name for (name,) in cursor.execute(_INDEXES).fetchall()}
+
+    @abstractmethod
+    def build_index(self, index: Index) -> None:
+        """Build an index on a table in use, outside any transaction, without blocking its
+        writers where the database can (`Index.build`)."""
 
     @abstractmethod
     def close(self) -> None:
@@ -131,10 +164,16 @@ class SqliteDatabase(Database):
     def now(self) -> float:
         return time.time()
 
-    @contextmanager
-    def migrating(self) -> Iterator[Cursor]:
+    def build_index(self, index: Index) -> None:
+        """SQLite builds it holding the file's write lock (one writer at a time in any case)."""
         with self.locked() as cursor:
-            yield cursor
+            cursor.execute(index.build)
+
+    @contextmanager
+    def migrating(self) -> Iterator[None]:
+        """Nothing to hold: a migration's transaction takes the file's write lock, and the
+        indexes it builds after are created only if they still do not exist."""
+        yield
 
     def close(self) -> None:
         with self.lock:
@@ -166,13 +205,14 @@ class SqliteCursor:
         return self._cursor.fetchall()
 
 
-def open_database(location: str | Path = ":memory:") -> Database:
-    """The database a store location names: a PostgreSQL URL, or a SQLite file (`:memory:`).
-    libpq's other form (`host=db dbname=vg`) is refused, rather than taken for a file name."""
+def open_database(location: str | Path = ":memory:", lease: float = DEFAULT_LEASE) -> Database:
+    """The database a store location names: a PostgreSQL URL (its transactions bounded by the
+    replicas' `lease`), or a SQLite file (`:memory:`). libpq's other form (`host=db dbname=vg`)
+    is refused, rather than taken for a file name."""
     if is_postgres_url(location):
         from .postgres import PostgresDatabase  # the driver is loaded only for such a store
 
-        return PostgresDatabase(str(location))
+        return PostgresDatabase(str(location), lease)
     if re.match(r"\w+=\S*(\s+\w+=\S*)*\s*$", str(location)):
         raise RuntimeError(
             "a PostgreSQL store is named by a URL: postgresql://user@host:port/database"

@@ -15,7 +15,7 @@ from ...otel.framework_traces import FrameworkSpan, TrialMark, settled_trials
 from ...trial_model import Trial
 from ...wire_types import AttributeValue
 from .claims import RunClaims
-from .connection import Cursor, open_database
+from .connection import DEFAULT_LEASE, Cursor, open_database
 from .faults import first_line, is_driver_error
 from .held_spans import HeldSpans, SettledTrials, unpack_trace
 from .listing import DEFAULT_PAGE_SIZE, RunListing
@@ -43,16 +43,24 @@ class Store:
     """Trials keyed (run, case, trial), in a SQLite file (`:memory:` by default) or a
     PostgreSQL database (`postgresql://...`). A write returns only after its commit, so an
     acknowledged trial survives a crash of the process; a restart resumes every run, and in a
-    shared store another replica takes over a dead one's runs."""
+    shared store another replica takes over a dead one's runs. `lease`: seconds a replica's
+    claims hold unless renewed, by which a shared store bounds each transaction (a replica
+    stalled inside one loses its runs within two leases)."""
 
     def __init__(
-        self, location: str | Path = ":memory:", *, outbox_limit: int = DEFAULT_OUTBOX_LIMIT
+        self,
+        location: str | Path = ":memory:",
+        *,
+        outbox_limit: int = DEFAULT_OUTBOX_LIMIT,
+        lease: float = DEFAULT_LEASE,
     ) -> None:
         self.location = redacted(location)
         """Where the store is, fit for a log line (a URL's password is not in it)."""
-        self._database = database = open_database(location)
+        self._database = database = open_database(location, lease)
         try:
-            migrate(database)
+            self.migrated = migrate(database)
+            """What opening it changed in an existing store's schema, a line per step (empty
+            when it was current)."""
         except Exception as error:
             if not is_driver_error(error):  # a role without CREATE is as clear a refusal
                 raise

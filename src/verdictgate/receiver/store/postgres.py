@@ -1,10 +1,13 @@
-"""A PostgreSQL database as the store's connection, through psycopg 3: the URL read once, the
-session settings a URL leaves out, and statements run in their PostgreSQL text (psycopg's raw
-form, `$1`), an insert of many rows sent as arrays of its columns."""
+"""A PostgreSQL database as the store's connections, through psycopg 3: the URL read once, the
+session settings a URL leaves out (and the bounds each transaction sets itself, which follow the
+replicas' lease), a small pool of connections, and statements run in their PostgreSQL text
+(psycopg's raw form, `$1`), an insert of many rows sent as arrays of its columns."""
 
 from __future__ import annotations
 
+import contextlib
 import threading
+import time
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
@@ -12,13 +15,15 @@ from typing import TYPE_CHECKING, Any
 from .connection import Cursor, Database, Parameters
 from .faults import first_line
 from .locations import redacted
-from .statements import Statement
+from .statements import Index, Statement
 
 if TYPE_CHECKING:
     import psycopg
 
 MIGRATION_LOCK = 0x76657264
 """The advisory lock replicas starting together migrate a PostgreSQL store under, one at a time."""
+MIGRATION_POLL = 0.2
+"""Seconds between a waiting replica's tries for the migration lock."""
 
 
 class PostgresDatabase(Database):
@@ -26,13 +31,21 @@ class PostgresDatabase(Database):
     standard `PG*` environment variables it leaves out) says where and who. Each use takes a
     connection of a small pool (`ConnectionPool`), so ingest, the tick, the heartbeat, the
     forwarder, queries and the finisher's read of a whole run never queue behind one another;
-    a connection lost is dropped from the pool and made again at the next use. Transactions are READ
-    COMMITTED: rows a transaction changes are locked until it ends, which is what orders
-    replicas' writes to one run or trace."""
+    a connection lost is dropped from the pool and made again at the next use. Transactions
+    are READ COMMITTED: rows a transaction changes are locked until it ends, which is what
+    orders replicas' writes to one run or trace.
+
+    Each transaction bounds itself (`bounds`): it waits for a row another replica holds a third
+    of `lease` at most, and the server ends its session (and its locks) once it idled a whole
+    `lease`, so a replica stalled inside a write loses its runs within two leases. It works
+    through a pooler such as PgBouncer in session or transaction mode: those bounds are set in
+    each transaction's `BEGIN`, which a pooler keeps for the transaction, and a session that
+    lost the settings its `options` sent is a pooler's, and has no statement prepared on the
+    server (a pooled server connection may have another client's of the same name)."""
 
     shared = True
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, lease: float) -> None:
         super().__init__()
         try:
             import psycopg
@@ -41,10 +54,11 @@ class PostgresDatabase(Database):
                 "a PostgreSQL store needs psycopg, in the `postgres` extra (verdictgate[postgres])"
             ) from None
         self._psycopg = psycopg
+        self._begin = begin(lease)
         try:  # the driver's text may quote the URL, password and all: never shown
             given = psycopg.conninfo.conninfo_to_dict(url)
             self._conninfo = psycopg.conninfo.make_conninfo(
-                url, **{key: value for key, value in SESSION.items() if key not in given}
+                url, **{key: value for key, value in session(lease).items() if key not in given}
             )
         except (psycopg.Error, ValueError):
             raise _unreadable(url) from None
@@ -60,11 +74,19 @@ class PostgresDatabase(Database):
             raise _unreadable(url) from None
 
     def _connect(self) -> psycopg.Connection[tuple[Any, ...]]:
-        """A new connection, with the SESSION settings the URL leaves out; lists (the columns
-        of an insert of many rows) are sent in binary, which spares the client quoting them."""
+        """A new connection, with the session settings the URL leaves out; its statements
+        prepared on the server only if the session kept the `lock_timeout` its start-up
+        `options` set (then it is the server's own: a pooler drops them, and may share its
+        server connections); lists (the columns of an insert of many rows) sent in binary,
+        which spares the client quoting them."""
         from psycopg.types.array import ListBinaryDumper
 
-        connection = self._psycopg.connect(self._conninfo, autocommit=True)
+        connection = self._psycopg.connect(self._conninfo, autocommit=True, prepare_threshold=None)
+        (source,) = connection.execute(
+            "SELECT source FROM pg_settings WHERE name = 'lock_timeout'"
+        ).fetchone() or (None,)
+        if source == "client":
+            connection.prepare_threshold = PREPARE_THRESHOLD
         connection.adapters.register_dumper(list, ListBinaryDumper)
         return connection
 
@@ -82,8 +104,16 @@ class PostgresDatabase(Database):
 
     @contextmanager
     def transaction(self) -> Iterator[Cursor]:
-        with self._connection() as connection, connection.transaction():
-            yield PostgresCursor(self._psycopg.RawCursor(connection))
+        with self._connection() as connection:
+            connection.execute(self._begin, prepare=False)
+            try:
+                yield PostgresCursor(self._psycopg.RawCursor(connection))
+                connection.execute("COMMIT", prepare=False)
+            except BaseException:
+                if not connection.broken:  # a lost connection ended it already
+                    with contextlib.suppress(self._psycopg.Error):
+                        connection.execute("ROLLBACK", prepare=False)
+                raise
 
     @contextmanager
     def locked(self) -> Iterator[Cursor]:
@@ -96,16 +126,49 @@ class PostgresDatabase(Database):
             (seconds,) = cursor.fetchone() or (None,)
         return float(seconds)
 
+    def build_index(self, index: Index) -> None:
+        """Built `CONCURRENTLY`: the table's writers go on meanwhile, and the build waits for
+        their transactions as long as they take (no lock timeout for it). An invalid index of
+        that name, left by a build that was interrupted, is dropped first."""
+        with self._connection() as connection:
+            connection.execute("SET lock_timeout = 0")
+            try:
+                connection.execute(f"DROP INDEX CONCURRENTLY IF EXISTS {index.name}")
+                self._psycopg.RawCursor(connection).execute(index.build.postgres)
+            finally:
+                if not connection.broken:
+                    connection.execute("RESET lock_timeout")
+
     @contextmanager
-    def migrating(self) -> Iterator[Cursor]:
-        with self._connection() as connection, connection.transaction():
-            # another replica's may take a while (on the connection: PostgreSQL's own statements)
-            connection.execute("SET LOCAL lock_timeout = 0")
-            connection.execute("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK,))
-            yield PostgresCursor(self._psycopg.RawCursor(connection))
+    def migrating(self) -> Iterator[None]:
+        """The migration lock, held by a transaction of a connection of its own (pooled, it
+        keeps its server connection), which idles meanwhile without a snapshot, so that an
+        index built concurrently does not wait for it. A replica waiting for it tries again
+        every MIGRATION_POLL seconds, in no transaction between tries: one blocked inside a
+        statement would have a snapshot, which the migrating replica's build would wait for."""
+        holder = self._connect()
+        try:
+            while not _took_migration_lock(holder):
+                time.sleep(MIGRATION_POLL)
+            yield
+            holder.execute("COMMIT")
+        finally:
+            holder.close()
 
     def close(self) -> None:
         self._pool.close()
+
+
+def _took_migration_lock(holder: psycopg.Connection[tuple[Any, ...]]) -> bool:
+    """Whether `holder` took the migration lock: then a transaction of it holds it, its idle
+    timeout off (a migration may build indexes a while); else no transaction is left open. Asked
+    in a simple query: a bound one's portal would keep a snapshot while the transaction idles."""
+    holder.execute("BEGIN; SET LOCAL idle_in_transaction_session_timeout = 0")
+    cursor = holder.execute(f"SELECT pg_try_advisory_xact_lock({MIGRATION_LOCK})")
+    (taken,) = cursor.fetchone() or (False,)
+    if not taken:
+        holder.execute("ROLLBACK")
+    return bool(taken)
 
 
 class ConnectionPool:
@@ -215,27 +278,55 @@ class PostgresCursor:
         return self._cursor.fetchall()
 
 
-SESSION = {
-    "connect_timeout": "10",
-    "keepalives": "1",
-    "keepalives_idle": "10",
-    "keepalives_interval": "5",
-    "keepalives_count": "3",
-    "options": (
-        "-c lock_timeout=5000 -c idle_in_transaction_session_timeout=15000"
-        " -c tcp_keepalives_idle=10 -c tcp_keepalives_interval=5 -c tcp_keepalives_count=3"
-        " -c tcp_user_timeout=30000"
-    ),
-    "application_name": "verdictgate",
-    "target_session_attrs": "read-write",  # never a standby, after a failover
-}
-"""libpq parameters a store URL leaves out. How long to try to connect, and TCP keepalives on
-the connection, so that this replica notices a server that is gone. For the server's side of
-it: a write waits for a row another replica holds 5 s at most (then it fails, and its sender
-retries), a transaction left idle is ended after 15 s (this store's never wait on anything but
-the server), and the server's own keepalives end the connection (and its locks) of a replica
-whose host vanished, within about half a minute. A URL that sets `options` sets all of those
-itself."""
+def bounds(lease: float) -> tuple[int, int]:
+    """What each transaction of a replica whose claims lapse after `lease` seconds sets, in
+    milliseconds: how long it waits for a lock another replica holds (a third of a lease, then
+    it fails and its sender retries), and how long the server lets it idle before it ends its
+    session and its locks (a lease: a replica stalled inside a write, whose heartbeat lapses
+    after a lease, loses its runs within two)."""
+    return round(lease * 1000 / 3), round(lease * 1000)
+
+
+def begin(lease: float) -> str:
+    """A transaction's start and its bounds (`bounds`), in one round trip (one simple query): a
+    pooler in transaction mode drops the session's `options`, and keeps what a transaction
+    sets."""
+    lock_ms, idle_ms = bounds(lease)
+    return (
+        f"BEGIN; SET LOCAL lock_timeout = {lock_ms};"
+        f" SET LOCAL idle_in_transaction_session_timeout = {idle_ms}"
+    )
+
+
+def session(lease: float) -> dict[str, str]:
+    """libpq parameters a store URL leaves out. How long to try to connect, and TCP keepalives
+    on the connection, so that this replica notices a server that is gone. For the server's
+    side of it: the transaction bounds (`bounds`) as the session's own too, and the server's
+    keepalives end the connection (and its locks) of a replica whose host vanished, within
+    about half a minute. A URL that sets `options` sets all of those itself (each transaction
+    still sets its bounds)."""
+    lock_ms, idle_ms = bounds(lease)
+    return {
+        "connect_timeout": "10",
+        "keepalives": "1",
+        "keepalives_idle": "10",
+        "keepalives_interval": "5",
+        "keepalives_count": "3",
+        "options": (
+            f"-c lock_timeout={lock_ms} -c idle_in_transaction_session_timeout={idle_ms}"
+            " -c tcp_keepalives_idle=10 -c tcp_keepalives_interval=5 -c tcp_keepalives_count=3"
+            " -c tcp_user_timeout=30000"
+        ),
+        "application_name": "verdictgate",
+        "target_session_attrs": "read-write",  # never a standby, after a failover
+    }
+
+
+PREPARE_THRESHOLD: int | None = 5
+"""On a connection of the server's own, psycopg prepares a statement on the server after this
+many executions (its default): half as many writes and reads again a second
+(benchmarks/postgres_session.py). Never through a pooler, where one client's prepared statement
+would meet another's of the same name on a shared server connection."""
 BULK_ROWS = 8
 """Rows from which an insert is sent as arrays of its columns."""
 POOL_SIZE = 8

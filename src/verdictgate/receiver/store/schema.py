@@ -1,17 +1,31 @@
 """The store's tables and indexes, and bringing a store made by an earlier release up to date
-when it is opened. The tables' statements stand in both dialects side by side (their column
+when it is opened: its recorded schema version read first, without a lock, and nothing done
+when it is current. The tables' statements stand in both dialects side by side (their column
 types differ); the rest is SQL both take."""
 
 from __future__ import annotations
+
+import logging
 
 import msgspec
 
 from ...otel.framework_traces import TrialMark
 from ...span_facts import SpanFacts
 from .connection import Cursor, Database
-from .statements import Each, sql
+from .statements import Each, Index, index, sql
+
+logger = logging.getLogger(__name__)
+
+SCHEMA_VERSION = 2
+"""The schema this release makes. Raise it whenever TABLES, ADDED_COLUMNS or the indexes change:
+a store that records this version (or a later one) is opened without any DDL or lock."""
 
 TABLES = {
+    "schema_version": sql(
+        "CREATE TABLE IF NOT EXISTS schema_version (",
+        Each("version INTEGER NOT NULL", "version BIGINT NOT NULL"),
+        ")  -- one row per migration that completed; the highest is current",
+    ),
     "runs": sql(
         Each(
             sqlite="""CREATE TABLE IF NOT EXISTS runs (
@@ -234,27 +248,24 @@ ADDED_COLUMNS = {
 }
 """Columns added after the first release, by table, each with its `ALTER TABLE`: a store made
 before them gains them on open."""
-INDEXES = tuple(
-    sql(index)
-    for index in (
-        "CREATE INDEX IF NOT EXISTS runs_open ON runs (first_seen) WHERE final = 0",
-        "CREATE INDEX IF NOT EXISTS runs_finished ON runs (finished_at) WHERE final = 1",
-        "CREATE INDEX IF NOT EXISTS runs_listed ON runs (first_seen, run_id)",
-        "CREATE INDEX IF NOT EXISTS runs_latest ON runs (suite, point, finished_at) WHERE final = 1",
-        "CREATE INDEX IF NOT EXISTS traces_by_age ON traces (last_seen)",
-        "CREATE INDEX IF NOT EXISTS traces_holding ON traces (last_seen) WHERE spans > 0",
-        "CREATE INDEX IF NOT EXISTS marks_due ON trial_marks (last_seen) WHERE settled = 0",
-        "CREATE INDEX IF NOT EXISTS marks_held ON trial_marks (arrived) WHERE settled = 0",
-        "CREATE INDEX IF NOT EXISTS traces_unmarked ON traces (last_seen) WHERE state = 0",
-        "CREATE INDEX IF NOT EXISTS runs_owned ON runs (owner) WHERE status IS NULL",
-    )
+INDEXES = (
+    index("runs_open", "runs", "(first_seen) WHERE final = 0"),
+    index("runs_finished", "runs", "(finished_at) WHERE final = 1"),
+    index("runs_listed", "runs", "(first_seen, run_id)"),
+    index("runs_latest", "runs", "(suite, point, finished_at) WHERE final = 1"),
+    index("traces_by_age", "traces", "(last_seen)"),
+    index("traces_holding", "traces", "(last_seen) WHERE spans > 0"),
+    index("marks_due", "trial_marks", "(last_seen) WHERE settled = 0"),
+    index("marks_held", "trial_marks", "(arrived) WHERE settled = 0"),
+    index("traces_unmarked", "traces", "(last_seen) WHERE state = 0"),
+    index("runs_owned", "runs", "(owner) WHERE status IS NULL"),
 )
 """Open runs (the tick's cost follows the work in flight, not the store's history), finished
 runs by age (retention deletes the oldest without a scan), and every run in listing order
 (a page of `/v1/runs` reads that page only), traces by age and trials not yet settled by age
 (settling and forgetting read what is due, not everything held), and the runs not yet admitted
 by owner (claiming reads open work only)."""
-SHARED_INDEXES = (sql("CREATE INDEX IF NOT EXISTS trials_by_write ON trials (run_id, batch)"),)
+SHARED_INDEXES = (index("trials_by_write", "trials", "(run_id, batch)"),)
 """A shared store's: a replica reads the trials other replicas wrote to its runs since it
 last looked (a store of one process never needs to)."""
 
@@ -264,6 +275,8 @@ WAITING, MARKED = 0, 1
 _FACTS = msgspec.msgpack.Decoder(SpanFacts)
 _MARK = msgspec.msgpack.Decoder(TrialMark)
 
+_VERSION = sql("SELECT MAX(version) FROM schema_version")
+_RECORD_VERSION = sql("INSERT INTO schema_version (version) VALUES (?)")
 _LEASES_TO_HEARTBEATS = sql(
     "INSERT INTO replicas (name, alive_until) SELECT owner, MAX(COALESCE(lease_until, 0))"
     " FROM runs WHERE status IS NULL AND owner IS NOT NULL GROUP BY owner"
@@ -287,37 +300,90 @@ _SPANS = sql("SELECT trace_id, span_id, facts FROM trace_spans")
 _SPAN_PARENT = sql("UPDATE trace_spans SET parent_id = ? WHERE trace_id = ? AND span_id = ?")
 
 
-def migrate(database: Database) -> None:
-    """Create what is missing: the tables, the columns added since the store was made (filled
-    in for the rows it holds), and the indexes (one process at a time)."""
-    with database.migrating() as cursor:
-        _migrate(database, cursor)
+def migrate(database: Database) -> tuple[str, ...]:
+    """Bring the store to SCHEMA_VERSION. A store that records it is read and left alone: no
+    DDL, no lock. Otherwise, one process at a time (`Database.migrating`): the tables and
+    columns it lacks (columns filled in for the rows it holds) in one transaction, which locks
+    the tables it alters and says so in a log line first; the indexes it lacks, built on a live
+    store without blocking its writers (`Database.build_index`); then the version. What was
+    done to an existing store, a line per step."""
+    if _current(database):
+        return ()
+    with database.migrating():
+        if _current(database):  # another replica migrated it while this one waited
+            return ()
+        done, created = _migrate_tables(database)
+        with database.locked() as cursor:
+            present = database.indexes(cursor)
+        built = []
+        for missing in _indexes(database):
+            if missing.name not in present and missing.table not in created:
+                database.build_index(missing)
+                built.append(missing.name)
+        if built:
+            done.append(f"indexes {', '.join(built)} built")
+        with database.transaction() as cursor:
+            cursor.execute(_RECORD_VERSION, (SCHEMA_VERSION,))
+    return tuple(done)
 
 
-def _migrate(database: Database, cursor: Cursor) -> None:
-    beating = bool(database.columns(cursor, "replicas"))
-    for table in TABLES.values():
-        cursor.execute(table)
-    added = _add_columns(database, cursor)
-    if not beating:  # a store made before heartbeats: its owners are alive while their leases
-        cursor.execute(_LEASES_TO_HEARTBEATS)  # hold, as they were
-    _migrate_held(cursor, added)
-    if "finished_at" in added:  # runs finished by a release before `finished_at`
-        cursor.execute(_FINISHED_AT)
-    for index in INDEXES + (SHARED_INDEXES if database.shared else ()):
-        cursor.execute(index)
+def _current(database: Database) -> bool:
+    """Whether the store records SCHEMA_VERSION or a later one (read, without a lock)."""
+    with database.locked() as cursor:
+        if "schema_version" not in database.tables(cursor):
+            return False
+        (version,) = cursor.execute(_VERSION).fetchone()
+    return version is not None and version >= SCHEMA_VERSION
 
 
-def _add_columns(database: Database, cursor: Cursor) -> set[str]:
-    """Add the ADDED_COLUMNS a table lacks; the columns added."""
-    added = set()
-    for table, columns in ADDED_COLUMNS.items():
-        present = database.columns(cursor, table)
-        for column, statement in columns.items():
-            if column not in present:
-                cursor.execute(statement)
-                added.add(column)
-    return added
+def _migrate_tables(database: Database) -> tuple[list[str], set[str]]:
+    """Create the tables the store lacks, with their indexes, and add the columns it lacks, in
+    one transaction; what was done to the tables it had, and the tables created. A store made
+    before heartbeats keeps its runs' owners alive while their leases hold."""
+    with database.transaction() as cursor:
+        present = database.tables(cursor)
+        created = {table for table in TABLES if table not in present}
+        for table in created:
+            cursor.execute(TABLES[table])
+        for made in _indexes(database):
+            if made.table in created:  # no other process sees it before this commit
+                cursor.execute(made.create)
+        added = _add_columns(database, cursor, present)
+        _migrate_held(cursor, {column for columns in added.values() for column in columns})
+        if "finished_at" in added.get("runs", ()):  # runs finished before `finished_at`
+            cursor.execute(_FINISHED_AT)
+        if "replicas" in created and "runs" in present:
+            cursor.execute(_LEASES_TO_HEARTBEATS)
+    done = [f"{table} gained {', '.join(columns)} (locked)" for table, columns in added.items()]
+    if present - {"schema_version"} and created:  # a store made by an earlier release
+        done.append(f"{', '.join(sorted(created))} created")
+    return done, created
+
+
+def _add_columns(database: Database, cursor: Cursor, tables: set[str]) -> dict[str, list[str]]:
+    """Add the ADDED_COLUMNS the `tables` lack (a log line first: the tables stay locked until
+    the migration commits); the columns added, by table."""
+    missing = {
+        table: [column for column in columns if column not in database.columns(cursor, table)]
+        for table, columns in ADDED_COLUMNS.items()
+        if table in tables
+    }
+    missing = {table: columns for table, columns in missing.items() if columns}
+    if missing:
+        logger.warning(
+            "migrating the store: adding columns locks %s until the migration commits (writes "
+            "to them wait meanwhile)",
+            ", ".join(sorted(missing)),
+        )
+    for table, columns in missing.items():
+        for column in columns:
+            cursor.execute(ADDED_COLUMNS[table][column])
+    return missing
+
+
+def _indexes(database: Database) -> tuple[Index, ...]:
+    """The store's indexes (a shared store's, with those only replicas need)."""
+    return INDEXES + (SHARED_INDEXES if database.shared else ())
 
 
 def _migrate_held(cursor: Cursor, added: set[str]) -> None:

@@ -78,6 +78,30 @@ def insert_rows(table: str, columns: dict[str, str], then: str = "") -> Statemen
     return _kept(replace(row, postgres_arrays=_numbered(in_arrays)))
 
 
+class Index(NamedTuple):
+    """An index of the store, made with its table or built on a table in use."""
+
+    table: str
+    name: str
+    create: Statement
+    """Inside the transaction that creates its table."""
+    build: Statement
+    """On a table in use, outside any transaction: `CONCURRENTLY` on PostgreSQL, so that its
+    writers go on meanwhile."""
+
+
+def index(name: str, table: str, definition: str) -> Index:
+    """The index `name` on `table` (`definition`: its columns, and a `WHERE` for a partial one),
+    its statements kept in STATEMENTS."""
+    on = f" {name} ON {table} {definition}"
+    return Index(
+        table,
+        name,
+        sql("CREATE INDEX IF NOT EXISTS", on),
+        sql(Each("CREATE INDEX IF NOT EXISTS", "CREATE INDEX CONCURRENTLY IF NOT EXISTS"), on),
+    )
+
+
 def _kept(statement: Statement) -> Statement:
     """A statement, kept in STATEMENTS."""
     STATEMENTS.append(statement)

@@ -23,7 +23,7 @@ from pathlib import Path
 import psycopg
 
 from components import free_port, unavailable
-from verdictgate.receiver.store import Store
+from verdictgate.receiver.store import Store, is_store_error
 
 USER = "postgres"
 """The server's user when the tests run as root (the Debian package creates it)."""
@@ -148,6 +148,17 @@ def cluster(fsync: bool = False) -> Iterator[Cluster]:
     finally:
         server.stop()
         shutil.rmtree(scratch, ignore_errors=True)
+
+
+def refused(call) -> bool:
+    """Whether a call failed for the store (a sender is told to retry)."""
+    try:
+        call()
+    except Exception as error:
+        if not is_store_error(error):
+            raise
+        return True
+    return False
 
 
 @contextmanager

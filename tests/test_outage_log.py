@@ -13,13 +13,13 @@ import grpc
 import pytest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2_grpc import TraceServiceStub
 
-from postgres_support import StoreMaker, store_away
+from postgres_support import StoreMaker, refused, store_away
 from receiver_support import request, running_server, stable_run, wait_until
 from verdictgate.clock import ManualClock
 from verdictgate.otel.otlp_reading import extract_protobuf
 from verdictgate.receiver.config import ReceiverConfig
 from verdictgate.receiver.core import Receiver
-from verdictgate.receiver.store import LOCAL, is_store_error
+from verdictgate.receiver.store import LOCAL
 from verdictgate.receiver.store_outage import QUIET, StoreOutage
 
 BEGINS = "the store is unavailable"
@@ -28,17 +28,6 @@ ENDS = "the store answers again"
 
 def lines(caplog: pytest.LogCaptureFixture, text: str) -> list[str]:
     return [r.getMessage() for r in caplog.records if text in r.getMessage()]
-
-
-def refused(call) -> bool:
-    """Whether a call failed for the store (a sender is told to retry)."""
-    try:
-        call()
-    except Exception as error:
-        if not is_store_error(error):
-            raise
-        return True
-    return False
 
 
 def test_an_outage_is_one_line_when_it_begins_and_one_when_it_ends(caplog) -> None:

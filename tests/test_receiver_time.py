@@ -20,7 +20,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2_grpc import TraceServiceStub
 
-from postgres_support import StoreMaker, store_away
+from postgres_support import StoreMaker, refused, store_away
 from receiver_support import (
     decision_span,
     request,
@@ -36,7 +36,7 @@ from verdictgate.otel.otlp_reading import extract_protobuf
 from verdictgate.receiver.config import ReceiverConfig
 from verdictgate.receiver.core import Receiver
 from verdictgate.receiver.database_clock import DatabaseClock
-from verdictgate.receiver.store import LOCAL, Store, is_store_error
+from verdictgate.receiver.store import LOCAL, Store
 from verdictgate.reports import render
 
 IDLE = 30.0
@@ -52,17 +52,6 @@ def report(receiver: Receiver, run: str) -> str:
     assessment = receiver.assessment(run)
     assert assessment is not None and not assessment.in_progress
     return render(assessment, "json")
-
-
-def refused(call) -> bool:
-    """Whether a call failed for the store (a sender is told to retry)."""
-    try:
-        call()
-    except Exception as error:
-        if not is_store_error(error):
-            raise
-        return True
-    return False
 
 
 def canary_halves(run: str) -> tuple[list, list]:

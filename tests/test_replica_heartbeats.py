@@ -132,3 +132,35 @@ def test_a_trace_another_transaction_holds_is_left_to_it_and_its_run_kept_open(
     run = a.store.run("framework")
     assert run is not None and run.status is not None and run.late == 0
     assert [trial.index for trial in a.store.evidence("framework").trials()] == [0, 1]
+
+
+def test_open_runs_of_a_store_made_before_runs_had_owners_are_taken_up(location: str) -> None:
+    store = Store(location)
+    open_runs(store, "old", 2, 1_000_000.0)
+    store.close()
+    with psycopg.connect(location, autocommit=True) as connection:  # as a release before
+        connection.execute("DROP TABLE replicas")  # owners and heartbeats left it
+        connection.execute("UPDATE runs SET owner = NULL, lease_until = NULL")
+        connection.execute("UPDATE schema_version SET version = 1")
+    clock = ManualClock(1_000_010.0)
+    b = replica(location, "b", clock, idle=30.0)
+    b.tick()
+    assert len(b.store.owned_runs("b")) == 2  # never stranded
+    clock.advance(31.0)
+    b.tick()
+    assert b.flush()
+    assert all(b.store.run(f"open-{n:05d}").status is not None for n in range(2))
+
+
+def test_a_database_in_another_encoding_than_utf8_is_refused_in_one_line(
+    postgres_server: str,
+) -> None:
+    name = "latin1_store"
+    with psycopg.connect(postgres_server, autocommit=True) as connection:
+        connection.execute(f"DROP DATABASE IF EXISTS {name}")
+        connection.execute(
+            f"CREATE DATABASE {name} ENCODING 'LATIN1' LC_COLLATE 'C' LC_CTYPE 'C'"
+            " TEMPLATE template0"
+        )
+    with pytest.raises(RuntimeError, match="in LATIN1: verdictgate needs one in UTF8"):
+        Store(postgres_server.rpartition("/")[0] + "/" + name)

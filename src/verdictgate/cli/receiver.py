@@ -181,16 +181,18 @@ def _canary_suites(paths: tuple[str, ...]) -> dict[str, Suite]:
     metavar="DURATION",
     default="15s",
     show_default=True,
-    help="With a PostgreSQL --store shared by replicas: how long this replica's claim on a run "
-    "or an admission to deliver holds unless renewed. A dead replica's runs are taken over "
-    "after about this long and a third.",
+    help="With a PostgreSQL --store shared by replicas: how long this replica's heartbeat (which "
+    "holds every run it decides) or its claim on an admission to deliver holds unless renewed. "
+    "A dead replica's runs are taken over after about this long and a third; a write waits a "
+    "third of it at most for a row another replica holds, and a transaction left idle a lease "
+    "is ended by the server.",
 )
 @click.option(
     "--replica",
     metavar="NAME",
     default=None,
     help="This replica's name among those sharing a PostgreSQL --store (default: host, process "
-    "and a random part, so a restarted replica waits for its old leases to lapse). A stable "
+    "and a random part, so a restarted replica's runs wait for its old heartbeat to lapse). A stable "
     "name, such as a StatefulSet pod's, takes its runs back at once after a restart; two live "
     "replicas must never share one.",
 )

@@ -145,6 +145,11 @@ class ExportContents:
             facts = facts_of(ids[1], parent, start, attributes, failed)
             self.framework_spans.append(FrameworkSpan(ids[0], facts))
 
+    def run_ids(self) -> set[str]:
+        """The runs its trials, trial spans and run spans name."""
+        runs = {trial.run for trial in self.trials} | {mark.run for mark in self.marks}
+        return runs | {str(d[names.RUN_ID]) for d in self.declarations}
+
     def __reduce__(self) -> tuple[Callable[..., ExportContents], tuple[object, ...]]:
         """How a decoder process hands an ExportContents back: its trials and spans as msgpack,
         encoded and decoded in C (a third of the cost of pickling them one by one, paid on both

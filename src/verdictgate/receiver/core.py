@@ -20,7 +20,6 @@ from ..declaration import RunDeclaration
 from ..engine import assess_declared, decided_round
 from ..evidence import Evidence
 from ..lifecycle import Decision, Final, Interim, Lifecycle, Look, Reason, Timing
-from ..otel import conventions as names
 from ..otel.admission_record import (
     OVERFLOW,
     AdmissionRecord,
@@ -42,7 +41,7 @@ from .limits import Limits
 from .run_signals import RunSignals
 from .store import LOCAL, Store, StoredRun, Written, is_store_error
 from .store.facade import DueTrace
-from .store.faults import first_line, is_connection_lost
+from .store.faults import first_line, is_connection_lost, is_driver_error
 from .store_outage import StoreOutage
 
 if TYPE_CHECKING:
@@ -329,9 +328,7 @@ class Receiver:
         held = len(self._known)
         if held < self.config.max_open_runs:
             return
-        given = {trial.run for trial in extract.trials} | {mark.run for mark in extract.marks}
-        given |= {str(d[names.RUN_ID]) for d in extract.declarations}
-        if any(run not in self._known and self.store.run(run) is None for run in given):
+        if any(run not in self._known and self.store.run(run) is None for run in extract.run_ids()):
             raise Busy(
                 f"this replica decides {held:,} open runs, its --max-open-runs: a new run is "
                 "taken once some are final (retry later)"
@@ -388,9 +385,7 @@ class Receiver:
     def _refused(self, contents: ExportContents, now: float) -> None:
         """A write the store failed (the lock is held): its sender retries it, so each open run
         it brought news of has a full idle period from now (other runs wait for nothing)."""
-        runs = {trial.run for trial in contents.trials} | {mark.run for mark in contents.marks}
-        runs |= {str(d[names.RUN_ID]) for d in contents.declarations}
-        for run_id in runs:
+        for run_id in contents.run_ids():
             self._lifecycle.heard(run_id, now)
 
     def _read_amended(self) -> None:
@@ -632,8 +627,9 @@ class Receiver:
 
     def _or_set_aside(self, run_id: str, work: Callable[[], _T]) -> _T | None:
         """Do one run's part of a tick (the lock is held). A run the store refuses for what it
-        holds (not for being away: that is raised, and the tick tried again) is set aside alone
-        after one log line, so that one poison value never stops the others; None then."""
+        holds, or whose work fails for a bug, is set aside alone (`_log_set_aside`), so that one
+        never stops the others; None then. The store being away is raised: the tick is tried
+        again."""
         try:
             return work()
         except Exception as error:
@@ -906,15 +902,21 @@ def _replica_name() -> str:
 
 
 def _log_set_aside(kind: str, key: str, error: Exception) -> None:
-    """The one line for a run or trace the store refused for what it holds: set aside, so that
-    one poison value never stops the tick for the others."""
-    logger.warning(
-        "verdictgate: %s %.80s is set aside, the others go on: %s: %s",
-        kind,
-        key,
-        type(error).__name__,
-        first_line(error),
-    )
+    """The line for a run or trace set aside, so that one never stops the tick for the others:
+    one line when the store refused what it holds (a poison value), the traceback when
+    nothing planned for the error (a bug)."""
+    if is_driver_error(error):
+        logger.warning(
+            "verdictgate: %s %.80s is set aside, the others go on: %s: %s",
+            kind,
+            key,
+            type(error).__name__,
+            first_line(error),
+        )
+    else:
+        logger.error(
+            "verdictgate: %s %.80s is set aside, the others go on", kind, key, exc_info=error
+        )
 
 
 def _isolated(run_id: str, work: Callable[[], object]) -> bool | None:

@@ -65,8 +65,9 @@ MAX_REQUEST_BYTES = 1 << 20
 """Largest export request sent: an admission's metrics beyond it go in several requests, well
 under the Collector's default limit of 4 MiB a request."""
 KEPT_REQUESTS = 1024
-"""(entry, signal) pairs whose requests are kept: far more than are ever under way at once (the
-entries being delivered, and one for each stalled signal)."""
+"""(entry, signal) pairs whose requests are kept while they wait to be sent (a pair sent is let
+go): far more than ever wait at once (the entries being delivered, and one for each stalled
+signal)."""
 SIGNAL_NAMES = {TRACES: "traces", LOGS: "logs", METRICS: "metrics"}
 EXHAUSTED_ATTEMPTS = 5
 """Attempts at one request that the target answers RESOURCE_EXHAUSTED without saying when to
@@ -160,6 +161,7 @@ class OtlpTarget:
                 failure = self._send(signal, requests, publication.run_id)
             if failure is None:
                 done |= signal
+                self._requests.pop((seq, signal), None)  # sent: never encoded again
             else:
                 failures.append(f"{name}: {failure}")
         return done, "; ".join(failures) or None

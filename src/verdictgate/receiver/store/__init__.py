@@ -3,15 +3,16 @@ replicas): first record wins, conflicts kept, runs resumable and claimed.
 
 `Store` composes one class per aggregate, each over the cursor of the transaction it is given:
 `Runs` (runs and their trials: writing, declaring, admitting), `RunClaims` (which replica
-decides a run, with a lease), `HeldSpans` (framework spans held until their trial settles),
+decides a run, alive while its heartbeat holds), `HeldSpans` (framework spans held until their trial settles),
 `Outbox` (admissions staged for publishing, claimed for delivery) and `RunListing` (listing and
 retention); `schema` creates and migrates the tables; `statements` makes each statement's
-text in either dialect, once; `connection` holds the one connection, its lock and its
-transactions (`postgres` the PostgreSQL one); `locations` names a store, and `faults` says what
+text in either dialect, once; `connection` holds where they run and their
+transactions (a SQLite file's one connection; `postgres`, a PostgreSQL database's pool); `locations` names a store, and `faults` says what
 its errors are.
 """
 
-from .facade import LOCAL, Store
+from .claims import LOCAL
+from .facade import Store
 from .faults import is_store_error
 from .records import StoredRun, Written
 from .trial_rows import encode_decision

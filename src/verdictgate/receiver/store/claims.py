@@ -10,6 +10,10 @@ from .records import StoredRun
 from .runs import RUN_COLUMNS, TRIAL_COLUMNS, stored_run
 from .statements import SKIP_LOCKED, sql
 
+LOCAL = "local"
+"""The one replica of a store no other process writes (a SQLite file): reopened, it owns again
+what it owned; and the owner given to the open runs of a store made before runs had owners."""
+
 _LAPSED = sql("SELECT name FROM replicas WHERE alive_until < ? AND name != ?")
 _CLAIM = sql(
     "UPDATE runs SET owner = ? WHERE run_id IN (SELECT run_id FROM runs"
@@ -18,9 +22,13 @@ _CLAIM = sql(
     f") RETURNING {RUN_COLUMNS}",
 )
 _FORGET = sql(
-    "DELETE FROM replicas WHERE name = ? AND alive_until < ? AND NOT EXISTS"
-    " (SELECT 1 FROM runs WHERE owner = ? AND status IS NULL)"
+    "DELETE FROM replicas WHERE name IN (SELECT name FROM replicas WHERE name = ?"
+    " AND alive_until < ? AND NOT EXISTS (SELECT 1 FROM runs WHERE owner = ? AND status IS NULL)",
+    SKIP_LOCKED,
+    ")",
 )
+"""A lapsed replica that owns nothing any more, forgotten (unless a write of its holds its row:
+it is alive again)."""
 _OWNED = sql("SELECT run_id, version, final FROM runs WHERE owner = ? AND status IS NULL")
 _BEAT = sql(
     "INSERT INTO replicas (name, alive_until) VALUES (?, ?)"

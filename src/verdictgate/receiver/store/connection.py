@@ -1,7 +1,7 @@
-"""The store's one connection: used under one lock and written in transactions (committed
-when the block ends, rolled back on error), to a SQLite file (here) or a PostgreSQL database
-(`postgres`), each running the text of its dialect of the statements it is given
-(`statements`). A PostgreSQL store is `shared`: other replicas write to it too, so what this
+"""Where the store's statements run, written in transactions (committed when the block ends,
+rolled back on error): a SQLite file's one connection under one lock (here), or a PostgreSQL
+database's pool of connections (`postgres`), each running the text of its dialect of the
+statements it is given (`statements`). A PostgreSQL store is `shared`: other replicas write to it too, so what this
 process counts is an estimate that is read again from the tables when it matters."""
 
 from __future__ import annotations
@@ -78,17 +78,14 @@ class Database(ABC):
     shared = False
     """Whether other processes write the same tables (then counts kept here are estimates)."""
 
-    def __init__(self) -> None:
-        self.lock = threading.Lock()
-
     @abstractmethod
     def transaction(self) -> AbstractContextManager[Cursor]:
-        """A cursor in a write transaction, under the lock: committed when the block ends
-        (however it returns), rolled back when it or the commit raises."""
+        """A cursor in a write transaction of its own: committed when the block ends (however it
+        returns), rolled back when it or the commit raises."""
 
     @abstractmethod
     def locked(self) -> AbstractContextManager[Cursor]:
-        """A cursor under the lock, outside any explicit transaction: each statement reads, or
+        """A cursor outside any explicit transaction, for the block: each statement reads, or
         commits, on its own."""
 
     @abstractmethod
@@ -129,7 +126,8 @@ class SqliteDatabase(Database):
     A SQLite older than OLDEST_SQLITE is refused."""
 
     def __init__(self, path: str | Path = ":memory:") -> None:
-        super().__init__()
+        self.lock = threading.Lock()
+        """Held by every use of the one connection."""
         if sqlite3.sqlite_version_info < OLDEST_SQLITE:
             raise RuntimeError(
                 f"a SQLite store needs SQLite {'.'.join(map(str, OLDEST_SQLITE))} or later;"

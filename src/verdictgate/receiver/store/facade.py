@@ -1,6 +1,6 @@
 """The durable trial store (a SQLite file, WAL, or a PostgreSQL database shared by replicas):
 first record wins, conflicts kept, runs resumable and claimed. It composes the aggregates; each
-public call is one transaction (or one read) under the lock."""
+public call is one transaction (or one read)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from ...otel import conventions as names
 from ...otel.framework_traces import FrameworkSpan, TrialMark, settled_trials
 from ...trial_model import Trial
 from ...wire_types import AttributeValue
-from .claims import RunClaims
+from .claims import LOCAL, RunClaims
 from .connection import DEFAULT_LEASE, Cursor, open_database
 from .faults import first_line, is_driver_error
 from .held_spans import HeldSpans, SettledTrials, unpack_trace
@@ -28,9 +28,6 @@ from .schema import migrate
 from .statements import SKIP_LOCKED, sql
 from .trial_rows import evidence_of, trial_batch, trial_of_row
 
-LOCAL = "local"
-"""The one replica of a store no other process writes (a SQLite file): reopened, it owns again
-what it owned."""
 Labels = dict[str, tuple[str | None, str | None]]
 """Per run, the (suite, point) its trials came under."""
 DueTrace = tuple[str, float, float]
@@ -401,5 +398,4 @@ class Store:
         if self.shared:
             with self._database.locked() as cursor:
                 return self._outbox.count(cursor)
-        with self._database.lock:
-            return self._outbox.size
+        return self._outbox.size

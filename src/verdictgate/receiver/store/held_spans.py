@@ -159,7 +159,7 @@ class HeldSpans:
     """The `traces`, `trial_marks`, `trace_spans` and `settled_spans` tables, with the count of
     spans held (kept here, so that no write counts them; in a `shared` store, where other
     replicas hold and settle spans too, an estimate: counted again when it says the cap is
-    passed, and at each of the receiver's lease renewals, `Store.recount`)."""
+    passed, and by the receiver every 30 s, `Store.recount`)."""
 
     def __init__(self, cursor: Cursor, *, shared: bool = False) -> None:
         self._shared = shared

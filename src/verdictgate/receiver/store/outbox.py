@@ -36,8 +36,8 @@ _SENT = sql("UPDATE outbox SET sent = sent | ? WHERE seq = ?")
 class Outbox:
     """The `outbox` table, with the count of the admissions it holds (kept here, so that
     staging never counts them; in a `shared` store, where other replicas stage and deliver
-    too, an estimate: counted again when it says the outbox is full, and at each of the
-    receiver's lease renewals, `Store.recount`)."""
+    too, an estimate: counted again when it says the outbox is full, and by the receiver
+    every 30 s, `Store.recount`)."""
 
     def __init__(
         self,

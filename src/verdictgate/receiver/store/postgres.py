@@ -46,7 +46,6 @@ class PostgresDatabase(Database):
     shared = True
 
     def __init__(self, url: str, lease: float) -> None:
-        super().__init__()
         try:
             import psycopg
         except ImportError:
@@ -64,14 +63,20 @@ class PostgresDatabase(Database):
             raise _unreadable(url) from None
         self._pool = ConnectionPool(self._connect, POOL_SIZE, POOL_WAIT)
         try:  # one connection first: a store away or a refused role is one clear line
-            with self._pool.connection():
-                pass
+            with self._pool.connection() as connection:
+                (encoding,) = connection.execute("SHOW server_encoding").fetchone() or ("",)
         except psycopg.OperationalError as error:  # its text names no password
             raise RuntimeError(
                 f"cannot reach the store {redacted(url)}: {first_line(error)}"
             ) from None
         except psycopg.Error:  # a parameter libpq refuses: its text may quote any of them
             raise _unreadable(url) from None
+        if encoding != "UTF8":  # a label the door takes must be one the store keeps
+            self._pool.close()
+            raise RuntimeError(
+                f"the store {redacted(url)} is a database in {encoding}: verdictgate needs one in"
+                " UTF8 (CREATE DATABASE ... ENCODING 'UTF8'), which keeps every label it takes"
+            )
 
     def _connect(self) -> psycopg.Connection[tuple[Any, ...]]:
         """A new connection, with the session settings the URL leaves out; its statements
@@ -82,9 +87,13 @@ class PostgresDatabase(Database):
         from psycopg.types.array import ListBinaryDumper
 
         connection = self._psycopg.connect(self._conninfo, autocommit=True, prepare_threshold=None)
-        (source,) = connection.execute(
-            "SELECT source FROM pg_settings WHERE name = 'lock_timeout'"
-        ).fetchone() or (None,)
+        try:
+            (source,) = connection.execute(
+                "SELECT source FROM pg_settings WHERE name = 'lock_timeout'"
+            ).fetchone() or (None,)
+        except BaseException:
+            connection.close()
+            raise
         if source == "client":
             connection.prepare_threshold = PREPARE_THRESHOLD
         connection.adapters.register_dumper(list, ListBinaryDumper)
@@ -94,13 +103,15 @@ class PostgresDatabase(Database):
     def _connection(self) -> Iterator[psycopg.Connection[tuple[Any, ...]]]:
         """A connection of the pool for the block (a server away raises the driver's error,
         which a sender is told to retry). A connection lost lets go of the idle ones too, so
-        that one server restart fails one use, not one use per connection."""
-        try:
-            with self._pool.connection() as connection:
+        that one server restart fails one use, not one use per connection; an error of the
+        server's (a lock not had in time) keeps them."""
+        with self._pool.connection() as connection:
+            try:
                 yield connection
-        except self._psycopg.OperationalError:
-            self._pool.drop_idle()
-            raise
+            except self._psycopg.OperationalError:
+                if connection.broken:  # not a lock timeout or a deadlock: the server went
+                    self._pool.drop_idle()
+                raise
 
     @contextmanager
     def transaction(self) -> Iterator[Cursor]:
@@ -147,6 +158,7 @@ class PostgresDatabase(Database):
         every MIGRATION_POLL seconds, in no transaction between tries: one blocked inside a
         statement would have a snapshot, which the migrating replica's build would wait for."""
         holder = self._connect()
+        holder.prepare_threshold = None  # a prepared poll's portal would keep a snapshot
         try:
             while not _took_migration_lock(holder):
                 time.sleep(MIGRATION_POLL)

@@ -34,7 +34,7 @@ class StoredRun:
     declaration_conflict: bool = False
     """A second run span declared the run differently; the first declaration was kept."""
     owner: str | None = None
-    """The replica that decides it (while its lease holds)."""
+    """The replica that decides it (while its heartbeat holds)."""
     version: int = 0
     """Writes that touched it so far."""
     framework: bool = False

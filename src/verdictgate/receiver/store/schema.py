@@ -11,6 +11,7 @@ import msgspec
 
 from ...otel.framework_traces import TrialMark
 from ...span_facts import SpanFacts
+from .claims import LOCAL
 from .connection import Cursor, Database
 from .statements import Each, Index, index, sql
 
@@ -277,6 +278,9 @@ _MARK = msgspec.msgpack.Decoder(TrialMark)
 
 _VERSION = sql("SELECT MAX(version) FROM schema_version")
 _RECORD_VERSION = sql("INSERT INTO schema_version (version) VALUES (?)")
+_OWNERLESS = sql("UPDATE runs SET owner = ? WHERE owner IS NULL AND status IS NULL")
+"""The open runs of a store made before runs had owners: given one whose heartbeat lapsed at
+once, they are claimed by the first replica to look."""
 _LEASES_TO_HEARTBEATS = sql(
     "INSERT INTO replicas (name, alive_until) SELECT owner, MAX(COALESCE(lease_until, 0))"
     " FROM runs WHERE status IS NULL AND owner IS NOT NULL GROUP BY owner"
@@ -339,7 +343,8 @@ def _current(database: Database) -> bool:
 def _migrate_tables(database: Database) -> tuple[list[str], set[str]]:
     """Create the tables the store lacks, with their indexes, and add the columns it lacks, in
     one transaction; what was done to the tables it had, and the tables created. A store made
-    before heartbeats keeps its runs' owners alive while their leases hold."""
+    before heartbeats keeps its runs' owners alive while their leases hold (runs without an
+    owner get one already lapsed)."""
     with database.transaction() as cursor:
         present = database.tables(cursor)
         created = {table for table in TABLES if table not in present}
@@ -353,6 +358,7 @@ def _migrate_tables(database: Database) -> tuple[list[str], set[str]]:
         if "finished_at" in added.get("runs", ()):  # runs finished before `finished_at`
             cursor.execute(_FINISHED_AT)
         if "replicas" in created and "runs" in present:
+            cursor.execute(_OWNERLESS, (LOCAL,))
             cursor.execute(_LEASES_TO_HEARTBEATS)
     done = [f"{table} gained {', '.join(columns)} (locked)" for table, columns in added.items()]
     if present - {"schema_version"} and created:  # a store made by an earlier release

@@ -50,8 +50,6 @@ STATEMENTS: list[Statement] = []
 SKIP_LOCKED = Each("", " FOR UPDATE SKIP LOCKED")
 """What a claiming `SELECT` ends with, so that replicas claim different rows (a SQLite store
 has one writer at a time)."""
-FOR_UPDATE = Each("", " FOR UPDATE")
-"""What a `SELECT` of a row a transaction goes on to change ends with, to hold it."""
 IS_NOT_DISTINCT_FROM = Each(" IS ", " IS NOT DISTINCT FROM ")
 """Equal, NULL equal to NULL (SQLite spells it `IS` before 3.39)."""
 IS_DISTINCT_FROM = Each(" IS NOT ", " IS DISTINCT FROM ")

@@ -37,7 +37,7 @@ class PgBouncer:
     def url(self, direct: str) -> str:
         """The URL of the database `direct` names, through this pooler."""
         parts = urlsplit(direct)
-        return parts._replace(netloc=f"{parts.username}@127.0.0.1:{self.port}").geturl()
+        return f"{parts.scheme}://{parts.username}@127.0.0.1:{self.port}{parts.path}"
 
 
 @contextmanager

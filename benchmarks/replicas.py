@@ -7,7 +7,6 @@ better). Three parts, each measured in the same run as what it is compared with:
 
 - ingest: `benchmarks/receiver.py`'s requests into one `serve` on SQLite, then on PostgreSQL,
   each pass beside the ceiling (`extract_protobuf` over the same requests);
-- framework spans: Strands-shaped traces into one `serve` on SQLite, then on PostgreSQL;
 - at rest: two replicas on a store holding 100,000 finished runs, their CPU and RSS while idle,
   and the transactions their ticks make (the server's `xact_commit` over the window);
 - idle open runs: 10,000 canaries open on one replica and nothing arriving, the row changes and
@@ -21,8 +20,7 @@ better). Three parts, each measured in the same run as what it is compared with:
 
     python benchmarks/replicas.py [--spans 100000] [--passes 3] [--runs 100000] [--lease 3]
         [--open-runs 10000] [--finish-trials 100000] [--sizing-trials 200000]
-        [--busy-spans 50000] [--framework-trials 10000]
-        [--parts ingest,frameworks,rest,idle,busy,finish,sizing,takeover]
+        [--busy-spans 50000] [--parts ingest,rest,idle,busy,finish,sizing,takeover]
 """
 
 from __future__ import annotations
@@ -298,32 +296,6 @@ def finish(server: str, trials: int, requests: int) -> None:
     )
 
 
-def frameworks(server: str, trials: int) -> None:
-    """Agent-framework spans (`benchmarks/receiver_frameworks.py`'s Strands-shaped traces, 7
-    spans a trial, 512 a request, 4 in flight) into one `serve` on SQLite, then one on
-    PostgreSQL: spans a second each takes, durably, while the trials wait to settle."""
-    from receiver_frameworks import encoded_requests as framework_requests
-
-    requests, spans = framework_requests(trials)
-    rates = {}
-    with tempfile.TemporaryDirectory() as folder:
-        for kind, location in (
-            ("SQLite", str(Path(folder) / "store.sqlite")),
-            ("PostgreSQL", fresh_database(server)),
-        ):
-            process, port = serve(location, "--idle", "3600s", "--settle", "3600s")
-            try:
-                rates[kind] = spans / round_robin([port], requests, per_replica=4)
-            finally:
-                process.kill()
-                process.wait(10)
-    print(
-        f"framework spans: {spans:,} spans of {trials:,} trials, 4 requests in flight: SQLite "
-        f"{rates['SQLite']:,.0f} spans/s, PostgreSQL {rates['PostgreSQL']:,.0f} spans/s "
-        f"({rates['PostgreSQL'] / rates['SQLite']:.0%})"
-    )
-
-
 def busy_run(server: str, spans: int, passes: int) -> None:
     """One run written by three replicas at once, against the same load spread over runs: the
     same decision spans in requests of 512, sent round robin to three `serve` replicas on one
@@ -469,10 +441,9 @@ def main() -> None:
     parser.add_argument("--sizing-trials", type=int, default=200_000)
     parser.add_argument("--finish-trials", type=int, default=100_000)
     parser.add_argument("--busy-spans", type=int, default=50_000)
-    parser.add_argument("--framework-trials", type=int, default=10_000)
     parser.add_argument(
         "--parts",
-        default="ingest,frameworks,rest,idle,busy,finish,sizing,takeover",
+        default="ingest,rest,idle,busy,finish,sizing,takeover",
         help="which to measure",
     )
     parser.add_argument("--lease", type=float, action="append")
@@ -487,8 +458,6 @@ def main() -> None:
                 at_rest(server, runs, args.seconds)
         if "idle" in parts:
             idle_open(server, args.open_runs, args.seconds, 3.0)
-        if "frameworks" in parts:
-            frameworks(server, args.framework_trials)
         if "busy" in parts:
             busy_run(server, args.busy_spans, args.passes)
         if "finish" in parts:

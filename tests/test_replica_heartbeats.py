@@ -164,3 +164,42 @@ def test_a_database_in_another_encoding_than_utf8_is_refused_in_one_line(
         )
     with pytest.raises(RuntimeError, match="in LATIN1: verdictgate needs one in UTF8"):
         Store(postgres_server.rpartition("/")[0] + "/" + name)
+
+
+def heartbeat_writes(location: str, name: str) -> tuple[float, int]:
+    """A replica's heartbeat as stored: until when it holds, and its row version (`xmin`)."""
+    with psycopg.connect(location) as connection:
+        row = connection.execute(
+            "SELECT alive_until, xmin::text FROM replicas WHERE name = %s", (name,)
+        ).fetchone()
+    assert row is not None
+    return float(row[0]), int(row[1])
+
+
+def test_the_heartbeat_is_written_once_a_third_of_a_lease_whoever_asks(location: str) -> None:
+    """The tick (every third of a lease) and the renewal thread (every sixth) both renew;
+    whichever asks first once a quarter of a lease passed writes the row, and the other's ask
+    writes nothing."""
+    clock = ManualClock(1_000_000.0)
+    a = replica(location, "a", clock)
+    start = clock()
+    started = heartbeat_writes(location, "a")
+    assert started[0] == start + LEASE  # alive from the start, before any claim
+    for _ in range(3):
+        a.tick()
+        a.renew_leases()
+    assert heartbeat_writes(location, "a") == started
+    clock.advance(LEASE / 6)
+    a.renew_leases()
+    a.tick()
+    assert heartbeat_writes(location, "a") == started  # not due: a sixth of a lease
+    clock.advance(LEASE / 6)
+    a.renew_leases()
+    renewed = heartbeat_writes(location, "a")
+    assert renewed[0] == clock() + LEASE and renewed[1] != started[1]
+    a.tick()
+    a.renew_leases()
+    assert heartbeat_writes(location, "a") == renewed
+    clock.advance(LEASE / 3)
+    a.tick()
+    assert heartbeat_writes(location, "a")[0] == clock() + LEASE

@@ -153,6 +153,9 @@ class Receiver:
         self._shown_until = clock()
         """The latest admission time the scrape endpoint has shown (from start on)."""
         self._next_claim = 0.0
+        self._heartbeat = threading.Lock()
+        self._renewed_at = -math.inf
+        """When this replica's heartbeat was last renewed (by the tick or its own thread)."""
         self._next_recount = 0.0
         self._store_was_away = False
         """The last tick's store failed it: the next one renews its heartbeat, and takes over a
@@ -181,6 +184,7 @@ class Receiver:
         whose owner's heartbeat lapsed."""
         with self._lock:
             now = self._clock()
+            self._renew(now)  # alive before it claims anything
             # a store no other process writes: whoever owned its runs is gone
             self._take_over(now, mine=True, lapsed_before=None if self.store.shared else math.inf)
             self._lifecycle.resumed(now)  # nothing was taken while the process was down
@@ -195,9 +199,7 @@ class Receiver:
         one still to admit to the finisher (the lock is held). Claims run out in batches, so
         that a takeover of many runs is taken in full."""
         lapsed = now if lapsed_before is None else lapsed_before
-        while claimed := self.store.claim_runs(
-            self.replica, lapsed, now + self.config.lease, CLAIM_BATCH, mine=mine
-        ):
+        while claimed := self.store.claim_runs(self.replica, lapsed, CLAIM_BATCH, mine=mine):
             for run in claimed:
                 self._take_up(run)
             mine = False  # the runs claimed are this replica's now: claim what is left
@@ -432,10 +434,22 @@ class Receiver:
                 )
 
     def renew_leases(self) -> None:
-        """Renew this replica's heartbeat, which holds every run it owns (a shared store's; its
-        own thread calls this every third of a lease, whatever the tick is busy with)."""
-        if self.store.shared:
-            self.store.renew(self.replica, self._clock() + self.config.lease)
+        """Renew this replica's heartbeat, which holds every run it owns, when it is due (a
+        shared store's; its own thread calls this every sixth of a lease, whatever the tick is
+        busy with)."""
+        self._renew(self._clock())
+
+    def _renew(self, now: float) -> None:
+        """The one place the heartbeat is written: once a quarter of a lease has passed since it
+        last was, by the tick (every third of a lease) or the renewal thread (every sixth),
+        whichever asks first; so it is written about every third of a lease, and never more
+        than half a lease apart."""
+        if not self.store.shared:
+            return
+        with self._heartbeat:
+            if now >= self._renewed_at + self.config.lease / 4:
+                self.store.renew(self.replica, now + self.config.lease)
+                self._renewed_at = now
 
     def _follow(self, now: float) -> None:
         """At each tick (the lock is held), the store is what the lifecycle follows: the runs
@@ -445,7 +459,7 @@ class Receiver:
         every third of a lease its heartbeat is renewed and the runs of replicas whose heartbeat
         lapsed are taken over. Reads the runs this replica owns (open work), never the history."""
         if self.store.shared and now >= self._next_claim:
-            self.store.renew(self.replica, now + self.config.lease)
+            self._renew(now)
             self._next_claim = now + self.config.lease / 3
             if self._store_was_away:  # every heartbeat lapsed meanwhile: the replicas that come
                 self._store_was_away = False  # back renew theirs before any is taken over

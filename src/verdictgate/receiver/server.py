@@ -200,9 +200,9 @@ class Server:
             thread.start()
 
     def _renew(self) -> None:
-        """Renew the replica's leases every third of a lease until stopped (a store away is the
-        tick's to log)."""
-        while not self._stop.wait(self.receiver.config.lease / 3):
+        """Renew the replica's heartbeat when due, looking every sixth of a lease until stopped
+        (a store away is the tick's to log)."""
+        while not self._stop.wait(self.receiver.config.lease / 6):
             try:
                 self.receiver.renew_leases()
             except Exception as error:

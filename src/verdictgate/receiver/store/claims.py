@@ -48,14 +48,12 @@ class RunClaims:
     runs over at once."""
 
     def claim(
-        self, cursor: Cursor, replica: str, now: float, until: float, limit: int, mine: bool
+        self, cursor: Cursor, replica: str, now: float, limit: int, mine: bool
     ) -> list[StoredRun]:
-        """Claim for `replica` (its heartbeat renewed until `until`) up to `limit` runs not yet
-        admitted whose owner's heartbeat lapsed before `now`, and with `mine` those it owns
-        already (a store of one process, reopened); the runs claimed, oldest first. Replicas
-        claiming at once claim different runs. A lapsed replica whose runs were all taken is
-        forgotten."""
-        self.beat(cursor, replica, until)
+        """Claim for `replica` up to `limit` runs not yet admitted whose owner's heartbeat
+        lapsed before `now`, and with `mine` those it owns already (a store of one process,
+        reopened); the runs claimed, oldest first. Replicas claiming at once claim different
+        runs. A lapsed replica whose runs were all taken is forgotten."""
         lapsed = [name for (name,) in cursor.execute(_LAPSED, (now, replica)).fetchall()]
         claimed: list[StoredRun] = []
         for owner in ([replica] if mine else []) + sorted(lapsed):

@@ -312,16 +312,14 @@ class Store:
             return self._runs.close(cursor, run_ids, owner)
 
     def claim_runs(
-        self, replica: str, now: float, until: float, limit: int = 1000, *, mine: bool = False
+        self, replica: str, now: float, limit: int = 1000, *, mine: bool = False
     ) -> list[StoredRun]:
-        """Claim for `replica` (its heartbeat renewed until `until`) up to `limit` runs not
+        """Claim for `replica` (whose heartbeat its caller renewed) up to `limit` runs not
         admitted whose owner's heartbeat lapsed before `now`, and with `mine` those it owns
         already; the runs claimed, oldest first, as they stand (open, or final and still to
         admit)."""
         with self._database.transaction() as cursor:
-            claimed = self._claims.claim(cursor, replica, now, until, limit, mine)
-        self._alive[replica] = until
-        return claimed
+            return self._claims.claim(cursor, replica, now, limit, mine)
 
     def owned_runs(self, replica: str) -> dict[str, tuple[int, bool]]:
         """The runs `replica` owns and has not admitted: their versions, and whether final."""

@@ -6,6 +6,9 @@ holds is left to it rather than waited for, its run kept open until it settles."
 
 from __future__ import annotations
 
+import functools
+import threading
+import time
 from pathlib import Path
 
 import psycopg
@@ -19,6 +22,7 @@ from verdictgate.otel.otlp_reading import extract_protobuf
 from verdictgate.receiver.config import ReceiverConfig
 from verdictgate.receiver.core import CLAIM_BATCH, Receiver
 from verdictgate.receiver.store import Store
+from verdictgate.receiver.store.postgres import POOL_SIZE
 
 LEASE = 10.0
 
@@ -203,3 +207,37 @@ def test_the_heartbeat_is_written_once_a_third_of_a_lease_whoever_asks(location:
     clock.advance(LEASE / 3)
     a.tick()
     assert heartbeat_writes(location, "a")[0] == clock() + LEASE
+
+
+def test_a_renewal_never_waits_behind_a_full_pool(location: str) -> None:
+    """Every connection of a replica's pool waits inside a write (another session holds the
+    trials table); its heartbeat is still renewed at once, over the connection kept for it."""
+    long_lease = 60.0  # writes wait up to a third of it: longer than a use waits for the pool
+    store = Store(location, lease=long_lease)
+    open_runs(store, "a", 1, 1_000_000.0)
+    writers: list[threading.Thread] = []
+    with psycopg.connect(location) as holder:
+        holder.execute("LOCK TABLE trials IN EXCLUSIVE MODE")
+        for n in range(POOL_SIZE):
+            trial = Trial("c", 0, "approve", f"blocked-{n}", "approve")
+            write = functools.partial(store.write, [trial], now=1_000_001.0)
+            writers.append(threading.Thread(target=write))
+            writers[-1].start()
+        while waiting_on_a_lock(location) < POOL_SIZE:
+            time.sleep(0.05)
+        store.renew("a", 2_000_000.0)
+        assert all(writer.is_alive() for writer in writers)  # the pool is still full
+        assert heartbeat_writes(location, "a")[0] == 2_000_000.0
+    for writer in writers:
+        writer.join()
+    store.close()
+
+
+def waiting_on_a_lock(location: str) -> int:
+    """Sessions of the database waiting for a lock."""
+    with psycopg.connect(location) as connection:
+        row = connection.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
+            " AND datname = current_database()"
+        ).fetchone()
+    return int(row[0]) if row else 0

@@ -83,6 +83,11 @@ class Database(ABC):
         """A cursor in a write transaction of its own: committed when the block ends (however it
         returns), rolled back when it or the commit raises."""
 
+    def heartbeat(self) -> AbstractContextManager[Cursor]:
+        """A write transaction for a replica's heartbeat alone: on a shared store over a
+        connection kept for it, so that a renewal never waits behind a full pool."""
+        return self.transaction()
+
     @abstractmethod
     def locked(self) -> AbstractContextManager[Cursor]:
         """A cursor outside any explicit transaction, for the block: each statement reads, or

@@ -328,8 +328,8 @@ class Store:
 
     def renew(self, replica: str, until: float) -> None:
         """Renew `replica`'s heartbeat until `until`: it owns the runs it has not admitted until
-        then (one row, however many runs)."""
-        with self._database.transaction() as cursor:
+        then (one row, however many runs), over a connection kept for it."""
+        with self._database.heartbeat() as cursor:
             self._claims.beat(cursor, replica, until)
         self._alive[replica] = until
 

@@ -9,7 +9,7 @@ import contextlib
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from typing import TYPE_CHECKING, Any
 
 from .connection import Cursor, Database, Parameters
@@ -62,6 +62,8 @@ class PostgresDatabase(Database):
         except (psycopg.Error, ValueError):
             raise _unreadable(url) from None
         self._pool = ConnectionPool(self._connect, POOL_SIZE, POOL_WAIT)
+        self._kept = ConnectionPool(self._connect, 1, POOL_WAIT)
+        """The heartbeat's own connection: a renewal never waits behind a full pool."""
         try:  # one connection first: a store away or a refused role is one clear line
             with self._pool.connection() as connection:
                 (encoding,) = connection.execute("SHOW server_encoding").fetchone() or ("",)
@@ -100,22 +102,31 @@ class PostgresDatabase(Database):
         return connection
 
     @contextmanager
-    def _connection(self) -> Iterator[psycopg.Connection[tuple[Any, ...]]]:
-        """A connection of the pool for the block (a server away raises the driver's error,
-        which a sender is told to retry). A connection lost lets go of the idle ones too, so
-        that one server restart fails one use, not one use per connection; an error of the
-        server's (a lock not had in time) keeps them."""
-        with self._pool.connection() as connection:
+    def _connection(
+        self, pool: ConnectionPool | None = None
+    ) -> Iterator[psycopg.Connection[tuple[Any, ...]]]:
+        """A connection of the pool (or of `pool`) for the block (a server away raises the
+        driver's error, which a sender is told to retry). A connection lost lets go of the idle
+        ones too, so that one server restart fails one use, not one use per connection; an error
+        of the server's (a lock not had in time) keeps them."""
+        with (pool or self._pool).connection() as connection:
             try:
                 yield connection
             except self._psycopg.OperationalError:
                 if connection.broken:  # not a lock timeout or a deadlock: the server went
                     self._pool.drop_idle()
+                    self._kept.drop_idle()
                 raise
 
+    def heartbeat(self) -> AbstractContextManager[Cursor]:
+        return self._transaction(self._kept)
+
+    def transaction(self) -> AbstractContextManager[Cursor]:
+        return self._transaction(self._pool)
+
     @contextmanager
-    def transaction(self) -> Iterator[Cursor]:
-        with self._connection() as connection:
+    def _transaction(self, pool: ConnectionPool) -> Iterator[Cursor]:
+        with self._connection(pool) as connection:
             connection.execute(self._begin, prepare=False)
             try:
                 yield PostgresCursor(self._psycopg.RawCursor(connection))
@@ -169,6 +180,7 @@ class PostgresDatabase(Database):
 
     def close(self) -> None:
         self._pool.close()
+        self._kept.close()
 
 
 def _took_migration_lock(holder: psycopg.Connection[tuple[Any, ...]]) -> bool:
@@ -342,7 +354,7 @@ would meet another's of the same name on a shared server connection."""
 BULK_ROWS = 8
 """Rows from which an insert is sent as arrays of its columns."""
 POOL_SIZE = 8
-"""Connections one replica holds at most: ingest (one write at a time), the tick, the heartbeat,
+"""Connections one replica holds at most (and one more kept for its heartbeat): ingest, the tick,
 the forwarder, the finisher's reads and a few queries at once."""
 POOL_WAIT = 10.0
 """Seconds a use waits for a connection of the pool when every one is in use: then it fails as

@@ -5,8 +5,8 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 SEMANTIC_STAMP := $(VENV)/.semantic-stamp
-# The semantic extra's torch: the CPU build of 2.13.0 (a plain `torch` requirement would pull a
-# CUDA build of several GB where no CPU wheel is at hand).
+# The semantic extra's torch 2.13.0: the CPU build where TORCH_INDEX or a local folder serves
+# it (the constraint pins the public version, which PyPI alone resolves too).
 TORCH ?= torch==2.13.0
 # PyPI serves torch for Linux x86_64 as a CUDA build of several GB; PyTorch's own index serves
 # the CPU build: make semantic TORCH_INDEX=https://download.pytorch.org/whl/cpu

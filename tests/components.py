@@ -19,6 +19,17 @@ def unavailable(message: str) -> NoReturn:
     pytest.skip(message)
 
 
+def missing(name: str) -> str | None:
+    """Why a program some steps of a test run cannot run here (None when it is installed): a
+    failure in CI, where it must run; elsewhere the caller skips those steps by this name."""
+    if shutil.which(name) is not None:
+        return None
+    message = f"{name} is not installed (Debian packages: see .ci/run)"
+    if os.environ.get("CI"):
+        pytest.fail(message + "; .ci/run installs it")
+    return message
+
+
 def binary(name: str) -> str:
     """The path of a program the test needs (see `unavailable` when it is missing)."""
     path = shutil.which(name)

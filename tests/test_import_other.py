@@ -184,3 +184,28 @@ def test_an_import_names_an_input_by_its_suite_id_and_its_fingerprint_both(cli, 
     both = write("both.jsonl", lines + prints)
     _, report = report_of(cli, "--trials", both, "--claim", "population")
     assert report["population"]["cases"] == 3 and "mixed_case_names" not in codes_of(report)
+
+
+def test_deepeval_4_latest_test_run_is_read_under_test_run_data(cli):
+    """A real DeepEval 4.3.1 run (`deepeval test run -r 4`, offline: ExactMatchMetric), saved
+    as it wrote `.deepeval/.latest_test_run.json`: the run under `testRunData`."""
+    path = FIXTURES / "deepeval" / "deepeval-4-latest-test-run.json"
+    assert "testCases" not in json.loads(path.read_text())  # the 3.x shape is not there
+    result, report = report_of(cli, "--deepeval", str(path))
+    assert result.exit_code == 3 and report["trials"]["received"] == 8
+    assert report["coverage"]["observed"] == ["billing", "card_security", "refunds"]
+    pooled = report["stability"]["pooled"]
+    assert (pooled["pairs"], pooled["flips"]) == (4, 1)
+    _, by_tools = report_of(cli, "--deepeval", str(path), "--decision", "tools")
+    assert by_tools["coverage"]["observed"] == ["freeze_card > open_case", "lookup_order"]
+
+
+def test_deepeval_logged_in_file_holding_only_a_link_is_one_clear_line(cli, tmp_path):
+    """Logged in to Confident AI, DeepEval 4.x writes only `{"testRunLink": ...}` there
+    (`TestRunManager.save_final_test_run_link`): refused in one line naming what to read."""
+    path = tmp_path / ".latest_test_run.json"
+    path.write_text(json.dumps({"testRunLink": "https://app.confident-ai.com/x/test-runs/y"}))
+    result = cli("assess", "--deepeval", str(path))
+    assert result.exit_code == 2
+    assert "holds only a link" in result.output and ".latest_run_full.json" in result.output
+    assert "Traceback" not in result.output

@@ -1,6 +1,6 @@
-"""DeepEval: saved test runs (`deepeval test run -r N`, camelCase `testCases`) and LLMTestCase
-objects, grouped by input; the trial order is the `[i-N]` repeat suffix of the test name, else
-`order`, else file order."""
+"""DeepEval: saved test runs (`deepeval test run -r N`, camelCase `testCases`; 4.x's latest run
+under `testRunData`) and LLMTestCase objects, grouped by input; the trial order is the `[i-N]`
+repeat suffix of the test name, else `order`, else file order."""
 
 from __future__ import annotations
 
@@ -19,6 +19,10 @@ from ..wire_types import JsonObject
 from . import Imported, ImportOptions, decision_at
 
 RUN_ID = "deepeval"
+_DATA = "testRunData"
+"""Where DeepEval 4.x's `.latest_test_run.json` holds the run."""
+_LINK = "testRunLink"
+"""What that file holds instead when DeepEval is logged in to Confident AI."""
 _REPEAT = re.compile(r"\[(\d+)-(\d+)\]$")
 
 
@@ -92,8 +96,21 @@ def _build(
 
 
 def read(path: Path, options: ImportOptions, suite: Suite | None, key: bytes | None) -> Imported:
-    """Read a saved test run."""
+    """Read a saved test run: a test run itself (`.deepeval/.latest_run_full.json`, a results
+    folder's file, DeepEval 3.x's `.latest_test_run.json`) or DeepEval 4.x's
+    `.latest_test_run.json`, which holds it under `testRunData` (or, logged in to Confident
+    AI, only a link to it: refused in one line that names the file to read instead)."""
     document = read_json(path)
+    if isinstance(document, dict) and isinstance(document.get(_DATA), dict):
+        document = document[_DATA]
+    elif isinstance(document, dict) and _LINK in document and "testCases" not in document:
+        raise InputError(
+            "holds only a link to the run on Confident AI (DeepEval, logged in, keeps it"
+            " there): read .deepeval/.latest_run_full.json beside it, or the file DeepEval"
+            " writes to DEEPEVAL_RESULTS_FOLDER",
+            path=str(path),
+            field=_LINK,
+        )
     test_cases = document.get("testCases") if isinstance(document, dict) else None
     if not isinstance(test_cases, list):
         raise InputError("not a DeepEval test run", path=str(path), field="testCases")

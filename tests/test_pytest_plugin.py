@@ -98,3 +98,47 @@ def test_a_wrong_inconclusive_setting_is_a_usage_error(tmp_path):
     done = pytest_run("test_small.py", "-o", "verdictgate_inconclusive=maybe", cwd=tmp_path)
     assert done.returncode == pytest.ExitCode.USAGE_ERROR, done.stdout + done.stderr
     assert "inconclusive must be one of fail, pass" in done.stdout + done.stderr
+
+
+ODD_LABELS_TEST = textwrap.dedent(
+    """
+    import itertools
+
+    import pytest
+
+    import verdictgate
+    from verdictgate import Case, Suite
+
+    ODD = ["ro\\ud800ute", "nul\\x00", "x" * 4097, "emoji \\U0001F600", "\\udfff"]
+
+
+    @pytest.mark.parametrize("label", ODD)
+    def test_run(verdict_gate, label):
+        suite = Suite(name="s" + label, cases=(Case("c" + label, "hello", "e" + label),))
+        answers = itertools.cycle([label, "b" + label, label])
+        verdict_gate.run(lambda text: next(answers), suite, repeats=6, run_id="r" + label)
+
+
+    @pytest.mark.parametrize("label", ODD)
+    def test_assess(verdict_gate, label):
+        trials = [verdictgate.Trial("c" + label, i, [label, "b" + label][i % 2], "r", label)
+                  for i in range(6)]
+        verdict_gate.assess(trials, run_id="r" + label)
+    """
+)
+
+
+@pytest.mark.parametrize("workers", [[], ["-n", "2"]], ids=["one-process", "xdist-2"])
+def test_labels_of_any_kind_never_crash_a_worker(tmp_path, workers):
+    """Lone surrogates, NUL, a label past 4,096 characters, emoji: in a suite's names, a run
+    id, an agent's answers or trials given whole, each gated test fails on its own, reported
+    as any other, and no worker crashes (execnet sends UTF-8 only)."""
+    (tmp_path / "test_odd.py").write_text(ODD_LABELS_TEST)
+    done = pytest_run("test_odd.py", *workers, cwd=tmp_path)
+    output = done.stdout + done.stderr
+    assert "INTERNALERROR" not in output and "crashed" not in output, output[-3000:]
+    assert "10 failed" in done.stdout, output[-3000:]
+    assert (
+        done.stdout.count("verdictgate: Rejected") + done.stdout.count("verdictgate: Inconclusive")
+        >= 10
+    )

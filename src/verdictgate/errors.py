@@ -4,6 +4,8 @@ and field.
     VerdictgateError            anything verdictgate refuses (`except VerdictgateError`)
     ├── InputError              malformed or unreadable input: `file:line: field: problem`
     │   ├── InvalidDecision     a value that is not a decision (also a ValueError)
+    │   │   └── LabelOutOfBounds    a label no source may carry: past the caps, a NUL, a lone
+    │   │                           surrogate (a fault of the file, not of the agent)
     │   └── TrialIndexError     a trial index outside 0..MAX_TRIAL_INDEX (also a ValueError)
     ├── PlanError               a run that cannot be afforded or sized, refused before any call
     ├── SnapshotRefused         evidence that does not support a baseline
@@ -100,6 +102,12 @@ class PlanError(VerdictgateError):
 
 class InvalidDecision(InputError, ValueError):
     """A value that is not a decision (an empty label, a path with a non-string step, ...)."""
+
+
+class LabelOutOfBounds(InvalidDecision):
+    """A label, tool path or reason no source may carry: longer than MAX_LABEL characters or
+    MAX_PATH_STEPS steps, or holding a NUL or a lone surrogate (no store keeps either). An
+    importer refuses the file for it, naming where, rather than count an agent's error."""
 
 
 class TrialIndexError(InputError, ValueError):

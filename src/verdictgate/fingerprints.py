@@ -8,6 +8,8 @@ import os
 import re
 from collections.abc import Iterable
 
+from .errors import InputError
+
 KEY_VARIABLE = "VERDICTGATE_FINGERPRINT_KEY"
 KEY_ID_LABEL = b"verdictgate fingerprint key id v1"
 """What a key id is the HMAC of: a fixed label, so the id names the key and reveals nothing of it."""
@@ -23,8 +25,12 @@ def fingerprint_key(explicit: str | bytes | None = None) -> bytes | None:
 
 
 def fingerprint(text: str, key: bytes | None) -> str:
-    """`hmac-sha256:<hex>` of the text under the key, or `sha256:<hex>` when unkeyed."""
-    data = text.encode("utf-8")
+    """`hmac-sha256:<hex>` of the text under the key, or `sha256:<hex>` when unkeyed. An input
+    holding a lone surrogate is not text another door could send: InputError."""
+    try:
+        data = text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise InputError("an input holds a lone surrogate, which is not text") from None
     if key is None:
         return "sha256:" + hashlib.sha256(data).hexdigest()
     return "hmac-sha256:" + hmac.new(key, data, hashlib.sha256).hexdigest()

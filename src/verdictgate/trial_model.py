@@ -8,7 +8,7 @@ from typing import Any
 
 import msgspec
 
-from .errors import InvalidDecision
+from .errors import InvalidDecision, LabelOutOfBounds
 
 
 class Outcome(str, Enum):
@@ -65,14 +65,13 @@ def decision_from_value(value: object) -> Decision:
     """The one rule that turns a raw value into a decision key: a string that is not blank is a
     label; a list or tuple of such strings is an ordered tool path, and an empty one is the
     no-decision `no_tool_selected`; a NoDecision is itself; a mapping decides by its `verdict`
-    or its `tools`, or is `{kind: no_decision, reason}`. Anything else, or a label longer than
-    MAX_LABEL or a path of more than MAX_PATH_STEPS steps, raises InvalidDecision."""
+    or its `tools`, or is `{kind: no_decision, reason}`. Anything else raises InvalidDecision;
+    a label no source may carry (`bounded_label`, or a path of more than MAX_PATH_STEPS steps),
+    LabelOutOfBounds."""
     if isinstance(value, str):
         if not value.strip():
             raise InvalidDecision("an empty label is not a decision")
-        if len(value) > MAX_LABEL:
-            raise InvalidDecision(f"a label is at most {MAX_LABEL} characters, got {len(value)}")
-        return value
+        return bounded_label(value, "a label")
     if isinstance(value, NoDecision):
         return value
     if isinstance(value, (list, tuple)):
@@ -80,12 +79,11 @@ def decision_from_value(value: object) -> Decision:
             return NO_TOOL_SELECTED
         if not all(isinstance(step, str) and step.strip() for step in value):
             raise InvalidDecision("a tool path holds non-empty tool names only")
-        if len(value) > MAX_PATH_STEPS or any(len(step) > MAX_LABEL for step in value):
-            raise InvalidDecision(
-                f"a tool path holds at most {MAX_PATH_STEPS} names of at most {MAX_LABEL} "
-                f"characters, got {len(value)} steps"
+        if len(value) > MAX_PATH_STEPS:
+            raise LabelOutOfBounds(
+                f"a tool path holds at most {MAX_PATH_STEPS} names, got {len(value)} steps"
             )
-        return tuple(value)
+        return tuple(bounded_label(step, "a tool name") for step in value)
     if isinstance(value, Mapping):
         if value.get("kind") == "no_decision":
             return no_decision(value.get("reason", "unspecified"))
@@ -99,14 +97,26 @@ def decision_from_value(value: object) -> Decision:
 
 
 def no_decision(reason: object) -> NoDecision:
-    """The no-decision of a reason: InvalidDecision unless it is a string that is not blank,
-    of at most MAX_LABEL characters."""
-    if not isinstance(reason, str) or not reason.strip() or len(reason) > MAX_LABEL:
-        raise InvalidDecision(
-            f"a no-decision's reason is a string that is not blank, of at most {MAX_LABEL} "
-            "characters"
-        )
-    return NoDecision(reason)
+    """The no-decision of a reason: InvalidDecision unless it is a string that is not blank
+    and a label may hold it (`bounded_label`)."""
+    if not isinstance(reason, str) or not reason.strip():
+        raise InvalidDecision("a no-decision's reason is a string that is not blank")
+    return NoDecision(bounded_label(reason, "a no-decision's reason"))
+
+
+def bounded_label(text: str, what: str) -> str:
+    """`text` when a label may hold it: at most MAX_LABEL characters, no NUL, no lone surrogate
+    (what every door and store takes alike); else LabelOutOfBounds naming `what` it is."""
+    if len(text) > MAX_LABEL:
+        raise LabelOutOfBounds(f"{what} is at most {MAX_LABEL} characters, got {len(text)}")
+    if "\x00" in text:
+        raise LabelOutOfBounds(f"{what} holds a NUL character")
+    if not text.isascii():
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError:
+            raise LabelOutOfBounds(f"{what} holds a lone surrogate") from None
+    return text
 
 
 def decision_text(decision: Decision) -> str:

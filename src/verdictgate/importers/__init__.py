@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..assessment import Isolation
-from ..errors import InvalidDecision
+from ..errors import InputError, InvalidDecision, LabelOutOfBounds
 from ..evidence import Evidence
 from ..fingerprints import fingerprint_key
 from ..suite import Case, Suite
@@ -60,10 +60,19 @@ def pick(value: JsonValue, dotted: str) -> JsonValue:
     return value
 
 
-def decision_at(value: object, path: str | None) -> Decision | None:
+def decision_at(
+    value: object,
+    path: str | None,
+    *,
+    source: str,
+    field: str,
+    line: int | None = None,
+) -> Decision | None:
     """A decision read from a tool's output: the value itself, or, with a dotted `path`, what
     the path names in it (JSON text is parsed first), by the one rule of `decision_from_value`;
-    None when it is not a decision (the caller records an unreadable decision)."""
+    None when it is not a decision (the caller records an unreadable decision). A label no
+    source may carry is the file's fault: an InputError naming its `source`, `line` and
+    `field`."""
     if path is not None:
         if isinstance(value, str):
             try:
@@ -73,6 +82,8 @@ def decision_at(value: object, path: str | None) -> Decision | None:
         value = pick(value, path)
     try:
         return decision_from_value(value)
+    except LabelOutOfBounds as error:
+        raise InputError(error.problem, path=source, line=line, field=field) from None
     except InvalidDecision:
         return None
 

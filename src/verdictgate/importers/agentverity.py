@@ -19,7 +19,7 @@ RUN_ID = "agentverity"
 
 
 def _observation(value: JsonValue, field: str, source: str) -> Decision:
-    decision = decision_at(value, None)
+    decision = decision_at(value, None, source=source, field=field)
     if decision is not None:
         return decision
     raise InputError(

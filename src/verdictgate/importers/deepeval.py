@@ -37,14 +37,14 @@ class DeepEvalCase(Protocol):
 _Case = TypeVar("_Case", bound=DeepEvalCase)
 
 
-def _tools(called: object) -> Decision | None:
+def _tools(called: object, source: str, field: str) -> Decision | None:
     if not isinstance(called, list):
         return None
     names = [
         tool.get("name") if isinstance(tool, dict) else getattr(tool, "name", tool)
         for tool in called
     ]
-    return decision_at(names, None)
+    return decision_at(names, None, source=source, field=field)
 
 
 def _order(name: str | None, order: object, position: int) -> tuple[int, int]:
@@ -55,25 +55,42 @@ def _order(name: str | None, order: object, position: int) -> tuple[int, int]:
 
 
 def _build(
-    rows: list[JsonObject], decision: str, decision_path: str | None, key: bytes | None
+    rows: list[JsonObject],
+    decision: str,
+    decision_path: str | None,
+    key: bytes | None,
+    source: str,
+    field: str,
 ) -> Imported:
-    groups: dict[str, list[tuple[tuple[int, int], JsonObject]]] = {}
+    """The trials of `rows` (each named `field[N]` of `source` in errors)."""
+    groups: dict[str, list[tuple[tuple[int, int], str, JsonObject]]] = {}
     for position, row in enumerate(rows):
         order = _order(row.get("name"), row.get("order"), position)
-        groups.setdefault(row["input"], []).append((order, row))
+        groups.setdefault(row["input"], []).append((order, f"{field}[{position}]", row))
     evidence = Evidence()
     cases = []
     for text, members in groups.items():
         case_id, _, key_id = input_names(text, key)
         members.sort(key=lambda item: item[0])
-        expected = decision_at(members[0][1].get("expectedOutput"), decision_path)
+        _, first, row = members[0]
+        expected = decision_at(
+            row.get("expectedOutput"),
+            decision_path,
+            source=source,
+            field=f"{first}.expectedOutput",
+        )
         expected_text = expected if isinstance(expected, str) else None
         trials = []
-        for index, (_, row) in enumerate(members):
+        for index, (_, name, row) in enumerate(members):
             got = (
-                _tools(row.get("toolsCalled"))
+                _tools(row.get("toolsCalled"), source, f"{name}.toolsCalled")
                 if decision == "tools"
-                else decision_at(row.get("actualOutput"), decision_path)
+                else decision_at(
+                    row.get("actualOutput"),
+                    decision_path,
+                    source=source,
+                    field=f"{name}.actualOutput",
+                )
             )
             success = row.get("success")
             passed = success if isinstance(success, bool) else None
@@ -119,7 +136,9 @@ def read(path: Path, options: ImportOptions, suite: Suite | None, key: bytes | N
             raise InputError(
                 "needs an `input` string", path=str(path), field=f"testCases[{number}]"
             )
-    return _build(test_cases, options.decision_kind, options.decision_path, key)
+    return _build(
+        test_cases, options.decision_kind, options.decision_path, key, str(path), "testCases"
+    )
 
 
 def evidence_from_deepeval(
@@ -155,4 +174,4 @@ def evidence_from_deepeval(
             }
         )
     kind = "tools" if decision == "tools" else "output"
-    return _build(rows, kind, decision_path, fingerprint_key(key))
+    return _build(rows, kind, decision_path, fingerprint_key(key), "test_cases", "test_cases")

@@ -5,11 +5,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from ..errors import InputError, TrialIndexError
+from ..errors import InputError, LabelOutOfBounds, TrialIndexError
 from ..evidence import Evidence
 from ..fingerprints import input_names
 from ..suite import Case, Suite
-from ..trial_model import Trial
+from ..trial_model import Trial, bounded_label
 from . import Imported, ImportOptions, decision_at, pick
 
 RUN_ID = "jsonl"
@@ -47,10 +47,18 @@ def read(path: Path, options: ImportOptions, suite: Suite | None, key: bytes | N
                     "no case at this path", path=source, line=number, field=options.case_path
                 )
             text = str(raw_case)
-            case, aliases, key_id = (
-                (text, (), None) if text in known else input_names(text, key, by_input.get(text))
-            )
+            try:
+                case, aliases, key_id = (
+                    (text, (), None)
+                    if text in known
+                    else input_names(text, key, by_input.get(text))
+                )
+            except InputError as error:
+                raise InputError(
+                    error.problem, path=source, line=number, field=options.case_path
+                ) from None
             run = str(pick(row, options.run_path) or RUN_ID) if options.run_path else RUN_ID
+            labelled = (run, options.run_path)
             if options.trial_path is not None:
                 index = pick(row, options.trial_path)
                 if not isinstance(index, int) or isinstance(index, bool):
@@ -62,7 +70,21 @@ def read(path: Path, options: ImportOptions, suite: Suite | None, key: bytes | N
                 counters[(run, case)] = index + 1
             route = pick(row, options.expected_path) if options.expected_path else None
             route = route if isinstance(route, str) else None
-            decision = decision_at(pick(row, options.decision_path), None)
+            for label, field in (labelled, (route, options.expected_path)):
+                if label is not None:
+                    try:
+                        bounded_label(label, "a label")
+                    except LabelOutOfBounds as error:
+                        raise InputError(
+                            error.problem, path=source, line=number, field=field
+                        ) from None
+            decision = decision_at(
+                pick(row, options.decision_path),
+                None,
+                source=source,
+                line=number,
+                field=options.decision_path,
+            )
             error_type = None if decision is not None else "decision_path"
             try:
                 evidence.add(

@@ -243,7 +243,7 @@ def _read_rows(
             whole, whole_rows = _export(stream.read(), source)
             eval_id, rows = whole.evalId or eval_id, iter(whole_rows)
         seen = _Seen()
-        return eval_id, whole, seen, _group(rows, options, seen)
+        return eval_id, whole, seen, _group(rows, options, seen, source)
 
 
 def _refuse_nothing_kept(kept: int, seen: _Seen, options: ImportOptions, source: str) -> None:
@@ -328,7 +328,7 @@ class _Seen:
 
 
 def _group(
-    rows: Iterator[Row], options: ImportOptions, seen: _Seen
+    rows: Iterator[Row], options: ImportOptions, seen: _Seen, source: str
 ) -> tuple[dict[str, _Test], set[str], set[str], int]:
     """Rows grouped by test (one provider and prompt after filtering), with what was kept;
     `seen` collects every provider and prompt, kept or not."""
@@ -337,7 +337,7 @@ def _group(
     prompts: set[str] = set()
     shared: dict[_RowTrial, _RowTrial] = {}  # one object per distinct decision
     kept = 0
-    for row in rows:
+    for number, row in enumerate(rows):
         seen.providers.update(row.provider_names())
         seen.prompts.add(row.promptId or "")
         if options.provider is not None and options.provider not in row.provider_names():
@@ -353,7 +353,7 @@ def _group(
             test = tests[text] = _Test(_expected(row, options))
         test.order.append(row.testIdx)
         test.trace_ids.append(row.traceId)
-        trial = _trial(row, options)
+        trial = _trial(row, options, source, number)
         test.trials.append(shared.setdefault(trial, trial))
         test.latencies.append(row.latencyMs)
     return tests, providers, prompts, kept
@@ -377,11 +377,16 @@ def _expected(row: Row, options: ImportOptions) -> str | None:
     return value if isinstance(value, str) else None
 
 
-def _trial(row: Row, options: ImportOptions) -> _RowTrial:
-    """(decision, None, passed) or (None, error type, passed) for one row; `passed` is
+def _trial(row: Row, options: ImportOptions, source: str, number: int) -> _RowTrial:
+    """(decision, None, passed) or (None, error type, passed) for row `number`; `passed` is
     promptfoo's `success` (None for a provider error, which no assertion judged)."""
     if row.failureReason == PROVIDER_ERROR or row.response is None:
         return None, "provider_error", None
-    decision = decision_at(row.response.output, options.decision_path)
+    decision = decision_at(
+        row.response.output,
+        options.decision_path,
+        source=source,
+        field=f"results[{number}].response.output",
+    )
     error = None if decision is not None else "decision_path"
     return decision, error, row.success

@@ -81,18 +81,27 @@ class Gate:
             assessment.status is Status.INCONCLUSIVE and not self.inconclusive_fails
         )
         if not admitted:
-            pytest.fail(explanation(assessment), pytrace=False)
+            pytest.fail(sendable(explanation(assessment)), pytrace=False)
         return assessment
+
+
+def sendable(text: str) -> str:
+    """Text a pytest-xdist worker can send its controller (execnet sends UTF-8 only): a lone
+    surrogate, which a suite's own labels may hold, written as its escape."""
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 def _properties(a: Assessment) -> list[tuple[str, str]]:
     return [
-        (PROPERTY_PREFIX + "status", a.status.value),
-        (PROPERTY_PREFIX + "exit_code", str(a.status.exit_code)),
-        (PROPERTY_PREFIX + "run", a.run.id),
-        (PROPERTY_PREFIX + "headline", a.headline),
-        (PROPERTY_PREFIX + "reasons", ",".join(a.reason_codes)),
-        (PROPERTY_PREFIX + "trials", f"{a.trials.received}/{a.trials.expected}"),
+        (PROPERTY_PREFIX + name, sendable(value))
+        for name, value in (
+            ("status", a.status.value),
+            ("exit_code", str(a.status.exit_code)),
+            ("run", a.run.id),
+            ("headline", a.headline),
+            ("reasons", ",".join(a.reason_codes)),
+            ("trials", f"{a.trials.received}/{a.trials.expected}"),
+        )
     ]
 
 

@@ -18,7 +18,11 @@ from verdictgate.otel.spans import (
     trial_attributes,
 )
 
-labels = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), min_size=1, max_size=10)
+labels = st.text(
+    st.characters(codec="utf-8", exclude_categories=("Cs",), exclude_characters="\x00"),
+    min_size=1,
+    max_size=10,
+)
 routes = st.frozensets(labels.filter(lambda s: "=" not in s), max_size=4)
 
 

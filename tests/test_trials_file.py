@@ -14,7 +14,9 @@ from verdictgate import trials_file as trials_module
 from verdictgate.trials_file import TrialWriter
 
 names = st.text(
-    alphabet=st.characters(codec="utf-8", exclude_categories=("Cs",)), min_size=1, max_size=12
+    alphabet=st.characters(codec="utf-8", exclude_categories=("Cs",), exclude_characters="\x00"),
+    min_size=1,
+    max_size=12,
 ).filter(str.strip)  # a blank label is not a decision
 decisions = st.one_of(
     names,

@@ -19,7 +19,7 @@ from .assessment import (
     RouteStability,
     Status,
 )
-from .policy import Claim
+from .policy import Claim, PassWhen
 from .shown import SHOWN_CHARS, shown
 from .stats import (
     ChangeRate,
@@ -181,6 +181,13 @@ def _passes(rate: PassRate) -> str:
     )
 
 
+def _nothing_judged(pass_when: PassWhen) -> str:
+    """Why no trial was judged for the pass rate."""
+    if pass_when is PassWhen.EXPECTED:
+        return "no decided trial's case names an expected decision"
+    return "no trial carries an evaluator's verdict"
+
+
 def _p95(stats: Quantiles, unit: str) -> str:
     estimate, low, high = stats.p95
     return f"p95 {estimate:g} {unit} of {stats.trials} trials, CI [{low:g}, {high:g}] {unit}"
@@ -336,8 +343,13 @@ def _fix_failing_cases(f: Findings) -> Iterator[str]:
     failing = [
         c.case for c in f.cases if c.pass_rate and c.pass_rate.result is Reliability.UNRELIABLE
     ]
+    failed_by = (
+        "too many trials decide other than their case's expected decision"
+        if f.policy.pass_when is PassWhen.EXPECTED
+        else "the evaluator fails too many trials"
+    )
     yield (
-        "Fix the failing cases before freezing a baseline: the evaluator fails too many trials"
+        f"Fix the failing cases before freezing a baseline: {failed_by}"
         + (f" (shown below the required rate: {', '.join(failing[:5])})." if failing else ".")
     )
 
@@ -949,7 +961,7 @@ RULES: tuple[Rule, ...] = (
             (
                 f"not yet shown above the required pass rate {percent(rate.required)}: {_passes(rate)}"
                 if rate.judged
-                else "a pass rate is required but no trial carries an evaluator's verdict"
+                else f"a pass rate is required but {_nothing_judged(f.policy.pass_when)}"
             )
             if (rate := f.pass_rate) is not None and rate.result is Reliability.UNDECIDED
             else None

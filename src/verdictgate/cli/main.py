@@ -450,8 +450,8 @@ def check_command(
         # baseline's contract: the contract is what the baseline froze
         suite = replace(load_suite(suite_path), contract=baseline.suite.contract)
     policy = baseline.policy
-    if policy.pass_rate is None and suite.pass_rate is not None:
-        policy = replace(policy, pass_rate=suite.pass_rate)  # a rate the given suite requires
+    if policy.pass_rate is None and suite.pass_rate is not None:  # a rate the given suite requires
+        policy = replace(policy, pass_rate=suite.pass_rate, pass_when=suite.policy().pass_when)
     assessment = evidence_for(trials_path, suite, policy, agent_run)
     regression = check(baseline, assessment)
     emit(assessment, fmt, output, {"check": regression_document(regression)}, regression)

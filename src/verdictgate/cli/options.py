@@ -127,7 +127,7 @@ def emit(
 
 
 def deliver(report: str, output: str | None) -> None:
-    """Write a rendered report to `output`, or to stdout without one."""
+    """Write a rendered report to `output`, saying where on stderr, or to stdout without one."""
     if output is None:
         click.echo(report, nl=False)
         return
@@ -135,6 +135,7 @@ def deliver(report: str, output: str | None) -> None:
         Path(output).write_text(report, encoding="utf-8")
     except OSError as error:
         raise InputError(f"cannot write report ({error.strerror})", path=output) from None
+    click.echo(f"verdictgate: report written to {output}", err=True)
 
 
 @dataclass

@@ -265,9 +265,9 @@ def _coverage(a: Assessment) -> JsonObject:
 
 
 def _pass_rate(a: Assessment) -> JsonObject:
-    """JSON `pass_rate`: the trials that passed (as `pass_when` says), pooled and per route."""
+    """JSON `pass_rate`: the trials that passed (as `policy.pass_when` says), pooled and per
+    route."""
     return {
-        "pass_when": a.policy.pass_when.value,
         "passed": a.passes.passed,
         "judged": a.passes.judged,
         "skipped": a.passes.skipped,

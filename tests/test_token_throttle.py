@@ -95,6 +95,33 @@ def test_a_wrong_token_is_told_apart_from_a_missing_one_and_nothing_else(path, m
             assert details is not None and details.code() is grpc.StatusCode.UNAUTHENTICATED
         assert export(server, None).details() == "a bearer token is required"
         assert export(server, "nope").details() == "the bearer token is not this receiver's"
+        assert export(server, TOKEN) is None  # checked where the peer is known: still taken
+
+
+def test_a_host_with_a_few_wrong_tokens_is_still_served_on_every_kind_of_call(cli, tmp_path):
+    """Below the limit, a host that gave wrong tokens is served with the right one: a unary
+    export and the status client's server stream (WatchAdmission) alike."""
+    token_file = tmp_path / "token"
+    token_file.write_text(TOKEN)
+    with running_server(token=TOKEN) as server:
+        assert export(server, "nope") is not None
+        assert export(server, TOKEN) is None
+        endpoint = f"127.0.0.1:{server.grpc_port}"
+        result = cli(
+            "status",
+            "--endpoint",
+            endpoint,
+            "--run",
+            "r",
+            "--token-file",
+            str(token_file),
+            "--wait",
+            "5",
+            "--format",
+            "json",
+        )
+        assert result.exit_code in (0, 3), result.stderr
+        assert json.loads(result.stdout)["run"]["id"] == "r"
 
 
 def guess(server, door: int, token: str) -> object:

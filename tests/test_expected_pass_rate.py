@@ -67,6 +67,17 @@ def test_a_stable_wrong_route_is_unreliable_when_passes_are_expected_decisions(w
     assert (by_case["deny-0"]["passed"], by_case["deny-0"]["verdict"]) == (0, "review")
 
 
+def test_the_text_and_html_reports_name_the_rate_of_expected_decisions(write, cli):
+    trials, suite = write("t.jsonl", wrong_deny_records()), write("s.json", suite_document())
+    policy = ["--pass-rate", "0.7", "--pass-when", "expected"]
+    text = cli("assess", "--trials", trials, "--suite", suite, *policy).stdout
+    assert "pass rate (expected decisions)" in text and "200 of 240 passed" in text
+    html = cli("assess", "--trials", trials, "--suite", suite, *policy, "--format", "html").stdout
+    assert "pass rate (expected decisions)" in html
+    plain = cli("assess", "--trials", trials, "--suite", suite, "--pass-rate", "0.7").stdout
+    assert "expected decisions" not in plain
+
+
 def test_an_evaluator_verdict_does_not_count_when_passes_are_expected_decisions():
     cases = (Case("c", "input c", "approve"),)
     trials = [Trial("c", i, "deny", passed=True) for i in range(80)]

@@ -21,6 +21,11 @@ class PassWhen(str, Enum):
     EXPECTED = "expected"
     """It decided its case's expected decision: a stable but wrong route fails every trial."""
 
+    @property
+    def rate_name(self) -> str:
+        """What the reports call the pooled pass rate of trials passed this way."""
+        return "pass rate" if self is PassWhen.EVALUATOR else "pass rate (expected decisions)"
+
 
 class Claim(str, Enum):
     """What a qualified run promises: about the cases tested, or about new inputs."""

@@ -96,8 +96,8 @@ REQUIRED_OUTSIDE_EC2: dict[str, set[str]] = {
     "exporters/awsxray": {"region"},
 }
 """Options a component needs to start where it cannot ask EC2's instance metadata: the AWS
-exporters' `region` (awsutil.AWSSessionSettings; else the AWS_REGION environment variable,
-which collector-config/ cannot count on)."""
+exporters' `region` (their READMEs: when absent, the AWS_REGION environment variable, else
+"determined by metadata"; collector-config/ cannot count on either)."""
 
 CREATES_ITS_DIRECTORY: dict[str, str] = {"extensions/file_storage": "create_directory"}
 """Components whose directory must exist before the Collector starts unless this option is

@@ -1,5 +1,5 @@
 """The options each collector component documents, for reading collector-config/ against them:
-no collector with `awsemf`, `awsxray`, `filter` or `loadbalancing` installs here, so a
+no collector with `awsemf`, `awsxray`, `filter` or `load_balancing` installs here, so a
 misspelt option would only be found by the collector refusing to start.
 
 Taken from each component's README and `config.go` in opentelemetry-collector(-contrib):
@@ -45,12 +45,12 @@ TOP_LEVEL: dict[str, set[str]] = {
         "resource_to_telemetry_conversion", "enable_open_metrics", "add_metric_suffixes",
         "without_scope_info",
     },
-    "exporters/otlp": {
+    "exporters/otlp_grpc": {
         "endpoint", "tls", "headers", "compression", "timeout", "retry_on_failure",
         "sending_queue", "balancer_name", "auth", "keepalive", "read_buffer_size",
         "write_buffer_size", "wait_for_ready", "authority",
     },
-    "exporters/loadbalancing": {
+    "exporters/load_balancing": {
         "protocol", "resolver", "routing_key", "routing_attributes", "timeout",
         "retry_on_failure", "sending_queue",
     },
@@ -68,15 +68,37 @@ NESTED: dict[tuple[str, ...], set[str]] = {
     ("exporters/awsemf", "metric_declarations", "*", "label_matchers", "*"): {
         "label_names", "separator", "regex",
     },
-    ("exporters/otlp", "retry_on_failure"): {
+    ("exporters/otlp_grpc", "retry_on_failure"): {
         "enabled", "initial_interval", "max_interval", "max_elapsed_time", "multiplier",
         "randomization_factor",
     },
-    ("exporters/otlp", "sending_queue"): {
+    ("exporters/otlp_grpc", "sending_queue"): {
         "enabled", "num_consumers", "queue_size", "storage", "blocking", "sizer", "batch",
         "wait_for_result", "block_on_overflow",
     },
-    ("exporters/loadbalancing", "resolver"): {"static", "dns", "k8s", "aws_cloud_map"},
+    ("exporters/load_balancing", "resolver"): {"static", "dns", "k8s", "aws_cloud_map"},
     ("receivers/otlp", "protocols"): {"grpc", "http"},
 }  # fmt: skip
 """Options below a top-level one; `*` stands for each item of a list."""
+
+DEPRECATED_TYPES: dict[str, str] = {
+    "exporters/otlp": "otlp_grpc",
+    "exporters/otlphttp": "otlp_http",
+    "exporters/loadbalancing": "load_balancing",
+}
+"""Component types current Collectors keep only as deprecated aliases (each logs a warning at
+start), with the name that replaced it: `otlp` and `otlphttp` since core v0.144.0
+(open-telemetry/opentelemetry-collector#14403 and #14397), `loadbalancing` in contrib
+(open-telemetry/opentelemetry-collector-contrib#48533). The receiver `otlp` keeps its name."""
+
+REQUIRED_OUTSIDE_EC2: dict[str, set[str]] = {
+    "exporters/awsemf": {"region"},
+    "exporters/awsxray": {"region"},
+}
+"""Options a component needs to start where it cannot ask EC2's instance metadata: the AWS
+exporters' `region` (their READMEs: when absent, the AWS_REGION environment variable, else
+"determined by metadata"; collector-config/ cannot count on either)."""
+
+CREATES_ITS_DIRECTORY: dict[str, str] = {"extensions/file_storage": "create_directory"}
+"""Components whose directory must exist before the Collector starts unless this option is
+true (extension/storage/filestorage/README.md)."""

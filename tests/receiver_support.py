@@ -81,14 +81,16 @@ def running_server(
     idle: float = 30.0,
     clock: Callable[[], float] = time.time,
     config: ReceiverConfig | None = None,
+    host: str = "127.0.0.1",
 ):
-    """A Server on free loopback ports; yields it (ports in .grpc_port / .http_port). Its
-    receiver reads `clock` (pass a ManualClock to drive idle periods and settling) and is set
-    up by `config` (by default: `idle`, the rest as `serve` would)."""
+    """A Server on free ports of `host` (the loopback by default); yields it (ports in
+    .grpc_port / .http_port). Its receiver reads `clock` (pass a ManualClock to drive idle
+    periods and settling) and is set up by `config` (by default: `idle`, the rest as `serve`
+    would)."""
     server = Server(
         Receiver(Store(store_path), None, config or ReceiverConfig(idle=idle), clock=clock),
-        grpc_listen="127.0.0.1:0",
-        http_listen="127.0.0.1:0",
+        grpc_listen=f"{host}:0",
+        http_listen=f"{host}:0",
         token=token,
         limits=limits or Limits(),
         tick_seconds=0.05,

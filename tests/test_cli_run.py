@@ -32,6 +32,21 @@ def test_plan(cli, args, expected):
     assert expected in result.stdout
 
 
+@pytest.mark.parametrize(
+    ("args", "first"),
+    [
+        (["--observed", "1/73"], "1/73 -> 110 pairs in total: 37 more pairs (74 calls)"),
+        (["--observed", "8/78"], "8/78 -> 312 pairs in total"),
+        (["--pass-rate", "0.95"], "72 judged trials, all passing, show a pass rate above 0.95"),
+        (["--observed", "1/73", "--pass-rate", "0.95"], "1/73 -> 110 pairs in total"),
+    ],
+)
+def test_plan_answers_what_was_asked_on_its_first_line(cli, args, first):
+    lines = cli("plan", *args).stdout.splitlines()
+    assert lines[0].startswith(first)
+    assert any(line.startswith("72 pairs at 0.05") for line in lines[1:])  # the pricing after
+
+
 def test_plan_as_json_and_with_a_budget(cli):
     document = json.loads(cli("plan", "--suite", SUITE, "--format", "json").stdout)
     assert document["pairs_needed"] == 72 and document["suite"]["calls"] == 856

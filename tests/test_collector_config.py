@@ -76,7 +76,7 @@ def test_gateway_drops_content_and_keeps_decision_and_run_spans():
     )
     assert '"gen_ai.input.messages"' in statements and '"gen_ai.output.messages"' in statements
     assert "^(input|output)" in statements  # OpenInference's input.value, output.value
-    exporter = config["exporters"]["otlp/verdictgate"]
+    exporter = config["exporters"]["otlp_grpc/verdictgate"]
     assert exporter["retry_on_failure"]["enabled"] and exporter["sending_queue"]["enabled"]
     order = config["service"]["pipelines"]["traces/verdictgate"]["processors"]
     assert order.index("transform/drop_content") < order.index("batch")
@@ -102,10 +102,10 @@ def test_cloudwatch_metrics_and_spans_use_contract_names():
 
 def test_scale_spreads_every_request_over_every_replica_with_no_routing_key():
     overlay = yaml.safe_load((CONFIG / "scale.yaml").read_text())
-    assert set(overlay) == {"exporters"} and set(overlay["exporters"]) == {"otlp/verdictgate"}
+    assert set(overlay) == {"exporters"} and set(overlay["exporters"]) == {"otlp_grpc/verdictgate"}
     config = load("scale.yaml")
-    assert "loadbalancing" not in config["exporters"]
-    exporter = config["exporters"]["otlp/verdictgate"]
+    assert not {"loadbalancing", "load_balancing"} & {n.split("/")[0] for n in config["exporters"]}
+    exporter = config["exporters"]["otlp_grpc/verdictgate"]
     assert exporter["endpoint"].startswith("dns:///") and exporter["balancer_name"] == "round_robin"
     assert exporter["retry_on_failure"]["max_elapsed_time"] == "0s"  # the gateway's, kept
     pipeline = config["service"]["pipelines"]["traces/verdictgate"]
@@ -283,3 +283,60 @@ def test_the_previous_declarations_are_found_wrong():
     assert any(w.startswith(f"{names.METRIC_CHANGE_RATE_UPPER} ") and names.ROUTE in w
                for w in wrong)  # fmt: skip
     assert any(w.startswith(names.METRIC_ADMISSION_TIME) for w in wrong)
+
+
+# -- names current Collectors take, and what a Collector needs to start -------------------------
+
+
+def _components(config: dict):
+    """(`section/type`, where, body) of every component a config defines."""
+    for section in ("receivers", "processors", "exporters", "extensions", "connectors"):
+        for name, body in (config.get(section) or {}).items():
+            yield f"{section}/{name.split('/')[0]}", f"{section}.{name}", body or {}
+
+
+def _deprecated(config: dict) -> list[str]:
+    from collector_options import DEPRECATED_TYPES
+
+    return [
+        f"{where}: use {DEPRECATED_TYPES[kind]}"
+        for kind, where, _ in _components(config)
+        if kind in DEPRECATED_TYPES
+    ]
+
+
+def _cannot_start(config: dict) -> list[str]:
+    """What keeps a Collector from starting on a fresh machine outside EC2: an AWS exporter
+    with no region (or one only an unset variable would give), a file_storage directory that
+    must already exist."""
+    from collector_options import CREATES_ITS_DIRECTORY, REQUIRED_OUTSIDE_EC2
+
+    missing = []
+    for kind, where, body in _components(config):
+        for option in REQUIRED_OUTSIDE_EC2.get(kind, ()):
+            value = str(body.get(option) or "")
+            if not value or re.fullmatch(r"\$\{env:\w+\}", value):  # no default
+                missing.append(f"{where}.{option}")
+        if (option := CREATES_ITS_DIRECTORY.get(kind)) and body.get(option) is not True:
+            missing.append(f"{where}.{option}")
+    return missing
+
+
+@pytest.mark.parametrize("name", COLLECTOR_FILES)
+def test_no_component_type_is_a_deprecated_alias_and_each_starts_on_a_fresh_machine(name):
+    config = load(name)
+    assert _deprecated(config) == []
+    assert _cannot_start(config) == []
+
+
+def test_a_deprecated_alias_and_what_stops_a_start_are_found():
+    gateway = load("gateway.yaml")
+    gateway["exporters"]["otlp/verdictgate"] = gateway["exporters"].pop("otlp_grpc/verdictgate")
+    del gateway["extensions"]["file_storage/queue"]["create_directory"]
+    assert _deprecated(gateway) == ["exporters.otlp/verdictgate: use otlp_grpc"]
+    assert _cannot_start(gateway) == ["extensions.file_storage/queue.create_directory"]
+    cloudwatch = load("cloudwatch.yaml")
+    del cloudwatch["exporters"]["awsemf"]["region"]
+    cloudwatch["exporters"]["awsxray"]["region"] = "${env:AWS_REGION}"
+    assert _cannot_start(cloudwatch) == ["exporters.awsemf.region", "exporters.awsxray.region"]
+    assert _deprecated({"receivers": {"otlp": {}}}) == []  # the receiver keeps its name

@@ -292,9 +292,9 @@ def test_the_collector_configs_reach_the_services():
     [kustomization] = documents("kustomization.yaml")
     gateway = yaml.safe_load((COLLECTOR_CONFIG / "gateway.yaml").read_text())
     scale = yaml.safe_load((COLLECTOR_CONFIG / "scale.yaml").read_text())
-    host, _, port = gateway["exporters"]["otlp/verdictgate"]["endpoint"].rpartition(":")
+    host, _, port = gateway["exporters"]["otlp_grpc/verdictgate"]["endpoint"].rpartition(":")
     assert int(port) in {p["port"] for p in one("Service", host)["spec"]["ports"]}
-    endpoint = scale["exporters"]["otlp/verdictgate"]["endpoint"].removeprefix("dns:///")
+    endpoint = scale["exporters"]["otlp_grpc/verdictgate"]["endpoint"].removeprefix("dns:///")
     host, _, port = endpoint.rpartition(":")
     service, namespace = host.split(".")[:2]
     headless = one("Service", service)["spec"]

@@ -276,6 +276,42 @@ def test_decisions_that_are_json_documents_lead_with_the_decision_path_step():
     assert not any("--decision-path" in step for step in assess(plain, suite).next_steps)
 
 
+def test_steps_for_json_outputs_never_say_fix_the_agent_or_allow_them():
+    """Seven routes whose outputs were read whole: no step asks to fix the agent or to add a
+    document to the contract, and the routes not reached as read are one step naming them."""
+    from verdictgate import Case, Contract, Suite, Trial, assess
+
+    routes = ["billing", "cancel", "downgrade", "login", "refund", "tech", "upgrade"]
+    suite = Suite(
+        "s", "p", tuple(Case(f"c{i}", f"in {i}", r) for i, r in enumerate(routes)), Contract(routes)
+    )
+    whole = [
+        Trial(f"c{i}", k, json.dumps({"route": r, "reply": "Done."}), "r", r)
+        for i, r in enumerate(routes)
+        for k in range(4)
+    ]
+    steps = assess(whole, suite).next_steps
+    assert "--decision-path" in steps[0]
+    assert not [step for step in steps if "fix the agent" in step or "add it to the" in step]
+    assert [step for step in steps if "No trial returned" in step] == [
+        "No trial returned billing, cancel, downgrade, login, refund, tech, upgrade as read, but "
+        "the decisions were whole JSON outputs: with the route read from inside them "
+        "(--decision-path), see which routes are reached."
+    ]
+    assert any(
+        step.startswith("Leave the agent and the contract as they are for the 7") for step in steps
+    )
+    mixed = [
+        *whole,
+        Trial("c0", 4, "other", "r", "billing"),
+        Trial("c0", 5, "other", "r", "billing"),
+    ]
+    assert any(
+        "returned other, which the contract does not allow: fix the agent" in step
+        for step in assess(mixed, suite).next_steps
+    )
+
+
 def test_a_rejected_run_keeps_its_rejecting_reason_first_however_many_trials_errored():
     from verdictgate import Case, Contract, Suite, Trial, assess
 

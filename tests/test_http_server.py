@@ -11,6 +11,8 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
+import pytest
+
 from verdictgate.receiver.http import BoundedHttpServer, HttpError, RequestHandler
 from verdictgate.receiver.limits import Limits
 
@@ -30,8 +32,8 @@ class Echo(RequestHandler):
 
 
 @contextmanager
-def serving(**limits: Any) -> Iterator[BoundedHttpServer]:
-    server = BoundedHttpServer(("127.0.0.1", 0), Echo, Limits(**limits))
+def serving(host: str = "127.0.0.1", **limits: Any) -> Iterator[BoundedHttpServer]:
+    server = BoundedHttpServer((host, 0), Echo, Limits(**limits))
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
@@ -66,6 +68,18 @@ def post(body: bytes, *, close: bool = True) -> bytes:
     connection = "close" if close else "keep-alive"
     head = f"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: {len(body)}\r\nConnection: {connection}"
     return f"{head}\r\n\r\n".encode() + body
+
+
+def test_listening_on_every_ipv6_address_takes_ipv4_clients_too():
+    """`[::]` is dual-stack, as gRPC's is: a client of either family is answered."""
+    if not socket.has_dualstack_ipv6():
+        pytest.skip("this system has no dual-stack IPv6 sockets")
+    with serving("::") as server:
+        port = server.server_address[1]
+        for client in ("127.0.0.1", "::1"):
+            with socket.create_connection((client, port), timeout=10) as sock:
+                sock.sendall(post(client.encode()))
+                assert answer(sock).endswith(b"\r\n\r\n" + client.encode()), client
 
 
 def test_a_keep_alive_connection_is_served_request_after_request():

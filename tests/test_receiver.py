@@ -529,6 +529,12 @@ def test_tls_and_a_token_on_both_transports_and_the_status_client(new_store, cli
         assert ok.exit_code == 3 and json.loads(ok.stdout)["trials"]["received"] == 80
         denied = cli("status", "--endpoint", endpoint, "--run", "t", "--tls-ca", str(cert))
         assert denied.exit_code == 2 and "token" in denied.stderr
+        assert denied.stderr.endswith("--token-file: a bearer token is required\n")
+        wrong = tmp_path / "wrong"
+        wrong.write_text("s3cre7\n")
+        wrong_token = ["--tls-ca", str(cert), "--token-file", str(wrong)]
+        refused = cli("status", "--endpoint", endpoint, "--run", "t", *wrong_token)
+        assert refused.stderr.endswith("--token-file: the bearer token is not this receiver's\n")
     finally:
         server.stop()
 

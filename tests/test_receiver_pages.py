@@ -10,7 +10,8 @@ from urllib.parse import quote, urlencode
 from receiver_support import decision_span, request, run_span, running_server
 from verdictgate import ManualClock
 from verdictgate.otel.otlp_reading import extract_protobuf
-from verdictgate.receiver.sign_in import SignInThrottle, page_key
+from verdictgate.receiver.bearer import TokenThrottle
+from verdictgate.receiver.sign_in import page_key
 
 TOKEN = "s3cret-token"
 EVIL = '<img src=x onerror="window.pwned=1"><script>window.pwned=1</script>'
@@ -161,7 +162,7 @@ def test_guessing_the_token_at_the_sign_in_form_is_throttled() -> None:
 
 def test_the_throttle_forgets_tries_as_they_age_and_keeps_no_host_for_ever() -> None:
     clock = ManualClock(100.0)
-    throttle = SignInThrottle(allowed=3, window=60.0, clock=clock)
+    throttle = TokenThrottle(allowed=3, window=60.0, clock=clock)
     assert [throttle.attempt("h") for _ in range(3)] == [0, 0, 0]
     assert throttle.attempt("h") == 60 and throttle.attempt("other") == 0
     throttle.succeeded("other")  # a right token does not count

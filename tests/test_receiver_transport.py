@@ -1038,6 +1038,26 @@ def test_another_method_on_a_known_path_is_405_with_allow(method, path, allow):
         assert answer(sock, "GET").status == 200
 
 
+def test_serve_on_every_ipv6_address_takes_ipv4_and_ipv6_clients_on_both_transports():
+    """`--http-listen [::]:PORT` is dual-stack as `--grpc-listen [::]:PORT` is: a client of
+    either family is answered on each port."""
+    if not socket.has_dualstack_ipv6():
+        pytest.skip("this system has no dual-stack IPv6 sockets")
+    with running_server(host="[::]") as server:
+        for client in ("127.0.0.1", "::1"):
+            connection = http.client.HTTPConnection(client, server.http_port, timeout=10)
+            connection.request("GET", "/healthz")
+            assert connection.getresponse().status == 200, client
+            connection.close()
+            target = f"[{client}]" if ":" in client else client
+            channel = grpc.insecure_channel(f"{target}:{server.grpc_port}")
+            try:
+                answered = channel.unary_unary(TRACES)(body_of(f"from-{client}"), timeout=10)
+            finally:
+                channel.close()
+            assert not ExportTraceServiceResponse.FromString(answered).HasField("partial_success")
+
+
 def test_other_methods_elsewhere_are_404_and_401_asks_for_a_bearer_token():
     with running_server(token="s3cret") as server:
         with connect(server) as sock:

@@ -107,9 +107,13 @@ def test_text_report_shows_the_tables(cli, write):
         assert heading in result.stdout
 
 
-def test_output_file(cli, write, tmp_path):
+@pytest.mark.parametrize("fmt", sorted(RENDERERS))
+def test_output_file_and_one_line_saying_where(cli, write, tmp_path, fmt):
     trials = write("t.jsonl", trial_records(stable_answers()))
-    out = tmp_path / "report.xml"
-    result = cli("assess", "--trials", trials, "--format", "junit", "--output", str(out))
+    out = tmp_path / f"report.{fmt}"
+    result = cli("assess", "--trials", trials, "--format", fmt, "--output", str(out))
     assert result.exit_code == 0 and result.stdout == ""
-    assert ET.parse(out).getroot().tag == "testsuites"
+    assert result.stderr == f"verdictgate: report written to {out}\n"
+    if fmt == "junit":
+        assert ET.parse(out).getroot().tag == "testsuites"
+    assert out.stat().st_size > 0

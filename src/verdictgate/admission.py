@@ -19,7 +19,7 @@ from .assessment import (
     RouteStability,
     Status,
 )
-from .policy import Claim
+from .policy import Claim, PassWhen
 from .shown import SHOWN_CHARS, shown
 from .stats import (
     ChangeRate,
@@ -181,6 +181,13 @@ def _passes(rate: PassRate) -> str:
     )
 
 
+def _nothing_judged(pass_when: PassWhen) -> str:
+    """Why no trial was judged for the pass rate."""
+    if pass_when is PassWhen.EXPECTED:
+        return "no decided trial's case names an expected decision"
+    return "no trial carries an evaluator's verdict"
+
+
 def _p95(stats: Quantiles, unit: str) -> str:
     estimate, low, high = stats.p95
     return f"p95 {estimate:g} {unit} of {stats.trials} trials, CI [{low:g}, {high:g}] {unit}"
@@ -336,8 +343,13 @@ def _fix_failing_cases(f: Findings) -> Iterator[str]:
     failing = [
         c.case for c in f.cases if c.pass_rate and c.pass_rate.result is Reliability.UNRELIABLE
     ]
+    failed_by = (
+        "too many trials decide other than their case's expected decision"
+        if f.policy.pass_when is PassWhen.EXPECTED
+        else "the evaluator fails too many trials"
+    )
     yield (
-        "Fix the failing cases before freezing a baseline: the evaluator fails too many trials"
+        f"Fix the failing cases before freezing a baseline: {failed_by}"
         + (f" (shown below the required rate: {', '.join(failing[:5])})." if failing else ".")
     )
 
@@ -378,27 +390,52 @@ def _curtailed_steps(f: Findings) -> Iterator[str]:
 
 
 def _unreached_steps(f: Findings) -> Iterator[str]:
-    for route in unreached(f):
-        if route not in f.coverage.missing_intended:
-            yield (
-                f"No trial returned {shown(route)} although {f.coverage.intended.get(route, 0)} cases intend it: "
-                "check those cases and how the agent handles them."
-            )
+    """What to do about each intended route no trial reached; where decisions were whole JSON
+    outputs, one step: the routes may be inside them."""
+    routes = [route for route in unreached(f) if route not in f.coverage.missing_intended]
+    if routes and _documents(f):
+        yield (
+            f"No trial returned {listing(shown(route) for route in routes)} as read, but the "
+            "decisions were whole JSON outputs: with the route read from inside them "
+            "(--decision-path), see which routes are reached."
+        )
+        return
+    for route in routes:
+        yield (
+            f"No trial returned {shown(route)} although {f.coverage.intended.get(route, 0)} cases intend it: "
+            "check those cases and how the agent handles them."
+        )
 
 
 def _unknown_steps(f: Findings) -> list[str]:
-    """What to do about each decision outside the contract."""
-    return [
+    """What to do about each decision outside the contract; decisions that are whole JSON
+    outputs are no decision to fix or allow, and get one step together."""
+    documents = _documents(f)
+    steps = [
         f"The agent returned {shown(decision)}, which the contract does not allow: fix the agent, "
         "or add it to the contract's allowed decisions (or allowed_no_decisions)."
         for decision in f.coverage.unknown
+        if decision not in documents
     ]
+    if documents:
+        steps.append(
+            f"Leave the agent and the contract as they are for the {len(documents)} JSON "
+            f"{'output' if len(documents) == 1 else 'outputs'} outside the contract: each is a "
+            "whole output read as its decision, and the contract judges the route read from "
+            "inside it (--decision-path FIELD, decision_path= in Python)."
+        )
+    return steps
+
+
+def _documents(f: Findings) -> list[str]:
+    """The decisions outside the contract that are JSON objects or arrays: whole outputs."""
+    return [d for d in f.coverage.unknown if _json_document(d)]
 
 
 def _decision_path_step(f: Findings) -> str | None:
     """Decisions that are JSON objects or arrays are most often whole outputs whose route is
     a field inside: the step that says so leads, since every contract reason follows from it."""
-    documents = [d for d in f.coverage.unknown if _json_document(d)]
+    documents = _documents(f)
     if not documents:
         return None
     return (
@@ -949,7 +986,7 @@ RULES: tuple[Rule, ...] = (
             (
                 f"not yet shown above the required pass rate {percent(rate.required)}: {_passes(rate)}"
                 if rate.judged
-                else "a pass rate is required but no trial carries an evaluator's verdict"
+                else f"a pass rate is required but {_nothing_judged(f.policy.pass_when)}"
             )
             if (rate := f.pass_rate) is not None and rate.result is Reliability.UNDECIDED
             else None

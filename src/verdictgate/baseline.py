@@ -8,7 +8,7 @@ from pathlib import Path
 from .assessment import Assessment, Status
 from .drift import Summary, summary_document, summary_from_document, summary_of
 from .errors import InputError, SnapshotRefused
-from .policy import Claim, Policy
+from .policy import Claim, PassWhen, Policy
 from .stats import Method, Stability
 from .suite import Contract, Suite
 from .suite_file import SUITE_SCHEMA, read_json, suite_from_document
@@ -59,6 +59,7 @@ def snapshot(assessment: Assessment, suite: Suite, *, approved: bool) -> JsonObj
             "confidence": assessment.policy.confidence,
             "dominance_threshold": assessment.policy.dominance_threshold,
             "pass_rate": assessment.policy.pass_rate,
+            "pass_when": assessment.policy.pass_when.value,
             "max_p95_ms": assessment.policy.max_p95_ms,
             "max_p95_tool_calls": assessment.policy.max_p95_tool_calls,
             "method": assessment.policy.method.value,
@@ -113,6 +114,7 @@ def baseline_from_document(document: JsonValue, source: str) -> Baseline:
                 # a snapshot from before these were kept was judged by the defaults
                 "method": Method(policy_fields.get("method", Method.WILSON.value)),
                 "claim": Claim(policy_fields.get("claim", Claim.TESTED.value)),
+                "pass_when": PassWhen(policy_fields.get("pass_when", PassWhen.EVALUATOR.value)),
             }
         )
     except (TypeError, ValueError) as error:

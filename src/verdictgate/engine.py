@@ -30,7 +30,7 @@ from .declaration import RunDeclaration
 from .evidence import ERROR, MISSING, CaseEvidence, Evidence
 from .family import judged_together
 from .fingerprints import fingerprint_mode
-from .policy import Claim, Policy
+from .policy import Claim, PassWhen, Policy
 from .sequential.replay import decides, replay
 from .sequential.rule import PopulationVerdict, population_verdict
 from .stats import (
@@ -43,7 +43,7 @@ from .stats import (
     side_error,
 )
 from .suite import Contract, Suite
-from .ties import Agreement, AllowedOrders, agreement, unordered
+from .ties import Agreement, AllowedOrders, agreement, matches_route, unordered
 from .trial_model import Decision, NoDecision, TiedSteps, Trial, decision_text
 
 
@@ -83,7 +83,7 @@ def assess(
     """
     evidence = (trials if isinstance(trials, Evidence) else Evidence(trials)).compacted()
     suite = suite or Suite()
-    policy = policy or Policy.with_tolerance(suite.tolerance, suite.pass_rate)
+    policy = policy or Policy.with_tolerance(suite.tolerance, suite.pass_rate, suite.pass_when)
     run = RunInfo(
         id=run_id or _run_id(evidence),
         suite=suite.name,
@@ -298,7 +298,11 @@ class _Scan:
             if key >= 0 and unordered(keys[key], ranges):
                 self.tied_counts[key] += 1
                 self.tied_paths.add((key, ranges))
-        passed, judged = case.pass_counts()
+        passed, judged = (
+            _expected_passes(counts, keys, tied, slots, route)
+            if policy.pass_when is PassWhen.EXPECTED
+            else case.pass_counts()
+        )
         self.latencies.extend(case.latency_values())
         tallies = [self.pooled, self.routes.setdefault(route, _Tally())] if route else [self.pooled]
         for tally in tallies:
@@ -348,6 +352,29 @@ class _Scan:
             for case in suite.cases
             if self.names.case_of(case.id) not in self.seen_cases
         )
+
+
+def _expected_passes(
+    counts: Mapping[int, int],
+    keys: Sequence[Decision],
+    tied: Mapping[int, TiedSteps],
+    slots: Sequence[int],
+    route: str | None,
+) -> tuple[int, int]:
+    """(passed, judged) when a trial passes by deciding its case's expected `route`: every
+    decided trial (a decision or a no-decision; `counts` per decision key) of a case that has
+    one is judged, except a path whose tied steps make the route in some order but not in
+    another (its order was never observed, so it is neither)."""
+    if route is None:
+        return 0, 0
+    judged = sum(counts.values())
+    passed = sum(n for key, n in counts.items() if decision_text(keys[key]) == route)
+    for index, ranges in tied.items():
+        key = slots[index] if index < len(slots) else MISSING
+        if key >= 0 and unordered(keys[key], ranges) and matches_route(keys[key], ranges, route):
+            judged -= 1
+            passed -= decision_text(keys[key]) == route
+    return passed, judged
 
 
 def _route_results(

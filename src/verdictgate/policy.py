@@ -13,6 +13,20 @@ PRECISION_PRESETS: dict[str, float] = {"cheap": 0.10, "balanced": 0.05, "strict"
 DEFAULT_TOLERANCE = PRECISION_PRESETS["balanced"]
 
 
+class PassWhen(str, Enum):
+    """What makes a trial pass, for the pass rate (`Policy.pass_rate`)."""
+
+    EVALUATOR = "evaluator"
+    """An evaluator passed it: a tier, an importer's `success`, a trials file's `passed`."""
+    EXPECTED = "expected"
+    """It decided its case's expected decision: a stable but wrong route fails every trial."""
+
+    @property
+    def rate_name(self) -> str:
+        """What the reports call the pooled pass rate of trials passed this way."""
+        return "pass rate" if self is PassWhen.EVALUATOR else "pass rate (expected decisions)"
+
+
 class Claim(str, Enum):
     """What a qualified run promises: about the cases tested, or about new inputs."""
 
@@ -30,7 +44,9 @@ class Policy:
     confidence: float = 0.95
     dominance_threshold: float = 0.9
     pass_rate: float | None = None
-    """The evaluator pass rate trials must be shown to exceed, when one is required."""
+    """The pass rate trials must be shown to exceed, when one is required."""
+    pass_when: PassWhen = PassWhen.EVALUATOR
+    """What makes a trial pass for that rate: an evaluator's verdict, or its expected decision."""
     max_p95_ms: float | None = None
     """The 95th-percentile latency trials must be shown to stay under, when one is set."""
     max_p95_tool_calls: float | None = None
@@ -67,11 +83,19 @@ class Policy:
             )
 
     @classmethod
-    def with_tolerance(cls, tolerance: float | None, pass_rate: float | None = None) -> Policy:
+    def with_tolerance(
+        cls,
+        tolerance: float | None,
+        pass_rate: float | None = None,
+        pass_when: PassWhen | None = None,
+    ) -> Policy:
         """The default policy at this tolerance (the default tolerance when None), requiring
-        `pass_rate` when given."""
+        `pass_rate` when given, of trials that pass as `pass_when` says (an evaluator's verdict
+        when None)."""
         return cls(
-            tolerance=DEFAULT_TOLERANCE if tolerance is None else tolerance, pass_rate=pass_rate
+            tolerance=DEFAULT_TOLERANCE if tolerance is None else tolerance,
+            pass_rate=pass_rate,
+            pass_when=pass_when or PassWhen.EVALUATOR,
         )
 
     @classmethod

@@ -10,7 +10,7 @@ from typing import TypeVar
 
 from .fingerprints import fingerprint, fingerprint_key
 from .judgement import Method
-from .policy import Claim, Policy
+from .policy import Claim, PassWhen, Policy
 from .wire_types import JsonObject
 
 _V = TypeVar("_V")
@@ -121,7 +121,9 @@ class Suite:
     contract: Contract = field(default_factory=Contract)
     tolerance: float | None = None
     pass_rate: float | None = None
-    """The evaluator pass rate its trials must be shown to exceed, when one is required."""
+    """The pass rate its trials must be shown to exceed, when one is required."""
+    pass_when: PassWhen | None = None
+    """What makes a trial pass for that rate (`Policy.pass_when`), when it says."""
     method: Method | None = None
     """How the suite's runs judge change rates (`Policy.method`), when it says."""
     claim: Claim | None = None
@@ -140,7 +142,7 @@ class Suite:
     def policy(self) -> Policy:
         """The policy the suite asks for: its tolerance, pass rate, method and claim, the
         defaults for the rest."""
-        policy = Policy.with_tolerance(self.tolerance, self.pass_rate)
+        policy = Policy.with_tolerance(self.tolerance, self.pass_rate, self.pass_when)
         return replace(
             policy, method=self.method or policy.method, claim=self.claim or policy.claim
         )

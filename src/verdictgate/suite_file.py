@@ -9,7 +9,7 @@ from pathlib import Path
 
 from .errors import InputError
 from .fingerprints import fingerprint, fingerprint_key
-from .policy import Claim
+from .policy import Claim, PassWhen
 from .stats import Method
 from .suite import BUNDLED_MODEL, Calibration, Case, Contract, Suite
 from .wire_types import JsonObject, JsonValue
@@ -46,6 +46,7 @@ SUITE_KEYS = frozenset(
         "method",
         "claim",
         "pass_rate",
+        "pass_when",
         "semantic",
     }
 )
@@ -102,6 +103,9 @@ def suite_from_document(
     )
     claim = _choice(document, "claim", {c.value for c in Claim}, "tested or population", fail)
     pass_rate = _fraction(document, "pass_rate", fail)
+    pass_when = _choice(
+        document, "pass_when", {p.value for p in PassWhen}, "evaluator or expected", fail
+    )
     return Suite(
         name=_text(document.get("name", default_name), "name", fail),
         point=_text(document.get("point", "decision"), "point", fail),
@@ -109,6 +113,7 @@ def suite_from_document(
         contract=contract,
         tolerance=tolerance,
         pass_rate=pass_rate,
+        pass_when=PassWhen(pass_when) if pass_when is not None else None,
         method=Method(method) if method is not None else None,
         claim=Claim(claim) if claim is not None else None,
         semantic=_semantic(document.get("semantic"), fail),

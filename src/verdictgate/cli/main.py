@@ -186,15 +186,18 @@ def plan_command(
         _price_pass_rate(priced, policy, pass_rate)
     if suite is not None:
         _price_suite(priced, suite, policy, needed, repeats, budget)
-    click.echo(json.dumps(priced.document, indent=2) if fmt == "json" else "\n".join(priced.lines))
+    text = "\n".join([*priced.answers, *priced.lines])
+    click.echo(json.dumps(priced.document, indent=2) if fmt == "json" else text)
 
 
 @dataclasses.dataclass
 class _Pricing:
-    """What `plan` prints, built a part at a time: the JSON document and the text lines."""
+    """What `plan` prints, built a part at a time: the JSON document and the text lines, the
+    answers to what `--observed` and `--pass-rate` asked first."""
 
     document: JsonObject = dataclasses.field(default_factory=dict)
     lines: list[str] = dataclasses.field(default_factory=list)
+    answers: list[str] = dataclasses.field(default_factory=list)
 
 
 def _price_pairs(priced: _Pricing, policy: Policy) -> int:
@@ -255,9 +258,9 @@ def _price_observed(priced: _Pricing, policy: Policy, flips: int, pairs: int) ->
         "more_pairs": None if total is None else total - pairs,
     }
     if total is None:
-        priced.lines.append(f"{flips}/{pairs}: cannot qualify at {t:g} however many pairs agree")
+        priced.answers.append(f"{flips}/{pairs}: cannot qualify at {t:g} however many pairs agree")
     else:
-        priced.lines.append(
+        priced.answers.append(
             f"{flips}/{pairs} -> {total} pairs in total: {total - pairs} more pairs "
             f"({2 * (total - pairs)} calls) if every one agrees"
         )
@@ -272,7 +275,7 @@ def _price_pass_rate(priced: _Pricing, policy: Policy, pass_rate: float) -> None
     except ValueError as error:
         raise click.BadParameter(str(error), param_hint="--pass-rate") from None
     priced.document["pass_rate"] = {"required": pass_rate, "judged_trials_needed": judged}
-    priced.lines.append(
+    priced.answers.append(
         f"{judged} judged trials, all passing, show a pass rate above {pass_rate:g}"
     )
 
@@ -450,8 +453,8 @@ def check_command(
         # baseline's contract: the contract is what the baseline froze
         suite = replace(load_suite(suite_path), contract=baseline.suite.contract)
     policy = baseline.policy
-    if policy.pass_rate is None and suite.pass_rate is not None:
-        policy = replace(policy, pass_rate=suite.pass_rate)  # a rate the given suite requires
+    if policy.pass_rate is None and suite.pass_rate is not None:  # a rate the given suite requires
+        policy = replace(policy, pass_rate=suite.pass_rate, pass_when=suite.policy().pass_when)
     assessment = evidence_for(trials_path, suite, policy, agent_run)
     regression = check(baseline, assessment)
     emit(assessment, fmt, output, {"check": regression_document(regression)}, regression)

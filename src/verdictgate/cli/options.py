@@ -19,7 +19,7 @@ from ..assessment import Assessment, Isolation
 from ..decision_rules import DecisionRule
 from ..engine import assess
 from ..errors import USAGE_EXIT, InputError, VerdictgateError, cli_option
-from ..policy import PRECISION_PRESETS, Claim, Policy
+from ..policy import PRECISION_PRESETS, Claim, PassWhen, Policy
 from ..reports import RENDERERS, render_html, render_text
 from ..reports.json_report import report_document
 from ..runner.agent import Agent, from_callable, from_factory
@@ -73,12 +73,13 @@ def policy_for(
     tolerance: float | None,
     precision: str | None,
     pass_rate: float | None = None,
+    pass_when: str | None = None,
     method: str | None = None,
     claim: str | None = None,
     **thresholds: float | None,
 ) -> Policy:
     """The policy from the command's options, falling back to the suite's tolerance, rate,
-    method and claim; `thresholds` are the quantile thresholds (max_p95_ms,
+    what passes, method and claim; `thresholds` are the quantile thresholds (max_p95_ms,
     max_p95_tool_calls) given."""
     if tolerance is not None and precision is not None:
         raise click.UsageError("use --tolerance or --precision, not both")
@@ -91,10 +92,15 @@ def policy_for(
             pass_rate = suite.pass_rate
         policy = Policy.with_tolerance(tolerance, pass_rate)
         given = {name: value for name, value in thresholds.items() if value is not None}
+        passes = PassWhen(pass_when) if pass_when else (suite.pass_when if suite else None)
         judged_by = Method(method) if method else (suite.method if suite else None)
         claimed = Claim(claim) if claim else (suite.claim if suite else None)
         return replace(
-            policy, **given, method=judged_by or DEFAULT_METHOD, claim=claimed or Claim.TESTED
+            policy,
+            **given,
+            pass_when=passes or PassWhen.EVALUATOR,
+            method=judged_by or DEFAULT_METHOD,
+            claim=claimed or Claim.TESTED,
         )
     except ValueError as error:
         raise click.BadParameter(str(error), param_hint="--tolerance") from None
@@ -121,7 +127,7 @@ def emit(
 
 
 def deliver(report: str, output: str | None) -> None:
-    """Write a rendered report to `output`, or to stdout without one."""
+    """Write a rendered report to `output`, saying where on stderr, or to stdout without one."""
     if output is None:
         click.echo(report, nl=False)
         return
@@ -129,6 +135,7 @@ def deliver(report: str, output: str | None) -> None:
         Path(output).write_text(report, encoding="utf-8")
     except OSError as error:
         raise InputError(f"cannot write report ({error.strerror})", path=output) from None
+    click.echo(f"verdictgate: report written to {output}", err=True)
 
 
 @dataclass
@@ -377,6 +384,12 @@ _POLICY_OPTIONS = (
         help="Require the evaluator pass rate to be shown above this (e.g. 0.9).",
     ),
     OptionSpec.of(
+        "--pass-when",
+        type=click.Choice([p.value for p in PassWhen]),
+        help="What makes a trial pass for --pass-rate: an evaluator's verdict (the default) "
+        "or its decision equal to its case's expected one (a stable wrong route fails).",
+    ),
+    OptionSpec.of(
         "--max-p95-ms",
         type=float,
         help="Require the 95th-percentile latency to be shown under this many milliseconds.",
@@ -392,6 +405,7 @@ _POLICY_NAMES = (
     "tolerance",
     "precision",
     "pass_rate",
+    "pass_when",
     "method",
     "claim",
     "max_p95_ms",

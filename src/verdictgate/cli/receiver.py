@@ -594,5 +594,5 @@ def _rpc_problem(error: grpc.RpcError, endpoint: str, run_id: str, tls_ca: str |
     return {
         grpc.StatusCode.NOT_FOUND: f"unknown run {run_id!r}",
         grpc.StatusCode.UNAVAILABLE: _unreachable(endpoint, error.details() or "", tls_ca),
-        grpc.StatusCode.UNAUTHENTICATED: "the receiver wants a valid --token-file",
+        grpc.StatusCode.UNAUTHENTICATED: f"the receiver wants a valid --token-file: {error.details()}",
     }.get(error.code(), f"{error.code().name}: {error.details()}")

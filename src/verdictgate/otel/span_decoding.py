@@ -13,7 +13,7 @@ from ..declaration import RunDeclaration
 from ..errors import InvalidDecision
 from ..evidence import MAX_TRIAL_INDEX
 from ..fingerprints import checked_key_id
-from ..policy import Claim, Policy
+from ..policy import Claim, PassWhen, Policy
 from ..stats import DEFAULT_METHOD, Method
 from ..suite import Contract, Suite
 from ..trial_model import (
@@ -81,6 +81,7 @@ def run_declaration(attributes: Mapping[str, AttributeValue]) -> RunDeclaration:
             attributes, names.DOMINANCE_THRESHOLD, Policy.dominance_threshold
         ),
         pass_rate=_optional_number(attributes, names.PASS_RATE_REQUIRED),
+        pass_when=_choice(attributes, names.PASS_RATE_WHEN, PassWhen, PassWhen.EVALUATOR),
         max_p95_ms=_optional_number(attributes, names.MAX_P95_MS),
         max_p95_tool_calls=_optional_number(attributes, names.MAX_P95_TOOL_CALLS),
         method=_choice(attributes, names.METHOD, Method, DEFAULT_METHOD),

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
-from ..policy import Policy
+from ..policy import PassWhen, Policy
 from ..suite import Suite
 from ..trial_model import Decision, Isolation, NoDecision, TiedSteps, Trial, outcome_of
 from ..wire_types import AttributeValue
@@ -43,6 +43,11 @@ def run_attributes(
         names.DOMINANCE_THRESHOLD: policy.dominance_threshold,
         names.ISOLATION: isolation.value,
         **({names.PASS_RATE_REQUIRED: policy.pass_rate} if policy.pass_rate is not None else {}),
+        **(
+            {names.PASS_RATE_WHEN: policy.pass_when.value}
+            if policy.pass_when is not PassWhen.EVALUATOR
+            else {}
+        ),
         **({names.MAX_P95_MS: policy.max_p95_ms} if policy.max_p95_ms is not None else {}),
         **(
             {names.MAX_P95_TOOL_CALLS: policy.max_p95_tool_calls}

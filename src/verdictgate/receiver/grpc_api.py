@@ -20,7 +20,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 
 from ..v1 import verdictgate_pb2 as pb
 from .assessment_cache import CachedAssessment
-from .bearer import authorized
+from .bearer import REFUSED, Presented, TokenThrottle, presented
 from .core import Receiver
 from .failures import Failure, failure_of
 from .fair_gate import Client
@@ -59,22 +59,27 @@ def _admission_message(cached: CachedAssessment, fmt: str) -> pb.Admission:
 
 class TokenCheck(grpc.ServerInterceptor):
     """Refuses a call without the bearer token (`authorization` metadata) before any of its
-    request message is read, for every service and method, known or not.
+    request message is read, for every service and method, known or not: UNAUTHENTICATED, a
+    missing token told apart from a wrong one; a host past its wrong tokens is refused
+    RESOURCE_EXHAUSTED with RetryInfo, whatever it sends (`TokenThrottle`, shared with the
+    HTTP port).
 
     grpc-python reads a unary request's message on a pool thread before it calls the handler,
     so a handler that checks the token cannot stop a caller that never sends its message: such
     calls would hold every thread (and every `maximum_concurrent_rpcs` slot) for as long as
     their clients like. A refused call is therefore given a *request-streaming* handler whose
-    behaviour aborts UNAUTHENTICATED at once, without touching the request stream; its thread
-    is free again immediately.
+    behaviour aborts at once, without touching the request stream; its thread is free again
+    immediately. The peer's host is known only there, so a call is checked there whenever its
+    token is not right or some host has wrong tokens counted; otherwise it goes straight on.
 
     What remains: a caller *with* the token that stalls its message still holds a thread until
     it sends, cancels, its deadline passes or its connection dies (keepalive); token holders
     are trusted that far, and are bounded by `grpc_max_concurrent_rpcs`.
     """
 
-    def __init__(self, token: str) -> None:
+    def __init__(self, token: str, throttle: TokenThrottle) -> None:
         self._token = token
+        self._throttle = throttle
 
     def intercept_service(
         self,
@@ -84,10 +89,20 @@ class TokenCheck(grpc.ServerInterceptor):
         handler_call_details: grpc.HandlerCallDetails,
     ) -> grpc.RpcMethodHandler[_Request, _Response] | None:
         metadata = handler_call_details.invocation_metadata or ()
-        if authorized(_single(metadata, "authorization"), self._token):
-            return continuation(handler_call_details)
+        header = _single(metadata, "authorization")
         handler = continuation(handler_call_details)
-        return _refusal(handler is not None and handler.response_streaming)
+        if presented(header, self._token) is Presented.RIGHT and not self._throttle.hosts():
+            return handler
+
+        def admit(context: grpc.ServicerContext) -> None:
+            host = _client(context)[0]
+            shown, wait = self._throttle.check(header, self._token, host)
+            if shown is Presented.THROTTLED:
+                _abort_retryable(context, grpc.StatusCode.RESOURCE_EXHAUSTED, REFUSED[shown], wait)
+            if shown is not Presented.RIGHT:
+                context.abort(grpc.StatusCode.UNAUTHENTICATED, REFUSED[shown])
+
+        return _admitted_first(admit, handler)
 
 
 class CallCap(grpc.ServerInterceptor):
@@ -176,22 +191,42 @@ def _taking_the_stream(
     return one_message
 
 
-def _refuse(requests: Iterator[object], context: grpc.ServicerContext) -> NoReturn:
-    context.abort(grpc.StatusCode.UNAUTHENTICATED, "a bearer token is required")
-    raise AssertionError("unreachable")  # abort raises
+def _admitted_first(
+    admit: Callable[[grpc.ServicerContext], None],
+    handler: grpc.RpcMethodHandler[_Request, _Response] | None,
+) -> grpc.RpcMethodHandler[_Request, _Response] | None:
+    """`handler` served as a request-streaming one whose first step is `admit` (which aborts
+    the call it refuses, its request never read); a method gRPC does not know is only
+    refused (UNIMPLEMENTED once admitted)."""
+    if handler is None:
 
+        def unknown(stream: Iterator[object], context: grpc.ServicerContext) -> NoReturn:
+            admit(context)
+            context.abort(grpc.StatusCode.UNIMPLEMENTED, "unknown method")
+            raise AssertionError("unreachable")  # abort raises
 
-def _refuse_stream(requests: Iterator[object], context: grpc.ServicerContext) -> Iterator[None]:
-    _refuse(requests, context)
-    yield  # a generator, as a response-streaming behaviour is
+        return grpc.stream_unary_rpc_method_handler(unknown)
+    if handler.response_streaming:
+        streaming = _taking_the_stream(handler.stream_stream, handler.unary_stream)
 
+        def admitted_stream(
+            stream: Iterator[_Request], context: grpc.ServicerContext
+        ) -> Iterator[_Response]:
+            admit(context)
+            yield from streaming(stream, context)
 
-def _refusal(response_streaming: bool) -> grpc.RpcMethodHandler[_Request, _Response]:
-    """The request-streaming handler of a refused call (its request is never read), for a
-    method of either kind of response."""
-    if response_streaming:
-        return grpc.stream_stream_rpc_method_handler(_refuse_stream)
-    return grpc.stream_unary_rpc_method_handler(_refuse)
+        return grpc.stream_stream_rpc_method_handler(
+            admitted_stream, handler.request_deserializer, handler.response_serializer
+        )
+    unary = _taking_the_stream(handler.stream_unary, handler.unary_unary)
+
+    def admitted(stream: Iterator[_Request], context: grpc.ServicerContext) -> _Response:
+        admit(context)
+        return unary(stream, context)
+
+    return grpc.stream_unary_rpc_method_handler(
+        admitted, handler.request_deserializer, handler.response_serializer
+    )
 
 
 def _single(metadata: Sequence[tuple[str, str | bytes]], key: str) -> str | None:

@@ -21,24 +21,23 @@ from urllib.parse import urlsplit
 
 from google.rpc import code_pb2
 
+from .bearer import TokenThrottle
 from .core import Receiver
 from .http_exchange import HttpExchange
 from .ingest import Ingest
 from .json_api import is_api_path, query_runs
 from .otlp_http import TRACES_PATH, export_traces
 from .page_routes import is_page_path, serve_page
-from .sign_in import SignInThrottle
 
 HEALTH_PATH = "/healthz"
 
 
 class ReceiverHttpHandler(HttpExchange):
     """Routes each request by path, then method; a bound subclass (`http_handler`) supplies
-    the ingest path, the receiver queried, the token and the sign-in form's throttle."""
+    the ingest path, the receiver queried, the token and the throttle of wrong ones."""
 
     ingest: Ingest
     receiver: Receiver
-    sign_ins: SignInThrottle
 
     def dispatch(self) -> None:
         path = urlsplit(self.path).path
@@ -47,7 +46,7 @@ class ReceiverHttpHandler(HttpExchange):
             body = b'{"status":"ok"}' if ready else b'{"status":"store unavailable"}'
             return self.answer(200 if ready else 503, body, "application/json")
         if is_page_path(path):
-            return serve_page(self, path, self.receiver, self.sign_ins)
+            return serve_page(self, path, self.receiver)
         allowed = "POST" if path == TRACES_PATH else "GET" if is_api_path(path) else None
         if self.command == "POST" and allowed in ("POST", None):
             return export_traces(self, self.ingest)
@@ -62,10 +61,11 @@ def http_handler(
     ingest: Ingest,
     receiver: Receiver,
     token: str | None,
-    sign_ins: SignInThrottle | None = None,
+    throttle: TokenThrottle | None = None,
 ) -> type[ReceiverHttpHandler]:
     """The handler class the server instantiates per connection, bound to `ingest`, the
-    `receiver` its queries and pages read, `token` and the sign-in form's throttle."""
+    `receiver` its queries and pages read, `token` and the throttle of wrong tokens (one of
+    its own when none is shared)."""
     return type(
         "Handler",
         (ReceiverHttpHandler,),
@@ -73,6 +73,6 @@ def http_handler(
             "ingest": ingest,
             "receiver": receiver,
             "token": token,
-            "sign_ins": sign_ins or SignInThrottle(),
+            "throttle": throttle or TokenThrottle(),
         },
     )

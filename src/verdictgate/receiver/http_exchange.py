@@ -2,7 +2,8 @@
 (OTLP/HTTP ingest, the JSON query API, the pages): a body, an OTLP status in the request's
 format, a method refused, and every exception a route lets out.
 
-Answers: 401 carries `WWW-Authenticate: Bearer`; a known path with another method is 405 with
+Answers: 401 carries `WWW-Authenticate: Bearer` (`error="invalid_token"` for a wrong token), and
+a host past its wrong tokens is answered 429 (`bearer.TokenThrottle`); a known path with another method is 405 with
 `Allow`; retryable refusals (429, 503, including a body that did not arrive in time) carry
 `Retry-After`, as the OTLP/HTTP spec has exporters retry 429, 502, 503 and 504 only.
 """
@@ -14,7 +15,7 @@ from collections.abc import Mapping
 
 from google.rpc import code_pb2, status_pb2
 
-from .bearer import authorized
+from .bearer import REFUSED, WRONG_CHALLENGE, Presented, TokenThrottle
 from .decoding import JSON
 from .failures import Failure, failure_of
 from .fair_gate import Client
@@ -46,9 +47,10 @@ _GRPC_CODES = {
 
 class HttpExchange(RequestHandler):
     """A request on the receiver's HTTP port, with the answers its routes give; a bound
-    subclass (`http_api.http_handler`) supplies the token."""
+    subclass (`http_api.http_handler`) supplies the token and the throttle of wrong ones."""
 
     token: str | None = None
+    throttle: TokenThrottle
     server_version = "verdictgate"
     reply_type = JSON
     """The format of this request's answers: the request's own content type, JSON otherwise."""
@@ -87,9 +89,33 @@ class HttpExchange(RequestHandler):
             body, content_type = status.SerializeToString(), PROTOBUF
         self.answer(code, body, content_type, headers)
 
-    def authorized(self) -> bool:
-        """Whether the request carries the bearer token (always, without a token)."""
-        return authorized(self.headers.get("Authorization"), self.token)
+    def presented(self) -> tuple[Presented, int]:
+        """What the request shows of the bearer token, a wrong one counted against its host,
+        and the seconds the host must wait when it is past its wrong tokens
+        (`TokenThrottle.check`)."""
+        return self.throttle.check(
+            self.headers.get("Authorization"), self.token, str(self.client_address[0])
+        )
+
+    def refuse_token(self, shown: Presented, wait: int, content_type: str) -> None:
+        """Answer a request whose token is not RIGHT: 401 for a missing or a wrong one, each
+        told apart, 429 with `Retry-After` for a host past its wrong tokens."""
+        if shown is Presented.THROTTLED:
+            headers = {"Retry-After": str(wait)}
+            return self.answer_status(
+                429, code_pb2.RESOURCE_EXHAUSTED, REFUSED[shown], content_type, headers
+            )
+        challenge = {"WWW-Authenticate": WRONG_CHALLENGE} if shown is Presented.WRONG else {}
+        self.answer_status(401, code_pb2.UNAUTHENTICATED, REFUSED[shown], content_type, challenge)
+
+    def token_refused(self, content_type: str) -> bool:
+        """Check the bearer token and answer (`refuse_token`) unless it is right: whether it
+        answered."""
+        shown, wait = self.presented()
+        if shown is Presented.RIGHT:
+            return False
+        self.refuse_token(shown, wait, content_type)
+        return True
 
     def client(self) -> Client:
         """Who sends this request, for fairness: its peer host and user agent."""

@@ -26,10 +26,11 @@ def is_api_path(path: str) -> bool:
 
 def query_runs(http: HttpExchange, receiver: Receiver) -> None:
     """Answer a GET outside the pages: 401 without the token, the page of runs or the run's
-    report, 404 "unknown run" for a run or path the API does not know."""
+        report, 404 "unknown run" for a run or path the API does not know (`token_refused`: 401 for a
+    missing or a wrong token, 429 past a host's wrong tokens)."""
     url = urlsplit(http.path)
-    if not http.authorized():
-        return http.answer_status(401, code_pb2.UNAUTHENTICATED, "a bearer token is required", JSON)
+    if http.token_refused(JSON):
+        return None
     if url.path == "/v1/runs":
         return _list_runs(http, receiver, parse_qs(url.query))
     match = _RUN_PATH.match(url.path)

@@ -29,16 +29,15 @@ _INFLATE_STEP = 256 << 10
 
 def export_traces(http: HttpExchange, ingest: Ingest) -> None:
     """Answer a POST: an export to `/v1/traces`, in protobuf or JSON, gzipped or not; 404 for
-    any other path (its query string included), 401 without the token, 415 for another
-    content type or encoding. Whatever ingest raises is answered by `http.fail`."""
+        any other path (its query string included), 401 without the right token (429 past a host's
+    wrong tokens), 415 for another
+        content type or encoding. Whatever ingest raises is answered by `http.fail`."""
     content_type = http.content_type()
     http.reply_type = JSON if content_type == JSON else PROTOBUF
     if http.path != TRACES_PATH:
         return http.answer_status(404, code_pb2.NOT_FOUND, "only /v1/traces", http.reply_type)
-    if not http.authorized():
-        return http.answer_status(
-            401, code_pb2.UNAUTHENTICATED, "a bearer token is required", http.reply_type
-        )
+    if http.token_refused(http.reply_type):
+        return None
     if content_type not in (PROTOBUF, JSON):
         return http.answer_status(
             415,

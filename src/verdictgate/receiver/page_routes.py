@@ -10,6 +10,7 @@ from urllib.parse import parse_qs, unquote, urlsplit
 
 from google.rpc import code_pb2
 
+from .bearer import Presented
 from .core import Receiver
 from .decoding import JSON
 from .http_exchange import HttpExchange
@@ -22,7 +23,7 @@ from .pages import (
     sign_in_page,
     unknown_run_page,
 )
-from .sign_in import SignInThrottle, sign_in, signed_in
+from .sign_in import sign_in, signed_in
 
 _PAGE_PATH = re.compile(r"^/runs/([^/?]+)$")
 
@@ -32,21 +33,25 @@ def is_page_path(path: str) -> bool:
     return path == "/" or _PAGE_PATH.match(path) is not None
 
 
-def serve_page(http: HttpExchange, path: str, receiver: Receiver, sign_ins: SignInThrottle) -> None:
+def serve_page(http: HttpExchange, path: str, receiver: Receiver) -> None:
     """Answer a request for a page's path: read it (GET, HEAD) or sign in (POST /); any other
     method is 405 with `Allow`."""
     if http.command in ("GET", "HEAD"):
         return _page(http, path, receiver)
     if http.command == "POST" and path == "/":
-        return sign_in(http, sign_ins)
+        return sign_in(http, http.throttle)
     methods = "GET, HEAD, POST" if path == "/" else "GET, HEAD"
     http.answer_status(405, code_pb2.UNIMPLEMENTED, f"use {methods}", JSON, {"Allow": methods})
 
 
 def _page(http: HttpExchange, path: str, receiver: Receiver) -> None:
-    """A page for a browser signed in (else the sign-in form, with a 401); every value
-    escaped."""
-    if not (http.authorized() or signed_in(http)):
+    """A page for a browser signed in or showing the token (else the sign-in form, with a
+    401; a wrong token counted and a host past its wrong tokens refused, as the API does);
+    every value escaped."""
+    shown, wait = http.presented()
+    if shown is Presented.THROTTLED:
+        return http.refuse_token(shown, wait, JSON)
+    if not (shown is Presented.RIGHT or signed_in(http)):
         headers = {**PAGE_HEADERS, "WWW-Authenticate": "Bearer"}
         return http.answer(401, sign_in_page().encode(), HTML, headers)
     if path == "/":

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 import grpc
 
+from .bearer import TokenThrottle
 from .core import Receiver
 from .grpc_api import (
     Admissions,
@@ -107,7 +108,8 @@ class Server:
     Setting it up raises the process's soft file limit to its hard limit; HTTP connections are
     then held to half of it (see `BoundedHttpServer.max_connections`). With a token, one
     interceptor refuses unauthenticated gRPC calls of every service before their message is
-    read (`TokenCheck`); calls beyond `grpc_max_concurrent_rpcs` are refused with RetryInfo
+    read (`TokenCheck`), and a host's wrong tokens are counted at every door of both
+    transports by one throttle (`TokenThrottle`); calls beyond `grpc_max_concurrent_rpcs` are refused with RetryInfo
     (`CallCap`)."""
 
     def __init__(
@@ -130,6 +132,8 @@ class Server:
         self.grpc_port: int | None = None
         self.http_port: int | None = None
         self._grpc = None
+        self._throttle = TokenThrottle()
+        """Wrong tokens by host, counted at every door of both transports alike."""
         if grpc_listen:
             self._grpc, self.grpc_port = self._grpc_server(grpc_listen, token, tls)
         self.http = None
@@ -150,7 +154,7 @@ class Server:
         cap = CallCap(rpcs, limits.retry_after_seconds)
         server = grpc.server(
             futures.ThreadPoolExecutor(max_workers=threads, thread_name_prefix="verdictgate-grpc"),
-            interceptors=[cap] if token is None else [TokenCheck(token), cap],
+            interceptors=[cap] if token is None else [TokenCheck(token, self._throttle), cap],
             options=grpc_options(limits),
             maximum_concurrent_rpcs=threads,
         )
@@ -174,7 +178,7 @@ class Server:
         if tls is not None:
             context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
             context.load_cert_chain(tls.cert_path, tls.key_path)
-        handler = http_handler(self.ingest, self.receiver, token)
+        handler = http_handler(self.ingest, self.receiver, token, self._throttle)
         return BoundedHttpServer((host.strip("[]"), int(port)), handler, self._limits, context)
 
     def start(self) -> None:

@@ -359,7 +359,7 @@ def _coverage(a: Assessment) -> str:
 
 
 def _quality(a: Assessment) -> str:
-    rates = [("pass rate", a.pass_rate)] if a.pass_rate is not None else []
+    rates = [(a.policy.pass_when.rate_name, a.pass_rate)] if a.pass_rate is not None else []
     rates += [(f"pass rate of {route}", rate) for route, rate in a.passes.route_rates.items()]
     rows = [
         [

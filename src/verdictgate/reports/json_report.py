@@ -195,6 +195,7 @@ def _policy(a: Assessment) -> JsonObject:
         "confidence": a.policy.confidence,
         "dominance_threshold": a.policy.dominance_threshold,
         "pass_rate": a.policy.pass_rate,
+        "pass_when": a.policy.pass_when.value,
         "max_p95_ms": a.policy.max_p95_ms,
         "max_p95_tool_calls": a.policy.max_p95_tool_calls,
         "method": a.policy.method.value,
@@ -264,7 +265,8 @@ def _coverage(a: Assessment) -> JsonObject:
 
 
 def _pass_rate(a: Assessment) -> JsonObject:
-    """JSON `pass_rate`: the evaluator's verdicts, pooled and per route."""
+    """JSON `pass_rate`: the trials that passed (as `policy.pass_when` says), pooled and per
+    route."""
     return {
         "passed": a.passes.passed,
         "judged": a.passes.judged,

@@ -162,9 +162,8 @@ def _tiers_table(a: Assessment) -> Table | None:
         rows.append(("invariants", ", ".join(counts)))
     if a.passes.judged or a.pass_rate is not None:
         skipped = f"; {a.passes.skipped} skipped the expensive tiers" if a.passes.skipped else ""
-        rows.append(
-            ("pass rate", _pass_row(a.passes.passed, a.passes.judged, a.pass_rate) + skipped)
-        )
+        pooled = _pass_row(a.passes.passed, a.passes.judged, a.pass_rate)
+        rows.append((a.policy.pass_when.rate_name, pooled + skipped))
         for route, (passed, judged) in a.passes.routes.items():
             rows.append((f"  {route}", _pass_row(passed, judged, a.passes.route_rates.get(route))))
     for relation in a.relations:

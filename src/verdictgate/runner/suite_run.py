@@ -137,7 +137,7 @@ def run(
     checked = [as_relation(relation) for relation in options.relations]
     agent = from_callable(agent)
     rule = _decision_rule(options, agent, checked)
-    policy = policy or Policy.with_tolerance(suite.tolerance, suite.pass_rate)
+    policy = policy or Policy.with_tolerance(suite.tolerance, suite.pass_rate, suite.pass_when)
     sized = _sized(suite, policy, options, checked)
     tiers = Tiers(
         tuple(options.invariants), _semantic_check(options.semantic, suite), options.judge

@@ -81,7 +81,8 @@ _TOO_LARGE_HEAD = b"HTTP/1.1 431 Request Header Fields Too Large\r\nContent-Leng
 
 class BoundedHttpServer:
     """Serves `handler_class` requests with a poller thread (`serve_forever`) and a fixed pool
-    of worker threads, within `limits` (see the module docstring)."""
+    of worker threads, within `limits` (see the module docstring). Listening on `::` is
+    dual-stack where the system allows it (IPv4 clients too, as gRPC's `[::]` is)."""
 
     def __init__(
         self,
@@ -108,7 +109,10 @@ class BoundedHttpServer:
         self._tls = tls
         family = socket.AF_INET6 if ":" in address[0] else socket.AF_INET
         self._listener = socket.create_server(
-            address, family=family, backlog=max(1, limits.http_backlog)
+            address,
+            family=family,
+            backlog=max(1, limits.http_backlog),
+            dualstack_ipv6=address[0] == "::" and socket.has_dualstack_ipv6(),
         )
         self._listener.setblocking(False)
         self.server_address = self._listener.getsockname()

@@ -103,12 +103,15 @@ _DUE_MARKS = sql(
     f"SELECT mark, span_id, amended FROM trial_marks WHERE trace_id = ? AND span_id IN ({_DUE})"
 )
 _FACTS_BELOW_DUE = sql(
-    f"WITH RECURSIVE below (span_id) AS ({_DUE} UNION SELECT s.span_id FROM"
-    " trace_spans s JOIN below b ON s.trace_id = ? AND s.parent_id = b.span_id)"
-    " SELECT s.facts FROM trace_spans s JOIN below b ON s.trace_id = ? AND s.span_id = b.span_id"
+    "WITH RECURSIVE below (span_id) AS (SELECT span_id FROM trace_spans"
+    f" WHERE trace_id = ? AND parent_id IN ({_DUE}) UNION SELECT s.span_id"
+    " FROM below b JOIN trace_spans s ON s.trace_id = ? AND s.parent_id = b.span_id)"
+    " SELECT (SELECT facts FROM trace_spans s WHERE s.trace_id = ? AND s.span_id ="
+    " below.span_id) FROM below"
 )
-"""The facts of the spans below a trace's due trials, walked down through the index of spans by
-parent (`UNION`: a span reached twice, or a loop, once)."""
+"""The facts of the spans below a trace's due trials: their ids walked down through the index
+of spans by parent (`UNION`: a span reached twice, or a loop, once), then each one's facts
+looked up by its key (both stores' planners then read only the trials' spans)."""
 _FORGETTABLE = sql(
     "SELECT trace_id FROM traces WHERE last_seen < ? AND NOT EXISTS (SELECT 1 FROM"
     " trial_marks m WHERE m.trace_id = traces.trace_id AND m.settled = 0)"
@@ -363,7 +366,7 @@ class HeldSpans:
         trials settled, not the rest of their trace."""
         due = (trace_id, quiet_since, held_since)
         marks = cursor.execute(_DUE_MARKS, (trace_id, *due)).fetchall()
-        spans = cursor.execute(_FACTS_BELOW_DUE, (*due, trace_id, trace_id)).fetchall()
+        spans = cursor.execute(_FACTS_BELOW_DUE, (trace_id, *due, trace_id, trace_id)).fetchall()
         amended = {span_id for _, span_id, again in marks if again}
         return [mark for mark, _, _ in marks], [facts for (facts,) in spans], amended
 

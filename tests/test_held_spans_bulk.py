@@ -4,7 +4,7 @@ statement over arrays of its columns), and what the write holds is the same eith
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import closing
 from typing import Any
 
@@ -40,7 +40,7 @@ class CountingCursor:
         self._cursor.executemany(statement, parameters)
         return self
 
-    def returning(self, statement: Statement, rows: list[Parameters], /) -> list[Any]:
+    def returning(self, statement: Statement, rows: Sequence[Parameters], /) -> list[Any]:
         self.calls += 1
         return self._cursor.returning(statement, rows)
 

@@ -3,10 +3,12 @@ rest with 100,000 finished runs, and how long a survivor takes to take over a de
 
 Starts PostgreSQL from the Debian package in a scratch directory (as tests/postgres_support.py
 does: fsync stays on here, so a commit is as durable as SQLite's WAL with synchronous=NORMAL or
-better). Three parts, each measured in the same run as what it is compared with:
+better). Its parts, each measured in the same run as what it is compared with:
 
 - ingest: `benchmarks/receiver.py`'s requests into one `serve` on SQLite, then on PostgreSQL,
   each pass beside the ceiling (`extract_protobuf` over the same requests);
+- framework spans: `benchmarks/receiver_frameworks.py`'s Strands-shaped traces into one `serve`
+  on SQLite, then one on PostgreSQL, pass by pass;
 - at rest: two replicas on a store holding 100,000 finished runs, their CPU and RSS while idle,
   and the transactions their ticks make (the server's `xact_commit` over the window);
 - idle open runs: 10,000 canaries open on one replica and nothing arriving, the row changes and
@@ -20,7 +22,8 @@ better). Three parts, each measured in the same run as what it is compared with:
 
     python benchmarks/replicas.py [--spans 100000] [--passes 3] [--runs 100000] [--lease 3]
         [--open-runs 10000] [--finish-trials 100000] [--sizing-trials 200000]
-        [--busy-spans 50000] [--parts ingest,rest,idle,busy,finish,sizing,takeover]
+        [--busy-spans 50000] [--framework-trials 3000]
+        [--parts ingest,frameworks,rest,idle,busy,finish,sizing,takeover]
 """
 
 from __future__ import annotations
@@ -85,6 +88,37 @@ def ingest(server: str, spans: int, passes: int) -> None:
         f"  PostgreSQL ingest is {statistics.median(ratios):.0%} of SQLite's and "
         f"{statistics.median(shares):.0%} of the ceiling (medians)"
     )
+
+
+def frameworks(server: str, trials: int, passes: int) -> None:
+    """Agent-framework spans (`benchmarks/receiver_frameworks.py`'s Strands-shaped traces, 7
+    spans a trial, each trial its own trace, 512 spans a request, 4 in flight) into a lone
+    `serve` on SQLite, then one on PostgreSQL, each on a fresh store: spans a second, durably
+    (a request is acknowledged once committed), while the trials wait to settle."""
+    from receiver_frameworks import encoded_requests as framework_requests
+
+    requests, spans = framework_requests(trials)
+    print(f"framework spans: {spans:,} spans of {trials:,} trials in {len(requests)} requests")
+    ratios = []
+    for number in range(passes):
+        rates = {}
+        with tempfile.TemporaryDirectory() as folder:
+            for kind, location in (
+                ("SQLite", str(Path(folder) / "store.sqlite")),
+                ("PostgreSQL", fresh_database(server)),
+            ):
+                process, port = serve(location, "--idle", "3600s", "--settle", "3600s")
+                try:
+                    rates[kind] = spans / round_robin([port], requests, per_replica=4)
+                finally:  # stopped, not killed: a killed one's decoding workers live on
+                    process.terminate()
+                    process.wait(30)
+        ratios.append(rates["PostgreSQL"] / rates["SQLite"])
+        print(
+            f"  pass {number + 1}: PostgreSQL {rates['PostgreSQL']:8,.0f} spans/s, SQLite "
+            f"{rates['SQLite']:8,.0f}: {ratios[-1]:.0%} of SQLite"
+        )
+    print(f"  PostgreSQL framework-span ingest is {statistics.median(ratios):.0%} of SQLite's")
 
 
 def commits(server: str, database: str) -> int:
@@ -441,9 +475,10 @@ def main() -> None:
     parser.add_argument("--sizing-trials", type=int, default=200_000)
     parser.add_argument("--finish-trials", type=int, default=100_000)
     parser.add_argument("--busy-spans", type=int, default=50_000)
+    parser.add_argument("--framework-trials", type=int, default=3_000)
     parser.add_argument(
         "--parts",
-        default="ingest,rest,idle,busy,finish,sizing,takeover",
+        default="ingest,frameworks,rest,idle,busy,finish,sizing,takeover",
         help="which to measure",
     )
     parser.add_argument("--lease", type=float, action="append")
@@ -453,6 +488,8 @@ def main() -> None:
         print(f"PostgreSQL {psycopg.connect(server).info.server_version} on this machine, fsync on")
         if "ingest" in parts:
             ingest(server, args.spans, args.passes)
+        if "frameworks" in parts:
+            frameworks(server, args.framework_trials, args.passes)
         if "rest" in parts:
             for runs in (0, args.runs):  # the same at rest, whatever the history
                 at_rest(server, runs, args.seconds)

@@ -101,9 +101,9 @@ def trial_mark(
 def settled_trials(
     marks: Iterable[TrialMark], facts: list[SpanFacts]
 ) -> tuple[list[Trial], dict[str, list[str]]]:
-    """The trials of one trace that settle, each mark decided by the spans below it, and the
-    span ids below each mark (the trace's spans indexed once, so settling costs what the trace
-    holds, not that times its trials)."""
+    """The trials of one trace that settle, each mark decided by the spans below it (`facts`:
+    those spans, or more of the trace), and the span ids below each mark (the spans indexed
+    once, so settling costs what they are, not that times the trials)."""
     children = children_index(facts)
     trials, below = [], {}
     for mark in marks:

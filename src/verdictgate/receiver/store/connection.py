@@ -66,6 +66,11 @@ class Cursor(Protocol):
 
     def executemany(self, statement: Statement, parameters: Iterable[Parameters], /) -> Cursor: ...
 
+    def returning(self, statement: Statement, rows: Sequence[Parameters], /) -> list[Any]:
+        """Run a statement that returns rows (`RETURNING`) for each of `rows`, on PostgreSQL as
+        one statement over arrays (`Statement.postgres_arrays`); every row returned."""
+        ...
+
     def fetchone(self) -> Any: ...  # boundary: a row, or None
 
     def fetchall(self) -> list[Any]: ...  # boundary: rows
@@ -200,6 +205,12 @@ class SqliteCursor:
     def executemany(self, statement: Statement, parameters: Iterable[Parameters], /) -> Cursor:
         self._cursor.executemany(statement.sqlite, parameters)
         return self
+
+    def returning(self, statement: Statement, rows: Sequence[Parameters], /) -> list[Any]:
+        returned: list[Any] = []
+        for row in rows:  # in process: a statement a row costs no round trip
+            returned.extend(self._cursor.execute(statement.sqlite, row).fetchall())
+        return returned
 
     def fetchone(self) -> Any:
         return self._cursor.fetchone()

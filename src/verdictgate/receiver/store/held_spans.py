@@ -16,7 +16,7 @@ from ...otel.framework_traces import FrameworkSpan, TrialMark
 from ...span_facts import SpanFacts
 from .connection import Cursor
 from .schema import MARKED, WAITING
-from .statements import SKIP_LOCKED, insert_rows, sql
+from .statements import SKIP_LOCKED, each_row, insert_rows, sql
 
 MAX_ANCESTRY = 256
 """Spans walked up from a new span to find its trial: deeper chains are not a framework's."""
@@ -48,8 +48,17 @@ _FACTS = msgspec.msgpack.Decoder(SpanFacts)
 _PACK = msgspec.msgpack.Encoder()
 
 _COUNT = sql("SELECT COUNT(*) FROM trace_spans")
-_ADD_SPANS = sql("UPDATE traces SET spans = spans + ? WHERE trace_id = ?")
-_MARK_SEEN = sql("UPDATE trial_marks SET last_seen = ? WHERE trace_id = ? AND span_id = ?")
+_ADD_SPANS = each_row(
+    "UPDATE traces SET spans = spans + ? WHERE trace_id = ?",
+    "UPDATE traces SET spans = traces.spans + v.n FROM unnest(?::bigint[], ?::text[])"
+    " AS v (n, trace_id) WHERE traces.trace_id = v.trace_id",
+)
+_MARK_SEEN = each_row(
+    "UPDATE trial_marks SET last_seen = ? WHERE trace_id = ? AND span_id = ?",
+    "UPDATE trial_marks SET last_seen = v.seen FROM unnest(?::double precision[], ?::text[],"
+    " ?::text[]) AS v (seen, trace_id, span_id)"
+    " WHERE trial_marks.trace_id = v.trace_id AND trial_marks.span_id = v.span_id",
+)
 _SETTLE = sql("UPDATE trial_marks SET settled = 1 WHERE trace_id = ? AND span_id = ?")
 _GIVE_UP = sql("UPDATE trial_marks SET settled = 1 WHERE trace_id = ? AND settled = 0")
 _SPANS_HELD_BY = sql("SELECT spans FROM traces WHERE trace_id = ?")
@@ -84,44 +93,89 @@ _RUNS_WAITING = sql(
     "SELECT run_id FROM trial_marks WHERE settled = 0 AND last_seen < ? UNION"
     " SELECT run_id FROM trial_marks WHERE settled = 0 AND arrived < ?"
 )
-_DUE_MARKS = sql(
-    "SELECT mark, span_id, amended FROM trial_marks WHERE trace_id = ? AND settled = 0"
+_DUE = (
+    "SELECT span_id FROM trial_marks WHERE trace_id = ? AND settled = 0"
     " AND (last_seen < ? OR arrived < ?)"
 )
-_FACTS_OF_TRACE = sql("SELECT facts FROM trace_spans WHERE trace_id = ?")
+"""A trace's due trials, read through the index of trials not settled (which SQLite takes for
+it only where it holds every column read)."""
+_DUE_MARKS = sql(
+    f"SELECT mark, span_id, amended FROM trial_marks WHERE trace_id = ? AND span_id IN ({_DUE})"
+)
+_FACTS_BELOW_DUE = sql(
+    "WITH RECURSIVE below (span_id) AS (SELECT span_id FROM trace_spans"
+    f" WHERE trace_id = ? AND parent_id IN ({_DUE}) UNION SELECT s.span_id"
+    " FROM below b JOIN trace_spans s ON s.trace_id = ? AND s.parent_id = b.span_id)"
+    " SELECT (SELECT facts FROM trace_spans s WHERE s.trace_id = ? AND s.span_id ="
+    " below.span_id) FROM below"
+)
+"""The facts of the spans below a trace's due trials: their ids walked down through the index
+of spans by parent (`UNION`: a span reached twice, or a loop, once), then each one's facts
+looked up by its key (both stores' planners then read only the trials' spans)."""
 _FORGETTABLE = sql(
     "SELECT trace_id FROM traces WHERE last_seen < ? AND NOT EXISTS (SELECT 1 FROM"
     " trial_marks m WHERE m.trace_id = traces.trace_id AND m.settled = 0)"
     " ORDER BY last_seen LIMIT ?",
     SKIP_LOCKED,
 )
-_DELETE_SPANS = sql("DELETE FROM trace_spans WHERE trace_id = ?")
+_DELETE_SPANS = each_row(
+    "DELETE FROM trace_spans WHERE trace_id = ?",
+    "DELETE FROM trace_spans WHERE trace_id = ANY(?::text[])",
+)
 _FORGET = tuple(
-    sql(f"DELETE FROM {table} WHERE trace_id = ?")
+    each_row(
+        f"DELETE FROM {table} WHERE trace_id = ?",
+        f"DELETE FROM {table} WHERE trace_id = ANY(?::text[])",
+    )
     for table in ("settled_spans", "trial_marks", "traces")
 )
 """What goes of a trace once its spans are gone, in order."""
-_SEE_TRACE = sql(
-    "INSERT INTO traces (trace_id, last_seen) VALUES (?, ?)"
-    " ON CONFLICT (trace_id) DO UPDATE SET last_seen = excluded.last_seen RETURNING spans"
+_SEE_TRACES = insert_rows(
+    "traces",
+    {"trace_id": "text", "last_seen": "double precision", "state": "bigint"},
+    " ON CONFLICT (trace_id) DO UPDATE SET last_seen = excluded.last_seen, state = CASE WHEN"
+    " excluded.state > traces.state THEN excluded.state ELSE traces.state END"
+    " RETURNING trace_id, spans",
 )
-_HOLD_MARK = sql(
-    "INSERT INTO trial_marks (trace_id, span_id, mark, run_id, last_seen, arrived)"
-    " VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING"
+"""Traces seen (a trace with a new trial span marked, never unmarked): the spans each holds."""
+_HOLD_MARKS = insert_rows(
+    "trial_marks",
+    {
+        "trace_id": "text",
+        "span_id": "text",
+        "mark": "bytea",
+        "run_id": "text",
+        "last_seen": "double precision",
+        "arrived": "double precision",
+    },
+    " ON CONFLICT DO NOTHING RETURNING trace_id, span_id",
 )
-_TRACE_STATE = sql("UPDATE traces SET state = ? WHERE trace_id = ?")
-_HOLD_FACTS = sql(
-    "INSERT INTO trace_spans (trace_id, span_id, facts, parent_id) VALUES (?, ?, ?, ?)"
-    " ON CONFLICT DO NOTHING"
+_HOLD_FACTS = insert_rows(
+    "trace_spans",
+    {"trace_id": "text", "span_id": "text", "facts": "bytea", "parent_id": "text"},
+    " ON CONFLICT DO NOTHING RETURNING trace_id, span_id",
 )
 _AMEND_MARK = sql(
     "UPDATE trial_marks SET settled = 0, amended = 1, run_id = ? WHERE trace_id = ? AND span_id = ?"
 )
 _RUN_FINAL = sql("SELECT final FROM runs WHERE run_id = ?")
-_DELETE_SPAN = sql("DELETE FROM trace_spans WHERE trace_id = ? AND span_id = ?")
-_UNDERIVABLE = sql("UPDATE trial_marks SET arrived = NULL WHERE trace_id = ? AND settled = 1")
-_EMPTIED = sql("UPDATE traces SET spans = 0 WHERE trace_id = ?")
-_DROP_UNMARKED = sql("DELETE FROM traces WHERE trace_id = ? AND state = ?")
+_DELETE_SPAN = each_row(
+    "DELETE FROM trace_spans WHERE trace_id = ? AND span_id = ?",
+    "DELETE FROM trace_spans WHERE (trace_id, span_id) IN"
+    " (SELECT * FROM unnest(?::text[], ?::text[]))",
+)
+_UNDERIVABLE = each_row(
+    "UPDATE trial_marks SET arrived = NULL WHERE trace_id = ? AND settled = 1",
+    "UPDATE trial_marks SET arrived = NULL WHERE trace_id = ANY(?::text[]) AND settled = 1",
+)
+_EMPTIED = each_row(
+    "UPDATE traces SET spans = 0 WHERE trace_id = ?",
+    "UPDATE traces SET spans = 0 WHERE trace_id = ANY(?::text[])",
+)
+_DROP_UNMARKED = each_row(
+    f"DELETE FROM traces WHERE trace_id = ? AND state = {WAITING}",
+    f"DELETE FROM traces WHERE trace_id = ANY(?::text[]) AND state = {WAITING}",
+)
 _MARK_AT = sql("SELECT settled, mark, arrived FROM trial_marks WHERE trace_id = ? AND span_id = ?")
 _PARENT = sql("SELECT parent_id FROM trace_spans WHERE trace_id = ? AND span_id = ?")
 _SETTLED_ABOVE = sql(
@@ -213,18 +267,24 @@ class HeldSpans:
         for now; one below a settled trial whose trial span arrived since `amend_since` and whose
         run is open amends it (it settles again, from all its spans); one below any other settled
         trial is late: counted for its run, not held for it. A trace holds MAX_TRACE_SPANS at
-        most: spans beyond are dropped."""
+        most: spans beyond are dropped. Written in bulk: each table takes the write's rows in
+        one statement, and a span's trial is found through the write's own spans and trial
+        spans first, the store asked only above them."""
         traces = {span.trace_id for span in spans} | {mark.trace_id for mark in marks}
         if not traces:
             return SpanIntake()
-        room = _see_traces(cursor, traces, now)
-        heard = _hold_marks(cursor, marks, now)
+        room = _see_traces(cursor, traces, {mark.trace_id for mark in marks}, now)
+        new_marks = _hold_marks(cursor, marks, now)
         new, dropped = _hold_facts(cursor, spans, room)
-        placed = _place(cursor, new, amend_since)
+        known: dict[tuple[str, str], TrialAbove | None] = {
+            key: TrialAbove(mark.span_id, False, mark.run, now) for key, mark in new_marks.items()
+        }
+        placed = _place(cursor, new, known, amend_since)
         cursor.executemany(_ADD_SPANS, [(n, trace_id) for trace_id, n in placed.added.items()])
         cursor.executemany(
-            _MARK_SEEN, [(now, trace_id, span_id) for trace_id, span_id in placed.active]
+            _MARK_SEEN, [(now, trace_id, span_id) for trace_id, span_id in sorted(placed.active)]
         )
+        heard = {mark.run for mark in new_marks.values()}
         return SpanIntake(
             placed.late, sum(placed.added.values()), dropped, frozenset(heard | placed.heard)
         )
@@ -234,10 +294,14 @@ class HeldSpans:
         below them for what it is once their facts are let go). The facts stay held, so that a
         span that comes late, while its run is open, has the trial derived again from them all
         (`release_settled` lets them go once the trace was quiet for the idle period)."""
+        marks: list[tuple[str, str]] = []
+        spans: list[tuple[str, str, str]] = []
         for trace_id, trials in settled:
             for mark, below in trials:
-                cursor.execute(_SETTLE, (trace_id, mark))
-                cursor.executemany(_SETTLED_SPAN, [(trace_id, span_id, mark) for span_id in below])
+                marks.append((trace_id, mark))
+                spans.extend((trace_id, span_id, mark) for span_id in below)
+        cursor.executemany(_SETTLE, marks)
+        cursor.executemany(_SETTLED_SPAN, spans)
 
     def set_aside(self, cursor: Cursor, trace_id: str) -> int:
         """Give up a trace whose trials cannot be stored: they are taken as settled, never
@@ -297,10 +361,12 @@ class HeldSpans:
     def trace(
         self, cursor: Cursor, trace_id: str, quiet_since: float, held_since: float
     ) -> PackedTrace:
-        """A trace's trials due to settle (as `quiet_traces` says) and the span facts it holds,
-        still packed."""
-        marks = cursor.execute(_DUE_MARKS, (trace_id, quiet_since, held_since)).fetchall()
-        spans = cursor.execute(_FACTS_OF_TRACE, (trace_id,)).fetchall()
+        """A trace's trials due to settle (as `quiet_traces` says) and the facts of the spans
+        below them, still packed: read down from their trial spans, so the cost follows the
+        trials settled, not the rest of their trace."""
+        due = (trace_id, quiet_since, held_since)
+        marks = cursor.execute(_DUE_MARKS, (trace_id, *due)).fetchall()
+        spans = cursor.execute(_FACTS_BELOW_DUE, (trace_id, *due, trace_id, trace_id)).fetchall()
         amended = {span_id for _, span_id, again in marks if again}
         return [mark for mark, _, _ in marks], [facts for (facts,) in spans], amended
 
@@ -329,64 +395,86 @@ def unpack_trace(packed: PackedTrace) -> tuple[list[TrialMark], list[SpanFacts],
     )
 
 
-def _see_traces(cursor: Cursor, traces: set[str], now: float) -> dict[str, int]:
-    """Record traces as seen `now` (a new one waiting for its trial span); the room for spans
-    each has left."""
-    room = {}
-    for trace_id in sorted(traces):  # one order for every writer: replicas never deadlock
-        cursor.execute(_SEE_TRACE, (trace_id, now))
-        room[trace_id] = MAX_TRACE_SPANS - cursor.fetchone()[0]
-    return room
+def _see_traces(cursor: Cursor, traces: set[str], marked: set[str], now: float) -> dict[str, int]:
+    """Record traces as seen `now` (a new one waiting for its trial span; one of `marked` with a
+    trial span held); the room for spans each has left."""
+    rows = [  # one order for every writer: replicas never deadlock
+        (trace_id, now, MARKED if trace_id in marked else WAITING) for trace_id in sorted(traces)
+    ]
+    return {
+        trace_id: MAX_TRACE_SPANS - spans for trace_id, spans in cursor.returning(_SEE_TRACES, rows)
+    }
 
 
-def _hold_marks(cursor: Cursor, marks: list[TrialMark], now: float) -> set[str]:
-    """Keep harnesses' trial marks (a copy of one held is ignored) and mark their traces; the
-    runs of the trials new here."""
-    heard = set()
+def _hold_marks(
+    cursor: Cursor, marks: list[TrialMark], now: float
+) -> dict[tuple[str, str], TrialMark]:
+    """Keep harnesses' trial marks (a copy of one held is ignored); the marks new here, by
+    (trace, trial span), not an exporter's retry of one."""
+    first: dict[tuple[str, str], TrialMark] = {}
     for mark in marks:
-        cursor.execute(
-            _HOLD_MARK, (mark.trace_id, mark.span_id, _PACK.encode(mark), mark.run, now, now)
-        )
-        if cursor.rowcount:  # a new trial, not an exporter's retry of one
-            heard.add(mark.run)
-    cursor.executemany(
-        _TRACE_STATE, [(MARKED, trace_id) for trace_id in {mark.trace_id for mark in marks}]
-    )
-    return heard
+        first.setdefault((mark.trace_id, mark.span_id), mark)
+    rows = [
+        (mark.trace_id, mark.span_id, _PACK.encode(mark), mark.run, now, now)
+        for mark in first.values()
+    ]
+    return {
+        (trace_id, span_id): first[trace_id, span_id]
+        for trace_id, span_id in cursor.returning(_HOLD_MARKS, rows)
+    }
 
 
 def _hold_facts(
     cursor: Cursor, spans: list[FrameworkSpan], room: dict[str, int]
 ) -> tuple[list[FrameworkSpan], int]:
-    """Keep the facts of spans new to their trace while it has room (`room` is used up); the
-    spans newly held, and how many were dropped for want of room."""
-    new, dropped = [], 0
+    """Keep the facts of spans new to their trace while it has room, in order (`room` is used
+    up): the spans newly held, and how many were dropped for want of room. The first copy of
+    each span in a trace with room is inserted; those that turn out past the room are taken
+    out again."""
+    first: dict[tuple[str, str], FrameworkSpan] = {}
     for span in spans:
+        if room[span.trace_id] > 0:
+            first.setdefault((span.trace_id, span.facts.span_id), span)
+    rows = [
+        (key[0], key[1], _PACK.encode(span.facts), span.facts.parent_id)
+        for key, span in first.items()
+    ]
+    inserted = {(trace_id, span_id) for trace_id, span_id in cursor.returning(_HOLD_FACTS, rows)}
+    new, dropped, past_room = [], 0, []
+    for span in spans:
+        key = (span.trace_id, span.facts.span_id)
+        fresh = key in inserted
+        inserted.discard(key)  # a later copy is a copy
         if room[span.trace_id] <= 0:
             dropped += 1
-            continue
-        cursor.execute(
-            _HOLD_FACTS,
-            (span.trace_id, span.facts.span_id, _PACK.encode(span.facts), span.facts.parent_id),
-        )
-        if cursor.rowcount:
+            if fresh:
+                past_room.append(key)
+        elif fresh:
             new.append(span)
             room[span.trace_id] -= 1
+    cursor.executemany(_DELETE_SPAN, past_room)
     return new, dropped
 
 
-def _place(cursor: Cursor, new: list[FrameworkSpan], amend_since: float) -> _Placement:
-    """Find the trial of each span newly held. Below a settled trial whose run is open and
+def _place(
+    cursor: Cursor,
+    new: list[FrameworkSpan],
+    known: dict[tuple[str, str], TrialAbove | None],
+    amend_since: float,
+) -> _Placement:
+    """Find the trial of each span newly held (`known`: the trials already known by span, the
+    write's new trial spans first). Below a settled trial whose run is open and
     whose spans are still held, the span amends it: the trial settles again, derived from all
     its spans, if its trial span arrived since `amend_since`. Below one whose run is final (or
     whose spans were let go, or that arrived before) the span is late
     (let go, its id kept). Otherwise it stays held, and is news for its trial once that is
     known."""
     placed = _Placement()
-    known: dict[tuple[str, str], TrialAbove | None] = {}
+    parents = {(span.trace_id, span.facts.span_id): span.facts.parent_id for span in new}
     open_runs: dict[str, bool] = {}
+    late: list[tuple[str, str, str]] = []
     for span in new:
-        trial = _trial_above(cursor, span.trace_id, span.facts.parent_id, known)
+        trial = _trial_above(cursor, span.trace_id, span.facts.parent_id, known, parents)
         if trial is not None and trial.settled:
             arrived = trial.arrived
             if (
@@ -395,13 +483,14 @@ def _place(cursor: Cursor, new: list[FrameworkSpan], amend_since: float) -> _Pla
                 or not _is_open(cursor, trial.run, open_runs)
             ):
                 placed.late[trial.run] = placed.late.get(trial.run, 0) + 1
-                _settle_late(cursor, span, trial.mark)
+                late.append((span.trace_id, span.facts.span_id, trial.mark))
                 continue
             cursor.execute(_AMEND_MARK, (trial.run, span.trace_id, trial.mark))
         placed.added[span.trace_id] = placed.added.get(span.trace_id, 0) + 1
         if trial is not None:
             placed.active.add((span.trace_id, trial.mark))
             placed.heard.add(trial.run)
+    _settle_late(cursor, late)
     return placed
 
 
@@ -413,11 +502,11 @@ def _is_open(cursor: Cursor, run_id: str, known: dict[str, bool]) -> bool:
     return known[run_id]
 
 
-def _settle_late(cursor: Cursor, span: FrameworkSpan, mark: str) -> None:
-    """Let go of a late span's facts, keeping its id below its trial's span `mark`, so that a
-    span below it, in any order, is late too."""
-    cursor.execute(_DELETE_SPAN, (span.trace_id, span.facts.span_id))
-    cursor.execute(_SETTLED_SPAN, (span.trace_id, span.facts.span_id, mark))
+def _settle_late(cursor: Cursor, late: list[tuple[str, str, str]]) -> None:
+    """Let go of late spans' facts (trace, span id, the span id of their trial), keeping their
+    ids below their trials, so that a span below them, in any order, is late too."""
+    cursor.executemany(_DELETE_SPAN, [(trace_id, span_id) for trace_id, span_id, _ in late])
+    cursor.executemany(_SETTLED_SPAN, late)
 
 
 def _let_go_of_traces(cursor: Cursor, doomed: list[tuple[str]]) -> None:
@@ -426,7 +515,7 @@ def _let_go_of_traces(cursor: Cursor, doomed: list[tuple[str]]) -> None:
     cursor.executemany(_DELETE_SPANS, doomed)
     cursor.executemany(_UNDERIVABLE, doomed)
     cursor.executemany(_EMPTIED, doomed)
-    cursor.executemany(_DROP_UNMARKED, [(trace_id, WAITING) for (trace_id,) in doomed])
+    cursor.executemany(_DROP_UNMARKED, doomed)
 
 
 def _trial_above(
@@ -434,10 +523,12 @@ def _trial_above(
     trace_id: str,
     parent_id: str | None,
     known: dict[tuple[str, str], TrialAbove | None],
+    parents: dict[tuple[str, str], str | None],
 ) -> TrialAbove | None:
-    """The trial a span belongs to, walking up from its parent through the spans held (at most
-    MAX_ANCESTRY); None when no trial span is known above it yet. `known` remembers the answer
-    for every span walked through, so one request's spans walk each chain once."""
+    """The trial a span belongs to, walking up from its parent (at most MAX_ANCESTRY) through
+    the write's own spans (`parents`, by span) and then the spans held; None when no trial span
+    is known above it yet. `known` remembers the answer for every span walked through, so one
+    request's spans walk each chain once."""
     walked: list[tuple[str, str]] = []
     found: TrialAbove | None = None
     for _ in range(MAX_ANCESTRY):
@@ -448,6 +539,9 @@ def _trial_above(
             found = known[key]
             break
         walked.append(key)
+        if key in parents:
+            parent_id = parents[key]
+            continue
         row = cursor.execute(_MARK_AT, key).fetchone()
         if row is not None:
             found = TrialAbove(parent_id, bool(row[0]), _MARK.decode(row[1]).run, row[2])

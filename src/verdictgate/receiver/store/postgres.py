@@ -8,7 +8,7 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from typing import TYPE_CHECKING, Any
 
@@ -266,10 +266,9 @@ class ConnectionPool:
 
 
 class PostgresCursor:
-    """A psycopg raw cursor that runs statements' PostgreSQL text. An insert of many rows whose
-    statement has a form over arrays (`Statement.postgres_arrays`) is sent as that one
-    statement, which PostgreSQL takes in about two thirds of the time of a row at a time, even
-    pipelined."""
+    """A psycopg raw cursor that runs statements' PostgreSQL text. A statement of many rows that
+    has a form over arrays (`Statement.postgres_arrays`) is sent as that one statement, which
+    PostgreSQL takes in about two thirds of the time of a row at a time, even pipelined."""
 
     def __init__(self, cursor: psycopg.RawCursor[tuple[Any, ...]]) -> None:
         self._cursor = cursor
@@ -294,6 +293,15 @@ class PostgresCursor:
         elif rows:
             self._cursor.executemany(statement.postgres, rows)
         return self
+
+    def returning(self, statement: Statement, rows: Sequence[Parameters], /) -> list[Any]:
+        self._none = not rows
+        if not rows:
+            return []
+        if statement.postgres_arrays is None:
+            raise ValueError(f"no form over arrays: {statement.postgres}")
+        self._cursor.execute(statement.postgres_arrays, [list(c) for c in zip(*rows, strict=True)])
+        return self._cursor.fetchall()
 
     def fetchone(self) -> Any:
         return self._cursor.fetchone()
@@ -352,7 +360,7 @@ many executions (its default): half as many writes and reads again a second
 (benchmarks/postgres_session.py). Never through a pooler, where one client's prepared statement
 would meet another's of the same name on a shared server connection."""
 BULK_ROWS = 8
-"""Rows from which an insert is sent as arrays of its columns."""
+"""Rows from which a statement of many rows is sent as arrays of its columns."""
 POOL_SIZE = 8
 """Connections one replica holds at most (and one more kept for its heartbeat): ingest, the tick,
 the forwarder, the finisher's reads and a few queries at once."""

@@ -17,7 +17,7 @@ from .statements import Each, Index, index, sql
 
 logger = logging.getLogger(__name__)
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 """The schema this release makes. Raise it whenever TABLES, ADDED_COLUMNS or the indexes change:
 a store that records this version (or a later one) is opened without any DDL or lock."""
 
@@ -260,11 +260,19 @@ INDEXES = (
     index("marks_held", "trial_marks", "(arrived) WHERE settled = 0"),
     index("traces_unmarked", "traces", "(last_seen) WHERE state = 0"),
     index("runs_owned", "runs", "(owner) WHERE status IS NULL"),
+    index("spans_by_parent", "trace_spans", "(trace_id, parent_id)"),  # version 3
+    index(
+        "marks_unsettled",
+        "trial_marks",
+        "(trace_id, settled, last_seen, arrived) WHERE settled = 0",
+    ),  # version 3
 )
 """Open runs (the tick's cost follows the work in flight, not the store's history), finished
 runs by age (retention deletes the oldest without a scan), and every run in listing order
 (a page of `/v1/runs` reads that page only), traces by age and trials not yet settled by age
-(settling and forgetting read what is due, not everything held), and the runs not yet admitted
+(settling and forgetting read what is due, not everything held), the spans held by parent and
+a trace's trials not yet settled (settling a trial reads the spans below it and the trials still
+to settle, not its whole trace), and the runs not yet admitted
 by owner (claiming reads open work only)."""
 SHARED_INDEXES = (index("trials_by_write", "trials", "(run_id, batch)"),)
 """A shared store's: a replica reads the trials other replicas wrote to its runs since it

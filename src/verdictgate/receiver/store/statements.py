@@ -28,8 +28,8 @@ class Statement:
     parameters: int
     """How many parameters it takes."""
     postgres_arrays: str | None = None
-    """For an insert of one row, the same insert of many rows on PostgreSQL: each column's
-    values as one array (`unnest`), in the row's order (see `insert_rows`)."""
+    """For a statement of one row, the same statement of many rows on PostgreSQL: each
+    column's values as one array, in the row's order (see `insert_rows`, `each_row`)."""
 
     @classmethod
     def of(cls, *pieces: str | Each) -> Statement:
@@ -45,7 +45,7 @@ class Statement:
 
 
 STATEMENTS: list[Statement] = []
-"""Every statement of the store (`sql`, `insert_rows`), in the order built."""
+"""Every statement of the store (`sql`, `insert_rows`, `each_row`), in the order built."""
 
 SKIP_LOCKED = Each("", " FOR UPDATE SKIP LOCKED")
 """What a claiming `SELECT` ends with, so that replicas claim different rows (a SQLite store
@@ -74,6 +74,18 @@ def insert_rows(table: str, columns: dict[str, str], then: str = "") -> Statemen
         f"INSERT INTO {table} ({names}) SELECT * FROM unnest({arrays}){then}", "$"
     )
     return _kept(replace(row, postgres_arrays=_numbered(in_arrays)))
+
+
+def each_row(row: str, arrays: str) -> Statement:
+    """A statement run once a row (`row`, in SQL both dialects take), with the one statement
+    PostgreSQL runs instead for many rows (`arrays`: the same parameters in the same order, each
+    given the column of the rows' values as an array, cast to its type); ValueError when the
+    two take different numbers of parameters."""
+    one = Statement.of(row)
+    many = _between_markers(arrays, "$")
+    if len(many) - 1 != one.parameters:
+        raise ValueError(f"the form over arrays takes other parameters: {arrays!r}")
+    return _kept(replace(one, postgres_arrays=_numbered(many)))
 
 
 class Index(NamedTuple):

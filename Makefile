@@ -5,6 +5,12 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 SEMANTIC_STAMP := $(VENV)/.semantic-stamp
+# Google ADK's own environment: it requires an OpenTelemetry older than the dev one's frameworks
+ADK_VENV ?= .venv-adk
+ADK_STAMP := $(ADK_VENV)/.installed-stamp
+# CrewAI's own environment: it requires openai, mcp and pydantic older than the dev one's
+CREWAI_VENV ?= .venv-crewai
+CREWAI_STAMP := $(CREWAI_VENV)/.installed-stamp
 # The semantic extra's torch 2.13.0: the CPU build where TORCH_INDEX or a local folder serves
 # it (the constraint pins the public version, which PyPI alone resolves too).
 TORCH ?= torch==2.13.0
@@ -15,7 +21,7 @@ EXAMPLE := examples/payment_suite.json
 # One set of versions known to resolve and pass together (see the file's head).
 PIP_INSTALL := $(BIN)/python -m pip install --quiet --disable-pip-version-check -c .ci/constraints.txt
 
-.PHONY: demo test semantic bench proto clean
+.PHONY: demo test semantic adk crewai bench proto clean
 
 $(STAMP): pyproject.toml .ci/constraints.txt
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -29,6 +35,24 @@ $(SEMANTIC_STAMP): $(STAMP)
 	$(PIP_INSTALL) $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX)) '$(TORCH)'
 	$(PIP_INSTALL) -e '.[dev,semantic]'
 	@touch $(SEMANTIC_STAMP)
+
+# Optional: Google ADK with verdictgate in .venv-adk (verdictgate[google-adk]), for
+# tests/test_frameworks_adk.py; its tests are skipped without it (CI makes it).
+adk: $(ADK_STAMP)
+
+$(ADK_STAMP): pyproject.toml .ci/constraints-adk.txt
+	@test -x $(ADK_VENV)/bin/python || $(PYTHON) -m venv $(ADK_VENV)
+	$(ADK_VENV)/bin/python -m pip install --quiet --disable-pip-version-check -c .ci/constraints-adk.txt -e '.[google-adk]'
+	@touch $(ADK_STAMP)
+
+# Optional: CrewAI with verdictgate in .venv-crewai (verdictgate[crewai]), for
+# tests/test_frameworks_crewai.py; its tests are skipped without it (CI makes it).
+crewai: $(CREWAI_STAMP)
+
+$(CREWAI_STAMP): pyproject.toml .ci/constraints-crewai.txt
+	@test -x $(CREWAI_VENV)/bin/python || $(PYTHON) -m venv $(CREWAI_VENV)
+	$(CREWAI_VENV)/bin/python -m pip install --quiet --disable-pip-version-check -c .ci/constraints-crewai.txt -e '.[crewai]'
+	@touch $(CREWAI_STAMP)
 
 demo: $(STAMP)
 	@echo "== 1. plan: what the suite needs before any call"
@@ -70,4 +94,4 @@ proto: $(STAMP)
 	$(BIN)/python -m grpc_tools.protoc -Iproto --python_out=src --pyi_out=src proto/verdictgate/v1/verdictgate.proto proto/verdictgate/v1/otlp_view.proto
 
 clean:
-	rm -rf $(VENV) .pytest_cache .ruff_cache build src/*.egg-info demo-report.jsonl demo-report.html
+	rm -rf $(VENV) $(ADK_VENV) $(CREWAI_VENV) .pytest_cache .ruff_cache build src/*.egg-info demo-report.jsonl demo-report.html

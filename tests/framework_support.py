@@ -11,9 +11,12 @@ import json
 import os
 import threading
 from collections.abc import Callable, Sequence
+from contextlib import nullcontext
 from typing import Annotated, Any, TypedDict
 
 from langgraph.graph.message import add_messages
+
+from verdictgate import NoDecision
 
 os.environ.setdefault("OPENAI_API_KEY", "offline-test-key")  # no client is made: scripted models
 os.environ.setdefault("LANGCHAIN_TRACING_V2", "false")
@@ -250,5 +253,160 @@ def openai_agents_factory(script: Script) -> Callable[[], Any]:
         support = Agent(name="support", instructions="Support.", model=ScriptedModel("support"))
         return Agent(name="triage", instructions="Triage.", model=ScriptedModel("triage"),
                      handoffs=[billing, support])  # fmt: skip
+
+    return factory
+
+
+# -- Pydantic AI ----------------------------------------------------------------------------
+
+
+def pydantic_ai_factory(script: Script) -> Callable[[], Callable[[str], Any]]:
+    """A factory of a `triage` Pydantic AI agent (instrumented) whose scripted model calls
+    `transfer_to_{route}`, a tool that runs that agent, or, for `none`, answers itself;
+    `billing` calls `refund` and `support` calls `lookup` before answering."""
+    from pydantic_ai import Agent
+    from pydantic_ai.messages import ModelResponse, TextPart, ToolCallPart
+    from pydantic_ai.models.function import FunctionModel
+
+    Agent.instrument_all()  # records through the global tracer provider
+    turns = Turns(script)
+
+    def scripted(first_call: Callable[[str], str | None]) -> FunctionModel:
+        """A model that makes the call `first_call(prompt)` names in its first turn, then
+        answers with text."""
+
+        def respond(messages: list[Any], info: Any) -> ModelResponse:
+            tool = first_call(messages[0].parts[-1].content) if len(messages) == 1 else None
+            if tool is None:
+                return ModelResponse(parts=[TextPart(SECRET_OUTPUT)])
+            return ModelResponse(parts=[ToolCallPart(tool, {"account": SECRET_ARGUMENT})])
+
+        return FunctionModel(respond)
+
+    def transfer_to(agent: Agent[None, str]) -> Callable[[str], Any]:
+        async def transfer(account: str) -> str:
+            """Hand the request over."""
+            return (await agent.run(SECRET_INPUT)).output
+
+        return transfer
+
+    def specialist(name: str, tool_name: str) -> Agent[None, str]:
+        agent = Agent(scripted(lambda _: tool_name), name=name)
+        agent.tool_plain(name=tool_name)(lambda account: SECRET_OUTPUT)
+        return agent
+
+    def factory() -> Callable[[str], Any]:
+        handed_to = {
+            "billing": specialist("billing", "refund"),
+            "support": specialist("support", "lookup"),
+        }
+
+        def route(text: str) -> str | None:
+            target = turns.route(text)
+            return None if target == "none" else f"transfer_to_{target}"
+
+        triage = Agent(scripted(route), name="triage")
+        for target, agent in handed_to.items():
+            triage.tool_plain(name=f"transfer_to_{target}")(transfer_to(agent))
+        return lambda text: triage.run_sync(text).output
+
+    return factory
+
+
+def pydantic_ai_decision(rule: str, route: str) -> Any:
+    """What `rule` must derive from the spans of a call whose scripted route is `route`."""
+    specialist_tool = {"billing": "refund", "support": "lookup"}
+    if route == "none":
+        return NoDecision("no_tool_selected" if rule == "tools" else "no_handoff")
+    if rule == "tools":
+        return (f"transfer_to_{route}", specialist_tool[route])
+    return (route,)
+
+
+# -- the OpenAI client with the official GenAI instrumentation -----------------------------------
+
+
+def openai_genai_factory(script: Script, tool_spans: bool = True) -> Callable[[], Any]:
+    """A factory of an app on the OpenAI client, instrumented by OpenTelemetry's
+    `opentelemetry-instrumentation-openai-v2` (which records `chat` spans only): a scripted
+    server answers the first request with the route's tool calls, the app runs them, each in
+    the GenAI utility's `execute_tool` span when `tool_spans`, and asks again for the answer."""
+    import httpx
+    import openai
+    from opentelemetry.instrumentation.openai_v2 import OpenAIInstrumentor
+    from opentelemetry.util.genai.handler import get_telemetry_handler
+
+    instrumentor = OpenAIInstrumentor()
+    if not instrumentor.is_instrumented_by_opentelemetry:
+        instrumentor.instrument()  # against the global tracer provider
+    turns = Turns(script)
+
+    def scripted_server(request: httpx.Request) -> httpx.Response:
+        messages = json.loads(request.content)["messages"]
+        if messages[-1]["role"] == "user":
+            calls = [
+                {
+                    "id": f"call-{n}",
+                    "type": "function",
+                    "function": {
+                        "name": name,
+                        "arguments": json.dumps({"account": SECRET_ARGUMENT}),
+                    },
+                }
+                for n, name in enumerate(turns.route(messages[-1]["content"]))
+            ]
+        else:
+            calls = []
+        message = {"role": "assistant", "content": None if calls else SECRET_OUTPUT}
+        if calls:
+            message["tool_calls"] = calls
+        choice = {
+            "index": 0,
+            "message": message,
+            "finish_reason": "tool_calls" if calls else "stop",
+        }
+        usage = {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}
+        return httpx.Response(
+            200,
+            json={
+                "id": "scripted",
+                "object": "chat.completion",
+                "created": 0,
+                "model": "scripted",
+                "choices": [choice],
+                "usage": usage,
+            },
+        )
+
+    tools = [
+        {"type": "function", "function": {"name": name, "parameters": {"type": "object"}}}
+        for name in ("refund", "escalate", "lookup")
+    ]
+
+    def factory() -> Callable[[str], Any]:
+        client = openai.OpenAI(
+            api_key="offline-test-key",
+            base_url="http://scripted.invalid/v1",
+            http_client=httpx.Client(transport=httpx.MockTransport(scripted_server)),
+        )
+        handler = get_telemetry_handler()
+
+        def call(text: str) -> Any:
+            messages: list[dict[str, Any]] = [{"role": "user", "content": text}]
+            answer = client.chat.completions.create(
+                model="scripted", messages=messages, tools=tools
+            )
+            reply = answer.choices[0].message
+            messages.append(reply.model_dump(exclude_none=True))
+            for tool_call in reply.tool_calls or ():
+                name = tool_call.function.name
+                with handler.tool(name, tool_call_id=tool_call.id) if tool_spans else nullcontext():
+                    result = SECRET_OUTPUT  # the app runs the tool
+                messages.append({"role": "tool", "tool_call_id": tool_call.id, "content": result})
+            if reply.tool_calls:
+                answer = client.chat.completions.create(model="scripted", messages=messages)
+            return answer.choices[0].message.content
+
+        return call
 
     return factory

@@ -48,12 +48,17 @@ def flips_of(decisions: Sequence) -> int:
     return sum(a != b for a, b in zip(decisions[::2], decisions[1::2], strict=True))
 
 
-def run_and_check(agent, suite: Suite, expected: dict[str, list], repeats: int = 6) -> None:
+def run_and_check(
+    agent, suite: Suite, expected: dict[str, list], repeats: int = 6, **settings
+) -> verdictgate.Assessment:
+    """Run `agent` (with `settings` for `verdictgate.run`): its trials' decisions by input must
+    be `expected`, its flips and pairs theirs; the assessment."""
     sink = Collected()
-    assessment = verdictgate.run(agent, suite, repeats=repeats, sink=sink)
+    assessment = verdictgate.run(agent, suite, repeats=repeats, sink=sink, **settings)
     assert decisions_by_input(suite, sink.trials) == expected
     assert assessment.pooled.flips == sum(flips_of(d) for d in expected.values())
     assert assessment.pooled.pairs == len(expected) * repeats // 2
+    return assessment
 
 
 def test_strands_tool_paths_and_a_flipping_route() -> None:

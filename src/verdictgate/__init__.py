@@ -40,6 +40,8 @@ if _TYPE_CHECKING:  # the public surface, written once: read again below to load
     from .errors import VerdictgateError as VerdictgateError
     from .evidence import Evidence as Evidence
     from .fingerprints import fingerprint as fingerprint
+    from .frameworks.crewai import crewai_below_current_span as crewai_below_current_span
+    from .frameworks.crewai import from_crewai as from_crewai
     from .frameworks.langgraph import from_langgraph as from_langgraph
     from .frameworks.openai_agents import from_openai_agents as from_openai_agents
     from .frameworks.strands import from_strands as from_strands

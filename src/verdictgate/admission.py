@@ -33,6 +33,7 @@ from .stats import (
     pairs_to_qualify,
     side_error,
 )
+from .trial_model import NO_TOOL_SELECTED, decision_text
 
 
 class ReasonCode(str, Enum):
@@ -70,6 +71,7 @@ class ReasonCode(str, Enum):
     CURTAILED = "curtailed"
     IN_PROGRESS = "in_progress"
     NO_REPEATS = "no_repeats"
+    NO_TOOL_SPANS = "no_tool_spans"
 
 
 @dataclass(frozen=True)
@@ -409,13 +411,14 @@ def _unreached_steps(f: Findings) -> Iterator[str]:
 
 def _unknown_steps(f: Findings) -> list[str]:
     """What to do about each decision outside the contract; decisions that are whole JSON
-    outputs are no decision to fix or allow, and get one step together."""
+    outputs are no decision to fix or allow, and get one step together (and a run whose spans
+    show no tool at all is told how to record them instead: `no_tool_spans`)."""
     documents = _documents(f)
     steps = [
         f"The agent returned {shown(decision)}, which the contract does not allow: fix the agent, "
         "or add it to the contract's allowed decisions (or allowed_no_decisions)."
         for decision in f.coverage.unknown
-        if decision not in documents
+        if decision not in documents and not (decision == NO_TOOL_TEXT and _no_tool_spans(f))
     ]
     if documents:
         steps.append(
@@ -430,6 +433,27 @@ def _unknown_steps(f: Findings) -> list[str]:
 def _documents(f: Findings) -> list[str]:
     """The decisions outside the contract that are JSON objects or arrays: whole outputs."""
     return [d for d in f.coverage.unknown if _json_document(d)]
+
+
+NO_TOOL_TEXT = decision_text(NO_TOOL_SELECTED)
+
+
+def _no_tool_spans(f: Findings) -> bool:
+    """Whether every decision of the run is `no_tool_selected`, which the contract does not
+    allow: most often the framework's spans record no tool runs (an instrumentation of the model
+    client records only `chat` spans, the app running the tools), not an agent that never
+    chose one."""
+    return f.coverage.observed == (NO_TOOL_TEXT,) and NO_TOOL_TEXT in f.coverage.unknown
+
+
+NO_TOOL_SPANS_STEP = (
+    "No trial's spans show a tool call: if the agent does call tools, record each run of one as "
+    "a span the `tools` rule reads, an `execute_tool` span naming it in `gen_ai.tool.name` "
+    "(OpenTelemetry's GenAI utility: `get_telemetry_handler().tool(name)` around the tool's code; "
+    "OpenInference: a TOOL span with `tool.name`). An instrumented model client alone (such as "
+    "opentelemetry-instrumentation-openai-v2) records `chat` spans only. Or decide with a rule "
+    "its spans can show (`--decision agents`, `nodes`, or an attribute the agent sets to its route)."
+)
 
 
 def _decision_path_step(f: Findings) -> str | None:
@@ -1030,6 +1054,18 @@ RULES: tuple[Rule, ...] = (
             "repeat option (promptfoo `repeat`, DeepEval `-r`)."
         ),
     ),
+    Rule(
+        ReasonCode.NO_TOOL_SPANS,
+        Status.INCONCLUSIVE,
+        "contract",
+        lambda f: (
+            f"every trial decided {NO_TOOL_TEXT}: no span of the run shows a tool call, so "
+            "its telemetry may not record the tools the agent runs"
+            if _no_tool_spans(f)
+            else None
+        ),
+        _one(NO_TOOL_SPANS_STEP),
+    ),
 )
 """The admission rule, one row per reason code, in the order reasons are listed."""
 
@@ -1076,9 +1112,12 @@ def judge(findings: Findings) -> Assessment:
             )
         )
     reasons = tuple(Reason(rule.code.value, message) for rule, message in ordered)
-    lead = _decision_path_step(findings)
+    leads = [  # a step every contract reason follows from comes first
+        _decision_path_step(findings),
+        NO_TOOL_SPANS_STEP if _no_tool_spans(findings) else None,
+    ]
     steps = [
-        *([lead] if lead else []),
+        *(lead for lead in leads if lead),
         *(step for rule, _ in ordered for step in rule.next_steps(findings)),
     ]
     return Assessment(

@@ -69,6 +69,8 @@ class DecisionRule:
             self.name != "attribute" and self.name not in RULES
         ):
             raise ValueError(f"not a decision rule: {self.name!r} (use DecisionRule.parse)")
+        if self.key is not None and carries_content(self.key):
+            raise VerdictgateError(content_refused(self.key), arguments=("decision",))
 
     @classmethod
     def parse(cls, text: str) -> DecisionRule:
@@ -79,11 +81,6 @@ class DecisionRule:
             if not key:
                 raise VerdictgateError(
                     "`attribute:` needs an attribute name", arguments=("decision",)
-                )
-            if carries_content(key):
-                raise VerdictgateError(
-                    f"{key} carries input or output text; a decision is read from names only",
-                    arguments=("decision",),
                 )
             return cls("attribute", key)
         if text not in RULES:
@@ -139,6 +136,16 @@ class DecisionRule:
             steps = [(f.agent, instants[f.span_id]) for f in spans if f.agent is not None]
             return _collapsed(steps)[1:]  # the entry agent is where the route starts
         return _graph_nodes(spans, instants)
+
+
+def content_refused(key: str) -> str:
+    """Why `attribute:KEY` on a content attribute is refused, and what to use instead."""
+    return (
+        f"{key} carries prompt or response content, which is never a decision; use a rule "
+        "that reads names (`tools`, `toolset`, `agents` or `nodes`), or have the agent record "
+        "its route as a label (`verdictgate.decision(point).record(route)`, or an attribute of "
+        "its own such as `attribute:app.route`)"
+    )
 
 
 Instant = tuple[int, int]

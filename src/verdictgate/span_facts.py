@@ -61,6 +61,7 @@ MAX_METADATA = 64 << 10
 configuration; a larger one is skipped rather than parsed)."""
 
 CONTENT_PREFIXES = (
+    # GenAI semantic conventions: messages, instructions, prompts, completions, tool calls
     "gen_ai.input.",
     "gen_ai.output.",
     "gen_ai.prompt",
@@ -69,6 +70,12 @@ CONTENT_PREFIXES = (
     "gen_ai.tool.call.arguments",
     "gen_ai.tool.call.result",
     "gen_ai.tool.definitions",
+    "gen_ai.choice",
+    "gen_ai.user.message",
+    "gen_ai.system.message",
+    "gen_ai.assistant.message",
+    "gen_ai.tool.message",
+    # OpenInference
     "input.",
     "output.",
     "llm.input_messages",
@@ -85,14 +92,61 @@ CONTENT_PREFIXES = (
     "embedding.",
     "exception.",
     "langsmith.metadata.",
+    # Pydantic AI (Logfire's message and its template may quote arguments)
+    "pydantic_ai.all_messages",
+    "logfire.msg",
+    # Google ADK
+    "gcp.vertex.agent.llm_",
+    "gcp.vertex.agent.tool_",
+    "gcp.vertex.agent.data",
 )
-"""Attribute names that carry an agent's input or output text in the GenAI conventions and
-OpenInference: never read, even when a rule names one (`attribute:KEY` refuses them)."""
+"""Attribute name prefixes that carry an agent's input or output text in the conventions
+verdictgate reads: never read, even when a rule names one (`attribute:KEY` refuses them)."""
+CONTENT_NAMES = frozenset(
+    {
+        OPENINFERENCE_METADATA,
+        # Pydantic AI: the run's answer, its messages, a tool's arguments and result (its
+        # pre-GenAI-1.37 names), the model request's parameters, its decision model's prose
+        "final_result",
+        "all_messages_events",
+        "tool_arguments",
+        "tool_response",
+        "model_request_parameters",
+        "pydantic_ai.decision.questions",
+        "pydantic_ai.decision.answers",
+        "pydantic_ai.decision.route_question",
+        "pydantic_ai.decision.route_questions",
+        "pydantic_ai.decision.state",
+        # Strands: a tool's result (its events mode)
+        "tool.result",
+        # CrewAI: inputs, outputs, task prose, memory and knowledge queries
+        "gen_ai.agent.description",
+        "crewai.crew.inputs",
+        "crewai.crew.output",
+        "crewai.flow.inputs",
+        "crewai.flow.result",
+        "crewai.method.result",
+        "crewai.task.description",
+        "crewai.task.expected_output",
+        "crewai.task.output",
+        "crewai.guardrail.description",
+        "crewai.guardrail.result",
+        "crewai.human_feedback.message",
+        "crewai.knowledge.query",
+        "crewai.knowledge.task_prompt",
+        "crewai.mcp.tool_result",
+        "crewai.memory.content",
+        "crewai.memory.query",
+        "crewai.memory.results",
+    }
+)
+"""Attribute names, whole, that carry input or output text (as CONTENT_PREFIXES)."""
 
 
 def carries_content(key: str) -> bool:
-    """Whether an attribute name is one that holds input or output text."""
-    return key == OPENINFERENCE_METADATA or key.startswith(CONTENT_PREFIXES)
+    """Whether an attribute name is one that holds input or output text (in any case)."""
+    key = key.strip().lower()
+    return key in CONTENT_NAMES or key.startswith(CONTENT_PREFIXES)
 
 
 class SpanFacts(msgspec.Struct, frozen=True, gc=False):

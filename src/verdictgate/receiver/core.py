@@ -39,7 +39,7 @@ from .finisher import Finisher
 from .forwarder import Forwarder
 from .limits import Limits
 from .run_signals import RunSignals
-from .store import LOCAL, Store, StoredRun, Written, is_store_error
+from .store import LOCAL, RunVersion, Store, StoredRun, Written, is_store_error
 from .store.facade import DueTrace
 from .store.faults import first_line, is_connection_lost, is_driver_error
 from .store_outage import StoreOutage
@@ -145,7 +145,7 @@ class Receiver:
         decides, and the outbox entries its forwarder delivers)."""
         if forwarder is not None:
             forwarder.claim_as(self.replica, config.lease)
-        self._known: dict[str, int] = {}
+        self._known: dict[str, RunVersion] = {}
         """The open runs this replica decides, each with the version of it the lifecycle holds."""
         self._set_aside: set[str] = set()
         self._shown: dict[str, float] = {}
@@ -476,7 +476,7 @@ class Receiver:
         for run_id, (version, final) in owned.items():
             known = self._known.get(run_id)
             if known is not None:
-                if version > known and (run := self.store.run(run_id)):
+                if version > known.writes and (run := self.store.run(run_id)):
                     self._or_set_aside(run_id, functools.partial(self._catch_up, run, known))
             elif (
                 run_id not in self._set_aside
@@ -488,7 +488,7 @@ class Receiver:
                 self._take_up(run)
         self._advance(now)
 
-    def _catch_up(self, run: StoredRun, known: int) -> None:
+    def _catch_up(self, run: StoredRun, known: RunVersion) -> None:
         """Tell the lifecycle what other replicas wrote to a run this one decides since it held
         version `known` (the lock is held): its run span, its trials, that it had news."""
         lifecycle, seen = self._lifecycle, run.last_seen
@@ -556,9 +556,9 @@ class Receiver:
             if run.owner != self.replica or run.final or run.run_id in self._set_aside:
                 continue  # another replica decides it, or it is over (the store counted it late)
             known = self._known.get(run.run_id)
-            if known is None and run.version > 1:  # an existing run, claimed by this write
+            if known is None and run.version.writes > 1:  # an existing run, claimed by this write
                 self._take_up(run)
-            elif known is not None and known != run.version - 1:
+            elif known is not None and known.writes != run.version.writes - 1:
                 self._catch_up(run, known)
             else:
                 direct.add(run.run_id)

@@ -14,7 +14,15 @@ its errors are.
 from .claims import LOCAL
 from .facade import Store
 from .faults import is_store_error
-from .records import StoredRun, Written
+from .records import RunVersion, StoredRun, Written
 from .trial_rows import encode_decision
 
-__all__ = ["LOCAL", "Store", "StoredRun", "Written", "encode_decision", "is_store_error"]
+__all__ = [
+    "LOCAL",
+    "RunVersion",
+    "Store",
+    "StoredRun",
+    "Written",
+    "encode_decision",
+    "is_store_error",
+]

@@ -6,8 +6,8 @@ looked."""
 from __future__ import annotations
 
 from .connection import Cursor, SqlRow
-from .records import StoredRun
-from .runs import RUN_COLUMNS, TRIAL_COLUMNS, stored_run
+from .records import RunVersion, StoredRun, batch_number
+from .runs import RUN_COLUMNS, TRIAL_COLUMNS, folded, stored_run
 from .statements import SKIP_LOCKED, sql
 
 LOCAL = "local"
@@ -29,7 +29,11 @@ _FORGET = sql(
 )
 """A lapsed replica that owns nothing any more, forgotten (unless a write of its holds its row:
 it is alive again)."""
-_OWNED = sql("SELECT run_id, version, final FROM runs WHERE owner = ? AND status IS NULL")
+_OWNED = sql(
+    "SELECT run_id, version + CAST(COALESCE((SELECT SUM(writes) FROM run_parts"
+    " WHERE run_parts.run_id = runs.run_id), 0) AS BIGINT), final FROM runs"
+    " WHERE owner = ? AND status IS NULL"
+)
 _BEAT = sql(
     "INSERT INTO replicas (name, alive_until) VALUES (?, ?)"
     " ON CONFLICT (name) DO UPDATE SET alive_until = excluded.alive_until"
@@ -58,7 +62,7 @@ class RunClaims:
         claimed: list[StoredRun] = []
         for owner in ([replica] if mine else []) + sorted(lapsed):
             rows = cursor.execute(_CLAIM, (replica, owner, limit - len(claimed))).fetchall()
-            claimed += [stored_run(row) for row in rows]
+            claimed += [folded(cursor, stored_run(row)) for row in rows]
             if len(claimed) >= limit:
                 break
             if owner != replica:  # every run of it taken (or held by a write: taken next time)
@@ -66,8 +70,9 @@ class RunClaims:
         return sorted(claimed, key=lambda run: run.first_seen)
 
     def owned(self, cursor: Cursor, replica: str) -> dict[str, tuple[int, bool]]:
-        """The runs `replica` owns that are not admitted yet, with their versions and whether
-        they are final (through the index of owners of runs not admitted)."""
+        """The runs `replica` owns that are not admitted yet, with the writes that touched each
+        (`RunVersion.writes`) and whether they are final (through the index of owners of runs
+        not admitted)."""
         rows = cursor.execute(_OWNED, (replica,)).fetchall()
         return {run_id: (version, bool(final)) for run_id, version, final in rows}
 
@@ -81,7 +86,15 @@ class RunClaims:
         the other replicas' next look."""
         self.beat(cursor, replica, 0.0)
 
-    def written_since(self, cursor: Cursor, run_id: str, version: int, upto: int) -> list[SqlRow]:
+    def written_since(
+        self, cursor: Cursor, run_id: str, version: RunVersion, upto: RunVersion
+    ) -> list[SqlRow]:
         """The trials of a run stored by its writes after `version` up to `upto`, as
-        `evidence_of` reads them."""
-        return cursor.execute(_WRITTEN_SINCE, (run_id, version, upto)).fetchall()
+        `evidence_of` reads them: part by part, each in the order its writes committed."""
+        rows = []
+        for part, writes in upto.parts:
+            since = version.of(part)
+            if writes > since:
+                bounds = (batch_number(part, since), batch_number(part, writes))
+                rows += cursor.execute(_WRITTEN_SINCE, (run_id, *bounds)).fetchall()
+        return rows

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections import Counter
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -22,8 +23,8 @@ from .listing import DEFAULT_PAGE_SIZE, RunListing
 from .locations import redacted
 from .outbox import DEFAULT_OUTBOX_LIMIT, Outbox
 from .probe import StoreProbe, round_trip_to
-from .records import StoredRun, Written
-from .runs import Claim, Runs
+from .records import RunVersion, StoredRun, Written
+from .runs import Claim, Runs, Visit
 from .schema import migrate
 from .statements import SKIP_LOCKED, sql
 from .trial_rows import evidence_of, trial_batch, trial_of_row
@@ -158,23 +159,27 @@ class Store:
                     return Written([], {}, {}, busy=True)
                 settled = taken
             declared = list(declarations)
-            derived = {trial.run for trial in (*given, *again)}
-            touched = derived | {str(d[names.RUN_ID]) for d in declared}
+            needs = Counter(trial.run for trial in (*given, *again))
+            declared_runs = {str(d[names.RUN_ID]) for d in declared}
             intake = self._held.take(
                 cursor, list(marks), list(spans), settled, now, max_held_spans, amend_since
             )
-            versions = self._runs.see(
-                cursor, touched, intake.heard, intake.late, labels, now, claim
+            # a settling write's trials are all framework ones
+            framework = (set(needs) if settled else set()) | intake.heard
+            visit = Visit(
+                dict(needs), frozenset(declared_runs), frozenset(framework), intake.late, max_trials
+            )
+            accesses = self._runs.see(
+                cursor, set(needs) | declared_runs, intake.heard, visit, labels, now, claim
             )
             for attributes in declared:
                 self._runs.declare(cursor, attributes, now)
-            if settled or intake.heard:  # a settling write's trials are all framework ones
-                framework = (derived if settled else set()) | intake.heard
-                self._runs.mark_framework(cursor, framework & set(versions))
-            amended, unknown = self._runs.amend(cursor, trial_batch(again), versions)
+            if framework:
+                self._runs.mark_framework(cursor, framework & set(accesses))
+            amended, unknown = self._runs.amend(cursor, trial_batch(again), accesses)
             batch = trial_batch([*given, *unknown])
-            refused, accepted = self._runs.take(cursor, batch, max_trials, versions)
-            runs = self._runs.runs(cursor, versions)
+            refused, accepted = self._runs.take(cursor, batch, accesses)
+            runs = self._runs.runs(cursor, accesses)
             self._held.count_in(intake)
         self._alive[claim[0]] = max(self._alive.get(claim[0], -math.inf), claim[1])
         return Written(
@@ -206,7 +211,7 @@ class Store:
         labels.update({mark.run: (mark.suite, mark.point) for mark in marks})
         return ((trace_id, [(mark.span_id, below[mark.span_id]) for mark in marks]),)
 
-    def evidence(self, run_id: str, upto: int | None = None) -> Evidence:
+    def evidence(self, run_id: str, upto: RunVersion | None = None) -> Evidence:
         """Every kept trial of a run, with its duplicates, conflicts, latency and tier results;
         with `upto`, those its writes up to that version stored."""
         with self._database.locked() as cursor:
@@ -322,7 +327,8 @@ class Store:
             return self._claims.claim(cursor, replica, now, limit, mine)
 
     def owned_runs(self, replica: str) -> dict[str, tuple[int, bool]]:
-        """The runs `replica` owns and has not admitted: their versions, and whether final."""
+        """The runs `replica` owns and has not admitted: the writes that touched each so far
+        (`RunVersion.writes`), and whether final."""
         with self._database.locked() as cursor:
             return self._claims.owned(cursor, replica)
 
@@ -341,7 +347,7 @@ class Store:
             self._claims.release(cursor, replica)
             self._outbox.release(cursor, replica)
 
-    def written_since(self, run_id: str, version: int, upto: int) -> list[Trial]:
+    def written_since(self, run_id: str, version: RunVersion, upto: RunVersion) -> list[Trial]:
         """The trials of a run its writes after `version` up to `upto` stored (by any
         replica)."""
         with self._database.locked() as cursor:

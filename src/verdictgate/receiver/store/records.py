@@ -12,6 +12,40 @@ from ...otel.span_decoding import run_declaration
 from ...trial_model import Trial
 from ...wire_types import JsonObject
 
+BATCHES_PER_PART = 1 << 32
+"""The writes one part of a run numbers (a part's writes to one run: far more than a run takes)."""
+
+
+def batch_number(part: int, writes: int) -> int:
+    """The batch a write stores a run's trials under: the writer's part of the run (numbered
+    store-wide), then the part's count of writes; part 0 counts the writes made before parts
+    (the run's own count), so their batches are those counts."""
+    return part * BATCHES_PER_PART + writes
+
+
+@dataclass(frozen=True)
+class RunVersion:
+    """How far a run's writes went, each writer's counted in its own part of the run (so that
+    writers of one run never wait for each other): per part, the writes it committed. Each
+    part's writes are numbered in the order they commit, so a version is a snapshot of the
+    run: the trials stored by each part's writes up to its count."""
+
+    parts: tuple[tuple[int, int], ...] = ()
+
+    @property
+    def writes(self) -> int:
+        """Writes that touched the run so far, by every writer (it grows with each)."""
+        return sum(writes for _, writes in self.parts)
+
+    def of(self, part: int) -> int:
+        """The writes of one part in this version (0 for a part it does not know)."""
+        return next((writes for number, writes in self.parts if number == part), 0)
+
+    def holds(self, batch: int) -> bool:
+        """Whether the trials stored under `batch` are in this snapshot."""
+        part, writes = divmod(batch, BATCHES_PER_PART)
+        return 0 < writes <= self.of(part)
+
 
 @dataclass(frozen=True)
 class StoredRun:
@@ -35,8 +69,8 @@ class StoredRun:
     """A second run span declared the run differently; the first declaration was kept."""
     owner: str | None = None
     """The replica that decides it (while its heartbeat holds)."""
-    version: int = 0
-    """Writes that touched it so far."""
+    version: RunVersion = RunVersion()
+    """How far its writes went: a snapshot of it that its trials are read up to."""
     framework: bool = False
     """Some of its trials come from framework spans (a span that comes after its trial settled
     amends that trial while the run is open)."""

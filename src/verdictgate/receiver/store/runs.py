@@ -1,45 +1,95 @@
 """Runs and their trials: runs seen and declared, trials stored while their run has room (first
-record wins, repeats counted), late records counted, and runs closed and admitted."""
+record wins, repeats counted), late records counted, and runs closed and admitted.
+
+Each writer of a run (a replica) counts its writes, the trials they stored, its news and the
+room it holds under the run's trial cap in a part of the run of its own (`run_parts`), so that
+the writers of one run never wait for each other's commit: a write to an open run holds the
+run's row shared (a close, a claim or an admission waits for it, never another write) and
+updates its own part alone. The run's row is written, and held alone, only when a write changes
+it (made, claimed, labelled, declared, marked framework, late records) or needs more room than
+its part holds. A run's counts are its parts' folded where they are read, and into its row when
+it is admitted (its parts then deleted)."""
 
 from __future__ import annotations
 
 import json
 from collections.abc import Iterable
+from dataclasses import dataclass, replace
 
 from ...otel import conventions as names
 from ...trial_model import Trial
 from ...wire_types import AttributeValue
 from .connection import Cursor, SqlRow
-from .records import StoredRun
-from .statements import IS_DISTINCT_FROM, IS_NOT_DISTINCT_FROM, Statement, insert_rows, sql
+from .records import RunVersion, StoredRun, batch_number
+from .statements import IS_DISTINCT_FROM, IS_NOT_DISTINCT_FROM, Each, Statement, insert_rows, sql
 from .trial_rows import TrialBatch, TrialRow, repeats
 
 RUN_COLUMNS = (
     "run_id, suite, point, declaration, planned_trials, declared_at, first_seen, last_seen,"
     " status, final, received, late, declaration_conflict, owner, version, framework"
 )
-"""The columns `stored_run` reads, in its order."""
+"""The columns `stored_run` reads, in its order (a run not yet admitted has its parts' counts
+folded in by `folded`)."""
 
 Claim = tuple[str, float]
 """A replica's claim on the runs a write opens: its name, and until when its heartbeat holds."""
 
+ROOM_GRANT = 10_000
+"""Trials of room under a run's cap a writer's part takes at most at once: its writes store
+that many without holding the run's row alone."""
+
 _RUN_BY_ID = sql(f"SELECT {RUN_COLUMNS} FROM runs WHERE run_id = ?")
-_UNCLAIMED = (
-    "runs.final = 0 AND NOT EXISTS (SELECT 1 FROM replicas WHERE replicas.name = runs.owner"
-    " AND replicas.alive_until >= excluded.first_seen)"
+_OWNER_ALIVE = (
+    "EXISTS (SELECT 1 FROM replicas WHERE replicas.name = runs.owner AND replicas.alive_until >= ?)"
 )
-_SEEN = sql(
-    "INSERT INTO runs (run_id, suite, point, first_seen, last_seen, owner, version)"
-    " VALUES (?, ?, ?, ?, ?, ?, 1)"
-    " ON CONFLICT (run_id) DO UPDATE SET last_seen = excluded.last_seen,"
-    " suite = COALESCE(runs.suite, excluded.suite),"
-    " point = COALESCE(runs.point, excluded.point),"
-    " version = runs.version + 1,"
-    f" owner = CASE WHEN {_UNCLAIMED} THEN excluded.owner ELSE runs.owner END"
-    " RETURNING version"
+_STATE = sql(
+    "SELECT runs.final, runs.suite, runs.point, runs.framework,"
+    f" CASE WHEN {_OWNER_ALIVE} THEN 1 ELSE 0 END, run_parts.part, run_parts.room"
+    " FROM runs LEFT JOIN run_parts ON run_parts.run_id = runs.run_id"
+    " AND run_parts.writer = ? WHERE runs.run_id = ?"
 )
-"""A run seen by a write: made if new, its version (the write's number for it) counted up, and
-claimed by the writing replica when its owner is not alive (its heartbeat lapsed)."""
+"""A run as a write finds it, read without a lock: final, labels, framework, whether its owner
+is alive at the write's time, and the writer's part of it (and the room that part holds)."""
+_NEW_RUN = sql(
+    "INSERT INTO runs (run_id, suite, point, first_seen, last_seen, owner)"
+    " VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (run_id) DO NOTHING"
+)
+_HOLD_SEEN = sql(
+    "UPDATE runs SET suite = COALESCE(suite, ?), point = COALESCE(point, ?),"
+    f" owner = CASE WHEN final = 0 AND NOT {_OWNER_ALIVE} THEN ? ELSE owner END"
+    " WHERE run_id = ? RETURNING final"
+)
+"""A run a write changes, held alone: labelled where it had none, and claimed by the writing
+replica when its owner is not alive (its heartbeat lapsed)."""
+_HOLD = sql("SELECT final FROM runs WHERE run_id = ?", Each("", " FOR UPDATE"))
+_SHARE = sql("SELECT final FROM runs WHERE run_id = ?", Each("", " FOR SHARE"))
+"""A run a write only adds to, held shared: its other writers go on, a close waits."""
+_ADVANCE = sql(
+    "UPDATE run_parts SET writes = writes + 1, last_seen = ?, room = room - ?"
+    " WHERE part = ? AND room >= ? RETURNING writes"
+)
+"""A write through the writer's part, which takes the room it needs from what the part holds
+(none when it holds too little)."""
+_NEW_PART = sql(
+    "INSERT INTO run_parts (run_id, writer, last_seen) VALUES (?, ?, ?)"
+    " ON CONFLICT (run_id, writer) DO NOTHING"
+)
+_PARTS = sql(
+    "SELECT part, writer, writes, received, room, last_seen FROM run_parts WHERE run_id = ?"
+    " ORDER BY part"
+)
+_STORED = sql(
+    "SELECT received + CAST(COALESCE((SELECT SUM(received) FROM run_parts"
+    " WHERE run_parts.run_id = runs.run_id), 0) AS BIGINT) FROM runs WHERE run_id = ?"
+)
+"""The trials a run stored, by all its writers."""
+_GRANT = sql(
+    "UPDATE run_parts SET writes = writes + 1, last_seen = ?, room = ? WHERE part = ?"
+    " RETURNING writes"
+)
+_REVOKE = sql("UPDATE run_parts SET room = 0 WHERE run_id = ? AND part != ? AND room > 0")
+_PART_RECEIVED = sql("UPDATE run_parts SET received = received + ?, room = room + ? WHERE part = ?")
+"""A write's trials stored through a part, and the room it took but did not fill given back."""
 _INSERT = insert_rows(
     "trials",
     {
@@ -70,11 +120,6 @@ TRIAL_COLUMNS = (
 )
 """A stored trial's columns as `evidence_of` reads them."""
 _LATE = sql("UPDATE runs SET late = late + ? WHERE run_id = ?")
-_HEARD = sql(
-    "UPDATE runs SET last_seen = ?, version = version + 1 WHERE run_id = ? AND final = 0"
-    " RETURNING version"
-)
-"""News of an open run that is not a trial (a span of a trial still settling)."""
 _FRAMEWORK = sql("UPDATE runs SET framework = 1 WHERE run_id = ? AND framework = 0")
 _AMEND = sql(
     "UPDATE trials SET decision = ?, expected = ?, error_type = ?, latency_ms = ?, passed = ?,"
@@ -94,58 +139,165 @@ _DECLARE = sql(
 _DECLARATION_CONFLICT = sql(
     "UPDATE runs SET declaration_conflict = 1 WHERE run_id = ? AND final = 0 AND declaration != ?"
 )
-_ROOM = sql("SELECT final, received FROM runs WHERE run_id = ?")
-_FINAL = sql("SELECT final FROM runs WHERE run_id = ?")
 _TRIALS = sql(f"SELECT {TRIAL_COLUMNS} FROM trials WHERE run_id = ? ORDER BY case_id, trial")
-_TRIALS_UPTO = sql(
-    f"SELECT {TRIAL_COLUMNS} FROM trials WHERE run_id = ? AND batch <= ? ORDER BY case_id, trial"
+_TRIALS_BATCHED = sql(
+    f"SELECT {TRIAL_COLUMNS}, batch FROM trials WHERE run_id = ? ORDER BY case_id, trial"
 )
 _CLOSE = sql("UPDATE runs SET final = 1 WHERE run_id = ? AND final = 0 AND owner = ?")
 _ADMIT = sql(
     "UPDATE runs SET status = ?, final = 1, finished_at = ?,"
     " declaration = COALESCE(declaration, ?) WHERE run_id = ? AND status IS NULL"
 )
+_OF_PARTS = "FROM run_parts WHERE run_parts.run_id = runs.run_id"
+_FOLD = sql(
+    f"UPDATE runs SET received = received + COALESCE((SELECT SUM(received) {_OF_PARTS}), 0),"
+    f" version = version + COALESCE((SELECT SUM(writes) {_OF_PARTS}), 0), last_seen = ",
+    Each("MAX", "GREATEST"),
+    f"(last_seen, COALESCE((SELECT MAX(last_seen) {_OF_PARTS}), last_seen)) WHERE run_id = ?",
+)
+"""An admitted run's parts folded into its row (its writers held it shared: all committed)."""
+_DROP_PARTS = sql("DELETE FROM run_parts WHERE run_id = ?")
 _STATUS = sql("SELECT status FROM runs WHERE run_id = ?")
-_RECEIVED = sql("UPDATE runs SET received = received + ? WHERE run_id = ?")
+
+
+@dataclass(frozen=True)
+class Access:
+    """How a write holds a run: a final one only counts its records late; an open one stores
+    its trials under `batch`, counted in the writer's `part`. `room`: the trials it may store
+    (None: no cap)."""
+
+    final: bool
+    batch: int = 0
+    part: int = 0
+    room: int | None = None
+
+
+@dataclass(frozen=True)
+class Visit:
+    """What one write brings each run, as `Runs.see` holds them: trials (at most `needs`, per
+    run), the runs it declares, those whose framework trials it stores or hears of, records
+    `late`, and the cap of trials a run holds (`max_trials`, None for none)."""
+
+    needs: dict[str, int]
+    declared: frozenset[str]
+    marking: frozenset[str]
+    late: dict[str, int]
+    max_trials: int | None
 
 
 class Runs:
-    """The `runs` and `trials` tables, on the cursor of the caller's transaction or read."""
+    """The `runs`, `run_parts` and `trials` tables, on the cursor of the caller's transaction
+    or read."""
 
     def see(
         self,
         cursor: Cursor,
         touched: Iterable[str],
         heard: Iterable[str],
-        late: dict[str, int],
+        visit: Visit,
         labels: dict[str, tuple[str | None, str | None]],
         now: float,
         claim: Claim,
-    ) -> dict[str, int]:
-        """Lock and record every run a write changes, in one pass in one order (so that writers
-        never deadlock): the runs its trials or run spans `touched`, seen `now` (a new one
-        labelled with its (suite, point) when given, and claimed by `claim` when its owner is
-        not alive; a known run keeps its labels); the open runs of trials still settling that got
-        spans (`heard`: seen too); and the runs with records `late` (counted). Each touched or
-        heard run's version after this write."""
+    ) -> dict[str, Access]:
+        """Hold every run a write changes or adds to, in one pass in one order (so that writers
+        never deadlock): the runs its trials or run spans `touched`, seen `now` (a new one made,
+        labelled with its (suite, point) when given, and claimed by `claim`; a known one
+        labelled where it had none, and claimed when its owner is not alive); the open runs of
+        trials still settling that got spans (`heard`); and the runs with records late
+        (counted). A run is held shared when the write only adds to it through the writer's
+        part (which holds the room it needs), alone otherwise. Each touched run's access, and
+        each heard run's while it is open."""
         touched, heard = set(touched), set(heard)
-        versions = {}
-        for run_id in sorted(touched | heard | set(late)):
-            if run_id in touched:
-                suite, point = labels.get(run_id, (None, None))
-                cursor.execute(_SEEN, (run_id, suite, point, now, now, claim[0]))
-                versions[run_id] = cursor.fetchone()[0]
-            elif run_id in heard:
-                cursor.execute(_HEARD, (now, run_id))
-                if (row := cursor.fetchone()) is not None:
-                    versions[run_id] = row[0]
-            if late.get(run_id):
-                cursor.execute(_LATE, (late[run_id], run_id))
-        return versions
+        accesses = {}
+        for run_id in sorted(touched | heard | set(visit.late)):
+            if run_id in touched or run_id in heard:
+                access = self._hold(cursor, run_id, run_id in touched, visit, labels, now, claim)
+                if access is not None:
+                    accesses[run_id] = access
+            if visit.late.get(run_id):
+                cursor.execute(_LATE, (visit.late[run_id], run_id))
+        return accesses
+
+    def _hold(
+        self,
+        cursor: Cursor,
+        run_id: str,
+        seen: bool,
+        visit: Visit,
+        labels: dict[str, tuple[str | None, str | None]],
+        now: float,
+        claim: Claim,
+    ) -> Access | None:
+        """Hold one run for a write (see `see`); its access, or None for a run heard of that is
+        unknown or final."""
+        writer, capped = claim[0], visit.max_trials is not None
+        need = visit.needs.get(run_id, 0) if capped else 0
+        suite, point = labels.get(run_id, (None, None))
+        state = cursor.execute(_STATE, (now, writer, run_id)).fetchone()
+        if state is None:
+            if not seen:
+                return None
+            cursor.execute(_NEW_RUN, (run_id, suite, point, now, now, writer))
+            if cursor.rowcount:  # made by this write, so held alone
+                return self._settle(cursor, run_id, writer, need, visit.max_trials, now)
+            state = cursor.execute(_STATE, (now, writer, run_id)).fetchone()  # made meanwhile
+        final, stored_suite, stored_point, framework, alive, part, room = state
+        alone = (
+            final
+            or part is None
+            or room < need
+            or run_id in visit.declared
+            or bool(visit.late.get(run_id))
+            or (run_id in visit.marking and not framework)
+            or (seen and not alive)
+            or (suite is not None and stored_suite is None)
+            or (point is not None and stored_point is None)
+        )
+        if not alone:
+            (final,) = cursor.execute(_SHARE, (run_id,)).fetchone()
+            if not final and (row := cursor.execute(_ADVANCE, (now, need, part, need)).fetchone()):
+                return Access(False, batch_number(part, row[0]), part, need if capped else None)
+            # made final, or its part's room taken back, since it was read (rare): held alone
+        if seen:
+            (final,) = cursor.execute(_HOLD_SEEN, (suite, point, now, writer, run_id)).fetchone()
+        else:
+            (final,) = cursor.execute(_HOLD, (run_id,)).fetchone()
+        if final:
+            if not seen:
+                return None
+            room = None
+            if visit.max_trials is not None:
+                room = max(0, visit.max_trials - cursor.execute(_STORED, (run_id,)).fetchone()[0])
+            return Access(True, room=room)
+        return self._settle(cursor, run_id, writer, need, visit.max_trials, now)
+
+    def _settle(
+        self, cursor: Cursor, run_id: str, writer: str, need: int, cap: int | None, now: float
+    ) -> Access:
+        """A write through the writer's part of an open run the write holds alone (no other
+        writer is in it: every part stands as committed): the part made if new, and given
+        the room the write needs if the run has it (taken back from the other parts when only
+        they hold it), and half the room no part holds, up to ROOM_GRANT, for its later
+        writes (the other half left for other writers' parts)."""
+        cursor.execute(_NEW_PART, (run_id, writer, now))
+        parts = cursor.execute(_PARTS, (run_id,)).fetchall()
+        part = next(row[0] for row in parts if row[1] == writer)
+        room, keep = None, 0
+        if cap is not None:
+            (stored,) = cursor.execute(_STORED, (run_id,)).fetchone()
+            others = sum(row[4] for row in parts if row[0] != part)
+            free = cap - stored - others
+            if need > free and others:
+                cursor.execute(_REVOKE, (run_id, part))
+                free = cap - stored
+            room = max(0, min(need, free))
+            keep = max(0, min((free - room) // 2, ROOM_GRANT))
+        (writes,) = cursor.execute(_GRANT, (now, keep, part)).fetchone()
+        return Access(False, batch_number(part, writes), part, room)
 
     def mark_framework(self, cursor: Cursor, run_ids: Iterable[str]) -> None:
         """Note runs whose trials come from framework spans (a late span may amend them), among
-        those a write locked already."""
+        those a write holds (alone, unless marked already)."""
         cursor.executemany(_FRAMEWORK, [(run_id,) for run_id in sorted(run_ids)])
 
     def declare(self, cursor: Cursor, attributes: dict[str, AttributeValue], now: float) -> None:
@@ -171,47 +323,47 @@ class Runs:
             cursor.execute(_DECLARATION_CONFLICT, (run_id, text))
 
     def take(
-        self,
-        cursor: Cursor,
-        batch: TrialBatch,
-        max_trials: int | None,
-        versions: dict[str, int],
+        self, cursor: Cursor, batch: TrialBatch, accesses: dict[str, Access]
     ) -> tuple[dict[str, int], dict[str, list[Trial]]]:
-        """Store each run's trials as far as it has room (`max_trials`; a final run's are only
-        counted late) under the run's `versions` number; per run, the trials refused and the
-        trials taken. Each run keeps a count of its stored trials, so no write scans a run; its
-        room is read and used here."""
+        """Store each run's trials as far as its access has room (a final run's are only
+        counted late) under its batch; per run, the trials refused and the trials taken. Each
+        part counts the trials stored through it, so no write scans a run, and gets back the
+        room its write took but did not fill."""
         refused: dict[str, int] = {}
         accepted: dict[str, list[Trial]] = {}
+        stored: dict[str, int] = {}
         for run_id, rows in batch.rows.items():
-            cursor.execute(_ROOM, (run_id,))
-            final, received = cursor.fetchone()
-            if max_trials is not None and len(rows) > max_trials - received:
-                room = max(0, max_trials - received)
-                refused[run_id] = len(rows) - room
-                rows = rows[:room]
-            if final:  # its admission is frozen: count, never store
+            access = accesses[run_id]
+            if access.room is not None and len(rows) > access.room:
+                refused[run_id] = len(rows) - access.room
+                rows = rows[: access.room]
+            if access.final:  # its admission is frozen: count, never store
                 cursor.execute(_LATE, (len(rows), run_id))
                 continue
             accepted[run_id] = batch.given[run_id][: len(rows)]
-            _insert(cursor, run_id, rows, versions[run_id])
+            stored[run_id] = _insert(cursor, rows, access.batch)
+        for run_id, access in sorted(accesses.items()):
+            count = stored.get(run_id, 0)
+            unused = 0 if access.final or access.room is None else access.room - count
+            if count or unused:
+                cursor.execute(_PART_RECEIVED, (count, unused, access.part))
         return refused, accepted
 
     def amend(
-        self, cursor: Cursor, batch: TrialBatch, versions: dict[str, int]
+        self, cursor: Cursor, batch: TrialBatch, accesses: dict[str, Access]
     ) -> tuple[dict[str, list[Trial]], list[Trial]]:
         """Replace the stored records of framework trials derived again (a span came after they
-        settled) while their run is open, under the run's `versions` number; per run the trials
-        replaced, and the trials with no record to replace (to store as new ones)."""
+        settled) while their run is open, under the batch of the run's access; per run the
+        trials replaced, and the trials with no record to replace (to store as new ones)."""
         amended: dict[str, list[Trial]] = {}
         new: list[Trial] = []
         for run_id, rows in batch.rows.items():
-            cursor.execute(_FINAL, (run_id,))
-            if cursor.fetchone()[0]:
+            access = accesses[run_id]
+            if access.final:
                 cursor.execute(_LATE, (len(rows), run_id))
                 continue
             for row, trial in zip(rows, batch.given[run_id], strict=True):
-                cursor.execute(_AMEND, (*row[3:], versions[run_id], *row[:3]))
+                cursor.execute(_AMEND, (*row[3:], access.batch, *row[:3]))
                 if cursor.rowcount:
                     amended.setdefault(run_id, []).append(trial)
                 else:
@@ -221,22 +373,28 @@ class Runs:
     def run(self, cursor: Cursor, run_id: str) -> StoredRun | None:
         """One run, or None when unknown."""
         row = cursor.execute(_RUN_BY_ID, (run_id,)).fetchone()
-        return None if row is None else stored_run(row)
+        return None if row is None else folded(cursor, stored_run(row))
 
     def runs(self, cursor: Cursor, run_ids: Iterable[str]) -> list[StoredRun]:
         """Known runs, as they stand, in the order given."""
-        return [stored_run(cursor.execute(_RUN_BY_ID, (run_id,)).fetchone()) for run_id in run_ids]
+        return [
+            folded(cursor, stored_run(cursor.execute(_RUN_BY_ID, (run_id,)).fetchone()))
+            for run_id in run_ids
+        ]
 
-    def trial_rows(self, cursor: Cursor, run_id: str, upto: int | None = None) -> list[SqlRow]:
+    def trial_rows(
+        self, cursor: Cursor, run_id: str, upto: RunVersion | None = None
+    ) -> list[SqlRow]:
         """Every kept trial of a run as `evidence_of` reads it, by case and trial; with `upto`,
         those its writes up to that version stored."""
         if upto is None:
             return cursor.execute(_TRIALS, (run_id,)).fetchall()
-        return cursor.execute(_TRIALS_UPTO, (run_id, upto)).fetchall()
+        rows = cursor.execute(_TRIALS_BATCHED, (run_id,)).fetchall()
+        return [row[:-1] for row in rows if upto.holds(row[-1])]
 
     def close(self, cursor: Cursor, run_ids: Iterable[str], owner: str) -> list[str]:
         """Make final the runs `owner` holds, their admission still to be made; those made so
-        (a run another replica took over is not)."""
+        (a run another replica took over is not). Each waits for the writes holding it."""
         closed = []
         for run_id in sorted(run_ids):  # in the order every writer locks runs
             cursor.execute(_CLOSE, (run_id, owner))
@@ -252,10 +410,15 @@ class Runs:
         finished_at: float,
         declaration: str | None,
     ) -> bool:
-        """Give a run its admission, final; False (nothing written) when it has one already. A
-        run without a run span keeps `declaration` as what it was judged by."""
+        """Give a run its admission, final, its parts folded into its row; False (nothing
+        written) when it has one already. A run without a run span keeps `declaration` as what
+        it was judged by."""
         cursor.execute(_ADMIT, (status, finished_at, declaration, run_id))
-        return cursor.rowcount == 1
+        if cursor.rowcount != 1:
+            return False
+        cursor.execute(_FOLD, (run_id,))
+        cursor.execute(_DROP_PARTS, (run_id,))
+        return True
 
     def awaits_admission(self, cursor: Cursor, run_id: str) -> bool:
         """Whether a run is known and not admitted yet."""
@@ -273,12 +436,29 @@ def runs_where(clauses: str) -> Statement:
 def select_runs(
     cursor: Cursor, statement: Statement, parameters: tuple[object, ...] = ()
 ) -> list[StoredRun]:
-    """The runs a statement of `runs_where` selects."""
-    return [stored_run(row) for row in cursor.execute(statement, parameters).fetchall()]
+    """The runs a statement of `runs_where` selects, with their parts folded in."""
+    rows = cursor.execute(statement, parameters).fetchall()
+    return [folded(cursor, stored_run(row)) for row in rows]
+
+
+def folded(cursor: Cursor, run: StoredRun) -> StoredRun:
+    """A run as its row and its parts make it: the trials they stored, their latest news, and
+    the writes of each part (its version). An admitted run's row holds them already."""
+    if run.status is not None:
+        return run
+    parts = cursor.execute(_PARTS, (run.run_id,)).fetchall()
+    if not parts:
+        return run
+    return replace(
+        run,
+        received=run.received + sum(row[3] for row in parts),
+        last_seen=max(run.last_seen, *(row[5] for row in parts)),
+        version=RunVersion(run.version.parts + tuple((row[0], row[2]) for row in parts)),
+    )
 
 
 def stored_run(row: SqlRow) -> StoredRun:
-    """A row of RUN_COLUMNS as the run it records."""
+    """A row of RUN_COLUMNS as the run it records (its parts not folded in)."""
     return StoredRun(
         run_id=row[0],
         suite=row[1],
@@ -294,16 +474,16 @@ def stored_run(row: SqlRow) -> StoredRun:
         late=row[11],
         declaration_conflict=bool(row[12]),
         owner=row[13],
-        version=row[14],
+        version=RunVersion(((0, row[14]),)),
         framework=bool(row[15]),
     )
 
 
-def _insert(cursor: Cursor, run_id: str, rows: list[TrialRow], batch: int) -> None:
-    """Store a run's trials (first record wins) and count them received; repeated identities
+def _insert(cursor: Cursor, rows: list[TrialRow], batch: int) -> int:
+    """Store a run's trials (first record wins); how many were stored. Repeated identities
     count as duplicates or conflicts of the stored ones."""
     cursor.executemany(_INSERT, [(*row, batch) for row in rows])
     inserted = cursor.rowcount
-    cursor.execute(_RECEIVED, (inserted, run_id))
     if inserted < len(rows):  # repeated identities: count duplicates and conflicts
         cursor.executemany(_REPEAT, repeats(rows, batch))
+    return inserted

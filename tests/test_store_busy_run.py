@@ -1,0 +1,116 @@
+"""One run written by several replicas at once: each writer adds to its own part of the run, so
+that writers never wait for each other's commit, while the run's trial cap holds exactly as if
+one writer had written it all, and a version of the run is a snapshot its owner reads up to."""
+
+from __future__ import annotations
+
+from contextlib import ExitStack
+from pathlib import Path
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from postgres_support import StoreMaker
+from verdictgate.receiver.store import Store
+from verdictgate.receiver.store.connection import Cursor, open_database
+from verdictgate.receiver.store.runs import Access, Runs, Visit
+from verdictgate.receiver.store.trial_rows import trial_batch
+from verdictgate.trial_model import Trial
+
+NOW, UNTIL = 1_000.0, 5_000.0
+"""Every write's time, and until when each writer's heartbeat holds."""
+
+
+def trials(indices: range | list[int], run: str = "r") -> list[Trial]:
+    return [Trial("c", index, "approve", run, "approve") for index in indices]
+
+
+def test_two_writers_of_one_run_each_go_on_while_the_other_is_open(
+    postgres_server: str, tmp_path: Path
+) -> None:
+    """Two replicas' transactions writing trials of one open run on PostgreSQL: each statement
+    of either runs while the other transaction is still open, holding what it wrote (a lock
+    waited for would fail at the lock timeout, a tenth of a second here), and both commit."""
+    location = StoreMaker("postgresql", tmp_path, postgres_server).location("busy")
+    store = Store(location)
+    for writer, index in (("a", 0), ("b", 1)):  # the run, and each writer's part of it, made
+        store.write(trials([index]), now=NOW, claim=(writer, UNTIL), max_trials=100)
+    runs = Runs()
+
+    def see(cursor: Cursor, writer: str) -> dict[str, Access]:
+        visit = Visit({"r": 1}, frozenset(), frozenset(), {}, 100)
+        return runs.see(cursor, {"r"}, set(), visit, {}, NOW, (writer, UNTIL))
+
+    def take(cursor: Cursor, accesses: dict[str, Access], index: int) -> None:
+        runs.take(cursor, trial_batch(trials([index])), accesses)
+
+    first, second = open_database(location, 0.3), open_database(location, 0.3)
+    try:
+        with ExitStack() as open_transactions:
+            a = open_transactions.enter_context(first.transaction())
+            b = open_transactions.enter_context(second.transaction())
+            held_by_a = see(a, "a")
+            take(b, see(b, "b"), 3)  # while a holds the run
+            take(a, held_by_a, 2)  # while b holds it, its trial written
+    finally:
+        first.close()
+        second.close()
+    run = store.run("r")
+    assert run is not None and run.received == 4 and run.version.writes == 4
+    assert [trial.index for trial in store.evidence("r").trials()] == [0, 1, 2, 3]
+    store.close()
+
+
+@st.composite
+def writes(draw: st.DrawFn) -> tuple[int, list[tuple[str, list[int]]]]:
+    """A run's cap, and writes of trials to it by three writers (repeats among them)."""
+    cap = draw(st.integers(0, 30))
+    batches = draw(
+        st.lists(
+            st.tuples(
+                st.sampled_from("abc"), st.lists(st.integers(0, 40), min_size=1, max_size=12)
+            ),
+            min_size=1,
+            max_size=10,
+        )
+    )
+    return cap, batches
+
+
+@given(writes())
+@settings(max_examples=60, deadline=None)
+def test_the_cap_holds_exactly_whoever_writes(case: tuple[int, list[tuple[str, list[int]]]]):
+    """Whatever room each writer's part holds, the trials refused by each write and those stored
+    are those of one writer writing it all: a write is refused only what the run has no room
+    for (room held by other writers' parts is taken back first)."""
+    cap, batches = case
+    store, stored, received = Store(), set(), 0
+    for writer, indices in batches:
+        written = store.write(trials(indices), now=NOW, claim=(writer, UNTIL), max_trials=cap)
+        room = max(0, cap - received)
+        kept = indices[:room]
+        assert written.refused.get("r", 0) == len(indices) - len(kept)
+        received += len(set(kept) - stored)
+        stored |= set(kept)
+    run = store.run("r")
+    assert run is not None and run.received == received == len(stored)
+    assert {trial.index for trial in store.evidence("r").trials()} == stored
+    store.close()
+
+
+def test_a_version_is_a_snapshot_of_what_every_writer_stored(new_store: StoreMaker) -> None:
+    """A version of a run written by several writers holds the trials their writes up to it
+    stored, and what was written after it is read as what came since."""
+    store = new_store("snapshot")
+    store.write(trials([0, 1]), now=NOW, claim=("a", UNTIL))
+    store.write(trials([2]), now=NOW, claim=("b", UNTIL))
+    before = store.run("r")
+    store.write(trials([3]), now=NOW, claim=("a", UNTIL))
+    store.write(trials([4, 5]), now=NOW, claim=("c", UNTIL))
+    after = store.run("r")
+    assert before is not None and after is not None
+    assert (before.version.writes, after.version.writes) == (2, 4)
+    assert [t.index for t in store.evidence("r", upto=before.version).trials()] == [0, 1, 2]
+    since = store.written_since("r", before.version, after.version)
+    assert sorted(t.index for t in since) == [3, 4, 5]
+    assert after.received == 6

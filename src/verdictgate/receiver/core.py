@@ -140,8 +140,9 @@ class Receiver:
         self._canary_suites = config.canary_suites
         self._lock = threading.Lock()
         """Orders commits and the lifecycle's events alike (and guards the lifecycle)."""
-        self._commits: CommitGroups[_Write, Written] = CommitGroups(self._lock, self._commit)
-        """Writes that arrive while a group commits are committed together, by the next."""
+        self.commits: CommitGroups[_Write, Written] = CommitGroups(self._lock, self._commit)
+        """Where writes wait to be committed: those that arrive while a group commits are
+        committed together, by the next (`_commit`)."""
         self._admitting = threading.Lock()
         """Held while an admission made by a finisher thread is published and committed (never
         while a run is assessed)."""
@@ -506,7 +507,7 @@ class Receiver:
         (a trace, quiet since, held since) the trials are that trace's due ones, read and
         stored under the same lock, so no span lands between the reading and the settling. What
         the write did."""
-        written = self._commits.submit((contents, settle))
+        written = self.commits.submit((contents, settle))
         self._log_late_and_let_go(written)
         if written.refused:
             self._reject_beyond_limit(contents, written.refused)

@@ -32,6 +32,7 @@ from ..otel.span_decoding import run_declaration
 from ..otel.spans import run_attributes
 from ..wire_types import AttributeValue
 from .assessment_cache import AssessmentCache, CachedAssessment
+from .commit_groups import CommitGroups
 from .config import ReceiverConfig
 from .database_clock import DatabaseClock, store_clock
 from .fair_gate import Busy
@@ -49,6 +50,8 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 _T = TypeVar("_T")
+_Write = tuple[ExportContents, DueTrace | None]
+"""What one write commits: a request's contents, or a due trace's trials to settle."""
 
 TRACE_TTL = 600.0
 """Seconds a trace without a trial span is held (then dropped), and a settled trace remembered
@@ -137,6 +140,9 @@ class Receiver:
         self._canary_suites = config.canary_suites
         self._lock = threading.Lock()
         """Orders commits and the lifecycle's events alike (and guards the lifecycle)."""
+        self.commits: CommitGroups[_Write, Written] = CommitGroups(self._lock, self._commit)
+        """Where writes wait to be committed: those that arrive while a group commits are
+        committed together, by the next (`_commit`)."""
         self._admitting = threading.Lock()
         """Held while an admission made by a finisher thread is published and committed (never
         while a run is assessed)."""
@@ -314,7 +320,6 @@ class Receiver:
         if not (extract.trials or extract.declarations or extract.marks or extract.framework_spans):
             return
         try:
-            self._make_room(extract)
             self._write(extract)
         except Exception as error:
             if is_store_error(error):
@@ -322,19 +327,23 @@ class Receiver:
             raise
         self.outage.worked()
 
-    def _make_room(self, extract: ExportContents) -> None:
-        """Refuse a request (Busy: its sender retries) that would open runs past
-        `max_open_runs`, each of which holds its evidence in memory here. Only at the cap is a
-        run id the replica does not hold looked up: one that exists already (another replica
-        decides it, or it is final) costs nothing here."""
-        held = len(self._known)
-        if held < self.config.max_open_runs:
-            return
-        if any(run not in self._known and self.store.run(run) is None for run in extract.run_ids()):
-            raise Busy(
+    def _refusal(self, contents: ExportContents, opening: set[str]) -> Busy | None:
+        """Busy (its sender retries) for a request that would open runs past `max_open_runs`,
+        each of which holds its evidence in memory here, counting those the requests before it
+        in its group may open (`opening`, to which it adds its own). Only at the cap is a run id
+        the replica does not hold looked up: one that exists already (another replica decides
+        it, or it is final) costs nothing here."""
+        new = {run for run in contents.run_ids() if run not in self._known}
+        held = len(self._known) + len(opening)
+        if held >= self.config.max_open_runs and any(
+            run not in opening and self.store.run(run) is None for run in new
+        ):
+            return Busy(
                 f"this replica decides {held:,} open runs, its --max-open-runs: a new run is "
                 "taken once some are final (retry later)"
             )
+        opening |= new
+        return None
 
     def tick(self) -> None:
         """Settle the traces whose trials are due; hand the runs whose idle period is over (but
@@ -506,30 +515,48 @@ class Receiver:
 
     def _write(self, contents: ExportContents, settle: DueTrace | None = None) -> Written:
         """Commit what an export request holds (trials, run spans' declarations, trial marks and
-        framework spans, checked at the door), then tell the lifecycle what was committed (in
-        commit order), make the runs it completed final, and wake the watchers of the runs
+        framework spans, checked at the door), with the writes that came while the last group
+        was committing (`_commit`); returns once committed, then wakes the watchers of the runs
         touched; trials refused at their run's limit are counted in `contents`. With `settle`
         (a trace, quiet since, held since) the trials are that trace's due ones, read and
         stored under the same lock, so no span lands between the reading and the settling. What
         the write did."""
-        with self._lock:
-            now = self._clock()
-            try:
-                written = self._written(contents, now, settle)
-            except Exception as error:
-                if is_store_error(error):
-                    self._refused(contents, now)
-                raise
-            self._record(written, contents.declarations, now)
-            self._advance(now)
+        written = self.commits.submit((contents, settle))
         self._log_late_and_let_go(written)
         if written.refused:
             self._reject_beyond_limit(contents, written.refused)
         self._signals.notify(run.run_id for run in written.runs)
         return written
 
+    def _commit(self, group: list[_Write]) -> list[Written | Exception]:
+        """Commit a group of writes in one transaction (the lock is held), then tell the
+        lifecycle what each committed, in order, and make the runs they completed final; what
+        each did. A write is refused alone, never failing the others of its group: one that
+        would open runs past `max_open_runs` (Busy, not written), one the store refuses for what
+        it holds (`Store.together`); one the store failed counts as news of its runs
+        (`_refused`)."""
+        now, opening = self._clock(), set[str]()
+        refusals = [self._refusal(contents, opening) for contents, _ in group]
+        taken = [write for write, refusal in zip(group, refusals, strict=True) if refusal is None]
+        done = iter(
+            self.store.together(
+                [
+                    functools.partial(self._written, contents, now, settle)
+                    for contents, settle in taken
+                ]
+            )
+        )
+        outcomes = [next(done) if refusal is None else refusal for refusal in refusals]
+        for (contents, _), outcome in zip(group, outcomes, strict=True):
+            if isinstance(outcome, Written):
+                self._record(outcome, contents.declarations, now)
+            elif is_store_error(outcome):
+                self._refused(contents, now)
+        self._advance(now)
+        return outcomes
+
     def _written(self, contents: ExportContents, now: float, settle: DueTrace | None) -> Written:
-        """One write's commit (the lock is held)."""
+        """One write, in its group's transaction (the lock is held)."""
         return self.store.write(
             contents.trials,
             contents.declarations,

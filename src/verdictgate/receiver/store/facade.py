@@ -5,10 +5,13 @@ public call is one transaction (or one read)."""
 from __future__ import annotations
 
 import math
+import threading
 import time
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
+from typing import TypeVar
 
 from ...evidence import Evidence
 from ...otel import conventions as names
@@ -17,7 +20,7 @@ from ...trial_model import Trial
 from ...wire_types import AttributeValue
 from .claims import LOCAL, RunClaims
 from .connection import DEFAULT_LEASE, Cursor, open_database
-from .faults import first_line, is_driver_error
+from .faults import first_line, is_connection_lost, is_driver_error
 from .held_spans import HeldSpans, SettledTrials, unpack_trace
 from .listing import DEFAULT_PAGE_SIZE, RunListing
 from .locations import redacted
@@ -35,6 +38,7 @@ DueTrace = tuple[str, float, float]
 """A trace whose due trials a write settles: its id, quiet since, held since."""
 
 _HOLD_TRACE = sql("SELECT trace_id FROM traces WHERE trace_id = ?", SKIP_LOCKED)
+_T = TypeVar("_T")
 
 
 class Store:
@@ -74,6 +78,9 @@ class Store:
         self._claims = RunClaims()
         self._alive: dict[str, float] = {}
         """Until when each replica writing through this store renewed its heartbeat here."""
+        self._group = threading.local()
+        """In a thread doing writes `together`: their transaction's cursor (`cursor`), and what
+        to do once it is committed (`committed`)."""
         self._probe = StoreProbe(round_trip_to(location))
 
     @property
@@ -144,11 +151,11 @@ class Store:
         `max_held_spans` framework spans held, the traces with no trial span quiet the longest
         are let go (counted in `spans_let_go`). A new run, or one whose owner is not alive, is
         claimed by `claim` (the local replica's, alive for a whole hour, by default), whose
-        heartbeat the write renews when it lapsed."""
+        heartbeat the write renews when it lapsed. Inside `together`, part of its transaction."""
         now = time.time() if now is None else now
         claim = claim or (LOCAL, now + 3600.0)
         given, labels = list(trials), dict(labels or {})
-        with self._database.transaction() as cursor:
+        with self._write_transaction() as (cursor, committed):
             if self._alive.get(claim[0], -math.inf) < now:  # a claim needs its heartbeat
                 self._claims.beat(cursor, *claim)
             settled: SettledTrials = ()
@@ -180,11 +187,54 @@ class Store:
             batch = trial_batch([*given, *unknown])
             refused, accepted = self._runs.take(cursor, batch, accesses)
             runs = self._runs.runs(cursor, accesses)
-            self._held.count_in(intake)
-        self._alive[claim[0]] = max(self._alive.get(claim[0], -math.inf), claim[1])
+            committed.append(lambda: self._held.count_in(intake))
+            committed.append(lambda: self._renewed(*claim))
         return Written(
             runs, refused, accepted, intake.late, intake.dropped, intake.heard, labels, amended
         )
+
+    def together(self, writes: Sequence[Callable[[], _T]]) -> list[_T | Exception]:
+        """Do `writes` (each a function that calls `write`) in one transaction, in order, and
+        commit them once: what each returned. When the transaction fails for anything but the
+        store being away (what one write holds, a lock another replica held, a bug), each write
+        is done again in a transaction of its own, so that the one that fails fails alone (its
+        error in its place) and the others are committed; the store being away is every
+        write's error."""
+        if not writes:
+            return []
+        committed: list[Callable[[], None]] = []
+        self._group.cursor, self._group.committed = None, committed
+        try:
+            with self._database.transaction() as cursor:
+                self._group.cursor = cursor
+                done: list[_T | Exception] = [write() for write in writes]
+        except Exception as error:
+            if len(writes) == 1 or is_connection_lost(error):
+                return [error] * len(writes)
+            return [_outcome(write) for write in writes]
+        finally:
+            self._group.cursor = None
+        for then in committed:
+            then()
+        return done
+
+    @contextmanager
+    def _write_transaction(self) -> Iterator[tuple[Cursor, list[Callable[[], None]]]]:
+        """The transaction a write runs in (that of the writes it is done `together` with, or
+        one of its own), and the list of what to do once it is committed."""
+        cursor: Cursor | None = getattr(self._group, "cursor", None)
+        if cursor is not None:
+            yield cursor, self._group.committed
+            return
+        committed: list[Callable[[], None]] = []
+        with self._database.transaction() as cursor:
+            yield cursor, committed
+        for then in committed:
+            then()
+
+    def _renewed(self, replica: str, until: float) -> None:
+        """Note that a committed write renewed `replica`'s heartbeat until `until`."""
+        self._alive[replica] = max(self._alive.get(replica, -math.inf), until)
 
     def _take_due(
         self,
@@ -403,3 +453,11 @@ class Store:
             with self._database.locked() as cursor:
                 return self._outbox.count(cursor)
         return self._outbox.size
+
+
+def _outcome(write: Callable[[], _T]) -> _T | Exception:
+    """What a write returned, or the error it raised."""
+    try:
+        return write()
+    except Exception as error:
+        return error

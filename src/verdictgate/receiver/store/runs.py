@@ -12,6 +12,7 @@ from ...wire_types import AttributeValue
 from .connection import Cursor, SqlRow
 from .records import StoredRun
 from .statements import IS_DISTINCT_FROM, IS_NOT_DISTINCT_FROM, Statement, insert_rows, sql
+from .trial_days import day_of
 from .trial_rows import TrialBatch, TrialRow, repeats
 
 RUN_COLUMNS = (
@@ -29,8 +30,8 @@ _UNCLAIMED = (
     " AND replicas.alive_until >= excluded.first_seen)"
 )
 _SEEN = sql(
-    "INSERT INTO runs (run_id, suite, point, first_seen, last_seen, owner, version)"
-    " VALUES (?, ?, ?, ?, ?, ?, 1)"
+    "INSERT INTO runs (run_id, suite, point, first_seen, last_seen, owner, day, version)"
+    " VALUES (?, ?, ?, ?, ?, ?, ?, 1)"
     " ON CONFLICT (run_id) DO UPDATE SET last_seen = excluded.last_seen,"
     " suite = COALESCE(runs.suite, excluded.suite),"
     " point = COALESCE(runs.point, excluded.point),"
@@ -39,7 +40,8 @@ _SEEN = sql(
     " RETURNING version"
 )
 """A run seen by a write: made if new, its version (the write's number for it) counted up, and
-claimed by the writing replica when its owner is not alive (its heartbeat lapsed)."""
+claimed by the writing replica when its owner is not alive (its heartbeat lapsed); a new run's
+day (`day_of`) is the one its trials are stored under."""
 _INSERT = insert_rows(
     "trials",
     {
@@ -53,6 +55,7 @@ _INSERT = insert_rows(
         "passed": "bigint",
         "tiers": "text",
         "batch": "bigint",
+        "day": "bigint",
     },
     " ON CONFLICT DO NOTHING",
 )
@@ -94,7 +97,7 @@ _DECLARE = sql(
 _DECLARATION_CONFLICT = sql(
     "UPDATE runs SET declaration_conflict = 1 WHERE run_id = ? AND final = 0 AND declaration != ?"
 )
-_ROOM = sql("SELECT final, received FROM runs WHERE run_id = ?")
+_ROOM = sql("SELECT final, received, day FROM runs WHERE run_id = ?")
 _FINAL = sql("SELECT final FROM runs WHERE run_id = ?")
 _TRIALS = sql(f"SELECT {TRIAL_COLUMNS} FROM trials WHERE run_id = ? ORDER BY case_id, trial")
 _TRIALS_UPTO = sql(
@@ -133,7 +136,7 @@ class Runs:
         for run_id in sorted(touched | heard | set(late)):
             if run_id in touched:
                 suite, point = labels.get(run_id, (None, None))
-                cursor.execute(_SEEN, (run_id, suite, point, now, now, claim[0]))
+                cursor.execute(_SEEN, (run_id, suite, point, now, now, claim[0], day_of(now)))
                 versions[run_id] = cursor.fetchone()[0]
             elif run_id in heard:
                 cursor.execute(_HEARD, (now, run_id))
@@ -185,7 +188,7 @@ class Runs:
         accepted: dict[str, list[Trial]] = {}
         for run_id, rows in batch.rows.items():
             cursor.execute(_ROOM, (run_id,))
-            final, received = cursor.fetchone()
+            final, received, day = cursor.fetchone()
             if max_trials is not None and len(rows) > max_trials - received:
                 room = max(0, max_trials - received)
                 refused[run_id] = len(rows) - room
@@ -194,7 +197,7 @@ class Runs:
                 cursor.execute(_LATE, (len(rows), run_id))
                 continue
             accepted[run_id] = batch.given[run_id][: len(rows)]
-            _insert(cursor, run_id, rows, versions[run_id])
+            _insert(cursor, run_id, rows, versions[run_id], day)
         return refused, accepted
 
     def amend(
@@ -299,10 +302,10 @@ def stored_run(row: SqlRow) -> StoredRun:
     )
 
 
-def _insert(cursor: Cursor, run_id: str, rows: list[TrialRow], batch: int) -> None:
-    """Store a run's trials (first record wins) and count them received; repeated identities
-    count as duplicates or conflicts of the stored ones."""
-    cursor.executemany(_INSERT, [(*row, batch) for row in rows])
+def _insert(cursor: Cursor, run_id: str, rows: list[TrialRow], batch: int, day: int) -> None:
+    """Store a run's trials (first record wins) under its day and count them received; repeated
+    identities count as duplicates or conflicts of the stored ones."""
+    cursor.executemany(_INSERT, [(*row, batch, day) for row in rows])
     inserted = cursor.rowcount
     cursor.execute(_RECEIVED, (inserted, run_id))
     if inserted < len(rows):  # repeated identities: count duplicates and conflicts

@@ -33,9 +33,7 @@ past it, the day is left for the next retention round."""
 _FAR_PAST = -(2**62)
 """The first day of `trials_before` (its range starts at MINVALUE)."""
 
-_TODAY = Statement.of(
-    "SELECT CAST(floor(EXTRACT(EPOCH FROM clock_timestamp()) / 86400) AS BIGINT)"
-)
+_TODAY = Statement.of("SELECT CAST(floor(EXTRACT(EPOCH FROM clock_timestamp()) / 86400) AS BIGINT)")
 _PARTITIONED = Statement.of("SELECT relkind = 'p' FROM pg_class WHERE oid = to_regclass('trials')")
 _PARTITIONS = Statement.of(
     "SELECT c.relname, pg_get_expr(c.relpartbound, c.oid) FROM pg_inherits i"
@@ -189,9 +187,10 @@ class TrialDays:
             if dropped is not None:
                 forgotten += dropped
                 with self._lock:
-                    self._made.difference_update(range(first, end))
                     if name == BEFORE:
                         self._before = _FAR_PAST
+                    else:
+                        self._made.difference_update(range(first, end))
         return forgotten
 
     def _read(self, cursor: Cursor) -> None:
@@ -229,7 +228,10 @@ def _make(cursor: Cursor, day: int) -> None:
 
 def _drop(cursor: Cursor, name: str, first: int, end: int, before: float) -> int | None:
     """Drop one partition whose runs were all admitted before `before`, with those runs; how
-    many runs; None (nothing dropped) when one of them was not."""
+    many runs; None (nothing dropped) when one of them was not, or another replica dropped it
+    since this one looked."""
+    if name not in {partition for partition, _, _ in _partitions(cursor)}:
+        return None
     if cursor.execute(_UNFINISHED, (first, end, before)).fetchone() is not None:
         return None
     forgotten = cursor.execute(_FORGET_RUNS, (first, end)).rowcount

@@ -58,6 +58,7 @@ from verdictgate.receiver.config import ReceiverConfig
 from verdictgate.receiver.core import Receiver
 from verdictgate.receiver.server import Limits
 from verdictgate.receiver.store import LOCAL, Store
+from verdictgate.receiver.store.trial_days import SECONDS_A_DAY, day_of
 from verdictgate.v1 import verdictgate_pb2 as pb
 
 
@@ -957,11 +958,12 @@ def test_runs_are_listed_a_page_at_a_time_over_both_transports():
 def test_retention_deletes_old_finished_runs_only(new_store):
     clock = Clock()
     store = new_store()
+    clock.now = (day_of(store.now()) + 1) * SECONDS_A_DAY  # PostgreSQL drops whole days
     receiver = Receiver(store, None, ReceiverConfig(idle=30, retain=3600), clock=clock)
     for n in range(250):
         receiver.ingest(extract(request([run_span(f"old-{n}", 8), *stable_run(f"old-{n}", 2, 4)])))
     assert receiver.flush()  # admitted now
-    clock.now += 7200
+    clock.now += 2 * SECONDS_A_DAY
     receiver.ingest(extract(request([run_span("recent", 8), *stable_run("recent", 2, 4)])))
     receiver.ingest(extract(request(stable_run("open", 2, 2))))  # still collecting
     receiver.tick()

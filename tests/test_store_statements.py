@@ -94,6 +94,8 @@ def test_every_statement_runs_on_either_store(
             if statement in columns_added:
                 continue
             if statement in builds:  # on a table in use, outside any transaction
+                if kind == "postgresql" and builds[statement].table == "trials":
+                    continue  # partitioned: its indexes are made with it (test_trial_days)
                 try:
                     store.build_index(builds[statement])
                 except Exception as error:

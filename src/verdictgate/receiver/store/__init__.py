@@ -5,7 +5,8 @@ replicas): first record wins, conflicts kept, runs resumable and claimed.
 `Runs` (runs and their trials: writing, declaring, admitting), `RunClaims` (which replica
 decides a run, alive while its heartbeat holds), `HeldSpans` (framework spans held until their trial settles),
 `Outbox` (admissions staged for publishing, claimed for delivery) and `RunListing` (listing and
-retention); `schema` creates and migrates the tables; `statements` makes each statement's
+a SQLite store's retention); `TrialDays` partitions a PostgreSQL store's trials by day and drops
+whole days for retention; `schema` creates and migrates the tables; `statements` makes each statement's
 text in either dialect, once; `connection` holds where they run and their
 transactions (a SQLite file's one connection; `postgres`, a PostgreSQL database's pool); `locations` names a store, and `faults` says what
 its errors are.

@@ -30,6 +30,7 @@ from .records import RunVersion, StoredRun, Written
 from .runs import Claim, Runs, Visit
 from .schema import migrate
 from .statements import SKIP_LOCKED, sql
+from .trial_days import TrialDays
 from .trial_rows import evidence_of, trial_batch, trial_of_row
 
 Labels = dict[str, tuple[str | None, str | None]]
@@ -76,6 +77,8 @@ class Store:
         self._runs = Runs()
         self._listing = RunListing()
         self._claims = RunClaims()
+        self._days = TrialDays(database) if database.shared else None
+        """A shared store's trials are partitioned by day (a SQLite store's are one table)."""
         self._alive: dict[str, float] = {}
         """Until when each replica writing through this store renewed its heartbeat here."""
         self._group = threading.local()
@@ -154,6 +157,8 @@ class Store:
         heartbeat the write renews when it lapsed. Inside `together`, part of its transaction."""
         now = time.time() if now is None else now
         claim = claim or (LOCAL, now + 3600.0)
+        if self._days is not None:  # before the write's transaction: a day made stays made
+            self._days.cover(now)
         given, labels = list(trials), dict(labels or {})
         with self._write_transaction() as (cursor, committed):
             if self._alive.get(claim[0], -math.inf) < now:  # a claim needs its heartbeat
@@ -289,8 +294,13 @@ class Store:
             return self._listing.newest(cursor, limit, suite, status)
 
     def forget_finished(self, before: float, limit: int = 100) -> int:
-        """Delete up to `limit` runs finished before `before` (epoch seconds), with their
-        trials; how many. Admissions already staged in the outbox are kept."""
+        """Delete runs finished before `before` (epoch seconds), with their trials; how many.
+        A SQLite store deletes up to `limit` rows of runs and their trials' rows; a PostgreSQL
+        store drops every whole day whose runs were all admitted before `before`, with them
+        (`TrialDays.forget_finished`: one replica at a time; a run still open keeps its day).
+        Admissions already staged in the outbox are kept."""
+        if self._days is not None:
+            return self._days.forget_finished(before)
         with self._database.transaction() as cursor:
             return self._listing.forget_finished(cursor, before, limit)
 

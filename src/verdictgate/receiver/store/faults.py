@@ -49,3 +49,8 @@ def first_line(error: BaseException) -> str:
     diagnosis = getattr(error, "diag", None)
     primary = getattr(diagnosis, "message_primary", None)
     return str(primary) if primary else (str(error).splitlines() or [""])[0]
+
+
+def is_lock_not_had(error: BaseException) -> bool:
+    """Whether a store error is a lock not had within the transaction's lock timeout."""
+    return getattr(error, "sqlstate", None) == "55P03"

@@ -1,5 +1,6 @@
 """Listing runs (all, by page, the newest, the open ones, the latest finished per suite and a
-suite's inconclusive streak) and retention (forgetting runs finished long ago)."""
+suite's inconclusive streak) and a SQLite store's retention (deleting the rows of runs finished
+long ago)."""
 
 from __future__ import annotations
 
@@ -124,7 +125,8 @@ class RunListing:
 
     def forget_finished(self, cursor: Cursor, before: float, limit: int) -> int:
         """Delete up to `limit` runs finished before `before` (epoch seconds), with their
-        trials; how many."""
+        trials' rows; how many (a SQLite store's retention: a PostgreSQL one drops whole days,
+        `TrialDays`)."""
         cursor.execute(_FINISHED_BEFORE, (before, limit))
         doomed = [(run_id,) for (run_id,) in cursor.fetchall()]
         cursor.executemany(_DELETE_TRIALS, doomed)

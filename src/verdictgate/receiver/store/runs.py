@@ -22,6 +22,7 @@ from ...wire_types import AttributeValue
 from .connection import Cursor, SqlRow
 from .records import RunVersion, StoredRun, batch_number
 from .statements import IS_DISTINCT_FROM, IS_NOT_DISTINCT_FROM, Each, Statement, insert_rows, sql
+from .trial_days import day_of
 from .trial_rows import TrialBatch, TrialRow, repeats
 
 RUN_COLUMNS = (
@@ -44,16 +45,18 @@ _OWNER_ALIVE = (
 )
 _STATE = sql(
     "SELECT runs.final, runs.suite, runs.point, runs.framework,"
-    f" CASE WHEN {_OWNER_ALIVE} THEN 1 ELSE 0 END, run_parts.part, run_parts.room"
+    f" CASE WHEN {_OWNER_ALIVE} THEN 1 ELSE 0 END, run_parts.part, run_parts.room, runs.day"
     " FROM runs LEFT JOIN run_parts ON run_parts.run_id = runs.run_id"
     " AND run_parts.writer = ? WHERE runs.run_id = ?"
 )
 """A run as a write finds it, read without a lock: final, labels, framework, whether its owner
-is alive at the write's time, and the writer's part of it (and the room that part holds)."""
+is alive at the write's time, the writer's part of it (and the room that part holds), and its
+day."""
 _NEW_RUN = sql(
-    "INSERT INTO runs (run_id, suite, point, first_seen, last_seen, owner)"
-    " VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (run_id) DO NOTHING"
+    "INSERT INTO runs (run_id, suite, point, first_seen, last_seen, owner, day)"
+    " VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (run_id) DO NOTHING"
 )
+"""A run first seen by a write: its day (`day_of`) is the one its trials are stored under."""
 _HOLD_SEEN = sql(
     "UPDATE runs SET suite = COALESCE(suite, ?), point = COALESCE(point, ?),"
     f" owner = CASE WHEN final = 0 AND NOT {_OWNER_ALIVE} THEN ? ELSE owner END"
@@ -103,6 +106,7 @@ _INSERT = insert_rows(
         "passed": "bigint",
         "tiers": "text",
         "batch": "bigint",
+        "day": "bigint",
     },
     " ON CONFLICT DO NOTHING",
 )
@@ -163,13 +167,15 @@ _STATUS = sql("SELECT status FROM runs WHERE run_id = ?")
 @dataclass(frozen=True)
 class Access:
     """How a write holds a run: a final one only counts its records late; an open one stores
-    its trials under `batch`, counted in the writer's `part`. `room`: the trials it may store
-    (None: no cap)."""
+    its trials under `batch` and the run's `day`, counted in the writer's `part`. `room`: the
+    trials it may store (None: no cap)."""
 
     final: bool
     batch: int = 0
     part: int = 0
     room: int | None = None
+    day: int = 0
+    """The run's day: its trials' (`trial_days`)."""
 
 
 @dataclass(frozen=True)
@@ -237,11 +243,12 @@ class Runs:
         if state is None:
             if not seen:
                 return None
-            cursor.execute(_NEW_RUN, (run_id, suite, point, now, now, writer))
+            day = day_of(now)
+            cursor.execute(_NEW_RUN, (run_id, suite, point, now, now, writer, day))
             if cursor.rowcount:  # made by this write, so held alone
-                return self._settle(cursor, run_id, writer, need, visit.max_trials, now)
+                return self._settle(cursor, run_id, writer, need, visit.max_trials, now, day)
             state = cursor.execute(_STATE, (now, writer, run_id)).fetchone()  # made meanwhile
-        final, stored_suite, stored_point, framework, alive, part, room = state
+        final, stored_suite, stored_point, framework, alive, part, room, day = state
         alone = (
             final
             or part is None
@@ -256,7 +263,8 @@ class Runs:
         if not alone:
             (final,) = cursor.execute(_SHARE, (run_id,)).fetchone()
             if not final and (row := cursor.execute(_ADVANCE, (now, need, part, need)).fetchone()):
-                return Access(False, batch_number(part, row[0]), part, need if capped else None)
+                batch = batch_number(part, row[0])
+                return Access(False, batch, part, need if capped else None, day)
             # made final, or its part's room taken back, since it was read (rare): held alone
         if seen:
             (final,) = cursor.execute(_HOLD_SEEN, (suite, point, now, writer, run_id)).fetchone()
@@ -269,10 +277,17 @@ class Runs:
             if visit.max_trials is not None:
                 room = max(0, visit.max_trials - cursor.execute(_STORED, (run_id,)).fetchone()[0])
             return Access(True, room=room)
-        return self._settle(cursor, run_id, writer, need, visit.max_trials, now)
+        return self._settle(cursor, run_id, writer, need, visit.max_trials, now, day)
 
     def _settle(
-        self, cursor: Cursor, run_id: str, writer: str, need: int, cap: int | None, now: float
+        self,
+        cursor: Cursor,
+        run_id: str,
+        writer: str,
+        need: int,
+        cap: int | None,
+        now: float,
+        day: int,
     ) -> Access:
         """A write through the writer's part of an open run the write holds alone (no other
         writer is in it: every part stands as committed): the part made if new, and given
@@ -293,7 +308,7 @@ class Runs:
             room = max(0, min(need, free))
             keep = max(0, min((free - room) // 2, ROOM_GRANT))
         (writes,) = cursor.execute(_GRANT, (now, keep, part)).fetchone()
-        return Access(False, batch_number(part, writes), part, room)
+        return Access(False, batch_number(part, writes), part, room, day)
 
     def mark_framework(self, cursor: Cursor, run_ids: Iterable[str]) -> None:
         """Note runs whose trials come from framework spans (a late span may amend them), among
@@ -341,7 +356,7 @@ class Runs:
                 cursor.execute(_LATE, (len(rows), run_id))
                 continue
             accepted[run_id] = batch.given[run_id][: len(rows)]
-            stored[run_id] = _insert(cursor, rows, access.batch)
+            stored[run_id] = _insert(cursor, rows, access.batch, access.day)
         for run_id, access in sorted(accesses.items()):
             count = stored.get(run_id, 0)
             unused = 0 if access.final or access.room is None else access.room - count
@@ -479,10 +494,10 @@ def stored_run(row: SqlRow) -> StoredRun:
     )
 
 
-def _insert(cursor: Cursor, rows: list[TrialRow], batch: int) -> int:
-    """Store a run's trials (first record wins); how many were stored. Repeated identities
-    count as duplicates or conflicts of the stored ones."""
-    cursor.executemany(_INSERT, [(*row, batch) for row in rows])
+def _insert(cursor: Cursor, rows: list[TrialRow], batch: int, day: int) -> int:
+    """Store a run's trials (first record wins) under its day; how many were stored. Repeated
+    identities count as duplicates or conflicts of the stored ones."""
+    cursor.executemany(_INSERT, [(*row, batch, day) for row in rows])
     inserted = cursor.rowcount
     if inserted < len(rows):  # repeated identities: count duplicates and conflicts
         cursor.executemany(_REPEAT, repeats(rows, batch))

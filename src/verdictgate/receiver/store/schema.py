@@ -14,6 +14,7 @@ from ...span_facts import SpanFacts
 from .claims import LOCAL
 from .connection import Cursor, Database
 from .statements import Each, Index, index, sql
+from .trial_days import partition_existing, partition_new
 
 logger = logging.getLogger(__name__)
 
@@ -47,7 +48,8 @@ TABLES = {
     owner TEXT,                  -- the replica that decides it (claimed with a lease)
     lease_until REAL,            -- before heartbeats (`replicas`): read once, when they came
     version INTEGER NOT NULL DEFAULT 0,  -- writes before parts (`run_parts`), and all once admitted
-    framework INTEGER NOT NULL DEFAULT 0 -- 1 once a trial of it came from framework spans
+    framework INTEGER NOT NULL DEFAULT 0, -- 1 once a trial of it came from framework spans
+    day INTEGER NOT NULL DEFAULT 0 -- the day it was first seen, its trials' (0: before days)
 )""",
             postgres="""CREATE TABLE IF NOT EXISTS runs (
     run_id TEXT PRIMARY KEY,
@@ -67,7 +69,8 @@ TABLES = {
     owner TEXT,
     lease_until DOUBLE PRECISION,
     version BIGINT NOT NULL DEFAULT 0,
-    framework BIGINT NOT NULL DEFAULT 0
+    framework BIGINT NOT NULL DEFAULT 0,
+    day BIGINT NOT NULL DEFAULT 0
 )""",
         )
     ),
@@ -110,6 +113,7 @@ TABLES = {
     latency_ms REAL,             -- the decision span's duration
     passed INTEGER,              -- verdictgate.passed: 1, 0, or NULL when no tier judged it
     tiers TEXT,                  -- JSON [failed, warned, skipped, tied, aliases, key_id] when an invariant broke, a tier was skipped, a path was tied or the case has further names
+    day INTEGER NOT NULL DEFAULT 0, -- its run's: PostgreSQL's partition (SQLite's one table)
     PRIMARY KEY (run_id, case_id, trial)
 ) WITHOUT ROWID""",
             postgres="""CREATE TABLE IF NOT EXISTS trials (
@@ -125,8 +129,9 @@ TABLES = {
     latency_ms DOUBLE PRECISION,
     passed BIGINT,
     tiers TEXT,
-    PRIMARY KEY (run_id, case_id, trial)
-)""",
+    day BIGINT NOT NULL DEFAULT 0,
+    PRIMARY KEY (run_id, case_id, trial, day)
+) PARTITION BY RANGE (day)""",
         )
     ),
     "traces": sql(
@@ -243,7 +248,7 @@ _REAL = Each("REAL", "DOUBLE PRECISION")  # PostgreSQL's REAL is 4 bytes
 _FLAG = Each("INTEGER NOT NULL DEFAULT 0", "BIGINT NOT NULL DEFAULT 0")
 """The types of the columns added, in each dialect."""
 _ADDED: dict[str, dict[str, str | Each]] = {
-    "trials": {"latency_ms": _REAL, "passed": _INTEGER, "tiers": "TEXT"},
+    "trials": {"latency_ms": _REAL, "passed": _INTEGER, "tiers": "TEXT", "day": _FLAG},
     "trace_spans": {"parent_id": "TEXT"},
     "trial_marks": {
         "last_seen": _REAL,
@@ -261,6 +266,7 @@ _ADDED: dict[str, dict[str, str | Each]] = {
         "lease_until": _REAL,
         "version": _FLAG,
         "framework": _FLAG,
+        "day": _FLAG,
     },
     "outbox": {"claimed_by": "TEXT", "claim_until": _REAL},
 }
@@ -298,9 +304,13 @@ runs by age (retention deletes the oldest without a scan), and every run in list
 a trace's trials not yet settled (settling a trial reads the spans below it and the trials still
 to settle, not its whole trace), and the runs not yet admitted
 by owner (claiming reads open work only)."""
-SHARED_INDEXES = (index("trials_by_write", "trials", "(run_id, batch)"),)
+SHARED_INDEXES = (
+    index("trials_by_write", "trials", "(run_id, batch)"),
+    index("runs_by_day", "runs", "(day)"),
+)
 """A shared store's: a replica reads the trials other replicas wrote to its runs since it
-last looked (a store of one process never needs to)."""
+last looked (a store of one process never needs to), and retention finds a day's runs (its
+trials' partition is dropped whole)."""
 
 WAITING, MARKED = 0, 1
 """A trace's state: no trial span yet, a trial span held."""
@@ -341,7 +351,8 @@ def migrate(database: Database) -> tuple[str, ...]:
     DDL, no lock. Otherwise, one process at a time (`Database.migrating`): the tables and
     columns it lacks (columns filled in for the rows it holds) in one transaction, which locks
     the tables it alters and says so in a log line first; the indexes it lacks, built on a live
-    store without blocking its writers (`Database.build_index`); then the version. What was
+    store without blocking its writers (`Database.build_index`); a PostgreSQL store's trials
+    partitioned by day (`trial_days.partition_existing`, version 3); then the version. What was
     done to an existing store, a line per step."""
     if _current(database):
         return ()
@@ -358,6 +369,10 @@ def migrate(database: Database) -> tuple[str, ...]:
                 built.append(missing.name)
         if built:
             done.append(f"indexes {', '.join(built)} built")
+        if database.shared and "trials" not in created:
+            trials = tuple(made for made in _indexes(database) if made.table == "trials")
+            if (partitioned := partition_existing(database, TABLES["trials"], trials)) is not None:
+                done.append(partitioned)
         with database.transaction() as cursor:
             cursor.execute(_RECORD_VERSION, (SCHEMA_VERSION,))
     return tuple(done)
@@ -382,6 +397,8 @@ def _migrate_tables(database: Database) -> tuple[list[str], set[str]]:
         created = {table for table in TABLES if table not in present}
         for table in created:
             cursor.execute(TABLES[table])
+        if database.shared and "trials" in created:
+            partition_new(cursor)
         for made in _indexes(database):
             if made.table in created:  # no other process sees it before this commit
                 cursor.execute(made.create)

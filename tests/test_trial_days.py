@@ -1,0 +1,198 @@
+"""A PostgreSQL store's trials partitioned by the day their run was first seen (a real server):
+retention drops a whole day once every run first seen in it was admitted before the cutoff,
+and a run still open keeps its day; trials written across midnight land in their run's day and
+are read back, the next day's partition made before a write needs it; a version-2 store is
+partitioned in place, every trial kept, while a version-2 writer goes on writing."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from postgres_support import StoreMaker
+from receiver_support import decision_span, request, run_span, stable_run
+from verdictgate.clock import ManualClock
+from verdictgate.otel.otlp_reading import extract_protobuf
+from verdictgate.receiver.config import ReceiverConfig
+from verdictgate.receiver.core import Receiver
+from verdictgate.receiver.store import Store
+from verdictgate.receiver.store.schema import SCHEMA_VERSION
+from verdictgate.receiver.store.trial_days import SECONDS_A_DAY, day_of
+from verdictgate.trial_model import Trial
+
+HOUR = 3600.0
+
+
+@pytest.fixture
+def location(postgres_server: str, tmp_path: Path) -> str:
+    """A fresh PostgreSQL database's URL."""
+    return StoreMaker("postgresql", tmp_path, postgres_server).location("days")
+
+
+def partitions(location: str) -> dict[str, int]:
+    """The partitions of `trials`, each with the trials it holds."""
+    with psycopg.connect(location) as connection:
+        names = [
+            name
+            for (name,) in connection.execute(
+                "SELECT c.relname FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid"
+                " WHERE i.inhparent = 'trials'::regclass"
+            ).fetchall()
+        ]
+        return {
+            name: connection.execute(f"SELECT count(*) FROM {name}").fetchone()[0]  # type: ignore[index]
+            for name in names
+        }
+
+
+def send(receiver: Receiver, spans: list) -> None:
+    receiver.ingest(extract_protobuf(request(spans).SerializeToString()))
+
+
+def test_retention_drops_a_day_whose_runs_all_finished_and_keeps_one_with_an_open_run(
+    location: str,
+) -> None:
+    store = Store(location)
+    first = day_of(store.now()) + 1
+    clock = ManualClock(first * SECONDS_A_DAY + HOUR)
+    config = ReceiverConfig(idle=5 * SECONDS_A_DAY, retain=SECONDS_A_DAY)
+    receiver = Receiver(store, None, config, clock=clock)
+    send(
+        receiver, [run_span("a-done", 8), *stable_run("a-done", 2, 4), *stable_run("a-open", 2, 2)]
+    )
+    clock.advance(SECONDS_A_DAY)
+    send(receiver, [run_span("b-done", 8), *stable_run("b-done", 2, 4)])
+    assert receiver.flush()  # the runs with a complete plan admitted; a-open waits its idle period
+    clock.advance(2 * SECONDS_A_DAY)  # both days ended, and were admitted, a day ago and more
+    receiver.tick()
+    assert {run.run_id for run in store.runs()} == {"a-done", "a-open"}
+    assert store.evidence("b-done").cases == {}
+    assert receiver.assessment("a-done").trials.received == 8  # its day kept whole
+    held = partitions(location)
+    assert f"trials_d{first + 1}" not in held and held[f"trials_d{first}"] == 12
+    clock.advance(5 * SECONDS_A_DAY)  # a-open idle: admitted now, and kept a day after
+    receiver.tick()
+    assert receiver.flush() and store.run("a-open").status is not None  # type: ignore[union-attr]
+    assert f"trials_d{first}" in partitions(location)
+    clock.advance(SECONDS_A_DAY + 60)
+    receiver.tick()
+    assert store.runs() == [] and f"trials_d{first}" not in partitions(location)
+    receiver.close()
+
+
+def test_one_replica_at_a_time_drops_a_day(location: str) -> None:
+    stores = [Store(location), Store(location)]
+    day = day_of(stores[0].now()) + 1
+    stores[0].write([Trial("c", 0, "approve", "r")], now=day * SECONDS_A_DAY)
+    stores[0].finish("r", "qualified", None, now=day * SECONDS_A_DAY)
+    later = (day + 3) * SECONDS_A_DAY
+    dropped = []
+    threads = [
+        threading.Thread(target=lambda s=store: dropped.append(s.forget_finished(later)))
+        for store in stores
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert sorted(dropped) == [0, 1] and f"trials_d{day}" not in partitions(location)
+    for store in stores:
+        store.close()
+
+
+def test_trials_written_across_midnight_land_in_their_runs_day_and_are_read_back(
+    location: str,
+) -> None:
+    store = Store(location)
+    day = day_of(store.now()) + 1
+    clock = ManualClock((day + 1) * SECONDS_A_DAY - 10)  # ten seconds to midnight
+    receiver = Receiver(store, None, ReceiverConfig(idle=HOUR), clock=clock)
+    send(receiver, [decision_span("night", "c", index, "approve") for index in range(3)])
+    assert partitions(location)[f"trials_d{day + 1}"] == 0  # made before a write needs it
+    clock.advance(20)
+    send(receiver, [decision_span("night", "c", index, "approve") for index in range(3, 6)])
+    send(receiver, [decision_span("morning", "c", index, "deny") for index in range(4)])
+    send(receiver, [decision_span("night", "c", 0, "deny")])  # a conflict across midnight
+    held = partitions(location)
+    assert held[f"trials_d{day}"] == 6 and held[f"trials_d{day + 1}"] == 4
+    assert [t.index for t in store.evidence("night").trials()] == list(range(6))
+    assert [t.decision for t in store.evidence("morning").trials()] == ["deny"] * 4
+    assert store.run("night").received == 6  # type: ignore[union-attr]
+    receiver.close()
+
+
+VERSION_2 = """
+CREATE TABLE schema_version (version BIGINT NOT NULL);
+INSERT INTO schema_version VALUES (2);
+CREATE TABLE runs (run_id TEXT PRIMARY KEY, suite TEXT, point TEXT, declaration TEXT,
+    planned_trials BIGINT, declared_at DOUBLE PRECISION, first_seen DOUBLE PRECISION NOT NULL,
+    last_seen DOUBLE PRECISION NOT NULL, status TEXT, final BIGINT NOT NULL DEFAULT 0,
+    received BIGINT NOT NULL DEFAULT 0, late BIGINT NOT NULL DEFAULT 0,
+    declaration_conflict BIGINT NOT NULL DEFAULT 0, finished_at DOUBLE PRECISION, owner TEXT,
+    lease_until DOUBLE PRECISION, version BIGINT NOT NULL DEFAULT 0,
+    framework BIGINT NOT NULL DEFAULT 0);
+CREATE TABLE trials (run_id TEXT NOT NULL, case_id TEXT NOT NULL, trial BIGINT NOT NULL,
+    decision TEXT, expected TEXT, error_type TEXT, duplicates BIGINT NOT NULL DEFAULT 0,
+    conflict BIGINT NOT NULL DEFAULT 0, batch BIGINT NOT NULL, latency_ms DOUBLE PRECISION,
+    passed BIGINT, tiers TEXT, PRIMARY KEY (run_id, case_id, trial));
+CREATE INDEX trials_by_write ON trials (run_id, batch);
+INSERT INTO runs (run_id, first_seen, last_seen, status, final, received, finished_at, version)
+    SELECT 'old-' || n, 1000, 1010, 'qualified', 1, 100, 1010, 1 FROM generate_series(1, 20) n;
+INSERT INTO runs (run_id, first_seen, last_seen, received, version) VALUES ('open', 1000, 1010, 2, 1);
+INSERT INTO trials (run_id, case_id, trial, decision, batch)
+    SELECT 'old-' || (n % 20 + 1), 'c' || (n / 20), 0, 'l:approve', 1
+    FROM generate_series(0, 1999) n;
+INSERT INTO trials (run_id, case_id, trial, decision, batch) VALUES
+    ('open', 'c', 0, 'l:approve', 1), ('open', 'c', 1, 'l:approve', 1);
+"""
+"""A version-2 store: the trials of 20 runs admitted and of one open run, unpartitioned."""
+
+
+def test_a_version_2_store_is_partitioned_in_place_keeping_every_trial(location: str) -> None:
+    with psycopg.connect(location, autocommit=True) as connection:
+        connection.execute(VERSION_2)
+    stop, written = threading.Event(), []
+
+    def version_2_writer() -> None:  # a replica of the release before, writing meanwhile
+        with psycopg.connect(location, autocommit=True) as connection:
+            while not stop.is_set():
+                case = f"w{len(written)}"
+                connection.execute(
+                    "INSERT INTO trials (run_id, case_id, trial, decision, batch)"
+                    " VALUES ('open', %s, 0, 'l:approve', 2)",
+                    (case,),
+                )
+                written.append(case)
+
+    writer = threading.Thread(target=version_2_writer)
+    writer.start()
+    try:
+        store = Store(location)
+    finally:
+        stop.set()
+        writer.join()
+    assert any("trials partitioned by day" in step for step in store.migrated)
+    assert written, "the writer of the release before went on while the store was partitioned"
+    assert partitions(location) == {"trials_before": 2000 + 2 + len(written)}
+    assert sum(len(list(store.evidence(f"old-{n}").trials())) for n in range(1, 21)) == 2000
+    store.write([Trial("c", 1, "deny", "open"), Trial("c", 2, "approve", "open")], now=2000.0)
+    assert [t.decision for t in store.evidence("open").trials() if t.case == "c"] == [
+        "approve",
+        "approve",  # first record wins, across the partitioning
+        "approve",
+    ]
+    with psycopg.connect(location) as connection:
+        (version,) = connection.execute("SELECT MAX(version) FROM schema_version").fetchone() or (
+            0,
+        )
+    again = Store(location)
+    assert version == SCHEMA_VERSION and again.migrated == ()
+    again.close()
+    today = day_of(store.now())
+    store.finish("open", "qualified", None, now=2000.0)
+    assert store.forget_finished((today + 1) * SECONDS_A_DAY) == 21  # the days before, whole
+    assert store.runs() == [] and "trials_before" not in partitions(location)
+    store.close()

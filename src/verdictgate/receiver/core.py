@@ -153,6 +153,9 @@ class Receiver:
             forwarder.claim_as(self.replica, config.lease)
         self._known: dict[str, RunVersion] = {}
         """The open runs this replica decides, each with the version of it the lifecycle holds."""
+        self._finals: dict[str, RunVersion] = {}
+        """Runs this replica made final, each with the version its final evidence holds: a run
+        the store holds at that version is admitted on that evidence, never read back."""
         self._set_aside: set[str] = set()
         self._shown: dict[str, float] = {}
         """Runs admitted lately that the scrape endpoint shows (their admission's time)."""
@@ -644,9 +647,11 @@ class Receiver:
         `waiting` for a due trial to settle are not idle yet."""
         decisions = self._lifecycle.due(now, timers, waiting)
         finals = [d.run_id for d in decisions if isinstance(d, Final)]
-        for run_id in finals:  # a close that fails leaves them open in the store: the next
-            self._known.pop(run_id, None)  # tick takes them up again (`_follow`)
-        closed = self._close(finals) if finals else set()
+        versions = {run_id: self._known.pop(run_id, None) for run_id in finals}
+        closed = self._close(finals) if finals else set()  # a close that fails leaves them
+        for run_id in closed:  # open in the store: the next tick takes them up (`_follow`)
+            if (version := versions[run_id]) is not None:
+                self._finals[run_id] = version
         for decision in decisions:
             if not isinstance(decision, Final) or decision.run_id in closed:
                 self._finisher.put(decision)  # a run another replica took over is its to admit
@@ -763,8 +768,10 @@ class Receiver:
         if run is None or run.status is not None:
             return
         declaration, declared, evidence = final.declaration, final.declared, final.evidence
+        held = self._finals.pop(run.run_id, None)
         if self.store.shared:  # other replicas' last trials, and a run span one of them took
-            evidence = self.store.evidence(run.run_id)
+            if held != run.version:  # written since the lifecycle last caught up
+                evidence = self.store.evidence(run.run_id)
             if run.declared is not None:
                 declaration, declared = run.declared, True
         final = replace(final, declaration=declaration, declared=declared)

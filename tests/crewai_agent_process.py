@@ -78,13 +78,15 @@ def crew_factory(turns: Turns) -> Any:
     """A factory of crews whose one agent calls the tools its input's route names (its model
     reads the input from the task's description, `{request}`)."""
 
+    plans: dict[int, list[str]] = {}  # each model's tools still to call, by the model's id
+
     class ScriptedModel(BaseLLM):
         def call(self, messages: Any, *args: Any, **kwargs: Any) -> str:
-            if self._plan is None:
+            if id(self) not in plans:
                 text = next(t for t in SCRIPT if t in str(messages))
-                self._plan = list(turns.route(text))
-            if self._plan:
-                name = self._plan.pop(0)
+                plans[id(self)] = list(turns.route(text))
+            if plan := plans[id(self)]:
+                name = plan.pop(0)
                 return f'Thought: use {name}\nAction: {name}\nAction Input: {{"account": "a-1"}}'
             return "Thought: done\nFinal Answer: handled"
 
@@ -93,7 +95,7 @@ def crew_factory(turns: Turns) -> Any:
 
     def build() -> Any:
         model = ScriptedModel(model="scripted")
-        model._plan = None
+        plans.pop(id(model), None)  # a new model plans afresh (an id may be reused)
         agent = Agent(
             role="support",
             goal="Route requests.",

@@ -186,3 +186,28 @@ def test_a_store_commits_writes_together_and_one_that_fails_alone(new_store) -> 
     assert store.run("r1").received == store.run("r2").received == 1
     assert store.run("r1").version.writes == 1  # written once: the group's try was undone
     assert store.run("x") is None
+
+
+def test_a_write_failing_after_its_statements_ran_is_undone_and_the_others_redone_durably(
+    new_store,
+) -> None:
+    """A write the store fails halfway (its run made and claimed, then a value no driver can
+    bind): the group's transaction is undone whole, and each write done again in a transaction
+    of its own, so the failed run leaves nothing and the others are committed for good (seen
+    by another connection), each counted once."""
+    store = new_store("grouped")
+
+    def write(run: str, latency: object = 1.0):
+        trial = Trial("c0", 0, "approve", run, "approve", latency_ms=latency)
+        return lambda: store.write([trial], now=1.0)
+
+    outcomes = store.together([write("r1"), write("x", object()), write("r2")])
+    assert isinstance(outcomes[1], Exception) and not isinstance(outcomes[0], Exception)
+    other = new_store("grouped")  # another connection to the same store
+    for reader in (store, other):
+        assert reader.run("x") is None
+        for run in ("r1", "r2"):
+            stored = reader.run(run)
+            assert stored is not None and (stored.received, stored.version.writes) == (1, 1)
+    store.together([write("r1")])  # a repeat: counted as a duplicate, not stored again
+    assert store.run("r1").received == 1

@@ -5,60 +5,15 @@ exactly, flips included."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 import pytest
 
-import verdictgate
+from framework_checks import run_and_check, suite_of
 from framework_support import (
     langgraph_factory,
     openai_agents_factory,
     strands_factory,
 )
-from verdictgate import NoDecision, Suite, Trial, from_langgraph, from_openai_agents, from_strands
-from verdictgate.suite import Case, Contract
-
-
-class Collected:
-    def __init__(self) -> None:
-        self.trials: list[Trial] = []
-
-    def add(self, trial: Trial) -> None:
-        self.trials.append(trial)
-
-
-def suite_of(expected: dict[str, str]) -> Suite:
-    return Suite(
-        name="support",
-        point="support_router",
-        cases=tuple(Case(f"c{n}", text, route) for n, (text, route) in enumerate(expected.items())),
-        contract=Contract(frozenset(expected.values())),
-    )
-
-
-def decisions_by_input(suite: Suite, trials: list[Trial]) -> dict[str, list]:
-    text_of = {case.id: case.input for case in suite.cases}
-    found: dict[str, list] = {}
-    for trial in sorted(trials, key=lambda t: t.index):
-        found.setdefault(text_of[trial.case], []).append(trial.decision)
-    return found
-
-
-def flips_of(decisions: Sequence) -> int:
-    return sum(a != b for a, b in zip(decisions[::2], decisions[1::2], strict=True))
-
-
-def run_and_check(
-    agent, suite: Suite, expected: dict[str, list], repeats: int = 6, **settings
-) -> verdictgate.Assessment:
-    """Run `agent` (with `settings` for `verdictgate.run`): its trials' decisions by input must
-    be `expected`, its flips and pairs theirs; the assessment."""
-    sink = Collected()
-    assessment = verdictgate.run(agent, suite, repeats=repeats, sink=sink, **settings)
-    assert decisions_by_input(suite, sink.trials) == expected
-    assert assessment.pooled.flips == sum(flips_of(d) for d in expected.values())
-    assert assessment.pooled.pairs == len(expected) * repeats // 2
-    return assessment
+from verdictgate import NoDecision, from_langgraph, from_openai_agents, from_strands
 
 
 def test_strands_tool_paths_and_a_flipping_route() -> None:

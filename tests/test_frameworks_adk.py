@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from components import free_port, unavailable
+from framework_checks import decision_of, stored_trials
 from receiver_support import start_serve
-from test_frameworks_receiver import stored_trials
 from verdictgate import NoDecision
 
 HERE = Path(__file__).parent
@@ -63,12 +63,6 @@ def agent_process(*args: str) -> str:
     )
     assert done.returncode == 0, done.stderr[-2000:]
     return done.stdout
-
-
-def decision_of(value) -> object:
-    if isinstance(value, dict):
-        return NoDecision(value["no_decision"])
-    return tuple(value) if isinstance(value, list) else value
 
 
 @pytest.mark.parametrize("rule", ["tools", "agents"])

@@ -14,9 +14,8 @@ import subprocess
 from pathlib import Path
 
 from components import free_port, unavailable
+from framework_checks import decision_of, stored_trials
 from receiver_support import start_serve
-from test_frameworks_adk import decision_of
-from test_frameworks_receiver import stored_trials
 
 HERE = Path(__file__).parent
 REPEATS = 4

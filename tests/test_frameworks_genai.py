@@ -18,6 +18,7 @@ import pytest
 
 import verdictgate
 from components import free_port, unavailable
+from framework_checks import Collected, run_and_check, stored_trials, suite_of
 from framework_support import openai_genai_factory, pydantic_ai_decision, pydantic_ai_factory
 from genai_agent_process import (
     OPENAI_SCRIPT,
@@ -27,8 +28,6 @@ from genai_agent_process import (
     expected_routes,
 )
 from receiver_support import start_serve
-from test_frameworks import Collected, run_and_check, suite_of
-from test_frameworks_receiver import stored_trials
 from verdictgate import NoDecision
 
 EXTRAS = {

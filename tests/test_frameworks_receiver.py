@@ -15,6 +15,7 @@ import verdictgate
 from collector_support import RetryingRelay, rotel_agent, start_collector
 from components import free_port
 from framework_agent_process import CASES, EXPECTED, SCRIPT
+from framework_checks import stored_trials
 from framework_support import strands_factory
 from receiver_support import start_serve
 from verdictgate import from_strands
@@ -52,19 +53,6 @@ def in_process_trials() -> dict[tuple[str, int], tuple]:
 
     verdictgate.run(from_strands(strands_factory(SCRIPT)), suite, repeats=REPEATS, sink=Sink())
     return found
-
-
-def stored_trials(store: Path, run: str, expected: int, timeout: float = 120):
-    deadline = time.monotonic() + timeout
-    while True:
-        reader = Store(store)
-        found = {
-            (t.case, t.index): (t.decision, t.error_type) for t in reader.evidence(run).trials()
-        }
-        reader.close()
-        if len(found) >= expected or time.monotonic() > deadline:
-            return found
-        time.sleep(0.25)
 
 
 def test_a_strands_agent_in_another_process_through_rotel(tmp_path: Path) -> None:

@@ -456,12 +456,14 @@ class Receiver:
         last was, by the tick (every third of a lease) or the renewal thread (every sixth),
         whichever asks first; so it is written about every third of a lease, and never more
         than half a lease apart."""
-        if not self.store.shared:
-            return
-        with self._heartbeat:
+        if not self.store.shared or not self._heartbeat.acquire(blocking=False):
+            return  # the other caller is renewing it now
+        try:
             if now >= self._renewed_at + self.config.lease / 4:
                 self.store.renew(self.replica, now + self.config.lease)
                 self._renewed_at = now
+        finally:
+            self._heartbeat.release()
 
     def _follow(self, now: float) -> None:
         """At each tick (the lock is held), the store is what the lifecycle follows: the runs
@@ -764,13 +766,14 @@ class Receiver:
         publishing in the same transaction, once), show it, and wake its watchers. A canary
         keeps the suite it was judged by, so that it reads the same later, whatever the
         receiver is then told."""
+        held = self._finals.pop(final.run_id, None)
         run = self.store.run(final.run_id)
         if run is None or run.status is not None:
             return
         declaration, declared, evidence = final.declaration, final.declared, final.evidence
-        held = self._finals.pop(run.run_id, None)
         if self.store.shared:  # other replicas' last trials, and a run span one of them took
-            if held != run.version:  # written since the lifecycle last caught up
+            if held != run.version or run.run_id in self._amended:  # written since the
+                evidence = self.store.evidence(run.run_id)  # lifecycle last caught up
                 evidence = self.store.evidence(run.run_id)
             if run.declared is not None:
                 declaration, declared = run.declared, True

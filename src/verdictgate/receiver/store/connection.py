@@ -93,6 +93,12 @@ class Database(ABC):
         connection kept for it, so that a renewal never waits behind a full pool."""
         return self.transaction()
 
+    def snapshot(self) -> AbstractContextManager[Cursor]:
+        """A cursor whose statements all read the store at one moment: on a shared store a
+        read-only transaction at REPEATABLE READ (a run's row and its parts read apart would
+        else straddle another replica's commit); a file's one connection, under its lock."""
+        return self.locked()
+
     @abstractmethod
     def locked(self) -> AbstractContextManager[Cursor]:
         """A cursor outside any explicit transaction, for the block: each statement reads, or

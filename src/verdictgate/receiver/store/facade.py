@@ -209,19 +209,22 @@ class Store:
             return []
         committed: list[Callable[[], None]] = []
         self._group.cursor, self._group.committed = None, committed
+        failed: Exception | None = None
         try:
             with self._database.transaction() as cursor:
                 self._group.cursor = cursor
                 done: list[_T | Exception] = [write() for write in writes]
         except Exception as error:
-            if len(writes) == 1 or is_connection_lost(error):
-                return [error] * len(writes)
-            return [_outcome(write) for write in writes]
+            failed = error
         finally:
-            self._group.cursor = None
-        for then in committed:
-            then()
-        return done
+            self._group.cursor = None  # a write done again runs in a transaction of its own
+        if failed is None:
+            for then in committed:
+                then()
+            return done
+        if len(writes) == 1 or is_connection_lost(failed):
+            return [failed] * len(writes)
+        return [_outcome(write) for write in writes]
 
     @contextmanager
     def _write_transaction(self) -> Iterator[tuple[Cursor, list[Callable[[], None]]]]:
@@ -275,14 +278,14 @@ class Store:
 
     def runs(self) -> list[StoredRun]:
         """Every run, oldest first."""
-        with self._database.locked() as cursor:
+        with self._database.snapshot() as cursor:
             return self._listing.runs(cursor)
 
     def page(self, token: str = "", size: int = DEFAULT_PAGE_SIZE) -> tuple[list[StoredRun], str]:
         """One page of runs, oldest first, and the token of the next page ("" after the last).
         Reads only the page, through the listing index; a token that is not one of ours raises
         ValueError."""
-        with self._database.locked() as cursor:
+        with self._database.snapshot() as cursor:
             return self._listing.page(cursor, token, size)
 
     def newest(
@@ -290,7 +293,7 @@ class Store:
     ) -> list[StoredRun]:
         """The newest runs first, at most `limit`, of a suite and with a status when given
         (`in_progress` for runs not yet final); read backwards through the listing index."""
-        with self._database.locked() as cursor:
+        with self._database.snapshot() as cursor:
             return self._listing.newest(cursor, limit, suite, status)
 
     def forget_finished(self, before: float, limit: int = 100) -> int:
@@ -347,7 +350,7 @@ class Store:
         """The run each (suite, point) finished last, with when, the most recent first: what a
         scrape endpoint shows again after a restart (read once, at start, through an index of
         finished runs by suite)."""
-        with self._database.locked() as cursor:
+        with self._database.snapshot() as cursor:
             return self._listing.latest_finished(cursor)
 
     def finished_since(
@@ -355,7 +358,7 @@ class Store:
     ) -> list[tuple[StoredRun, float]]:
         """The runs admitted after the position (`after`, epoch seconds; `after_run`, the run
         id at that time), with when, the oldest first, a page of at most `limit`."""
-        with self._database.locked() as cursor:
+        with self._database.snapshot() as cursor:
             return self._listing.finished_since(cursor, after, after_run, limit)
 
     def inconclusive_streak(self, suite: str | None, point: str | None, most: int = 1000) -> int:
@@ -366,7 +369,7 @@ class Store:
 
     def run(self, run_id: str) -> StoredRun | None:
         """One run, or None when unknown."""
-        with self._database.locked() as cursor:
+        with self._database.snapshot() as cursor:
             return self._runs.run(cursor, run_id)
 
     def close_runs(self, run_ids: Iterable[str], owner: str = LOCAL) -> list[str]:

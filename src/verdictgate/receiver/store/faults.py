@@ -29,8 +29,11 @@ def is_driver_error(error: BaseException) -> bool:
 
 
 def is_connection_lost(error: BaseException) -> bool:
-    """Whether a store error is the store being away (the connection, or the server), rather
-    than a conflict with another replica."""
+    """Whether a store error is the store being away (the connection, or the server; a SQLite
+    file that cannot be written now), rather than a conflict with another replica or what a
+    write holds."""
+    if isinstance(error, sqlite3.Error):
+        return isinstance(error, sqlite3.OperationalError)
     state = getattr(error, "sqlstate", None)
     return is_store_error(error) and (state is None or state[:2] in ("08", "57", "53", "58"))
 

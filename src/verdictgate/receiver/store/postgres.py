@@ -54,6 +54,7 @@ class PostgresDatabase(Database):
             ) from None
         self._psycopg = psycopg
         self._begin = begin(lease)
+        self._begin_snapshot = begin(lease, "ISOLATION LEVEL REPEATABLE READ READ ONLY")
         try:  # the driver's text may quote the URL, password and all: never shown
             given = psycopg.conninfo.conninfo_to_dict(url)
             self._conninfo = psycopg.conninfo.make_conninfo(
@@ -119,15 +120,18 @@ class PostgresDatabase(Database):
                 raise
 
     def heartbeat(self) -> AbstractContextManager[Cursor]:
-        return self._transaction(self._kept)
+        return self._transaction(self._kept, self._begin)
 
     def transaction(self) -> AbstractContextManager[Cursor]:
-        return self._transaction(self._pool)
+        return self._transaction(self._pool, self._begin)
+
+    def snapshot(self) -> AbstractContextManager[Cursor]:
+        return self._transaction(self._pool, self._begin_snapshot)
 
     @contextmanager
-    def _transaction(self, pool: ConnectionPool) -> Iterator[Cursor]:
+    def _transaction(self, pool: ConnectionPool, start: str) -> Iterator[Cursor]:
         with self._connection(pool) as connection:
-            connection.execute(self._begin, prepare=False)
+            connection.execute(start, prepare=False)
             try:
                 yield PostgresCursor(self._psycopg.RawCursor(connection))
                 connection.execute("COMMIT", prepare=False)
@@ -319,13 +323,13 @@ def bounds(lease: float) -> tuple[int, int]:
     return round(lease * 1000 / 3), round(lease * 1000)
 
 
-def begin(lease: float) -> str:
-    """A transaction's start and its bounds (`bounds`), in one round trip (one simple query): a
-    pooler in transaction mode drops the session's `options`, and keeps what a transaction
-    sets."""
+def begin(lease: float, mode: str = "") -> str:
+    """A transaction's start (in `mode`) and its bounds (`bounds`), in one round trip (one
+    simple query): a pooler in transaction mode drops the session's `options`, and keeps what
+    a transaction sets."""
     lock_ms, idle_ms = bounds(lease)
     return (
-        f"BEGIN; SET LOCAL lock_timeout = {lock_ms};"
+        f"BEGIN {mode}".rstrip() + f"; SET LOCAL lock_timeout = {lock_ms};"
         f" SET LOCAL idle_in_transaction_session_timeout = {idle_ms}"
     )
 

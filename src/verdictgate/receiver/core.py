@@ -552,12 +552,15 @@ class Receiver:
             )
         )
         outcomes = [next(done) if refusal is None else refusal for refusal in refusals]
-        for (contents, _), outcome in zip(group, outcomes, strict=True):
-            if isinstance(outcome, Written):
-                self._record(outcome, contents.declarations, now)
-            elif is_store_error(outcome):
-                self._refused(contents, now)
-        self._advance(now)
+        try:
+            for (contents, _), outcome in zip(group, outcomes, strict=True):
+                if isinstance(outcome, Written):
+                    self._record(outcome, contents.declarations, now)
+                elif is_store_error(outcome):
+                    self._refused(contents, now)
+            self._advance(now)
+        except Exception as error:  # what was committed is acknowledged: never sent again
+            _log_after_commit(error)  # the next tick follows the store (`_follow`)
         return outcomes
 
     def _written(self, contents: ExportContents, now: float, settle: DueTrace | None) -> Written:
@@ -968,6 +971,18 @@ def _log_set_aside(kind: str, key: str, error: Exception) -> None:
         logger.error(
             "verdictgate: %s %.80s is set aside, the others go on", kind, key, exc_info=error
         )
+
+
+def _log_after_commit(error: Exception) -> None:
+    """A fault after a group committed (the store away while runs were closed, or a bug): its
+    requests are acknowledged all the same, since what they sent is stored, and the next tick
+    takes the runs up from the store."""
+    if is_store_error(error):
+        logger.warning(
+            "verdictgate: a committed write's runs wait for the next tick (%s)", first_line(error)
+        )
+    else:
+        logger.error("verdictgate: following a committed write failed", exc_info=error)
 
 
 def _isolated(run_id: str, work: Callable[[], object]) -> bool | None:

@@ -15,7 +15,7 @@ ROUTER = EXAMPLES / "payment_router.py"
 @pytest.mark.parametrize(
     ("args", "expected"),
     [
-        (["--tolerance", "0.05"], "72 pairs at 0.05 (144 calls"),
+        (["--tolerance", "0.05"], "with no flip, 72 pairs at 0.05 (144 calls"),
         (["--precision", "cheap"], "36 pairs at 0.1"),
         (["--precision", "strict"], "368 pairs at 0.01"),
         (["--observed", "1/73"], "1/73 -> 110 pairs in total: 37 more pairs (74 calls)"),
@@ -44,7 +44,7 @@ def test_plan(cli, args, expected):
 def test_plan_answers_what_was_asked_on_its_first_line(cli, args, first):
     lines = cli("plan", *args).stdout.splitlines()
     assert lines[0].startswith(first)
-    assert any(line.startswith("72 pairs at 0.05") for line in lines[1:])  # the pricing after
+    assert any(line.startswith("with no flip, 72 pairs at 0.05") for line in lines[1:])  # the pricing after
 
 
 def test_plan_as_json_and_with_a_budget(cli):

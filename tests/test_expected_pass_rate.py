@@ -135,3 +135,12 @@ def test_an_unknown_pass_when_names_its_field(write, cli):
     result = cli("assess", "--trials", trials, "--suite", suite)
     assert result.exit_code == 2 and "pass_when" in result.stderr
     assert "evaluator or expected" in result.stderr
+
+
+def test_pass_when_without_a_pass_rate_is_a_usage_error(write, cli):
+    """What passes means nothing without a rate to judge: said, not silently ignored."""
+    trials = write("t.jsonl", wrong_deny_records())
+    result = cli("assess", "--trials", trials, "--pass-when", "expected")
+    assert result.exit_code == 2 and "give --pass-rate too" in result.stderr
+    judged = cli("assess", "--trials", trials, "--pass-when", "expected", "--pass-rate", "0.7")
+    assert judged.exit_code != 2

@@ -221,7 +221,7 @@ def _price_pairs(priced: _Pricing, policy: Policy) -> int:
     )
     others = ", ".join(f"{m}: {n}" for m, n in by_method.items() if m != policy.method.value)
     priced.lines.append(
-        f"{needed} pairs at {t:g} ({2 * needed} calls when every pair agrees, by the "
+        f"with no flip, {needed} pairs at {t:g} ({2 * needed} calls, by the "
         f"{policy.method.value} rule; {others})"
     )
     return needed

@@ -87,9 +87,14 @@ def policy_for(
         tolerance = Policy.preset(precision).tolerance
     if tolerance is None and suite is not None:
         tolerance = suite.tolerance
+    if pass_rate is None and suite is not None:
+        pass_rate = suite.pass_rate
+    if pass_when is not None and pass_rate is None:
+        raise click.UsageError(
+            "--pass-when says what a pass rate counts as passing: give --pass-rate too (or a"
+            " suite's pass_rate)"
+        )
     try:
-        if pass_rate is None and suite is not None:
-            pass_rate = suite.pass_rate
         policy = Policy.with_tolerance(tolerance, pass_rate)
         given = {name: value for name, value in thresholds.items() if value is not None}
         passes = PassWhen(pass_when) if pass_when else (suite.pass_when if suite else None)

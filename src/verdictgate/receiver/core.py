@@ -73,7 +73,8 @@ it says a cap is passed."""
 RETENTION_EVERY = 60.0
 """Seconds between two retention passes."""
 RETENTION_BATCH = 100
-"""Runs one retention transaction deletes (`Store.forget_finished`'s default)."""
+"""Runs one retention transaction deletes from a SQLite store (`Store.forget_finished`); a
+PostgreSQL store drops whole days instead, whatever the batch."""
 
 
 class Receiver:
@@ -351,9 +352,10 @@ class Receiver:
     def tick(self) -> None:
         """Settle the traces whose trials are due; hand the runs whose idle period is over (but
         those with a trial due by now still to settle), the canary windows that are due and new
-        sequential rounds to the finisher; with `retain`, delete runs finished longer ago than
-        that (at most once a minute, through an index of finished runs by age: the cost follows
-        what is deleted, not the history). On a shared store, measure the offset to the
+        sequential rounds to the finisher; with `retain`, forget runs finished longer ago than
+        that (at most once a minute: a SQLite store deletes them through an index of finished
+        runs by age, a PostgreSQL store drops the days whose runs all finished before, so the
+        cost follows what is forgotten, not the history). On a shared store, measure the offset to the
         database's clock first (`DatabaseClock`)."""
         try:
             self._tick()

@@ -44,7 +44,9 @@ def test_plan(cli, args, expected):
 def test_plan_answers_what_was_asked_on_its_first_line(cli, args, first):
     lines = cli("plan", *args).stdout.splitlines()
     assert lines[0].startswith(first)
-    assert any(line.startswith("with no flip, 72 pairs at 0.05") for line in lines[1:])  # the pricing after
+    assert any(
+        line.startswith("with no flip, 72 pairs at 0.05") for line in lines[1:]
+    )  # the pricing after
 
 
 def test_plan_as_json_and_with_a_budget(cli):

@@ -14,7 +14,6 @@ A `triage` agent transfers to the agent the script names (`billing`, which calls
 from __future__ import annotations
 
 import asyncio
-import json
 import sys
 import threading
 from collections.abc import AsyncGenerator, Callable
@@ -33,8 +32,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
 import verdictgate
-from verdictgate import NoDecision
-from verdictgate.suite import Case, Contract, Suite
+from harness_lines import Printed, scripted_suite
 
 SCRIPT = {
     "I was charged twice": ["billing"],
@@ -134,24 +132,8 @@ def expected_route(text: str) -> str:
     return SCRIPT[text][0]
 
 
-def as_json(decision: object) -> object:
-    if isinstance(decision, NoDecision):
-        return {"no_decision": decision.reason}
-    return list(decision) if isinstance(decision, tuple) else decision
-
-
 def in_process(rule: str, run: str, repeats: int) -> None:
-    suite = Suite(
-        "support",
-        "support_router",
-        tuple(Case(case, text, expected_route(text)) for text, case in CASES.items()),
-        Contract(frozenset(expected_route(text) for text in SCRIPT)),
-    )
-
-    class Printed:
-        def add(self, trial: verdictgate.Trial) -> None:
-            line = [trial.case, trial.index, as_json(trial.decision), trial.error_type]
-            print(json.dumps(line), flush=True)
+    suite = scripted_suite(CASES, expected_route)
 
     provider = TracerProvider()
     trace.set_tracer_provider(provider)  # ADK records through the global provider

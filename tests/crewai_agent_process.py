@@ -14,7 +14,6 @@ answers.
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 import threading
@@ -32,8 +31,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
 import verdictgate
-from verdictgate import NoDecision
-from verdictgate.suite import Case, Contract, Suite
+from harness_lines import Printed, scripted_suite
 
 SCRIPT = {
     "I was charged twice": [["refund"]],
@@ -114,24 +112,8 @@ def expected_route(text: str) -> str:
     return " > ".join(SCRIPT[text][0])
 
 
-def as_json(decision: object) -> object:
-    if isinstance(decision, NoDecision):
-        return {"no_decision": decision.reason}
-    return list(decision) if isinstance(decision, tuple) else decision
-
-
 def in_process(run: str, repeats: int) -> None:
-    suite = Suite(
-        "support",
-        "support_router",
-        tuple(Case(case, text, expected_route(text)) for text, case in CASES.items()),
-        Contract(frozenset(expected_route(text) for text in SCRIPT)),
-    )
-
-    class Printed:
-        def add(self, trial: verdictgate.Trial) -> None:
-            line = [trial.case, trial.index, as_json(trial.decision), trial.error_type]
-            print(json.dumps(line), flush=True)
+    suite = scripted_suite(CASES, expected_route)
 
     agent = verdictgate.from_crewai(crew_factory(Turns()), inputs_of=lambda t: {"request": t})
     verdictgate.run(agent, suite, repeats=repeats, sink=Printed(), run_id=run)

@@ -4,6 +4,7 @@ receiver stored, and a decision as a harness process prints it."""
 
 from __future__ import annotations
 
+import subprocess
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -12,6 +13,8 @@ import verdictgate
 from verdictgate import NoDecision, Suite, Trial
 from verdictgate.receiver.store import Store
 from verdictgate.suite import Case, Contract
+
+HERE = Path(__file__).parent
 
 
 class Collected:
@@ -73,3 +76,17 @@ def decision_of(value) -> object:
     if isinstance(value, dict):
         return NoDecision(value["no_decision"])
     return tuple(value) if isinstance(value, list) else value
+
+
+def harness_output(python: str, script: str, *args: str, timeout: float) -> str:
+    """What a harness script of this folder printed, run by `python` (a framework's own
+    environment) with `args`; the test fails with the tail of its errors when it fails."""
+    done = subprocess.run(
+        [python, str(HERE / script), *args],
+        cwd=HERE,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    return done.stdout

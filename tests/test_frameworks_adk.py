@@ -9,13 +9,12 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 from pathlib import Path
 
 import pytest
 
 from components import free_port, unavailable
-from framework_checks import decision_of, stored_trials
+from framework_checks import decision_of, harness_output, stored_trials
 from receiver_support import start_serve
 from verdictgate import NoDecision
 
@@ -54,15 +53,7 @@ def scripted(rule: str) -> dict[tuple[str, int], tuple]:
 
 
 def agent_process(*args: str) -> str:
-    done = subprocess.run(
-        [adk_python(), str(HERE / "adk_agent_process.py"), *args],
-        cwd=HERE,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert done.returncode == 0, done.stderr[-2000:]
-    return done.stdout
+    return harness_output(adk_python(), "adk_agent_process.py", *args, timeout=300)
 
 
 @pytest.mark.parametrize("rule", ["tools", "agents"])

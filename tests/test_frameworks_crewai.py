@@ -10,11 +10,10 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 from pathlib import Path
 
 from components import free_port, unavailable
-from framework_checks import decision_of, stored_trials
+from framework_checks import decision_of, harness_output, stored_trials
 from receiver_support import start_serve
 
 HERE = Path(__file__).parent
@@ -38,15 +37,7 @@ def agent_process(*args: str) -> str:
     )
     if not os.access(python, os.X_OK):
         unavailable(f"CrewAI's environment is missing ({python}): run `make crewai`")
-    done = subprocess.run(
-        [python, str(HERE / "crewai_agent_process.py"), *args],
-        cwd=HERE,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert done.returncode == 0, done.stderr[-2000:]
-    return done.stdout
+    return harness_output(python, "crewai_agent_process.py", *args, timeout=600)
 
 
 def test_crewai_in_process_trials_equal_the_scripted_paths() -> None:

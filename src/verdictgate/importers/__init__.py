@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import importlib
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -80,12 +81,23 @@ def decision_at(
             except json.JSONDecodeError:
                 return None
         value = pick(value, path)
+    with located(source, field, line):
+        try:
+            return decision_from_value(value)
+        except LabelOutOfBounds:
+            raise
+        except InvalidDecision:
+            return None
+
+
+@contextmanager
+def located(source: str, field: str | None, line: int | None = None) -> Iterator[None]:
+    """Input errors raised in the block (a label or an input no source may carry) named by
+    where the file holds the value: its `source`, `line` and `field`."""
     try:
-        return decision_from_value(value)
-    except LabelOutOfBounds as error:
+        yield
+    except InputError as error:
         raise InputError(error.problem, path=source, line=line, field=field) from None
-    except InvalidDecision:
-        return None
 
 
 SOURCES = ("agentverity", "promptfoo", "deepeval", "jsonl", "otlp_json")

@@ -5,12 +5,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from ..errors import InputError, LabelOutOfBounds, TrialIndexError
+from ..errors import InputError, TrialIndexError
 from ..evidence import Evidence
 from ..fingerprints import input_names
 from ..suite import Case, Suite
 from ..trial_model import Trial, bounded_label
-from . import Imported, ImportOptions, decision_at, pick
+from . import Imported, ImportOptions, decision_at, located, pick
 
 RUN_ID = "jsonl"
 
@@ -47,16 +47,12 @@ def read(path: Path, options: ImportOptions, suite: Suite | None, key: bytes | N
                     "no case at this path", path=source, line=number, field=options.case_path
                 )
             text = str(raw_case)
-            try:
+            with located(source, options.case_path, number):
                 case, aliases, key_id = (
                     (text, (), None)
                     if text in known
                     else input_names(text, key, by_input.get(text))
                 )
-            except InputError as error:
-                raise InputError(
-                    error.problem, path=source, line=number, field=options.case_path
-                ) from None
             run = str(pick(row, options.run_path) or RUN_ID) if options.run_path else RUN_ID
             labelled = (run, options.run_path)
             if options.trial_path is not None:
@@ -72,12 +68,8 @@ def read(path: Path, options: ImportOptions, suite: Suite | None, key: bytes | N
             route = route if isinstance(route, str) else None
             for label, field in (labelled, (route, options.expected_path)):
                 if label is not None:
-                    try:
+                    with located(source, field, number):
                         bounded_label(label, "a label")
-                    except LabelOutOfBounds as error:
-                        raise InputError(
-                            error.problem, path=source, line=number, field=field
-                        ) from None
             decision = decision_at(
                 pick(row, options.decision_path),
                 None,

@@ -456,8 +456,8 @@ class Receiver:
     def _renew(self, now: float) -> None:
         """The one place the heartbeat is written: once a quarter of a lease has passed since it
         last was, by the tick (every third of a lease) or the renewal thread (every sixth),
-        whichever asks first; so it is written about every third of a lease, and never more
-        than half a lease apart."""
+        whichever asks first (an ask while the other is renewing leaves it to that one); so it
+        is written about every third of a lease, and never more than half a lease apart."""
         if not self.store.shared or not self._heartbeat.acquire(blocking=False):
             return  # the other caller is renewing it now
         try:

@@ -125,3 +125,16 @@ def test_promptfoo_names_the_row_and_field(cli, tmp_path: Path, kind: str) -> No
     result = cli("assess", "--promptfoo", str(path), *args)
     assert result.exit_code == 2, result.output
     assert f"{path}: field results[5].response.output:" in result.stderr
+
+
+def test_a_trials_file_names_the_line_and_field_of_a_nul(cli, tmp_path: Path) -> None:
+    """The trials file's quick path for ordinary lines takes no label another door refuses."""
+    lines = [
+        {"run": "r", "case": "c", "trial": 0, "outcome": "decision", "verdict": "a"},
+        {"run": "r", "case": "c", "trial": 1, "outcome": "decision", "verdict": "a\x00b"},
+    ]
+    path = tmp_path / "trials.jsonl"
+    path.write_text("\n".join(json.dumps(line) for line in lines) + "\n")
+    result = cli("assess", "--trials", str(path))
+    assert result.exit_code == 2, result.output
+    assert f"{path}:2: field verdict: a label holds a NUL character" in result.stderr

@@ -285,6 +285,7 @@ def _add_batch(
             and type(decision) is str
             and decision.strip()
             and len(decision) <= MAX_LABEL
+            and "\x00" not in decision
             and not record.tied_steps
             and not record.aliases
             and record.key_id is None

@@ -192,6 +192,14 @@ def langgraph_factory(script: Script) -> Callable[[], Any]:
     return build
 
 
+def langgraph_nodes(branch: str) -> tuple[str, ...]:
+    """The nodes a graph of `langgraph_factory` runs, in step order, when `classify` picks
+    `branch` (`billing` calls its tool and answers after it)."""
+    if branch == "billing":
+        return ("classify", "billing", "tools", "billing")
+    return ("classify", branch)
+
+
 # -- OpenAI Agents SDK ----------------------------------------------------------------------
 
 
@@ -315,12 +323,18 @@ def pydantic_ai_factory(script: Script) -> Callable[[], Callable[[str], Any]]:
 
 def pydantic_ai_decision(rule: str, route: str) -> Any:
     """What `rule` must derive from the spans of a call whose scripted route is `route`."""
-    specialist_tool = {"billing": "refund", "support": "lookup"}
+    if rule != "tools":
+        return hand_off(route)
     if route == "none":
-        return NoDecision("no_tool_selected" if rule == "tools" else "no_handoff")
-    if rule == "tools":
-        return (f"transfer_to_{route}", specialist_tool[route])
-    return (route,)
+        return NoDecision("no_tool_selected")
+    specialist_tool = {"billing": "refund", "support": "lookup"}
+    return (f"transfer_to_{route}", specialist_tool[route])
+
+
+def hand_off(route: str) -> Any:
+    """What the `agents` rule must derive from a triage call whose scripted route is `route`
+    (Pydantic AI and the OpenAI Agents SDK alike): the agent handed to, or no hand-off."""
+    return NoDecision("no_handoff") if route == "none" else (route,)
 
 
 # -- the OpenAI client with the official GenAI instrumentation -----------------------------------

@@ -10,6 +10,7 @@ import pytest
 from framework_checks import run_and_check, suite_of
 from framework_support import (
     langgraph_factory,
+    langgraph_nodes,
     openai_agents_factory,
     strands_factory,
 )
@@ -58,8 +59,7 @@ def test_langgraph_nodes_in_step_order_and_a_flipping_branch() -> None:
         "Hello there": [["chitchat"], ["billing"]],
     }
     flat = {text: [r[0] for r in routes] for text, routes in script.items()}
-    billing = ("classify", "billing", "tools", "billing")
-    chitchat = ("classify", "chitchat")
+    billing, chitchat = langgraph_nodes("billing"), langgraph_nodes("chitchat")
     suite = suite_of({"Refund my order": " > ".join(billing), "Hello there": " > ".join(chitchat)})
     expected = {
         "Refund my order": [billing] * 6,

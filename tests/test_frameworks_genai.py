@@ -2,10 +2,12 @@
 offline: Pydantic AI (its own instrumentation) and an app on the OpenAI client instrumented by
 OpenTelemetry's official GenAI instrumentation (`opentelemetry-instrumentation-openai-v2`),
 its tool runs in the GenAI utility's `execute_tool` spans. Each is run by `verdictgate.run`
-with a rule, and by a harness in another process whose spans go to `verdictgate serve`; the
-scripts decide every trial, and the derived decisions must match them exactly, flips included,
-in process and through the receiver. `verdictgate[pydantic-ai]` and `verdictgate[openai-genai]`
-install them (CI does: missing there, these tests fail)."""
+with a rule; each, and LangGraph and the OpenAI Agents SDK through their adapters (tested in
+process by test_frameworks.py), is also run by a harness in another process whose spans go to
+`verdictgate serve`. The scripts decide every trial, and the derived decisions must match them
+exactly, flips included, in process and through the receiver. The `pydantic-ai`,
+`openai-genai`, `langgraph` and `openai-agents` extras install them (CI does: missing there,
+these tests fail)."""
 
 from __future__ import annotations
 
@@ -20,13 +22,7 @@ import verdictgate
 from components import free_port, unavailable
 from framework_checks import Collected, run_and_check, stored_trials, suite_of
 from framework_support import openai_genai_factory, pydantic_ai_decision, pydantic_ai_factory
-from genai_agent_process import (
-    OPENAI_SCRIPT,
-    PYDANTIC_AI_SCRIPT,
-    SOURCES,
-    case_ids,
-    expected_routes,
-)
+from genai_agent_process import OPENAI_SCRIPT, SOURCES, TRIAGE_SCRIPT, case_ids, expected_routes
 from receiver_support import start_serve
 from verdictgate import NoDecision
 
@@ -34,6 +30,10 @@ EXTRAS = {
     "pydantic_ai": "pydantic-ai",
     "opentelemetry.instrumentation.openai_v2": "openai-genai",
     "opentelemetry.util.genai": "openai-genai",
+    "langgraph": "langgraph",
+    "openinference.instrumentation.langchain": "langgraph",
+    "agents": "openai-agents",
+    "openinference.instrumentation.openai_agents": "openai-agents",
 }
 
 
@@ -61,8 +61,8 @@ def test_pydantic_ai_tools_and_hand_offs_and_a_flipping_route(rule: str) -> None
         text: [pydantic_ai_decision(rule, route) for route in routes]
         for text, routes in PYDANTIC_AI_ROUTES.items()
     }
-    suite = suite_of(expected_routes(PYDANTIC_AI_SCRIPT))
-    agent = verdictgate.from_factory(pydantic_ai_factory(PYDANTIC_AI_SCRIPT))
+    suite = suite_of(expected_routes(TRIAGE_SCRIPT))
+    agent = verdictgate.from_factory(pydantic_ai_factory(TRIAGE_SCRIPT))
     run_and_check(agent, suite, expected, decision=rule)
 
 
@@ -101,6 +101,8 @@ REPEATS = 6
 NEEDS = {
     "pydantic-ai": ["pydantic_ai"],
     "openai-genai": ["opentelemetry.instrumentation.openai_v2", "opentelemetry.util.genai"],
+    "langgraph": ["langgraph", "openinference.instrumentation.langchain"],
+    "openai-agents": ["agents", "openinference.instrumentation.openai_agents"],
 }
 
 
@@ -110,7 +112,8 @@ def test_through_serve_the_trials_equal_the_scripted_paths_and_the_in_process_on
 ) -> None:
     for module in NEEDS[source]:
         needs(module)
-    factory, script, rule = SOURCES[source]
+    chosen = SOURCES[source]
+    script = chosen.script
     store, port = tmp_path / "store.sqlite", free_port()
     receiver = start_serve(str(store), port, "--settle", "1s")
     try:
@@ -135,21 +138,12 @@ def test_through_serve_the_trials_equal_the_scripted_paths_and_the_in_process_on
         receiver.wait(10)
     sink = Collected()
     suite = suite_of(expected_routes(script))
-    verdictgate.run(
-        verdictgate.from_factory(factory(script)), suite, repeats=REPEATS, sink=sink, decision=rule
-    )
+    agent = chosen.agent(script)
+    verdictgate.run(agent, suite, repeats=REPEATS, sink=sink, decision=chosen.rule)
     in_process = {(t.case, t.index): (t.decision, t.error_type) for t in sink.trials}
-    scripted = {
-        (case, index): (scripted_decision(source, rule, script[text], index), None)
+    scripted = {  # call `index` on an input takes its script's route `index` (cycling)
+        (case, index): (chosen.decision(script[text][index % len(script[text])]), None)
         for text, case in case_ids(script).items()
         for index in range(REPEATS)
     }
     assert received == in_process == scripted
-
-
-def scripted_decision(source: str, rule: str, routes: list, index: int):
-    """The decision the script's route for call `index` makes under `rule`."""
-    route = routes[index % len(routes)]
-    if source == "pydantic-ai":
-        return pydantic_ai_decision(rule, route)
-    return tuple(route) if route else NoDecision("no_tool_selected")

@@ -1,11 +1,13 @@
 """Which of psycopg's bulk paths holds a request's framework spans fastest on PostgreSQL: each
 request's 512 span facts inserted into `trace_spans` (first copy wins, the new ones returned, as
-`HeldSpans.hold` needs them) and committed, three ways:
+`HeldSpans.hold` needs them) and committed, four ways:
 
 - pipeline: `executemany` of the one-row insert, pipelined, each row's `RETURNING` read back;
-- unnest: one insert over arrays of the columns (`unnest`, in binary: `insert_rows`, what the
-  store runs);
-- COPY: the rows copied into a temporary table, then one insert from it.
+- unnest: one insert over arrays of the columns (`unnest`, in binary: `Statement.postgres_arrays`,
+  what the store runs when a row of the request is held already);
+- COPY into a temporary table, then one insert from it;
+- COPY in a savepoint: the rows copied straight in, all new (`Statement.postgres_copy`, what the
+  store runs first: a row held already undoes the copy, and the insert over arrays runs).
 
 Starts PostgreSQL from the Debian package in a scratch directory (fsync on, so each commit is
 durable), then, in rounds that alternate the three on fresh stores, prints each one's spans a
@@ -92,10 +94,23 @@ def copied(cursor: psycopg.Cursor[tuple[str, str]], rows: list[Row]) -> int:
     return len(cursor.fetchall())
 
 
+def copied_in_savepoint(cursor: psycopg.Cursor[tuple[str, str]], rows: list[Row]) -> int:
+    cursor.execute("SAVEPOINT bulk_copy")
+    with cursor.copy(
+        "COPY trace_spans (trace_id, span_id, facts, parent_id) FROM STDIN (FORMAT BINARY)"
+    ) as copy:
+        copy.set_types(["text", "text", "bytea", "text"])
+        for row in rows:
+            copy.write_row(row)
+    cursor.execute("RELEASE SAVEPOINT bulk_copy")
+    return len(rows)
+
+
 WAYS: dict[str, Callable[[psycopg.Cursor[tuple[str, str]], list[Row]], int]] = {
     "pipeline (executemany)": pipeline,
     "unnest (one insert over arrays)": arrays,
     "COPY into a temporary table, then insert": copied,
+    "COPY in a savepoint": copied_in_savepoint,
 }
 
 

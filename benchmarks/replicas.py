@@ -169,8 +169,8 @@ def at_rest(server: str, runs: int, seconds: float) -> None:
             print(f"  `verdictgate status` of one run: median {median:.0f} ms")
     finally:
         for process, _ in replicas:
-            process.kill()
-            process.wait(10)
+            process.terminate()
+            process.wait(30)
 
 
 def idle_open(server: str, runs: int, seconds: float, lease: float) -> None:
@@ -225,8 +225,8 @@ def idle_open(server: str, runs: int, seconds: float, lease: float) -> None:
             f"core, RSS {rss_mib(process.pid):.0f} MiB"
         )
     finally:
-        process.kill()
-        process.wait(10)
+        process.terminate()
+        process.wait(30)
 
 
 def sizing(server: str, trials: int) -> None:
@@ -346,10 +346,11 @@ def busy_run(server: str, spans: int, passes: int) -> None:
             replicas = [serve(location, "--idle", "3600s") for _ in range(3)]
             try:
                 rates[shape] = spans / round_robin([port for _, port in replicas], requests)
-            finally:
+            finally:  # stopped, not killed: a killed one's decoding workers live on
                 for process, _ in replicas:
-                    process.kill()
-                    process.wait(10)
+                    process.terminate()
+                for process, _ in replicas:
+                    process.wait(30)
         ratios.append(rates["busy"] / rates["spread"])
         print(
             f"busy run, pass {number + 1}: {spans:,} decision spans to three replicas: "
@@ -461,8 +462,8 @@ def takeover(server: str, lease: float) -> None:
         )
     finally:
         for process in (a, b):
-            process.kill()
-            process.wait(10)
+            process.terminate()
+            process.wait(30)
 
 
 def main() -> None:

@@ -129,6 +129,39 @@ def test_every_statement_runs_on_either_store(
     assert failed == []
 
 
+def test_a_copied_insert_adds_and_returns_what_the_insert_as_written_would(
+    postgres_server: str, tmp_path: Path
+) -> None:
+    """Each insert with a copied form (`Statement.postgres_copy`), on PostgreSQL: rows all new
+    are copied; rows of which some repeat held ones are inserted as written (the copy undone),
+    and either way the rows added, and those returned, are the ones SQLite adds row by row."""
+    types = parameter_types(postgres_server, tmp_path)
+    copied = [statement for statement in STATEMENTS if statement.postgres_copy is not None]
+    assert copied, "no insert is copied"
+
+    def rows(statement: Statement, numbers: range) -> list[list[object]]:
+        values = [PLAUSIBLE[type_] for type_ in types[statement]]
+        return [[f"{value}{n}" if isinstance(value, str) else value for value in values]
+                for n in numbers]  # fmt: skip
+
+    outcomes: dict[str, list[tuple[int, list[tuple[object, ...]]]]] = {}
+    for kind in KINDS:
+        with database(kind, postgres_server, tmp_path, f"copied {kind}") as store:
+            migrate(store)
+            outcome = outcomes.setdefault(kind, [])
+            for statement in copied:
+                for numbers in (range(BULK_ROWS), range(BULK_ROWS // 2, BULK_ROWS * 2)):
+                    with store.transaction() as cursor:
+                        if " RETURNING " in statement.sqlite:
+                            returned = cursor.returning(statement, rows(statement, numbers))
+                            outcome.append((len(returned), sorted(map(tuple, returned))))
+                        else:
+                            cursor.executemany(statement, rows(statement, numbers))
+                            outcome.append((cursor.rowcount, []))
+    assert outcomes["postgresql"] == outcomes["sqlite"]
+    assert [added for added, _ in outcomes["postgresql"]] == [BULK_ROWS, BULK_ROWS] * len(copied)
+
+
 def test_both_dialects_make_the_same_tables(postgres_server: str, tmp_path: Path) -> None:
     columns = {}
     for kind in KINDS:

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from .connection import Cursor, Database, Parameters
 from .faults import first_line
 from .locations import redacted
-from .statements import Index, Statement
+from .statements import BulkCopy, Index, Statement
 
 if TYPE_CHECKING:
     import psycopg
@@ -270,42 +270,73 @@ class ConnectionPool:
 
 
 class PostgresCursor:
-    """A psycopg raw cursor that runs statements' PostgreSQL text. A statement of many rows that
-    has a form over arrays (`Statement.postgres_arrays`) is sent as that one statement, which
-    PostgreSQL takes in about two thirds of the time of a row at a time, even pipelined."""
+    """A psycopg raw cursor that runs statements' PostgreSQL text. A statement of many rows is
+    sent as one: copied where it has that form (`Statement.postgres_copy`), which takes about
+    half the server's time and a tenth of the client's of the same rows as arrays
+    (`Statement.postgres_arrays`), which in turn take two thirds of the time of a row at a
+    time, even pipelined."""
 
     def __init__(self, cursor: psycopg.RawCursor[tuple[Any, ...]]) -> None:
         self._cursor = cursor
-        self._none = False
-        """The last call was an executemany of no rows (psycopg would keep the rowcount before)."""
+        self._rowcount: int | None = None
+        """Rows of the last call when the cursor's own count is not it: 0 for a call of no
+        rows (psycopg would keep the count before), the rows of a copy."""
 
     @property
     def rowcount(self) -> int:
-        return 0 if self._none else self._cursor.rowcount
+        return self._cursor.rowcount if self._rowcount is None else self._rowcount
 
     def execute(self, statement: Statement, parameters: Parameters = (), /) -> Cursor:
-        self._none = False
+        self._rowcount = None
         self._cursor.execute(statement.postgres, parameters)
         return self
 
     def executemany(self, statement: Statement, parameters: Iterable[Parameters], /) -> Cursor:
         rows = list(parameters)
-        self._none = not rows
-        if statement.postgres_arrays is not None and len(rows) >= BULK_ROWS:
-            columns = [list(column) for column in zip(*rows, strict=True)]
-            self._cursor.execute(statement.postgres_arrays, columns)
+        self._rowcount = None if rows else 0
+        if len(rows) >= BULK_ROWS and statement.postgres_copy:
+            if not self._copied(statement.postgres_copy, rows):
+                self._in_arrays(statement, rows)
+        elif len(rows) >= BULK_ROWS and statement.postgres_arrays:
+            self._in_arrays(statement, rows)
         elif rows:
             self._cursor.executemany(statement.postgres, rows)
         return self
 
     def returning(self, statement: Statement, rows: Sequence[Parameters], /) -> list[Any]:
-        self._none = not rows
+        self._rowcount = None if rows else 0
         if not rows:
             return []
+        copy = statement.postgres_copy
+        if copy and len(rows) >= BULK_ROWS and self._copied(copy, rows):
+            return [tuple(row[at] for at in copy.returned) for row in rows]
+        self._in_arrays(statement, rows)
+        return self._cursor.fetchall()
+
+    def _in_arrays(self, statement: Statement, rows: Sequence[Parameters]) -> None:
+        """Run a statement of many rows as one over arrays of their columns."""
         if statement.postgres_arrays is None:
             raise ValueError(f"no form over arrays: {statement.postgres}")
         self._cursor.execute(statement.postgres_arrays, [list(c) for c in zip(*rows, strict=True)])
-        return self._cursor.fetchall()
+
+    def _copied(self, copy: BulkCopy, rows: Sequence[Parameters]) -> bool:
+        """Copy `rows` in, all or none: False (nothing written) when one of them repeats a row
+        held (or another of them), so that the insert skips it as written."""
+        from psycopg.errors import UniqueViolation
+
+        self._cursor.execute("SAVEPOINT bulk_copy")
+        try:
+            with self._cursor.copy(copy.text) as writer:
+                writer.set_types(list(copy.types))
+                for row in rows:
+                    writer.write_row(row)
+        except UniqueViolation:
+            self._cursor.execute("ROLLBACK TO SAVEPOINT bulk_copy")
+            self._cursor.execute("RELEASE SAVEPOINT bulk_copy")
+            return False
+        self._cursor.execute("RELEASE SAVEPOINT bulk_copy")
+        self._rowcount = len(rows)
+        return True
 
     def fetchone(self) -> Any:
         return self._cursor.fetchone()

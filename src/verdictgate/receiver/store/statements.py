@@ -10,6 +10,21 @@ from dataclasses import dataclass, replace
 from typing import NamedTuple
 
 
+class BulkCopy(NamedTuple):
+    """An insert of many new rows as PostgreSQL's binary `COPY` (the fastest path psycopg has,
+    on both sides: `benchmarks/postgres_bulk.py`), for an insert that adds every row or skips
+    the ones it holds (`ON CONFLICT DO NOTHING`): when a row repeats, the copy is undone and
+    the insert runs as written."""
+
+    text: str
+    """`COPY table (columns) FROM STDIN (FORMAT BINARY)`."""
+    types: tuple[str, ...]
+    """Each column's PostgreSQL type, in the row's order."""
+    returned: tuple[int, ...]
+    """The columns the insert returns (`RETURNING`), as positions in a row: every row copied is
+    one it added."""
+
+
 class Each(NamedTuple):
     """A piece of a statement each dialect spells its own way."""
 
@@ -30,6 +45,8 @@ class Statement:
     postgres_arrays: str | None = None
     """For a statement of one row, the same statement of many rows on PostgreSQL: each
     column's values as one array, in the row's order (see `insert_rows`, `each_row`)."""
+    postgres_copy: BulkCopy | None = None
+    """For an insert of rows (`insert_rows`) that adds each or skips it, the same rows copied."""
 
     @classmethod
     def of(cls, *pieces: str | Each) -> Statement:
@@ -73,7 +90,32 @@ def insert_rows(table: str, columns: dict[str, str], then: str = "") -> Statemen
     in_arrays = _between_markers(
         f"INSERT INTO {table} ({names}) SELECT * FROM unnest({arrays}){then}", "$"
     )
-    return _kept(replace(row, postgres_arrays=_numbered(in_arrays)))
+    return _kept(
+        replace(
+            row,
+            postgres_arrays=_numbered(in_arrays),
+            postgres_copy=_bulk_copy(table, columns, then),
+        )
+    )
+
+
+def _bulk_copy(table: str, columns: dict[str, str], then: str) -> BulkCopy | None:
+    """The copy of an insert's rows, when what follows its values (`then`) is nothing, or
+    `ON CONFLICT DO NOTHING` and perhaps `RETURNING` some of its columns; None otherwise (an
+    insert that updates the rows it holds)."""
+    rest = then.removeprefix(" ON CONFLICT DO NOTHING")
+    returned = rest.removeprefix(" RETURNING ")
+    if returned == rest != "":
+        return None
+    names = list(columns)
+    positions = [name.strip() for name in returned.split(",")] if returned else []
+    if not set(positions) <= set(names):
+        return None
+    return BulkCopy(
+        f"COPY {table} ({', '.join(names)}) FROM STDIN (FORMAT BINARY)",
+        tuple(columns.values()),
+        tuple(names.index(name) for name in positions),
+    )
 
 
 def each_row(row: str, arrays: str) -> Statement:

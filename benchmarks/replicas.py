@@ -394,7 +394,9 @@ def round_robin(ports: list[int], requests: list[bytes], per_replica: int = 2) -
 
 
 def one_run(body: bytes, run: str) -> bytes:
-    """An export request with every span's run id (and no run span) made `run`."""
+    """An export request with every span's run id (and no run span) made `run`, and its case
+    id prefixed with the run id it had, so that the trials of the runs it merges keep
+    identities of their own (the same load as spread over runs, not repeats of one another)."""
     from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
         ExportTraceServiceRequest,
     )
@@ -406,9 +408,12 @@ def one_run(body: bytes, run: str) -> bytes:
             del scope.spans[:]
             scope.spans.extend(kept)
             for span in scope.spans:
-                for attribute in span.attributes:
-                    if attribute.key == "verdictgate.run.id":
-                        attribute.value.string_value = run
+                values = {attribute.key: attribute.value for attribute in span.attributes}
+                was = values["verdictgate.run.id"].string_value
+                values[
+                    "verdictgate.case.id"
+                ].string_value = f"{was}/{values['verdictgate.case.id'].string_value}"
+                values["verdictgate.run.id"].string_value = run
     return message.SerializeToString()
 
 

@@ -124,6 +124,31 @@ def test_a_lapsed_lease_is_taken_over_and_a_renewed_one_never(location: str) -> 
     assert a.flush() and a.store.outbox_size() == 1
 
 
+def test_a_run_claimed_back_by_a_write_is_taken_up_with_what_the_owner_between_wrote(
+    location: str,
+) -> None:
+    """An owner's own trials are never read back by it (only what other replicas relayed): so a
+    replica that claims a run back in a write, after another owned it meanwhile, takes it up
+    whole, with the trials that other owner wrote."""
+    clock = ManualClock(1_000_000.0)
+    a, b = replica(location, "a", clock), replica(location, "b", clock)
+    spans = stable_run("r", cases=4, trials=10)
+    ingest(a, [run_span("r", planned=40), *spans[:10]])  # a opens the run: a owns it
+    clock.advance(LEASE + 1)  # a stalls
+    b.tick()
+    assert b.store.run("r").owner == "b"
+    ingest(b, spans[10:20])  # b's own trials, as the run's owner
+    clock.advance(LEASE + 1)  # b stalls too; a comes back with the rest
+    ingest(a, spans[20:])
+    assert a.store.run("r").owner == "a"
+    a.tick()  # its plan is complete: every trial, b's among them
+    assert a.flush()
+    run = a.store.run("r")
+    assert run.status is not None and run.received == 40
+    assert a.assessment("r").trials.received == 40
+    assert a.store.outbox_size() == 1
+
+
 def test_a_replica_that_stops_hands_its_runs_over_at_once(location: str) -> None:
     clock = ManualClock(1_000_000.0)
     a, b = replica(location, "a", clock), replica(location, "b", clock, idle=5.0)

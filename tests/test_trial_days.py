@@ -196,3 +196,82 @@ def test_a_version_2_store_is_partitioned_in_place_keeping_every_trial(location:
     assert store.forget_finished((today + 1) * SECONDS_A_DAY) == 21  # the days before, whole
     assert store.runs() == [] and "trials_before" not in partitions(location)
     store.close()
+
+
+VERSION_3 = """
+DROP INDEX trials_relayed;
+CREATE INDEX trials_by_write ON trials (run_id, batch);
+ALTER TABLE trials DROP COLUMN relayed;
+DELETE FROM schema_version;
+INSERT INTO schema_version VALUES (3);
+"""
+"""A version-4 store taken back to version 3: every trial indexed by write, none relayed."""
+
+
+def relayed_index(location: str) -> tuple[bool, dict[str, str]]:
+    """Whether `trials_relayed` is valid, and each partition's index attached to it."""
+    with psycopg.connect(location) as connection:
+        row = connection.execute(
+            "SELECT i.indisvalid FROM pg_index i WHERE i.indexrelid = 'trials_relayed'::regclass"
+        ).fetchone()
+        attached = connection.execute(
+            "SELECT t.relname, c.relname FROM pg_inherits p JOIN pg_class c ON c.oid = p.inhrelid"
+            " JOIN pg_index x ON x.indexrelid = c.oid JOIN pg_class t ON t.oid = x.indrelid"
+            " WHERE p.inhparent = 'trials_relayed'::regclass"
+        ).fetchall()
+    return bool(row and row[0]), dict(attached)
+
+
+def test_a_version_3_store_indexes_only_relayed_trials_while_its_writers_go_on(
+    location: str,
+) -> None:
+    store = Store(location)
+    today = day_of(store.now())
+    store.write([Trial("c", 0, "approve", "open")], now=today * SECONDS_A_DAY, claim=("a", 1e12))
+    store.close()
+    with psycopg.connect(location, autocommit=True) as connection:
+        connection.execute(VERSION_3)
+    stop, written = threading.Event(), []
+
+    def version_3_writer() -> None:  # a replica of the release before, writing meanwhile
+        with psycopg.connect(location, autocommit=True) as connection:
+            while not stop.is_set():
+                connection.execute(
+                    "INSERT INTO trials (run_id, case_id, trial, decision, batch, day)"
+                    " VALUES ('open', 'c', %s, 'l:approve', 2, %s)",
+                    (len(written) + 1, today),
+                )
+                written.append(len(written) + 1)
+
+    writer = threading.Thread(target=version_3_writer)
+    writer.start()
+    try:
+        store = Store(location)
+    finally:
+        stop.set()
+        writer.join()
+    assert written, "the writer of the release before went on while the index was built"
+    assert "trials gained relayed (locked)" in store.migrated
+    assert "indexes trials_relayed built" in store.migrated
+    assert "indexes trials_by_write dropped (locked an instant)" in store.migrated
+    valid, attached = relayed_index(location)
+    assert valid and set(attached) == set(partitions(location))
+    with psycopg.connect(location) as connection:
+        relayed = dict(
+            connection.execute(  # type: ignore[arg-type]
+                "SELECT relayed, count(*) FROM trials GROUP BY relayed"
+            ).fetchall()
+        )
+    assert relayed == {1: 1 + len(written)}  # the rows before, and the older writer's
+    store.write([Trial("c", 0, "deny", "mine")], now=today * SECONDS_A_DAY, claim=("a", 1e12))
+    store.write([Trial("c", 1, "deny", "mine")], now=today * SECONDS_A_DAY, claim=("b", 1e12))
+    with psycopg.connect(location) as connection:
+        mine = connection.execute(
+            "SELECT trial, relayed FROM trials WHERE run_id = 'mine' ORDER BY trial"
+        ).fetchall()
+    assert mine == [(0, 0), (1, 1)]  # its owner's own, another replica's relayed
+    store.write([Trial("c", 0, "deny", "later")], now=(today + 5) * SECONDS_A_DAY)
+    valid, attached = relayed_index(location)  # a day made since has its index too
+    assert valid and f"trials_d{today + 5}" in attached
+    assert Store(location).migrated == ()
+    store.close()

@@ -562,8 +562,19 @@ class Receiver:
                     self._refused(contents, now)
             self._advance(now)
         except Exception as error:  # what was committed is acknowledged: never sent again
-            _log_after_commit(error)  # the next tick follows the store (`_follow`)
+            _log_after_commit(error)
+            self._let_go_of(outcomes)  # the next tick takes their runs up (`_follow`)
         return outcomes
+
+    def _let_go_of(self, outcomes: Sequence[Written | Exception]) -> None:
+        """The runs of a committed group whose following failed, no longer held here, so that
+        the next tick takes each up whole from the store (what this replica wrote as a run's
+        owner is never caught up with piece by piece)."""
+        for outcome in outcomes:
+            if isinstance(outcome, Written):
+                for run in outcome.runs:
+                    if self._known.pop(run.run_id, None) is not None:
+                        self._lifecycle.release(run.run_id)
 
     def _written(self, contents: ExportContents, now: float, settle: DueTrace | None) -> Written:
         """One write, in its group's transaction (the lock is held)."""
@@ -586,17 +597,23 @@ class Receiver:
     ) -> None:
         """Tell the lifecycle what a write committed to the runs this replica decides, in
         commit order (the lock is held): the runs whose run span ended them, the trials each
-        run took, the runs heard of. A run it holds that other replicas wrote to since catches
-        up from the store; one it claimed in this write is taken up whole."""
-        lifecycle, direct = self._lifecycle, set()
+        run took, the runs heard of. A run it holds that other replicas wrote to since first
+        catches up with what they relayed (its own writes are never read back); one it claimed
+        in this write is taken up whole."""
+        lifecycle, direct, caught_up = self._lifecycle, set(), set()
         for run in written.runs:
             if run.owner != self.replica or run.final or run.run_id in self._set_aside:
                 continue  # another replica decides it, or it is over (the store counted it late)
             known = self._known.get(run.run_id)
-            if known is None and run.version.writes > 1:  # an existing run, claimed by this write
-                self._take_up(run)
-            elif known is not None and known.writes != run.version.writes - 1:
+            if run.run_id in written.claimed or (known is None and run.version.writes > 1):
+                if known is not None:  # held since before another replica owned it meanwhile
+                    del self._known[run.run_id]
+                    lifecycle.release(run.run_id)
+                self._take_up(run)  # an existing run, claimed by this write
+                continue
+            if known is not None and known.writes != run.version.writes - 1:
                 self._catch_up(run, known)
+                caught_up.add(run.run_id)
             else:
                 direct.add(run.run_id)
                 self._known[run.run_id] = run.version
@@ -607,12 +624,12 @@ class Receiver:
             if declaration.run_id in direct:
                 lifecycle.ended(declaration, now)
         for run_id, accepted in written.accepted.items():
-            if run_id in direct:
+            if run_id in direct or run_id in caught_up:
                 suite, point = written.labels.get(run_id, (None, None))
                 lifecycle.record_all(run_id, accepted, now, suite, point)
         for run_id in written.heard & direct:
             lifecycle.heard(run_id, now)
-        self._amended |= written.amended.keys() & direct  # read again once, by the tick
+        self._amended |= written.amended.keys() & (direct | caught_up)  # read again, by the tick
 
     def _log_late_and_let_go(self, written: Written) -> None:
         """Warn of framework spans that came after their trial settled (once a run) and of

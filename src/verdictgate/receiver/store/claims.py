@@ -39,9 +39,11 @@ _BEAT = sql(
     " ON CONFLICT (name) DO UPDATE SET alive_until = excluded.alive_until"
 )
 _WRITTEN_SINCE = sql(
-    f"SELECT {TRIAL_COLUMNS} FROM trials WHERE run_id = ? AND batch > ? AND batch <= ?"
-    " ORDER BY batch, case_id, trial"
+    f"SELECT {TRIAL_COLUMNS} FROM trials WHERE run_id = ? AND relayed = 1 AND batch > ?"
+    " AND batch <= ? ORDER BY batch, case_id, trial"
 )
+"""Through the partial index of relayed trials (`trials_relayed`): what the owner wrote itself
+is never read back."""
 
 
 class RunClaims:
@@ -89,8 +91,9 @@ class RunClaims:
     def written_since(
         self, cursor: Cursor, run_id: str, version: RunVersion, upto: RunVersion
     ) -> list[SqlRow]:
-        """The trials of a run stored by its writes after `version` up to `upto`, as
-        `evidence_of` reads them: part by part, each in the order its writes committed."""
+        """The trials of a run other replicas than its owner stored (relayed) by their writes
+        after `version` up to `upto`, as `evidence_of` reads them: part by part, each in the
+        order its writes committed."""
         rows = []
         for part, writes in upto.parts:
             since = version.of(part)

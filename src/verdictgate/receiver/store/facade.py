@@ -194,8 +194,17 @@ class Store:
             runs = self._runs.runs(cursor, accesses)
             committed.append(lambda: self._held.count_in(intake))
             committed.append(lambda: self._renewed(*claim))
+        claimed = frozenset(run_id for run_id, access in accesses.items() if access.claimed)
         return Written(
-            runs, refused, accepted, intake.late, intake.dropped, intake.heard, labels, amended
+            runs,
+            refused,
+            accepted,
+            intake.late,
+            intake.dropped,
+            intake.heard,
+            labels,
+            amended,
+            claimed,
         )
 
     def together(self, writes: Sequence[Callable[[], _T]]) -> list[_T | Exception]:

@@ -107,6 +107,8 @@ class Written:
     amended: dict[str, list[Trial]] = field(default_factory=dict)
     """Per run, the framework trials this write derived again from all their spans (a span came
     after they settled): their stored records were replaced."""
+    claimed: frozenset[str] = frozenset()
+    """Runs this write claimed for its replica (their owner was not alive): taken up whole."""
     busy: bool = False
     """The due trace to settle was held by another transaction (another replica settling it,
     or spans of it arriving): nothing of it was settled, and it is due again at the next tick."""

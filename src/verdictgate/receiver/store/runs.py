@@ -45,13 +45,14 @@ _OWNER_ALIVE = (
 )
 _STATE = sql(
     "SELECT runs.final, runs.suite, runs.point, runs.framework,"
-    f" CASE WHEN {_OWNER_ALIVE} THEN 1 ELSE 0 END, run_parts.part, run_parts.room, runs.day"
+    f" CASE WHEN {_OWNER_ALIVE} THEN 1 ELSE 0 END, run_parts.part, run_parts.room, runs.day,"
+    " runs.owner"
     " FROM runs LEFT JOIN run_parts ON run_parts.run_id = runs.run_id"
     " AND run_parts.writer = ? WHERE runs.run_id = ?"
 )
 """A run as a write finds it, read without a lock: final, labels, framework, whether its owner
-is alive at the write's time, the writer's part of it (and the room that part holds), and its
-day."""
+is alive at the write's time, the writer's part of it (and the room that part holds), its
+day and its owner."""
 _NEW_RUN = sql(
     "INSERT INTO runs (run_id, suite, point, first_seen, last_seen, owner, day)"
     " VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (run_id) DO NOTHING"
@@ -60,13 +61,14 @@ _NEW_RUN = sql(
 _HOLD_SEEN = sql(
     "UPDATE runs SET suite = COALESCE(suite, ?), point = COALESCE(point, ?),"
     f" owner = CASE WHEN final = 0 AND NOT {_OWNER_ALIVE} THEN ? ELSE owner END"
-    " WHERE run_id = ? RETURNING final"
+    " WHERE run_id = ? RETURNING final, owner"
 )
 """A run a write changes, held alone: labelled where it had none, and claimed by the writing
 replica when its owner is not alive (its heartbeat lapsed)."""
-_HOLD = sql("SELECT final FROM runs WHERE run_id = ?", Each("", " FOR UPDATE"))
-_SHARE = sql("SELECT final FROM runs WHERE run_id = ?", Each("", " FOR SHARE"))
-"""A run a write only adds to, held shared: its other writers go on, a close waits."""
+_HOLD = sql("SELECT final, owner FROM runs WHERE run_id = ?", Each("", " FOR UPDATE"))
+_SHARE = sql("SELECT final, owner FROM runs WHERE run_id = ?", Each("", " FOR SHARE"))
+"""A run a write only adds to, held shared: its other writers go on, a close (or a claim)
+waits, so its owner stays who it is until the write commits."""
 _ADVANCE = sql(
     "UPDATE run_parts SET writes = writes + 1, last_seen = ?, room = room - ?"
     " WHERE part = ? AND room >= ? RETURNING writes"
@@ -107,6 +109,7 @@ _INSERT = insert_rows(
         "tiers": "text",
         "batch": "bigint",
         "day": "bigint",
+        "relayed": "bigint",
     },
     " ON CONFLICT DO NOTHING",
 )
@@ -127,7 +130,7 @@ _LATE = sql("UPDATE runs SET late = late + ? WHERE run_id = ?")
 _FRAMEWORK = sql("UPDATE runs SET framework = 1 WHERE run_id = ? AND framework = 0")
 _AMEND = sql(
     "UPDATE trials SET decision = ?, expected = ?, error_type = ?, latency_ms = ?, passed = ?,"
-    " tiers = ?, batch = ? WHERE run_id = ? AND case_id = ? AND trial = ?"
+    " tiers = ?, batch = ?, relayed = ? WHERE run_id = ? AND case_id = ? AND trial = ?"
 )
 """A framework trial derived again from all its spans (one came after it settled)."""
 _LATE_DECLARATION = sql(
@@ -176,6 +179,10 @@ class Access:
     room: int | None = None
     day: int = 0
     """The run's day: its trials' (`trial_days`)."""
+    relayed: bool = True
+    """The writer is not the run's owner: its trials are indexed for the owner to read back."""
+    claimed: bool = False
+    """The write claimed the run (its owner was not alive): the writer takes it up whole."""
 
 
 @dataclass(frozen=True)
@@ -245,10 +252,11 @@ class Runs:
                 return None
             day = day_of(now)
             cursor.execute(_NEW_RUN, (run_id, suite, point, now, now, writer, day))
-            if cursor.rowcount:  # made by this write, so held alone
-                return self._settle(cursor, run_id, writer, need, visit.max_trials, now, day)
+            if cursor.rowcount:  # made by this write, so held alone, and its own
+                access = self._settle(cursor, run_id, writer, need, visit.max_trials, now, day)
+                return replace(access, relayed=False)
             state = cursor.execute(_STATE, (now, writer, run_id)).fetchone()  # made meanwhile
-        final, stored_suite, stored_point, framework, alive, part, room, day = state
+        final, stored_suite, stored_point, framework, alive, part, room, day, was = state
         alone = (
             final
             or part is None
@@ -261,15 +269,17 @@ class Runs:
             or (point is not None and stored_point is None)
         )
         if not alone:
-            (final,) = cursor.execute(_SHARE, (run_id,)).fetchone()
+            final, owner = cursor.execute(_SHARE, (run_id,)).fetchone()
             if not final and (row := cursor.execute(_ADVANCE, (now, need, part, need)).fetchone()):
                 batch = batch_number(part, row[0])
-                return Access(False, batch, part, need if capped else None, day)
+                return Access(False, batch, part, need if capped else None, day, owner != writer)
             # made final, or its part's room taken back, since it was read (rare): held alone
         if seen:
-            (final,) = cursor.execute(_HOLD_SEEN, (suite, point, now, writer, run_id)).fetchone()
+            final, owner = cursor.execute(
+                _HOLD_SEEN, (suite, point, now, writer, run_id)
+            ).fetchone()
         else:
-            (final,) = cursor.execute(_HOLD, (run_id,)).fetchone()
+            final, owner = cursor.execute(_HOLD, (run_id,)).fetchone()
         if final:
             if not seen:
                 return None
@@ -277,7 +287,8 @@ class Runs:
             if visit.max_trials is not None:
                 room = max(0, visit.max_trials - cursor.execute(_STORED, (run_id,)).fetchone()[0])
             return Access(True, room=room)
-        return self._settle(cursor, run_id, writer, need, visit.max_trials, now, day)
+        access = self._settle(cursor, run_id, writer, need, visit.max_trials, now, day)
+        return replace(access, relayed=owner != writer, claimed=owner == writer != was)
 
     def _settle(
         self,
@@ -356,7 +367,7 @@ class Runs:
                 cursor.execute(_LATE, (len(rows), run_id))
                 continue
             accepted[run_id] = batch.given[run_id][: len(rows)]
-            stored[run_id] = _insert(cursor, rows, access.batch, access.day)
+            stored[run_id] = _insert(cursor, rows, access)
         for run_id, access in sorted(accesses.items()):
             count = stored.get(run_id, 0)
             unused = 0 if access.final or access.room is None else access.room - count
@@ -378,7 +389,7 @@ class Runs:
                 cursor.execute(_LATE, (len(rows), run_id))
                 continue
             for row, trial in zip(rows, batch.given[run_id], strict=True):
-                cursor.execute(_AMEND, (*row[3:], access.batch, *row[:3]))
+                cursor.execute(_AMEND, (*row[3:], access.batch, int(access.relayed), *row[:3]))
                 if cursor.rowcount:
                     amended.setdefault(run_id, []).append(trial)
                 else:
@@ -494,10 +505,12 @@ def stored_run(row: SqlRow) -> StoredRun:
     )
 
 
-def _insert(cursor: Cursor, rows: list[TrialRow], batch: int, day: int) -> int:
-    """Store a run's trials (first record wins) under its day; how many were stored. Repeated
-    identities count as duplicates or conflicts of the stored ones."""
-    cursor.executemany(_INSERT, [(*row, batch, day) for row in rows])
+def _insert(cursor: Cursor, rows: list[TrialRow], access: Access) -> int:
+    """Store a run's trials (first record wins) under its access's batch and day, relayed
+    unless its owner writes them; how many were stored. Repeated identities count as
+    duplicates or conflicts of the stored ones."""
+    batch, day, relayed = access.batch, access.day, int(access.relayed)
+    cursor.executemany(_INSERT, [(*row, batch, day, relayed) for row in rows])
     inserted = cursor.rowcount
     if inserted < len(rows):  # repeated identities: count duplicates and conflicts
         cursor.executemany(_REPEAT, repeats(rows, batch))

@@ -13,12 +13,13 @@ from ...otel.framework_traces import TrialMark
 from ...span_facts import SpanFacts
 from .claims import LOCAL
 from .connection import Cursor, Database
-from .statements import Each, Index, index, sql
+from .statements import Each, Index, Statement, index, sql
+from .trial_days import build_index as build_trials_index
 from .trial_days import partition_existing, partition_new
 
 logger = logging.getLogger(__name__)
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 """The schema this release makes. Raise it whenever TABLES, ADDED_COLUMNS or the indexes change:
 a store that records this version (or a later one) is opened without any DDL or lock."""
 
@@ -114,6 +115,7 @@ TABLES = {
     passed INTEGER,              -- verdictgate.passed: 1, 0, or NULL when no tier judged it
     tiers TEXT,                  -- JSON [failed, warned, skipped, tied, aliases, key_id] when an invariant broke, a tier was skipped, a path was tied or the case has further names
     day INTEGER NOT NULL DEFAULT 0, -- its run's: PostgreSQL's partition (SQLite's one table)
+    relayed INTEGER NOT NULL DEFAULT 1, -- 0: written by its run's owner (who never reads it back)
     PRIMARY KEY (run_id, case_id, trial)
 ) WITHOUT ROWID""",
             postgres="""CREATE TABLE IF NOT EXISTS trials (
@@ -130,6 +132,7 @@ TABLES = {
     passed BIGINT,
     tiers TEXT,
     day BIGINT NOT NULL DEFAULT 0,
+    relayed BIGINT NOT NULL DEFAULT 1,
     PRIMARY KEY (run_id, case_id, trial, day)
 ) PARTITION BY RANGE (day)""",
         )
@@ -246,9 +249,16 @@ TABLES = {
 _INTEGER = Each("INTEGER", "BIGINT")
 _REAL = Each("REAL", "DOUBLE PRECISION")  # PostgreSQL's REAL is 4 bytes
 _FLAG = Each("INTEGER NOT NULL DEFAULT 0", "BIGINT NOT NULL DEFAULT 0")
+_SET = Each("INTEGER NOT NULL DEFAULT 1", "BIGINT NOT NULL DEFAULT 1")
 """The types of the columns added, in each dialect."""
 _ADDED: dict[str, dict[str, str | Each]] = {
-    "trials": {"latency_ms": _REAL, "passed": _INTEGER, "tiers": "TEXT", "day": _FLAG},
+    "trials": {
+        "latency_ms": _REAL,
+        "passed": _INTEGER,
+        "tiers": "TEXT",
+        "day": _FLAG,
+        "relayed": _SET,  # version 4: the rows before it, and an older replica's, are relayed
+    },
     "trace_spans": {"parent_id": "TEXT"},
     "trial_marks": {
         "last_seen": _REAL,
@@ -305,12 +315,16 @@ a trace's trials not yet settled (settling a trial reads the spans below it and 
 to settle, not its whole trace), and the runs not yet admitted
 by owner (claiming reads open work only)."""
 SHARED_INDEXES = (
-    index("trials_by_write", "trials", "(run_id, batch)"),
+    index("trials_relayed", "trials", "(run_id, batch) WHERE relayed = 1"),  # version 4
     index("runs_by_day", "runs", "(day)"),
 )
-"""A shared store's: a replica reads the trials other replicas wrote to its runs since it
-last looked (a store of one process never needs to), and retention finds a day's runs (its
-trials' partition is dropped whole)."""
+"""A shared store's: a run's owner reads the trials other replicas wrote to it since it last
+looked (`relayed`: the trials it wrote itself, often all of them, are never indexed for it; a
+store of one process never needs to), and retention finds a day's runs (its trials' partition
+is dropped whole)."""
+RETIRED_INDEXES = ("trials_by_write",)
+"""Indexes an earlier release made that this one drops: `trials_by_write` indexed every trial
+for what `trials_relayed` now indexes only where another replica wrote it (version 4)."""
 
 WAITING, MARKED = 0, 1
 """A trace's state: no trial span yet, a trial span held."""
@@ -365,7 +379,10 @@ def migrate(database: Database) -> tuple[str, ...]:
         built = []
         for missing in _indexes(database):
             if missing.name not in present and missing.table not in created:
-                database.build_index(missing)
+                if database.shared and missing.table == "trials":
+                    build_trials_index(database, missing)  # its partitions' too
+                else:
+                    database.build_index(missing)
                 built.append(missing.name)
         if built:
             done.append(f"indexes {', '.join(built)} built")
@@ -373,6 +390,15 @@ def migrate(database: Database) -> tuple[str, ...]:
             trials = tuple(made for made in _indexes(database) if made.table == "trials")
             if (partitioned := partition_existing(database, TABLES["trials"], trials)) is not None:
                 done.append(partitioned)
+        if retired := sorted(present & set(RETIRED_INDEXES)):
+            logger.warning(
+                "migrating the store: dropping %s locks its table for an instant",
+                ", ".join(retired),
+            )
+            with database.transaction() as cursor:
+                for name in retired:
+                    cursor.execute(Statement.of(f"DROP INDEX IF EXISTS {name}"))
+            done.append(f"indexes {', '.join(retired)} dropped (locked an instant)")
         with database.transaction() as cursor:
             cursor.execute(_RECORD_VERSION, (SCHEMA_VERSION,))
     return tuple(done)

@@ -140,6 +140,9 @@ class Index(NamedTuple):
     build: Statement
     """On a table in use, outside any transaction: `CONCURRENTLY` on PostgreSQL, so that its
     writers go on meanwhile."""
+    definition: str = ""
+    """Its columns, and a `WHERE` for a partial one (an index of each partition of a
+    partitioned table is made from it: `trial_days.build_index`)."""
 
 
 def index(name: str, table: str, definition: str) -> Index:
@@ -151,6 +154,7 @@ def index(name: str, table: str, definition: str) -> Index:
         name,
         sql("CREATE INDEX IF NOT EXISTS", on),
         sql(Each("CREATE INDEX IF NOT EXISTS", "CREATE INDEX CONCURRENTLY IF NOT EXISTS"), on),
+        definition,
     )
 
 

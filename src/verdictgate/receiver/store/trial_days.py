@@ -123,6 +123,43 @@ _BEFORE_KEY = Index(
 """A version-2 table's key with `day`, as the partitioned table's primary key needs it."""
 
 
+def build_index(database: Database, index: Index) -> None:
+    """Build an index of `trials` on a store in use without blocking its writers: on a
+    partitioned table, the table's own index made first (`ON ONLY`: it covers no partition
+    yet, and a partition made meanwhile gets its own as it is attached), then each
+    partition's built `CONCURRENTLY` and attached to it, after which it is valid; on a table
+    not partitioned, as `Database.build_index` builds any."""
+    with database.locked() as cursor:
+        row = cursor.execute(_PARTITIONED).fetchone()
+    if row is None or not row[0]:
+        database.build_index(index)
+        return
+    _run(database, f"CREATE INDEX IF NOT EXISTS {index.name} ON ONLY trials {index.definition}")
+    with database.locked() as cursor:
+        lacking = [name for (name,) in cursor.execute(_UNINDEXED, (index.name,)).fetchall()]
+    for partition in lacking:
+        name = f"{partition}_{index.name}"
+        on = f" {name} ON {partition} {index.definition}"
+        database.build_index(
+            Index(
+                partition,
+                name,
+                Statement.of(f"CREATE INDEX IF NOT EXISTS{on}"),
+                Statement.of(f"CREATE INDEX CONCURRENTLY IF NOT EXISTS{on}"),
+            )
+        )
+        _run(database, f"ALTER INDEX {index.name} ATTACH PARTITION {name}")
+
+
+_UNINDEXED = Statement.of(
+    "SELECT c.relname FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid"
+    " WHERE i.inhparent = to_regclass('trials') AND NOT EXISTS (SELECT 1 FROM pg_inherits p"
+    " JOIN pg_index x ON x.indexrelid = p.inhrelid"
+    " WHERE p.inhparent = to_regclass(?) AND x.indrelid = c.oid) ORDER BY c.relname"
+)
+"""The partitions of `trials` that have no index attached to the partitioned index named."""
+
+
 def _run(database: Database, *statements: str | Statement) -> None:
     """Run statements in one transaction of their own."""
     with database.transaction() as cursor:

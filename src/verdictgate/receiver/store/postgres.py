@@ -320,8 +320,10 @@ class PostgresCursor:
         self._cursor.execute(statement.postgres_arrays, [list(c) for c in zip(*rows, strict=True)])
 
     def _copied(self, copy: BulkCopy, rows: Sequence[Parameters]) -> bool:
-        """Copy `rows` in, all or none: False (nothing written) when one of them repeats a row
-        held (or another of them), so that the insert skips it as written."""
+        """Copy `rows` in, all or none, inside a savepoint of its own: False (nothing written)
+        when one of them repeats a row held (or another of them), so that the insert skips it
+        as written. The savepoint is never released (a round trip a copy spared): the
+        transaction's end releases it, and a copy after it nests its own inside."""
         from psycopg.errors import UniqueViolation
 
         self._cursor.execute("SAVEPOINT bulk_copy")
@@ -332,9 +334,7 @@ class PostgresCursor:
                     writer.write_row(row)
         except UniqueViolation:
             self._cursor.execute("ROLLBACK TO SAVEPOINT bulk_copy")
-            self._cursor.execute("RELEASE SAVEPOINT bulk_copy")
             return False
-        self._cursor.execute("RELEASE SAVEPOINT bulk_copy")
         self._rowcount = len(rows)
         return True
 

@@ -39,7 +39,17 @@ ROOM_GRANT = 10_000
 """Trials of room under a run's cap a writer's part takes at most at once: its writes store
 that many without holding the run's row alone."""
 
-_RUN_BY_ID = sql(f"SELECT {RUN_COLUMNS} FROM runs WHERE run_id = ?")
+_PART_COLUMNS = "part, writer, writes, received, room, last_seen"
+_RUN_WITH_PARTS = sql(
+    "SELECT "
+    + ", ".join(f"runs.{column.strip()}" for column in RUN_COLUMNS.split(","))
+    + ", "
+    + ", ".join(f"run_parts.{column}" for column in _PART_COLUMNS.split(", "))
+    + " FROM runs LEFT JOIN run_parts ON run_parts.run_id = runs.run_id AND runs.status IS NULL"
+    " WHERE runs.run_id = ? ORDER BY run_parts.part"
+)
+"""A run and its parts in one read: a row a part (one with no part for a run without, or
+admitted: its row holds their counts)."""
 _OWNER_ALIVE = (
     "EXISTS (SELECT 1 FROM replicas WHERE replicas.name = runs.owner AND replicas.alive_until >= ?)"
 )
@@ -79,10 +89,7 @@ _NEW_PART = sql(
     "INSERT INTO run_parts (run_id, writer, last_seen) VALUES (?, ?, ?)"
     " ON CONFLICT (run_id, writer) DO NOTHING"
 )
-_PARTS = sql(
-    "SELECT part, writer, writes, received, room, last_seen FROM run_parts WHERE run_id = ?"
-    " ORDER BY part"
-)
+_PARTS = sql(f"SELECT {_PART_COLUMNS} FROM run_parts WHERE run_id = ? ORDER BY part")
 _STORED = sql(
     "SELECT received + CAST(COALESCE((SELECT SUM(received) FROM run_parts"
     " WHERE run_parts.run_id = runs.run_id), 0) AS BIGINT) FROM runs WHERE run_id = ?"
@@ -397,16 +404,17 @@ class Runs:
         return amended, new
 
     def run(self, cursor: Cursor, run_id: str) -> StoredRun | None:
-        """One run, or None when unknown."""
-        row = cursor.execute(_RUN_BY_ID, (run_id,)).fetchone()
-        return None if row is None else folded(cursor, stored_run(row))
+        """One run, or None when unknown (one read, its parts with it)."""
+        rows = cursor.execute(_RUN_WITH_PARTS, (run_id,)).fetchall()
+        if not rows:
+            return None
+        width = len(rows[0]) - len(_PART_COLUMNS.split(", "))
+        parts = [row[width:] for row in rows if row[width] is not None]
+        return _fold(stored_run(rows[0]), parts)
 
     def runs(self, cursor: Cursor, run_ids: Iterable[str]) -> list[StoredRun]:
         """Known runs, as they stand, in the order given."""
-        return [
-            folded(cursor, stored_run(cursor.execute(_RUN_BY_ID, (run_id,)).fetchone()))
-            for run_id in run_ids
-        ]
+        return [run for run_id in run_ids if (run := self.run(cursor, run_id)) is not None]
 
     def trial_rows(
         self, cursor: Cursor, run_id: str, upto: RunVersion | None = None
@@ -472,7 +480,11 @@ def folded(cursor: Cursor, run: StoredRun) -> StoredRun:
     the writes of each part (its version). An admitted run's row holds them already."""
     if run.status is not None:
         return run
-    parts = cursor.execute(_PARTS, (run.run_id,)).fetchall()
+    return _fold(run, cursor.execute(_PARTS, (run.run_id,)).fetchall())
+
+
+def _fold(run: StoredRun, parts: list[SqlRow]) -> StoredRun:
+    """A run's row with its parts' counts folded in (`_PART_COLUMNS` each)."""
     if not parts:
         return run
     return replace(

@@ -76,15 +76,20 @@ _HOLD_SEEN = sql(
 """A run a write changes, held alone: labelled where it had none, and claimed by the writing
 replica when its owner is not alive (its heartbeat lapsed)."""
 _HOLD = sql("SELECT final, owner FROM runs WHERE run_id = ?", Each("", " FOR UPDATE"))
-_SHARE = sql("SELECT final, owner FROM runs WHERE run_id = ?", Each("", " FOR SHARE"))
-"""A run a write only adds to, held shared: its other writers go on, a close (or a claim)
-waits, so its owner stays who it is until the write commits."""
 _ADVANCE = sql(
-    "UPDATE run_parts SET writes = writes + 1, last_seen = ?, room = room - ?"
-    " WHERE part = ? AND room >= ? RETURNING writes"
+    "WITH held AS (SELECT owner FROM runs WHERE run_id = ? AND final = 0",
+    Each("", " FOR SHARE"),
+    ") UPDATE run_parts SET writes = writes + 1, last_seen = ?, room = room - ?",
+    Each("", " FROM held"),
+    " WHERE part = ? AND room >= ?",
+    Each(" AND EXISTS (SELECT 1 FROM held)", ""),
+    " RETURNING writes, ",
+    Each("(SELECT owner FROM held)", "held.owner"),
 )
-"""A write through the writer's part, which takes the room it needs from what the part holds
-(none when it holds too little)."""
+"""A write through the writer's part of a run it only adds to, which takes the room it needs
+from what the part holds, the run held shared (its other writers go on, a close or a claim
+waits, so its owner stays who it is until the write commits): the part's writes and the run's
+owner; nothing when the run is final or the part holds too little room."""
 _NEW_PART = sql(
     "INSERT INTO run_parts (run_id, writer, last_seen) VALUES (?, ?, ?)"
     " ON CONFLICT (run_id, writer) DO NOTHING"
@@ -276,9 +281,10 @@ class Runs:
             or (point is not None and stored_point is None)
         )
         if not alone:
-            final, owner = cursor.execute(_SHARE, (run_id,)).fetchone()
-            if not final and (row := cursor.execute(_ADVANCE, (now, need, part, need)).fetchone()):
-                batch = batch_number(part, row[0])
+            row = cursor.execute(_ADVANCE, (run_id, now, need, part, need)).fetchone()
+            if row is not None:
+                writes, owner = row
+                batch = batch_number(part, writes)
                 return Access(False, batch, part, need if capped else None, day, owner != writer)
             # made final, or its part's room taken back, since it was read (rare): held alone
         if seen:

@@ -79,7 +79,8 @@ _HOLD = sql("SELECT final, owner FROM runs WHERE run_id = ?", Each("", " FOR UPD
 _ADVANCE = sql(
     "WITH held AS (SELECT owner FROM runs WHERE run_id = ? AND final = 0",
     Each("", " FOR SHARE"),
-    ") UPDATE run_parts SET writes = writes + 1, last_seen = ?, room = room - ?",
+    ") UPDATE run_parts SET writes = writes + 1, last_seen = ?, room = room - ?,"
+    " received = received + ?",
     Each("", " FROM held"),
     " WHERE part = ? AND room >= ?",
     Each(" AND EXISTS (SELECT 1 FROM held)", ""),
@@ -87,7 +88,8 @@ _ADVANCE = sql(
     Each("(SELECT owner FROM held)", "held.owner"),
 )
 """A write through the writer's part of a run it only adds to, which takes the room it needs
-from what the part holds, the run held shared (its other writers go on, a close or a claim
+from what the part holds and counts the trials it brings as stored (`take` corrects the count
+when some are not), the run held shared (its other writers go on, a close or a claim
 waits, so its owner stays who it is until the write commits): the part's writes and the run's
 owner; nothing when the run is final or the part holds too little room."""
 _NEW_PART = sql(
@@ -195,6 +197,9 @@ class Access:
     """The writer is not the run's owner: its trials are indexed for the owner to read back."""
     claimed: bool = False
     """The write claimed the run (its owner was not alive): the writer takes it up whole."""
+    counted: int = 0
+    """Trials its part counted as stored already (all the write brings the run, when it only
+    adds to it): `take` corrects the count when fewer were."""
 
 
 @dataclass(frozen=True)
@@ -256,7 +261,8 @@ class Runs:
         """Hold one run for a write (see `see`); its access, or None for a run heard of that is
         unknown or final."""
         writer, capped = claim[0], visit.max_trials is not None
-        need = visit.needs.get(run_id, 0) if capped else 0
+        brings = visit.needs.get(run_id, 0)
+        need = brings if capped else 0
         suite, point = labels.get(run_id, (None, None))
         state = cursor.execute(_STATE, (now, writer, run_id)).fetchone()
         if state is None:
@@ -281,11 +287,12 @@ class Runs:
             or (point is not None and stored_point is None)
         )
         if not alone:
-            row = cursor.execute(_ADVANCE, (run_id, now, need, part, need)).fetchone()
+            row = cursor.execute(_ADVANCE, (run_id, now, need, brings, part, need)).fetchone()
             if row is not None:
                 writes, owner = row
+                room = need if capped else None
                 batch = batch_number(part, writes)
-                return Access(False, batch, part, need if capped else None, day, owner != writer)
+                return Access(False, batch, part, room, day, owner != writer, counted=brings)
             # made final, or its part's room taken back, since it was read (rare): held alone
         if seen:
             final, owner = cursor.execute(
@@ -366,8 +373,9 @@ class Runs:
     ) -> tuple[dict[str, int], dict[str, list[Trial]]]:
         """Store each run's trials as far as its access has room (a final run's are only
         counted late) under its batch; per run, the trials refused and the trials taken. Each
-        part counts the trials stored through it, so no write scans a run, and gets back the
-        room its write took but did not fill."""
+        part counts the trials stored through it, so no write scans a run (the count its
+        access made ahead corrected only when it differs), and gets back the room its write
+        took but did not fill."""
         refused: dict[str, int] = {}
         accepted: dict[str, list[Trial]] = {}
         stored: dict[str, int] = {}
@@ -384,8 +392,8 @@ class Runs:
         for run_id, access in sorted(accesses.items()):
             count = stored.get(run_id, 0)
             unused = 0 if access.final or access.room is None else access.room - count
-            if count or unused:
-                cursor.execute(_PART_RECEIVED, (count, unused, access.part))
+            if count != access.counted or unused:
+                cursor.execute(_PART_RECEIVED, (count - access.counted, unused, access.part))
         return refused, accepted
 
     def amend(

@@ -20,7 +20,7 @@ better). Its parts, each measured in the same run as what it is compared with:
 - takeover: a run open on the replica that owns it, that replica SIGKILLed, the time until the
   survivor owns the run, and until `status --wait` on it returns the run's admission.
 
-    python benchmarks/replicas.py [--spans 100000] [--passes 3] [--runs 100000] [--lease 3]
+    python benchmarks/replicas.py [--spans 100000] [--passes 5] [--runs 100000] [--lease 3]
         [--open-runs 10000] [--finish-trials 100000] [--sizing-trials 200000]
         [--busy-spans 50000] [--framework-trials 3000]
         [--parts ingest,frameworks,rest,idle,busy,finish,sizing,takeover]
@@ -474,7 +474,7 @@ def takeover(server: str, lease: float) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--spans", type=int, default=100_000)
-    parser.add_argument("--passes", type=int, default=3)
+    parser.add_argument("--passes", type=int, default=5)
     parser.add_argument("--runs", type=int, default=100_000)
     parser.add_argument("--seconds", type=float, default=20.0)
     parser.add_argument("--open-runs", type=int, default=10_000)

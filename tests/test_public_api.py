@@ -9,6 +9,8 @@ import importlib
 import inspect
 import pkgutil
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import verdictgate
@@ -32,23 +34,50 @@ def documented_names() -> set[str]:
     return set(re.findall(r"^\| `([A-Za-z_]+)` \|", API.read_text(), re.M))
 
 
-def declared_names() -> set[str]:
-    """The names the TYPE_CHECKING block of `verdictgate/__init__.py` imports, read from its
-    source: what the lazy table, read from its bytecode, must hold."""
+def declared_imports() -> dict[str, str]:
+    """Each name the TYPE_CHECKING block of `verdictgate/__init__.py` imports -> the module it
+    imports it from, read from its source: what the lazy table must hold."""
     tree = ast.parse((ROOT / "src" / "verdictgate" / "__init__.py").read_text())
     block = next(node for node in tree.body if isinstance(node, ast.If))
-    return {alias.asname or alias.name for node in block.body if isinstance(node, ast.ImportFrom)
-            for alias in node.names}  # fmt: skip
+    return {
+        alias.asname or alias.name: f"verdictgate.{node.module}"
+        for node in block.body
+        if isinstance(node, ast.ImportFrom) and node.level == 1
+        for alias in node.names
+    }
 
 
-def test_every_public_name_imports_and_is_documented():
+def test_every_public_name_imports_from_its_module_and_is_documented():
+    declared = declared_imports()
     exported = set(verdictgate.__all__)
-    assert exported == declared_names() and len(exported) > 60
+    assert exported == set(declared) and len(exported) > 60
     for name in sorted(exported):
-        assert getattr(verdictgate, name) is not None, name
+        value = getattr(verdictgate, name)
+        assert value is getattr(importlib.import_module(declared[name]), name), name
     documented = documented_names()
     assert exported - documented == set(), "exported but not in docs/api.md"
     assert documented - exported == set(), "in docs/api.md but not exported"
+
+
+def test_importing_the_package_reads_no_bytecode_and_loads_no_public_module():
+    """`import verdictgate` loads what a name needs only on its first use, and its table is
+    source, not bytecode: nothing in `__init__.py` imports `dis` or reads a code object."""
+    source = (ROOT / "src" / "verdictgate" / "__init__.py").read_text()
+    imported = {
+        alias.name
+        for node in ast.walk(ast.parse(source))
+        if isinstance(node, ast.Import)
+        for alias in node.names
+    }
+    assert imported == {"importlib"} and "get_code" not in source and "co_code" not in source
+    loaded = subprocess.run(
+        [sys.executable, "-c", "import sys, verdictgate; print(*sorted(sys.modules))"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
+    assert "verdictgate" in loaded
+    assert not {"dis", *set(declared_imports().values())} & set(loaded)
 
 
 def test_every_error_a_user_can_get_is_a_verdictgate_error():

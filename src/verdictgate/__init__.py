@@ -11,11 +11,10 @@ The public API is exactly what this module exports (`__all__`, listed in docs/ap
 submodule is internal and may change between releases.
 """
 
-import dis as _dis
 import importlib as _importlib
 from typing import TYPE_CHECKING as _TYPE_CHECKING
 
-if _TYPE_CHECKING:  # the public surface, written once: read again below to load each on first use
+if _TYPE_CHECKING:  # the public surface for type checkers; `_EXPORTS` loads it at run time
     from .assessment import Assessment as Assessment
     from .assessment import Isolation as Isolation
     from .assessment import RunInfo as RunInfo
@@ -94,28 +93,85 @@ if _TYPE_CHECKING:  # the public surface, written once: read again below to load
     from .trials_file import read_trials as read_trials
 
 
-def _surface() -> dict[str, str]:
-    """Public name -> the module that defines it, read from the relative imports above in this
-    module's own code (its bytecode, so it holds from a wheel, a zip or a frozen build)."""
-    get_code = getattr(__spec__.loader, "get_code", None)  # importlib's loaders, zipimport's
-    if get_code is not None:
-        code = get_code(__name__)
-    else:  # a loader without it (pytest's assertion rewriter, for a plugin's package)
-        with open(__file__, encoding="utf-8") as source:
-            code = compile(source.read(), __file__, "exec")
-    table: dict[str, str] = {}
-    module = None
-    steps = list(_dis.get_instructions(code))
-    for at, step in enumerate(steps):
-        if step.opname == "IMPORT_NAME":  # after LOAD_CONST level, LOAD_CONST names
-            module = step.argval if steps[at - 2].argval == 1 else None
-        elif step.opname == "IMPORT_FROM" and module is not None:
-            table[steps[at + 1].argval] = module  # the STORE_NAME of `as NAME`
-    return table
-
-
-_EXPORTS = _surface()
-"""Loaded on first use, so `import verdictgate` for the decorator costs only the OpenTelemetry
+_EXPORTS: dict[str, str] = {  # tests/test_public_api.py holds it equal to the block above
+    "Assessment": "assessment",
+    "Isolation": "assessment",
+    "RunInfo": "assessment",
+    "Status": "assessment",
+    "Baseline": "baseline",
+    "Regression": "baseline",
+    "check": "baseline",
+    "load_baseline": "baseline",
+    "snapshot": "baseline",
+    "ManualClock": "clock",
+    "DecisionRule": "decision_rules",
+    "Comparison": "drift",
+    "compare": "drift",
+    "assess": "engine",
+    "InputError": "errors",
+    "InvalidDecision": "errors",
+    "MissingVerdict": "errors",
+    "PlanError": "errors",
+    "SemanticUnavailable": "errors",
+    "SnapshotRefused": "errors",
+    "TrialIndexError": "errors",
+    "VerdictgateError": "errors",
+    "Evidence": "evidence",
+    "fingerprint": "fingerprints",
+    "crewai_below_current_span": "frameworks.crewai",
+    "from_crewai": "frameworks.crewai",
+    "from_langgraph": "frameworks.langgraph",
+    "from_openai_agents": "frameworks.openai_agents",
+    "from_strands": "frameworks.strands",
+    "read_verdict": "frameworks.verdicts",
+    "Imported": "importers",
+    "evidence_from_agentverity": "importers",
+    "evidence_from_promptfoo": "importers",
+    "evidence_from_deepeval": "importers.deepeval",
+    "decision": "otel.instrument",
+    "decision_point": "otel.instrument",
+    "evaluation_run": "otel.instrument",
+    "trial": "otel.instrument",
+    "trial_span": "otel.instrument",
+    "EvidenceProcessor": "otel.processor",
+    "Publisher": "otel.publisher",
+    "Telemetry": "otel.telemetry",
+    "RunPlan": "plan",
+    "plan_run": "plan",
+    "PRECISION_PRESETS": "policy",
+    "Claim": "policy",
+    "Policy": "policy",
+    "render": "reports",
+    "Agent": "runner.agent",
+    "from_callable": "runner.agent",
+    "from_factory": "runner.agent",
+    "RunOptions": "runner.run_options",
+    "TrialSink": "runner.suite_run",
+    "run": "runner.suite_run",
+    "ChangeRate": "stats",
+    "Method": "stats",
+    "Stability": "stats",
+    "change_rate": "stats",
+    "pairs_needed": "stats",
+    "pairs_to_qualify": "stats",
+    "wilson_interval": "stats",
+    "Calibration": "suite",
+    "Case": "suite",
+    "Contract": "suite",
+    "Suite": "suite",
+    "load_suite": "suite_file",
+    "Invariant": "tiers.invariants",
+    "Severity": "tiers.invariants",
+    "Relation": "tiers.relations",
+    "SemanticCheck": "tiers.semantic",
+    "calibrate": "tiers.semantic",
+    "NoDecision": "trial_model",
+    "Outcome": "trial_model",
+    "Trial": "trial_model",
+    "TrialsSummary": "trials_file",
+    "read_trials": "trials_file",
+}
+"""Each public name -> the module that defines it, loaded on first use, so `import verdictgate` for the decorator costs only the OpenTelemetry
 API; the SDK comes in with the processor or the runner, a framework with its adapter."""
 
 __all__ = sorted(_EXPORTS)

@@ -9,8 +9,9 @@ from collections.abc import Callable, Hashable
 from http.server import BaseHTTPRequestHandler
 from typing import TYPE_CHECKING
 
+from .framing import HEAD_END, MAX_HEAD_BYTES
 from .refusals import RETRYABLE, ClientGone, HttpError
-from .streams import HEAD_END, MAX_HEAD_BYTES, Reader, Writer
+from .streams import Reader, Writer
 
 if TYPE_CHECKING:
     from .server import BoundedHttpServer

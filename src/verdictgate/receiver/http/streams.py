@@ -2,17 +2,14 @@
 
 from __future__ import annotations
 
-import re
 import socket
 import ssl
 
 from ..fair_gate import Ticket
+from .framing import MAX_HEAD_BYTES
 from .refusals import ClientGone
 
-MAX_HEAD_BYTES = 32 << 10
-"""The request line and headers together."""
 RECV_BYTES = 64 << 10
-HEAD_END = re.compile(rb"\r?\n\r?\n")
 
 
 class Reader:

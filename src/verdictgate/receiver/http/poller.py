@@ -15,6 +15,7 @@ from collections.abc import Callable
 from ..failures import report_unexpected
 from ..fair_gate import Gate
 from ..limits import Limits
+from .accepting import Acceptor, busy_answer
 from .bodies import BodyReader
 from .connection import (
     AWAIT,
@@ -29,7 +30,6 @@ from .connection import (
 )
 from .deadlines import Deadlines
 from .framing import head_length
-from .handler import peer_host
 from .hosts import ConnectionTable
 from .refusals import HttpError, timed_out
 from .streams import RECV_BYTES
@@ -38,15 +38,6 @@ from .workers import Workers
 logger = logging.getLogger(__name__)
 
 LINGER_SECONDS = 2.0
-
-
-def busy_answer(retry_after: int) -> bytes:
-    body = b"receiver busy, retry later\n"
-    return (
-        b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/plain\r\n"
-        b"Retry-After: %d\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s"
-        % (retry_after, len(body), body)
-    )
 
 
 _TOO_LARGE_HEAD = b"HTTP/1.1 431 Request Header Fields Too Large\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
@@ -66,20 +57,16 @@ class Poller:
         workers: Workers,
         bodies: Gate,
     ) -> None:
-        self._listener = listener
-        self._tls = tls
         self._limits = limits
         self._table = table
         self._workers = workers
         self.bodies = BodyReader(bodies, limits.body_timeout_seconds, self)
+        """The bodies being read (see `BodyReader`)."""
         self._deadlines = Deadlines(table.open)
         self._selector = selectors.DefaultSelector()
-        self._selector.register(listener, selectors.EVENT_READ, None)
+        self.acceptor = Acceptor(listener, self._selector, tls, limits, table)
+        """The new connections taken (see `Acceptor`)."""
         self._selector.register(workers.wake_end, selectors.EVENT_READ, workers.wake_end)
-        self.evicted = 0
-        """Connections closed to make room for a new one from the same host at its cap."""
-        self._warned_evict = self._warned_accept = self._warned_host = False
-        self._accept_paused_until = 0.0
 
     def run(self) -> None:
         """Serve until `workers` stop; then close every connection no worker holds."""
@@ -87,12 +74,12 @@ class Poller:
             while not self._workers.stopping:
                 now = time.monotonic()
                 timeout = self._deadlines.wait(now, 5.0)
-                if self._accept_paused_until:
-                    timeout = min(timeout, max(0.0, self._accept_paused_until - now))
+                if self.acceptor.paused_until:
+                    timeout = min(timeout, max(0.0, self.acceptor.paused_until - now))
                 for key, _ in self._selector.select(timeout):
                     self._guarded(self._event, key.data)
                 self._guarded(self._expire)
-                self._guarded(self._resume_accepting)
+                self._guarded(self.acceptor.resume)
         finally:
             for connection in list(self._table.open):
                 if connection.state != BUSY:
@@ -123,80 +110,17 @@ class Poller:
                     self.close(connection)
 
     def _accept(self) -> None:
-        for _ in range(64):
-            try:
-                sock, address = self._listener.accept()
-            except (BlockingIOError, InterruptedError):
-                return
-            except OSError as error:  # out of file descriptors or memory: try again shortly
-                if not self._warned_accept:
-                    self._warned_accept = True
-                    logger.warning("verdictgate: http accept failed: %s", error)
-                self._selector.unregister(self._listener)
-                self._accept_paused_until = time.monotonic() + 0.1
-                return
-            sock.setblocking(False)
-            host = peer_host(address)
-            if self._table.full():
-                self._refuse(sock)
-                continue
-            if self._table.at_cap(host):
-                victim = self._table.to_evict(host, time.monotonic())
-                if victim is None:
-                    if not self._warned_host:
-                        self._warned_host = True
-                        logger.warning(
-                            "verdictgate: %s holds %d HTTP connections, all served or making "
-                            "progress (max_connections_per_host); more are refused (logged once)",
-                            host,
-                            self._table.per_host,
-                        )
-                    self._refuse(sock)
-                    continue
-                self._evict(victim)
-            with contextlib.suppress(OSError):
-                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            state = HEAD
-            if self._tls is not None:
-                sock = self._tls.wrap_socket(sock, server_side=True, do_handshake_on_connect=False)
-                state = HANDSHAKE
-            connection = Connection(sock, address, state, self._limits.body_timeout_seconds)
-            self._table.add(connection)
+        for connection in self.acceptor.accept(self._evict):
             self.wait(connection, self._limits.header_timeout_seconds)
 
     def _evict(self, connection: Connection) -> None:
         """Close a waiting connection of a host at its cap (`first_to_evict`), so the host's
         new connection is taken: stalled heads and bodies and idle keep-alives never lock
         out a sender behind the same address. A request still arriving is told 503."""
-        self.evicted += 1
-        if not self._warned_evict:
-            self._warned_evict = True
-            logger.warning(
-                "verdictgate: %s is at its %d HTTP connections (max_connections_per_host): "
-                "an idle or stalled one is closed for each new one (logged once)",
-                connection.host,
-                self._table.per_host,
-            )
         if connection.state in (HEAD, BODY) and not connection.idle:
             self._answer_and_close(connection, busy_answer(self._limits.retry_after_seconds))
         else:
             self.close(connection)
-
-    def _resume_accepting(self) -> None:
-        if self._accept_paused_until and time.monotonic() >= self._accept_paused_until:
-            self._accept_paused_until = 0.0
-            self._selector.register(self._listener, selectors.EVENT_READ, None)
-
-    def _refuse(self, sock: socket.socket) -> None:
-        """One connection too many: a quick 503 (not over TLS: no handshake yet), then close."""
-        try:
-            if self._tls is None:
-                sock.send(busy_answer(self._limits.retry_after_seconds))
-                sock.shutdown(socket.SHUT_WR)
-                sock.recv(RECV_BYTES)  # what already arrived, so closing does not reset
-        except OSError:
-            pass
-        sock.close()
 
     def wait(self, connection: Connection, seconds: float) -> None:
         """The connection waits on the poller from now, for its input, for `seconds`."""

@@ -101,7 +101,7 @@ class BoundedHttpServer:
 
     def evicted_connections(self) -> int:
         """Connections closed to make room for a new one from the same host at its cap."""
-        return self._poller.evicted
+        return self._poller.acceptor.evicted
 
     def serve_forever(self) -> None:
         """Run the poller on this thread until `shutdown`."""

@@ -34,6 +34,12 @@ internal to it.
 
 Handlers subclass `RequestHandler` (a `BaseHTTPRequestHandler` driven one request at a time);
 every exception a handler lets out becomes an answer through its `fail` method.
+
+Inside: `server` puts together `accepting` (new connections, within the caps), `poller` (the
+waiting, and each connection's next step), `bodies` (bodies the poller reads), `workers` (the
+pool), `hosts` (connections per host) and `deadlines`; the HTTP/1.1 framing they share,
+without I/O, is `framing` and `chunked`; a connection's state is `connection`, its bytes
+`streams`.
 """
 
 from .handler import RequestHandler

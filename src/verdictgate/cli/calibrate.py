@@ -10,17 +10,12 @@ from ..errors import InputError
 from ..suite_file import load_suite
 from ..tiers.calibration_file import read_known_good, store_calibration
 from ..tiers.semantic import bundled_embedder, calibrate
-from .options import handles_errors
+from .flag_options import suite_option
+from .reporting import handles_errors
 
 
 @click.command("calibrate")
-@click.option(
-    "--suite",
-    "suite_path",
-    required=True,
-    type=click.Path(dir_okay=False),
-    help="The suite to calibrate; the threshold is stored in it.",
-)
+@suite_option("The suite to calibrate; the threshold is stored in it.", required=True)
 @click.option(
     "--outputs",
     "outputs_path",

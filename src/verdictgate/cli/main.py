@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import dataclasses
-import functools
 import json
 import sys
 from dataclasses import replace
@@ -35,24 +34,12 @@ from ..stats import (
 from ..suite import Suite
 from ..suite_file import load_suite, read_json
 from ..wire_types import JsonObject
+from .agent_run import AGENT_REQUIRED, AgentRun, evidence_for, exit_after
 from .calibrate import calibrate_command
-from .options import (
-    FORMATS,
-    AgentRun,
-    OptionValue,
-    PolicyOf,
-    emit,
-    evidence_for,
-    exit_after,
-    fail,
-    handles_errors,
-    output_options,
-    policy_for,
-    policy_options,
-    run_options,
-    suite_from,
-)
+from .flag_options import OptionValue, suite_from, suite_option, takes, trials_option
+from .policy_flags import PolicyFlags, policy_for
 from .receiver import serve_command, status_command
+from .reporting import FORMATS, Output, emit, fail, handles_errors
 from .sources import assess_command, convert_command
 
 if TYPE_CHECKING:  # compare loads only when a command compares
@@ -94,24 +81,16 @@ def main() -> None:
 
 
 @main.command("run")
-@functools.partial(run_options, agent_required=True)
-@click.option(
-    "--suite",
-    "suite_path",
-    required=True,
-    type=click.Path(dir_okay=False),
-    help="The cases to call the agent with, and their contract.",
-)
-@policy_options
-@output_options
+@takes(AgentRun, "agent_run", agent_spec=AGENT_REQUIRED)
+@suite_option("The cases to call the agent with, and their contract.", required=True)
+@takes(PolicyFlags, "policy")
+@takes(Output, "output")
 @handles_errors
-def run_command(
-    suite_path: str, policy_of: PolicyOf, fmt: str, output: str | None, agent_run: AgentRun
-) -> None:
+def run_command(suite_path: str, policy: PolicyFlags, output: Output, agent_run: AgentRun) -> None:
     """Call an agent on every suite case, repeatedly, and assess the trials."""
     suite = suite_from(suite_path)
-    assessment = evidence_for(None, suite, policy_of(suite), agent_run)
-    emit(assessment, fmt, output)
+    assessment = evidence_for(None, suite, policy.policy(suite), agent_run)
+    output.emit(assessment)
     exit_after(assessment, agent_run)
 
 
@@ -135,9 +114,7 @@ def _parse_observed(value: str) -> tuple[int, int]:
     type=click.Choice(list(PRECISION_PRESETS)),
     help="A preset tolerance instead of --tolerance.",
 )
-@click.option(
-    "--suite", "suite_path", type=click.Path(dir_okay=False), help="Size repeats for this suite."
-)
+@suite_option("Size repeats for this suite.")
 @click.option("--observed", help="FLIPS/PAIRS seen so far: how many pairs it takes to qualify.")
 @click.option(
     "--pass-rate", type=float, help="Also: judged trials needed to show a pass rate above this."
@@ -350,20 +327,9 @@ def _sequential_suite_calls(suite: Suite, policy: Policy) -> tuple[int, int] | N
 
 
 @main.command("snapshot")
-@click.option(
-    "--trials",
-    "trials_path",
-    type=click.Path(dir_okay=False),
-    help="The trials file of the run to freeze; or give --agent.",
-)
-@run_options
-@click.option(
-    "--suite",
-    "suite_path",
-    required=True,
-    type=click.Path(dir_okay=False),
-    help="The suite whose contract the baseline freezes.",
-)
+@trials_option("The trials file of the run to freeze; or give --agent.")
+@takes(AgentRun, "agent_run")
+@suite_option("The suite whose contract the baseline freezes.", required=True)
 @click.option(
     "--accept-reference", is_flag=True, help="Approve this run as the regression baseline."
 )
@@ -373,7 +339,7 @@ def _sequential_suite_calls(suite: Suite, policy: Policy) -> tuple[int, int] | N
     type=click.Path(dir_okay=False),
     help="Baseline file to write.",
 )
-@policy_options
+@takes(PolicyFlags, "policy_flags")
 @click.option(
     "--format",
     "fmt",
@@ -388,7 +354,7 @@ def snapshot_command(
     suite_path: str,
     accept_reference: bool,
     output: str,
-    policy_of: PolicyOf,
+    policy_flags: PolicyFlags,
     fmt: str,
     agent_run: AgentRun,
 ) -> None:
@@ -396,7 +362,7 @@ def snapshot_command(
     if not accept_reference:
         raise click.UsageError("a baseline must be approved: pass --accept-reference")
     suite = load_suite(suite_path)  # --suite is required
-    policy = policy_of(suite)
+    policy = policy_flags.policy(suite)
     assessment = evidence_for(trials_path, suite, policy, agent_run)
     try:
         document = snapshot(assessment, suite, approved=accept_reference)
@@ -417,27 +383,16 @@ def snapshot_command(
     type=click.Path(dir_okay=False),
     help="The baseline `verdictgate snapshot` wrote.",
 )
-@click.option(
-    "--trials",
-    "trials_path",
-    type=click.Path(dir_okay=False),
-    help="New trials to check against the baseline; or give --agent.",
-)
-@run_options
-@click.option(
-    "--suite",
-    "suite_path",
-    type=click.Path(dir_okay=False),
-    help="Needed with --agent (the inputs); the snapshot holds the contract and policy.",
-)
-@output_options
+@trials_option("New trials to check against the baseline; or give --agent.")
+@takes(AgentRun, "agent_run")
+@suite_option("Needed with --agent (the inputs); the snapshot holds the contract and policy.")
+@takes(Output, "output")
 @handles_errors
 def check_command(
     snapshot_path: str,
     trials_path: str | None,
     suite_path: str | None,
-    fmt: str,
-    output: str | None,
+    output: Output,
     agent_run: AgentRun,
 ) -> None:
     """Re-apply the gate to new evidence, then list what changed against the baseline."""
@@ -457,8 +412,8 @@ def check_command(
         policy = replace(policy, pass_rate=suite.pass_rate, pass_when=suite.policy().pass_when)
     assessment = evidence_for(trials_path, suite, policy, agent_run)
     regression = check(baseline, assessment)
-    emit(assessment, fmt, output, {"check": regression_document(regression)}, regression)
-    if fmt == "text":
+    output.emit(assessment, {"check": regression_document(regression)}, regression)
+    if output.fmt == "text":
         _print_regression(regression)
     exit_after(assessment, agent_run, 1 if regression.regressed else None)
 
@@ -492,9 +447,7 @@ def _print_regression(regression: Regression) -> None:
     type=click.Path(dir_okay=False),
     help="Trials file or snapshot.",
 )
-@click.option(
-    "--suite", "suite_path", type=click.Path(dir_okay=False), help="Contract and targets."
-)
+@suite_option("Contract and targets.")
 @click.option(
     "--format",
     "fmt",

@@ -7,7 +7,7 @@ import re
 import signal
 import sys
 import threading
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
@@ -15,21 +15,23 @@ from typing import TYPE_CHECKING, NoReturn
 import click
 
 from ..errors import USAGE_EXIT, InputError, cli_option
+from ..flags import flag
 from ..sequential.rule import sequential_policy
 from ..stats import Method
 from ..suite import Suite
 from ..suite_file import load_suite
+from .flag_options import takes
 
 if TYPE_CHECKING:  # serve loads the receiver only when it runs, status gRPC only when it asks
     import grpc
 
     from ..receiver.service import ServeConfig, Service
     from ..v1.verdictgate_pb2 import Admission
-    from .options import OptionValue
 
 FORMATS = click.Choice(["text", "json", "junit", "markdown", "html"])
 _DURATION = re.compile(r"^(\d+(?:\.\d+)?)(ms|s|m|h|d)?$")
 _UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, None: 1.0}
+_PATH = click.Path(dir_okay=False)
 
 
 def parse_duration(value: str) -> float:
@@ -89,166 +91,148 @@ def _canary_suites(paths: tuple[str, ...]) -> dict[str, Suite]:
     return suites
 
 
+@dataclass(frozen=True)
+class ServeFlags:
+    """`serve`'s flags as given, in --help order; `_serve_config` checks and parses them."""
+
+    store_path: str = flag(
+        "verdictgate-store.sqlite",
+        "A SQLite file (WAL; one receiver), or postgresql://[user@]host[:port]/database to "
+        "share one PostgreSQL with other replicas (a password from the URL or the PG* "
+        "environment variables, never logged). A restart resumes every run; replicas take "
+        "over a dead one's.",
+        "--store",
+        show_default=True,
+    )
+    grpc_listen: str = flag("127.0.0.1:4317", "OTLP/gRPC and the query API.", show_default=True)
+    http_listen: str = flag(
+        "127.0.0.1:4318",
+        "OTLP/HTTP, the /v1/runs API and the pages for a browser (/, /runs/{id}).",
+        show_default=True,
+    )
+    token_file: str | None = flag(None, "Require `Authorization: Bearer <token>`.", type=_PATH)
+    tls_cert: str | None = flag(None, "PEM certificate chain (with --tls-key).", type=_PATH)
+    tls_key: str | None = flag(None, "PEM private key (with --tls-cert).", type=_PATH)
+    publish_endpoint: str | None = flag(
+        None,
+        "Publish admissions over OTLP/gRPC, e.g. back to the collector (http:// or https://). "
+        "They wait in the store's outbox until delivered; ingest never waits for this target.",
+        metavar="URL",
+    )
+    idle: str = flag(
+        "30s",
+        "Seconds without news after which a run is final (a canary's since its last trial, a "
+        "declared run's since its run span or last trial; a run of framework trials is final "
+        "only once complete and this idle). Longer than a sender's longest retry interval: "
+        "time while the store is away does not count. --grace is its old name.",
+        "--idle",
+        "--grace",
+        show_default=True,
+    )
+    window: str | None = flag(
+        None, "Also assess canary runs (no run span) every DURATION while they collect."
+    )
+    prometheus: str | None = flag(
+        None,
+        "Also serve the admission metrics for Prometheus to scrape (/metrics; a bare port "
+        "listens on the loopback interface; needs verdictgate[prometheus]; docs/alerting.md).",
+        "--prometheus-listen",
+        metavar="[HOST:]PORT",
+    )
+    canary_suite_paths: tuple[str, ...] = flag(
+        (),
+        "Judge canary runs (no run span) whose spans name this suite by its contract, cases "
+        'and policy (repeatable); with "method": "sequential" each is final as soon as the '
+        "rule decides it (docs/receiver.md).",
+        "--canary-suite",
+        type=_PATH,
+    )
+    max_request_bytes: int = flag(
+        16 << 20,
+        "Largest request body, after decompression; a larger one is refused (413).",
+        type=int,
+        show_default=True,
+    )
+    max_trials_per_run: int = flag(
+        1_000_000,
+        "Trials one run may hold; spans beyond are rejected (OTLP partial success).",
+        type=click.IntRange(min=1),
+        show_default=True,
+    )
+    decoders: int | None = flag(
+        None,
+        "Processes that decode requests beside the store (default: one if there are 2+ cores).",
+        type=int,
+    )
+    lease: str = flag(
+        "15s",
+        "With a PostgreSQL --store shared by replicas: how long this replica's heartbeat "
+        "(which holds every run it decides) or its claim on an admission to deliver holds "
+        "unless renewed. A dead replica's runs are taken over after about this long and a "
+        "third; a write waits a third of it at most for a row another replica holds, and a "
+        "transaction left idle a lease is ended by the server.",
+        metavar="DURATION",
+        show_default=True,
+    )
+    replica: str | None = flag(
+        None,
+        "This replica's name among those sharing a PostgreSQL --store (default: host, process "
+        "and a random part, so a restarted replica's runs wait for its old heartbeat to "
+        "lapse). A stable name, such as a StatefulSet pod's, takes its runs back at once "
+        "after a restart; two live replicas must never share one.",
+        metavar="NAME",
+    )
+    settle: str = flag(
+        "5s",
+        "How long a harness's verdictgate.trial span and the spans below it must be quiet "
+        "before its trial is derived from them (docs/frameworks.md).",
+        metavar="DURATION",
+        show_default=True,
+    )
+    max_hold: str = flag(
+        "2m",
+        "A trial whose spans never go quiet is settled this long after its trial span came, "
+        "from what has arrived (later spans are counted late).",
+        metavar="DURATION",
+        show_default=True,
+    )
+    max_held_spans: int = flag(
+        500_000,
+        "Framework spans held at most; beyond, the traces without a trial span quiet the "
+        "longest are let go first (counted).",
+        type=int,
+        show_default=True,
+    )
+    max_open_runs: int = flag(
+        100_000,
+        "Open runs this replica decides at most (each holds about 3 KiB and its trials in "
+        "memory); a request that would open more is refused with a retry hint until runs end.",
+        type=click.IntRange(min=1),
+        show_default=True,
+    )
+    retain: str | None = flag(
+        None,
+        "Delete runs finished longer ago than DURATION (e.g. 30d); default: keep every run.",
+        metavar="DURATION",
+    )
+    metric_suites: tuple[str, ...] = flag(
+        (),
+        "A suite whose name metrics may carry (repeatable); others go to the overflow series "
+        "(otel.metric.overflow=true). Default: the first --max-metric-suites suites seen.",
+        "--metric-suite",
+        metavar="NAME",
+    )
+    max_metric_suites: int = flag(
+        50,
+        "Distinct (suite, point) label pairs metrics carry when --metric-suite is not given.",
+        type=click.IntRange(min=1),
+        show_default=True,
+    )
+
+
 @click.command("serve")
-@click.option(
-    "--store",
-    "store_path",
-    default="verdictgate-store.sqlite",
-    show_default=True,
-    help="A SQLite file (WAL; one receiver), or postgresql://[user@]host[:port]/database to "
-    "share one PostgreSQL with other replicas (a password from the URL or the PG* environment "
-    "variables, never logged). A restart resumes every run; replicas take over a dead one's.",
-)
-@click.option(
-    "--grpc-listen",
-    default="127.0.0.1:4317",
-    show_default=True,
-    help="OTLP/gRPC and the query API.",
-)
-@click.option(
-    "--http-listen",
-    default="127.0.0.1:4318",
-    show_default=True,
-    help="OTLP/HTTP, the /v1/runs API and the pages for a browser (/, /runs/{id}).",
-)
-@click.option(
-    "--token-file", type=click.Path(dir_okay=False), help="Require `Authorization: Bearer <token>`."
-)
-@click.option(
-    "--tls-cert", type=click.Path(dir_okay=False), help="PEM certificate chain (with --tls-key)."
-)
-@click.option(
-    "--tls-key", type=click.Path(dir_okay=False), help="PEM private key (with --tls-cert)."
-)
-@click.option(
-    "--publish-endpoint",
-    metavar="URL",
-    help="Publish admissions over OTLP/gRPC, e.g. back to the collector (http:// or https://). "
-    "They wait in the store's outbox until delivered; ingest never waits for this target.",
-)
-@click.option(
-    "--idle",
-    "--grace",
-    "grace",
-    default="30s",
-    show_default=True,
-    help="Seconds without news after which a run is final (a canary's since its last trial, a "
-    "declared run's since its run span or last trial; a run of framework trials is final only "
-    "once complete and this idle). Longer than a sender's longest retry interval: time while "
-    "the store is away does not count. --grace is its old name.",
-)
-@click.option(
-    "--window", help="Also assess canary runs (no run span) every DURATION while they collect."
-)
-@click.option(
-    "--prometheus-listen",
-    "prometheus",
-    metavar="[HOST:]PORT",
-    help="Also serve the admission metrics for Prometheus to scrape (/metrics; a bare port "
-    "listens on the loopback interface; needs verdictgate[prometheus]; docs/alerting.md).",
-)
-@click.option(
-    "--canary-suite",
-    "canary_suite_paths",
-    multiple=True,
-    type=click.Path(dir_okay=False),
-    help="Judge canary runs (no run span) whose spans name this suite by its contract, cases and "
-    'policy (repeatable); with "method": "sequential" each is final as soon as the rule '
-    "decides it (docs/receiver.md).",
-)
-@click.option(
-    "--max-request-bytes",
-    type=int,
-    default=16 << 20,
-    show_default=True,
-    help="Largest request body, after decompression; a larger one is refused (413).",
-)
-@click.option(
-    "--max-trials-per-run",
-    type=click.IntRange(min=1),
-    default=1_000_000,
-    show_default=True,
-    help="Trials one run may hold; spans beyond are rejected (OTLP partial success).",
-)
-@click.option(
-    "--decoders",
-    type=int,
-    default=None,
-    help="Processes that decode requests beside the store (default: one if there are 2+ cores).",
-)
-@click.option(
-    "--lease",
-    metavar="DURATION",
-    default="15s",
-    show_default=True,
-    help="With a PostgreSQL --store shared by replicas: how long this replica's heartbeat (which "
-    "holds every run it decides) or its claim on an admission to deliver holds unless renewed. "
-    "A dead replica's runs are taken over after about this long and a third; a write waits a "
-    "third of it at most for a row another replica holds, and a transaction left idle a lease "
-    "is ended by the server.",
-)
-@click.option(
-    "--replica",
-    metavar="NAME",
-    default=None,
-    help="This replica's name among those sharing a PostgreSQL --store (default: host, process "
-    "and a random part, so a restarted replica's runs wait for its old heartbeat to lapse). A stable "
-    "name, such as a StatefulSet pod's, takes its runs back at once after a restart; two live "
-    "replicas must never share one.",
-)
-@click.option(
-    "--settle",
-    metavar="DURATION",
-    default="5s",
-    show_default=True,
-    help="How long a harness's verdictgate.trial span and the spans below it must be quiet "
-    "before its trial is derived from them (docs/frameworks.md).",
-)
-@click.option(
-    "--max-hold",
-    metavar="DURATION",
-    default="2m",
-    show_default=True,
-    help="A trial whose spans never go quiet is settled this long after its trial span came, "
-    "from what has arrived (later spans are counted late).",
-)
-@click.option(
-    "--max-held-spans",
-    type=int,
-    default=500_000,
-    show_default=True,
-    help="Framework spans held at most; beyond, the traces without a trial span quiet the "
-    "longest are let go first (counted).",
-)
-@click.option(
-    "--max-open-runs",
-    type=click.IntRange(min=1),
-    default=100_000,
-    show_default=True,
-    help="Open runs this replica decides at most (each holds about 3 KiB and its trials in "
-    "memory); a request that would open more is refused with a retry hint until runs end.",
-)
-@click.option(
-    "--retain",
-    metavar="DURATION",
-    help="Delete runs finished longer ago than DURATION (e.g. 30d); default: keep every run.",
-)
-@click.option(
-    "--metric-suite",
-    "metric_suites",
-    multiple=True,
-    metavar="NAME",
-    help="A suite whose name metrics may carry (repeatable); others go to the overflow series "
-    "(otel.metric.overflow=true). Default: the first --max-metric-suites suites seen.",
-)
-@click.option(
-    "--max-metric-suites",
-    type=click.IntRange(min=1),
-    default=50,
-    show_default=True,
-    help="Distinct (suite, point) label pairs metrics carry when --metric-suite is not given.",
-)
-def serve_command(**flags: OptionValue) -> None:
+@takes(ServeFlags, "flags")
+def serve_command(flags: ServeFlags) -> None:
     """Receive decision spans beside a collector; assess and publish each run."""
     import logging
 
@@ -285,7 +269,7 @@ def serve_command(**flags: OptionValue) -> None:
             )
 
 
-def _serve_config(flags: Mapping[str, OptionValue]) -> ServeConfig:
+def _serve_config(flags: ServeFlags) -> ServeConfig:
     """`serve`'s flags, checked and parsed once into a ServeConfig (durations, addresses,
     secrets and suite files read here; a bad one is an InputError naming its flag)."""
     from ..receiver.config import MIN_LEASE, ReceiverConfig
@@ -293,48 +277,43 @@ def _serve_config(flags: Mapping[str, OptionValue]) -> ServeConfig:
     from ..receiver.server import Tls
     from ..receiver.service import ServeConfig
 
-    cert, key, window, retain = (
-        flags["tls_cert"],
-        flags["tls_key"],
-        flags["window"],
-        flags["retain"],
-    )
+    cert, key, window, retain = flags.tls_cert, flags.tls_key, flags.window, flags.retain
     if (cert is None) != (key is None):
         raise click.UsageError("--tls-cert and --tls-key go together")
-    decoders = flags["decoders"]
-    lease = parse_duration(flags["lease"])
+    decoders = flags.decoders
+    lease = parse_duration(flags.lease)
     if lease < MIN_LEASE:
         raise click.UsageError(
             f"--lease must be at least {MIN_LEASE:g}s (a replica renews it every third, "
             "between its ticks)"
         )
     return ServeConfig(
-        store_path=flags["store_path"],
-        grpc_listen=":".join(_listen(flags["grpc_listen"], "--grpc-listen")),
-        http_listen=":".join(_listen(flags["http_listen"], "--http-listen")),
+        store_path=flags.store_path,
+        grpc_listen=":".join(_listen(flags.grpc_listen, "--grpc-listen")),
+        http_listen=":".join(_listen(flags.http_listen, "--http-listen")),
         receiver=ReceiverConfig(
-            idle=parse_duration(flags["grace"]),
+            idle=parse_duration(flags.idle),
             window=parse_duration(window) if window else None,
-            max_trials_per_run=flags["max_trials_per_run"],
+            max_trials_per_run=flags.max_trials_per_run,
             retain=parse_duration(retain) if retain else None,
-            settle=parse_duration(flags["settle"]),
+            settle=parse_duration(flags.settle),
             lease=lease,
-            replica=flags["replica"],
-            max_hold=parse_duration(flags["max_hold"]),
-            max_held_spans=flags["max_held_spans"],
-            max_open_runs=flags["max_open_runs"],
-            canary_suites=_canary_suites(flags["canary_suite_paths"]),
-            metric_suites=frozenset(flags["metric_suites"]) or None,
-            max_metric_suites=flags["max_metric_suites"],
+            replica=flags.replica,
+            max_hold=parse_duration(flags.max_hold),
+            max_held_spans=flags.max_held_spans,
+            max_open_runs=flags.max_open_runs,
+            canary_suites=_canary_suites(flags.canary_suite_paths),
+            metric_suites=frozenset(flags.metric_suites) or None,
+            max_metric_suites=flags.max_metric_suites,
         ),
         limits=Limits(
-            max_request_bytes=flags["max_request_bytes"],
+            max_request_bytes=flags.max_request_bytes,
             decoders=decoders if decoders is not None else min(1, (os.cpu_count() or 1) - 1),
         ),
-        token=_read_secret(flags["token_file"], "--token-file"),
-        tls=Tls(cert, key) if cert else None,
-        publish_endpoint=flags["publish_endpoint"],
-        prometheus=_scrape_address(flags["prometheus"]),
+        token=_read_secret(flags.token_file, "--token-file"),
+        tls=Tls(cert, key) if cert and key else None,
+        publish_endpoint=flags.publish_endpoint,
+        prometheus=_scrape_address(flags.prometheus),
     )
 
 
@@ -503,7 +482,7 @@ def status_command(
         _fail(_rpc_problem(error, endpoint, run_id, tls_ca))
     finally:
         channel.close()
-    from .options import deliver
+    from .reporting import deliver
 
     try:
         deliver(admission.report, output)

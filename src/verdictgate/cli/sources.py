@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable, Mapping
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, TypeVar
 
 import click
 
@@ -14,118 +12,71 @@ from ..assessment import Assessment, Isolation, Stopping
 from ..declaration import RunDeclaration
 from ..engine import assess, assess_in_rounds
 from ..evidence import Evidence
+from ..flags import flag
+from ..importers import Imported, ImportOptions
 from ..policy import Policy
 from ..reports.json_report import stopping_document
 from ..sequential.rule import sequential_policy
 from ..suite import Suite
 from ..trials_file import TrialWriter, read_trials
 from ..wire_types import JsonObject
-from .options import (
-    ISOLATIONS,
-    AgentRun,
-    OptionSpec,
-    PolicyOf,
-    emit,
-    evidence_for,
-    handles_errors,
-    output_options,
-    policy_options,
-    suite_from,
-    with_options,
-)
+from .agent_run import ISOLATIONS, AgentRun, evidence_for
+from .flag_options import group, suite_from, suite_option, takes, trials_option
+from .policy_flags import PolicyFlags
+from .reporting import Output, handles_errors
 
-if TYPE_CHECKING:  # the importers load only when a command reads another tool's file
-    from ..importers import Imported
-
-_F = TypeVar("_F", bound=Callable[..., object])
 TRIALS = "trials"
 """The source kind of `--trials`, beside the importers' (`importers.SOURCES`)."""
-
-
 _PATH = click.Path(dir_okay=False)
-_IMPORT_OPTIONS = (
-    OptionSpec.of(
-        "--agentverity",
-        type=_PATH,
-        help="An AgentVerity evidence file (agentverity.evidence/v2).",
-    ),
-    OptionSpec.of(
-        "--promptfoo",
-        type=_PATH,
-        help="A promptfoo export (`promptfoo eval -o results.json`, or JSON Lines).",
-    ),
-    OptionSpec.of("--deepeval", type=_PATH, help="A saved DeepEval test run (testCases)."),
-    OptionSpec.of(
-        "--jsonl",
-        type=_PATH,
-        help="JSON Lines from any harness (with --case-path and --decision-path).",
-    ),
-    OptionSpec.of(
-        "--otlp-json",
-        type=_PATH,
-        help="A collector `file` exporter capture: one OTLP/JSON export per line.",
-    ),
-    OptionSpec.of("--provider", help="promptfoo: the provider id or label to assess."),
-    OptionSpec.of("--prompt-id", help="promptfoo: the promptId to assess."),
-    OptionSpec.of(
-        "--decision-path",
-        help="Dotted path to the decision (in a JSON output, or a JSONL row).",
-    ),
-    OptionSpec.of(
-        "--case-by",
-        type=click.Choice(["prompt", "vars"]),
-        default="prompt",
-        show_default=True,
-        help="promptfoo: identify a case by its rendered prompt or by its vars.",
-    ),
-    OptionSpec.of(
-        "--input-var", help="promptfoo, with --case-by vars: the var that holds the input."
-    ),
-    OptionSpec.of(
-        "--expected-var",
-        help="promptfoo, without --suite: the var holding the expected route.",
-    ),
-    OptionSpec.of(
-        "--decision",
-        "decision_kind",
-        type=click.Choice(["output", "tools"]),
-        default="output",
-        show_default=True,
-        help="DeepEval: the decision is the actual output, or the tools called.",
-    ),
-    OptionSpec.of(
-        "--case-path",
-        help="JSONL: dotted path to the case (an id, or the input to fingerprint).",
-    ),
-    OptionSpec.of(
-        "--trial-path",
-        help="JSONL: dotted path to the trial index (default: order of appearance).",
-    ),
-    OptionSpec.of("--expected-path", help="JSONL: dotted path to the expected route."),
-    OptionSpec.of("--run-path", help="JSONL: dotted path to the run id."),
-)
-"""The options of `import_options`, in --help order."""
 
 
-def import_options(command: _F) -> _F:
-    """The evidence sources `assess` reads besides trial records, and how to read them."""
-    return with_options(command, _IMPORT_OPTIONS)
+@dataclass(frozen=True)
+class Sources:
+    """The evidence files `assess` and `convert` read besides trial records (a field for each
+    of `importers.SOURCES`), and how to read them (`reading`)."""
+
+    agentverity: str | None = flag(
+        None, "An AgentVerity evidence file (agentverity.evidence/v2).", type=_PATH
+    )
+    promptfoo: str | None = flag(
+        None,
+        "A promptfoo export (`promptfoo eval -o results.json`, or JSON Lines).",
+        type=_PATH,
+    )
+    deepeval: str | None = flag(None, "A saved DeepEval test run (testCases).", type=_PATH)
+    jsonl: str | None = flag(
+        None,
+        "JSON Lines from any harness (with --case-path and --decision-path).",
+        type=_PATH,
+    )
+    otlp_json: str | None = flag(
+        None, "A collector `file` exporter capture: one OTLP/JSON export per line.", type=_PATH
+    )
+    reading: ImportOptions = group(ImportOptions)
+
+    def given(self, trials_path: str | None) -> tuple[str, str]:
+        """The one evidence source the flags name: its kind (an importer's, or TRIALS for
+        --trials) and its path."""
+        from ..importers import SOURCES
+
+        named = [(TRIALS, trials_path), *((kind, getattr(self, kind)) for kind in SOURCES)]
+        given = [(kind, path) for kind, path in named if path is not None]
+        if len(given) != 1:
+            flags = ", ".join(f"--{kind.replace('_', '-')}" for kind in (TRIALS, *SOURCES))
+            raise click.UsageError(f"give exactly one of {flags}")
+        return given[0]
+
+    def read(self, kind: str, path: str, suite: Suite | None) -> Imported:
+        """Read the chosen source with the import options given beside it."""
+        from ..importers import read_source
+
+        return read_source(kind, path, self.reading, suite)
 
 
 @click.command("assess")
-@click.option(
-    "--trials",
-    "trials_path",
-    type=click.Path(dir_okay=False),
-    help="verdictgate.trials/v1 JSON Lines.",
-)
-@import_options
-@click.option(
-    "--suite",
-    "suite_path",
-    type=click.Path(dir_okay=False),
-    help="The suite to match cases to, with its contract (default: the file's own cases).",
-)
+@trials_option("verdictgate.trials/v1 JSON Lines.")
+@takes(Sources, "sources")
+@suite_option("The suite to match cases to, with its contract (default: the file's own cases).")
 @click.option(
     "--isolation",
     type=ISOLATIONS,
@@ -138,23 +89,22 @@ def import_options(command: _F) -> _F:
     help="Replay the trials round by round under the sequential rule (it replaces --method): "
     "where would a sequential run have stopped, and how many calls would it have saved?",
 )
-@policy_options
-@output_options
+@takes(PolicyFlags, "policy_flags")
+@takes(Output, "output")
 @handles_errors
 def assess_command(
     trials_path: str | None,
+    sources: Sources,
     suite_path: str | None,
     isolation: str | None,
     sequential: bool,
-    policy_of: PolicyOf,
-    fmt: str,
-    output: str | None,
-    **sources: str | None,
+    policy_flags: PolicyFlags,
+    output: Output,
 ) -> None:
     """Assess evidence collected elsewhere; makes no calls."""
-    kind, path = _source(sources, trials_path, trials_allowed=True)
+    kind, path = sources.given(trials_path)
     suite = suite_from(suite_path)
-    policy = policy_of(suite)
+    policy = policy_flags.policy(suite)
     if sequential:
         try:
             policy = sequential_policy(policy, suite)
@@ -164,14 +114,14 @@ def assess_command(
         assessment = evidence_for(path, suite, policy, AgentRun(isolation=isolation))
         evidence = read_trials(path)[0] if sequential else None
     else:
-        imported = _read(kind, path, sources, suite)
+        imported = sources.read(kind, path, suite)
         assessment = assess_imported(imported, path, suite, policy, isolation)
         evidence = imported.evidence if sequential else None
         suite = suite or Suite(name=Path(path).stem, cases=imported.cases)
     extra = None
     if evidence is not None:
         assessment, extra = _replayed(assessment, evidence, suite, policy)
-    emit(assessment, fmt, output, extra)
+    output.emit(assessment, extra)
     sys.exit(assessment.status.exit_code)
 
 
@@ -200,13 +150,8 @@ def _replayed(
 
 
 @click.command("convert")
-@click.option(
-    "--trials",
-    "trials_path",
-    type=click.Path(dir_okay=False),
-    help="A trials file to write again, normalised (one record per kept trial).",
-)
-@import_options
+@trials_option("A trials file to write again, normalised (one record per kept trial).")
+@takes(Sources, "sources")
 @click.option(
     "--to",
     "target",
@@ -215,28 +160,26 @@ def _replayed(
     show_default=True,
     help="The format to write: verdictgate.trials/v1.",
 )
-@click.option(
-    "--suite", "suite_path", type=click.Path(dir_okay=False), help="Match cases to a suite."
-)
+@suite_option("Match cases to a suite.")
 @click.option("--output", type=click.Path(dir_okay=False), help="Write here (default: stdout).")
 @handles_errors
 def convert_command(
-    target: str,
     trials_path: str | None,
+    sources: Sources,
+    target: str,
     suite_path: str | None,
     output: str | None,
-    **sources: str | None,
 ) -> None:
     """Write evidence as verdictgate.trials/v1, losslessly: every kept trial with its decision,
     evaluator verdict, latency, tier results and the run's isolation."""
-    kind, path = _source(sources, trials_path, trials_allowed=True)
+    kind, path = sources.given(trials_path)
     suite = suite_from(suite_path)
     if kind == TRIALS:
         evidence, summary = read_trials(path)
         name, point = summary.suite, summary.point
         isolation = evidence.declared_isolation()
     else:
-        imported = _read(kind, path, sources, suite)
+        imported = sources.read(kind, path, suite)
         evidence, isolation = imported.evidence, imported.isolation
         name, point = (suite.name, suite.point) if suite else (Path(path).stem, None)
     stream = open(output, "wb") if output else sys.stdout.buffer  # noqa: SIM115 - closed below
@@ -248,31 +191,6 @@ def convert_command(
         if output:
             stream.close()
     click.echo(f"verdictgate: wrote {writer.written} trials", err=True)
-
-
-def _source(
-    sources: Mapping[str, str | None], trials_path: str | None, *, trials_allowed: bool
-) -> tuple[str, str]:
-    """The one evidence source the flags name: its kind (an importer's, or TRIALS for --trials)
-    and its path."""
-    from ..importers import SOURCES
-
-    named = [(TRIALS, trials_path), *((kind, sources.get(kind)) for kind in SOURCES)]
-    given = [(kind, path) for kind, path in named if path is not None]
-    if len(given) != 1:
-        kinds = (TRIALS, *SOURCES) if trials_allowed else SOURCES
-        flags = ", ".join(f"--{kind.replace('_', '-')}" for kind in kinds)
-        raise click.UsageError(f"give exactly one of {flags}")
-    return given[0]
-
-
-def _read(kind: str, path: str, sources: Mapping[str, str | None], suite: Suite | None) -> Imported:
-    """Read the chosen source with the import options given beside it (those not given keep
-    their defaults)."""
-    from ..importers import SOURCES, ImportOptions, read_source
-
-    given = {k: v for k, v in sources.items() if k not in SOURCES and v is not None}
-    return read_source(kind, path, ImportOptions(**given), suite)
 
 
 def assess_imported(

@@ -17,6 +17,7 @@ from ..assessment import Isolation
 from ..errors import InputError, InvalidDecision, LabelOutOfBounds
 from ..evidence import Evidence
 from ..fingerprints import fingerprint_key
+from ..flags import flag
 from ..suite import Case, Suite
 from ..trial_model import Decision, decision_from_value
 from ..wire_types import JsonValue
@@ -34,19 +35,41 @@ class Imported:
 
 @dataclass(frozen=True)
 class ImportOptions:
-    """How to read a source; each importer uses the options that concern it."""
+    """How to read a source; each importer uses the options that concern it. Each field is
+    also a flag of `verdictgate assess` and `convert`."""
 
-    provider: str | None = None
-    prompt_id: str | None = None
-    decision_path: str | None = None
-    case_by: str = "prompt"
-    input_var: str | None = None
-    expected_var: str | None = None
-    decision_kind: str = "output"
-    case_path: str | None = None
-    trial_path: str | None = None
-    expected_path: str | None = None
-    run_path: str | None = None
+    provider: str | None = flag(None, "promptfoo: the provider id or label to assess.")
+    prompt_id: str | None = flag(None, "promptfoo: the promptId to assess.")
+    decision_path: str | None = flag(
+        None, "Dotted path to the decision (in a JSON output, or a JSONL row)."
+    )
+    case_by: str = flag(
+        "prompt",
+        "promptfoo: identify a case by its rendered prompt or by its vars.",
+        choices=("prompt", "vars"),
+        show_default=True,
+    )
+    input_var: str | None = flag(
+        None, "promptfoo, with --case-by vars: the var that holds the input."
+    )
+    expected_var: str | None = flag(
+        None, "promptfoo, without --suite: the var holding the expected route."
+    )
+    decision_kind: str = flag(
+        "output",
+        "DeepEval: the decision is the actual output, or the tools called.",
+        "--decision",
+        choices=("output", "tools"),
+        show_default=True,
+    )
+    case_path: str | None = flag(
+        None, "JSONL: dotted path to the case (an id, or the input to fingerprint)."
+    )
+    trial_path: str | None = flag(
+        None, "JSONL: dotted path to the trial index (default: order of appearance)."
+    )
+    expected_path: str | None = flag(None, "JSONL: dotted path to the expected route.")
+    run_path: str | None = flag(None, "JSONL: dotted path to the run id.")
 
 
 def pick(value: JsonValue, dotted: str) -> JsonValue:

@@ -38,9 +38,10 @@ from .agent_run import AGENT_REQUIRED, AgentRun, evidence_for, exit_after
 from .calibrate import calibrate_command
 from .flag_options import OptionValue, suite_from, suite_option, takes, trials_option
 from .policy_flags import PolicyFlags, policy_for
-from .receiver import serve_command, status_command
+from .receiver import serve_command
 from .reporting import FORMATS, Output, emit, fail, handles_errors
 from .sources import assess_command, convert_command
+from .status import status_command
 
 if TYPE_CHECKING:  # compare loads only when a command compares
     from ..drift import Comparison, Difference, Summary

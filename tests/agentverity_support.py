@@ -17,11 +17,20 @@ EVIDENCE = {
     "layer": "verdict",
     "cases": [
         {"input": "approve me", "expected": "approve", "observations": ["approve"] * 6},
-        {"input": "deny me", "expected": "deny", "observations": ["deny", "deny", "deny", "review"], "errors": 2},
-        {"input": "unsure", "expected": "review",
-         "observations": [{"kind": "no_decision", "reason": "refused"}] * 2 + [["lookup", "review"]] * 2},
+        {
+            "input": "deny me",
+            "expected": "deny",
+            "observations": ["deny", "deny", "deny", "review"],
+            "errors": 2,
+        },
+        {
+            "input": "unsure",
+            "expected": "review",
+            "observations": [{"kind": "no_decision", "reason": "refused"}] * 2
+            + [["lookup", "review"]] * 2,
+        },
     ],
-}  # fmt: skip
+}
 """A small AgentVerity evidence file: observations, errors, no-decisions and a tool path."""
 
 
@@ -31,10 +40,15 @@ def agentverity() -> Path:
     if not binary.exists():
         subprocess.run([sys.executable, "-m", "venv", str(VENV)], check=True)
         subprocess.run(
-            [str(VENV / "bin" / "pip"), "install", "--quiet", "--disable-pip-version-check",
-             f"agentverity=={AGENTVERITY_VERSION}"],
+            [
+                str(VENV / "bin" / "pip"),
+                "install",
+                "--quiet",
+                "--disable-pip-version-check",
+                f"agentverity=={AGENTVERITY_VERSION}",
+            ],
             check=True,
-        )  # fmt: skip
+        )
     return binary
 
 

@@ -50,9 +50,9 @@ def boundaries(rule: Rule, tolerance: float, largest: int) -> list[tuple[int, in
 
 
 @lru_cache(maxsize=16)
-def worst_errors(method: Method, tolerance: float, largest: int) -> tuple[
-    tuple[float, int], tuple[float, int]
-]:  # fmt: skip
+def worst_errors(
+    method: Method, tolerance: float, largest: int
+) -> tuple[tuple[float, int], tuple[float, int]]:
     """(worst false "deterministic", at n), (worst false "stochastic", at n) over n = 1..largest,
     at a true change rate of exactly the tolerance: the worst case of either, since the chance
     of x <= d falls as the rate rises and that of x >= s falls as it drops."""

@@ -35,17 +35,24 @@ def start_collector(binary: str, forward_to: int, log: Path) -> tuple[subprocess
     port = free_port()
     process = subprocess.Popen(
         [
-            binary, "start",
-            "--otlp-grpc-endpoint", f"127.0.0.1:{port}",
-            "--otlp-http-endpoint", f"127.0.0.1:{free_port()}",
-            "--exporter", "otlp",
-            "--otlp-exporter-endpoint", f"http://127.0.0.1:{forward_to}",
-            "--batch-timeout", "10ms",
-            "--otlp-exporter-retry-max-elapsed-time", "120s",
+            binary,
+            "start",
+            "--otlp-grpc-endpoint",
+            f"127.0.0.1:{port}",
+            "--otlp-http-endpoint",
+            f"127.0.0.1:{free_port()}",
+            "--exporter",
+            "otlp",
+            "--otlp-exporter-endpoint",
+            f"http://127.0.0.1:{forward_to}",
+            "--batch-timeout",
+            "10ms",
+            "--otlp-exporter-retry-max-elapsed-time",
+            "120s",
         ],
         stdout=log.open("w"),
         stderr=subprocess.STDOUT,
-    )  # fmt: skip
+    )
     deadline = time.monotonic() + 20
     while time.monotonic() < deadline:
         with socket.socket() as probe:
@@ -87,8 +94,11 @@ class RetryingRelay:
 
     def _forward(self) -> None:
         channel = grpc.insecure_channel(self._target)
-        export = channel.unary_unary(f"/{TRACE_SERVICE}/Export", request_serializer=None,
-                                     response_deserializer=ExportTraceServiceResponse.FromString)  # fmt: skip
+        export = channel.unary_unary(
+            f"/{TRACE_SERVICE}/Export",
+            request_serializer=None,
+            response_deserializer=ExportTraceServiceResponse.FromString,
+        )
         while not self._stop.is_set():
             try:
                 body = self.queue.get(timeout=0.1)

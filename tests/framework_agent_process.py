@@ -24,8 +24,11 @@ SCRIPT = {
     "Your service is a disgrace": [["escalate"], ["escalate"], ["escalate"], ["refund"]],
     "Where is my order?": [["lookup", "refund"], ["lookup"]],
 }
-EXPECTED = {"I was charged twice": "refund", "Your service is a disgrace": "escalate",
-            "Where is my order?": "lookup"}  # fmt: skip
+EXPECTED = {
+    "I was charged twice": "refund",
+    "Your service is a disgrace": "escalate",
+    "Where is my order?": "lookup",
+}
 CASES = {text: f"c{n}" for n, text in enumerate(SCRIPT)}
 
 
@@ -40,8 +43,14 @@ def main(endpoint: str, run: str, repeats: int, pause: float = 0.0) -> None:
     factory = strands_factory(SCRIPT)
     for index in range(repeats):
         for text, case in CASES.items():
-            with verdictgate.trial_span(run=run, case=case, index=index, decision="tools",
-                                        expected=EXPECTED[text], suite="support"):  # fmt: skip
+            with verdictgate.trial_span(
+                run=run,
+                case=case,
+                index=index,
+                decision="tools",
+                expected=EXPECTED[text],
+                suite="support",
+            ):
                 factory()(text)
             time.sleep(pause)  # a steady stream, for a test that interrupts it
     provider.shutdown()

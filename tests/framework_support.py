@@ -169,8 +169,12 @@ def langgraph_factory(script: Script) -> Callable[[], Any]:
         def billing(state: State) -> dict:
             if any(getattr(m, "type", "") == "tool" for m in state["messages"]):
                 return {"messages": [AIMessage(content=SECRET_OUTPUT)]}
-            call = {"name": "refund", "args": {"account": SECRET_ARGUMENT}, "id": "call-1",
-                    "type": "tool_call"}  # fmt: skip
+            call = {
+                "name": "refund",
+                "args": {"account": SECRET_ARGUMENT},
+                "id": "call-1",
+                "type": "tool_call",
+            }
             model = ScriptedChat(responses=[AIMessage(content="", tool_calls=[call])])
             return {"messages": [model.invoke(state["messages"])]}
 
@@ -218,28 +222,46 @@ def openai_agents_factory(script: Script) -> Callable[[], Any]:
     turns = Turns(script)
 
     def call(name: str, arguments: dict) -> Any:
-        return ResponseFunctionToolCall(type="function_call", id=f"fc-{name}", call_id=f"c-{name}",
-                                        name=name, arguments=json.dumps(arguments),
-                                        status="completed")  # fmt: skip
+        return ResponseFunctionToolCall(
+            type="function_call",
+            id=f"fc-{name}",
+            call_id=f"c-{name}",
+            name=name,
+            arguments=json.dumps(arguments),
+            status="completed",
+        )
 
     def say(text: str) -> Any:
         content = [ResponseOutputText(type="output_text", text=text, annotations=[])]
-        return ResponseOutputMessage(type="message", id="msg", role="assistant",
-                                     status="completed", content=content)  # fmt: skip
+        return ResponseOutputMessage(
+            type="message", id="msg", role="assistant", status="completed", content=content
+        )
 
     class ScriptedModel(Model):
         def __init__(self, role: str) -> None:
             self.role = role
             self.calls = 0
 
-        async def get_response(self, system_instructions, input, model_settings, tools,  # type: ignore[no-untyped-def]
-                               output_schema, handoffs, tracing, **kwargs):  # fmt: skip
+        async def get_response(
+            self,
+            system_instructions,
+            input,
+            model_settings,
+            tools,  # type: ignore[no-untyped-def]
+            output_schema,
+            handoffs,
+            tracing,
+            **kwargs,
+        ):
             self.calls += 1
             if self.role == "triage":
                 text = input if isinstance(input, str) else input[0]["content"]
                 target = turns.route(text)
-                output = [say(SECRET_OUTPUT)] if target == "none" else [
-                    call(f"transfer_to_{target}", {})]  # fmt: skip
+                output = (
+                    [say(SECRET_OUTPUT)]
+                    if target == "none"
+                    else [call(f"transfer_to_{target}", {})]
+                )
             elif self.role == "billing" and self.calls == 1:
                 output = [call("refund", {"account": SECRET_ARGUMENT})]
             else:
@@ -256,11 +278,16 @@ def openai_agents_factory(script: Script) -> Callable[[], Any]:
         return SECRET_OUTPUT
 
     def factory() -> Any:
-        billing = Agent(name="billing", instructions="Billing.", model=ScriptedModel("billing"),
-                        tools=[refund])  # fmt: skip
+        billing = Agent(
+            name="billing", instructions="Billing.", model=ScriptedModel("billing"), tools=[refund]
+        )
         support = Agent(name="support", instructions="Support.", model=ScriptedModel("support"))
-        return Agent(name="triage", instructions="Triage.", model=ScriptedModel("triage"),
-                     handoffs=[billing, support])  # fmt: skip
+        return Agent(
+            name="triage",
+            instructions="Triage.",
+            model=ScriptedModel("triage"),
+            handoffs=[billing, support],
+        )
 
     return factory
 

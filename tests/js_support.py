@@ -37,8 +37,13 @@ def js_client() -> tuple[str, Path]:
         staging = Path(tempfile.mkdtemp(prefix="js-client-", dir=work.parent))
         for name in ("package.json", "package-lock.json"):
             shutil.copy(CLIENT / name, staging / name)
-        subprocess.run([npm, "ci", "--no-audit", "--no-fund", "--loglevel=error"], cwd=staging,
-                       check=True, capture_output=True, timeout=600)  # fmt: skip
+        subprocess.run(
+            [npm, "ci", "--no-audit", "--no-fund", "--loglevel=error"],
+            cwd=staging,
+            check=True,
+            capture_output=True,
+            timeout=600,
+        )
         try:
             staging.rename(work)
         except OSError:  # another run installed it first

@@ -29,9 +29,12 @@ def run_spans(run_id: str, flips: bool) -> list:
     provider = TracerProvider()
     provider.add_span_processor(SimpleSpanProcessor(memory))
     with evaluation_run(
-        run_id=run_id, suite=REFUND_SUITE, policy=Policy(tolerance=0.15), planned_trials=12,
+        run_id=run_id,
+        suite=REFUND_SUITE,
+        policy=Policy(tolerance=0.15),
+        planned_trials=12,
         tracer_provider=provider,
-    ):  # fmt: skip
+    ):
         for case, route in (("c1", "approve"), ("c2", "deny")):
             for index in range(6):
                 with (

@@ -68,10 +68,25 @@ class Cluster:
 
     def start(self) -> None:
         started = subprocess.run(
-            _as_server_user([self._pg_ctl, "-D", str(self._data), "-l", str(self._log),
-                             "-o", self._options, "-w", "-t", "60", "start"]),
-            capture_output=True, text=True, timeout=120,
-        )  # fmt: skip
+            _as_server_user(
+                [
+                    self._pg_ctl,
+                    "-D",
+                    str(self._data),
+                    "-l",
+                    str(self._log),
+                    "-o",
+                    self._options,
+                    "-w",
+                    "-t",
+                    "60",
+                    "start",
+                ]
+            ),
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         if started.returncode != 0:
             server_log = self._log.read_text() if self._log.exists() else ""
             raise RuntimeError(f"PostgreSQL did not start: {started.stderr}\n{server_log}")
@@ -102,8 +117,9 @@ class Cluster:
         """Stop the server (`immediate`: as a crash does, no checkpoint, every session cut)."""
         subprocess.run(
             _as_server_user([self._pg_ctl, "-D", str(self._data), "-m", mode, "-w", "stop"]),
-            capture_output=True, timeout=120,
-        )  # fmt: skip
+            capture_output=True,
+            timeout=120,
+        )
 
 
 def _processes() -> list[int]:

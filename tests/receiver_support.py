@@ -43,9 +43,13 @@ def span(name: str, attributes: dict) -> Span:
 
 def decision_span(run: str, case: str, index: int, verdict, expected: str | None = None) -> Span:
     attributes = {
-        names.RUN_ID: run, names.CASE_ID: case, names.TRIAL: index, names.POINT: "approval_gate",
-        names.SUITE: "gate", **decision_attributes(verdict, "Boom"),
-    }  # fmt: skip
+        names.RUN_ID: run,
+        names.CASE_ID: case,
+        names.TRIAL: index,
+        names.POINT: "approval_gate",
+        names.SUITE: "gate",
+        **decision_attributes(verdict, "Boom"),
+    }
     if expected:
         attributes[names.CASE_EXPECTED] = expected
     return span("decide approval_gate", attributes)
@@ -153,25 +157,53 @@ class Trace:
         return span
 
 
-def strands_trial(number: int, run: str, case: str, index: int, tools: list[str],
-                  rule: str = "tools", failing: str | None = None,
-                  agent_failed: bool = False, start: int | None = None) -> list[Span]:  # fmt: skip
+def strands_trial(
+    number: int,
+    run: str,
+    case: str,
+    index: int,
+    tools: list[str],
+    rule: str = "tools",
+    failing: str | None = None,
+    agent_failed: bool = False,
+    start: int | None = None,
+) -> list[Span]:
     trace = Trace(number)
     harness = trace.add(
-        names.TRIAL_SPAN, None, 1,
-        **{names.RUN_ID: run, names.CASE_ID: case, names.TRIAL: index,
-           names.CASE_EXPECTED: "refund", names.DECISION_RULE: rule, names.SUITE: "support"},
-    )  # fmt: skip
-    agent = trace.add("invoke_agent support", harness, 2, error=agent_failed,
-                      **{"gen_ai.operation.name": "invoke_agent",
-                         "gen_ai.agent.name": "support"})  # fmt: skip
+        names.TRIAL_SPAN,
+        None,
+        1,
+        **{
+            names.RUN_ID: run,
+            names.CASE_ID: case,
+            names.TRIAL: index,
+            names.CASE_EXPECTED: "refund",
+            names.DECISION_RULE: rule,
+            names.SUITE: "support",
+        },
+    )
+    agent = trace.add(
+        "invoke_agent support",
+        harness,
+        2,
+        error=agent_failed,
+        **{"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "support"},
+    )
     cycle = trace.add("execute_event_loop_cycle", agent, 3)
-    trace.add("chat", cycle, 4, **{"gen_ai.operation.name": "chat",
-                                   "gen_ai.input.messages": "secret words"})  # fmt: skip
+    trace.add(
+        "chat",
+        cycle,
+        4,
+        **{"gen_ai.operation.name": "chat", "gen_ai.input.messages": "secret words"},
+    )
     for n, tool in enumerate(tools):
-        trace.add(f"execute_tool {tool}", cycle, 10 + n if start is None else start,
-                  error=tool == failing,
-                  **{"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": tool})  # fmt: skip
+        trace.add(
+            f"execute_tool {tool}",
+            cycle,
+            10 + n if start is None else start,
+            error=tool == failing,
+            **{"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": tool},
+        )
     return trace.spans
 
 

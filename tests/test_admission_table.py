@@ -57,10 +57,13 @@ answers = st.lists(st.sampled_from([*ROUTES, "escalate", None]), min_size=1, max
 
 
 @settings(max_examples=60, deadline=None)
-@given(st.dictionaries(st.sampled_from([f"c{n}" for n in range(6)]), answers, max_size=6),
-       st.sampled_from([Contract(set(ROUTES), targets={"deny": 0.2}, minimum_cases={"review": 2}),
-                        Contract()]),
-       st.sampled_from(Claim))  # fmt: skip
+@given(
+    st.dictionaries(st.sampled_from([f"c{n}" for n in range(6)]), answers, max_size=6),
+    st.sampled_from(
+        [Contract(set(ROUTES), targets={"deny": 0.2}, minimum_cases={"review": 2}), Contract()]
+    ),
+    st.sampled_from(Claim),
+)
 def test_status_next_steps_and_checks_come_from_the_table(table, contract, claim):
     trials = [
         Trial(case, index, answer, "r", ROUTES[int(case[1:]) % 3], None if answer else "Boom")
@@ -70,9 +73,12 @@ def test_status_next_steps_and_checks_come_from_the_table(table, contract, claim
     assessment = assess(trials, Suite("s", "p", (), contract), Policy(tolerance=0.2, claim=claim))
     effects = {RULE_OF[code].effect for code in assessment.reason_codes}
     want = (
-        Status.REJECTED if Status.REJECTED in effects
-        else Status.INCONCLUSIVE if effects else Status.QUALIFIED
-    )  # fmt: skip
+        Status.REJECTED
+        if Status.REJECTED in effects
+        else Status.INCONCLUSIVE
+        if effects
+        else Status.QUALIFIED
+    )
     assert assessment.status is want
     for code in assessment.reason_codes:  # every step a fired row asks for is there
         assert set(RULE_OF[code].next_steps(assessment)) <= set(assessment.next_steps)

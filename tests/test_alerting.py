@@ -53,11 +53,16 @@ def finished_run(receiver: Receiver, run: str, flipping: bool, trials: int = 40)
     flips on every pair if asked."""
     routes = ["approve", "deny"]
     spans = [
-        decision_span(run, f"c{c}", i, "deny" if flipping and c == 0 and i % 2 else routes[c % 2],
-                      routes[c % 2])
+        decision_span(
+            run,
+            f"c{c}",
+            i,
+            "deny" if flipping and c == 0 and i % 2 else routes[c % 2],
+            routes[c % 2],
+        )
         for c in range(4)
         for i in range(trials)
-    ]  # fmt: skip
+    ]
     receiver.ingest(extract_protobuf(request(spans).SerializeToString()))
     receiver.tick()  # an idle period of 0: final at the first tick
     assert receiver.flush()
@@ -94,8 +99,9 @@ def test_every_metrics_endpoint_the_alerting_examples_show_is_on_loopback() -> N
     listens = re.findall(r"--prometheus-listen ([\d.:]+)", DOCS.read_text())  # examples, not syntax
     assert listens and all(re.fullmatch(r"(127\.0\.0\.1:)?\d+", value) for value in listens)
     scraping = yaml.safe_load((RULES_DIR / "prometheus.yaml").read_text())
-    targets = [t for job in scraping["scrape_configs"] for c in job["static_configs"]
-               for t in c["targets"]]  # fmt: skip
+    targets = [
+        t for job in scraping["scrape_configs"] for c in job["static_configs"] for t in c["targets"]
+    ]
     assert targets and all(target.startswith("127.0.0.1:") for target in targets)
 
 
@@ -139,8 +145,11 @@ def test_every_name_a_rule_uses_is_exported_and_documented() -> None:
     assert rule_names(broken, labels)[0] - metrics == {"verdictgate_admissions"}  # caught
     docs = DOCS.read_text()
     alerts = {rule["alert"] for rule in yaml.safe_load(RULES.read_text())["groups"][0]["rules"]}
-    assert alerts == {"VerdictgateRunRejected", "VerdictgateRunInconclusive",
-                      "VerdictgateCanarySilent"}  # fmt: skip
+    assert alerts == {
+        "VerdictgateRunRejected",
+        "VerdictgateRunInconclusive",
+        "VerdictgateCanarySilent",
+    }
     for name in alerts | metrics | used_labels | {"verdictgate_route"}:
         if name.startswith(("verdictgate", "Verdictgate")):
             assert f"`{name}`" in docs, name
@@ -150,10 +159,18 @@ def test_the_canary_example_serves_its_admission_to_prometheus() -> None:
     """The in-process path: a PrometheusMetricReader on the canary's own MeterProvider."""
     port = free_port()
     canary = subprocess.Popen(
-        [sys.executable, str(EXAMPLES / "otel_canary.py"), "--prometheus-port", str(port),
-         "--every", "1"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
+        [
+            sys.executable,
+            str(EXAMPLES / "otel_canary.py"),
+            "--prometheus-port",
+            str(port),
+            "--every",
+            "1",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert canary.stdout is not None and ": qualified" in canary.stdout.readline()
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as page:
@@ -248,8 +265,11 @@ def test_the_scrape_port_is_bounded_and_scrapes_never_hold_what_admissions_take(
         for sock in idle:
             sock.settimeout(5)
         receiver = Receiver(Store(), config=ReceiverConfig(idle=0.0), scrape=endpoint)
-        spans = [decision_span("r1", f"c{c}", i, "approve", "approve") for c in range(2)
-                 for i in range(2)]  # fmt: skip
+        spans = [
+            decision_span("r1", f"c{c}", i, "approve", "approve")
+            for c in range(2)
+            for i in range(2)
+        ]
         receiver.ingest(extract_protobuf(request(spans).SerializeToString()))
         receiver.tick()
         assert receiver.flush()

@@ -83,8 +83,9 @@ def wait_for(condition, what: str, deadline: float, logs: list[Path]):
     pytest.fail(f"timed out waiting for {what}\n{tails}")
 
 
-def next_alert(alerts: queue.Queue, seen: list, name: str, status: str, deadline: float,
-               logs: list[Path]):  # fmt: skip
+def next_alert(
+    alerts: queue.Queue, seen: list, name: str, status: str, deadline: float, logs: list[Path]
+):
     """The first alert `name` in `status` the webhook received, waiting for it; `seen` keeps
     every alert received, so that none is lost to a wait for another."""
 
@@ -102,12 +103,24 @@ def next_alert(alerts: queue.Queue, seen: list, name: str, status: str, deadline
 def run_router(router: str, grpc_port: int, run_id: str, expected_exit: int) -> None:
     """A run of the demo suite, its spans sent to the receiver."""
     result = subprocess.run(
-        [str(Path(sys.executable).parent / "verdictgate"), "run", "--agent",
-         f"{EXAMPLES / 'payment_router.py'}:{router}", "--suite",
-         str(EXAMPLES / "payment_suite.json"), "--isolation", "fresh-instance",
-         "--otlp-endpoint", f"http://127.0.0.1:{grpc_port}", "--run-id", run_id],
-        capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+        [
+            str(Path(sys.executable).parent / "verdictgate"),
+            "run",
+            "--agent",
+            f"{EXAMPLES / 'payment_router.py'}:{router}",
+            "--suite",
+            str(EXAMPLES / "payment_suite.json"),
+            "--isolation",
+            "fresh-instance",
+            "--otlp-endpoint",
+            f"http://127.0.0.1:{grpc_port}",
+            "--run-id",
+            run_id,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert result.returncode == expected_exit, result.stderr
 
 
@@ -127,15 +140,29 @@ def test_a_rejected_canary_pages_a_qualified_one_resolves_and_a_silent_one_pages
                 hook["url"] = f"http://127.0.0.1:{hook_port}/"
         routing["route"].update(group_wait="1s", group_interval="1s")  # seconds, not minutes
         (tmp_path / "alertmanager.yaml").write_text(yaml.safe_dump(routing))
-        serve = [str(Path(sys.executable).parent / "verdictgate"), "serve", "--store",
-                 str(tmp_path / "store.sqlite"), "--grpc-listen", "127.0.0.1:0",
-                 "--http-listen", "127.0.0.1:0", "--prometheus-listen", "0", "--idle", "5s"]  # fmt: skip
+        serve = [
+            str(Path(sys.executable).parent / "verdictgate"),
+            "serve",
+            "--store",
+            str(tmp_path / "store.sqlite"),
+            "--grpc-listen",
+            "127.0.0.1:0",
+            "--http-listen",
+            "127.0.0.1:0",
+            "--prometheus-listen",
+            "0",
+            "--idle",
+            "5s",
+        ]
         with process(serve, logs[0]):
             ports = wait_for(
-                lambda: re.search(r"grpc [\d.]+:(\d+).*Prometheus metrics on [\d.]+:(\d+)",
-                                  logs[0].read_text()),
-                "the receiver to listen", deadline, logs,
-            )  # fmt: skip
+                lambda: re.search(
+                    r"grpc [\d.]+:(\d+).*Prometheus metrics on [\d.]+:(\d+)", logs[0].read_text()
+                ),
+                "the receiver to listen",
+                deadline,
+                logs,
+            )
             grpc_port, metrics_port = int(ports.group(1)), int(ports.group(2))
             assert listening_hosts(metrics_port) == {"127.0.0.1"}  # a bare port: loopback
             scraping = yaml.safe_load((RULES_DIR / "prometheus.yaml").read_text())
@@ -149,14 +176,27 @@ def test_a_rejected_canary_pages_a_qualified_one_resolves_and_a_silent_one_pages
             ]
             (tmp_path / "prometheus.yaml").write_text(yaml.safe_dump(scraping))
             with (
-                process([alertmanager, f"--config.file={tmp_path / 'alertmanager.yaml'}",
-                         f"--storage.path={tmp_path / 'am'}", "--cluster.listen-address=",
-                         f"--web.listen-address=127.0.0.1:{alertmanager_port}"], logs[2]),
-                process([prometheus, f"--config.file={tmp_path / 'prometheus.yaml'}",
-                         f"--storage.tsdb.path={tmp_path / 'tsdb'}",
-                         f"--web.listen-address=127.0.0.1:{prometheus_port}",
-                         "--rules.alert.resend-delay=1s"], logs[1]),
-            ):  # fmt: skip
+                process(
+                    [
+                        alertmanager,
+                        f"--config.file={tmp_path / 'alertmanager.yaml'}",
+                        f"--storage.path={tmp_path / 'am'}",
+                        "--cluster.listen-address=",
+                        f"--web.listen-address=127.0.0.1:{alertmanager_port}",
+                    ],
+                    logs[2],
+                ),
+                process(
+                    [
+                        prometheus,
+                        f"--config.file={tmp_path / 'prometheus.yaml'}",
+                        f"--storage.tsdb.path={tmp_path / 'tsdb'}",
+                        f"--web.listen-address=127.0.0.1:{prometheus_port}",
+                        "--rules.alert.resend-delay=1s",
+                    ],
+                    logs[1],
+                ),
+            ):
                 run_router("flipping_router", grpc_port, "canary-1", expected_exit=1)
                 seen: list = []
                 fired = next_alert(alerts, seen, "VerdictgateRunRejected", "firing", deadline, logs)

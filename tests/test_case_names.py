@@ -27,16 +27,23 @@ def records(run: str, names: list[str], pairs: int = 13, **extra) -> list[dict]:
         route = ROUTES[number % 3]
         fields = {field: values[number] for field, values in extra.items()}
         lines += [
-            {"run": run, "case": name, "trial": index, "outcome": "decision", "verdict": route,
-             **fields}
+            {
+                "run": run,
+                "case": name,
+                "trial": index,
+                "outcome": "decision",
+                "verdict": route,
+                **fields,
+            }
             for index in range(2 * pairs)
-        ]  # fmt: skip
+        ]
     return lines
 
 
 def population(cli, write, lines: list[dict]) -> tuple[dict, int]:
-    result = cli("assess", "--trials", write("t.jsonl", lines), "--claim", "population",
-                 "--format", "json")  # fmt: skip
+    result = cli(
+        "assess", "--trials", write("t.jsonl", lines), "--claim", "population", "--format", "json"
+    )
     return report_of(result), result.exit_code
 
 
@@ -95,7 +102,10 @@ def test_unkeyed_and_keyed_fingerprints_of_the_same_inputs_are_not_more_cases(cl
         cli, write, records("a", unkeyed) + records("b", keyed, key_id=[key] * 40)
     )
     assert (report["population"]["cases"], exit_code) == (40, 3)
-    schemes = {(s["scheme"], s["key_id"]): s["cases"] for s in report["population"]["case_names"]["schemes"]}  # fmt: skip
+    schemes = {
+        (s["scheme"], s["key_id"]): s["cases"]
+        for s in report["population"]["case_names"]["schemes"]
+    }
     assert schemes == {("unkeyed", None): 40, ("keyed", key): 40}
     assert "mixed_case_names" in codes_of(report)
 
@@ -157,10 +167,16 @@ def named_runs(draw, every_name: bool) -> tuple[int, list[Trial]]:
             linked = set(others) if every_name else draw(st.sets(st.sampled_from(others)))
             aliases = tuple(name_of(k, number, texts[number], key) for k in sorted(linked))
             trials += [
-                Trial(name_of(kind, number, texts[number], key), index, ROUTES[number % 3], run,
-                      aliases=aliases, key_id=key_id(key) if recorded else None)
+                Trial(
+                    name_of(kind, number, texts[number], key),
+                    index,
+                    ROUTES[number % 3],
+                    run,
+                    aliases=aliases,
+                    key_id=key_id(key) if recorded else None,
+                )
                 for index in range(2)
-            ]  # fmt: skip
+            ]
     return len(used), trials
 
 

@@ -58,10 +58,16 @@ def test_a_body_over_its_limit_is_413_however_it_is_cut(chunks, data):
 
 @pytest.mark.parametrize(
     "data",
-    [b"zz\r\n", b"2\r\nabc\r\n", b"3\r\nabcX", b"1;" + b"e" * 5000, b"-1\r\n",
-     b"0\r\n" + b"T: v\r\n" * 40 + b"\r\n"],
+    [
+        b"zz\r\n",
+        b"2\r\nabc\r\n",
+        b"3\r\nabcX",
+        b"1;" + b"e" * 5000,
+        b"-1\r\n",
+        b"0\r\n" + b"T: v\r\n" * 40 + b"\r\n",
+    ],
     ids=["not-hex", "long-chunk", "no-line-end", "long-line", "negative", "many-trailers"],
-)  # fmt: skip
+)
 def test_malformed_framing_is_400(data):
     decoder = ChunkedBody(limit=1 << 20)
     with pytest.raises(HttpError) as refused:

@@ -108,8 +108,15 @@ def test_an_unreachable_otlp_endpoint_is_refused_before_any_call(cli, files, tmp
         f"def make():\n    def call(text):\n        open({str(calls)!r}, 'a').write('x')\n"
         "        return 'approve'\n    return call\n"
     )
-    result = cli("run", "--suite", files["suite"], "--agent", f"{agent}:make",
-                 "--otlp-endpoint", f"http://127.0.0.1:{port}")  # fmt: skip
+    result = cli(
+        "run",
+        "--suite",
+        files["suite"],
+        "--agent",
+        f"{agent}:make",
+        "--otlp-endpoint",
+        f"http://127.0.0.1:{port}",
+    )
     assert result.exit_code == 2 and f"cannot connect to 127.0.0.1:{port}" in result.stderr
     assert not calls.exists()
 
@@ -123,8 +130,15 @@ def test_a_run_whose_spans_a_receiver_refuses_says_so_and_exits_2(cli, files, mo
     monkeypatch.delenv("OTEL_EXPORTER_OTLP_HEADERS", raising=False)
     router = Path(__file__).resolve().parents[1] / "examples" / "payment_router.py"
     with running_server(token="s3cret") as server:
-        result = cli("run", "--suite", files["suite"], "--agent", f"{router}:stable_router",
-                     "--otlp-endpoint", f"http://127.0.0.1:{server.grpc_port}")  # fmt: skip
+        result = cli(
+            "run",
+            "--suite",
+            files["suite"],
+            "--agent",
+            f"{router}:stable_router",
+            "--otlp-endpoint",
+            f"http://127.0.0.1:{server.grpc_port}",
+        )
     assert result.exit_code == 2, result.stderr
     assert result.stdout.startswith("Rejected: ")  # the report is out; the telemetry is not
     assert "of the run's spans were not acknowledged" in result.stderr

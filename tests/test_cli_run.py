@@ -67,9 +67,20 @@ def test_plan_as_json_and_with_a_budget(cli):
 def test_run_the_examples(cli, tmp_path, factory, exit_code, codes):
     trials = tmp_path / "trials.jsonl"
     result = cli(
-        "run", "--agent", f"{ROUTER}:{factory}", "--suite", SUITE, "--isolation", "fresh-instance",
-        "--concurrency", "4", "--format", "json", "--trials-out", str(trials),
-    )  # fmt: skip
+        "run",
+        "--agent",
+        f"{ROUTER}:{factory}",
+        "--suite",
+        SUITE,
+        "--isolation",
+        "fresh-instance",
+        "--concurrency",
+        "4",
+        "--format",
+        "json",
+        "--trials-out",
+        str(trials),
+    )
     assert result.exit_code == exit_code, result.output
     report = json.loads(result.stdout)
     assert codes <= {reason["code"] for reason in report["reasons"]}
@@ -84,8 +95,15 @@ def test_run_the_examples(cli, tmp_path, factory, exit_code, codes):
 
 def test_run_with_the_quality_gate(cli):
     result = cli(
-        "run", "--agent", f"{ROUTER}:collapsed_router", "--suite", SUITE, "--quality-gate", "--format", "json",
-    )  # fmt: skip
+        "run",
+        "--agent",
+        f"{ROUTER}:collapsed_router",
+        "--suite",
+        SUITE,
+        "--quality-gate",
+        "--format",
+        "json",
+    )
     report = json.loads(result.stdout)
     assert result.exit_code == 1 and report["reasons"][0]["code"] == "quality_failed"
     assert report["trials"]["received"] == 12
@@ -93,9 +111,18 @@ def test_run_with_the_quality_gate(cli):
 
 def test_run_with_relations_reports_each(cli):
     result = cli(
-        "run", "--agent", f"{ROUTER}:stable_router", "--suite", SUITE, "--relation", "case",
-        "--relation", "punctuation", "--format", "json",
-    )  # fmt: skip
+        "run",
+        "--agent",
+        f"{ROUTER}:stable_router",
+        "--suite",
+        SUITE,
+        "--relation",
+        "case",
+        "--relation",
+        "punctuation",
+        "--format",
+        "json",
+    )
     report = json.loads(result.stdout)
     assert {r["name"]: r["status"] for r in report["relations"]} == {
         "case": "held",

@@ -129,9 +129,14 @@ def test_rejected_beats_inconclusive_and_every_reason_is_listed(write, cli):
         **{"deny-0": flipping("deny", "review"), "approve-0": ["approve"] * 25 + [None]}
     )
     result = cli(
-        "assess", "--trials", write("t.jsonl", trial_records(answers)), "--suite", write("s.json", suite_document()),
-        "--format", "json",
-    )  # fmt: skip
+        "assess",
+        "--trials",
+        write("t.jsonl", trial_records(answers)),
+        "--suite",
+        write("s.json", suite_document()),
+        "--format",
+        "json",
+    )
     report = json.loads(result.stdout)
     codes = [reason["code"] for reason in report["reasons"]]
     assert result.exit_code == 1 and report["status"] == "rejected"
@@ -153,8 +158,15 @@ def judged(records: list[dict], failing_every: int | None) -> list[dict]:
 def test_pass_rate_reliability(write, cli, failing_every, pairs, exit_code, code):
     records = judged(trial_records(stable_answers(pairs_per_case=pairs)), failing_every)
     suite = {**suite_document(), "pass_rate": 0.9}
-    result = cli("assess", "--trials", write("t.jsonl", records), "--suite", write("s.json", suite),
-                 "--format", "json")  # fmt: skip
+    result = cli(
+        "assess",
+        "--trials",
+        write("t.jsonl", records),
+        "--suite",
+        write("s.json", suite),
+        "--format",
+        "json",
+    )
     report = json.loads(result.stdout)
     assert report["pass_rate"]["required"] == 0.9 and report["policy"]["pass_rate"] == 0.9
     assert report["pass_rate"]["judged"] == len(records)

@@ -44,16 +44,33 @@ def test_a_blocking_invariant_rejects_and_the_judge_skips_blocked_trials(
     cli, agents, title_suite, tmp_path
 ):
     trials = str(tmp_path / "trials.jsonl")
-    result = cli("run", "--agent", f"{agents}:router", "--suite", title_suite, "--repeats", "4",
-                 "--invariant", f"{agents}:never_review", "--judge", f"{agents}:dislikes_deny",
-                 "--trials-out", trials, "--format", "json")  # fmt: skip
+    result = cli(
+        "run",
+        "--agent",
+        f"{agents}:router",
+        "--suite",
+        title_suite,
+        "--repeats",
+        "4",
+        "--invariant",
+        f"{agents}:never_review",
+        "--judge",
+        f"{agents}:dislikes_deny",
+        "--trials-out",
+        trials,
+        "--format",
+        "json",
+    )
     report = report_of(result)
     assert result.exit_code == 1 and "invariant_blocked" in codes_of(report)
     assert report["invariants"]["failed"] == {"never_review": 8}
     # 8 review trials were blocked, so the judge never saw them; it failed the 8 deny trials
     assert report["pass_rate"] | {"routes": None} == {
-        "passed": 8, "judged": 24, "skipped": 8, "routes": None,
-    }  # fmt: skip
+        "passed": 8,
+        "judged": 24,
+        "skipped": 8,
+        "routes": None,
+    }
     again = report_of(cli("assess", "--trials", trials, "--suite", title_suite, "--format", "json"))
     assert again["pass_rate"] == report["pass_rate"] and again["invariants"] == report["invariants"]
     assert again["latency"]["trials"] == 24  # the trials file kept every tier's result
@@ -62,8 +79,17 @@ def test_a_blocking_invariant_rejects_and_the_judge_skips_blocked_trials(
 def test_a_warning_invariant_is_reported_in_every_format_and_does_not_gate(
     cli, agents, title_suite
 ):
-    args = ["run", "--agent", f"{agents}:router", "--suite", title_suite, "--repeats", "26",
-            "--invariant", f"{agents}:short_reply"]  # fmt: skip
+    args = [
+        "run",
+        "--agent",
+        f"{agents}:router",
+        "--suite",
+        title_suite,
+        "--repeats",
+        "26",
+        "--invariant",
+        f"{agents}:short_reply",
+    ]
     for fmt in ("json", "text", "markdown", "junit"):
         result = cli(*args, "--format", fmt)
         assert result.exit_code == 0, fmt
@@ -71,8 +97,19 @@ def test_a_warning_invariant_is_reported_in_every_format_and_does_not_gate(
 
 
 def test_a_violated_and_a_vacuous_relation_are_rejected(cli, agents, title_suite):
-    result = cli("run", "--agent", f"{agents}:case_sensitive_router", "--suite", title_suite,
-                 "--repeats", "2", "--relation", "case", "--format", "json")  # fmt: skip
+    result = cli(
+        "run",
+        "--agent",
+        f"{agents}:case_sensitive_router",
+        "--suite",
+        title_suite,
+        "--repeats",
+        "2",
+        "--relation",
+        "case",
+        "--format",
+        "json",
+    )
     violated = report_of(result)
     assert "relation_violated" in codes_of(violated)
     assert violated["relations"] == [
@@ -84,24 +121,53 @@ def test_a_violated_and_a_vacuous_relation_are_rejected(cli, agents, title_suite
             "errored": [],
         }
     ]
-    vacuous = cli("run", "--agent", f"{agents}:router", "--suite", title_suite, "--repeats", "2",
-                  "--relation", "whitespace", "--format", "json")  # fmt: skip
+    vacuous = cli(
+        "run",
+        "--agent",
+        f"{agents}:router",
+        "--suite",
+        title_suite,
+        "--repeats",
+        "2",
+        "--relation",
+        "whitespace",
+        "--format",
+        "json",
+    )
     assert vacuous.exit_code == 1 and "relations_vacuous" in codes_of(report_of(vacuous))
 
 
 def test_the_quality_gate_stops_before_repeats(cli, agents, write):
     document = suite_document()
     document["cases"][0]["input"] = "request deny instead"  # expected approve: a wrong route
-    result = cli("run", "--agent", f"{agents}:router", "--suite", write("s.json", document),
-                 "--quality-gate", "--format", "json")  # fmt: skip
+    result = cli(
+        "run",
+        "--agent",
+        f"{agents}:router",
+        "--suite",
+        write("s.json", document),
+        "--quality-gate",
+        "--format",
+        "json",
+    )
     report = report_of(result)
     assert result.exit_code == 1 and "quality_failed" in codes_of(report)
     assert report["run"]["quality_failed"] == ["approve-0"] and report["trials"]["received"] == 6
 
 
 def test_the_quality_gate_stops_when_a_first_answer_fails_a_tier(cli, agents, title_suite):
-    result = cli("run", "--agent", f"{agents}:router", "--suite", title_suite, "--quality-gate",
-                 "--judge", f"{agents}:dislikes_deny", "--format", "json")  # fmt: skip
+    result = cli(
+        "run",
+        "--agent",
+        f"{agents}:router",
+        "--suite",
+        title_suite,
+        "--quality-gate",
+        "--judge",
+        f"{agents}:dislikes_deny",
+        "--format",
+        "json",
+    )
     report = report_of(result)
     assert result.exit_code == 1 and "quality_failed" in codes_of(report)
     assert report["run"]["quality_failed"] == ["deny-0", "deny-1"]  # right route, judged bad
@@ -112,8 +178,17 @@ def test_a_route_below_the_required_pass_rate_is_rejected_though_the_pool_is_not
     records = trial_records(stable_answers(pairs_per_case=20))
     for record in records:  # approve always passes, deny and review mostly
         record["passed"] = record["verdict"] != "deny" or record["trial"] % 2 == 0
-    result = cli("assess", "--trials", write("t.jsonl", records), "--suite",
-                 write("s.json", suite_document()), "--pass-rate", "0.7", "--format", "json")  # fmt: skip
+    result = cli(
+        "assess",
+        "--trials",
+        write("t.jsonl", records),
+        "--suite",
+        write("s.json", suite_document()),
+        "--pass-rate",
+        "0.7",
+        "--format",
+        "json",
+    )
     report = report_of(result)
     assert report["pass_rate"]["result"] == "reliable"  # 200 of 240 pooled
     assert report["pass_rate"]["routes"]["deny"]["result"] == "unreliable"  # 40 of 80
@@ -126,12 +201,17 @@ def test_a_route_below_the_required_pass_rate_is_rejected_though_the_pool_is_not
 def tool_records(longest_every: int | None, trials_per_case: int) -> list[dict]:
     """Tool paths of 1 or 2 tools, and of 6 tools on every `longest_every`-th trial."""
     return [
-        {"case": f"c{c}", "trial": t, "outcome": "decision",
-         "tools": ["search", "book", "pay", "mail", "log", "bill"][
-             : 6 if longest_every and t % longest_every == 0 else 1 + c % 2]}
+        {
+            "case": f"c{c}",
+            "trial": t,
+            "outcome": "decision",
+            "tools": ["search", "book", "pay", "mail", "log", "bill"][
+                : 6 if longest_every and t % longest_every == 0 else 1 + c % 2
+            ],
+        }
         for c in range(4)
         for t in range(trials_per_case)
-    ]  # fmt: skip
+    ]
 
 
 @pytest.mark.parametrize(
@@ -139,8 +219,15 @@ def tool_records(longest_every: int | None, trials_per_case: int) -> list[dict]:
     [(None, 40, 0, None), (4, 40, 1, "tool_calls_exceeded"), (None, 6, 3, "tool_calls_undecided")],
 )
 def test_a_tool_call_threshold(write, cli, longest_every, trials, exit_code, code):
-    result = cli("assess", "--trials", write("t.jsonl", tool_records(longest_every, trials)),
-                 "--max-p95-tool-calls", "4", "--format", "json")  # fmt: skip
+    result = cli(
+        "assess",
+        "--trials",
+        write("t.jsonl", tool_records(longest_every, trials)),
+        "--max-p95-tool-calls",
+        "4",
+        "--format",
+        "json",
+    )
     report = report_of(result)
     assert report["tool_calls"]["max_p95_tool_calls"] == 4
     assert report["policy"]["max_p95_tool_calls"] == 4
@@ -151,16 +238,37 @@ def test_a_tool_call_threshold(write, cli, longest_every, trials, exit_code, cod
 
 
 def test_a_tool_call_threshold_on_label_decisions_is_undecided(write, cli):
-    result = cli("assess", "--trials", write("t.jsonl", trial_records(stable_answers())),
-                 "--max-p95-tool-calls", "4", "--format", "json")  # fmt: skip
+    result = cli(
+        "assess",
+        "--trials",
+        write("t.jsonl", trial_records(stable_answers())),
+        "--max-p95-tool-calls",
+        "4",
+        "--format",
+        "json",
+    )
     assert result.exit_code == 3 and codes_of(report_of(result)) == {"tool_calls_undecided"}
 
 
 def test_tier_options_name_what_is_wrong(cli, agents, title_suite):
-    bad_invariant = cli("run", "--agent", f"{agents}:router", "--suite", title_suite,
-                        "--invariant", f"{agents}:router")  # fmt: skip
+    bad_invariant = cli(
+        "run",
+        "--agent",
+        f"{agents}:router",
+        "--suite",
+        title_suite,
+        "--invariant",
+        f"{agents}:router",
+    )
     assert bad_invariant.exit_code == 2
     assert "field --invariant: must name an Invariant" in bad_invariant.stderr
-    bad_judge = cli("run", "--agent", f"{agents}:router", "--suite", title_suite,
-                    "--judge", f"{agents}:never_there")  # fmt: skip
+    bad_judge = cli(
+        "run",
+        "--agent",
+        f"{agents}:router",
+        "--suite",
+        title_suite,
+        "--judge",
+        f"{agents}:never_there",
+    )
     assert bad_judge.exit_code == 2 and "field --judge" in bad_judge.stderr

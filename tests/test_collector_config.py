@@ -90,9 +90,13 @@ def test_cloudwatch_metrics_and_spans_use_contract_names():
     metrics = [value for key, value in vars(names).items() if key.startswith("METRIC_")]
     declared = {metric for metric in metrics if any(re.search(s, metric) for s in selectors)}
     assert declared == {
-        names.METRIC_ADMISSION, names.METRIC_INCONCLUSIVE, names.METRIC_INCONCLUSIVE_STREAK,
-        names.METRIC_CHANGE_RATE_UPPER, names.METRIC_PASS_RATE_LOWER, names.METRIC_TRIALS,
-    }  # fmt: skip
+        names.METRIC_ADMISSION,
+        names.METRIC_INCONCLUSIVE,
+        names.METRIC_INCONCLUSIVE_STREAK,
+        names.METRIC_CHANGE_RATE_UPPER,
+        names.METRIC_PASS_RATE_LOWER,
+        names.METRIC_TRIALS,
+    }
     dimensions = {
         dim for d in emf["metric_declarations"] for group in d["dimensions"] for dim in group
     }
@@ -142,13 +146,19 @@ def test_the_gateway_keeps_every_span_a_trials_chain_passes_through():
     chain = [
         {"name": names.TRIAL_SPAN, "kind": "INTERNAL", "attributes": {names.RUN_ID: "r"}},
         {"name": "handle_request", "kind": "INTERNAL", "attributes": {"http.route": "/x"}},
-        {"name": "invoke_agent support", "kind": "INTERNAL",
-         "attributes": {"gen_ai.operation.name": "invoke_agent"}},
-        {"name": "execute_tool refund", "kind": "INTERNAL",
-         "attributes": {"gen_ai.operation.name": "execute_tool"}},
+        {
+            "name": "invoke_agent support",
+            "kind": "INTERNAL",
+            "attributes": {"gen_ai.operation.name": "invoke_agent"},
+        },
+        {
+            "name": "execute_tool refund",
+            "kind": "INTERNAL",
+            "attributes": {"gen_ai.operation.name": "execute_tool"},
+        },
         {"name": "decide router", "kind": "INTERNAL", "attributes": {names.RUN_ID: "r"}},
         {"name": names.RUN_SPAN, "kind": "INTERNAL", "attributes": {names.RUN_ID: "r"}},
-    ]  # fmt: skip
+    ]
     assert not any(dropped_by_gateway(span) for span in chain)
     assert dropped_by_gateway({"name": "SELECT orders", "attributes": {"db.system": "postgresql"}})
 
@@ -221,10 +231,14 @@ def _exported_dimension_sets(emf: dict, metric: str, labels: set[str]) -> list[t
             continue
         matchers = declaration.get("label_matchers") or []
         if matchers and not any(
-            re.search(m["regex"], m.get("separator", ";").join(
-                "x" if label in labels else "" for label in m["label_names"]))
+            re.search(
+                m["regex"],
+                m.get("separator", ";").join(
+                    "x" if label in labels else "" for label in m["label_names"]
+                ),
+            )
             for m in matchers
-        ):  # fmt: skip
+        ):
             continue
         exported += [tuple(d) for d in declaration["dimensions"] if set(d) <= labels]
     return exported
@@ -234,14 +248,18 @@ BASE = {names.SUITE, names.POINT}
 MEANT = {  # metric -> {labels of a point: the one dimension set it must be exported under}
     names.METRIC_ADMISSION: {frozenset(BASE): BASE},
     names.METRIC_INCONCLUSIVE: {frozenset(BASE): BASE},
-    names.METRIC_CHANGE_RATE_UPPER: {frozenset(BASE): BASE,
-                                     frozenset(BASE | {names.ROUTE}): BASE | {names.ROUTE}},
-    names.METRIC_PASS_RATE_LOWER: {frozenset(BASE): BASE,
-                                   frozenset(BASE | {names.ROUTE}): BASE | {names.ROUTE}},
+    names.METRIC_CHANGE_RATE_UPPER: {
+        frozenset(BASE): BASE,
+        frozenset(BASE | {names.ROUTE}): BASE | {names.ROUTE},
+    },
+    names.METRIC_PASS_RATE_LOWER: {
+        frozenset(BASE): BASE,
+        frozenset(BASE | {names.ROUTE}): BASE | {names.ROUTE},
+    },
     names.METRIC_TRIALS: {frozenset(BASE | {names.OUTCOME}): BASE | {names.OUTCOME}},
     names.METRIC_ADMISSION_TIME: {frozenset(BASE): None},  # not a CloudWatch series
     names.METRIC_INCONCLUSIVE_STREAK: {frozenset(BASE): BASE},
-}  # fmt: skip
+}
 
 
 def _misplaced(emf: dict) -> list[str]:
@@ -261,8 +279,11 @@ def _misplaced(emf: dict) -> list[str]:
 def test_cloudwatch_puts_each_point_in_exactly_its_series_and_keeps_the_counters_first_value():
     emf = load("cloudwatch.yaml")["exporters"]["awsemf"]
     assert _misplaced(emf) == []
-    assert all(s.startswith("^") and s.endswith("$")
-               for d in emf["metric_declarations"] for s in d["metric_name_selectors"])  # fmt: skip
+    assert all(
+        s.startswith("^") and s.endswith("$")
+        for d in emf["metric_declarations"]
+        for s in d["metric_name_selectors"]
+    )
     assert emf["retain_initial_value_of_delta_metric"] is True
 
 
@@ -280,8 +301,9 @@ series, and the unanchored selectors took `admission.time` too."""
 
 def test_the_previous_declarations_are_found_wrong():
     wrong = _misplaced({"metric_declarations": yaml.safe_load(PREVIOUS_DECLARATIONS)})
-    assert any(w.startswith(f"{names.METRIC_CHANGE_RATE_UPPER} ") and names.ROUTE in w
-               for w in wrong)  # fmt: skip
+    assert any(
+        w.startswith(f"{names.METRIC_CHANGE_RATE_UPPER} ") and names.ROUTE in w for w in wrong
+    )
     assert any(w.startswith(names.METRIC_ADMISSION_TIME) for w in wrong)
 
 

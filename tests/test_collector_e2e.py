@@ -19,11 +19,22 @@ def test_runner_through_a_real_collector_to_the_receiver(cli, tmp_path):
         try:
             trials = tmp_path / "trials.jsonl"
             result = cli(
-                "run", "--agent", f"{EXAMPLES / 'payment_router.py'}:flipping_router",
-                "--suite", str(EXAMPLES / "payment_suite.json"), "--run-id", "e2e-1",
-                "--isolation", "fresh-instance", "--format", "json",
-                "--trials-out", str(trials), "--otlp-endpoint", f"http://127.0.0.1:{port}",
-            )  # fmt: skip
+                "run",
+                "--agent",
+                f"{EXAMPLES / 'payment_router.py'}:flipping_router",
+                "--suite",
+                str(EXAMPLES / "payment_suite.json"),
+                "--run-id",
+                "e2e-1",
+                "--isolation",
+                "fresh-instance",
+                "--format",
+                "json",
+                "--trials-out",
+                str(trials),
+                "--otlp-endpoint",
+                f"http://127.0.0.1:{port}",
+            )
             assert result.exit_code == 1, result.output
             admitted = server.receiver.wait("e2e-1", timeout=60)
         finally:
@@ -39,8 +50,17 @@ def test_runner_through_a_real_collector_to_the_receiver(cli, tmp_path):
             "json",
         )
     assert admitted is not None and not admitted.in_progress, (tmp_path / "rotel.log").read_text()
-    offline = cli("assess", "--trials", str(trials), "--suite", str(EXAMPLES / "payment_suite.json"),
-                  "--format", "json", "--isolation", "fresh-instance")  # fmt: skip
+    offline = cli(
+        "assess",
+        "--trials",
+        str(trials),
+        "--suite",
+        str(EXAMPLES / "payment_suite.json"),
+        "--format",
+        "json",
+        "--isolation",
+        "fresh-instance",
+    )
     expected = json.loads(offline.stdout)
     received = json.loads(status.stdout)
     assert status.exit_code == offline.exit_code == 1

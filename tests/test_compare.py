@@ -73,8 +73,15 @@ def test_compare_a_snapshot_with_a_later_build_on_a_targeted_route(cli, write, t
     assert made.exit_code == 0, made.output
     later = stable_answers(pairs_per_case=40)
     later["approve-0"] = ["approve", "deny"] * 40
-    result = cli("compare", "--before", str(baseline), "--after", write("later.jsonl", trial_records(later)),
-                 "--format", "json")  # fmt: skip
+    result = cli(
+        "compare",
+        "--before",
+        str(baseline),
+        "--after",
+        write("later.jsonl", trial_records(later)),
+        "--format",
+        "json",
+    )
     document = json.loads(result.stdout)
     approve = next(r for r in document["routes"] if r["route"] == "approve")
     assert approve["targeted"] is True and approve["regressed"] is True
@@ -88,17 +95,24 @@ def test_compare_from_python_takes_assessments_and_loaded_baselines(tmp_path):
 
     routes = {"lost-card": "card_security", "late-transfer": "transfer_delay"}
     suite = verdictgate.Suite(
-        name="payments", point="router",
+        name="payments",
+        point="router",
         contract=verdictgate.Contract(set(routes.values()), targets={"card_security": 0.05}),
-    )  # fmt: skip
+    )
 
     def build(flipping: bool) -> verdictgate.Assessment:
         flip = {"card_security": "transfer_delay", "transfer_delay": "card_security"}
         trials = [
-            verdictgate.Trial(case, index, flip[route] if flipping and index % 2 else route,
-                              run="b", expected=route)
-            for case, route in routes.items() for index in range(160)
-        ]  # fmt: skip
+            verdictgate.Trial(
+                case,
+                index,
+                flip[route] if flipping and index % 2 else route,
+                run="b",
+                expected=route,
+            )
+            for case, route in routes.items()
+            for index in range(160)
+        ]
         return verdictgate.assess(trials, suite)
 
     before, after = build(flipping=False), build(flipping=True)

@@ -91,10 +91,16 @@ def test_an_attribute_that_holds_a_label_is_still_a_rule(key: str) -> None:
 
 def test_the_cli_refuses_it_in_one_line_before_any_call(cli) -> None:
     result = cli(
-        "run", "--agent", "examples/strands_router.py:stable_router",
-        "--suite", "examples/support_tools_suite.json", "--isolation", "fresh-instance",
-        "--decision", "attribute:final_result",
-    )  # fmt: skip
+        "run",
+        "--agent",
+        "examples/strands_router.py:stable_router",
+        "--suite",
+        "examples/support_tools_suite.json",
+        "--isolation",
+        "fresh-instance",
+        "--decision",
+        "attribute:final_result",
+    )
     assert result.exit_code == 2
     assert result.stderr.startswith("verdictgate: error: --decision: final_result carries")
     assert len(result.stderr.strip().splitlines()) == 1 and result.stdout == ""

@@ -25,26 +25,40 @@ def span_line(attributes: dict, name: str, start: int = 0, end: int = 0) -> str:
         return {"stringValue": v}
 
     span = {
-        "traceId": "ab" * 16, "spanId": "cd" * 8, "name": name,
-        "startTimeUnixNano": str(start), "endTimeUnixNano": str(end),
+        "traceId": "ab" * 16,
+        "spanId": "cd" * 8,
+        "name": name,
+        "startTimeUnixNano": str(start),
+        "endTimeUnixNano": str(end),
         "attributes": [{"key": k, "value": value(v)} for k, v in attributes.items()],
-    }  # fmt: skip
+    }
     return json.dumps({"resourceSpans": [{"scopeSpans": [{"spans": [span]}]}]})
 
 
 def otlp_capture(path: Path) -> Path:
     lines = [
-        span_line({"verdictgate.run.id": "cap", "verdictgate.suite": "s", "verdictgate.point": "p",
-                   "verdictgate.isolation": "fresh-instance", "verdictgate.plan.trials": 16}, "verdictgate.run")
-    ]  # fmt: skip
+        span_line(
+            {
+                "verdictgate.run.id": "cap",
+                "verdictgate.suite": "s",
+                "verdictgate.point": "p",
+                "verdictgate.isolation": "fresh-instance",
+                "verdictgate.plan.trials": 16,
+            },
+            "verdictgate.run",
+        )
+    ]
     for case, route in (("c1", "approve"), ("c2", "deny")):
         for index in range(8):
             attributes = {
-                "verdictgate.run.id": "cap", "verdictgate.case.id": case, "verdictgate.trial": index,
-                "verdictgate.outcome": "decision", "verdictgate.case.expected": route,
+                "verdictgate.run.id": "cap",
+                "verdictgate.case.id": case,
+                "verdictgate.trial": index,
+                "verdictgate.outcome": "decision",
+                "verdictgate.case.expected": route,
                 "verdictgate.verdict": route if index != 5 else "review",
                 "verdictgate.passed": index % 3 != 0,
-            }  # fmt: skip
+            }
             if index == 2:
                 attributes["verdictgate.invariant.warned"] = ["short"]
             if case == "c1":  # a further name of its input, and the key id of its keyed names
@@ -61,9 +75,17 @@ def trials_file(path: Path) -> Path:
     records = []
     for case, route in (("c1", "approve"), ("c2", "deny")):
         for index in range(6):
-            record = {"run": "t", "case": case, "trial": index, "outcome": "decision",
-                      "verdict": route, "expected": route, "latency_ms": 10.0 + index,
-                      "passed": index != 4, "isolation": "fresh-session"}  # fmt: skip
+            record = {
+                "run": "t",
+                "case": case,
+                "trial": index,
+                "outcome": "decision",
+                "verdict": route,
+                "expected": route,
+                "latency_ms": 10.0 + index,
+                "passed": index != 4,
+                "isolation": "fresh-session",
+            }
             if index == 3:
                 record.update(invariants_failed=["no_ids"], evaluation_skipped=True)
             if index == 5:
@@ -81,9 +103,14 @@ def trials_file(path: Path) -> Path:
 
 def jsonl_rows(path: Path) -> Path:
     rows = [
-        {"ticket": f"T{n % 3}", "out": {"route": ["a", "b", "a"][n % 3]}, "n": n // 3, "want": ["a", "b", "a"][n % 3]}
+        {
+            "ticket": f"T{n % 3}",
+            "out": {"route": ["a", "b", "a"][n % 3]},
+            "n": n // 3,
+            "want": ["a", "b", "a"][n % 3],
+        }
         for n in range(12)
-    ]  # fmt: skip
+    ]
     rows.append({"ticket": "T9", "out": {"route": []}, "n": 0, "want": "a"})
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
     return path
@@ -91,16 +118,35 @@ def jsonl_rows(path: Path) -> Path:
 
 SOURCES = {
     "promptfoo": lambda tmp: [
-        "--promptfoo", str(FIXTURES / "promptfoo" / "promptfoo-sample.json"), "--provider", "stochastic-router",
-        "--decision-path", "route", "--expected-var", "expected_route",
+        "--promptfoo",
+        str(FIXTURES / "promptfoo" / "promptfoo-sample.json"),
+        "--provider",
+        "stochastic-router",
+        "--decision-path",
+        "route",
+        "--expected-var",
+        "expected_route",
     ],
-    "deepeval": lambda tmp: ["--deepeval", str(FIXTURES / "deepeval" / "deepeval-test-run-sample.json")],
+    "deepeval": lambda tmp: [
+        "--deepeval",
+        str(FIXTURES / "deepeval" / "deepeval-test-run-sample.json"),
+    ],
     "agentverity": lambda tmp: ["--agentverity", str(_write(tmp / "e.json", EVIDENCE))],
-    "jsonl": lambda tmp: ["--jsonl", str(jsonl_rows(tmp / "rows.jsonl")), "--case-path", "ticket",
-                          "--decision-path", "out.route", "--trial-path", "n", "--expected-path", "want"],
+    "jsonl": lambda tmp: [
+        "--jsonl",
+        str(jsonl_rows(tmp / "rows.jsonl")),
+        "--case-path",
+        "ticket",
+        "--decision-path",
+        "out.route",
+        "--trial-path",
+        "n",
+        "--expected-path",
+        "want",
+    ],
     "otlp_json": lambda tmp: ["--otlp-json", str(otlp_capture(tmp / "capture.jsonl"))],
     "trials": lambda tmp: ["--trials", str(trials_file(tmp / "t.jsonl"))],
-}  # fmt: skip
+}
 
 
 def _write(path: Path, document: dict) -> Path:

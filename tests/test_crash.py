@@ -41,8 +41,13 @@ def send_runs(collector_port: int, done: threading.Event) -> None:
     suite = Suite("crash", "gate", (), Contract({"approve", "deny"}))
     for run_number in range(RUNS):
         run_id = f"crash-{run_number}"
-        with evaluation_run(run_id=run_id, suite=suite, policy=Policy(), planned_trials=CASES * TRIALS,
-                            tracer_provider=provider):  # fmt: skip
+        with evaluation_run(
+            run_id=run_id,
+            suite=suite,
+            policy=Policy(),
+            planned_trials=CASES * TRIALS,
+            tracer_provider=provider,
+        ):
             for index in range(TRIALS):
                 for case in range(CASES):
                     with (

@@ -27,8 +27,18 @@ ROUTES = ("approve", "deny")
 
 
 def run(cli, router: str, *options: str) -> dict:
-    result = cli("run", "--agent", f"{EXAMPLES / 'payment_router.py'}:{router}", "--suite", SUITE,
-                 "--isolation", "fresh-instance", "--format", "json", *options)  # fmt: skip
+    result = cli(
+        "run",
+        "--agent",
+        f"{EXAMPLES / 'payment_router.py'}:{router}",
+        "--suite",
+        SUITE,
+        "--isolation",
+        "fresh-instance",
+        "--format",
+        "json",
+        *options,
+    )
     return report_of(result)
 
 
@@ -54,9 +64,12 @@ def test_still_qualifying_means_the_agreeing_continuation_qualifies(
     """can_still_qualify is true exactly when the best outcome of the calls left (every pair
     agreeing) would show every gating change rate below its tolerance."""
     targets = {"approve": 0.04} if targeted else {}
-    suite = Suite("s", "p", tuple(verdictgate.Case(f"c{n}", None, ROUTES[n % 2])
-                                  for n in range(len(flips_by_case))),
-                  Contract(frozenset(ROUTES), targets=targets))  # fmt: skip
+    suite = Suite(
+        "s",
+        "p",
+        tuple(verdictgate.Case(f"c{n}", None, ROUTES[n % 2]) for n in range(len(flips_by_case))),
+        Contract(frozenset(ROUTES), targets=targets),
+    )
     policy = Policy(tolerance=0.1, method=method)
 
     def trials(extra_pairs: int) -> list[Trial]:
@@ -66,8 +79,10 @@ def test_still_qualifying_means_the_agreeing_continuation_qualifies(
             other = ROUTES[1 - n % 2]
             pairs = [(route, other if flip else route) for flip in flips]
             pairs += [(route, route)] * extra_pairs
-            made += [Trial(f"c{n}", i, answer) for i, answer in
-                     enumerate(answer for pair in pairs for answer in pair)]  # fmt: skip
+            made += [
+                Trial(f"c{n}", i, answer)
+                for i, answer in enumerate(answer for pair in pairs for answer in pair)
+            ]
         return made
 
     now = assess(trials(0), suite, policy)
@@ -117,21 +132,41 @@ def test_a_stable_run_is_not_curtailed(cli) -> None:
     report = run(cli, "stable_router", "--curtail")
     assert report["status"] == "qualified" and report["policy"]["method"] == "exact"
     assert report["sequential"] == {
-        "stopped_at_pairs": 428, "calls_used": 856, "calls_avoided": 0, "curtailed": False,
+        "stopped_at_pairs": 428,
+        "calls_used": 856,
+        "calls_avoided": 0,
+        "curtailed": False,
         "reason": "every one of the 856 calls made",
-    }  # fmt: skip
+    }
 
 
 def test_a_budget_or_plan_that_could_never_qualify_is_refused_before_any_call(cli) -> None:
     """A budget of 8 rounds gives card_security 16 pairs: its 1% target needs hundreds that
     agree, so no outcome could qualify the run. Such a run is refused, not paid for."""
-    result = cli("run", "--agent", f"{EXAMPLES / 'payment_router.py'}:stable_router", "--suite",
-                 SUITE, "--sequential", "--budget", "200")  # fmt: skip
+    result = cli(
+        "run",
+        "--agent",
+        f"{EXAMPLES / 'payment_router.py'}:stable_router",
+        "--suite",
+        SUITE,
+        "--sequential",
+        "--budget",
+        "200",
+    )
     assert result.exit_code == 2 and "could not qualify" in result.stderr
-    for options in (("--curtail", "--repeats", "3"), ("--sequential", "--budget", "10"),
-                    ("--sequential", "--curtail", "--max-pairs", "24")):  # fmt: skip
-        result = cli("run", "--agent", f"{EXAMPLES / 'payment_router.py'}:stable_router",
-                     "--suite", SUITE, *options)  # fmt: skip
+    for options in (
+        ("--curtail", "--repeats", "3"),
+        ("--sequential", "--budget", "10"),
+        ("--sequential", "--curtail", "--max-pairs", "24"),
+    ):
+        result = cli(
+            "run",
+            "--agent",
+            f"{EXAMPLES / 'payment_router.py'}:stable_router",
+            "--suite",
+            SUITE,
+            *options,
+        )
         assert result.exit_code == 2, (options, result.stdout)
         assert "\n" not in result.stderr.strip()  # one line, no traceback
 
@@ -159,15 +194,28 @@ def test_a_budget_curtails_a_sequential_run_once_it_cannot_qualify_within_it(mon
 def test_what_cannot_be_curtailed_is_refused_before_any_call(cli, write) -> None:
     suite = verdictgate.load_suite(SUITE)
     called: list[str] = []
-    for options in ({"quality_gate": True}, {"max_pairs": 10}, {"relations": ["case"]},
-                    {"policy": Policy(tolerance=0.3)},
-                    {"policy": Policy(claim=verdictgate.Claim.POPULATION)}):  # fmt: skip
+    for options in (
+        {"quality_gate": True},
+        {"max_pairs": 10},
+        {"relations": ["case"]},
+        {"policy": Policy(tolerance=0.3)},
+        {"policy": Policy(claim=verdictgate.Claim.POPULATION)},
+    ):
         with pytest.raises(PlanError):
             verdictgate.run(called.append, suite, curtail=True, **options)
     assert called == []
     trials = write("t.jsonl", [{"case": "c", "trial": 0, "outcome": "decision", "verdict": "x"}])
-    result = cli("snapshot", "--trials", trials, "--suite", SUITE, "--curtail", "--accept-reference",
-                 "--output", write("b.json", {}))  # fmt: skip
+    result = cli(
+        "snapshot",
+        "--trials",
+        trials,
+        "--suite",
+        SUITE,
+        "--curtail",
+        "--accept-reference",
+        "--output",
+        write("b.json", {}),
+    )
     assert result.exit_code == 2 and "--curtail" in result.stderr
 
 

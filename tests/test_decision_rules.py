@@ -82,9 +82,17 @@ def test_nodes_once_per_step_in_start_order_without_langgraph_internals() -> Non
 
 
 def test_attribute_values_must_be_labels_never_text() -> None:
-    values = {"approve": "approve", "tier-2": "tier-2", "card security": "card security",
-              '{"name": "refund"}': None, "I lost my card 4111, please help": None,
-              "x" * 65: None, "": None, True: "true", 3: "3"}  # fmt: skip
+    values = {
+        "approve": "approve",
+        "tier-2": "tier-2",
+        "card security": "card security",
+        '{"name": "refund"}': None,
+        "I lost my card 4111, please help": None,
+        "x" * 65: None,
+        "": None,
+        True: "true",
+        3: "3",
+    }
     for value, kept in values.items():
         facts = facts_of("01", None, 1, {"app.verdict": value}, False, keep=("app.verdict",))
         assert facts.values == ((("app.verdict", kept),) if kept else ())
@@ -101,10 +109,18 @@ def test_attribute_rule_reads_the_first_span_that_carries_it() -> None:
 
 @pytest.mark.parametrize(
     "rule",
-    ["tool", "", "attribute:", "attribute:input.value", "attribute:gen_ai.input.messages",
-     "attribute:metadata", "attribute:llm.output_messages.0.message.content",
-     "attribute:llm.function_call", "attribute:exception.message"],
-)  # fmt: skip
+    [
+        "tool",
+        "",
+        "attribute:",
+        "attribute:input.value",
+        "attribute:gen_ai.input.messages",
+        "attribute:metadata",
+        "attribute:llm.output_messages.0.message.content",
+        "attribute:llm.function_call",
+        "attribute:exception.message",
+    ],
+)
 def test_unknown_rules_and_content_attributes_are_refused(rule: str) -> None:
     with pytest.raises(VerdictgateError) as refused:
         DecisionRule.parse(rule)
@@ -128,7 +144,9 @@ def test_tools_follow_start_times_whatever_order_spans_end_in(calls, random) -> 
 
 def test_facts_of_a_strands_tool_span_keep_names_only() -> None:
     facts = facts_of(
-        "01", "00", 7,
+        "01",
+        "00",
+        7,
         {
             "gen_ai.operation.name": "execute_tool",
             "gen_ai.tool.name": "refund",
@@ -137,7 +155,7 @@ def test_facts_of_a_strands_tool_span_keep_names_only() -> None:
         },
         failed=False,
         keep=("gen_ai.tool.call.arguments", "gen_ai.agent.name"),
-    )  # fmt: skip
+    )
     assert (facts.tool, facts.agent, facts.error) == ("refund", None, None)
     assert facts.values == (("gen_ai.agent.name", "router"),)  # the arguments are never kept
 
@@ -162,8 +180,7 @@ def test_facts_of_openinference_spans() -> None:
     assert typed.error == "TimeoutError"
 
 
-def test_tools_that_start_in_the_same_millisecond_compare_equal_whatever_their_span_ids(
-) -> None:  # fmt: skip
+def test_tools_that_start_in_the_same_millisecond_compare_equal_whatever_their_span_ids() -> None:
     """Whole-millisecond timestamps (the OpenTelemetry JS SDK's): lookup_order then
     issue_refund, both at 5 ms, in spans whose ids are random. Ordered by span id, the path
     flipped between the two orders; ordered canonically it is one path, said to be tied."""
@@ -178,18 +195,23 @@ def test_tools_that_start_in_the_same_millisecond_compare_equal_whatever_their_s
         for a, b in ((2, 3), (3, 2), (7, 4), (4, 9))
     }
     assert derived == {Derived(("issue_refund", "lookup_order"), tied_steps=((0, 2),))}
-    apart = derive("tools", agent_span(1, 0), fact(2, 5 * ms, tool="lookup_order"),
-                   fact(3, 6 * ms, tool="issue_refund"))  # fmt: skip
+    apart = derive(
+        "tools",
+        agent_span(1, 0),
+        fact(2, 5 * ms, tool="lookup_order"),
+        fact(3, 6 * ms, tool="issue_refund"),
+    )
     assert apart == Derived(("lookup_order", "issue_refund"))  # not tied: not ambiguous
-    same = derive("tools", agent_span(1, 0), fact(2, 5 * ms, tool="lookup"),
-                  fact(3, 5 * ms, tool="lookup"))  # fmt: skip
+    same = derive(
+        "tools", agent_span(1, 0), fact(2, 5 * ms, tool="lookup"), fact(3, 5 * ms, tool="lookup")
+    )
     assert not same.order_ambiguous  # the same tool twice has one order
-    assert not derive("toolset", agent_span(1, 0), fact(2, 5, tool="b"), fact(3, 5, tool="a")
-                      ).order_ambiguous  # fmt: skip
+    assert not derive(
+        "toolset", agent_span(1, 0), fact(2, 5, tool="b"), fact(3, 5, tool="a")
+    ).order_ambiguous
 
 
-def test_a_path_of_tied_spans_shows_no_flips_and_its_pairs_are_not_counted_as_agreeing(
-) -> None:  # fmt: skip
+def test_a_path_of_tied_spans_shows_no_flips_and_its_pairs_are_not_counted_as_agreeing() -> None:
     """Twelve trials whose two tool spans always tie: canonical order reads one path, so no
     pair flips; but whether the agent kept its order is not known, so no pair agrees either."""
     import random
@@ -198,10 +220,15 @@ def test_a_path_of_tied_spans_shows_no_flips_and_its_pairs_are_not_counted_as_ag
     trials = []
     for index in range(12):
         ids = coin.sample(range(2, 1 << 30), 2)
-        derived = derive("tools", agent_span(1, 0), fact(ids[0], 5_000_000, tool="lookup_order"),
-                         fact(ids[1], 5_000_000, tool="issue_refund"))  # fmt: skip
-        trials.append(Trial("refund-case", index, derived.decision, "r1",
-                            tied_steps=derived.tied_steps))  # fmt: skip
+        derived = derive(
+            "tools",
+            agent_span(1, 0),
+            fact(ids[0], 5_000_000, tool="lookup_order"),
+            fact(ids[1], 5_000_000, tool="issue_refund"),
+        )
+        trials.append(
+            Trial("refund-case", index, derived.decision, "r1", tied_steps=derived.tied_steps)
+        )
     assessment = assess(trials)
     assert (assessment.pooled.pairs, assessment.pooled.flips) == (0, 0)
     assert assessment.ambiguous_pairs == 6
@@ -217,24 +244,32 @@ def test_a_pair_with_one_tied_trial_compares_the_tied_steps_unordered() -> None:
     tied trial reads book > search (by name); the pair does not flip, nor is it shown to agree
     (it is ambiguous); a real reordering outside the tie, or another tool, is still a flip."""
     ms = 1_000_000
-    apart = derive("tools", agent_span(1, 0), fact(2, 5 * ms, tool="search"),
-                   fact(3, 7 * ms, tool="book"))  # fmt: skip
-    tied = derive("tools", agent_span(1, 0), fact(2, 5 * ms, tool="search"),
-                  fact(3, 5 * ms, tool="book"))  # fmt: skip
+    apart = derive(
+        "tools", agent_span(1, 0), fact(2, 5 * ms, tool="search"), fact(3, 7 * ms, tool="book")
+    )
+    tied = derive(
+        "tools", agent_span(1, 0), fact(2, 5 * ms, tool="search"), fact(3, 5 * ms, tool="book")
+    )
     assert (apart.decision, tied.decision) == (("search", "book"), ("book", "search"))
 
     def flips(*paths: Derived) -> tuple[int, int, int]:
         """(pairs counted, flips, pairs ambiguous)."""
-        trials = [Trial("c", i, d.decision, "r1", tied_steps=d.tied_steps)
-                  for i, d in enumerate(paths)]  # fmt: skip
+        trials = [
+            Trial("c", i, d.decision, "r1", tied_steps=d.tied_steps) for i, d in enumerate(paths)
+        ]
         assessment = assess(trials)
         return assessment.pooled.pairs, assessment.pooled.flips, assessment.ambiguous_pairs
 
     assert flips(apart, tied, tied, apart, apart, apart) == (1, 0, 2)
     other = Derived(("search", "pay"))
     assert flips(tied, other) == (1, 1, 0)
-    three = derive("tools", agent_span(1, 0), fact(2, 5 * ms, tool="search"),
-                   fact(3, 5 * ms, tool="book"), fact(4, 9 * ms, tool="pay"))  # fmt: skip
+    three = derive(
+        "tools",
+        agent_span(1, 0),
+        fact(2, 5 * ms, tool="search"),
+        fact(3, 5 * ms, tool="book"),
+        fact(4, 9 * ms, tool="pay"),
+    )
     assert three.tied_steps == ((0, 2),)
     assert flips(three, Derived(("search", "book", "pay"))) == (0, 0, 1)
     assert flips(three, Derived(("pay", "search", "book"))) == (1, 1, 0)  # pay moved: not the tie

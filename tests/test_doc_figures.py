@@ -53,10 +53,15 @@ def test_wilsons_errors() -> None:
     (_, _), (stoch_01, _) = worst_errors(WILSON, 0.01, 1000)
     (det_10, at_10), _ = worst_errors(WILSON, 0.10, 1000)
     assert at_stoch == 3
-    in_text(STATISTICS, f"up to {pct(stoch_05)} of the time (1 flip in 3 pairs at t = 0.05; "
-                        f"{pct(stoch_01)} at t = 0.01)")  # fmt: skip
-    in_text(STATISTICS, f"reaches {pct(det_05)} (n = {at_05}, t = 0.05) and {pct(det_10)} "
-                        f"(n = {at_10}, t = 0.10)")  # fmt: skip
+    in_text(
+        STATISTICS,
+        f"up to {pct(stoch_05)} of the time (1 flip in 3 pairs at t = 0.05; "
+        f"{pct(stoch_01)} at t = 0.01)",
+    )
+    in_text(
+        STATISTICS,
+        f"reaches {pct(det_05)} (n = {at_05}, t = 0.05) and {pct(det_10)} (n = {at_10}, t = 0.10)",
+    )
     assert pairs_needed(0.10, method=WILSON) == 35
     in_text(STATISTICS, f"at its tolerance {pct(0.9**35, 4)} of the time")
     in_text(README, f'whose false "stochastic" reaches {pct(stoch_05)} (3 pairs)')
@@ -71,8 +76,10 @@ def test_the_pairs_plan_asks_for(cli) -> None:
     wilson = [planned(t, "--method", "wilson") for t in ("0.05", "0.01", "0.10")]
     assert default == [pairs_needed(t) for t in (0.05, 0.01, 0.10)]
     for text in (README, STATISTICS):
-        in_text(text, f"`plan` at 5%, 1% and 10% asks for {default[0]}, {default[1]} and "
-                      f"{default[2]} pairs")  # fmt: skip
+        in_text(
+            text,
+            f"`plan` at 5%, 1% and 10% asks for {default[0]}, {default[1]} and {default[2]} pairs",
+        )
     in_text(README, f"{wilson[0]}, {wilson[1]} and {wilson[2]})")
 
 
@@ -92,23 +99,38 @@ def test_the_family_of_routes() -> None:
     wilson_pairs = math.ceil(pairs_needed(0.05, method=WILSON) / 6)
     wilson_together = false_rejection_of_family(6, wilson_pairs, 0.05, WILSON, ALPHA / 7)
     wilson_alone = false_rejection_of_family(6, wilson_pairs, 0.05, WILSON, ALPHA)
-    in_text(STATISTICS, f"six Wilson routes of {wilson_pairs} pairs each are still falsely "
-                        f"rejected {pct(wilson_together)} of the time judged together "
-                        f"({pct(wilson_alone)} alone)")  # fmt: skip
+    in_text(
+        STATISTICS,
+        f"six Wilson routes of {wilson_pairs} pairs each are still falsely "
+        f"rejected {pct(wilson_together)} of the time judged together "
+        f"({pct(wilson_alone)} alone)",
+    )
 
 
 def test_peeking_and_the_sequential_design() -> None:
     _, *exact = looked_at_every_pair(lambda x, n: by_method(EXACT)(x, n, 0.05), 0.05, 300)
     _, *wilson = looked_at_every_pair(lambda x, n: by_method(WILSON)(x, n, 0.05), 0.05, 300)
-    in_text(STATISTICS, f"gives {pct(exact[0])} false \"deterministic\" and {pct(exact[1])} "
-                        f"false \"stochastic\" (Wilson: {pct(wilson[0])} and {pct(wilson[1])})")  # fmt: skip
+    in_text(
+        STATISTICS,
+        f'gives {pct(exact[0])} false "deterministic" and {pct(exact[1])} '
+        f'false "stochastic" (Wilson: {pct(wilson[0])} and {pct(wilson[1])})',
+    )
     flaky, at_t = sequential_design(0.05, 0.2), sequential_design(0.05, 0.05)
-    in_text(STATISTICS, f"certified at {pairs_needed(0.05, method=Method.SEQUENTIAL)} pairs "
-                        f"(t = 0.05) instead of {pairs_needed(0.05)}")  # fmt: skip
-    in_text(STATISTICS, f"4t after {flaky.expected_pairs:.1f} pairs on average, against a fixed "
-                        f"plan's {pairs_needed(0.05)}")  # fmt: skip
-    in_text(STATISTICS, f"\"deterministic\" {pct(at_t.deterministic)} of the time and "
-                        f"\"stochastic\" {pct(at_t.stochastic)}")  # fmt: skip
+    in_text(
+        STATISTICS,
+        f"certified at {pairs_needed(0.05, method=Method.SEQUENTIAL)} pairs "
+        f"(t = 0.05) instead of {pairs_needed(0.05)}",
+    )
+    in_text(
+        STATISTICS,
+        f"4t after {flaky.expected_pairs:.1f} pairs on average, against a fixed "
+        f"plan's {pairs_needed(0.05)}",
+    )
+    in_text(
+        STATISTICS,
+        f'"deterministic" {pct(at_t.deterministic)} of the time and '
+        f'"stochastic" {pct(at_t.stochastic)}',
+    )
     in_text(STATISTICS, f"runs to its cap {at_t.undecided:.0%} of the time")
 
 
@@ -125,8 +147,10 @@ def test_what_curtailment_costs(method) -> None:
     )
     assert curtailed == 0.0
     if method is EXACT:
-        in_text(STATISTICS, f"rejected 0% of the time curtailed, against {pct(fixed)} by the "
-                            f"whole fixed plan")  # fmt: skip
+        in_text(
+            STATISTICS,
+            f"rejected 0% of the time curtailed, against {pct(fixed)} by the whole fixed plan",
+        )
     else:
         in_text(STATISTICS, f"(Wilson's {n}-pair plan: {pct(fixed)})")
 
@@ -141,11 +165,19 @@ def test_the_design_table_and_the_suites_price(cli) -> None:
     }
     for name, cells in rows.items():
         in_text(STATISTICS, f"| sequential, {name} | " + " | ".join(cells) + " |")
-    in_text(README, f"| {pairs_needed(0.05, method=Method.SEQUENTIAL)} pairs | "
-                    f"{round(designs[-1].expected_pairs)} pairs on average |")  # fmt: skip
+    in_text(
+        README,
+        f"| {pairs_needed(0.05, method=Method.SEQUENTIAL)} pairs | "
+        f"{round(designs[-1].expected_pairs)} pairs on average |",
+    )
     suite = report_of(cli("plan", "--suite", "examples/payment_suite.json", "--format", "json"))
     certify, fixed = suite["suite"]["sequential"]["calls_to_certify"], suite["suite"]["calls"]
-    in_text(README, f"needs {certify:,} calls to qualify an agent that never flips, against the "
-                    f"fixed plan's {fixed}")  # fmt: skip
-    in_text(STATISTICS, f"{certify:,} calls to qualify an agent that never flips (the fixed "
-                        f"plan: {fixed})")  # fmt: skip
+    in_text(
+        README,
+        f"needs {certify:,} calls to qualify an agent that never flips, against the "
+        f"fixed plan's {fixed}",
+    )
+    in_text(
+        STATISTICS,
+        f"{certify:,} calls to qualify an agent that never flips (the fixed plan: {fixed})",
+    )

@@ -99,17 +99,25 @@ def test_every_block_of_the_doc_runs_as_pasted(path: Path):
                     skipped.append(f"{where}: {why}")
                     continue
                 result = subprocess.run(
-                    command, shell=True, cwd=ROOT, env=environment, capture_output=True,
-                    text=True, timeout=600,
-                )  # fmt: skip
+                    command,
+                    shell=True,
+                    cwd=ROOT,
+                    env=environment,
+                    capture_output=True,
+                    text=True,
+                    timeout=600,
+                )
                 assert result.returncode == expected, f"{where}: {command}\n{result.stderr}"
                 assert "Traceback" not in result.stderr, f"{where}: {command}"
                 ran += 1
     if python_source:
         result = subprocess.run(
-            [sys.executable, "-c", "\n".join(python_source)], cwd=ROOT, capture_output=True,
-            text=True, timeout=600,
-        )  # fmt: skip
+            [sys.executable, "-c", "\n".join(python_source)],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
         assert result.returncode == 0, f"{path.name}: {result.stderr[-3000:]}"
         ran += 1
     assert ran or skipped or not blocks(path), f"{path.name}: no block ran, none skipped by name"
@@ -125,8 +133,13 @@ def test_no_install_line_asks_an_index_for_verdictgate():
     assert INSTALLED_FROM_AN_INDEX.search("# pip install 'verdictgate[prometheus]'")  # caught
     assert not INSTALLED_FROM_AN_INDEX.search("pip install -e '.[prometheus]'")
     assert not INSTALLED_FROM_AN_INDEX.search("pip install dist/verdictgate-0.1.whl")
-    files = [*DOCS, *(ROOT / "examples").rglob("*.py"), *(ROOT / "src").rglob("*.py"),
-             ROOT / "Makefile", *(ROOT / "collector-config").rglob("*.yaml")]  # fmt: skip
+    files = [
+        *DOCS,
+        *(ROOT / "examples").rglob("*.py"),
+        *(ROOT / "src").rglob("*.py"),
+        ROOT / "Makefile",
+        *(ROOT / "collector-config").rglob("*.yaml"),
+    ]
     found = [
         f"{path.relative_to(ROOT)}:{text[: match.start()].count(chr(10)) + 1}: {match.group(0)}"
         for path in files
@@ -146,6 +159,7 @@ def test_python_blocks_saved_outside_the_repository_run_with_the_examples_beside
     assert "from examples." in source and "must bring along" in path.read_text()
     shutil.copytree(ROOT / "examples", tmp_path / "examples")
     (tmp_path / "blocks.py").write_text(source)
-    result = subprocess.run([sys.executable, "blocks.py"], cwd=tmp_path, capture_output=True,
-                            text=True, timeout=600)  # fmt: skip
+    result = subprocess.run(
+        [sys.executable, "blocks.py"], cwd=tmp_path, capture_output=True, text=True, timeout=600
+    )
     assert result.returncode == 0, result.stderr[-3000:]

@@ -230,8 +230,11 @@ def test_the_least_independent_declared_isolation_counts():
     from verdictgate import Isolation
 
     def trials(run: str, isolation: Isolation) -> list[Trial]:
-        return [Trial(f"c{n}", i, "a", run, "a", isolation=isolation)
-                for n in range(3) for i in range(60)]  # fmt: skip
+        return [
+            Trial(f"c{n}", i, "a", run, "a", isolation=isolation)
+            for n in range(3)
+            for i in range(60)
+        ]
 
     fresh = assess(trials("r1", Isolation.FRESH_INSTANCE))
     assert fresh.run.isolation is Isolation.FRESH_INSTANCE  # read from the records
@@ -248,8 +251,11 @@ def test_a_run_whose_trials_mostly_errored_leads_with_the_errors():
     errors, not about collecting more pairs (a run with one error keeps its usual order)."""
     from verdictgate import Trial, assess
 
-    errored = [Trial(f"c{c}", i, None, "r", "approve", error_type="RuntimeError")
-               for c in range(6) for i in range(4)]  # fmt: skip
+    errored = [
+        Trial(f"c{c}", i, None, "r", "approve", error_type="RuntimeError")
+        for c in range(6)
+        for i in range(4)
+    ]
     failing = assess(errored)
     assert failing.headline.startswith("Inconclusive: 24 trials errored (RuntimeError x24)")
     assert failing.reasons[0].code == "incomplete"
@@ -265,10 +271,17 @@ def test_decisions_that_are_json_documents_lead_with_the_decision_path_step():
     from verdictgate import Case, Contract, Suite, Trial, assess
 
     routes = ["billing", "tech"]
-    suite = Suite("s", "p", tuple(Case(f"c{i}", f"in {i}", r) for i, r in enumerate(routes)),
-                  Contract(set(routes)))  # fmt: skip
-    whole = [Trial(f"c{i}", k, json.dumps({"route": r}), "r", r)
-             for i, r in enumerate(routes) for k in range(4)]  # fmt: skip
+    suite = Suite(
+        "s",
+        "p",
+        tuple(Case(f"c{i}", f"in {i}", r) for i, r in enumerate(routes)),
+        Contract(set(routes)),
+    )
+    whole = [
+        Trial(f"c{i}", k, json.dumps({"route": r}), "r", r)
+        for i, r in enumerate(routes)
+        for k in range(4)
+    ]
     steps = assess(whole, suite).next_steps
     assert steps[0].startswith('2 decisions are JSON documents (such as {"route": "billing"})')
     assert "--decision-path" in steps[0]

@@ -28,8 +28,15 @@ def test_library_errors_name_arguments_never_flags():
 
 def test_the_cli_names_the_same_errors_by_their_options(cli):
     budget = cli("plan", "--suite", str(SUITE), "--budget", "10")
-    run = cli("run", "--agent", "examples/payment_router.py:stable_router", "--suite", str(SUITE),
-              "--budget", "10")  # fmt: skip
+    run = cli(
+        "run",
+        "--agent",
+        "examples/payment_router.py:stable_router",
+        "--suite",
+        str(SUITE),
+        "--budget",
+        "10",
+    )
     for result in (run,) if budget.exit_code == 0 else (budget, run):
         assert result.exit_code == 2
         assert "raise --budget, loosen --tolerance, or set --repeats explicitly" in result.stderr

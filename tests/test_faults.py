@@ -87,8 +87,19 @@ def test_a_judge_that_is_down_makes_every_trial_an_error_not_a_failure(
 ):
     caplog.set_level(logging.WARNING, logger="verdictgate")
     trials = str(tmp_path / "trials.jsonl")
-    result = cli("run", "--agent", f"{agents}:router", "--suite", title_suite,
-                 "--judge", f"{agents}:judge_down", "--trials-out", trials, "--format", "json")  # fmt: skip
+    result = cli(
+        "run",
+        "--agent",
+        f"{agents}:router",
+        "--suite",
+        title_suite,
+        "--judge",
+        f"{agents}:judge_down",
+        "--trials-out",
+        trials,
+        "--format",
+        "json",
+    )
     report = report_of(result)
     assert result.exit_code == 3 and report["status"] == "inconclusive"
     assert codes_of(report) == {"incomplete", "pooled_undecided"}  # no contract_*, no rejection
@@ -115,8 +126,17 @@ def test_a_judge_that_raises_on_some_calls_errors_only_those_trials(
     cli, agents, title_suite, caplog
 ):
     caplog.set_level(logging.WARNING, logger="verdictgate")
-    result = cli("run", "--agent", f"{agents}:router", "--suite", title_suite,
-                 "--judge", f"{agents}:judge_flaky_on_deny", "--format", "json")  # fmt: skip
+    result = cli(
+        "run",
+        "--agent",
+        f"{agents}:router",
+        "--suite",
+        title_suite,
+        "--judge",
+        f"{agents}:judge_flaky_on_deny",
+        "--format",
+        "json",
+    )
     report = report_of(result)
     assert result.exit_code == 3 and report["status"] == "inconclusive"
     assert codes_of(report) == {"incomplete", "pooled_undecided"}  # deny unreached: not a verdict
@@ -170,9 +190,12 @@ def test_each_tiers_instance_logs_each_error_type_once(caplog):
     tiers = verdictgate.tiers.cascade.Tiers(judge=judge)
     outcomes = [tiers.check("approve", "input text") for _ in range(5)]
     assert [o.error for o in outcomes] == [
-        "judge:ConnectionError", "judge:ConnectionError", "judge:ValueError",
-        "judge:ConnectionError", "judge:ValueError",
-    ]  # fmt: skip
+        "judge:ConnectionError",
+        "judge:ConnectionError",
+        "judge:ValueError",
+        "judge:ConnectionError",
+        "judge:ValueError",
+    ]
     assert all(o.passed is None for o in outcomes)
     messages = [r.getMessage() for r in fault_records(caplog, "verdictgate.tiers.cascade")]
     assert len(messages) == 2
@@ -268,32 +291,76 @@ def test_an_agent_that_raises_only_on_the_transformed_input_errors_the_relation(
     cli, agents, title_suite, caplog
 ):
     caplog.set_level(logging.WARNING, logger="verdictgate")
-    result = cli("run", "--agent", f"{agents}:lowercase_crasher", "--suite", title_suite,
-                 "--repeats", "26", "--relation", "case", "--relation", "punctuation",
-                 "--format", "json")  # fmt: skip
+    result = cli(
+        "run",
+        "--agent",
+        f"{agents}:lowercase_crasher",
+        "--suite",
+        title_suite,
+        "--repeats",
+        "26",
+        "--relation",
+        "case",
+        "--relation",
+        "punctuation",
+        "--format",
+        "json",
+    )
     report = report_of(result)
     assert result.exit_code == 3 and report["status"] == "inconclusive"
     codes = codes_of(report)
     assert "incomplete" in codes and not codes & {"relation_violated", "relations_vacuous"}
     assert report["trials"]["errors"] == 0  # the trials themselves were fine
     assert report["relations"] == [
-        {"name": "case", "status": "errored", "violated": [], "held": [],
-         "errored": ["approve", "deny", "review"]},
-        {"name": "punctuation", "status": "not_exercised", "violated": [], "held": [],
-         "errored": []},
-    ]  # fmt: skip
+        {
+            "name": "case",
+            "status": "errored",
+            "violated": [],
+            "held": [],
+            "errored": ["approve", "deny", "review"],
+        },
+        {
+            "name": "punctuation",
+            "status": "not_exercised",
+            "violated": [],
+            "held": [],
+            "errored": [],
+        },
+    ]
     records = fault_records(caplog, "verdictgate.runner.suite_run")
     assert [r.getMessage() for r in records] == [
         "relation case: the agent raised RuntimeError, so the relation is errored there, "
         "not violated; logged once per error type"
     ]
     assert SECRET not in caplog.text
-    text = cli("run", "--agent", f"{agents}:lowercase_crasher", "--suite", title_suite,
-               "--repeats", "26", "--relation", "case", "--format", "text")  # fmt: skip
+    text = cli(
+        "run",
+        "--agent",
+        f"{agents}:lowercase_crasher",
+        "--suite",
+        title_suite,
+        "--repeats",
+        "26",
+        "--relation",
+        "case",
+        "--format",
+        "text",
+    )
     assert text.exit_code == 3
     assert "errored (could not be checked on approve, deny, review)" in text.stdout
-    junit = cli("run", "--agent", f"{agents}:lowercase_crasher", "--suite", title_suite,
-                "--repeats", "26", "--relation", "case", "--format", "junit")  # fmt: skip
+    junit = cli(
+        "run",
+        "--agent",
+        f"{agents}:lowercase_crasher",
+        "--suite",
+        title_suite,
+        "--repeats",
+        "26",
+        "--relation",
+        "case",
+        "--format",
+        "junit",
+    )
     assert 'name="relations"' in junit.stdout and 'type="inconclusive"' in junit.stdout
 
 
@@ -357,8 +424,10 @@ def test_errored_relations_round_trip_through_the_run_span():
     (run_span,) = [s for s in memory.spans.get_finished_spans() if s.name == names.RUN_SPAN]
     attributes = dict(run_span.attributes)
     assert list(attributes[names.RELATIONS_ERRORED]) == [
-        "case=review", "explode=approve", "explode=deny",
-    ]  # fmt: skip
+        "case=review",
+        "explode=approve",
+        "explode=deny",
+    ]
     assert assessment.relations == tuple(results)  # as the processor read the run span
     declared = run_declaration(attributes)
     assert declared.relations == tuple(results)
@@ -432,13 +501,25 @@ def test_assess_without_a_contract_through_the_cli(cli, write):
     document = suite_document()
     del document["contract"]
     records = [
-        {"run": "r1", "case": case["id"], "trial": t, "outcome": "decision",
-         "verdict": "deny" if case["expected"] == "review" else case["expected"]}
+        {
+            "run": "r1",
+            "case": case["id"],
+            "trial": t,
+            "outcome": "decision",
+            "verdict": "deny" if case["expected"] == "review" else case["expected"],
+        }
         for case in document["cases"]
         for t in range(26)
-    ]  # fmt: skip
-    result = cli("assess", "--trials", write("t.jsonl", records),
-                 "--suite", write("s.json", document), "--format", "json")  # fmt: skip
+    ]
+    result = cli(
+        "assess",
+        "--trials",
+        write("t.jsonl", records),
+        "--suite",
+        write("s.json", document),
+        "--format",
+        "json",
+    )
     report = report_of(result)
     assert result.exit_code == 0 and report["status"] == "qualified", report["reasons"]
     assert report["coverage"]["required"] == [] and report["coverage"]["missing_observed"] == []

@@ -17,8 +17,11 @@ SUITE = "examples/support_tools_suite.json"
 def verdictgate_run(*args: str) -> tuple[int, dict]:
     result = subprocess.run(
         [sys.executable, "-m", "verdictgate", "run", "--suite", SUITE, "--format", "json", *args],
-        capture_output=True, text=True, cwd=ROOT, timeout=300,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=300,
+    )
     assert result.stdout, result.stderr
     return result.returncode, json.loads(result.stdout)
 

@@ -86,8 +86,13 @@ def test_openai_agents_hand_offs_and_a_flipping_route() -> None:
         "My password does not work": ["support", "support", "billing", "support"],
         "Thanks!": ["none"],
     }
-    suite = suite_of({"I was charged twice": "billing", "My password does not work": "support",
-                      "Thanks!": "billing"})  # fmt: skip
+    suite = suite_of(
+        {
+            "I was charged twice": "billing",
+            "My password does not work": "support",
+            "Thanks!": "billing",
+        }
+    )
     expected = {
         "I was charged twice": [("billing",)] * 6,
         "My password does not work": [

@@ -16,8 +16,12 @@ HERE = Path(__file__).parent
 def test_no_input_argument_or_output_text_leaves_through_verdictgate() -> None:
     result = subprocess.run(
         [sys.executable, str(HERE / "framework_privacy_run.py")],
-        capture_output=True, text=True, check=True, cwd=HERE, timeout=300,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=HERE,
+        timeout=300,
+    )
     found = json.loads(result.stdout)
     framework = "\n".join(found["framework"])
     for secret in (SECRET_INPUT, SECRET_ARGUMENT, SECRET_OUTPUT):

@@ -32,19 +32,28 @@ def start_receiver(store: Path, port: int) -> subprocess.Popen:
 
 def agent_process(endpoint_port: int, run: str, pause: float = 0.0) -> subprocess.Popen:
     return subprocess.Popen(
-        [sys.executable, str(HERE / "framework_agent_process.py"),
-         f"http://127.0.0.1:{endpoint_port}", run, str(REPEATS), str(pause)],
-        cwd=HERE, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-    )  # fmt: skip
+        [
+            sys.executable,
+            str(HERE / "framework_agent_process.py"),
+            f"http://127.0.0.1:{endpoint_port}",
+            run,
+            str(REPEATS),
+            str(pause),
+        ],
+        cwd=HERE,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
 
 
 def in_process_trials() -> dict[tuple[str, int], tuple]:
     """The same agent and script, run by `verdictgate.run` in this process."""
     suite = Suite(
-        "support", "support_router",
+        "support",
+        "support_router",
         tuple(Case(case, text, EXPECTED[text]) for text, case in CASES.items()),
         Contract(frozenset(EXPECTED.values())),
-    )  # fmt: skip
+    )
     found: dict[tuple[str, int], tuple] = {}
 
     class Sink:

@@ -19,11 +19,32 @@ WIDTHS = (1280, 390)
 
 def report_files(cli, tmp_path: Path, router: str) -> tuple[Path, dict]:
     trials, page = tmp_path / f"{router}.jsonl", tmp_path / f"{router}.html"
-    cli("run", "--agent", f"{EXAMPLES / 'payment_router.py'}:{router}", "--suite",
-        str(EXAMPLES / "payment_suite.json"), "--isolation", "fresh-instance",
-        "--trials-out", str(trials), "--format", "html", "--output", str(page))  # fmt: skip
-    report = report_of(cli("assess", "--trials", str(trials), "--suite",
-                           str(EXAMPLES / "payment_suite.json"), "--format", "json"))  # fmt: skip
+    cli(
+        "run",
+        "--agent",
+        f"{EXAMPLES / 'payment_router.py'}:{router}",
+        "--suite",
+        str(EXAMPLES / "payment_suite.json"),
+        "--isolation",
+        "fresh-instance",
+        "--trials-out",
+        str(trials),
+        "--format",
+        "html",
+        "--output",
+        str(page),
+    )
+    report = report_of(
+        cli(
+            "assess",
+            "--trials",
+            str(trials),
+            "--suite",
+            str(EXAMPLES / "payment_suite.json"),
+            "--format",
+            "json",
+        )
+    )
     return page, report
 
 

@@ -56,11 +56,32 @@ def run_router(cli, tmp_path: Path, router: str) -> tuple[str, dict]:
     """The HTML and the JSON report of one run of a demo router (the same trials)."""
     trials = str(tmp_path / f"{router}.jsonl")
     page = str(tmp_path / f"{router}.html")
-    cli("run", "--agent", f"{EXAMPLES / 'payment_router.py'}:{router}", "--suite",
-        str(EXAMPLES / "payment_suite.json"), "--isolation", "fresh-instance",
-        "--trials-out", trials, "--format", "html", "--output", page)  # fmt: skip
-    report = report_of(cli("assess", "--trials", trials, "--suite",
-                           str(EXAMPLES / "payment_suite.json"), "--format", "json"))  # fmt: skip
+    cli(
+        "run",
+        "--agent",
+        f"{EXAMPLES / 'payment_router.py'}:{router}",
+        "--suite",
+        str(EXAMPLES / "payment_suite.json"),
+        "--isolation",
+        "fresh-instance",
+        "--trials-out",
+        trials,
+        "--format",
+        "html",
+        "--output",
+        page,
+    )
+    report = report_of(
+        cli(
+            "assess",
+            "--trials",
+            trials,
+            "--suite",
+            str(EXAMPLES / "payment_suite.json"),
+            "--format",
+            "json",
+        )
+    )
     return Path(page).read_text(), report
 
 
@@ -117,8 +138,9 @@ def test_check_and_compare_draw_what_changed(cli, write, tmp_path) -> None:
         drifted["approve-0"][2 * pair + 1] = "deny"
     after = write("after.jsonl", trial_records(drifted))
     baseline = str(tmp_path / "baseline.json")
-    cli("snapshot", "--trials", before, "--suite", suite, "--accept-reference", "--output",
-        baseline)  # fmt: skip
+    cli(
+        "snapshot", "--trials", before, "--suite", suite, "--accept-reference", "--output", baseline
+    )
     checked = cli("check", "--snapshot", baseline, "--trials", after, "--format", "html")
     assert checked.exit_code == 1 and "Against the baseline" in checked.stdout
     assert "approve became unstable" in checked.stdout
@@ -132,8 +154,10 @@ def test_check_and_compare_draw_what_changed(cli, write, tmp_path) -> None:
 
 def test_quality_and_errors_are_shown_when_the_report_has_them() -> None:
     suite = Suite("s", "p", (), Contract(frozenset({"approve", "deny"})))
-    trials = [Trial("c", i, "approve", expected="approve", passed=True, latency_ms=10.0 + i)
-              for i in range(20)] + [Trial("d", 0, None, expected="deny", error_type="timeout")]  # fmt: skip
+    trials = [
+        Trial("c", i, "approve", expected="approve", passed=True, latency_ms=10.0 + i)
+        for i in range(20)
+    ] + [Trial("d", 0, None, expected="deny", error_type="timeout")]
     page = render_html(assess(trials, suite, Policy(pass_rate=0.5)))
     assert "pass rate of approve" in page and "20 of 20 passed" in page
     assert "p50 " in page and "timeout x1" in page

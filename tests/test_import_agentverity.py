@@ -75,7 +75,7 @@ def test_agentverity_and_verdictgate_agree_on_the_same_evidence(cli, tmp_path):
         "wilson",
         "--format",
         "json",
-    )  # fmt: skip  (AgentVerity's rule)
+    )
     ours = json.loads(result.stdout)
     pooled = ours["stability"]["pooled"]
     assert (pooled["pairs"], pooled["flips"]) == (

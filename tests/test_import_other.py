@@ -81,9 +81,16 @@ def test_generic_jsonl_with_paths_order_and_unreadable_decisions(cli, write):
         {"meta": {"ticket": "T2"}, "result": {"route": 7}, "want": "b"},
     ]
     _, report = report_of(
-        cli, "--jsonl", write("h.jsonl", rows), "--case-path", "meta.ticket", "--decision-path", "result.route",
-        "--expected-path", "want",
-    )  # fmt: skip
+        cli,
+        "--jsonl",
+        write("h.jsonl", rows),
+        "--case-path",
+        "meta.ticket",
+        "--decision-path",
+        "result.route",
+        "--expected-path",
+        "want",
+    )
     assert report["stability"]["pooled"]["pairs"] == 1 and report["trials"]["error_types"] == {
         "decision_path": 1
     }
@@ -104,8 +111,13 @@ def test_generic_jsonl_with_paths_order_and_unreadable_decisions(cli, write):
 
 def test_otlp_json_capture_replays_a_canary(cli, tmp_path):
     def line(index: int, verdict: str) -> str:
-        attributes = {"verdictgate.run.id": "nightly", "verdictgate.case.id": "c1", "verdictgate.trial": index,
-                      "verdictgate.outcome": "decision", "verdictgate.verdict": verdict}  # fmt: skip
+        attributes = {
+            "verdictgate.run.id": "nightly",
+            "verdictgate.case.id": "c1",
+            "verdictgate.trial": index,
+            "verdictgate.outcome": "decision",
+            "verdictgate.verdict": verdict,
+        }
         encoded = [
             {"key": k, "value": {"intValue": str(v)} if isinstance(v, int) else {"stringValue": v}}
             for k, v in attributes.items()
@@ -130,10 +142,18 @@ def test_otlp_json_capture_replays_a_canary(cli, tmp_path):
     "source",
     [
         ["--deepeval", str(FIXTURES / "deepeval" / "deepeval-repeat-r4-sample.json")],
-        ["--promptfoo", str(FIXTURES / "promptfoo" / "promptfoo-sample.json"), "--provider", "stochastic-router",
-         "--decision-path", "route", "--expected-var", "expected_route"],
+        [
+            "--promptfoo",
+            str(FIXTURES / "promptfoo" / "promptfoo-sample.json"),
+            "--provider",
+            "stochastic-router",
+            "--decision-path",
+            "route",
+            "--expected-var",
+            "expected_route",
+        ],
     ],
-)  # fmt: skip
+)
 def test_convert_writes_trials_that_assess_the_same(cli, tmp_path, source):
     out = tmp_path / "trials.jsonl"
     converted = cli("convert", *source, "--output", str(out))
@@ -171,16 +191,34 @@ def test_an_import_names_an_input_by_its_suite_id_and_its_fingerprint_both(cli, 
     suite = write("suite.json", suite_document(cases_per_route=1))
     texts = {f"{route}-0": f"request {route} 0" for route in ROUTES}
     rows = [{"ask": text, "out": case.split("-")[0]} for case, text in texts.items() for _ in "ab"]
-    converted = cli("convert", "--jsonl", write("h.jsonl", rows), "--case-path", "ask",
-                    "--decision-path", "out", "--suite", suite)  # fmt: skip
+    converted = cli(
+        "convert",
+        "--jsonl",
+        write("h.jsonl", rows),
+        "--case-path",
+        "ask",
+        "--decision-path",
+        "out",
+        "--suite",
+        suite,
+    )
     lines = [json.loads(line) for line in converted.stdout.splitlines()]
     assert {(r["case"], tuple(r["aliases"]), r["key_id"]) for r in lines} == {
         (case, (fingerprint(text, key),), key_id(key)) for case, text in texts.items()
     }
     assert not any(text in converted.stdout for text in texts.values())
-    prints = [{"run": "b", "case": fingerprint(text, key), "trial": i, "outcome": "decision",
-               "verdict": case.split("-")[0], "key_id": key_id(key)}
-              for case, text in texts.items() for i in range(2)]  # fmt: skip
+    prints = [
+        {
+            "run": "b",
+            "case": fingerprint(text, key),
+            "trial": i,
+            "outcome": "decision",
+            "verdict": case.split("-")[0],
+            "key_id": key_id(key),
+        }
+        for case, text in texts.items()
+        for i in range(2)
+    ]
     both = write("both.jsonl", lines + prints)
     _, report = report_of(cli, "--trials", both, "--claim", "population")
     assert report["population"]["cases"] == 3 and "mixed_case_names" not in codes_of(report)

@@ -57,9 +57,16 @@ def test_real_export_per_provider_follows_the_rules(cli, provider, exit_code):
                 pairs += 1
                 flips += a != b
     result, report = assess(
-        cli, "--promptfoo", str(REAL), "--provider", provider, "--decision-path", "route",
-        "--expected-var", "expected_route",
-    )  # fmt: skip
+        cli,
+        "--promptfoo",
+        str(REAL),
+        "--provider",
+        provider,
+        "--decision-path",
+        "route",
+        "--expected-var",
+        "expected_route",
+    )
     assert report["trials"]["received"] == len(rows) == 60
     assert report["trials"]["errors"] == errors
     assert (report["stability"]["pooled"]["pairs"], report["stability"]["pooled"]["flips"]) == (
@@ -75,11 +82,17 @@ def test_real_export_per_provider_follows_the_rules(cli, provider, exit_code):
 def row(test: int, index: int, output, *, provider="p", prompt_id="x", failure=None, response=True):
     message = f"message {test}"
     return {
-        "testIdx": index, "promptId": prompt_id, "provider": {"id": provider, "label": provider},
-        "prompt": {"raw": message}, "vars": {"message": message, "expected": f"route-{test}"},
-        "response": {"output": output} if response else None, "failureReason": failure,
-        "success": failure is None, "cost": 0, "gradingResult": {"pass": failure is None},
-    }  # fmt: skip
+        "testIdx": index,
+        "promptId": prompt_id,
+        "provider": {"id": provider, "label": provider},
+        "prompt": {"raw": message},
+        "vars": {"message": message, "expected": f"route-{test}"},
+        "response": {"output": output} if response else None,
+        "failureReason": failure,
+        "success": failure is None,
+        "cost": 0,
+        "gradingResult": {"pass": failure is None},
+    }
 
 
 def export(rows: list[dict]) -> dict:
@@ -96,8 +109,14 @@ def test_rows_are_grouped_by_test_and_ordered_by_test_index_not_by_position(cli,
             rows.append(row(test, 100 * repeat + test, json.dumps({"decision": {"route": answer}})))
     random.Random(4).shuffle(rows)  # completion order
     _, report = assess(
-        cli, "--promptfoo", write("r.json", export(rows)), "--decision-path", "decision.route", "--expected-var", "expected",
-    )  # fmt: skip
+        cli,
+        "--promptfoo",
+        write("r.json", export(rows)),
+        "--decision-path",
+        "decision.route",
+        "--expected-var",
+        "expected",
+    )
     assert report["stability"]["pooled"]["pairs"] == 9
     assert (
         report["stability"]["pooled"]["flips"] == 3
@@ -152,9 +171,12 @@ def test_an_export_without_repeats_is_inconclusive_and_says_how_to_repeat(cli, w
 
 @pytest.mark.parametrize(
     ("content", "message"),
-    [('{"results": {"version": 3, "results": [{"testIdx": "x"}]}}', "not a promptfoo export"),
-     ('{"evalId": "e"', "not a promptfoo export"), ('{"evalId": "e"}', "no `results`")],
-)  # fmt: skip
+    [
+        ('{"results": {"version": 3, "results": [{"testIdx": "x"}]}}', "not a promptfoo export"),
+        ('{"evalId": "e"', "not a promptfoo export"),
+        ('{"evalId": "e"}', "no `results`"),
+    ],
+)
 def test_malformed_exports_are_one_line_errors(cli, tmp_path, content, message):
     path = tmp_path / "bad.json"
     path.write_text(content)
@@ -164,14 +186,28 @@ def test_malformed_exports_are_one_line_errors(cli, tmp_path, content, message):
 
 def test_json_lines_and_traced_exports(cli):
     _, report = assess(
-        cli, "--promptfoo", str(FIXTURES / "promptfoo-sample.traced.json"), "--provider", "keyword-router",
-        "--decision-path", "route", "--expected-var", "expected_route",
-    )  # fmt: skip
+        cli,
+        "--promptfoo",
+        str(FIXTURES / "promptfoo-sample.traced.json"),
+        "--provider",
+        "keyword-router",
+        "--decision-path",
+        "route",
+        "--expected-var",
+        "expected_route",
+    )
     assert report["trials"]["received"] > 0 and report["trials"]["conflicts"] == 0
     _, report = assess(
-        cli, "--promptfoo", str(FIXTURES / "promptfoo-sample.per-test-repeat.jsonl"), "--provider", "keyword-router",
-        "--decision-path", "route", "--expected-var", "expected_route",
-    )  # fmt: skip
+        cli,
+        "--promptfoo",
+        str(FIXTURES / "promptfoo-sample.per-test-repeat.jsonl"),
+        "--provider",
+        "keyword-router",
+        "--decision-path",
+        "route",
+        "--expected-var",
+        "expected_route",
+    )
     lines = [
         json.loads(line)
         for line in (FIXTURES / "promptfoo-sample.per-test-repeat.jsonl").read_text().splitlines()
@@ -188,11 +224,29 @@ def test_agentverity_reads_the_same_promptfoo_export_the_same_way(cli, tmp_path)
     leaves an errored trial's partner unpaired (REPORT.md)."""
     suite = str(FIXTURES / "decision_suite.json")
     theirs = agentverity_report(
-        "--promptfoo", str(REAL), "--provider", "file://provider.py", "--decision-path", "route",
-        "--suite", suite, tmp=tmp_path,
-    )  # fmt: skip
-    _, ours = assess(cli, "--promptfoo", str(REAL), "--provider", "file://provider.py",
-                     "--decision-path", "route", "--suite", suite, "--method", "wilson")  # fmt: skip
+        "--promptfoo",
+        str(REAL),
+        "--provider",
+        "file://provider.py",
+        "--decision-path",
+        "route",
+        "--suite",
+        suite,
+        tmp=tmp_path,
+    )
+    _, ours = assess(
+        cli,
+        "--promptfoo",
+        str(REAL),
+        "--provider",
+        "file://provider.py",
+        "--decision-path",
+        "route",
+        "--suite",
+        suite,
+        "--method",
+        "wilson",
+    )
     pooled = ours["stability"]["pooled"]
     assert (
         (pooled["pairs"], pooled["flips"])
@@ -223,8 +277,14 @@ def test_an_unknown_provider_and_matching_suite_cases_by_id(cli, write):
     path = write("r.json", export(rows))
     unknown = cli("assess", "--promptfoo", path, "--provider", "nope")
     assert unknown.exit_code == 2 and "no row matches 'nope'" in unknown.stderr
-    suite = {"schema": "verdictgate.suite/v1", "contract": {"allowed": ["route-0", "route-1"]},
-             "cases": [{"id": "message 0", "expected": "route-0"}, {"id": "message 1", "expected": "route-1"}]}  # fmt: skip
+    suite = {
+        "schema": "verdictgate.suite/v1",
+        "contract": {"allowed": ["route-0", "route-1"]},
+        "cases": [
+            {"id": "message 0", "expected": "route-0"},
+            {"id": "message 1", "expected": "route-1"},
+        ],
+    }
     _result, report = assess(cli, "--promptfoo", path, "--suite", write("s.json", suite))
     assert report["coverage"]["intended"] == {"route-0": 1, "route-1": 1}
     assert {case["case"] for case in report["cases"]} == {"message 0", "message 1"}
@@ -245,8 +305,11 @@ def test_promptfoo_success_is_the_evaluator_verdict_on_each_trial(cli):
 
 def test_a_file_that_is_not_a_promptfoo_export_is_refused(cli, tmp_path):
     path = tmp_path / "trials.jsonl"
-    path.write_text("".join(
-        json.dumps({"case": f"c{n}", "trial": n, "outcome": "decision"}) + "\n" for n in range(4)
-    ))  # fmt: skip
+    path.write_text(
+        "".join(
+            json.dumps({"case": f"c{n}", "trial": n, "outcome": "decision"}) + "\n"
+            for n in range(4)
+        )
+    )
     result = cli("assess", "--promptfoo", str(path))
     assert result.exit_code == 2 and "not a promptfoo export" in result.stderr

@@ -41,10 +41,16 @@ def test_decorated_sync_function_records_scope_and_verdict(traced, monkeypatch):
         assert route("hello") == {"route": "billing", "confidence": 0.9}
     (span,) = finished()
     assert span == {
-        names.POINT: "router", names.RUN_ID: "r", names.TRIAL: 3, names.CASE_ID: "c7",
-        names.CASE_EXPECTED: "billing", names.SUITE: "s", names.OUTCOME: "decision",
-        names.VERDICT: "billing", names.CASE_ALIASES: (fingerprint("hello", None),),
-    }  # fmt: skip
+        names.POINT: "router",
+        names.RUN_ID: "r",
+        names.TRIAL: 3,
+        names.CASE_ID: "c7",
+        names.CASE_EXPECTED: "billing",
+        names.SUITE: "s",
+        names.OUTCOME: "decision",
+        names.VERDICT: "billing",
+        names.CASE_ALIASES: (fingerprint("hello", None),),
+    }
 
 
 def test_a_keyed_fingerprint_carries_its_key_id_beside_whichever_name_the_trial_has(traced):
@@ -156,9 +162,13 @@ def test_evaluation_run_declares_the_contract():
     provider = TracerProvider()
     provider.add_span_processor(SimpleSpanProcessor(exporter))
     with verdictgate.evaluation_run(
-        run_id="r", suite=suite, policy=verdictgate.Policy(tolerance=0.1), planned_trials=10,
-        isolation=verdictgate.Isolation.FRESH_SESSION, tracer_provider=provider,
-    ):  # fmt: skip
+        run_id="r",
+        suite=suite,
+        policy=verdictgate.Policy(tolerance=0.1),
+        planned_trials=10,
+        isolation=verdictgate.Isolation.FRESH_SESSION,
+        tracer_provider=provider,
+    ):
         pass
     (span,) = exporter.get_finished_spans()
     attributes = dict(span.attributes)

@@ -12,10 +12,14 @@ from verdictgate.reports import RENDERERS
 
 ROUTES = ("approve", "deny", "review", "escalate", "hold")
 SUITE = Suite(
-    "gate", "approval_gate",
-    tuple(Case(f"{route}-case", f"ticket T-{n}: please {route}", route) for n, route in enumerate(ROUTES)),
+    "gate",
+    "approval_gate",
+    tuple(
+        Case(f"{route}-case", f"ticket T-{n}: please {route}", route)
+        for n, route in enumerate(ROUTES)
+    ),
     Contract(set(ROUTES)),
-)  # fmt: skip
+)
 
 
 def agent(text: str) -> str:
@@ -69,9 +73,13 @@ def test_invariants_travel_on_decision_spans_and_in_trial_files(tmp_path, cli):
     provider.add_span_processor(processor)
 
     @verdictgate.decision_point(
-        "gate", tracer_provider=provider,
-        invariants=[Invariant("short", lambda out, given: len(out) < 5, "warn"), Invariant("known", lambda out, _: out in ROUTES)],
-    )  # fmt: skip
+        "gate",
+        tracer_provider=provider,
+        invariants=[
+            Invariant("short", lambda out, given: len(out) < 5, "warn"),
+            Invariant("known", lambda out, _: out in ROUTES),
+        ],
+    )
     def decide(text: str) -> str:
         return agent(text)
 

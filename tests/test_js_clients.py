@@ -46,25 +46,47 @@ def framework_trials(run: str) -> tuple[list, dict]:
     for case in range(2):
         for index in range(2):
             spans = [
-                {"name": names.TRIAL_SPAN, "parent": None, "attributes": {
-                    names.RUN_ID: run, names.CASE_ID: f"f{case}", names.TRIAL: index,
-                    names.DECISION_RULE: "tools", names.SUITE: "js"}},
-                {"name": "invoke_agent support", "parent": 0, "attributes": {
-                    "gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "support"}},
-            ]  # fmt: skip
+                {
+                    "name": names.TRIAL_SPAN,
+                    "parent": None,
+                    "attributes": {
+                        names.RUN_ID: run,
+                        names.CASE_ID: f"f{case}",
+                        names.TRIAL: index,
+                        names.DECISION_RULE: "tools",
+                        names.SUITE: "js",
+                    },
+                },
+                {
+                    "name": "invoke_agent support",
+                    "parent": 0,
+                    "attributes": {
+                        "gen_ai.operation.name": "invoke_agent",
+                        "gen_ai.agent.name": "support",
+                    },
+                },
+            ]
             spans += [
-                {"name": f"execute_tool {tool}", "parent": 1, "attributes": {
-                    "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": tool}}
+                {
+                    "name": f"execute_tool {tool}",
+                    "parent": 1,
+                    "attributes": {
+                        "gen_ai.operation.name": "execute_tool",
+                        "gen_ai.tool.name": tool,
+                    },
+                }
                 for tool in TOOLS[case]
-            ]  # fmt: skip
+            ]
             plan.append(spans)
             expected[(f"f{case}", index)] = (tuple(TOOLS[case]), None)
     return plan, expected
 
 
 def stored(server, run: str) -> dict:
-    return {(t.case, t.index): (t.decision, t.error_type)
-            for t in server.receiver.store.evidence(run).trials()}  # fmt: skip
+    return {
+        (t.case, t.index): (t.decision, t.error_type)
+        for t in server.receiver.store.evidence(run).trials()
+    }
 
 
 def wait_until(condition, within: float = 30.0) -> None:
@@ -87,10 +109,17 @@ def test_the_javascript_sdk_reaches_serve_and_gives_the_right_trials(
     path = tmp_path / "plan.json"
     path.write_text(json.dumps(plan + framework_plan))
     with running_server(clock=clock) as server:
-        endpoint = (f"http://127.0.0.1:{server.grpc_port}" if transport == "grpc"
-                    else f"http://127.0.0.1:{server.http_port}/v1/traces")  # fmt: skip
-        sent = subprocess.run([node, str(script), transport, compression, endpoint, str(path)],
-                              capture_output=True, text=True, timeout=120)  # fmt: skip
+        endpoint = (
+            f"http://127.0.0.1:{server.grpc_port}"
+            if transport == "grpc"
+            else f"http://127.0.0.1:{server.http_port}/v1/traces"
+        )
+        sent = subprocess.run(
+            [node, str(script), transport, compression, endpoint, str(path)],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         assert sent.returncode == 0, sent.stdout + sent.stderr
         assert stored(server, run) == expected
         clock.advance(DEFAULT_SETTLE + 0.1)  # the framework trials' spans have been quiet

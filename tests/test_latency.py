@@ -53,8 +53,17 @@ def timed(records: list[dict], slow_every: int | None, slow_ms: float = 900.0) -
 def test_a_p95_threshold(write, cli, slow_every, pairs, exit_code, result, code):
     records = timed(trial_records(stable_answers(pairs_per_case=pairs)), slow_every)
     trials = write("t.jsonl", records)
-    run = cli("assess", "--trials", trials, "--suite", write("s.json", suite_document()),
-              "--max-p95-ms", "100", "--format", "json")  # fmt: skip
+    run = cli(
+        "assess",
+        "--trials",
+        trials,
+        "--suite",
+        write("s.json", suite_document()),
+        "--max-p95-ms",
+        "100",
+        "--format",
+        "json",
+    )
     report = json.loads(run.stdout)
     assert report["latency"]["trials"] == len(records) and report["latency"]["result"] == result
     if code:

@@ -20,8 +20,14 @@ def loaded_after(statement: str) -> set[str]:
 def test_the_decorator_loads_no_engine_admission_rule_or_statistics() -> None:
     loaded = loaded_after("import verdictgate; verdictgate.decision_point")
     assert "verdictgate.otel.instrument" in loaded  # the check can fail: it did load something
-    heavy = {"verdictgate.engine", "verdictgate.admission", "verdictgate.stats",
-             "verdictgate.sequential.rule", "verdictgate.eprocess", "verdictgate.assessment"}  # fmt: skip
+    heavy = {
+        "verdictgate.engine",
+        "verdictgate.admission",
+        "verdictgate.stats",
+        "verdictgate.sequential.rule",
+        "verdictgate.eprocess",
+        "verdictgate.assessment",
+    }
     assert not loaded & heavy
 
 

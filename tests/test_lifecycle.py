@@ -52,10 +52,11 @@ ROUTES = ("approve", "deny", "review")
 
 def suite_of(cases: int) -> Suite:
     return Suite(
-        "gate", "approval_gate",
+        "gate",
+        "approval_gate",
         tuple(Case(f"c{n}", None, ROUTES[n % 3]) for n in range(cases)),
         Contract(frozenset(ROUTES)),
-    )  # fmt: skip
+    )
 
 
 def declaration_of(run: str, cases: int, trials: int, method: Method) -> RunDeclaration:
@@ -91,8 +92,16 @@ def runs(draw, most_cases: int = 4, most_pairs: int = 12):
                 continue
             tied = rng.random() < 0.3
             steps = (verdict, "notify")
-            trials.append(Trial(f"c{case}", recorded, tuple(sorted(steps)) if tied else steps,
-                                "r", route, tied_steps=((0, 2),) if tied else ()))  # fmt: skip
+            trials.append(
+                Trial(
+                    f"c{case}",
+                    recorded,
+                    tuple(sorted(steps)) if tied else steps,
+                    "r",
+                    route,
+                    tied_steps=((0, 2),) if tied else (),
+                )
+            )
     return declaration_of("r", cases, 2 * pairs, method), trials
 
 
@@ -180,9 +189,12 @@ def wire(batches: list[list[Trial]], declaration: RunDeclaration, span_at: int, 
     clock = ManualClock(1000.0)
     receiver = Receiver(Store(), None, ReceiverConfig(idle=3600), clock=clock)
     attributes = run_attributes(
-        declaration.run_id, declaration.suite, declaration.policy,
-        declaration.planned_trials or 0, Isolation.FRESH_SESSION,
-    )  # fmt: skip
+        declaration.run_id,
+        declaration.suite,
+        declaration.policy,
+        declaration.planned_trials or 0,
+        Isolation.FRESH_SESSION,
+    )
     for number, batch in enumerate(batches):
         spans = [span("decide approval_gate", trial_attributes(t)) for t in batch]
         if number == span_at:
@@ -215,10 +227,13 @@ def test_the_processor_gives_the_same_answer_for_any_order_and_repeats(data) -> 
     processor = EvidenceProcessor(clock=ManualClock())
     provider.add_span_processor(processor)
     with evaluation_run(
-        run_id="r", suite=declaration.suite, policy=declaration.policy,
-        planned_trials=declaration.planned_trials or 0, isolation=Isolation.FRESH_SESSION,
+        run_id="r",
+        suite=declaration.suite,
+        policy=declaration.policy,
+        planned_trials=declaration.planned_trials or 0,
+        isolation=Isolation.FRESH_SESSION,
         tracer_provider=provider,
-    ) as run_span:  # fmt: skip
+    ) as run_span:
         run_span.set_attribute(names.PLAN_CASES, len(declaration.suite.cases))
         for item in stream:
             with (

@@ -28,8 +28,9 @@ def test_assess_judges_by_the_method_asked_for(cli, write) -> None:
     trials = write("trials.jsonl", trial_records(two_flips_in_eleven_pairs()))
     by = {}
     for method in ("wilson", "exact"):
-        result = cli("assess", "--trials", trials, "--suite", suite, "--method", method,
-                     "--format", "json")  # fmt: skip
+        result = cli(
+            "assess", "--trials", trials, "--suite", suite, "--method", method, "--format", "json"
+        )
         report = report_of(result)
         pooled = report["stability"]["pooled"]
         by[method] = (report["policy"]["method"], pooled["ci_low"], pooled["ci_high"])
@@ -46,8 +47,9 @@ def test_a_suite_names_its_method_and_the_option_overrides_it(cli, write) -> Non
     trials = write("trials.jsonl", trial_records(stable_answers(cases_per_route=1)))
     report = report_of(cli("assess", "--trials", trials, "--suite", suite, "--format", "json"))
     assert report["policy"]["method"] == "exact"
-    overridden = cli("assess", "--trials", trials, "--suite", suite, "--method", "wilson",
-                     "--format", "json")  # fmt: skip
+    overridden = cli(
+        "assess", "--trials", trials, "--suite", suite, "--method", "wilson", "--format", "json"
+    )
     assert report_of(overridden)["policy"]["method"] == "wilson"
     document["method"] = "bayes"
     result = cli("assess", "--trials", trials, "--suite", write("bad.json", document))

@@ -14,10 +14,18 @@ EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 def test_run_exports_decisions_admission_metrics_and_event(cli):
     with OtlpCollector() as collector:
         result = cli(
-            "run", "--agent", f"{EXAMPLES / 'payment_router.py'}:flipping_router",
-            "--suite", str(EXAMPLES / "payment_suite.json"), "--isolation", "fresh-instance",
-            "--format", "json", "--otlp-endpoint", f"http://127.0.0.1:{collector.port}",
-        )  # fmt: skip
+            "run",
+            "--agent",
+            f"{EXAMPLES / 'payment_router.py'}:flipping_router",
+            "--suite",
+            str(EXAMPLES / "payment_suite.json"),
+            "--isolation",
+            "fresh-instance",
+            "--format",
+            "json",
+            "--otlp-endpoint",
+            f"http://127.0.0.1:{collector.port}",
+        )
     report = json.loads(result.stdout)
     assert result.exit_code == 1 and report["status"] == "rejected"
 
@@ -48,9 +56,16 @@ def test_run_exports_decisions_admission_metrics_and_event(cli):
 def test_results_are_identical_with_and_without_telemetry(cli):
     for fmt in ("json", "text"):
         args = [
-            "run", "--agent", f"{EXAMPLES / 'payment_router.py'}:stable_router", "--run-id", "nightly-7",
-            "--suite", str(EXAMPLES / "payment_suite.json"), "--format", fmt,
-        ]  # fmt: skip
+            "run",
+            "--agent",
+            f"{EXAMPLES / 'payment_router.py'}:stable_router",
+            "--run-id",
+            "nightly-7",
+            "--suite",
+            str(EXAMPLES / "payment_suite.json"),
+            "--format",
+            fmt,
+        ]
         plain = cli(*args)
         with OtlpCollector() as collector:
             exported = cli(*args, "--otlp-endpoint", f"http://127.0.0.1:{collector.port}")

@@ -39,8 +39,9 @@ def test_six_cases_of_thirteen_pairs_are_too_few_for_a_claim_about_new_inputs(cl
 def test_enough_cases_that_never_flip_certify_new_inputs(cli, write):
     document = suite_document(cases_per_route=26)  # 78 cases
     suite = write("suite.json", document)
-    trials = write("trials.jsonl", trial_records(stable_answers(pairs_per_case=1,
-                                                                cases_per_route=26)))  # fmt: skip
+    trials = write(
+        "trials.jsonl", trial_records(stable_answers(pairs_per_case=1, cases_per_route=26))
+    )
     report = report_of(cli("assess", "--trials", trials, "--suite", suite, "--format", "json"))
     assert (report["population"]["cases"], report["population"]["result"]) == (78, "deterministic")
 
@@ -51,15 +52,17 @@ def test_the_claim_says_which_verdict_gates_the_status(cli, write):
     tested = report_of(cli("assess", "--trials", trials, "--suite", suite, "--format", "json"))
     assert (tested["status"], tested["policy"]["claim"]) == ("qualified", "tested")
     assert "the tested cases' change rate" in tested["headline"]
-    result = cli("assess", "--trials", trials, "--suite", suite, "--claim", "population",
-                 "--format", "json")  # fmt: skip
+    result = cli(
+        "assess", "--trials", trials, "--suite", suite, "--claim", "population", "--format", "json"
+    )
     population = report_of(result)
     assert result.exit_code == 3  # inconclusive: six cases say little about new inputs
     assert (population["status"], population["policy"]["claim"]) == ("inconclusive", "population")
     assert codes_of(population) == {"population_undecided"}
     assert any("76 cases" in step for step in population["next_steps"])
-    junit = cli("assess", "--trials", trials, "--suite", suite, "--claim", "population",
-                "--format", "junit").stdout  # fmt: skip
+    junit = cli(
+        "assess", "--trials", trials, "--suite", suite, "--claim", "population", "--format", "junit"
+    ).stdout
     pooled = junit[junit.index('name="stability.pooled"') :]
     assert pooled.index("<skipped") < pooled.index("</testcase>")  # reported, not gating
 
@@ -96,8 +99,16 @@ def test_the_run_span_carries_the_claim_and_a_sequential_run_refuses_a_populatio
     assert run_declaration(attributes).policy.claim is Claim.TESTED
     with pytest.raises(ValueError, match="sized in advance"):
         sequential_policy(policy, suite)
-    result = cli("run", "--agent", f"{EXAMPLES / 'payment_router.py'}:stable_router", "--suite",
-                 str(EXAMPLES / "payment_suite.json"), "--sequential", "--claim", "population")  # fmt: skip
+    result = cli(
+        "run",
+        "--agent",
+        f"{EXAMPLES / 'payment_router.py'}:stable_router",
+        "--suite",
+        str(EXAMPLES / "payment_suite.json"),
+        "--sequential",
+        "--claim",
+        "population",
+    )
     assert result.exit_code == 2 and "sized in advance" in result.stderr
 
 

@@ -16,8 +16,14 @@ def test_generated_code_is_not_stale(tmp_path):
         for name in ("verdictgate.proto", "otlp_view.proto")
     ]
     status = protoc.main(
-        ["protoc", f"-I{ROOT / 'proto'}", f"--python_out={tmp_path}", f"--pyi_out={tmp_path}", *protos]
-    )  # fmt: skip
+        [
+            "protoc",
+            f"-I{ROOT / 'proto'}",
+            f"--python_out={tmp_path}",
+            f"--pyi_out={tmp_path}",
+            *protos,
+        ]
+    )
     assert status == 0
     for name in (
         "verdictgate_pb2.py",
@@ -35,10 +41,27 @@ def test_the_trial_message_carries_every_trials_file_field():
 
     fields = {f.name for f in verdictgate_pb2.Trial.DESCRIPTOR.fields}
     assert fields == {
-        "run", "suite", "point", "case", "trial", "outcome", "verdict", "tools", "reason", "error_type",
-        "expected", "invariants_failed", "invariants_warned", "passed", "latency_ms",
-        "evaluation_skipped", "isolation", "tied_steps", "aliases", "key_id",
-    }  # fmt: skip
+        "run",
+        "suite",
+        "point",
+        "case",
+        "trial",
+        "outcome",
+        "verdict",
+        "tools",
+        "reason",
+        "error_type",
+        "expected",
+        "invariants_failed",
+        "invariants_warned",
+        "passed",
+        "latency_ms",
+        "evaluation_skipped",
+        "isolation",
+        "tied_steps",
+        "aliases",
+        "key_id",
+    }
 
 
 def test_the_hand_registered_admission_service_serves_every_method_of_the_proto():

@@ -92,21 +92,27 @@ def test_every_error_a_user_can_get_is_a_verdictgate_error():
         if module.name.startswith("verdictgate.v1") or module.name.endswith("__main__"):
             continue  # generated code; a module that runs the CLI when imported
         for name, value in vars(importlib.import_module(module.name)).items():
-            if (inspect.isclass(value) and issubclass(value, BaseException)
-                    and value.__module__ == module.name):  # fmt: skip
+            if (
+                inspect.isclass(value)
+                and issubclass(value, BaseException)
+                and value.__module__ == module.name
+            ):
                 found[f"{module.name}.{name}"] = value
     loose = {
-        name for name, error in found.items()
+        name
+        for name, error in found.items()
         if not issubclass(error, verdictgate.VerdictgateError) and name not in INTERNAL_EXCEPTIONS
-    }  # fmt: skip
+    }
     assert not loose, f"raise a VerdictgateError, or say why it never leaves: {sorted(loose)}"
     assert set(INTERNAL_EXCEPTIONS) <= set(found), "an internal exception named here is gone"
 
 
 def python_sources() -> list[tuple[str, str]]:
     """(where, code) of every example and every Python block of the README and docs."""
-    sources = [(str(path.relative_to(ROOT)), path.read_text()) for path in
-               sorted((ROOT / "examples").rglob("*.py"))]  # fmt: skip
+    sources = [
+        (str(path.relative_to(ROOT)), path.read_text())
+        for path in sorted((ROOT / "examples").rglob("*.py"))
+    ]
     for page in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]:
         for number, block in enumerate(
             re.findall(r"^```python[^\n]*\n(.*?)^```", page.read_text(), re.S | re.M)
@@ -124,10 +130,17 @@ def reached_internals(code: str) -> list[str]:
         elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("verdictgate"):
             if node.module != "verdictgate":
                 found.append(node.module or "")
-            found += [a.name for a in node.names if node.module == "verdictgate"
-                      and a.name not in verdictgate.__all__]  # fmt: skip
-        elif (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)
-              and node.value.id == "verdictgate" and node.attr not in verdictgate.__all__):  # fmt: skip
+            found += [
+                a.name
+                for a in node.names
+                if node.module == "verdictgate" and a.name not in verdictgate.__all__
+            ]
+        elif (
+            isinstance(node, ast.Attribute)
+            and isinstance(node.value, ast.Name)
+            and node.value.id == "verdictgate"
+            and node.attr not in verdictgate.__all__
+        ):
             found.append(f"verdictgate.{node.attr}")
     return found
 

@@ -18,8 +18,11 @@ EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 def pytest_run(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *args],
-        cwd=cwd, capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
 
 
 def statuses(junit: Path) -> dict[str, str]:
@@ -37,8 +40,13 @@ def test_the_example_tests_pass_for_the_stable_router_and_fail_for_the_flipping_
     tmp_path, workers
 ):
     junit = tmp_path / "junit.xml"
-    done = pytest_run("test_stable_router.py", "test_flipping_router.py", *workers,
-                      f"--junitxml={junit}", cwd=EXAMPLES)  # fmt: skip
+    done = pytest_run(
+        "test_stable_router.py",
+        "test_flipping_router.py",
+        *workers,
+        f"--junitxml={junit}",
+        cwd=EXAMPLES,
+    )
     assert done.returncode == 1, done.stdout + done.stderr
     assert "1 failed, 1 passed" in done.stdout
     assert "verdictgate: Rejected: the pooled change rate is above 5%" in done.stdout
@@ -81,10 +89,13 @@ INCONCLUSIVE_TEST = textwrap.dedent(
 
 @pytest.mark.parametrize(
     ("args", "outcome"),
-    [([], "1 failed, 1 passed"), (["--verdictgate-inconclusive=pass"], "2 passed"),
-     (["-o", "verdictgate_inconclusive=pass"], "2 passed")],
+    [
+        ([], "1 failed, 1 passed"),
+        (["--verdictgate-inconclusive=pass"], "2 passed"),
+        (["-o", "verdictgate_inconclusive=pass"], "2 passed"),
+    ],
     ids=["fails-by-default", "option", "ini"],
-)  # fmt: skip
+)
 def test_an_inconclusive_run_fails_its_test_unless_told_otherwise(tmp_path, args, outcome):
     (tmp_path / "test_small.py").write_text(INCONCLUSIVE_TEST)
     done = pytest_run("test_small.py", *args, cwd=tmp_path)

@@ -61,16 +61,20 @@ def export(transport: str, run: str, variables: dict[str, str]):
     environment = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
     return subprocess.run(
         [sys.executable, "-c", CLIENT, transport, run],
-        env={**environment, **variables}, capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+        env={**environment, **variables},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 @pytest.mark.parametrize("transport", ["http", "grpc"])
 def test_the_readme_variables_send_a_run_to_serve(transport):
     variables = readme_environment()
     assert set(variables) == {
-        "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_HEADERS"
-    }  # fmt: skip
+        "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+        "OTEL_EXPORTER_OTLP_TRACES_HEADERS",
+    }
     with running_server(token=TOKEN) as server:
         ports = {"4318": server.http_port, "4317": server.grpc_port}
         endpoint = variables["OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"]
@@ -91,7 +95,10 @@ def test_the_readme_variables_send_a_run_to_serve(transport):
             for case, route in (("lost-card", "card_security"), ("late", "transfer_delay"))
             for index in range(4)
         )
-        without = export(transport, f"readme-{transport}-no-token",
-                         {"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": endpoint})  # fmt: skip
+        without = export(
+            transport,
+            f"readme-{transport}-no-token",
+            {"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": endpoint},
+        )
         assert not list(server.receiver.store.evidence(f"readme-{transport}-no-token").trials())
         assert re.search(r"401|UNAUTHENTICATED|Unauthorized", without.stderr), without.stderr

@@ -59,7 +59,7 @@ def wait_final(server, run_id: str, timeout: float = 10.0):
         (names.CONTRACT_MINIMUM_CASES, ["approve=1_000"]),
         (names.CONTRACT_TARGETS, ["approve= 0.1"]),
     ],
-)  # fmt: skip
+)
 def test_a_malformed_run_span_is_rejected_alone_and_later_runs_still_finish(attribute, value):
     poison = run_span("poison", planned=8)
     for item in poison.attributes:
@@ -79,8 +79,9 @@ def test_a_malformed_run_span_is_rejected_alone_and_later_runs_still_finish(attr
 
 
 def test_cases_at_sparse_indices_cost_memory_for_their_trials_not_their_indices():
-    spans = [decision_span("sparse", f"s{n}", MAX_TRIAL_INDEX, "approve", "approve")
-             for n in range(20)]  # fmt: skip
+    spans = [
+        decision_span("sparse", f"s{n}", MAX_TRIAL_INDEX, "approve", "approve") for n in range(20)
+    ]
     for timed in spans:  # as an exporter sends them: with times, so each has a latency
         timed.start_time_unix_nano, timed.end_time_unix_nano = 1_000_000, 4_000_000
     with running_server() as server:
@@ -137,8 +138,10 @@ def test_twenty_watchers_share_assessments_and_all_see_the_final_admission():
 def test_a_second_run_span_cannot_replace_the_declaration():
     honest = run_span("r", planned=80)
     lenient_suite = Suite("gate", "approval_gate", (), Contract({"approve", "deny"}))
-    rival = span(names.RUN_SPAN, run_attributes("r", lenient_suite, Policy(tolerance=0.6), 40,
-                                                 Isolation.FRESH_SESSION))  # fmt: skip
+    rival = span(
+        names.RUN_SPAN,
+        run_attributes("r", lenient_suite, Policy(tolerance=0.6), 40, Isolation.FRESH_SESSION),
+    )
     clock = ManualClock(time.time())
     with running_server(clock=clock) as server:
         export(server, [honest, *stable_run("r", trials=10)])
@@ -179,8 +182,10 @@ def test_content_on_a_run_span_is_never_stored(tmp_path):
 
 def test_a_run_span_after_the_end_never_changes_what_was_published():
     lenient_suite = Suite("gate", "approval_gate", (), Contract({"approve", "deny"}))
-    rival = span(names.RUN_SPAN, run_attributes("canary", lenient_suite, Policy(tolerance=0.6),
-                                                 8, Isolation.FRESH_SESSION))  # fmt: skip
+    rival = span(
+        names.RUN_SPAN,
+        run_attributes("canary", lenient_suite, Policy(tolerance=0.6), 8, Isolation.FRESH_SESSION),
+    )
     clock = ManualClock(time.time())
     with running_server(clock=clock) as server:
         export(server, stable_run("canary", cases=2, trials=4))

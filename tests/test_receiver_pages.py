@@ -22,8 +22,11 @@ def send(server, spans) -> None:
 
 
 def stable(run: str, suite_case: str = "c", trials: int = 4) -> list:
-    return [decision_span(run, f"{suite_case}{c}", i, "approve", "approve")
-            for c in range(2) for i in range(trials)]  # fmt: skip
+    return [
+        decision_span(run, f"{suite_case}{c}", i, "approve", "approve")
+        for c in range(2)
+        for i in range(trials)
+    ]
 
 
 def get(server, path: str, headers: dict | None = None) -> tuple[int, dict, str]:
@@ -41,8 +44,9 @@ def sign_in(server, token: str) -> tuple[int, dict]:
     connection = http.client.HTTPConnection("127.0.0.1", server.http_port, timeout=10)
     try:
         body = urlencode({"token": token})
-        connection.request("POST", "/", body=body,
-                           headers={"Content-Type": "application/x-www-form-urlencoded"})  # fmt: skip
+        connection.request(
+            "POST", "/", body=body, headers={"Content-Type": "application/x-www-form-urlencoded"}
+        )
         answer = connection.getresponse()
         answer.read()
         return answer.status, dict(answer.getheaders())
@@ -114,8 +118,10 @@ def test_a_run_page_is_its_report_and_refreshes_while_it_collects() -> None:
 
 def test_markup_in_names_shows_as_text() -> None:
     with running_server(idle=3600) as server:
-        send(server, [decision_span(EVIL, f"c{c}", i, EVIL, EVIL) for c in range(2)
-                      for i in range(2)])  # fmt: skip
+        send(
+            server,
+            [decision_span(EVIL, f"c{c}", i, EVIL, EVIL) for c in range(2) for i in range(2)],
+        )
         listing = get(server, "/")[2]
         report = get(server, f"/runs/{quote(EVIL, safe='')}")[2]
         for page in (listing, report):
@@ -125,8 +131,10 @@ def test_markup_in_names_shows_as_text() -> None:
 
 def test_the_pages_in_a_browser(browser) -> None:
     with running_server(token=TOKEN, idle=3600) as server:
-        send(server, [decision_span(EVIL, f"c{c}", i, EVIL, EVIL) for c in range(2)
-                      for i in range(2)])  # fmt: skip
+        send(
+            server,
+            [decision_span(EVIL, f"c{c}", i, EVIL, EVIL) for c in range(2) for i in range(2)],
+        )
         base = f"http://127.0.0.1:{server.http_port}"
         page = browser.new_page(viewport={"width": 390, "height": 800})
         requests: list = []

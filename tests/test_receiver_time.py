@@ -272,8 +272,15 @@ def framework_report(maker: StoreMaker | None, delayed: bool) -> str:
     receiver = Receiver(store, None, ReceiverConfig(settle=2.0, replica=LOCAL), clock=clock)
     declared, trials = framework_spans("framework")
     late = [spans[1:] for n, spans in enumerate(trials) if delayed and n % 3 == 0]
-    export(receiver, [span for n, spans in enumerate(trials) for span in (
-        spans[:1] if delayed and n % 3 == 0 else spans)] + declared)  # fmt: skip
+    export(
+        receiver,
+        [
+            span
+            for n, spans in enumerate(trials)
+            for span in (spans[:1] if delayed and n % 3 == 0 else spans)
+        ]
+        + declared,
+    )
     clock.advance(2.1)
     receiver.tick()  # the delayed third settle from their trial span alone
     clock.advance(5.9)
@@ -327,9 +334,13 @@ CALM: dict[str, str] = {}
     skews=(300.0, -300.0), routes=[0, 1] * 12, delayed=[False] * 12, delay=0, outage_at=5, outage=50
 )
 @example(  # a third of the framework trials' spans 25 s late, and a 35 s outage
-    skews=(600.0, 0.0), routes=[1, 0] * 12, delayed=[True, False, False] * 4, delay=25,
-    outage_at=8, outage=35,
-)  # fmt: skip
+    skews=(600.0, 0.0),
+    routes=[1, 0] * 12,
+    delayed=[True, False, False] * 4,
+    delay=25,
+    outage_at=8,
+    outage=35,
+)
 def test_any_skew_outage_and_delay_gives_the_answer_of_the_calm_path(
     postgres_server, tmp_path_factory, skews, routes, delayed, delay, outage_at, outage
 ):

@@ -108,9 +108,12 @@ def post(server, body: bytes, *, headers: dict | None = None, chunked: bool = Fa
     try:
         payload = iter([body[: len(body) // 2], body[len(body) // 2 :]]) if chunked else body
         connection.request(
-            "POST", "/v1/traces", payload, {"Content-Type": PROTOBUF, **(headers or {})},
+            "POST",
+            "/v1/traces",
+            payload,
+            {"Content-Type": PROTOBUF, **(headers or {})},
             encode_chunked=chunked,
-        )  # fmt: skip
+        )
         response = connection.getresponse()
         return response.status, dict(response.getheaders()), response.read()
     finally:
@@ -167,8 +170,9 @@ def test_silent_sockets_are_closed_by_the_header_timeout_and_exports_go_on():
         try:
             exporter = OTLPSpanExporter(
                 endpoint=f"http://127.0.0.1:{server.http_port}/v1/traces",
-                compression=Compression.Gzip, timeout=5,
-            )  # fmt: skip
+                compression=Compression.Gzip,
+                timeout=5,
+            )
             assert (
                 exporter.export(run_spans("beside-silent", flips=False)) is SpanExportResult.SUCCESS
             )
@@ -358,8 +362,11 @@ def test_idle_http_sockets_cannot_take_the_file_descriptors_grpc_needs():
     gRPC still gets a descriptor for its connection."""
     child = subprocess.Popen(
         [sys.executable, "-c", _SERVE_UNDER_256_FILES],
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     sockets: list[socket.socket] = []
     try:
         assert child.stdout is not None
@@ -432,15 +439,36 @@ def test_over_tls_handshakes_wait_without_a_thread_and_keep_alive_works(tmp_path
         pytest.skip("openssl is needed to make a test certificate")
     cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
     subprocess.run(
-        ["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
-         "-days", "1", "-subj", "/CN=localhost", "-addext", "subjectAltName=IP:127.0.0.1",
-         "-keyout", str(key), "-out", str(cert)],
-        check=True, capture_output=True,
-    )  # fmt: skip
+        [
+            "openssl",
+            "req",
+            "-x509",
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:prime256v1",
+            "-nodes",
+            "-days",
+            "1",
+            "-subj",
+            "/CN=localhost",
+            "-addext",
+            "subjectAltName=IP:127.0.0.1",
+            "-keyout",
+            str(key),
+            "-out",
+            str(cert),
+        ],
+        check=True,
+        capture_output=True,
+    )
     server = Server(
-        Receiver(Store()), grpc_listen=None, http_listen="127.0.0.1:0",
-        tls=Tls(str(cert), str(key)), limits=Limits(header_timeout_seconds=1.0, http_workers=1),
-    )  # fmt: skip
+        Receiver(Store()),
+        grpc_listen=None,
+        http_listen="127.0.0.1:0",
+        tls=Tls(str(cert), str(key)),
+        limits=Limits(header_timeout_seconds=1.0, http_workers=1),
+    )
     server.start()
     try:
         silent = [connect(server) for _ in range(5)]  # more than the one worker
@@ -581,9 +609,12 @@ def test_chunks_announced_but_not_sent_hold_no_bytes_of_the_budget():
         try:
             for sock in hogs:
                 sock.sendall(
-                    head(Transfer_Encoding="chunked", User_Agent="hog", Authorization="Bearer s3cret")
-                    + b"FFFFF\r\n" + b"x" * 10
-                )  # fmt: skip
+                    head(
+                        Transfer_Encoding="chunked", User_Agent="hog", Authorization="Bearer s3cret"
+                    )
+                    + b"FFFFF\r\n"
+                    + b"x" * 10
+                )
             wait_until(lambda: server.http.awaiting_bodies() == (4, 40))
             body = body_of("beside-announced", 8, 20)
             assert 40_000 < len(body) < 64 << 10
@@ -649,9 +680,17 @@ def bad_crc(data: bytes) -> bytes:
         (lambda data: b"", 400),
         (lambda data: data + gzip.compress(b"\x00" * (2 << 20)), 413),  # the cap spans members
     ],
-    ids=["no-trailer", "no-length", "bad-crc", "garbage", "zeros", "truncated-member", "empty",
-         "bomb-in-second-member"],
-)  # fmt: skip
+    ids=[
+        "no-trailer",
+        "no-length",
+        "bad-crc",
+        "garbage",
+        "zeros",
+        "truncated-member",
+        "empty",
+        "bomb-in-second-member",
+    ],
+)
 def test_a_broken_gzip_body_is_refused(make, status):
     with running_server(limits=Limits(max_request_bytes=1 << 20)) as server:
         got, _, payload = post(
@@ -843,7 +882,10 @@ def test_query_failures_are_unavailable_with_retry_info_or_internal(monkeypatch,
     ]
     with running_server(token="s3cret") as server:
         auth = {"Authorization": "Bearer s3cret"}
-        for failure, code in ((store_error, grpc.StatusCode.UNAVAILABLE), (bug, grpc.StatusCode.INTERNAL)):  # fmt: skip
+        for failure, code in (
+            (store_error, grpc.StatusCode.UNAVAILABLE),
+            (bug, grpc.StatusCode.INTERNAL),
+        ):
             monkeypatch.setattr(server.receiver, "cached_assessment", failure)
             monkeypatch.setattr(server.receiver.store, "page", failure)
             for method, message in calls:
@@ -905,10 +947,13 @@ def test_unauthenticated_calls_that_never_send_their_message_hold_no_thread():
         yield
 
     methods = [
-        (TRACES, False), (METRICS, False), (f"/{ADMISSION_SERVICE}/GetAdmission", False),
-        (f"/{ADMISSION_SERVICE}/WatchAdmission", True), (f"/{ADMISSION_SERVICE}/ListRuns", False),
+        (TRACES, False),
+        (METRICS, False),
+        (f"/{ADMISSION_SERVICE}/GetAdmission", False),
+        (f"/{ADMISSION_SERVICE}/WatchAdmission", True),
+        (f"/{ADMISSION_SERVICE}/ListRuns", False),
         ("/no.such.Service/Method", False),
-    ]  # fmt: skip
+    ]
     with running_server(token="s3cret", limits=Limits(grpc_max_concurrent_rpcs=4)) as server:
         channels = [grpc.insecure_channel(f"127.0.0.1:{server.grpc_port}") for _ in range(3)]
         calls = []
@@ -972,8 +1017,9 @@ def test_grpc_calls_beyond_capacity_get_one_answer_resource_exhausted_with_retry
                     assert retry_info(error).retry_delay.seconds == 1
                     refused.append(number)
             assert len(served) >= 4 and len(refused) >= 200
-            assert all(server.receiver.assessment(f"burst-{n}").trials.received == 2
-                       for n in served)  # fmt: skip
+            assert all(
+                server.receiver.assessment(f"burst-{n}").trials.received == 2 for n in served
+            )
         finally:
             channel.close()
 
@@ -989,8 +1035,13 @@ def test_grpc_calls_beyond_the_limit_are_refused_with_retry_info():
             request_serializer=pb.WatchAdmissionRequest.SerializeToString,
             response_deserializer=pb.Admission.FromString,
         )
-        assert post(server, request([run_span("open", 80), *stable_run("open", 1, 2)])
-                    .SerializeToString())[0] == 200  # fmt: skip
+        assert (
+            post(
+                server,
+                request([run_span("open", 80), *stable_run("open", 1, 2)]).SerializeToString(),
+            )[0]
+            == 200
+        )
         waiting = watch(pb.WatchAdmissionRequest(run_id="open"), timeout=30)
         try:
             assert next(waiting).run_id == "open"  # the one call allowed is in progress
@@ -1018,9 +1069,14 @@ def test_a_silent_grpc_connection_is_closed_by_the_handshake_timeout():
 
 @pytest.mark.parametrize(
     ("method", "path", "allow"),
-    [("GET", "/v1/traces", "POST"), ("PUT", "/v1/traces", "POST"), ("POST", "/v1/runs", "GET"),
-     ("DELETE", "/v1/runs/some-run", "GET"), ("HEAD", "/v1/runs", "GET")],
-)  # fmt: skip
+    [
+        ("GET", "/v1/traces", "POST"),
+        ("PUT", "/v1/traces", "POST"),
+        ("POST", "/v1/runs", "GET"),
+        ("DELETE", "/v1/runs/some-run", "GET"),
+        ("HEAD", "/v1/runs", "GET"),
+    ],
+)
 def test_another_method_on_a_known_path_is_405_with_allow(method, path, allow):
     with running_server() as server, connect(server) as sock:
         sock.sendall(head(0 if method in ("POST", "PUT") else None, path=path, method=method))
@@ -1071,10 +1127,15 @@ def test_other_methods_elsewhere_are_404_and_401_asks_for_a_bearer_token():
 
 @pytest.mark.parametrize(
     "garbage",
-    [b"HELLO\r\n\r\n", b"\x16\x03\x01\x02\x00 \xff\xfe\r\n\r\n", b"GET /v1/runs\r\n\r\n",
-     b"GET /v1/runs HTTP/1.1 extra\r\n\r\n", b"GET /v1/runs HTTX/1.1\r\n\r\n"],
+    [
+        b"HELLO\r\n\r\n",
+        b"\x16\x03\x01\x02\x00 \xff\xfe\r\n\r\n",
+        b"GET /v1/runs\r\n\r\n",
+        b"GET /v1/runs HTTP/1.1 extra\r\n\r\n",
+        b"GET /v1/runs HTTX/1.1\r\n\r\n",
+    ],
     ids=["one-word", "binary", "http-0.9", "four-words", "bad-version"],
-)  # fmt: skip
+)
 def test_a_malformed_request_line_is_a_plain_400_and_closed(garbage):
     with running_server() as server, connect(server) as sock:
         sock.sendall(garbage)

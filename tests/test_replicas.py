@@ -56,10 +56,17 @@ def run_spans() -> list[ReadableSpan]:
                 ):
                     recorder.record(route)
             for case in range(FRAMEWORK_CASES):
-                with trial(
-                    run=RUN, case=f"f{case}", index=index, suite=SUITE.name, decision="tools",
-                    tracer_provider=provider,
-                ), tracer.start_as_current_span("invoke_agent support"):  # fmt: skip
+                with (
+                    trial(
+                        run=RUN,
+                        case=f"f{case}",
+                        index=index,
+                        suite=SUITE.name,
+                        decision="tools",
+                        tracer_provider=provider,
+                    ),
+                    tracer.start_as_current_span("invoke_agent support"),
+                ):
                     for tool in TOOLS:
                         with tracer.start_as_current_span(
                             f"execute_tool {tool}",
@@ -159,10 +166,24 @@ def test_a_replica_killed_mid_run_loses_nothing_and_a_survivor_admits_it(
             survivors = [index for index in range(count) if index != killed]
             survivor = ports[survivors[0]]
             status = subprocess.run(
-                [sys.executable, "-m", "verdictgate", "status", "--endpoint",
-                 f"127.0.0.1:{survivor}", "--run", RUN, "--wait", "90", "--format", "json"],
-                capture_output=True, text=True, timeout=120,
-            )  # fmt: skip
+                [
+                    sys.executable,
+                    "-m",
+                    "verdictgate",
+                    "status",
+                    "--endpoint",
+                    f"127.0.0.1:{survivor}",
+                    "--run",
+                    RUN,
+                    "--wait",
+                    "90",
+                    "--format",
+                    "json",
+                ],
+                capture_output=True,
+                text=True,
+                timeout=120,
+            )
             report = json.loads(status.stdout)
             answered_after = time.monotonic() - killed_at
             deadline = time.monotonic() + 30
@@ -200,8 +221,10 @@ def test_a_replica_killed_mid_run_loses_nothing_and_a_survivor_admits_it(
     assert run is not None and run.final and run.received == len(stored)
     assert run.owner is not None
     assert int(run.owner.rsplit("-", 2)[1]) in {replicas[index].pid for index in survivors}
-    print(f"the survivor answered {answered_after:.1f} s after the kill; {len(acked)} of "
-          f"{len(sent)} trials acknowledged, {len(stored)} stored")  # fmt: skip
+    print(
+        f"the survivor answered {answered_after:.1f} s after the kill; {len(acked)} of "
+        f"{len(sent)} trials acknowledged, {len(stored)} stored"
+    )
     assert len(admissions) == 1
     instances = {  # the SDK's resource names each process: its cumulative counter its own
         attributes(r.resource.attributes).get("service.instance.id")

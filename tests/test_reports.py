@@ -22,22 +22,32 @@ REQUIRED_FIELDS = {
     "trials": {"expected", "received", "decisions", "no_decisions", "errors", "conflicts"},
     "stability": {"pooled", "routes", "flip_pairs"},
     "coverage": {
-        "required", "intended", "observed", "missing_intended", "missing_observed",
-        "unknown", "under_cased", "critical_missing", "satisfied",
+        "required",
+        "intended",
+        "observed",
+        "missing_intended",
+        "missing_observed",
+        "unknown",
+        "under_cased",
+        "critical_missing",
+        "satisfied",
     },
     "dominance": {"verdict", "share", "collapsed"},
     "next_steps": None,
-}  # fmt: skip
+}
 
 
 def flipping_assessment():
     answers = stable_answers()
     answers["deny-0"] = ["deny", "review"] * 13
     suite = verdictgate.Suite(
-        "gate", "approval_gate",
-        tuple(verdictgate.Case(c["id"], c["input"], c["expected"]) for c in suite_document()["cases"]),
+        "gate",
+        "approval_gate",
+        tuple(
+            verdictgate.Case(c["id"], c["input"], c["expected"]) for c in suite_document()["cases"]
+        ),
         verdictgate.Contract(frozenset({"approve", "deny", "review"})),
-    )  # fmt: skip
+    )
     trials = [
         verdictgate.Trial(r["case"], r["trial"], r.get("verdict"), r["run"])
         for r in trial_records(answers)

@@ -213,10 +213,15 @@ def test_metamorphic_relations_violated_held_and_vacuous():
         return "review" if text.islower() and "deny" in text else keyword_gate(text.lower())
 
     suite = Suite(
-        "gate", "approval_gate",
-        tuple(Case(f"{route}-{n}", f"Please {route.upper()} request {n}.", route) for route in ROUTES for n in range(2)),
+        "gate",
+        "approval_gate",
+        tuple(
+            Case(f"{route}-{n}", f"Please {route.upper()} request {n}.", route)
+            for route in ROUTES
+            for n in range(2)
+        ),
         Contract(frozenset(ROUTES)),
-    )  # fmt: skip
+    )
     broken = verdictgate.run(case_sensitive, suite, relations=["case", "punctuation"])
     results = {r.name: r for r in broken.relations}
     assert results["case"].status == "violated" and results["case"].violated == ("deny",)

@@ -76,8 +76,11 @@ def test_calibration_needs_three_known_good_outputs():
 
 
 def test_calibrate_embeds_each_pair_and_applies_the_rule():
-    pairs = [("refund the card", "refund my card"), ("block the card", "block card now"),
-             ("open a dispute", "a dispute is open")]  # fmt: skip
+    pairs = [
+        ("refund the card", "refund my card"),
+        ("block the card", "block card now"),
+        ("open a dispute", "a dispute is open"),
+    ]
     expected = [cosine(*bag_of_words(pair)) for pair in pairs]
     calibration = calibrate(pairs, bag_of_words)
     assert calibration.mean == pytest.approx(statistics.fmean(expected))
@@ -138,11 +141,15 @@ def test_a_semantic_or_judge_call_that_raises_is_an_error_not_a_failure():
 SUITE = {
     "schema": "verdictgate.suite/v1",
     "cases": [
-        {"id": "dup", "input": "charged twice", "expected": "duplicate_charge",
-         "reference": "we will refund the duplicate charge"},
+        {
+            "id": "dup",
+            "input": "charged twice",
+            "expected": "duplicate_charge",
+            "reference": "we will refund the duplicate charge",
+        },
         {"input": "card stolen", "expected": "card_security", "reference": "your card is blocked"},
     ],
-}  # fmt: skip
+}
 
 
 def test_references_and_the_threshold_round_trip_through_the_suite_file(write):
@@ -158,8 +165,12 @@ def test_references_and_the_threshold_round_trip_through_the_suite_file(write):
 
 @pytest.mark.parametrize(
     ("semantic", "field"),
-    [({"threshold": 3}, "semantic.threshold"), ("0.7", "semantic"), ({"threshold": 0.5, "sd": -1}, "semantic.sd")],
-)  # fmt: skip
+    [
+        ({"threshold": 3}, "semantic.threshold"),
+        ("0.7", "semantic"),
+        ({"threshold": 0.5, "sd": -1}, "semantic.sd"),
+    ],
+)
 def test_a_bad_semantic_object_names_its_field(write, semantic, field):
     with pytest.raises(InputError, match=f"field {field}"):
         load_suite(write("suite.json", {**SUITE, "semantic": semantic}))
@@ -192,8 +203,14 @@ def test_an_agentverity_suite_is_not_rewritten(write):
 
 
 def test_run_semantic_without_a_calibrated_threshold_exits_2(write, cli):
-    result = cli("run", "--agent", "examples/payment_router.py:helpful_agent",
-                 "--suite", write("suite.json", SUITE), "--semantic")  # fmt: skip
+    result = cli(
+        "run",
+        "--agent",
+        "examples/payment_router.py:helpful_agent",
+        "--suite",
+        write("suite.json", SUITE),
+        "--semantic",
+    )
     assert result.exit_code == 2 and "run `verdictgate calibrate` first" in result.stderr
 
 
@@ -211,7 +228,9 @@ def test_without_the_extra_the_semantic_tier_says_how_to_install_it(write):
     # a process of its own: one that has loaded the model keeps it
     result = subprocess.run(
         [sys.executable, "-c", WITHOUT_THE_MODEL, "calibrate", "--suite", suite, "--outputs", good],
-        capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert result.returncode == 2
     assert "make semantic in a checkout" in result.stderr

@@ -67,10 +67,23 @@ def test_calibrate_reproduces_its_threshold_offline_and_stores_it(suite_copy, cl
         if name not in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")
     }
     result = subprocess.run(
-        [sys.executable, "-c", OFFLINE_CALIBRATE, "calibrate", "--suite", suite_copy,
-         "--outputs", str(KNOWN_GOOD), "--format", "json"],
-        capture_output=True, text=True, env=environment, timeout=600,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-c",
+            OFFLINE_CALIBRATE,
+            "calibrate",
+            "--suite",
+            suite_copy,
+            "--outputs",
+            str(KNOWN_GOOD),
+            "--format",
+            "json",
+        ],
+        capture_output=True,
+        text=True,
+        env=environment,
+        timeout=600,
+    )
     assert result.returncode == 0, result.stderr
     calibration = json.loads(result.stdout)
     assert "HF_HUB_OFFLINE=1" in result.stderr.splitlines()
@@ -96,8 +109,18 @@ def test_calibrate_reproduces_its_threshold_offline_and_stores_it(suite_copy, cl
 )
 def test_run_semantic_feeds_the_pass_rate(suite_copy, cli, agent, exit_code, passed, codes):
     assert cli("calibrate", "--suite", suite_copy, "--outputs", str(KNOWN_GOOD)).exit_code == 0
-    result = cli("run", "--agent", f"{EXAMPLES}/payment_router.py:{agent}", "--suite", suite_copy,
-                 "--semantic", "--isolation", "fresh-instance", "--format", "json")  # fmt: skip
+    result = cli(
+        "run",
+        "--agent",
+        f"{EXAMPLES}/payment_router.py:{agent}",
+        "--suite",
+        suite_copy,
+        "--semantic",
+        "--isolation",
+        "fresh-instance",
+        "--format",
+        "json",
+    )
     report = json.loads(result.stdout)
     assert result.exit_code == exit_code
     assert (report["pass_rate"]["passed"], report["pass_rate"]["judged"]) == (passed, 144)

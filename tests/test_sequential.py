@@ -120,8 +120,9 @@ def simulate(p: float, t: float, runs: int = 20_000, cap: int = 300, seed: int =
         while x <= n and sequential_evalues(x, n, t).result is DET:  # E_det falls with x
             x += 1
         det_at[n] = x - 1
-        stoch_at[n] = next((x for x in range(n + 1)
-                            if sequential_evalues(x, n, t).result is STOCH), cap + 1)  # fmt: skip
+        stoch_at[n] = next(
+            (x for x in range(n + 1) if sequential_evalues(x, n, t).result is STOCH), cap + 1
+        )
     n = np.arange(1, cap + 1)
     det = flips <= det_at[n]
     stoch = flips >= stoch_at[n]

@@ -18,8 +18,18 @@ SUITE = str(EXAMPLES / "payment_suite.json")
 
 
 def run(cli, router: str, *options: str) -> dict:
-    result = cli("run", "--agent", f"{EXAMPLES / 'payment_router.py'}:{router}", "--suite", SUITE,
-                 "--isolation", "fresh-instance", "--format", "json", *options)  # fmt: skip
+    result = cli(
+        "run",
+        "--agent",
+        f"{EXAMPLES / 'payment_router.py'}:{router}",
+        "--suite",
+        SUITE,
+        "--isolation",
+        "fresh-instance",
+        "--format",
+        "json",
+        *options,
+    )
     return report_of(result)
 
 
@@ -106,11 +116,13 @@ def test_plan_beyond_the_sequential_rules_reach(cli) -> None:
 
 def test_an_undecided_sequential_run_can_be_continued(cli, tmp_path) -> None:
     first_file, all_file = str(tmp_path / "first.jsonl"), str(tmp_path / "all.jsonl")
-    first = run(cli, "stable_router", "--sequential", "--max-pairs", "24",
-                "--trials-out", first_file)  # fmt: skip
+    first = run(
+        cli, "stable_router", "--sequential", "--max-pairs", "24", "--trials-out", first_file
+    )
     assert first["status"] == "inconclusive" and first["trials"]["received"] == 12 * 24
-    resumed = run(cli, "stable_router", "--sequential", "--resume", first_file,
-                  "--trials-out", all_file)  # fmt: skip
+    resumed = run(
+        cli, "stable_router", "--sequential", "--resume", first_file, "--trials-out", all_file
+    )
     assert resumed["status"] == "qualified" and resumed["run"]["id"] != first["run"]["id"]
     assert resumed["trials"]["received"] == resumed["sequential"]["calls_used"] == 4608
     assert len(Path(all_file).read_text().splitlines()) == 4608  # every trial, old and new
@@ -138,16 +150,43 @@ def test_continuing_calls_only_the_rounds_after_the_stored_ones(monkeypatch, tmp
 def test_what_cannot_be_continued_is_refused_before_any_call(cli, tmp_path) -> None:
     decided = str(tmp_path / "decided.jsonl")
     run(cli, "flipping_router", "--sequential", "--trials-out", decided)
-    result = cli("run", "--agent", f"{EXAMPLES / 'payment_router.py'}:stable_router", "--suite",
-                 SUITE, "--sequential", "--resume", decided)  # fmt: skip
+    result = cli(
+        "run",
+        "--agent",
+        f"{EXAMPLES / 'payment_router.py'}:stable_router",
+        "--suite",
+        SUITE,
+        "--sequential",
+        "--resume",
+        decided,
+    )
     assert result.exit_code == 2 and "already decided" in result.stderr
     short = str(tmp_path / "short.jsonl")
     run(cli, "stable_router", "--sequential", "--max-pairs", "24", "--trials-out", short)
     lines = Path(short).read_text().splitlines()
     Path(short).write_text("\n".join(lines[:-1]) + "\n")  # the last round lacks one trial
     for options in (("--sequential",), ()):
-        result = cli("run", "--agent", f"{EXAMPLES / 'payment_router.py'}:stable_router",
-                     "--suite", SUITE, "--resume", short, *options)  # fmt: skip
+        result = cli(
+            "run",
+            "--agent",
+            f"{EXAMPLES / 'payment_router.py'}:stable_router",
+            "--suite",
+            SUITE,
+            "--resume",
+            short,
+            *options,
+        )
         assert result.exit_code == 2, result.stderr
-    assert "complete round" in cli("run", "--agent", f"{EXAMPLES / 'payment_router.py'}:stable_router",
-                                   "--suite", SUITE, "--resume", short, "--sequential").stderr  # fmt: skip
+    assert (
+        "complete round"
+        in cli(
+            "run",
+            "--agent",
+            f"{EXAMPLES / 'payment_router.py'}:stable_router",
+            "--suite",
+            SUITE,
+            "--resume",
+            short,
+            "--sequential",
+        ).stderr
+    )

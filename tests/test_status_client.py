@@ -72,8 +72,18 @@ def test_status_writes_its_report_to_output(server, tmp_path):
     server.receiver.ingest(extract_protobuf(body))
     endpoint = f"127.0.0.1:{server.grpc_port}"
     report = tmp_path / "status.json"
-    asked = status("--endpoint", endpoint, "--run", "written", "--wait", "30", "--format", "json",
-                   "--output", str(report))  # fmt: skip
+    asked = status(
+        "--endpoint",
+        endpoint,
+        "--run",
+        "written",
+        "--wait",
+        "30",
+        "--format",
+        "json",
+        "--output",
+        str(report),
+    )
     stdout, stderr = asked.communicate(timeout=60)
     assert stdout == "" and asked.returncode == 3, stderr
     assert json.loads(report.read_text())["run"]["id"] == "written"
@@ -82,10 +92,27 @@ def test_status_writes_its_report_to_output(server, tmp_path):
 def certificate(folder: Path, name: str) -> tuple[Path, Path]:
     cert, key = folder / f"{name}.pem", folder / f"{name}.key"
     subprocess.run(
-        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=localhost",
-         "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1", "-keyout", str(key), "-out", str(cert)],
-        check=True, capture_output=True,
-    )  # fmt: skip
+        [
+            "openssl",
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-days",
+            "1",
+            "-subj",
+            "/CN=localhost",
+            "-addext",
+            "subjectAltName=DNS:localhost,IP:127.0.0.1",
+            "-keyout",
+            str(key),
+            "-out",
+            str(cert),
+        ],
+        check=True,
+        capture_output=True,
+    )
     return cert, key
 
 
@@ -94,19 +121,28 @@ def test_tls_failures_are_named_as_tls_failures(tmp_path, server):
     cert, key = certificate(tmp_path, "receiver")
     other, _ = certificate(tmp_path, "other")
     tls = Server(
-        Receiver(Store()), grpc_listen="127.0.0.1:0", http_listen="127.0.0.1:0",
+        Receiver(Store()),
+        grpc_listen="127.0.0.1:0",
+        http_listen="127.0.0.1:0",
         tls=Tls(str(cert), str(key)),
-    )  # fmt: skip
+    )
     tls.start()
     try:
         secure, plain = f"127.0.0.1:{tls.grpc_port}", f"127.0.0.1:{server.grpc_port}"
         cases = [
-            ([secure], f"{secure} speaks TLS: give the CA certificate that signed it with --tls-ca FILE"),
-            ([secure, "--tls-ca", str(other)],
-             f"TLS handshake with {secure} failed: its certificate is not signed by the CA in --tls-ca {other}"),
-            ([plain, "--tls-ca", str(cert)],
-             f"TLS handshake with {plain} failed: it does not speak TLS (drop --tls-ca)"),
-        ]  # fmt: skip
+            (
+                [secure],
+                f"{secure} speaks TLS: give the CA certificate that signed it with --tls-ca FILE",
+            ),
+            (
+                [secure, "--tls-ca", str(other)],
+                f"TLS handshake with {secure} failed: its certificate is not signed by the CA in --tls-ca {other}",
+            ),
+            (
+                [plain, "--tls-ca", str(cert)],
+                f"TLS handshake with {plain} failed: it does not speak TLS (drop --tls-ca)",
+            ),
+        ]
         for (endpoint, *extra), message in cases:
             client = status("--endpoint", endpoint, "--run", "r", *extra)
             stdout, stderr = client.communicate(timeout=60)

@@ -102,8 +102,10 @@ def test_every_statement_runs_on_either_store(
                     failed.append(f"{statement.postgres}: {first_line(error)}")
                 continue
             values = [PLAUSIBLE[type_] for type_ in types.get(statement, [])]
-            rows = [[f"{value}{n}" if isinstance(value, str) else value for value in values]
-                    for n in range(BULK_ROWS)]  # fmt: skip
+            rows = [
+                [f"{value}{n}" if isinstance(value, str) else value for value in values]
+                for n in range(BULK_ROWS)
+            ]
             try:
                 with store.transaction() as cursor:
                     cursor.execute(statement, values)
@@ -141,8 +143,10 @@ def test_a_copied_insert_adds_and_returns_what_the_insert_as_written_would(
 
     def rows(statement: Statement, numbers: range) -> list[list[object]]:
         values = [PLAUSIBLE[type_] for type_ in types[statement]]
-        return [[f"{value}{n}" if isinstance(value, str) else value for value in values]
-                for n in numbers]  # fmt: skip
+        return [
+            [f"{value}{n}" if isinstance(value, str) else value for value in values]
+            for n in numbers
+        ]
 
     outcomes: dict[str, list[tuple[int, list[tuple[object, ...]]]]] = {}
     for kind in KINDS:
@@ -176,9 +180,13 @@ def test_both_dialects_make_the_same_tables(postgres_server: str, tmp_path: Path
 
 def test_each_dialect_gets_its_text_when_the_statement_is_built() -> None:
     statement = Statement.of(
-        "SELECT run_id FROM runs WHERE suite", IS_NOT_DISTINCT_FROM, "? AND point",
-        IS_DISTINCT_FROM, "? LIMIT ?", SKIP_LOCKED,
-    )  # fmt: skip
+        "SELECT run_id FROM runs WHERE suite",
+        IS_NOT_DISTINCT_FROM,
+        "? AND point",
+        IS_DISTINCT_FROM,
+        "? LIMIT ?",
+        SKIP_LOCKED,
+    )
     assert statement.sqlite == (
         "SELECT run_id FROM runs WHERE suite IS ? AND point IS NOT ? LIMIT ?"
     )

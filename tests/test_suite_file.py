@@ -93,15 +93,24 @@ def test_invalid_json_names_the_line(tmp_path):
     ("change", "field", "hint"),
     [
         (lambda d: d.update(tolerence=0.1), "tolerence", "did you mean `tolerance`?"),
-        (lambda d: d["contract"].update(requried=["approve"]), "contract.requried",
-         "did you mean `required`?"),
-        (lambda d: d["cases"][1].update(expeted="deny"), "cases[1].expeted",
-         "did you mean `expected`?"),
-        (lambda d: d.update(semantic={"threshold": 0.8, "modle": "x"}), "semantic.modle",
-         "did you mean `model`?"),
+        (
+            lambda d: d["contract"].update(requried=["approve"]),
+            "contract.requried",
+            "did you mean `required`?",
+        ),
+        (
+            lambda d: d["cases"][1].update(expeted="deny"),
+            "cases[1].expeted",
+            "did you mean `expected`?",
+        ),
+        (
+            lambda d: d.update(semantic={"threshold": 0.8, "modle": "x"}),
+            "semantic.modle",
+            "did you mean `model`?",
+        ),
         (lambda d: d.update(zzz=1), "zzz", "known: cases, claim, contract"),
     ],
-)  # fmt: skip
+)
 def test_a_key_the_suite_format_does_not_have_is_named_with_the_nearest_one(
     write, change, field, hint
 ):

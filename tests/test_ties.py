@@ -160,11 +160,16 @@ def test_a_coin_flip_order_mostly_tied_is_never_qualified(tie_chance, seed) -> N
     always when all were tied); counted on its ordered pairs alone it never qualifies."""
     rng = random.Random(seed)
     trials = [
-        called(f"c{n}", i, REFUND[::-1] if rng.random() < 0.5 else REFUND,
-               rng.random() < tie_chance, rng)
+        called(
+            f"c{n}",
+            i,
+            REFUND[::-1] if rng.random() < 0.5 else REFUND,
+            rng.random() < tie_chance,
+            rng,
+        )
         for n in range(20)
         for i in range(20)
-    ]  # fmt: skip
+    ]
     trials += [called(f"e{n}", i, ("escalate",), False, rng) for n in range(4) for i in range(20)]
     assessment = assess(trials)
     assert assessment.status is not Status.QUALIFIED
@@ -184,8 +189,11 @@ def test_ties_never_reject_a_stable_agent(tied_by_case, seed) -> None:
         for n, row in enumerate(tied_by_case)
         for i, tied in enumerate(row)
     ]
-    trials += [called(f"escalate-{n}", i, ("escalate",), False, ids)
-               for n in range(len(tied_by_case)) for i in range(2)]  # fmt: skip
+    trials += [
+        called(f"escalate-{n}", i, ("escalate",), False, ids)
+        for n in range(len(tied_by_case))
+        for i in range(2)
+    ]
     suite = refund_suite(len(tied_by_case), len(tied_by_case))
     assessment = assess(trials, suite, Policy(tolerance=0.2))
     assert assessment.status is not Status.REJECTED, assessment.reasons
@@ -280,12 +288,19 @@ def test_the_sequential_rule_never_stops_on_pairs_it_cannot_order() -> None:
     in its first round stops qualified on the pairs it can count."""
     suite = Suite("s", "p", (Case("c"),))
     declaration = run_declaration(
-        run_attributes("r", suite, Policy(tolerance=0.1, method=Method.SEQUENTIAL), 400,
-                       Isolation.FRESH_SESSION)
-    )  # fmt: skip
+        run_attributes(
+            "r",
+            suite,
+            Policy(tolerance=0.1, method=Method.SEQUENTIAL),
+            400,
+            Isolation.FRESH_SESSION,
+        )
+    )
     ids, coin = random.Random(4), random.Random(9)
-    flipping = [called("c", i, REFUND if coin.random() < 0.5 else REFUND[::-1], True, ids)
-                for i in range(400)]  # fmt: skip
+    flipping = [
+        called("c", i, REFUND if coin.random() < 0.5 else REFUND[::-1], True, ids)
+        for i in range(400)
+    ]
     judged, rounds = assess_in_rounds(Evidence(flipping), declaration)
     assert (rounds, judged.status, judged.pooled.pairs) == (200, Status.INCONCLUSIVE, 0)
     assert judged.ambiguous_pairs == 200 and "ambiguous_order" in judged.reason_codes
@@ -300,8 +315,12 @@ def test_a_targeted_route_left_undecided_by_its_tied_pairs_is_named() -> None:
     route, and the step asking for more pairs says the tied ones count as changes there (the
     pooled rate, shown on its countable pairs, is shown only if they agreed)."""
     ids = random.Random(6)
-    suite = Suite("s", "p", (Case("refund", None, STABLE), Case("escalate", None, "escalate")),
-                  Contract({STABLE, "escalate"}, targets={STABLE: 0.2}))  # fmt: skip
+    suite = Suite(
+        "s",
+        "p",
+        (Case("refund", None, STABLE), Case("escalate", None, "escalate")),
+        Contract({STABLE, "escalate"}, targets={STABLE: 0.2}),
+    )
     trials = [called("refund", i, REFUND, i % 4 < 2 or i >= 8, ids) for i in range(40)]
     trials += [called("escalate", i, ("escalate",), False, ids) for i in range(80)]
     assessment = assess(trials, suite, Policy(tolerance=0.1))
@@ -362,10 +381,14 @@ def test_a_stable_agent_with_a_few_ties_is_qualified_once_they_could_not_hide_fl
         ids = random.Random(8)
         trials = []
         for n in range(10):
-            trials += [called(f"refund-{n}", i, REFUND, n < 3 and i == 1, ids)
-                       for i in range(trials_per_case)]  # fmt: skip
-            trials += [called(f"escalate-{n}", i, ("escalate",), False, ids)
-                       for i in range(trials_per_case)]  # fmt: skip
+            trials += [
+                called(f"refund-{n}", i, REFUND, n < 3 and i == 1, ids)
+                for i in range(trials_per_case)
+            ]
+            trials += [
+                called(f"escalate-{n}", i, ("escalate",), False, ids)
+                for i in range(trials_per_case)
+            ]
         return assess(trials, refund_suite(10, 10), Policy(tolerance=0.1))
 
     few = run(8)
@@ -418,8 +441,10 @@ def test_a_qualified_run_stays_qualified_when_its_unordered_pairs_are_flips(
     recorded, as_flips = [], []
     for n, (coin, route, length, ties, bits) in enumerate(cases):
         tied = [i in ties for i in range(length)]
-        paths = [tuple(sorted(REFUND)) if tied[i] else REFUND[::-1] if coin and bits >> i & 1
-                 else REFUND for i in range(length)]  # fmt: skip
+        paths = [
+            tuple(sorted(REFUND)) if tied[i] else REFUND[::-1] if coin and bits >> i & 1 else REFUND
+            for i in range(length)
+        ]
         for i, path in enumerate(paths):
             ranges = ((0, 2),) if tied[i] else ()
             recorded.append(Trial(f"c{n}", i, path, "r", route, tied_steps=ranges))
@@ -447,9 +472,14 @@ def test_a_sequential_run_never_stops_qualified_on_a_round_whose_worst_case_is_n
     round where they would with those three as flips."""
     suite = Suite("s", "p", (Case("c"),))
     declaration = run_declaration(
-        run_attributes("r", suite, Policy(tolerance=0.1, method=Method.SEQUENTIAL), 400,
-                       Isolation.FRESH_SESSION)
-    )  # fmt: skip
+        run_attributes(
+            "r",
+            suite,
+            Policy(tolerance=0.1, method=Method.SEQUENTIAL),
+            400,
+            Isolation.FRESH_SESSION,
+        )
+    )
     ids = random.Random(12)
     evidence = Evidence([called("c", i, REFUND, i < 6 and i % 2 == 0, ids) for i in range(400)])
     judged, rounds = assess_in_rounds(evidence, declaration)

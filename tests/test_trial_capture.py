@@ -161,8 +161,9 @@ def test_a_failed_tool_is_a_route_unless_the_agent_failed_with_it(agent_fails: b
 
 
 def test_a_timeout_keeps_the_call_inside_its_trial() -> None:
-    agent = strands_like_agent({c.input: [[c.expected.split(" > ")[0]]]
-                                for c in support_suite().cases})  # fmt: skip
+    agent = strands_like_agent(
+        {c.input: [[c.expected.split(" > ")[0]]] for c in support_suite().cases}
+    )
     sink = Collected()
     verdictgate.run(agent, support_suite(), repeats=2, sink=sink, decision="tools", timeout=30)
     assert {t.error_type for t in sink.trials} == {None}

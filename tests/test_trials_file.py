@@ -177,9 +177,15 @@ def test_writer_records_error_types():
     TrialWriter(stream, "s", "p").add(Trial("c", 3, None, "r", "deny", "TimeoutError"))
     record = json.loads(stream.getvalue())
     assert record == {
-        "case": "c", "trial": 3, "outcome": "error", "run": "r", "suite": "s", "point": "p",
-        "error_type": "TimeoutError", "expected": "deny",
-    }  # fmt: skip
+        "case": "c",
+        "trial": 3,
+        "outcome": "error",
+        "run": "r",
+        "suite": "s",
+        "point": "p",
+        "error_type": "TimeoutError",
+        "expected": "deny",
+    }
 
 
 @pytest.mark.parametrize(
@@ -187,12 +193,16 @@ def test_writer_records_error_types():
     [
         ("", "holds no trial records (one JSON object a line)"),
         ("\n\n", "holds no trial records (one JSON object a line)"),
-        ('{\n  "schema": "verdictgate.suite/v1",\n  "name": "s",\n  "cases": []\n}\n',
-         "is a suite file, not trial records (pass it as --suite)"),
-        ('{"cases": [], "contract": {}, "schema": "agentverity.decision-suite/v1"}\n',
-         "is a suite file, not trial records (pass it as --suite)"),
+        (
+            '{\n  "schema": "verdictgate.suite/v1",\n  "name": "s",\n  "cases": []\n}\n',
+            "is a suite file, not trial records (pass it as --suite)",
+        ),
+        (
+            '{"cases": [], "contract": {}, "schema": "agentverity.decision-suite/v1"}\n',
+            "is a suite file, not trial records (pass it as --suite)",
+        ),
     ],
-)  # fmt: skip
+)
 def test_an_empty_or_suite_shaped_trials_file_is_one_line(cli, tmp_path, content, message):
     path = tmp_path / "t.jsonl"
     path.write_text(content)
@@ -204,8 +214,10 @@ def test_an_empty_or_suite_shaped_trials_file_is_one_line(cli, tmp_path, content
 def test_a_case_takes_its_expected_route_from_any_of_its_records(cli, tmp_path):
     path = tmp_path / "t.jsonl"
     lines = [{"case": "c", "trial": 0, "outcome": "error", "error_type": "Timeout"}]
-    lines += [{"case": "c", "trial": i, "outcome": "decision", "verdict": "x", "expected": "x"}
-              for i in range(1, 6)]  # fmt: skip
+    lines += [
+        {"case": "c", "trial": i, "outcome": "decision", "verdict": "x", "expected": "x"}
+        for i in range(1, 6)
+    ]
     path.write_text("".join(json.dumps(line) + "\n" for line in lines))
     evidence, _ = read_trials(path)
     assert [case.expected for case in evidence.cases.values()] == ["x"]
@@ -230,16 +242,22 @@ def test_lines_whose_verdict_is_not_their_decision_settle_into_readable_records(
         ("no_decision", "refused", None),
     ]
     assert cli("assess", "--trials", str(out)).exit_code == 3  # readable again
-    path.write_text(json.dumps({"case": "c", "trial": 0, "outcome": "decision",
-                                "verdict": {"verdict": "x"}}) + "\n")  # fmt: skip
+    path.write_text(
+        json.dumps({"case": "c", "trial": 0, "outcome": "decision", "verdict": {"verdict": "x"}})
+        + "\n"
+    )
     bad = cli("assess", "--trials", str(path))
     assert bad.exit_code == 2 and f"{path}:1: field verdict:" in bad.stderr
 
 
 def test_a_json_document_given_as_trials_is_named_by_its_schema(cli, tmp_path):
     path = tmp_path / "baseline.json"
-    path.write_text(json.dumps({"schema": "verdictgate.snapshot/v1",
-                                "suite": {"schema": "verdictgate.suite/v1"}}, indent=2))  # fmt: skip
+    path.write_text(
+        json.dumps(
+            {"schema": "verdictgate.snapshot/v1", "suite": {"schema": "verdictgate.suite/v1"}},
+            indent=2,
+        )
+    )
     result = cli("assess", "--trials", str(path))
     assert result.stderr == (
         f"verdictgate: error: {path}: is a verdictgate.snapshot/v1 document, not trial records "
@@ -295,8 +313,15 @@ def test_a_langgraph_run_writes_its_routes_under_nodes_and_reads_them_back(cli, 
 
     root = Path(__file__).resolve().parents[1]
     out = tmp_path / "trials.jsonl"
-    ran = cli("run", "--agent", f"{root}/examples/langgraph_router.py:stable_router",
-              "--suite", f"{root}/examples/support_tools_suite.json", "--trials-out", str(out))  # fmt: skip
+    ran = cli(
+        "run",
+        "--agent",
+        f"{root}/examples/langgraph_router.py:stable_router",
+        "--suite",
+        f"{root}/examples/support_tools_suite.json",
+        "--trials-out",
+        str(out),
+    )
     assert ran.exit_code == 0, ran.stderr
     first = json.loads(out.read_text().splitlines()[0])
     assert "nodes" in first and "tools" not in first

@@ -60,11 +60,14 @@ def test_a_run_of_2_to_12_routes_at_their_tolerance_is_falsely_rejected_at_most_
     tolerance. Holm's step-down rejects such a run iff one of its routes + 1 tests is
     stochastic at alpha / (routes + 1)."""
     worst = max(
-        (false_rejection_of_family(routes, pairs, tolerance, Method.EXACT, ALPHA / (routes + 1)),
-         routes, pairs)
+        (
+            false_rejection_of_family(routes, pairs, tolerance, Method.EXACT, ALPHA / (routes + 1)),
+            routes,
+            pairs,
+        )
         for routes in range(2, 13)
         for pairs in range(1, 151)
-    )  # fmt: skip
+    )
     assert worst[0] <= ALPHA, worst
 
 
@@ -114,8 +117,10 @@ methods = st.sampled_from([Method.EXACT, Method.WILSON, Method.SEQUENTIAL])
 counts = st.integers(1, 200).flatmap(lambda n: st.tuples(st.integers(0, n), st.just(n)))
 changes = st.builds(
     lambda count, t, method: change_rate(count[0], count[1], t, method=method),
-    counts, st.sampled_from([0.01, 0.05, 0.1, 0.2]), methods,
-)  # fmt: skip
+    counts,
+    st.sampled_from([0.01, 0.05, 0.1, 0.2]),
+    methods,
+)
 
 
 @given(changes)
@@ -153,11 +158,15 @@ def test_a_route_stochastic_alone_is_undecided_beside_six_others() -> None:
     routes = [f"r{i}" for i in range(6)]
     suite = Suite("s", "p", (), Contract(frozenset(routes)))
     trials = [
-        Trial(f"{route}-case", index, route if not (route == "r0" and index in (1, 3, 5)) else "r1",
-              expected=route)
+        Trial(
+            f"{route}-case",
+            index,
+            route if not (route == "r0" and index in (1, 3, 5)) else "r1",
+            expected=route,
+        )
         for route in routes
         for index in range(24)
-    ]  # fmt: skip
+    ]
     assessment = assess(trials, suite, Policy())
     r0 = next(r for r in assessment.routes if r.route == "r0")
     assert (r0.change.flips, r0.change.pairs) == (3, 12)
@@ -210,13 +219,20 @@ def test_route_pass_rates_are_judged_together_with_the_pooled_one() -> None:
     and five other routes."""
     routes = [f"r{i}" for i in range(6)]
     trials = [
-        Trial(f"{route}-case", index, route, "r1", expected=route,
-              passed=not (route == "r0" and index < 9))
+        Trial(
+            f"{route}-case",
+            index,
+            route,
+            "r1",
+            expected=route,
+            passed=not (route == "r0" and index < 9),
+        )
         for route in routes
         for index in range(20)
-    ]  # fmt: skip
-    assessment = assess(trials, Suite("s", "p", (), Contract(frozenset(routes))),
-                        Policy(pass_rate=0.8))  # fmt: skip
+    ]
+    assessment = assess(
+        trials, Suite("s", "p", (), Contract(frozenset(routes))), Policy(pass_rate=0.8)
+    )
     r0 = assessment.passes.route_rates["r0"]
     assert (r0.passed, r0.judged) == (11, 20)
     assert pass_rate(11, 20, 0.8).result is Reliability.UNRELIABLE  # alone
@@ -259,8 +275,12 @@ def test_the_case_level_test_says_what_decides_it_at_its_level_and_labels_follow
     routes = [f"r{i}" for i in range(6)]
     # half the cases flip once in their two pairs: the case-level test is the most telling of
     # the seven, so the step-down holds it to 2.5% / 7 first
-    trials = [Trial(f"{route}-{k}", i, "r5" if k % 2 and i == 1 else route, "r1", expected=route)
-              for route in routes[:5] for k in range(4) for i in range(4)]  # fmt: skip
+    trials = [
+        Trial(f"{route}-{k}", i, "r5" if k % 2 and i == 1 else route, "r1", expected=route)
+        for route in routes[:5]
+        for k in range(4)
+        for i in range(4)
+    ]
     trials += [Trial(f"r5-{k}", i, "r5", "r1", expected="r5") for k in range(4) for i in range(4)]
     suite = Suite("s", "p", (), Contract(frozenset(routes)))
     assessment = assess(trials, suite, Policy(claim=Claim.POPULATION))

@@ -26,7 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
 from postgres_support import postgresql
 from verdictgate import Trial
-from verdictgate.receiver.store import Store, postgres
+from verdictgate.receiver.store import Batch, Store, postgres
 
 SETTINGS = {
     "prepared after 5, bare BEGIN": (5, lambda lease: "BEGIN"),
@@ -48,7 +48,9 @@ def rates(server: str, writes: int) -> tuple[float, float]:
     store = Store(fresh_database(server))
     started = time.perf_counter()
     for number in range(writes):
-        store.write([Trial(f"c{case}", number, "approve", "r", "approve") for case in range(4)])
+        store.write(
+            Batch([Trial(f"c{case}", number, "approve", "r", "approve") for case in range(4)])
+        )
     written = time.perf_counter() - started
     started = time.perf_counter()
     for _ in range(writes):

@@ -53,7 +53,7 @@ from verdictgate.otel.otlp_reading import extract_protobuf
 from verdictgate.receiver.config import ReceiverConfig
 from verdictgate.receiver.core import Receiver
 from verdictgate.receiver.server import Limits, Server
-from verdictgate.receiver.store import Store
+from verdictgate.receiver.store import Batch, Store
 
 
 def fresh_database(server: str) -> str:
@@ -239,7 +239,7 @@ def sizing(server: str, trials: int) -> None:
         store = Store(path)
         written = bytes_written()
         for contents in batches:
-            store.write(contents.trials, contents.declarations, contents.labels)
+            store.write(Batch(contents.trials, contents.declarations, contents.labels))
         store.close()
         wal = bytes_written() - written
         with sqlite3.connect(path) as connection:
@@ -250,7 +250,7 @@ def sizing(server: str, trials: int) -> None:
     with psycopg.connect(location, autocommit=True) as connection:
         (before,) = connection.execute("SELECT pg_current_wal_lsn()::text").fetchone()
         for contents in batches:
-            store.write(contents.trials, contents.declarations, contents.labels)
+            store.write(Batch(contents.trials, contents.declarations, contents.labels))
         (pg_wal,) = connection.execute(
             "SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), %s::pg_lsn)", (before,)
         ).fetchone()

@@ -6,6 +6,7 @@ never failing the others of its group."""
 from __future__ import annotations
 
 import threading
+from dataclasses import replace
 
 import pytest
 
@@ -16,7 +17,7 @@ from verdictgate.receiver.commit_groups import CommitGroups
 from verdictgate.receiver.config import ReceiverConfig
 from verdictgate.receiver.core import Receiver
 from verdictgate.receiver.fair_gate import Busy
-from verdictgate.receiver.store import LOCAL, Store
+from verdictgate.receiver.store import LOCAL, Batch, Store
 from verdictgate.trial_model import Trial
 
 IDLE = 30.0
@@ -111,11 +112,10 @@ class GatedStore(Store):
         self.committed.append(len(writes))
         return outcomes
 
-    def write(self, trials=(), *args, **kwargs):
-        trials = list(trials)
-        if any(trial.run in self.failing for trial in trials):
-            kwargs["marks"] = failing_marks()  # read inside the transaction
-        return super().write(trials, *args, **kwargs)
+    def write(self, batch, *args, **kwargs):
+        if any(trial.run in self.failing for trial in batch.trials):
+            batch = replace(batch, marks=failing_marks())  # read inside the transaction
+        return super().write(batch, *args, **kwargs)
 
 
 def failing_marks():
@@ -172,10 +172,12 @@ def test_a_store_commits_writes_together_and_one_that_fails_alone(new_store) -> 
     store = new_store()
 
     def write(run: str):
-        return lambda: store.write([Trial("c0", 0, "approve", run, "approve")], now=1.0)
+        return lambda: store.write(Batch([Trial("c0", 0, "approve", run, "approve")]), now=1.0)
 
     def failing() -> None:
-        store.write([Trial("c0", 0, "approve", "x", "approve")], now=1.0, marks=failing_marks())
+        store.write(
+            Batch([Trial("c0", 0, "approve", "x", "approve")], marks=failing_marks()), now=1.0
+        )
 
     outcomes = store.together([write("r1"), failing, write("r2")])
     assert isinstance(outcomes[1], KeyError)
@@ -199,7 +201,7 @@ def test_a_write_failing_after_its_statements_ran_is_undone_and_the_others_redon
 
     def write(run: str, latency: object = 1.0):
         trial = Trial("c0", 0, "approve", run, "approve", latency_ms=latency)
-        return lambda: store.write([trial], now=1.0)
+        return lambda: store.write(Batch([trial]), now=1.0)
 
     outcomes = store.together([write("r1"), write("x", object()), write("r2")])
     assert isinstance(outcomes[1], Exception) and not isinstance(outcomes[0], Exception)

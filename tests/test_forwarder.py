@@ -23,7 +23,7 @@ from verdictgate.otel import conventions as names
 from verdictgate.otel.admission_record import AdmissionRecord, TrialTally
 from verdictgate.receiver.forwarder import ALL_SIGNALS, METRICS, Forwarder
 from verdictgate.receiver.otlp_target import OtlpTarget
-from verdictgate.receiver.store import Store
+from verdictgate.receiver.store import Batch, Store
 
 SUITE = Suite("refunds", "refund_gate", (), Contract({"approve"}))
 
@@ -37,7 +37,7 @@ def publication(run: str, final: bool = True, now_ns: int | None = None) -> str:
 
 
 def open_run(store: Store, run: str) -> None:
-    store.write([Trial("c", 0, "approve", run, "approve")])
+    store.write(Batch([Trial("c", 0, "approve", run, "approve")]))
 
 
 class FlakyTarget:

@@ -25,7 +25,7 @@ from verdictgate.clock import ManualClock
 from verdictgate.otel.otlp_reading import extract_protobuf
 from verdictgate.receiver.config import ReceiverConfig
 from verdictgate.receiver.core import Receiver
-from verdictgate.receiver.store import Store, schema
+from verdictgate.receiver.store import Batch, Store, schema
 from verdictgate.receiver.store.schema import SCHEMA_VERSION
 
 STARTS = 10
@@ -113,7 +113,7 @@ def test_opening_a_current_store_waits_for_no_writer(postgres_server: str, tmp_p
     ROW EXCLUSIVE locks) while a replica starts: the start neither waits for it nor blocks it."""
     location = StoreMaker("postgresql", tmp_path, postgres_server).location("busy")
     first = Store(location)
-    first.write([Trial("c", 0, "approve", "r", "approve")])
+    first.write(Batch([Trial("c", 0, "approve", "r", "approve")]))
     first.close()
     opened: list[Store] = []
     with psycopg.connect(location) as writer:  # a transaction, open until the block ends

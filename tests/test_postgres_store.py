@@ -18,7 +18,7 @@ from msgspec.structs import replace
 
 from pgbouncer_support import MODES, pgbouncer
 from postgres_support import StoreMaker, postgresql
-from verdictgate.receiver.store import Store, is_store_error
+from verdictgate.receiver.store import Batch, Store, is_store_error
 from verdictgate.receiver.store.locations import redacted
 from verdictgate.trial_model import Trial
 
@@ -87,7 +87,7 @@ def test_admissions_since_are_read_page_by_page_each_once(
     store = Store(StoreMaker("postgresql", tmp_path, postgres_server).location("pages"))
     for number in range(25):  # five admissions at each of five times
         run = f"r{number:02d}"
-        store.write([Trial("c", 0, "approve", run, "approve")], now=1_000.0)
+        store.write(Batch([Trial("c", 0, "approve", run, "approve")]), now=1_000.0)
         store.finish(run, "qualified", None, 1_000.0 + number // 5)
     seen, position = [], (0.0, "")
     while page := store.finished_since(*position, 4):
@@ -152,7 +152,7 @@ def test_replicas_starting_at_once_migrate_one_at_a_time(
     for thread in threads:
         thread.join()
     assert failures == [] and len(stores) == 4
-    stores[0].write([Trial("c", 0, "approve", "r", "approve")])
+    stores[0].write(Batch([Trial("c", 0, "approve", "r", "approve")]))
     assert [t.index for t in stores[3].evidence("r").trials()] == [0]
     for store in stores:
         store.close()
@@ -168,12 +168,12 @@ def test_a_write_waits_for_a_row_another_replica_holds_at_most_the_lock_timeout(
     direct = StoreMaker("postgresql", tmp_path, postgres_server).location("bounded")
     with pgbouncer(postgres_server, pooled) if pooled else nullcontext() as pooler:
         store = Store(pooler.url(direct) if pooler else direct)
-        store.write([Trial("c", 0, "approve", "r", "approve")])
+        store.write(Batch([Trial("c", 0, "approve", "r", "approve")]))
         failed: list[Exception] = []
 
         def write() -> None:
             try:
-                store.write([Trial("c", 1, "approve", "r", "approve")])
+                store.write(Batch([Trial("c", 1, "approve", "r", "approve")]))
             except Exception as error:
                 failed.append(error)
 
@@ -193,7 +193,7 @@ def test_a_lost_connection_fails_one_write_and_is_made_again(
 ) -> None:
     location = StoreMaker("postgresql", tmp_path, postgres_server).location("lost")
     store = Store(location)
-    store.write([Trial("c", 0, "approve", "r", "approve")])
+    store.write(Batch([Trial("c", 0, "approve", "r", "approve")]))
     database = location.rpartition("/")[2]
     with psycopg.connect(postgres_server, autocommit=True) as admin:
         admin.execute(
@@ -202,9 +202,9 @@ def test_a_lost_connection_fails_one_write_and_is_made_again(
             (database,),
         )
     with pytest.raises(Exception) as failed:  # the sender is told to retry
-        store.write([Trial("c", 1, "approve", "r", "approve")])
+        store.write(Batch([Trial("c", 1, "approve", "r", "approve")]))
     assert is_store_error(failed.value)
-    store.write([Trial("c", 1, "approve", "r", "approve")])  # the exporter's retry
+    store.write(Batch([Trial("c", 1, "approve", "r", "approve")]))  # the exporter's retry
     assert [t.index for t in store.evidence("r").trials()] == [0, 1]
     store.close()
 
@@ -264,7 +264,7 @@ def test_both_stores_keep_the_same_trials_repeats_and_conflicts(
     try:
         for trials in writes:
             for store in stores:
-                store.write([replace(t, run=run) for t in trials], now=1_000.0)
+                store.write(Batch([replace(t, run=run) for t in trials]), now=1_000.0)
         sqlite, postgres = (store.evidence(run) for store in stores)
         assert list(postgres.trials()) == list(sqlite.trials())
         assert (postgres.duplicates, postgres.conflicted) == (sqlite.duplicates, sqlite.conflicted)

@@ -57,7 +57,7 @@ from verdictgate.otel.spans import run_attributes
 from verdictgate.receiver.config import ReceiverConfig
 from verdictgate.receiver.core import Receiver
 from verdictgate.receiver.server import Limits
-from verdictgate.receiver.store import LOCAL, Store
+from verdictgate.receiver.store import LOCAL, Batch, Store
 from verdictgate.receiver.store.trial_days import SECONDS_A_DAY, day_of
 from verdictgate.v1 import verdictgate_pb2 as pb
 
@@ -557,7 +557,7 @@ def test_a_store_made_before_the_tier_columns_gains_them_and_keeps_its_trials(tm
         row[1] for row in sqlite3.connect(path).execute("PRAGMA table_info(trials)")
     }
     store = Store(path)
-    store.write([Trial("c", 1, "a", "r", latency_ms=12.5, passed=True)])
+    store.write(Batch([Trial("c", 1, "a", "r", latency_ms=12.5, passed=True)]))
     evidence = store.evidence("r")
     assert [trial.decision for trial in evidence.trials()] == ["a", "a"]
     assert evidence.cases[("r", "c")].pass_counts() == (1, 1)
@@ -707,7 +707,7 @@ def test_compacting_gaps_never_changes_the_statistics(cases):
         for index, decision in sorted(indices.items())
     ]
     store = Store()
-    store.write(trials, [], {}, now=1.0)
+    store.write(Batch(trials), now=1.0)
     compacted = assess(store.evidence("r"))
     plain = assess(Evidence(trials))
     assert compacted.pooled == plain.pooled
@@ -781,7 +781,7 @@ def test_an_open_run_is_reassessed_at_a_bounded_rate(new_store):
 def test_a_run_with_200k_distinct_labels_gets_a_bounded_report_over_grpc():
     with running_server() as server:
         trials = [Trial(f"case-{n}", 0, f"label-{n}", "wide", f"route-{n}") for n in range(200_000)]
-        server.receiver.store.write(trials, [], {}, now=1.0)
+        server.receiver.store.write(Batch(trials), now=1.0)
         channel = grpc.insecure_channel(f"127.0.0.1:{server.grpc_port}")  # the 4 MiB default
         get = channel.unary_unary(
             "/verdictgate.v1.AdmissionService/GetAdmission",
@@ -924,7 +924,7 @@ def test_metric_suites_can_be_listed_by_name_and_their_points_stay_bounded():
 def test_runs_are_listed_a_page_at_a_time_over_both_transports():
     with running_server() as server:
         for n in range(25):
-            server.receiver.store.write([Trial("c", 0, "a", f"run-{n:02}")], [], {}, now=n)
+            server.receiver.store.write(Batch([Trial("c", 0, "a", f"run-{n:02}")]), now=n)
         url = f"http://127.0.0.1:{server.http_port}/v1/runs"
         listed, token = [], ""
         while True:
@@ -1077,7 +1077,7 @@ def test_a_restart_admits_a_run_whose_plan_was_complete_when_it_stopped(new_stor
     store = new_store(path)
     declared = run_attributes("r", SUITE, Policy(), 8, Isolation.FRESH_SESSION)
     trials = [Trial(f"c{c}", i, "approve", "r", "approve") for c in range(2) for i in range(4)]
-    store.write(trials, [declared], {"r": ("gate", "approval_gate")})
+    store.write(Batch(trials, [declared], {"r": ("gate", "approval_gate")}))
     assert not store.run("r").final
     receiver = Receiver(new_store(path), None, ReceiverConfig(replica=LOCAL))  # the writer
     assert receiver.flush() and receiver.store.run("r").status is not None

@@ -33,7 +33,7 @@ from verdictgate.otel.spans import run_attributes
 from verdictgate.receiver.config import DEFAULT_SETTLE, ReceiverConfig
 from verdictgate.receiver.core import TRACE_TTL, Receiver
 from verdictgate.receiver.otlp_target import any_value
-from verdictgate.receiver.store import Store
+from verdictgate.receiver.store import Batch, Store
 from verdictgate.span_facts import SpanFacts
 from verdictgate.trial_model import NoDecision
 
@@ -475,7 +475,7 @@ def test_a_store_from_before_trial_keying_settles_what_it_held(tmp_path) -> None
     store = Store(path)
     receiver = Receiver(store, clock=clock)
     assert store.held_spans() == 2
-    store.write([], marks=[TrialMark("t2", "m2", "r1", "c1", 0, "tools")], now=clock.now)
+    store.write(Batch([], marks=[TrialMark("t2", "m2", "r1", "c1", 0, "tools")]), now=clock.now)
     clock.now += DEFAULT_SETTLE + 0.1
     receiver.tick()
     assert stored(receiver, "r1") == {

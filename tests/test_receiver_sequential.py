@@ -18,7 +18,7 @@ from verdictgate.otel.otlp_reading import extract_protobuf
 from verdictgate.otel.spans import run_attributes
 from verdictgate.receiver.config import ReceiverConfig
 from verdictgate.receiver.core import Receiver
-from verdictgate.receiver.store import LOCAL, Store
+from verdictgate.receiver.store import LOCAL, Batch, Store
 from verdictgate.stats import ALPHA, Method, Stability
 
 ROUTES = ("approve", "deny")
@@ -240,7 +240,7 @@ def test_a_run_made_final_takes_no_more_trials_and_a_restart_admits_it(new_store
 
     store = new_store(tmp_path / "other.sqlite")  # stopped between the two commits
     trials = [t for t in new_store(path).evidence("canary").trials()]
-    store.write(trials, labels={"canary": ("gate", "approval_gate")})
+    store.write(Batch(trials, labels={"canary": ("gate", "approval_gate")}))
     store.close_runs(["canary"])
     assert store.run("canary").final and store.run("canary").status is None
     restarted = canary_receiver(store)

@@ -28,7 +28,7 @@ from verdictgate.receiver.config import ReceiverConfig
 from verdictgate.receiver.core import Receiver
 from verdictgate.receiver.forwarder import ALL_SIGNALS, Forwarder
 from verdictgate.receiver.otlp_target import any_value
-from verdictgate.receiver.store import Store
+from verdictgate.receiver.store import Batch, Store
 
 LEASE = 10.0
 SUITE = Suite("refunds", "refund_gate", (), Contract({"approve"}))
@@ -167,7 +167,7 @@ def test_a_run_final_but_not_admitted_by_a_dead_owner_is_admitted_by_another(
     clock = ManualClock(1_000_000.0)
     dead = Store(location)  # a replica that made the run final, then died before admitting it
     trials = [Trial(f"c{c}", i, "approve", "r", "approve") for c in range(2) for i in range(4)]
-    dead.write(trials, now=clock(), claim=("a", clock() + LEASE))
+    dead.write(Batch(trials), now=clock(), claim=("a", clock() + LEASE))
     assert dead.close_runs(["r"], "a") == ["r"]
     assert dead.close_runs(["r"], "b") == []  # never another's to close
     dead.close()
@@ -249,7 +249,7 @@ def test_each_admission_is_delivered_by_one_replica_and_a_dead_ones_by_another(
         forwarder.claim_as(name, LEASE)
     for number in range(40):
         run = f"r{number}"
-        stores[0].write([Trial("c", 0, "approve", run, "approve")], now=clock())
+        stores[0].write(Batch([Trial("c", 0, "approve", run, "approve")]), now=clock())
         stores[0].finish(run, "qualified", publication(run), clock())
     claimed = stores[0].claim_outbox("dead", clock(), clock() + LEASE, 5)  # then it dies
     start = threading.Barrier(2)
@@ -282,7 +282,7 @@ def test_a_slow_delivery_claims_its_entries_again_before_another_replica_may(
     clock = ManualClock(1_000_000.0)
     stores = [Store(location), Store(location)]
     for number in range(6):
-        stores[0].write([Trial("c", 0, "approve", f"r{number}", "approve")], now=clock())
+        stores[0].write(Batch([Trial("c", 0, "approve", f"r{number}", "approve")]), now=clock())
         stores[0].finish(f"r{number}", "qualified", publication(f"r{number}"), clock())
     other = Forwarder(stores[1], Recording(), clock=clock)
     other.claim_as("b", LEASE)
@@ -451,8 +451,9 @@ def test_a_scrape_endpoint_keeps_up_with_more_admissions_than_a_page(location: s
     for number in range(1_100):
         run = f"burst-{number:04d}"
         other.write(
-            [Trial("c", 0, "approve", run, "approve")],
-            labels={run: ("gate", "approval_gate")},
+            Batch(
+                [Trial("c", 0, "approve", run, "approve")], labels={run: ("gate", "approval_gate")}
+            ),
             now=clock(),
         )
         other.finish(run, "inconclusive", None, clock())
@@ -460,8 +461,10 @@ def test_a_scrape_endpoint_keeps_up_with_more_admissions_than_a_page(location: s
     assert 'verdictgate_run_id="burst-1099"' in endpoint.snapshot.decode()
     clock.advance(1.0)
     other.write(
-        [Trial("c", 0, "approve", "last", "approve")],
-        labels={"last": ("gate", "approval_gate")},
+        Batch(
+            [Trial("c", 0, "approve", "last", "approve")],
+            labels={"last": ("gate", "approval_gate")},
+        ),
         now=clock(),
     )
     other.finish("last", "inconclusive", None, clock())

@@ -21,7 +21,7 @@ from verdictgate.clock import ManualClock
 from verdictgate.otel.otlp_reading import extract_protobuf
 from verdictgate.receiver.config import ReceiverConfig
 from verdictgate.receiver.core import CLAIM_BATCH, Receiver
-from verdictgate.receiver.store import Store
+from verdictgate.receiver.store import Batch, Store
 from verdictgate.receiver.store.postgres import POOL_SIZE
 
 LEASE = 10.0
@@ -51,7 +51,7 @@ def row_versions(location: str) -> dict[str, int]:
 def open_runs(store: Store, owner: str, runs: int, now: float) -> None:
     """`runs` canaries of one trial each, opened by `owner`."""
     trials = [Trial("c", 0, "approve", f"open-{n:05d}", "approve") for n in range(runs)]
-    store.write(trials, now=now, claim=(owner, now + LEASE))
+    store.write(Batch(trials), now=now, claim=(owner, now + LEASE))
 
 
 def test_renewing_a_heartbeat_writes_no_run_however_many_a_replica_owns(location: str) -> None:

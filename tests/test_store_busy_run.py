@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from postgres_support import StoreMaker
-from verdictgate.receiver.store import Store
+from verdictgate.receiver.store import Batch, Store, WriteCaps
 from verdictgate.receiver.store.connection import Cursor, open_database
 from verdictgate.receiver.store.runs import Access, Runs, Visit
 from verdictgate.receiver.store.trial_rows import trial_batch
@@ -34,7 +34,9 @@ def test_two_writers_of_one_run_each_go_on_while_the_other_is_open(
     location = StoreMaker("postgresql", tmp_path, postgres_server).location("busy")
     store = Store(location)
     for writer, index in (("a", 0), ("b", 1)):  # the run, and each writer's part of it, made
-        store.write(trials([index]), now=NOW, claim=(writer, UNTIL), max_trials=100)
+        store.write(
+            Batch(trials([index])), now=NOW, claim=(writer, UNTIL), caps=WriteCaps(max_trials=100)
+        )
     runs = Runs()
 
     def see(cursor: Cursor, writer: str) -> dict[str, Access]:
@@ -90,7 +92,9 @@ def test_the_cap_holds_exactly_whoever_writes(
     cap, batches = case
     store, stored, received = Store(), set(), 0
     for writer, indices in batches:
-        written = store.write(trials(indices), now=NOW, claim=(writer, UNTIL), max_trials=cap)
+        written = store.write(
+            Batch(trials(indices)), now=NOW, claim=(writer, UNTIL), caps=WriteCaps(max_trials=cap)
+        )
         room = len(indices) if cap is None else max(0, cap - received)
         kept = indices[:room]
         assert written.refused.get("r", 0) == len(indices) - len(kept)
@@ -107,11 +111,11 @@ def test_a_version_is_a_snapshot_of_what_every_writer_stored(new_store: StoreMak
     stored, and what the writers other than its owner (`a`, its first) relayed after it is read
     as what came since: the owner's own writes are never read back."""
     store = new_store("snapshot")
-    store.write(trials([0, 1]), now=NOW, claim=("a", UNTIL))
-    store.write(trials([2]), now=NOW, claim=("b", UNTIL))
+    store.write(Batch(trials([0, 1])), now=NOW, claim=("a", UNTIL))
+    store.write(Batch(trials([2])), now=NOW, claim=("b", UNTIL))
     before = store.run("r")
-    store.write(trials([3]), now=NOW, claim=("a", UNTIL))
-    store.write(trials([4, 5]), now=NOW, claim=("c", UNTIL))
+    store.write(Batch(trials([3])), now=NOW, claim=("a", UNTIL))
+    store.write(Batch(trials([4, 5])), now=NOW, claim=("c", UNTIL))
     after = store.run("r")
     assert before is not None and after is not None
     assert (before.version.writes, after.version.writes) == (2, 4)

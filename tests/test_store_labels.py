@@ -29,7 +29,7 @@ from verdictgate.otel.otlp_reading import (
 from verdictgate.otel.spans import decision_attributes, run_attributes
 from verdictgate.receiver.config import ReceiverConfig
 from verdictgate.receiver.core import Receiver
-from verdictgate.receiver.store import LOCAL
+from verdictgate.receiver.store import LOCAL, Batch
 
 IDLE = 30.0
 KEYS = (names.RUN_ID, names.CASE_ID, names.SUITE, names.POINT)
@@ -182,12 +182,12 @@ def poisoned(store, clock: ManualClock) -> None:
     characters, and a trial span whose case id is, held with the spans below it."""
     long = text("ascii", 2_800, 1)
     canary = extract_protobuf(request(stable_run("poison-run", 1, 2)).SerializeToString())
-    store.write(canary.trials, labels={"poison-run": (long, "p")}, now=clock())
+    store.write(Batch(canary.trials, labels={"poison-run": (long, "p")}), now=clock())
     contents = extract_protobuf(
         request(strands_trial(9, "poison-trace", "c", 0, ["a"])).SerializeToString()
     )
     marks = [msgspec.structs.replace(mark, case=long) for mark in contents.marks]
-    store.write([], marks=marks, spans=contents.framework_spans, now=clock())
+    store.write(Batch([], marks=marks, spans=contents.framework_spans), now=clock())
 
 
 def test_a_poison_value_never_stops_the_tick_on_postgresql(postgres_server, tmp_path, caplog):

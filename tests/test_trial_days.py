@@ -18,7 +18,7 @@ from verdictgate.clock import ManualClock
 from verdictgate.otel.otlp_reading import extract_protobuf
 from verdictgate.receiver.config import ReceiverConfig
 from verdictgate.receiver.core import Receiver
-from verdictgate.receiver.store import Store
+from verdictgate.receiver.store import Batch, Store
 from verdictgate.receiver.store.schema import SCHEMA_VERSION
 from verdictgate.receiver.store.trial_days import SECONDS_A_DAY, day_of
 from verdictgate.trial_model import Trial
@@ -86,7 +86,7 @@ def test_retention_drops_a_day_whose_runs_all_finished_and_keeps_one_with_an_ope
 def test_one_replica_at_a_time_drops_a_day(location: str) -> None:
     stores = [Store(location), Store(location)]
     day = day_of(stores[0].now()) + 1
-    stores[0].write([Trial("c", 0, "approve", "r")], now=day * SECONDS_A_DAY)
+    stores[0].write(Batch([Trial("c", 0, "approve", "r")]), now=day * SECONDS_A_DAY)
     stores[0].finish("r", "qualified", None, now=day * SECONDS_A_DAY)
     later = (day + 3) * SECONDS_A_DAY
     dropped = []
@@ -178,7 +178,9 @@ def test_a_version_2_store_is_partitioned_in_place_keeping_every_trial(location:
     assert written, "the writer of the release before went on while the store was partitioned"
     assert partitions(location) == {"trials_before": 2000 + 2 + len(written)}
     assert sum(len(list(store.evidence(f"old-{n}").trials())) for n in range(1, 21)) == 2000
-    store.write([Trial("c", 1, "deny", "open"), Trial("c", 2, "approve", "open")], now=2000.0)
+    store.write(
+        Batch([Trial("c", 1, "deny", "open"), Trial("c", 2, "approve", "open")]), now=2000.0
+    )
     assert [t.decision for t in store.evidence("open").trials() if t.case == "c"] == [
         "approve",
         "approve",  # first record wins, across the partitioning
@@ -227,7 +229,9 @@ def test_a_version_3_store_indexes_only_relayed_trials_while_its_writers_go_on(
 ) -> None:
     store = Store(location)
     today = day_of(store.now())
-    store.write([Trial("c", 0, "approve", "open")], now=today * SECONDS_A_DAY, claim=("a", 1e12))
+    store.write(
+        Batch([Trial("c", 0, "approve", "open")]), now=today * SECONDS_A_DAY, claim=("a", 1e12)
+    )
     store.close()
     with psycopg.connect(location, autocommit=True) as connection:
         connection.execute(VERSION_3)
@@ -263,14 +267,18 @@ def test_a_version_3_store_indexes_only_relayed_trials_while_its_writers_go_on(
             ).fetchall()
         )
     assert relayed == {1: 1 + len(written)}  # the rows before, and the older writer's
-    store.write([Trial("c", 0, "deny", "mine")], now=today * SECONDS_A_DAY, claim=("a", 1e12))
-    store.write([Trial("c", 1, "deny", "mine")], now=today * SECONDS_A_DAY, claim=("b", 1e12))
+    store.write(
+        Batch([Trial("c", 0, "deny", "mine")]), now=today * SECONDS_A_DAY, claim=("a", 1e12)
+    )
+    store.write(
+        Batch([Trial("c", 1, "deny", "mine")]), now=today * SECONDS_A_DAY, claim=("b", 1e12)
+    )
     with psycopg.connect(location) as connection:
         mine = connection.execute(
             "SELECT trial, relayed FROM trials WHERE run_id = 'mine' ORDER BY trial"
         ).fetchall()
     assert mine == [(0, 0), (1, 1)]  # its owner's own, another replica's relayed
-    store.write([Trial("c", 0, "deny", "later")], now=(today + 5) * SECONDS_A_DAY)
+    store.write(Batch([Trial("c", 0, "deny", "later")]), now=(today + 5) * SECONDS_A_DAY)
     valid, attached = relayed_index(location)  # a day made since has its index too
     assert valid and f"trials_d{today + 5}" in attached
     assert Store(location).migrated == ()

@@ -41,7 +41,7 @@ from .forwarder import Forwarder
 from .limits import Limits
 from .run_signals import RunSignals
 from .store import LOCAL, RunVersion, Store, StoredRun, Written, is_store_error
-from .store.facade import DueTrace
+from .store.batch import Batch, DueTrace, WriteCaps
 from .store.faults import first_line, is_connection_lost, is_driver_error
 from .store_outage import StoreOutage
 
@@ -137,6 +137,7 @@ class Receiver:
             self.assessment_of, interval=config.assess_interval, clock=clock
         )
         self._max_trials = config.max_trials_per_run
+        self._caps = WriteCaps(config.max_trials_per_run, config.max_held_spans)
         self._next_retention = 0.0
         self._canary_suites = config.canary_suites
         self._lock = threading.Lock()
@@ -578,17 +579,19 @@ class Receiver:
 
     def _written(self, contents: ExportContents, now: float, settle: DueTrace | None) -> Written:
         """One write, in its group's transaction (the lock is held)."""
-        return self.store.write(
+        batch = Batch(
             contents.trials,
             contents.declarations,
-            dict(contents.labels),
-            now=now,
-            max_trials=self._max_trials,
-            max_held_spans=self.config.max_held_spans,
-            marks=contents.marks,
-            spans=contents.framework_spans,
-            due=settle,
-            claim=(self.replica, now + self.config.lease),
+            contents.labels,
+            contents.marks,
+            contents.framework_spans,
+            settle,
+        )
+        return self.store.write(
+            batch,
+            now,
+            (self.replica, now + self.config.lease),
+            self._caps,
             amend_since=now - self.config.max_hold,
         )
 

@@ -12,6 +12,7 @@ transactions (a SQLite file's one connection; `postgres`, a PostgreSQL database'
 its errors are.
 """
 
+from .batch import Batch, WriteCaps
 from .claims import LOCAL
 from .facade import Store
 from .faults import is_store_error
@@ -20,9 +21,11 @@ from .trial_rows import encode_decision
 
 __all__ = [
     "LOCAL",
+    "Batch",
     "RunVersion",
     "Store",
     "StoredRun",
+    "WriteCaps",
     "Written",
     "encode_decision",
     "is_store_error",

@@ -15,9 +15,9 @@ from typing import TypeVar
 
 from ...evidence import Evidence
 from ...otel import conventions as names
-from ...otel.framework_traces import FrameworkSpan, TrialMark, settled_trials
+from ...otel.framework_traces import settled_trials
 from ...trial_model import Trial
-from ...wire_types import AttributeValue
+from .batch import NO_CAPS, Batch, DueTrace, WriteCaps
 from .claims import LOCAL, RunClaims
 from .connection import DEFAULT_LEASE, Cursor, open_database
 from .faults import first_line, is_connection_lost, is_driver_error
@@ -32,11 +32,6 @@ from .schema import migrate
 from .statements import SKIP_LOCKED, sql
 from .trial_days import TrialDays
 from .trial_rows import evidence_of, trial_batch, trial_of_row
-
-Labels = dict[str, tuple[str | None, str | None]]
-"""Per run, the (suite, point) its trials came under."""
-DueTrace = tuple[str, float, float]
-"""A trace whose due trials a write settles: its id, quiet since, held since."""
 
 _HOLD_TRACE = sql("SELECT trace_id FROM traces WHERE trace_id = ?", SKIP_LOCKED)
 _T = TypeVar("_T")
@@ -128,58 +123,62 @@ class Store:
 
     def write(
         self,
-        trials: Iterable[Trial],
-        declarations: Iterable[dict[str, AttributeValue]] = (),
-        labels: Labels | None = None,
+        batch: Batch,
         now: float | None = None,
-        max_trials: int | None = None,
-        marks: Iterable[TrialMark] = (),
-        spans: Iterable[FrameworkSpan] = (),
-        due: DueTrace | None = None,
-        max_held_spans: int | None = None,
         claim: Claim | None = None,
+        caps: WriteCaps = NO_CAPS,
         amend_since: float = -math.inf,
     ) -> Written:
-        """Commit trials and run declarations in one transaction; the runs touched, as they
-        stand after it, and the trials refused because a run had no room (`max_trials`).
-        Harnesses' trial `marks` and framework `spans` are held by trace in the same
-        transaction; a span below a trial already settled is counted late for its run, never
-        held for it, unless its trial span arrived since `amend_since` and its run is open: then
-        it amends that trial, which settles again from all its spans (its stored record
-        replaced, `Written.amended`). With `due`, the trace's due trials (see `quiet_traces`)
-        are read, derived and stored in the same transaction, the trace held meanwhile, so that
-        no span lands between and no other replica settles them too: they are marked settled
-        (their spans' facts kept for amendments until `release_settled`, their ids for good,
-        to count a late copy). Beyond
-        `max_held_spans` framework spans held, the traces with no trial span quiet the longest
-        are let go (counted in `spans_let_go`). A new run, or one whose owner is not alive, is
-        claimed by `claim` (the local replica's, alive for a whole hour, by default), whose
-        heartbeat the write renews when it lapsed. Inside `together`, part of its transaction."""
+        """Commit a request's contents (`batch`) in one transaction; the runs touched, as they
+        stand after it, and the trials refused because a run had no room (`caps.max_trials`).
+        Harnesses' trial marks and framework spans are held by trace in the same transaction; a
+        span below a trial already settled is counted late for its run, never held for it,
+        unless its trial span arrived since `amend_since` and its run is open: then it amends
+        that trial, which settles again from all its spans (its stored record replaced,
+        `Written.amended`). With `batch.due`, the trace's due trials (see `quiet_traces`) are
+        read, derived and stored in the same transaction, the trace held meanwhile, so that no
+        span lands between and no other replica settles them too: they are marked settled
+        (their spans' facts kept for amendments until `release_settled`, their ids for good, to
+        count a late copy). Beyond `caps.max_held_spans` framework spans held, the traces with
+        no trial span quiet the longest are let go (counted in `spans_let_go`). A new run, or
+        one whose owner is not alive, is claimed by `claim` (the local replica's, alive for a
+        whole hour, by default), whose heartbeat the write renews when it lapsed. Inside
+        `together`, part of its transaction."""
         now = time.time() if now is None else now
         claim = claim or (LOCAL, now + 3600.0)
         if self._days is not None:  # before the write's transaction: a day made stays made
             self._days.cover(now)
-        given, labels = list(trials), dict(labels or {})
+        given, labels = list(batch.trials), dict(batch.labels)
         with self._write_transaction() as (cursor, committed):
             if self._alive.get(claim[0], -math.inf) < now:  # a claim needs its heartbeat
                 self._claims.beat(cursor, *claim)
             settled: SettledTrials = ()
             again: list[Trial] = []
-            if due is not None:
-                taken = self._take_due(cursor, due, given, again, labels)
+            if batch.due is not None:
+                taken = self._take_due(cursor, batch.due, given, again, labels)
                 if taken is None:  # another transaction holds it: due again next time
                     return Written([], {}, {}, busy=True)
                 settled = taken
-            declared = list(declarations)
+            declared = list(batch.declarations)
             needs = Counter(trial.run for trial in (*given, *again))
             declared_runs = {str(d[names.RUN_ID]) for d in declared}
             intake = self._held.take(
-                cursor, list(marks), list(spans), settled, now, max_held_spans, amend_since
+                cursor,
+                list(batch.marks),
+                list(batch.spans),
+                settled,
+                now,
+                caps.max_held_spans,
+                amend_since,
             )
             # a settling write's trials are all framework ones
             framework = (set(needs) if settled else set()) | intake.heard
             visit = Visit(
-                dict(needs), frozenset(declared_runs), frozenset(framework), intake.late, max_trials
+                dict(needs),
+                frozenset(declared_runs),
+                frozenset(framework),
+                intake.late,
+                caps.max_trials,
             )
             accesses = self._runs.see(
                 cursor, set(needs) | declared_runs, intake.heard, visit, labels, now, claim
@@ -189,8 +188,8 @@ class Store:
             if framework:
                 self._runs.mark_framework(cursor, framework & set(accesses))
             amended, unknown = self._runs.amend(cursor, trial_batch(again), accesses)
-            batch = trial_batch([*given, *unknown])
-            refused, accepted = self._runs.take(cursor, batch, accesses)
+            rows = trial_batch([*given, *unknown])
+            refused, accepted = self._runs.take(cursor, rows, accesses)
             runs = self._runs.runs(cursor, accesses)
             committed.append(lambda: self._held.count_in(intake))
             committed.append(lambda: self._renewed(*claim))
@@ -259,7 +258,7 @@ class Store:
         due: DueTrace,
         trials: list[Trial],
         again: list[Trial],
-        labels: Labels,
+        labels: dict[str, tuple[str | None, str | None]],
     ) -> SettledTrials | None:
         """A due trace's trials, derived from what it holds, added to `trials` (those settled
         before and amended since, to `again`; their runs' labels to `labels`); what marks them

@@ -13,7 +13,7 @@ it is admitted (its parts then deleted)."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 
 from ...otel import conventions as names
@@ -346,7 +346,7 @@ class Runs:
         those a write holds (alone, unless marked already)."""
         cursor.executemany(_FRAMEWORK, [(run_id,) for run_id in sorted(run_ids)])
 
-    def declare(self, cursor: Cursor, attributes: dict[str, AttributeValue], now: float) -> None:
+    def declare(self, cursor: Cursor, attributes: Mapping[str, AttributeValue], now: float) -> None:
         """The first run span of a run declares it; a later, different one is an integrity
         conflict (the first stays), an identical one a harmless repeat. A run that is final is
         frozen: a different run span then is only counted as late."""

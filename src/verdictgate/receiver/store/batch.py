@@ -1,0 +1,42 @@
+"""What one write brings to the store (`Batch`), and the caps it is held to (`WriteCaps`)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from ...otel.framework_traces import FrameworkSpan, TrialMark
+from ...trial_model import Trial
+from ...wire_types import AttributeValue
+
+Labels = Mapping[str, tuple[str | None, str | None]]
+"""Per run, the (suite, point) its trials came under."""
+DueTrace = tuple[str, float, float]
+"""A trace whose due trials a write settles: its id, quiet since, held since."""
+
+
+@dataclass(frozen=True)
+class Batch:
+    """A request's contents, whole: decision spans' trials, run spans' declarations (their
+    attributes), the (suite, point) each run's trials came under, harnesses' trial `marks` and
+    framework `spans`; or, with `due`, a trace whose due trials the write settles."""
+
+    trials: Sequence[Trial] = ()
+    declarations: Sequence[Mapping[str, AttributeValue]] = ()
+    labels: Labels = field(default_factory=dict)
+    marks: Sequence[TrialMark] = ()
+    spans: Sequence[FrameworkSpan] = ()
+    due: DueTrace | None = None
+
+
+@dataclass(frozen=True)
+class WriteCaps:
+    """What a write may hold: trials a run takes at most (`max_trials`), framework spans held
+    at most (`max_held_spans`, the traces quiet the longest let go beyond it); None for no cap."""
+
+    max_trials: int | None = None
+    max_held_spans: int | None = None
+
+
+NO_CAPS = WriteCaps()
+"""A write held to no cap."""

@@ -20,7 +20,8 @@ from verdictgate import Trial
 from verdictgate.clock import ManualClock
 from verdictgate.otel.otlp_reading import extract_protobuf
 from verdictgate.receiver.config import ReceiverConfig
-from verdictgate.receiver.core import CLAIM_BATCH, Receiver
+from verdictgate.receiver.core import Receiver
+from verdictgate.receiver.ownership import CLAIM_BATCH
 from verdictgate.receiver.store import Batch, Store
 from verdictgate.receiver.store.postgres import POOL_SIZE
 

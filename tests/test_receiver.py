@@ -53,6 +53,7 @@ from verdictgate.evidence import Evidence, compact_gaps
 from verdictgate.fingerprints import KEY_VARIABLE, key_id
 from verdictgate.otel import conventions as names
 from verdictgate.otel.otlp_reading import extract_json, extract_protobuf
+from verdictgate.otel.span_decoding import DeclaredRun
 from verdictgate.otel.spans import run_attributes
 from verdictgate.receiver.config import ReceiverConfig
 from verdictgate.receiver.core import Receiver
@@ -1077,7 +1078,7 @@ def test_a_restart_admits_a_run_whose_plan_was_complete_when_it_stopped(new_stor
     store = new_store(path)
     declared = run_attributes("r", SUITE, Policy(), 8, Isolation.FRESH_SESSION)
     trials = [Trial(f"c{c}", i, "approve", "r", "approve") for c in range(2) for i in range(4)]
-    store.write(Batch(trials, [declared], {"r": ("gate", "approval_gate")}))
+    store.write(Batch(trials, [DeclaredRun.read(declared)], {"r": ("gate", "approval_gate")}))
     assert not store.run("r").final
     receiver = Receiver(new_store(path), None, ReceiverConfig(replica=LOCAL))  # the writer
     assert receiver.flush() and receiver.store.run("r").status is not None

@@ -293,7 +293,7 @@ def test_the_first_of_a_run_spans_repeated_attributes_wins():
     malformed_second = with_duplicates(run_span("s", planned=8), (names.PLAN_TRIALS, "ten"))
     for got in both([declared, malformed_second]):
         assert got.rejected == 0, got.errors
-        assert [d[names.PLAN_TRIALS] for d in got.declarations] == [8, 8]
+        assert [d.attributes[names.PLAN_TRIALS] for d in got.declarations] == [8, 8]
 
 
 # Strings that are not UTF-8
@@ -344,7 +344,7 @@ def test_a_run_span_with_content_that_is_not_utf8_keeps_its_declaration():
     body = request([noisy, bad_id, kept()]).SerializeToString()
     got = extract_protobuf(with_bytes(with_bytes(body, "@@@@@", b"s\xff\xff\xff\xff"), "@@@@", BAD))
     assert got.rejected == 1 and "UTF-8" in got.errors[0] and got.trials == [KEPT]
-    assert [d[names.RUN_ID] for d in got.declarations] == ["r"]
+    assert [d.attributes[names.RUN_ID] for d in got.declarations] == ["r"]
 
 
 def test_a_lone_surrogate_in_otlp_json_rejects_the_span_that_reads_it_alone():
@@ -466,7 +466,7 @@ def test_otlp_json_reads_doubles_as_the_protobuf_json_mapping_writes_them():
     attributes.append({"key": names.PASS_RATE_REQUIRED, "value": {"doubleValue": "9e-1"}})
     got = extract_json(json.dumps(document).encode())
     assert got.rejected == 0, got.errors
-    declared = got.declarations[0]
+    declared = got.declarations[0].attributes
     assert (declared[names.TOLERANCE], declared[names.MAX_P95_MS]) == (0.05, 5000.0)
     assert type(declared[names.MAX_P95_MS]) is float and declared[names.PASS_RATE_REQUIRED] == 0.9
 
@@ -557,7 +557,7 @@ def test_any_attributes_reject_at_most_their_own_span_and_both_encodings_agree(b
     ours = len(from_protobuf.trials) + len(from_protobuf.declarations) + from_protobuf.rejected
     assert ours == 3
     for declaration in from_protobuf.declarations:
-        json.dumps(declaration)  # a declaration is stored as JSON
+        json.dumps(declaration.attributes)  # a declaration is stored as JSON
     # what a decoder process hands back is what it read
     assert repr(pickle.loads(pickle.dumps(from_protobuf))) == repr(from_protobuf)
 

@@ -8,7 +8,6 @@ from pathlib import Path
 from ..errors import InputError
 from ..evidence import Evidence
 from ..otel.otlp_reading import MalformedRequest, extract_json
-from ..otel.span_decoding import run_declaration
 from ..suite import Case, Suite
 from . import Imported, ImportOptions
 
@@ -34,8 +33,8 @@ def read(path: Path, options: ImportOptions, suite: Suite | None, key: bytes | N
             evidence.add_all(extract.trials)
             for trial in extract.trials:
                 expected.setdefault(trial.case, trial.expected)
-            for attributes in extract.declarations:
-                declaration = run_declaration(attributes)
+            for declared in extract.declarations:
+                declaration = declared.declaration
                 if declaration.isolation is not None:
                     evidence.declare_isolation(declaration.run_id, declaration.isolation)
     runs = sorted({run for run, _ in evidence.cases})

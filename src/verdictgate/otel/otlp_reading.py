@@ -1,7 +1,7 @@
 """Reading OTLP trace exports (protobuf or JSON) down to the spans verdictgate needs.
 
 Every decision span and run span is checked at the door, by the code that will use it
-(`trial_from_attributes`, `run_declaration`): one that is malformed is rejected alone, through
+(`trial_from_attributes`, `DeclaredRun.read`): one that is malformed is rejected alone, through
 OTLP partial success, and the rest of its request is kept. A body that is not an export request
 at all is a MalformedRequest. Both encodings are read alike:
 
@@ -26,7 +26,7 @@ import msgspec
 from google.protobuf.message import DecodeError
 
 from ..otel import conventions as names
-from ..otel.span_decoding import run_declaration, trial_from_attributes
+from ..otel.span_decoding import DeclaredRun, trial_from_attributes
 from ..span_facts import FACT_KEYS, facts_of
 from ..trial_model import MAX_LABEL, MAX_PATH_STEPS, Trial
 from ..v1.otlp_view_pb2 import (
@@ -68,7 +68,8 @@ class ExportContents:
     """What one export request holds for verdictgate."""
 
     trials: list[Trial] = field(default_factory=list)
-    declarations: list[dict[str, AttributeValue]] = field(default_factory=list)
+    declarations: list[DeclaredRun] = field(default_factory=list)
+    """Run spans' declarations, each decoded once, here."""
     labels: dict[str, tuple[str | None, str | None]] = field(default_factory=dict)
     """run id -> (suite, point) as decision spans name them."""
     marks: list[TrialMark] = field(default_factory=list)
@@ -102,13 +103,14 @@ class ExportContents:
         declared = {k: v for k, v in attributes.items() if k in names.RUN_SPAN_ATTRIBUTES}
         try:
             suite, point = _labels(declared)
-            run_declaration(declared)  # checked at the door: a bad one is rejected alone
-            run_id = declared[names.RUN_ID]
-            _check_keys({names.RUN_ID: run_id, names.SUITE: suite, names.POINT: point})
+            read = DeclaredRun.read(declared)  # at the door, once: a bad one is rejected alone
+            _check_keys(
+                {names.RUN_ID: read.declaration.run_id, names.SUITE: suite, names.POINT: point}
+            )
         except ValueError as error:
             self.reject(name, error)
             return
-        self.declarations.append(declared)
+        self.declarations.append(read)
 
     def add_mark(
         self, name: str, ids: SpanIds, attributes: dict[str, AttributeValue], latency: float | None
@@ -148,7 +150,7 @@ class ExportContents:
     def run_ids(self) -> set[str]:
         """The runs its trials, trial spans and run spans name."""
         runs = {trial.run for trial in self.trials} | {mark.run for mark in self.marks}
-        return runs | {str(d[names.RUN_ID]) for d in self.declarations}
+        return runs | {d.declaration.run_id for d in self.declarations}
 
     def __reduce__(self) -> tuple[Callable[..., ExportContents], tuple[object, ...]]:
         """How a decoder process hands an ExportContents back: its trials and spans as msgpack,
@@ -183,7 +185,7 @@ _SPANS_IN = msgspec.msgpack.Decoder(list[FrameworkSpan])
 
 def _restore(
     trials: bytes,
-    declarations: list[dict[str, AttributeValue]],
+    declarations: list[DeclaredRun],
     labels: dict[str, tuple[str | None, str | None]],
     marks: bytes,
     spans: bytes,

@@ -4,7 +4,8 @@ trial a decision span records, typed strictly (a ValueError names what is malfor
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from enum import Enum
 from typing import TypeVar
 
@@ -56,6 +57,26 @@ def _parse_pairs(value: AttributeValue, kind: type[_N]) -> dict[str, _N]:
             raise ValueError(f"expected route={kind.__name__}, got {item!r:.80}")
         parsed[route] = kind(number)
     return parsed
+
+
+@dataclass(frozen=True)
+class DeclaredRun:
+    """A run span as the door read it: what it declares, decoded once (`read`), and the
+    attributes it declared that with (what the store keeps)."""
+
+    declaration: RunDeclaration
+    attributes: Mapping[str, AttributeValue]
+
+    @classmethod
+    def read(cls, attributes: Mapping[str, AttributeValue]) -> DeclaredRun:
+        """Decode a run span's attributes (`run_declaration`); a ValueError names what is
+        malformed."""
+        return cls(run_declaration(attributes), attributes)
+
+    def __reduce__(self) -> tuple[Callable[..., DeclaredRun], tuple[object, ...]]:
+        """What crosses a process (a decoder's answer) is the attributes, read again on
+        arrival: a contract's frozen maps do not pickle."""
+        return (DeclaredRun.read, (dict(self.attributes),))
 
 
 def run_declaration(attributes: Mapping[str, AttributeValue]) -> RunDeclaration:

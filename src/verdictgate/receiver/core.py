@@ -14,8 +14,7 @@ from ..engine import decided_round
 from ..lifecycle import Decision, Final, Interim, Lifecycle, Look, Reason, Timing
 from ..otel.admission_record import MetricLabels
 from ..otel.otlp_reading import ExportContents
-from ..otel.span_decoding import run_declaration
-from ..wire_types import AttributeValue
+from ..otel.span_decoding import DeclaredRun
 from .admitting import Admitter, Publishing
 from .commit_groups import CommitGroups
 from .config import ReceiverConfig
@@ -328,18 +327,15 @@ class Receiver(RunQueries):
         claim = (self.replica, now + self.config.lease)
         return self.store.write(batch, now, claim, self._caps, now - self.config.max_hold)
 
-    def _record(
-        self, written: Written, declared: Sequence[dict[str, AttributeValue]], now: float
-    ) -> None:
+    def _record(self, written: Written, declared: Sequence[DeclaredRun], now: float) -> None:
         """Tell the lifecycle what a write committed to the runs this replica decides
         (`Ownership.place`), in commit order (the lock is held): the runs whose run span ended
         them, the trials each run took, the runs heard of."""
         lifecycle = self._lifecycle
         direct, caught_up = self._ownership.place(written)
-        for attributes in declared:
-            declaration = run_declaration(attributes)
-            if declaration.run_id in direct:
-                lifecycle.ended(declaration, now)
+        for run_span in declared:
+            if run_span.declaration.run_id in direct:
+                lifecycle.ended(run_span.declaration, now)
         for run_id, accepted in written.accepted.items():
             if run_id in direct or run_id in caught_up:
                 suite, point = written.labels.get(run_id, (None, None))

@@ -6,8 +6,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from ...otel.framework_traces import FrameworkSpan, TrialMark
+from ...otel.span_decoding import DeclaredRun
 from ...trial_model import Trial
-from ...wire_types import AttributeValue
 
 Labels = Mapping[str, tuple[str | None, str | None]]
 """Per run, the (suite, point) its trials came under."""
@@ -17,12 +17,12 @@ DueTrace = tuple[str, float, float]
 
 @dataclass(frozen=True)
 class Batch:
-    """A request's contents, whole: decision spans' trials, run spans' declarations (their
-    attributes), the (suite, point) each run's trials came under, harnesses' trial `marks` and
+    """A request's contents, whole: decision spans' trials, run spans' declarations (decoded at
+    the door), the (suite, point) each run's trials came under, harnesses' trial `marks` and
     framework `spans`; or, with `due`, a trace whose due trials the write settles."""
 
     trials: Sequence[Trial] = ()
-    declarations: Sequence[Mapping[str, AttributeValue]] = ()
+    declarations: Sequence[DeclaredRun] = ()
     labels: Labels = field(default_factory=dict)
     marks: Sequence[TrialMark] = ()
     spans: Sequence[FrameworkSpan] = ()

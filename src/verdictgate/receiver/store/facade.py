@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import TypeVar
 
 from ...evidence import Evidence
-from ...otel import conventions as names
 from ...otel.framework_traces import settled_trials
 from ...trial_model import Trial
 from .batch import NO_CAPS, Batch, DueTrace, WriteCaps
@@ -161,7 +160,7 @@ class Store:
                 settled = taken
             declared = list(batch.declarations)
             needs = Counter(trial.run for trial in (*given, *again))
-            declared_runs = {str(d[names.RUN_ID]) for d in declared}
+            declared_runs = {d.declaration.run_id for d in declared}
             intake = self._held.take(
                 cursor,
                 list(batch.marks),
@@ -183,8 +182,8 @@ class Store:
             accesses = self._runs.see(
                 cursor, set(needs) | declared_runs, intake.heard, visit, labels, now, claim
             )
-            for attributes in declared:
-                self._runs.declare(cursor, attributes, now)
+            for run_span in declared:
+                self._runs.declare(cursor, run_span.attributes, now)
             if framework:
                 self._runs.mark_framework(cursor, framework & set(accesses))
             amended, unknown = self._runs.amend(cursor, trial_batch(again), accesses)

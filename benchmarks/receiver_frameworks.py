@@ -119,7 +119,7 @@ def main() -> None:
         receiver = Receiver(Store(store), None, ReceiverConfig(settle=5.0), clock=lambda: clock[0])
         begin = time.perf_counter()
         receiver.tick()
-        while receiver.store.quiet_traces(clock[0] - 5.0, clock[0] - 120.0, 1):
+        while receiver.store.traces.quiet_traces(clock[0] - 5.0, clock[0] - 120.0, 1):
             receiver.tick()
         settled = time.perf_counter() - begin
         derived = sum(run.received for run in receiver.store.runs())

@@ -73,7 +73,7 @@ def test_the_outbox_drops_interim_admissions_first_and_warns_once(caplog):
             open_run(store, run)
             assert store.finish(run, "qualified", publication(run))
     now = time.time()
-    claimed = store.claim_outbox("local", now, now + 60, 10)
+    claimed = store.outbox.claim("local", now, now + 60, 10)
     kept = [AdmissionRecord.from_json(body).run_id for _, body, _ in claimed]
     assert kept == ["f1", "f2", "f3"] and store.outbox_size() == 3
     assert sum("outbox holds 3" in r.getMessage() for r in caplog.records) == 1
@@ -263,7 +263,7 @@ def test_a_store_failing_the_forwarder_is_one_line_without_a_traceback(caplog) -
     store = Store()
     open_run(store, "a")
     store.finish("a", "qualified", publication("a"))
-    claim, failures = store.claim_outbox, []
+    claim, failures = store.outbox.claim, []
 
     def locked_for_a_while(*args, **kwargs):
         if len(failures) < 20:
@@ -271,7 +271,7 @@ def test_a_store_failing_the_forwarder_is_one_line_without_a_traceback(caplog) -
             raise sqlite3.OperationalError("database is locked\n(a second line)")
         return claim(*args, **kwargs)
 
-    store.claim_outbox = locked_for_a_while
+    store.outbox.claim = locked_for_a_while
     target = FlakyTarget(0)
     forwarder = Forwarder(store, target, backoff=(1e-6, 1e-6))
     with caplog.at_level(logging.WARNING, "verdictgate"):

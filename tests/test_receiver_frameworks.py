@@ -432,9 +432,9 @@ def test_a_flood_of_trial_less_traces_stays_under_the_cap_and_honest_trials_stil
             Trace(100_000 + batch * 500 + n).add("GET /api/items", None, 1) for n in range(500)
         ]
         receiver.ingest(extract_protobuf(request(flood).SerializeToString()))
-        assert store.held_spans() <= 1000
+        assert store.traces.held_spans() <= 1000
         clock.now += 0.1
-    assert store.spans_let_go >= 4000
+    assert store.traces.spans_let_go >= 4000
     decision = decision_span("plain", "c0", 0, "approve", "approve")
     receiver.ingest(extract_protobuf(request([decision]).SerializeToString()))
     assert receiver.assessment("plain").trials.received == 1
@@ -475,7 +475,7 @@ def test_a_store_from_before_trial_keying_settles_what_it_held(tmp_path) -> None
     clock.now = 1_001.0
     store = Store(path)
     receiver = Receiver(store, clock=clock)
-    assert store.held_spans() == 2
+    assert store.traces.held_spans() == 2
     store.write(Batch([], marks=[TrialMark("t2", "m2", "r1", "c1", 0, "tools")]), now=clock.now)
     clock.now += DEFAULT_SETTLE + 0.1
     receiver.tick()
@@ -485,7 +485,7 @@ def test_a_store_from_before_trial_keying_settles_what_it_held(tmp_path) -> None
     }
     clock.now += TRACE_TTL + 1
     receiver.tick()
-    assert store.held_spans() == 0
+    assert store.traces.held_spans() == 0
     with sqlite3.connect(path) as after:
         assert after.execute("SELECT COUNT(*) FROM traces").fetchone() == (0,)
 
@@ -503,7 +503,7 @@ def test_settled_trials_never_crowd_out_a_trial_whose_spans_came_before_its_tria
         receiver.ingest(extract_protobuf(request(spans).SerializeToString()))
     clock.now += DEFAULT_SETTLE + 0.1
     receiver.tick()
-    assert len(stored(receiver, "r1")) == 300 and store.held_spans() <= 1000
+    assert len(stored(receiver, "r1")) == 300 and store.traces.held_spans() <= 1000
     spans = strands_trial(9999, "r2", "c0", 0, ["refund"])
     receiver.ingest(extract_protobuf(request(spans[1:]).SerializeToString()))
     clock.now += 1
@@ -611,7 +611,7 @@ def test_wire_400k_trial_less_traces_stay_under_the_cap_and_decisions_are_acknow
                 span.trace_id = (batch * 5_000 + n + 1).to_bytes(16, "big")
                 flood.append(span)
             assert not exported(server, flood).HasField("partial_success")
-            assert store.held_spans() <= cap
+            assert store.traces.held_spans() <= cap
             if batch % 10 == 9:
                 decisions = [decision_span(f"beside-{batch}", f"c{c}", 0, "approve", "approve")
                              for c in range(3)]  # fmt: skip
@@ -619,7 +619,7 @@ def test_wire_400k_trial_less_traces_stay_under_the_cap_and_decisions_are_acknow
                     decision.span_id = bytes([c + 1]) * 8
                 assert not exported(server, decisions).HasField("partial_success")
                 assert server.receiver.assessment(f"beside-{batch}").trials.received == 3
-        assert store.spans_let_go >= 400_000 - cap
+        assert store.traces.spans_let_go >= 400_000 - cap
     on_disk = sum(f.stat().st_size for f in tmp_path.iterdir())
     assert on_disk < 64 << 20  # the 64 MiB store, which 400,000 held traces filled
 

@@ -233,7 +233,7 @@ def test_replicas_settling_one_trace_at_once_store_its_trial_once(location: str)
     assert a.assessment("fw").trials.duplicates == 0
     clock.advance(60.0)  # the idle period: a span that came now would be late, not amend them
     a.tick()
-    assert a.store.held_spans() == 0
+    assert a.store.traces.held_spans() == 0
 
 
 def test_each_admission_is_delivered_by_one_replica_and_a_dead_ones_by_another(
@@ -251,7 +251,7 @@ def test_each_admission_is_delivered_by_one_replica_and_a_dead_ones_by_another(
         run = f"r{number}"
         stores[0].write(Batch([Trial("c", 0, "approve", run, "approve")]), now=clock())
         stores[0].finish(run, "qualified", publication(run), clock())
-    claimed = stores[0].claim_outbox("dead", clock(), clock() + LEASE, 5)  # then it dies
+    claimed = stores[0].outbox.claim("dead", clock(), clock() + LEASE, 5)  # then it dies
     start = threading.Barrier(2)
 
     def drain(forwarder: Forwarder) -> None:

@@ -65,7 +65,7 @@ def test_renewing_a_heartbeat_writes_no_run_however_many_a_replica_owns(location
         a.renew_leases()
         a.tick()
     assert row_versions(location) == before  # one heartbeat row renewed, no run row
-    assert set(a.store.owned_runs("a")) == set(before)
+    assert set(a.store.claims.owned_runs("a")) == set(before)
 
 
 def test_a_lapsed_heartbeat_hands_every_run_over_at_once(location: str) -> None:
@@ -75,14 +75,14 @@ def test_a_lapsed_heartbeat_hands_every_run_over_at_once(location: str) -> None:
     open_runs(a.store, "a", runs, clock())
     clock.advance(LEASE / 2)
     b.tick()
-    assert not b.store.owned_runs("b")  # a's heartbeat holds
+    assert not b.store.claims.owned_runs("b")  # a's heartbeat holds
     clock.advance(LEASE)  # a stopped renewing: its heartbeat lapsed
     b.tick()
-    assert len(b.store.owned_runs("b")) == runs
-    assert not b.store.owned_runs("a")
+    assert len(b.store.claims.owned_runs("b")) == runs
+    assert not b.store.claims.owned_runs("a")
     a.renew_leases()  # a, back, owns nothing any more: the tick lets its runs go
     a.tick()
-    assert not a.store.owned_runs("a")
+    assert not a.store.claims.owned_runs("a")
 
 
 def test_a_write_takes_a_run_whose_owner_is_not_alive(location: str) -> None:
@@ -109,10 +109,10 @@ def test_a_store_made_before_heartbeats_keeps_its_owners_while_their_leases_hold
     clock = ManualClock(1_000_010.0)
     b = replica(location, "b", clock)
     b.tick()
-    assert not b.store.owned_runs("b")  # "old"'s lease holds until 1,000,020
+    assert not b.store.claims.owned_runs("b")  # "old"'s lease holds until 1,000,020
     clock.advance(15.0)
     b.tick()
-    assert len(b.store.owned_runs("b")) == 3
+    assert len(b.store.claims.owned_runs("b")) == 3
 
 
 def test_a_trace_another_transaction_holds_is_left_to_it_and_its_run_kept_open(
@@ -150,7 +150,7 @@ def test_open_runs_of_a_store_made_before_runs_had_owners_are_taken_up(location:
     clock = ManualClock(1_000_010.0)
     b = replica(location, "b", clock, idle=30.0)
     b.tick()
-    assert len(b.store.owned_runs("b")) == 2  # never stranded
+    assert len(b.store.claims.owned_runs("b")) == 2  # never stranded
     clock.advance(31.0)
     b.tick()
     assert b.flush()
@@ -221,12 +221,12 @@ def test_a_renewal_never_waits_behind_a_full_pool(location: str) -> None:
         holder.execute("LOCK TABLE trials IN EXCLUSIVE MODE")
         for n in range(POOL_SIZE):
             trial = Trial("c", 0, "approve", f"blocked-{n}", "approve")
-            write = functools.partial(store.write, [trial], now=1_000_001.0)
+            write = functools.partial(store.write, Batch([trial]), now=1_000_001.0)
             writers.append(threading.Thread(target=write))
             writers[-1].start()
         while waiting_on_a_lock(location) < POOL_SIZE:
             time.sleep(0.05)
-        store.renew("a", 2_000_000.0)
+        store.claims.renew("a", 2_000_000.0)
         assert all(writer.is_alive() for writer in writers)  # the pool is still full
         assert heartbeat_writes(location, "a")[0] == 2_000_000.0
     for writer in writers:

@@ -120,6 +120,6 @@ def test_a_version_is_a_snapshot_of_what_every_writer_stored(new_store: StoreMak
     assert before is not None and after is not None
     assert (before.version.writes, after.version.writes) == (2, 4)
     assert [t.index for t in store.evidence("r", upto=before.version).trials()] == [0, 1, 2]
-    since = store.written_since("r", before.version, after.version)
+    since = store.claims.written_since("r", before.version, after.version)
     assert sorted(t.index for t in since) == [4, 5]
     assert after.received == 6

@@ -138,7 +138,7 @@ class Forwarder:
         if not signals:
             return False
         claimed = self._clock()
-        entries = self.store.claim_outbox(
+        entries = self.store.outbox.claim(
             self.replica, claimed, claimed + self.lease, self._batch, waiting_for=signals
         )
         for seq, body, sent in entries:
@@ -153,7 +153,7 @@ class Forwarder:
         if signal not in self._stalled:
             return True
         claimed = self._clock()
-        entries = self.store.claim_outbox(
+        entries = self.store.outbox.claim(
             self.replica, claimed, claimed + self.lease, 1, waiting_for=signal
         )
         if entries and self._deliver(*entries[0], signal) is not None:
@@ -169,7 +169,7 @@ class Forwarder:
             publication = AdmissionRecord.from_json(body)
         except (ValueError, TypeError, KeyError):  # never blocks the outbox's head
             logger.error("verdictgate: outbox entry %d is unreadable; dropped", seq)
-            self.store.mark_sent(seq, ALL_SIGNALS, ALL_SIGNALS)
+            self.store.outbox.mark_sent(seq, ALL_SIGNALS, ALL_SIGNALS)
             return None
         pending = signals & ~sent
         if not pending:
@@ -182,7 +182,7 @@ class Forwarder:
                 elif failure is not None:
                     self._stalled[signal] = failure
         if done:
-            self.store.mark_sent(seq, sent | done, ALL_SIGNALS)
+            self.store.outbox.mark_sent(seq, sent | done, ALL_SIGNALS)
         if failure is not None:
             self._failed(failure)
         return failure

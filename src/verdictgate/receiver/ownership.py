@@ -90,7 +90,9 @@ class Ownership:
         lifecycle, a final one still to admit to the finisher. Claims run out in batches, so
         that a takeover of many runs is taken in full."""
         lapsed = now if lapsed_before is None else lapsed_before
-        while claimed := self._store.claim_runs(self.replica, lapsed, CLAIM_BATCH, mine=mine):
+        while claimed := self._store.claims.claim_runs(
+            self.replica, lapsed, CLAIM_BATCH, mine=mine
+        ):
             for run in claimed:
                 self._take_up(run)
             mine = False  # the runs claimed are this replica's now: claim what is left
@@ -143,7 +145,7 @@ class Ownership:
             return  # the other caller is renewing it now
         try:
             if now >= self._renewed_at + self._config.lease / 4:
-                self._store.renew(self.replica, now + self._config.lease)
+                self._store.claims.renew(self.replica, now + self._config.lease)
                 self._renewed_at = now
         finally:
             self._heartbeat.release()
@@ -171,7 +173,7 @@ class Ownership:
             if now >= self._next_recount:
                 self._next_recount = now + RECOUNT_EVERY
                 self._store.recount()
-        owned = self._store.owned_runs(self.replica)
+        owned = self._store.claims.owned_runs(self.replica)
         for run_id in [run_id for run_id in self._known if run_id not in owned]:
             del self._known[run_id]  # taken over by another replica
             self._lifecycle.release(run_id)
@@ -197,7 +199,7 @@ class Ownership:
             lifecycle.amendable(run.run_id)
         if run.declared is not None:
             lifecycle.ended(run.declared, seen)
-        trials = self._store.written_since(run.run_id, known, run.version)
+        trials = self._store.claims.written_since(run.run_id, known, run.version)
         if lifecycle.holds(run.run_id, trials):  # trials derived again: read again, once,
             self._amended.add(run.run_id)  # by the tick
         else:
@@ -313,7 +315,7 @@ class Ownership:
         """Let this replica's claims lapse at once (it stops), so that the other replicas take
         its runs and its outbox entries over at their next look."""
         try:
-            self._store.release(self.replica)
+            self._store.claims.release(self.replica)
         except Exception as error:
             if not is_store_error(error):
                 raise

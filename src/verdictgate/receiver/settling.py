@@ -48,7 +48,7 @@ class TraceSettling:
         held_since = self._since(now - config.max_hold)
         waiting: frozenset[str] = frozenset()
         if quiet_since or held_since:
-            due = store.quiet_traces(quiet_since, held_since, config.settle_batch)
+            due = store.traces.quiet_traces(quiet_since, held_since, config.settle_batch)
             busy = False
             for trace_id in due:
                 try:
@@ -57,13 +57,13 @@ class TraceSettling:
                     if is_store_error(error):
                         raise
                     log_set_aside("trace", trace_id, error)
-                    store.set_aside_trace(trace_id)
+                    store.traces.set_aside_trace(trace_id)
             if busy or len(due) >= config.settle_batch:
-                waiting = store.runs_waiting(quiet_since, held_since)
+                waiting = store.traces.runs_waiting(quiet_since, held_since)
         batch = config.settle_batch  # a settled trial's spans are let go once its trace was
         for before, forget in (  # quiet for the idle period (later spans are late), its trace
-            (now - config.idle, store.release_settled),  # once quiet for TRACE_TTL
-            (now - TRACE_TTL, store.forget_traces),
+            (now - config.idle, store.traces.release_settled),  # once quiet for TRACE_TTL
+            (now - TRACE_TTL, store.traces.forget_traces),
         ):
             for _ in range(FORGET_BATCHES):
                 if forget(before, batch) < batch:

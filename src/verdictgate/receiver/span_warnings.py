@@ -40,6 +40,6 @@ class SpanWarnings:
             logger.warning(
                 "framework spans are being let go to stay within --max-held-spans (%d) or a "
                 "trace's 50,000: traces without a trial span, quiet the longest, go first "
-                "(logged once; Store.spans_let_go counts them)",
+                "(logged once; Store.traces.spans_let_go counts them)",
                 self._max_held_spans,
             )

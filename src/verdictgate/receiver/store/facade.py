@@ -21,16 +21,19 @@ from .claims import LOCAL, RunClaims
 from .connection import DEFAULT_LEASE, Cursor, open_database
 from .faults import first_line, is_connection_lost, is_driver_error
 from .held_spans import HeldSpans, SettledTrials, unpack_trace
+from .held_traces import HeldTraces
 from .listing import DEFAULT_PAGE_SIZE, RunListing
 from .locations import redacted
 from .outbox import DEFAULT_OUTBOX_LIMIT, Outbox
+from .outbox_queue import OutboxQueue
 from .probe import StoreProbe, round_trip_to
 from .records import RunVersion, StoredRun, Written
+from .replica_claims import ReplicaClaims
 from .runs import Claim, Runs, Visit
 from .schema import migrate
 from .statements import SKIP_LOCKED, sql
 from .trial_days import TrialDays
-from .trial_rows import evidence_of, trial_batch, trial_of_row
+from .trial_rows import evidence_of, trial_batch
 
 _HOLD_TRACE = sql("SELECT trace_id FROM traces WHERE trace_id = ?", SKIP_LOCKED)
 _T = TypeVar("_T")
@@ -79,21 +82,17 @@ class Store:
         """In a thread doing writes `together`: their transaction's cursor (`cursor`), and what
         to do once it is committed (`committed`)."""
         self._probe = StoreProbe(round_trip_to(location))
+        self.traces = HeldTraces(database, self._held)
+        """The framework spans held by trace, as the tick settles and forgets them."""
+        self.claims = ReplicaClaims(database, self._claims, self._outbox, self._alive)
+        """Which replica decides which run: claims, heartbeats, what others wrote."""
+        self.outbox = OutboxQueue(database, self._outbox)
+        """The admissions staged for publishing, as the forwarder drains them."""
 
     @property
     def shared(self) -> bool:
         """Whether other replicas write this store too (a PostgreSQL one)."""
         return self._database.shared
-
-    @property
-    def outbox_limit(self) -> int:
-        """Admissions the outbox holds at most (DEFAULT_OUTBOX_LIMIT)."""
-        return self._outbox.limit
-
-    @property
-    def spans_let_go(self) -> int:
-        """Framework spans let go to stay within the held-span cap, or beyond a trace's cap."""
-        return self._held.spans_let_go
 
     def recount(self) -> None:
         """Count again what this process keeps counts of (framework spans held, admissions
@@ -314,45 +313,6 @@ class Store:
         with self._database.transaction() as cursor:
             return self._listing.forget_finished(cursor, before, limit)
 
-    def held_spans(self) -> int:
-        """Framework spans held for trials still to settle or to recognise late copies of
-        (counted, in a shared store)."""
-        if self.shared:
-            with self._database.locked() as cursor:
-                return self._held.count(cursor)
-        return self._held.spans_held
-
-    def quiet_traces(self, before: float, held_before: float, limit: int = 1000) -> list[str]:
-        """Traces with a trial due to settle: not settled, and its own spans (the trial span and
-        those below it, whatever else shares the trace) quiet since `before`, or its trial span
-        held since `held_before` however busy they still are."""
-        with self._database.locked() as cursor:
-            return self._held.quiet_traces(cursor, before, held_before, limit)
-
-    def runs_waiting(self, before: float, held_before: float) -> frozenset[str]:
-        """The runs with a trial due to settle (as `quiet_traces` says) still to settle."""
-        with self._database.locked() as cursor:
-            return self._held.runs_waiting(cursor, before, held_before)
-
-    def forget_traces(self, before: float, limit: int = 1000) -> int:
-        """Delete up to `limit` traces quiet since `before` with no trial left to settle (none
-        came, or every one is stored); how many. A settled trial's spans are kept until then,
-        so that a late copy of them is known for what it is."""
-        with self._database.transaction() as cursor:
-            return self._held.forget_traces(cursor, before, limit)
-
-    def set_aside_trace(self, trace_id: str) -> int:
-        """Give up a trace whose trials the store refused (for what they hold, not for being
-        away): they count as settled, never stored, and its spans are let go; how many trials."""
-        with self._database.transaction() as cursor:
-            return self._held.set_aside(cursor, trace_id)
-
-    def release_settled(self, before: float, limit: int = 1000) -> int:
-        """Let go of the span facts of up to `limit` traces quiet since `before` whose trials are
-        all settled: a span that comes below them later is late, not an amendment; how many."""
-        with self._database.transaction() as cursor:
-            return self._held.release_settled(cursor, before, limit)
-
     def latest_finished(self) -> list[tuple[StoredRun, float]]:
         """The run each (suite, point) finished last, with when, the most recent first: what a
         scrape endpoint shows again after a restart (read once, at start, through an index of
@@ -386,44 +346,6 @@ class Store:
         with self._database.transaction() as cursor:
             return self._runs.close(cursor, run_ids, owner)
 
-    def claim_runs(
-        self, replica: str, now: float, limit: int = 1000, *, mine: bool = False
-    ) -> list[StoredRun]:
-        """Claim for `replica` (whose heartbeat its caller renewed) up to `limit` runs not
-        admitted whose owner's heartbeat lapsed before `now`, and with `mine` those it owns
-        already; the runs claimed, oldest first, as they stand (open, or final and still to
-        admit)."""
-        with self._database.transaction() as cursor:
-            return self._claims.claim(cursor, replica, now, limit, mine)
-
-    def owned_runs(self, replica: str) -> dict[str, tuple[int, bool]]:
-        """The runs `replica` owns and has not admitted: the writes that touched each so far
-        (`RunVersion.writes`), and whether final."""
-        with self._database.locked() as cursor:
-            return self._claims.owned(cursor, replica)
-
-    def renew(self, replica: str, until: float) -> None:
-        """Renew `replica`'s heartbeat until `until`: it owns the runs it has not admitted until
-        then (one row, however many runs), over a connection kept for it."""
-        with self._database.heartbeat() as cursor:
-            self._claims.beat(cursor, replica, until)
-        self._alive[replica] = until
-
-    def release(self, replica: str) -> None:
-        """Let `replica`'s claims lapse now, on runs and outbox entries alike (a replica that
-        stops), so that the others take them over at their next look."""
-        self._alive.pop(replica, None)
-        with self._database.transaction() as cursor:
-            self._claims.release(cursor, replica)
-            self._outbox.release(cursor, replica)
-
-    def written_since(self, run_id: str, version: RunVersion, upto: RunVersion) -> list[Trial]:
-        """The trials of a run its writes after `version` up to `upto` stored (by any
-        replica)."""
-        with self._database.locked() as cursor:
-            rows = self._claims.written_since(cursor, run_id, version, upto)
-        return [trial_of_row(run_id, row) for row in rows]
-
     def finish(
         self,
         run_id: str,
@@ -452,20 +374,6 @@ class Store:
                 return False
             self._outbox.stage(cursor, run_id, publication, final=False)
         return True
-
-    def claim_outbox(
-        self, replica: str, now: float, until: float, limit: int, waiting_for: int | None = None
-    ) -> list[tuple[int, str, int]]:
-        """Claim for `replica`, until `until`, the oldest staged admissions no other replica's
-        claim holds at `now` (with `waiting_for`, those not yet sent one of its signals):
-        (seq, body, signals already sent), oldest first."""
-        with self._database.transaction() as cursor:
-            return self._outbox.claim(cursor, replica, now, until, limit, waiting_for)
-
-    def mark_sent(self, seq: int, sent: int, complete: int) -> None:
-        """Record the signals of an entry delivered so far; a complete entry leaves the outbox."""
-        with self._database.transaction() as cursor:
-            self._outbox.mark_sent(cursor, seq, sent, complete)
 
     def outbox_size(self) -> int:
         """Admissions waiting to be published (counted, in a shared store)."""

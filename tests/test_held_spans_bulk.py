@@ -9,7 +9,7 @@ from contextlib import closing
 from typing import Any
 
 import pytest
-from verdictgate.receiver.store.traces.held_spans import HeldSpans
+from verdictgate.receiver.store.held_spans import HeldSpans
 
 from postgres_support import StoreMaker
 from verdictgate.otel.framework_traces import FrameworkSpan, TrialMark

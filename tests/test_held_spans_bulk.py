@@ -9,11 +9,11 @@ from contextlib import closing
 from typing import Any
 
 import pytest
-from verdictgate.receiver.store.held_spans import HeldSpans
 
 from postgres_support import StoreMaker
 from verdictgate.otel.framework_traces import FrameworkSpan, TrialMark
 from verdictgate.receiver.store.connection import Cursor, Database, Parameters, open_database
+from verdictgate.receiver.store.held_spans import HeldSpans
 from verdictgate.receiver.store.schema import migrate
 from verdictgate.receiver.store.statements import Statement
 from verdictgate.span_facts import SpanFacts

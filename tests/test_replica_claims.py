@@ -420,7 +420,7 @@ def test_back_from_a_store_outage_a_replica_renews_before_it_takes_over(location
     clock = ManualClock(1_000_000.0)
     a, b = replica(location, "a", clock), replica(location, "b", clock)
     ingest(b, [run_span("theirs", planned=40), *stable_run("theirs", cases=4, trials=5)])
-    a.store.renew = failing_once(location, a.store.renew)
+    a.store.claims.renew = failing_once(location, a.store.claims.renew)
     clock.advance(LEASE + 1)  # the outage: b's lease on its run lapsed
     with pytest.raises(psycopg.OperationalError):
         a.tick()

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 from .connection import Cursor, SqlRow
 from .records import RunVersion, StoredRun, batch_number
-from .runs import RUN_COLUMNS, TRIAL_COLUMNS, folded, stored_run
+from .run_rows import RUN_COLUMNS, folded, stored_run
+from .runs import TRIAL_COLUMNS
 from .statements import SKIP_LOCKED, sql
 
 LOCAL = "local"

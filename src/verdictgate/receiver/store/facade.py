@@ -29,6 +29,7 @@ from .outbox_queue import OutboxQueue
 from .probe import StoreProbe, round_trip_to
 from .records import RunVersion, StoredRun, Written
 from .replica_claims import ReplicaClaims
+from .run_declarations import declare
 from .runs import Claim, Runs, Visit
 from .schema import migrate
 from .statements import SKIP_LOCKED, sql
@@ -182,7 +183,7 @@ class Store:
                 cursor, set(needs) | declared_runs, intake.heard, visit, labels, now, claim
             )
             for run_span in declared:
-                self._runs.declare(cursor, run_span.attributes, now)
+                declare(cursor, run_span.attributes, now)
             if framework:
                 self._runs.mark_framework(cursor, framework & set(accesses))
             amended, unknown = self._runs.amend(cursor, trial_batch(again), accesses)

@@ -8,35 +8,23 @@ import dataclasses
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import NamedTuple
 
 import msgspec
 
 from ...otel.framework_traces import FrameworkSpan, TrialMark
 from ...span_facts import SpanFacts
 from .connection import Cursor
-from .schema import MARKED, WAITING
+from .span_placement import DELETE_SPAN, SETTLED_SPAN, TrialAbove, place
 from .statements import SKIP_LOCKED, each_row, insert_rows, sql
 
-MAX_ANCESTRY = 256
-"""Spans walked up from a new span to find its trial: deeper chains are not a framework's."""
 MAX_TRACE_SPANS = 50_000
 """Framework spans one trace holds at most; later ones are dropped and counted."""
 
+WAITING, MARKED = 0, 1
+"""A trace's state: no trial span yet, a trial span held."""
+
 SettledTrials = Iterable[tuple[str, Sequence[tuple[str, Sequence[str]]]]]
 """Trials now stored, by trace: (trace id, [(the trial span's id, the span ids below it)])."""
-
-
-class TrialAbove(NamedTuple):
-    """The trial a span belongs to."""
-
-    mark: str
-    """Its trial span's id."""
-    settled: bool
-    run: str
-    arrived: float | None
-    """When its trial span arrived, while the facts of the spans between them are still held
-    (a settled trial can then be derived again); None once they were let go."""
 
 
 PackedTrace = tuple[list[bytes], list[bytes], set[str]]
@@ -62,11 +50,6 @@ _MARK_SEEN = each_row(
 _SETTLE = sql("UPDATE trial_marks SET settled = 1 WHERE trace_id = ? AND span_id = ?")
 _GIVE_UP = sql("UPDATE trial_marks SET settled = 1 WHERE trace_id = ? AND settled = 0")
 _SPANS_HELD_BY = sql("SELECT spans FROM traces WHERE trace_id = ?")
-_SETTLED_SPAN = insert_rows(
-    "settled_spans",
-    {"trace_id": "text", "span_id": "text", "mark": "text"},
-    " ON CONFLICT DO NOTHING",
-)
 _SETTLED_QUIET = sql(
     "SELECT trace_id, spans FROM traces WHERE last_seen < ? AND spans > 0 AND state = ?"
     " AND NOT EXISTS (SELECT 1 FROM trial_marks m WHERE m.trace_id = traces.trace_id"
@@ -155,15 +138,6 @@ _HOLD_FACTS = insert_rows(
     {"trace_id": "text", "span_id": "text", "facts": "bytea", "parent_id": "text"},
     " ON CONFLICT DO NOTHING RETURNING trace_id, span_id",
 )
-_AMEND_MARK = sql(
-    "UPDATE trial_marks SET settled = 0, amended = 1, run_id = ? WHERE trace_id = ? AND span_id = ?"
-)
-_RUN_FINAL = sql("SELECT final FROM runs WHERE run_id = ?")
-_DELETE_SPAN = each_row(
-    "DELETE FROM trace_spans WHERE trace_id = ? AND span_id = ?",
-    "DELETE FROM trace_spans WHERE (trace_id, span_id) IN"
-    " (SELECT * FROM unnest(?::text[], ?::text[]))",
-)
 _UNDERIVABLE = each_row(
     "UPDATE trial_marks SET arrived = NULL WHERE trace_id = ? AND settled = 1",
     "UPDATE trial_marks SET arrived = NULL WHERE trace_id = ANY(?::text[]) AND settled = 1",
@@ -175,13 +149,6 @@ _EMPTIED = each_row(
 _DROP_UNMARKED = each_row(
     f"DELETE FROM traces WHERE trace_id = ? AND state = {WAITING}",
     f"DELETE FROM traces WHERE trace_id = ANY(?::text[]) AND state = {WAITING}",
-)
-_MARK_AT = sql("SELECT settled, mark, arrived FROM trial_marks WHERE trace_id = ? AND span_id = ?")
-_PARENT = sql("SELECT parent_id FROM trace_spans WHERE trace_id = ? AND span_id = ?")
-_SETTLED_ABOVE = sql(
-    "SELECT s.mark, m.mark FROM settled_spans s JOIN trial_marks m ON"
-    " m.trace_id = s.trace_id AND m.span_id = s.mark"
-    " WHERE s.trace_id = ? AND s.span_id = ?"
 )
 
 
@@ -195,18 +162,6 @@ class SpanIntake:
     held: int = 0
     dropped: int = 0
     heard: frozenset[str] = frozenset()
-
-
-@dataclass
-class _Placement:
-    """Where a write's new spans fell: per run, those late below a settled trial; per trace,
-    those it now holds; the (trace, trial span) of unsettled trials they came below, and
-    those trials' runs."""
-
-    late: dict[str, int] = field(default_factory=dict)
-    added: dict[str, int] = field(default_factory=dict)
-    active: set[tuple[str, str]] = field(default_factory=set)
-    heard: set[str] = field(default_factory=set)
 
 
 class HeldSpans:
@@ -279,7 +234,7 @@ class HeldSpans:
         known: dict[tuple[str, str], TrialAbove | None] = {
             key: TrialAbove(mark.span_id, False, mark.run, now) for key, mark in new_marks.items()
         }
-        placed = _place(cursor, new, known, amend_since)
+        placed = place(cursor, new, known, amend_since)
         cursor.executemany(_ADD_SPANS, [(n, trace_id) for trace_id, n in placed.added.items()])
         cursor.executemany(
             _MARK_SEEN, [(now, trace_id, span_id) for trace_id, span_id in sorted(placed.active)]
@@ -301,7 +256,7 @@ class HeldSpans:
                 marks.append((trace_id, mark))
                 spans.extend((trace_id, span_id, mark) for span_id in below)
         cursor.executemany(_SETTLE, marks)
-        cursor.executemany(_SETTLED_SPAN, spans)
+        cursor.executemany(SETTLED_SPAN, spans)
 
     def set_aside(self, cursor: Cursor, trace_id: str) -> int:
         """Give up a trace whose trials cannot be stored: they are taken as settled, never
@@ -452,61 +407,8 @@ def _hold_facts(
         elif fresh:
             new.append(span)
             room[span.trace_id] -= 1
-    cursor.executemany(_DELETE_SPAN, past_room)
+    cursor.executemany(DELETE_SPAN, past_room)
     return new, dropped
-
-
-def _place(
-    cursor: Cursor,
-    new: list[FrameworkSpan],
-    known: dict[tuple[str, str], TrialAbove | None],
-    amend_since: float,
-) -> _Placement:
-    """Find the trial of each span newly held (`known`: the trials already known by span, the
-    write's new trial spans first). Below a settled trial whose run is open and
-    whose spans are still held, the span amends it: the trial settles again, derived from all
-    its spans, if its trial span arrived since `amend_since`. Below one whose run is final (or
-    whose spans were let go, or that arrived before) the span is late
-    (let go, its id kept). Otherwise it stays held, and is news for its trial once that is
-    known."""
-    placed = _Placement()
-    parents = {(span.trace_id, span.facts.span_id): span.facts.parent_id for span in new}
-    open_runs: dict[str, bool] = {}
-    late: list[tuple[str, str, str]] = []
-    for span in new:
-        trial = _trial_above(cursor, span.trace_id, span.facts.parent_id, known, parents)
-        if trial is not None and trial.settled:
-            arrived = trial.arrived
-            if (
-                arrived is None
-                or arrived < amend_since
-                or not _is_open(cursor, trial.run, open_runs)
-            ):
-                placed.late[trial.run] = placed.late.get(trial.run, 0) + 1
-                late.append((span.trace_id, span.facts.span_id, trial.mark))
-                continue
-            cursor.execute(_AMEND_MARK, (trial.run, span.trace_id, trial.mark))
-        placed.added[span.trace_id] = placed.added.get(span.trace_id, 0) + 1
-        if trial is not None:
-            placed.active.add((span.trace_id, trial.mark))
-            placed.heard.add(trial.run)
-    _settle_late(cursor, late)
-    return placed
-
-
-def _is_open(cursor: Cursor, run_id: str, known: dict[str, bool]) -> bool:
-    """Whether a run is known and not final (`known` remembers the answers of one write)."""
-    if run_id not in known:
-        row = cursor.execute(_RUN_FINAL, (run_id,)).fetchone()
-        known[run_id] = row is not None and not row[0]
-    return known[run_id]
-
-
-def _settle_late(cursor: Cursor, late: list[tuple[str, str, str]]) -> None:
-    """Let go of late spans' facts (trace, span id, the span id of their trial), keeping their
-    ids below their trials, so that a span below them, in any order, is late too."""
-    cursor.executemany(_DELETE_SPAN, [(trace_id, span_id) for trace_id, span_id, _ in late])
-    cursor.executemany(_SETTLED_SPAN, late)
 
 
 def _let_go_of_traces(cursor: Cursor, doomed: list[tuple[str]]) -> None:
@@ -516,51 +418,3 @@ def _let_go_of_traces(cursor: Cursor, doomed: list[tuple[str]]) -> None:
     cursor.executemany(_UNDERIVABLE, doomed)
     cursor.executemany(_EMPTIED, doomed)
     cursor.executemany(_DROP_UNMARKED, doomed)
-
-
-def _trial_above(
-    cursor: Cursor,
-    trace_id: str,
-    parent_id: str | None,
-    known: dict[tuple[str, str], TrialAbove | None],
-    parents: dict[tuple[str, str], str | None],
-) -> TrialAbove | None:
-    """The trial a span belongs to, walking up from its parent (at most MAX_ANCESTRY) through
-    the write's own spans (`parents`, by span) and then the spans held; None when no trial span
-    is known above it yet. `known` remembers the answer for every span walked through, so one
-    request's spans walk each chain once."""
-    walked: list[tuple[str, str]] = []
-    found: TrialAbove | None = None
-    for _ in range(MAX_ANCESTRY):
-        if parent_id is None:
-            break
-        key = (trace_id, parent_id)
-        if key in known:
-            found = known[key]
-            break
-        walked.append(key)
-        if key in parents:
-            parent_id = parents[key]
-            continue
-        row = cursor.execute(_MARK_AT, key).fetchone()
-        if row is not None:
-            found = TrialAbove(parent_id, bool(row[0]), _MARK.decode(row[1]).run, row[2])
-            break
-        row = cursor.execute(_PARENT, key).fetchone()
-        if row is None:
-            found = _settled_trial(cursor, key)
-            break
-        parent_id = row[0]
-    for key in walked:
-        known[key] = found
-    return found
-
-
-def _settled_trial(cursor: Cursor, key: tuple[str, str]) -> TrialAbove | None:
-    """The settled trial a span (trace, span id) whose facts were let go was below, if any."""
-    settled = cursor.execute(_SETTLED_ABOVE, key).fetchone()
-    return (
-        None
-        if settled is None
-        else TrialAbove(settled[0], True, _MARK.decode(settled[1]).run, None)
-    )

@@ -9,7 +9,7 @@ import json
 
 from .connection import Cursor
 from .records import StoredRun
-from .runs import RUN_COLUMNS, runs_where, select_runs, stored_run
+from .run_rows import RUN_COLUMNS, runs_where, select_runs, stored_run
 from .statements import Statement, sql
 
 DEFAULT_PAGE_SIZE = 100

@@ -12,25 +12,16 @@ it is admitted (its parts then deleted)."""
 
 from __future__ import annotations
 
-import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass, replace
 
-from ...otel import conventions as names
 from ...trial_model import Trial
-from ...wire_types import AttributeValue
 from .connection import Cursor, SqlRow
 from .records import RunVersion, StoredRun, batch_number
-from .statements import IS_DISTINCT_FROM, IS_NOT_DISTINCT_FROM, Each, Statement, insert_rows, sql
+from .run_rows import PART_COLUMNS, PARTS, RUN_COLUMNS, fold, stored_run
+from .statements import IS_DISTINCT_FROM, IS_NOT_DISTINCT_FROM, Each, insert_rows, sql
 from .trial_days import day_of
 from .trial_rows import TrialBatch, TrialRow, repeats
-
-RUN_COLUMNS = (
-    "run_id, suite, point, declaration, planned_trials, declared_at, first_seen, last_seen,"
-    " status, final, received, late, declaration_conflict, owner, version, framework"
-)
-"""The columns `stored_run` reads, in its order (a run not yet admitted has its parts' counts
-folded in by `folded`)."""
 
 Claim = tuple[str, float]
 """A replica's claim on the runs a write opens: its name, and until when its heartbeat holds."""
@@ -39,12 +30,11 @@ ROOM_GRANT = 10_000
 """Trials of room under a run's cap a writer's part takes at most at once: its writes store
 that many without holding the run's row alone."""
 
-_PART_COLUMNS = "part, writer, writes, received, room, last_seen"
 _RUN_WITH_PARTS = sql(
     "SELECT "
     + ", ".join(f"runs.{column.strip()}" for column in RUN_COLUMNS.split(","))
     + ", "
-    + ", ".join(f"run_parts.{column}" for column in _PART_COLUMNS.split(", "))
+    + ", ".join(f"run_parts.{column}" for column in PART_COLUMNS.split(", "))
     + " FROM runs LEFT JOIN run_parts ON run_parts.run_id = runs.run_id AND runs.status IS NULL"
     " WHERE runs.run_id = ? ORDER BY run_parts.part"
 )
@@ -96,7 +86,6 @@ _NEW_PART = sql(
     "INSERT INTO run_parts (run_id, writer, last_seen) VALUES (?, ?, ?)"
     " ON CONFLICT (run_id, writer) DO NOTHING"
 )
-_PARTS = sql(f"SELECT {_PART_COLUMNS} FROM run_parts WHERE run_id = ? ORDER BY part")
 _STORED = sql(
     "SELECT received + CAST(COALESCE((SELECT SUM(received) FROM run_parts"
     " WHERE run_parts.run_id = runs.run_id), 0) AS BIGINT) FROM runs WHERE run_id = ?"
@@ -147,19 +136,6 @@ _AMEND = sql(
     " tiers = ?, batch = ?, relayed = ? WHERE run_id = ? AND case_id = ? AND trial = ?"
 )
 """A framework trial derived again from all its spans (one came after it settled)."""
-_LATE_DECLARATION = sql(
-    "UPDATE runs SET late = late + 1 WHERE run_id = ? AND final = 1 AND declaration",
-    IS_DISTINCT_FROM,
-    "?",
-)
-_DECLARE = sql(
-    "UPDATE runs SET declaration = ?, planned_trials = ?, declared_at = ?,"
-    " suite = COALESCE(?, suite), point = COALESCE(?, point)"
-    " WHERE run_id = ? AND declaration IS NULL AND final = 0"
-)
-_DECLARATION_CONFLICT = sql(
-    "UPDATE runs SET declaration_conflict = 1 WHERE run_id = ? AND final = 0 AND declaration != ?"
-)
 _TRIALS = sql(f"SELECT {TRIAL_COLUMNS} FROM trials WHERE run_id = ? ORDER BY case_id, trial")
 _TRIALS_BATCHED = sql(
     f"SELECT {TRIAL_COLUMNS}, batch FROM trials WHERE run_id = ? ORDER BY case_id, trial"
@@ -326,7 +302,7 @@ class Runs:
         they hold it), and half the room no part holds, up to ROOM_GRANT, for its later
         writes (the other half left for other writers' parts)."""
         cursor.execute(_NEW_PART, (run_id, writer, now))
-        parts = cursor.execute(_PARTS, (run_id,)).fetchall()
+        parts = cursor.execute(PARTS, (run_id,)).fetchall()
         part = next(row[0] for row in parts if row[1] == writer)
         room, keep = None, 0
         if cap is not None:
@@ -345,28 +321,6 @@ class Runs:
         """Note runs whose trials come from framework spans (a late span may amend them), among
         those a write holds (alone, unless marked already)."""
         cursor.executemany(_FRAMEWORK, [(run_id,) for run_id in sorted(run_ids)])
-
-    def declare(self, cursor: Cursor, attributes: Mapping[str, AttributeValue], now: float) -> None:
-        """The first run span of a run declares it; a later, different one is an integrity
-        conflict (the first stays), an identical one a harmless repeat. A run that is final is
-        frozen: a different run span then is only counted as late."""
-        run_id, text = attributes[names.RUN_ID], json.dumps(attributes, sort_keys=True)
-        cursor.execute(_LATE_DECLARATION, (run_id, text))
-        if cursor.rowcount:
-            return
-        cursor.execute(
-            _DECLARE,
-            (
-                text,
-                attributes.get(names.PLAN_TRIALS),
-                now,
-                attributes.get(names.SUITE),
-                attributes.get(names.POINT),
-                run_id,
-            ),
-        )
-        if cursor.rowcount == 0:
-            cursor.execute(_DECLARATION_CONFLICT, (run_id, text))
 
     def take(
         self, cursor: Cursor, batch: TrialBatch, accesses: dict[str, Access]
@@ -422,9 +376,9 @@ class Runs:
         rows = cursor.execute(_RUN_WITH_PARTS, (run_id,)).fetchall()
         if not rows:
             return None
-        width = len(rows[0]) - len(_PART_COLUMNS.split(", "))
+        width = len(rows[0]) - len(PART_COLUMNS.split(", "))
         parts = [row[width:] for row in rows if row[width] is not None]
-        return _fold(stored_run(rows[0]), parts)
+        return fold(stored_run(rows[0]), parts)
 
     def runs(self, cursor: Cursor, run_ids: Iterable[str]) -> list[StoredRun]:
         """Known runs, as they stand, in the order given."""
@@ -473,62 +427,6 @@ class Runs:
         cursor.execute(_STATUS, (run_id,))
         row = cursor.fetchone()
         return row is not None and row[0] is None
-
-
-def runs_where(clauses: str) -> Statement:
-    """The statement that selects the runs a `WHERE ... ORDER BY ... LIMIT` text says, as
-    `select_runs` reads them."""
-    return sql(f"SELECT {RUN_COLUMNS} FROM runs {clauses}")
-
-
-def select_runs(
-    cursor: Cursor, statement: Statement, parameters: tuple[object, ...] = ()
-) -> list[StoredRun]:
-    """The runs a statement of `runs_where` selects, with their parts folded in."""
-    rows = cursor.execute(statement, parameters).fetchall()
-    return [folded(cursor, stored_run(row)) for row in rows]
-
-
-def folded(cursor: Cursor, run: StoredRun) -> StoredRun:
-    """A run as its row and its parts make it: the trials they stored, their latest news, and
-    the writes of each part (its version). An admitted run's row holds them already."""
-    if run.status is not None:
-        return run
-    return _fold(run, cursor.execute(_PARTS, (run.run_id,)).fetchall())
-
-
-def _fold(run: StoredRun, parts: list[SqlRow]) -> StoredRun:
-    """A run's row with its parts' counts folded in (`_PART_COLUMNS` each)."""
-    if not parts:
-        return run
-    return replace(
-        run,
-        received=run.received + sum(row[3] for row in parts),
-        last_seen=max(run.last_seen, *(row[5] for row in parts)),
-        version=RunVersion(run.version.parts + tuple((row[0], row[2]) for row in parts)),
-    )
-
-
-def stored_run(row: SqlRow) -> StoredRun:
-    """A row of RUN_COLUMNS as the run it records (its parts not folded in)."""
-    return StoredRun(
-        run_id=row[0],
-        suite=row[1],
-        point=row[2],
-        declaration_json=row[3] or None,
-        planned_trials=row[4],
-        declared_at=row[5],
-        first_seen=row[6],
-        last_seen=row[7],
-        status=row[8],
-        final=bool(row[9]),
-        received=row[10],
-        late=row[11],
-        declaration_conflict=bool(row[12]),
-        owner=row[13],
-        version=RunVersion(((0, row[14]),)),
-        framework=bool(row[15]),
-    )
 
 
 def _insert(cursor: Cursor, rows: list[TrialRow], access: Access) -> int:

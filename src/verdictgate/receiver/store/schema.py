@@ -7,12 +7,9 @@ from __future__ import annotations
 
 import logging
 
-import msgspec
-
-from ...otel.framework_traces import TrialMark
-from ...span_facts import SpanFacts
 from .claims import LOCAL
 from .connection import Cursor, Database
+from .held_migration import migrate_held
 from .statements import Each, Index, Statement, index, sql
 from .trial_days import build_index as build_trials_index
 from .trial_days import partition_existing, partition_new
@@ -326,12 +323,6 @@ RETIRED_INDEXES = ("trials_by_write",)
 """Indexes an earlier release made that this one drops: `trials_by_write` indexed every trial
 for what `trials_relayed` now indexes only where another replica wrote it (version 4)."""
 
-WAITING, MARKED = 0, 1
-"""A trace's state: no trial span yet, a trial span held."""
-
-_FACTS = msgspec.msgpack.Decoder(SpanFacts)
-_MARK = msgspec.msgpack.Decoder(TrialMark)
-
 _VERSION = sql("SELECT MAX(version) FROM schema_version")
 _RECORD_VERSION = sql("INSERT INTO schema_version (version) VALUES (?)")
 _OWNERLESS = sql("UPDATE runs SET owner = ? WHERE owner IS NULL AND status IS NULL")
@@ -344,20 +335,6 @@ _LEASES_TO_HEARTBEATS = sql(
 _FINISHED_AT = sql(
     "UPDATE runs SET finished_at = last_seen WHERE final = 1 AND finished_at IS NULL"
 )
-_MARKS_ARRIVED = sql(
-    "UPDATE trial_marks SET arrived = (SELECT last_seen FROM traces t WHERE"
-    " t.trace_id = trial_marks.trace_id), last_seen = (SELECT last_seen FROM traces t"
-    " WHERE t.trace_id = trial_marks.trace_id) WHERE arrived IS NULL"
-)
-_TRACES_MARKED = sql("UPDATE traces SET state = ? WHERE state = 2")
-_TRACES_SPANS = sql(
-    "UPDATE traces SET spans = (SELECT COUNT(*) FROM trace_spans s WHERE"
-    " s.trace_id = traces.trace_id)"
-)
-_MARKS_UNSETTLED = sql("SELECT trace_id, span_id, mark FROM trial_marks WHERE settled = 0")
-_MARK_RUN = sql("UPDATE trial_marks SET run_id = ? WHERE trace_id = ? AND span_id = ?")
-_SPANS = sql("SELECT trace_id, span_id, facts FROM trace_spans")
-_SPAN_PARENT = sql("UPDATE trace_spans SET parent_id = ? WHERE trace_id = ? AND span_id = ?")
 
 
 def migrate(database: Database) -> tuple[str, ...]:
@@ -429,7 +406,7 @@ def _migrate_tables(database: Database) -> tuple[list[str], set[str]]:
             if made.table in created:  # no other process sees it before this commit
                 cursor.execute(made.create)
         added = _add_columns(database, cursor, present)
-        _migrate_held(cursor, {column for columns in added.values() for column in columns})
+        migrate_held(cursor, {column for columns in added.values() for column in columns})
         if "finished_at" in added.get("runs", ()):  # runs finished before `finished_at`
             cursor.execute(_FINISHED_AT)
         if "replicas" in created and "runs" in present:
@@ -465,26 +442,3 @@ def _add_columns(database: Database, cursor: Cursor, tables: set[str]) -> dict[s
 def _indexes(database: Database) -> tuple[Index, ...]:
     """The store's indexes (a shared store's, with those only replicas need)."""
     return INDEXES + (SHARED_INDEXES if database.shared else ())
-
-
-def _migrate_held(cursor: Cursor, added: set[str]) -> None:
-    """What a store made before trials were keyed by their trial span held, brought to the new
-    keying: marks get their arrival (their trace's last span), traces their span counts and
-    spans their parent; a trace that release had settled is one whose trials are all settled
-    (it took no spans since)."""
-    if "arrived" in added:
-        cursor.execute(_MARKS_ARRIVED)
-        cursor.execute(_TRACES_MARKED, (MARKED,))
-    if "spans" in added:
-        cursor.execute(_TRACES_SPANS)
-    if "run_id" in added:  # the trials still to settle: the settled ones need no run
-        rows = cursor.execute(_MARKS_UNSETTLED).fetchall()
-        cursor.executemany(
-            _MARK_RUN, [(_MARK.decode(mark).run, trace, span) for trace, span, mark in rows]
-        )
-    if "parent_id" in added:
-        rows = cursor.execute(_SPANS).fetchall()
-        cursor.executemany(
-            _SPAN_PARENT,
-            [(_FACTS.decode(facts).parent_id, trace, span) for trace, span, facts in rows],
-        )

@@ -14,14 +14,8 @@ import grpc
 
 from .bearer import TokenThrottle
 from .core import Receiver
-from .grpc_api import (
-    Admissions,
-    CallCap,
-    TokenCheck,
-    admission_handlers,
-    export_handler,
-    ignored_signals_handlers,
-)
+from .grpc_api import Admissions, admission_handlers, export_handler, ignored_signals_handlers
+from .grpc_guards import CallCap, TokenCheck
 from .http import BoundedHttpServer, file_limit
 from .http_api import http_handler
 from .ingest import Ingest

@@ -32,8 +32,9 @@ class Ownership:
     A replica owns its runs while its heartbeat holds (one row, renewed every third of
     `config.lease`); the runs of a replica whose heartbeat lapsed are taken over. The open runs
     it holds are fed to `lifecycle` through narrow calls (restored, caught up with, released,
-    set aside), and runs made final before a restart handed to `finisher`. Every method but
-    `renew` and `release` is called with the receiver's lock held."""
+    set aside), and runs made final before a restart handed to `finisher`. Its methods are
+    called with the receiver's lock held, but `renew` (its own lock), `release` (at close) and
+    the finisher's asks (`made_final_at`, `amended`, `give_up`)."""
 
     def __init__(
         self,

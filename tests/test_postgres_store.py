@@ -35,7 +35,10 @@ def test_a_scratch_postgresql_starts_listens_on_loopback_only_and_stops():
     ("url", "shown"),
     [
         ("postgresql://bob:hunter2@db:5432/vg", "postgresql://bob:***@db:5432/vg"),
-        ("postgresql://bob@db/vg?sslmode=require&password=hunter2", "postgresql://bob:***@db/vg?sslmode=require"),
+        (
+            "postgresql://bob@db/vg?sslmode=require&password=hunter2",
+            "postgresql://bob:***@db/vg?sslmode=require",
+        ),
         ("postgresql://bob:hun#ter2@db/vg", "postgresql://bob:***@db/vg"),  # libpq reads it so
         ("postgresql://bob:hun?ter2@db/vg", "postgresql://bob:***@db/vg"),
         ("postgresql://bob@db/vg?pass%77ord=hunter2", "postgresql://bob:***@db/vg"),
@@ -44,7 +47,7 @@ def test_a_scratch_postgresql_starts_listens_on_loopback_only_and_stops():
         ("postgresql://bob@db/vg", "postgresql://bob@db/vg"),
         ("/var/lib/store.sqlite", "/var/lib/store.sqlite"),
     ],
-)  # fmt: skip
+)
 def test_a_url_is_printed_without_its_password(url: str, shown: str) -> None:
     assert redacted(url) == shown
 

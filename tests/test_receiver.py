@@ -79,9 +79,11 @@ def test_the_view_reads_what_the_full_otlp_message_holds():
 
 
 @given(
-    st.integers(0, 2**63), st.integers(0, 2**63), st.sampled_from([None, True, False]),
+    st.integers(0, 2**63),
+    st.integers(0, 2**63),
+    st.sampled_from([None, True, False]),
     st.lists(st.sampled_from(["no_ids", "mentions_ticket"]), max_size=2, unique=True),
-)  # fmt: skip
+)
 def test_latency_verdict_and_tiers_read_alike_from_protobuf_and_json(start, end, passed, failed):
     from google.protobuf.json_format import MessageToJson
 
@@ -104,15 +106,26 @@ def test_latency_verdict_and_tiers_read_alike_from_protobuf_and_json(start, end,
 def test_the_receiver_keeps_latency_verdicts_and_tiers_and_agrees_with_the_processor(new_store):
     """The same decision spans, read in process and by the receiver, give one answer."""
     memory = MemoryTelemetry()
-    suite = Suite("gate", "approval_gate",
-                  tuple(Case(f"{r}-{n}", f"please {r} {n}", r) for r in ("approve", "deny") for n in range(3)),
-                  Contract({"approve", "deny"}))  # fmt: skip
+    suite = Suite(
+        "gate",
+        "approval_gate",
+        tuple(
+            Case(f"{r}-{n}", f"please {r} {n}", r) for r in ("approve", "deny") for n in range(3)
+        ),
+        Contract({"approve", "deny"}),
+    )
     policy = Policy(pass_rate=0.6, max_p95_ms=10_000)
     no_deny = Invariant("no_deny", lambda output, given: output != "deny" or "0" not in given)
     local = verdictgate.run(
-        lambda text: text.split()[1], suite, policy, repeats=6, run_id="tiers",
-        telemetry=memory.telemetry, invariants=[no_deny], judge=lambda output, given: "2" not in given,
-    )  # fmt: skip
+        lambda text: text.split()[1],
+        suite,
+        policy,
+        repeats=6,
+        run_id="tiers",
+        telemetry=memory.telemetry,
+        invariants=[no_deny],
+        judge=lambda output, given: "2" not in given,
+    )
     memory.telemetry.shutdown()
     body = encode_spans(memory.spans.get_finished_spans()).SerializeToString()
     receiver = Receiver(new_store())
@@ -240,10 +253,18 @@ def test_otlp_json_with_hex_ids_integer_enums_and_unknown_fields():
             "value": {"arrayValue": {"values": [{"stringValue": "a"}, {"stringValue": "b"}]}},
         },
     ]
-    body = otlp_json([{
-        "traceId": "5b8efff798038103d269b633813fc60c", "spanId": "eee19b7ec3c1b174", "kind": 1,
-        "name": "decide p", "attributes": attributes, "futureField": {"x": 1},
-    }])  # fmt: skip
+    body = otlp_json(
+        [
+            {
+                "traceId": "5b8efff798038103d269b633813fc60c",
+                "spanId": "eee19b7ec3c1b174",
+                "kind": 1,
+                "name": "decide p",
+                "attributes": attributes,
+                "futureField": {"x": 1},
+            }
+        ]
+    )
     with running_server() as server:
         reply = post(f"http://127.0.0.1:{server.http_port}/v1/traces", body, "application/json")
         assert reply.status == 200 and reply.headers["Content-Type"] == "application/json"
@@ -503,31 +524,64 @@ def test_tls_and_a_token_on_both_transports_and_the_status_client(new_store, cli
         pytest.skip("openssl is needed to make a test certificate")
     cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
     subprocess.run(
-        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=localhost",
-         "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1", "-keyout", str(key), "-out", str(cert)],
-        check=True, capture_output=True,
-    )  # fmt: skip
+        [
+            "openssl",
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-days",
+            "1",
+            "-subj",
+            "/CN=localhost",
+            "-addext",
+            "subjectAltName=DNS:localhost,IP:127.0.0.1",
+            "-keyout",
+            str(key),
+            "-out",
+            str(cert),
+        ],
+        check=True,
+        capture_output=True,
+    )
     token = tmp_path / "token"
     token.write_text("s3cret\n")
     server = Server(
-        Receiver(new_store()), grpc_listen="127.0.0.1:0", http_listen="127.0.0.1:0",
-        token="s3cret", tls=Tls(str(cert), str(key)),
-    )  # fmt: skip
+        Receiver(new_store()),
+        grpc_listen="127.0.0.1:0",
+        http_listen="127.0.0.1:0",
+        token="s3cret",
+        tls=Tls(str(cert), str(key)),
+    )
     server.start()
     try:
         body = request([run_span("t", planned=80), *stable_run("t")]).SerializeToString()
         context = ssl.create_default_context(cafile=str(cert))
         reply = urllib.request.urlopen(
             urllib.request.Request(
-                f"https://127.0.0.1:{server.http_port}/v1/traces", body,
-                {"Content-Type": "application/x-protobuf", "Authorization": "Bearer s3cret"}, method="POST",
+                f"https://127.0.0.1:{server.http_port}/v1/traces",
+                body,
+                {"Content-Type": "application/x-protobuf", "Authorization": "Bearer s3cret"},
+                method="POST",
             ),
             context=context,
-        )  # fmt: skip
+        )
         assert reply.status == 200
         endpoint = f"127.0.0.1:{server.grpc_port}"
-        ok = cli("status", "--endpoint", endpoint, "--run", "t", "--tls-ca", str(cert),
-                 "--token-file", str(token), "--format", "json")  # fmt: skip
+        ok = cli(
+            "status",
+            "--endpoint",
+            endpoint,
+            "--run",
+            "t",
+            "--tls-ca",
+            str(cert),
+            "--token-file",
+            str(token),
+            "--format",
+            "json",
+        )
         assert ok.exit_code == 3 and json.loads(ok.stdout)["trials"]["received"] == 80
         denied = cli("status", "--endpoint", endpoint, "--run", "t", "--tls-ca", str(cert))
         assert denied.exit_code == 2 and "token" in denied.stderr
@@ -570,8 +624,10 @@ def test_the_first_run_span_wins_and_a_different_second_one_is_a_conflict(new_st
     honest = run_span("r", planned=80)
     receiver.ingest(extract(request([honest, *stable_run("r", trials=10)])))
     lenient_suite = Suite("gate", "approval_gate", (), Contract({"approve", "deny"}))
-    lenient = span(names.RUN_SPAN, run_attributes("r", lenient_suite, Policy(tolerance=0.6), 40,
-                                                   Isolation.FRESH_SESSION))  # fmt: skip
+    lenient = span(
+        names.RUN_SPAN,
+        run_attributes("r", lenient_suite, Policy(tolerance=0.6), 40, Isolation.FRESH_SESSION),
+    )
     receiver.ingest(extract(request([lenient, honest])))  # a rival declaration, then a retry
     assessment = receiver.assessment("r")
     assert assessment.policy.tolerance == Policy().tolerance  # the first declaration stands
@@ -628,7 +684,7 @@ def test_the_store_file_is_readable_by_its_owner_only(tmp_path):
         (names.CONTRACT_TARGETS, ["deny"]),
         (names.RUN_ID, ""),
     ],
-)  # fmt: skip
+)
 def test_a_malformed_run_span_is_rejected_alone_and_other_runs_still_finish(
     new_store, attribute, value
 ):
@@ -815,19 +871,25 @@ def test_decisions_at_every_label_limit_get_small_reports_status_and_pages(contr
     clock = ManualClock(1_000.0)
     with running_server(clock=clock) as server:
         spans = [
-            decision_span("longest", f"c{c}", i,
-                          tuple(f"{c:02d}-{i}-{n:03d}-" + "t" * 3_991 for n in range(256)))
-            for c in range(40) for i in range(2)
-        ]  # fmt: skip
+            decision_span(
+                "longest",
+                f"c{c}",
+                i,
+                tuple(f"{c:02d}-{i}-{n:03d}-" + "t" * 3_991 for n in range(256)),
+            )
+            for c in range(40)
+            for i in range(2)
+        ]
         assert len(spans[0].attributes[-1].value.array_value.values[0].string_value) == 4_000
         if contract:
             spans.insert(0, run_span("longest", 80))
         for start in range(0, len(spans), 4):
             body = request(spans[start : start + 4]).SerializeToString()
             posted = urllib.request.Request(
-                f"http://127.0.0.1:{server.http_port}/v1/traces", body,
+                f"http://127.0.0.1:{server.http_port}/v1/traces",
+                body,
                 {"Content-Type": "application/x-protobuf"},
-            )  # fmt: skip
+            )
             with urllib.request.urlopen(posted, timeout=30) as answer:
                 assert answer.status == 200
         clock.advance(31)  # the run's idle period passes
@@ -904,9 +966,10 @@ def test_sender_chosen_suite_names_never_grow_the_metric_series(new_store):
                     keys = [tuple(sorted(str(a).strip() for a in p.attributes)) for p in points]
                     assert len(keys) == len(set(keys)), metric.name
                     overflow_totals += [
-                        p.as_int for p in metric.sum.data_points
+                        p.as_int
+                        for p in metric.sum.data_points
                         if any(a.key == OVERFLOW for a in p.attributes)
-                    ]  # fmt: skip
+                    ]
     assert overflow_totals == sorted(overflow_totals)  # a cumulative counter never goes down
     spans = [s for s in collector.spans() if s.name == names.ADMISSION_SPAN]
     assert len(spans) == 31  # spans still name every suite
@@ -1030,11 +1093,17 @@ def test_the_store_keeps_the_fingerprint_a_run_named_by_ids_gave_each_case(new_s
     monkeypatch.setenv(KEY_VARIABLE, "a receiver key")
     key = b"a receiver key"
     memory = MemoryTelemetry()
-    suite = Suite("gate", "approval_gate",
-                  tuple(Case(f"{r}-{n}", f"please {r} {n}", r) for r in ("approve", "deny") for n in range(3)),
-                  Contract({"approve", "deny"}))  # fmt: skip
-    verdictgate.run(lambda text: text.split()[1], suite, repeats=2, run_id="ids",
-                    telemetry=memory.telemetry)  # fmt: skip
+    suite = Suite(
+        "gate",
+        "approval_gate",
+        tuple(
+            Case(f"{r}-{n}", f"please {r} {n}", r) for r in ("approve", "deny") for n in range(3)
+        ),
+        Contract({"approve", "deny"}),
+    )
+    verdictgate.run(
+        lambda text: text.split()[1], suite, repeats=2, run_id="ids", telemetry=memory.telemetry
+    )
     memory.telemetry.shutdown()
     receiver = Receiver(new_store())
     receiver.ingest(
@@ -1044,8 +1113,11 @@ def test_the_store_keeps_the_fingerprint_a_run_named_by_ids_gave_each_case(new_s
     assert {(t.case, t.aliases, t.key_id) for t in stored} == {
         (case.id, (fingerprint(case.input, key),), key_id(key)) for case in suite.cases
     }
-    by_prints = [Trial(fingerprint(case.input, key), i, case.expected, "prints", key_id=key_id(key))
-                 for case in suite.cases for i in range(2)]  # fmt: skip
+    by_prints = [
+        Trial(fingerprint(case.input, key), i, case.expected, "prints", key_id=key_id(key))
+        for case in suite.cases
+        for i in range(2)
+    ]
     both = assess([*stored, *by_prints], suite, Policy(claim=Claim.POPULATION))
     assert both.population.cases == 6 and "mixed_case_names" not in both.reason_codes
     assert assess([*stored, *by_prints], suite).routes[0].cases == 3  # routes count inputs too

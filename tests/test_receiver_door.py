@@ -102,13 +102,24 @@ def assert_rejected_alone(extracts: list[ExportContents], why: str = "") -> None
 @pytest.mark.parametrize(
     "index",
     [
-        MAX_TRIAL_INDEX + 1, 1 << 40, (1 << 63) - 1, -1, -(1 << 63),
-        AnyValue(double_value=3.7), AnyValue(double_value=3.0), AnyValue(double_value=math.nan),
-        AnyValue(bool_value=True), AnyValue(string_value="1000"), AnyValue(string_value="1_000"),
+        MAX_TRIAL_INDEX + 1,
+        1 << 40,
+        (1 << 63) - 1,
+        -1,
+        -(1 << 63),
+        AnyValue(double_value=3.7),
+        AnyValue(double_value=3.0),
+        AnyValue(double_value=math.nan),
+        AnyValue(bool_value=True),
+        AnyValue(string_value="1000"),
+        AnyValue(string_value="1_000"),
         AnyValue(array_value=ArrayValue(values=[AnyValue(int_value=1)])),
-        AnyValue(bytes_value=b"\x01"), AnyValue(kvlist_value=KeyValueList()), AnyValue(), None,
+        AnyValue(bytes_value=b"\x01"),
+        AnyValue(kvlist_value=KeyValueList()),
+        AnyValue(),
+        None,
     ],
-)  # fmt: skip
+)
 def test_a_trial_index_that_is_not_an_integer_in_range_rejects_its_span_alone(index):
     assert_rejected_alone(both([decision(index), kept()]), names.TRIAL)
 
@@ -149,11 +160,31 @@ def test_otlp_json_reads_an_integer_written_as_a_string_or_a_number(written, ind
 @pytest.mark.parametrize(
     "written",
     [
-        "1_000", " 12", "12 ", "+12", "012", "3.7", "1e3", "0x10", "١٢", "", 3.7, 12.0, True, None,
-        [12], {"v": 12}, str(1 << 63), 1 << 63, str(1 << 64), 1 << 64, str(-(1 << 63) - 1),
-        10**400, "9" * 5000,
+        "1_000",
+        " 12",
+        "12 ",
+        "+12",
+        "012",
+        "3.7",
+        "1e3",
+        "0x10",
+        "١٢",
+        "",
+        3.7,
+        12.0,
+        True,
+        None,
+        [12],
+        {"v": 12},
+        str(1 << 63),
+        1 << 63,
+        str(1 << 64),
+        1 << 64,
+        str(-(1 << 63) - 1),
+        10**400,
+        "9" * 5000,
     ],
-)  # fmt: skip
+)
 def test_otlp_json_refuses_an_integer_that_is_not_one(written):
     value = {"intValue": written} if written is not None else {"intValue": None, "x": 1}
     got = extract_json(json_body(json_decision(value)))
@@ -164,11 +195,19 @@ def test_otlp_json_refuses_an_integer_that_is_not_one(written):
 @pytest.mark.parametrize(
     "value",
     [
-        {"doubleValue": 3.0}, {"doubleValue": "3"}, {"boolValue": True}, {"stringValue": "3"},
-        {"intValue": "3", "stringValue": "3"}, {"kvlistValue": {"values": []}}, {"bytesValue": "AQ=="},
-        {"arrayValue": {"values": [{"intValue": "3"}]}}, "3", 3, [],
+        {"doubleValue": 3.0},
+        {"doubleValue": "3"},
+        {"boolValue": True},
+        {"stringValue": "3"},
+        {"intValue": "3", "stringValue": "3"},
+        {"kvlistValue": {"values": []}},
+        {"bytesValue": "AQ=="},
+        {"arrayValue": {"values": [{"intValue": "3"}]}},
+        "3",
+        3,
+        [],
     ],
-)  # fmt: skip
+)
 def test_otlp_json_refuses_a_trial_index_of_another_type(value):
     got = extract_json(json_body(json_decision(value)))
     assert got.rejected == 1 and got.trials == [KEPT], got.errors
@@ -278,9 +317,12 @@ def test_of_two_attributes_with_one_key_the_first_wins(first, then, index):
 def test_the_first_outcome_and_verdict_win_and_a_repeated_unread_key_changes_nothing():
     one = with_duplicates(
         decision(**{names.OUTCOME: "error", names.VERDICT: None, names.ERROR_TYPE: "Timeout"}),
-        (names.OUTCOME, "decision"), (names.VERDICT, "deny"), (names.ERROR_TYPE, 5),
-        ("http.route", "/a"), ("http.route", "/b"),
-    )  # fmt: skip
+        (names.OUTCOME, "decision"),
+        (names.VERDICT, "deny"),
+        (names.ERROR_TYPE, 5),
+        ("http.route", "/a"),
+        ("http.route", "/b"),
+    )
     plain = with_duplicates(decision(3), ("http.route", "/a"), ("http.route", "/b"))
     for got in both([one, plain]):
         assert got.rejected == 0, got.errors
@@ -475,11 +517,25 @@ def test_otlp_json_reads_doubles_as_the_protobuf_json_mapping_writes_them():
 
 
 OUR_KEYS = sorted(
-    {names.RUN_ID, names.CASE_ID, names.TRIAL, names.OUTCOME, names.VERDICT, names.TOOLS,
-     names.NO_DECISION_REASON, names.ERROR_TYPE, names.CASE_EXPECTED, names.PASSED,
-     names.INVARIANT_FAILED, names.INVARIANT_WARNED, names.EVALUATION_SKIPPED, names.SUITE,
-     names.POINT, *names.RUN_SPAN_ATTRIBUTES}
-)  # fmt: skip
+    {
+        names.RUN_ID,
+        names.CASE_ID,
+        names.TRIAL,
+        names.OUTCOME,
+        names.VERDICT,
+        names.TOOLS,
+        names.NO_DECISION_REASON,
+        names.ERROR_TYPE,
+        names.CASE_EXPECTED,
+        names.PASSED,
+        names.INVARIANT_FAILED,
+        names.INVARIANT_WARNED,
+        names.EVALUATION_SKIPPED,
+        names.SUITE,
+        names.POINT,
+        *names.RUN_SPAN_ATTRIBUTES,
+    }
+)
 keys = st.sampled_from([*OUR_KEYS, "http.route", ""])
 texts = st.one_of(
     st.sampled_from(["decision", "no_decision", "error", "approve", "", " ", "fresh-session"]),
@@ -661,9 +717,14 @@ def test_an_index_out_of_range_is_rejected_and_every_run_in_the_store_still_fini
         for run_id in ("ok", "other"):
             assert server.receiver.store.run(run_id).final
         report = cli(
-            "status", "--endpoint", f"127.0.0.1:{server.grpc_port}", "--run", "ok",
-            "--format", "json",
-        )  # fmt: skip
+            "status",
+            "--endpoint",
+            f"127.0.0.1:{server.grpc_port}",
+            "--run",
+            "ok",
+            "--format",
+            "json",
+        )
         assert json.loads(report.stdout)["trials"]["received"] == 80
         runs = json.loads(
             urllib.request.urlopen(f"http://127.0.0.1:{server.http_port}/v1/runs").read()

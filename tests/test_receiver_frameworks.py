@@ -57,8 +57,12 @@ def stored(receiver: Receiver, run: str) -> dict[tuple[str, int], tuple]:
 def test_trials_are_derived_once_the_trace_is_quiet_whatever_the_arrival_order(new_store) -> None:
     clock = Clock()
     receiver = Receiver(new_store(), clock=clock)
-    script = {("c0", 0): ["refund"], ("c0", 1): ["refund"], ("c1", 0): ["lookup", "notify"],
-              ("c1", 1): ["escalate"]}  # fmt: skip
+    script = {
+        ("c0", 0): ["refund"],
+        ("c0", 1): ["refund"],
+        ("c1", 0): ["lookup", "notify"],
+        ("c1", 1): ["escalate"],
+    }
     spans = [
         span
         for n, ((case, index), tools) in enumerate(script.items())
@@ -150,14 +154,32 @@ def test_a_malformed_trial_span_is_rejected_alone_and_attribute_rules_are_refuse
 
 def test_otlp_json_carries_the_same_trials(new_store) -> None:
     spans = strands_trial(1, "r1", "c0", 0, ["lookup", "refund"])
-    document = {"resourceSpans": [{"scopeSpans": [{"spans": [
-        {"traceId": s.trace_id.hex(), "spanId": s.span_id.hex(),
-         "parentSpanId": s.parent_span_id.hex(), "name": s.name,
-         "startTimeUnixNano": str(s.start_time_unix_nano),
-         "endTimeUnixNano": str(s.end_time_unix_nano),
-         "status": {"code": s.status.code},
-         "attributes": [{"key": a.key, "value": _json_value(a.value)} for a in s.attributes]}
-        for s in spans]}]}]}  # fmt: skip
+    document = {
+        "resourceSpans": [
+            {
+                "scopeSpans": [
+                    {
+                        "spans": [
+                            {
+                                "traceId": s.trace_id.hex(),
+                                "spanId": s.span_id.hex(),
+                                "parentSpanId": s.parent_span_id.hex(),
+                                "name": s.name,
+                                "startTimeUnixNano": str(s.start_time_unix_nano),
+                                "endTimeUnixNano": str(s.end_time_unix_nano),
+                                "status": {"code": s.status.code},
+                                "attributes": [
+                                    {"key": a.key, "value": _json_value(a.value)}
+                                    for a in s.attributes
+                                ],
+                            }
+                            for s in spans
+                        ]
+                    }
+                ]
+            }
+        ]
+    }
     clock = Clock()
     receiver = Receiver(new_store(), clock=clock)
     receiver.ingest(extract_json(json.dumps(document).encode()))
@@ -212,25 +234,42 @@ def nested_run(
     span with the agent's spans below it."""
     trace = Trace(trace_number)
     declared = run_attributes(
-        run, Suite("support", "support", (), Contract(frozenset({"refund", "lookup"})), 0.10),
-        Policy(tolerance=0.10), calls, Isolation.FRESH_INSTANCE,
-    )  # fmt: skip
+        run,
+        Suite("support", "support", (), Contract(frozenset({"refund", "lookup"})), 0.10),
+        Policy(tolerance=0.10),
+        calls,
+        Isolation.FRESH_INSTANCE,
+    )
     root = trace.add(names.RUN_SPAN, None, 1, **declared)
     del trace.spans[:]
     per_call = []
     for index in range(calls):
         harness = trace.add(
-            names.TRIAL_SPAN, root, 10 + index,
-            **{names.RUN_ID: run, names.CASE_ID: f"c{index // 2}", names.TRIAL: index % 2,
-               names.CASE_EXPECTED: "refund", names.DECISION_RULE: "tools",
-               names.SUITE: "support"},
-        )  # fmt: skip
-        agent = trace.add("invoke_agent support", harness, 11 + index,
-                          **{"gen_ai.operation.name": "invoke_agent",
-                             "gen_ai.agent.name": "support"})  # fmt: skip
+            names.TRIAL_SPAN,
+            root,
+            10 + index,
+            **{
+                names.RUN_ID: run,
+                names.CASE_ID: f"c{index // 2}",
+                names.TRIAL: index % 2,
+                names.CASE_EXPECTED: "refund",
+                names.DECISION_RULE: "tools",
+                names.SUITE: "support",
+            },
+        )
+        agent = trace.add(
+            "invoke_agent support",
+            harness,
+            11 + index,
+            **{"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "support"},
+        )
         for n, tool in enumerate(tools):
-            trace.add(f"execute_tool {tool}", agent, 12 + index + n,
-                      **{"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": tool})  # fmt: skip
+            trace.add(
+                f"execute_tool {tool}",
+                agent,
+                12 + index + n,
+                **{"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": tool},
+            )
         per_call.append(trace.spans[:])
         del trace.spans[:]
     return root, per_call
@@ -295,8 +334,11 @@ def test_idle_periods_wait_while_more_trials_are_due_than_a_tick_settles(new_sto
     clock = Clock()
     config = ReceiverConfig(settle=2.0, idle=5.0, settle_batch=1)
     receiver = Receiver(new_store(), config=config, clock=clock)
-    receiver.ingest(extract_protobuf(request(strands_trial(1, "victim", "c0", 0, ["refund"]))
-                                     .SerializeToString()))  # fmt: skip
+    receiver.ingest(
+        extract_protobuf(
+            request(strands_trial(1, "victim", "c0", 0, ["refund"])).SerializeToString()
+        )
+    )
     clock.now += 2.1
     receiver.tick()
     clock.now += 0.9
@@ -382,8 +424,14 @@ def test_spans_that_are_not_ours_never_sink_the_decision_spans_beside_them(new_s
     document = json.loads(MessageToJson(request(decisions)))
     spans = document["resourceSpans"][0]["scopeSpans"][0]["spans"]
     for n, start in enumerate(("1e30", -(10**19), str(10**30))):
-        spans.append({"traceId": "ab" * 16, "spanId": f"{n + 10:016x}", "name": "tool",
-                      "startTimeUnixNano": start})  # fmt: skip
+        spans.append(
+            {
+                "traceId": "ab" * 16,
+                "spanId": f"{n + 10:016x}",
+                "name": "tool",
+                "startTimeUnixNano": start,
+            }
+        )
     for span_document in spans[:3]:
         span_document["attributes"] = [
             a if a["key"] != names.RUN_ID else {"key": names.RUN_ID, "value": {"stringValue": "r2"}}
@@ -405,11 +453,17 @@ def test_a_trial_whose_spans_never_go_quiet_settles_after_the_maximum_hold(new_s
     agent = spans[1]
     for n in range(60):  # three minutes of one more tool span every 3 s
         clock.now += 3
-        tool = Span(name="execute_tool refund", trace_id=agent.trace_id,
-                    span_id=(10_000 + n).to_bytes(8, "big"), parent_span_id=agent.span_id,
-                    start_time_unix_nano=100 + n,
-                    attributes=[KeyValue(key="gen_ai.operation.name", value=any_value("execute_tool")),
-                                KeyValue(key="gen_ai.tool.name", value=any_value("refund"))])  # fmt: skip
+        tool = Span(
+            name="execute_tool refund",
+            trace_id=agent.trace_id,
+            span_id=(10_000 + n).to_bytes(8, "big"),
+            parent_span_id=agent.span_id,
+            start_time_unix_nano=100 + n,
+            attributes=[
+                KeyValue(key="gen_ai.operation.name", value=any_value("execute_tool")),
+                KeyValue(key="gen_ai.tool.name", value=any_value("refund")),
+            ],
+        )
         receiver.ingest(extract_protobuf(request([tool]).SerializeToString()))
         receiver.tick()
     [(decision, error)] = stored(receiver, "r1").values()
@@ -438,8 +492,9 @@ def test_a_flood_of_trial_less_traces_stays_under_the_cap_and_honest_trials_stil
     decision = decision_span("plain", "c0", 0, "approve", "approve")
     receiver.ingest(extract_protobuf(request([decision]).SerializeToString()))
     assert receiver.assessment("plain").trials.received == 1
-    receiver.ingest(extract_protobuf(request(strands_trial(1, "r1", "c0", 0, ["refund"]))
-                                     .SerializeToString()))  # fmt: skip
+    receiver.ingest(
+        extract_protobuf(request(strands_trial(1, "r1", "c0", 0, ["refund"])).SerializeToString())
+    )
     clock.now += DEFAULT_SETTLE + 0.1
     receiver.tick()
     assert stored(receiver, "r1") == {("c0", 0): (("refund",), None)}
@@ -466,11 +521,15 @@ def test_a_store_from_before_trial_keying_settles_what_it_held(tmp_path) -> None
         old.executescript(OLD_HELD)
         for trace, state in (("t1", 1), ("t2", 0), ("t3", 2)):
             old.execute("INSERT INTO traces VALUES (?, 1000.0, ?)", (trace, state))
-        old.execute("INSERT INTO trial_marks VALUES ('t1', 'm1', ?)",
-                    (pack(TrialMark("t1", "m1", "r1", "c0", 0, "tools")),))  # fmt: skip
+        old.execute(
+            "INSERT INTO trial_marks VALUES ('t1', 'm1', ?)",
+            (pack(TrialMark("t1", "m1", "r1", "c0", 0, "tools")),),
+        )
         for trace, parent, tool in (("t1", "m1", "lookup"), ("t2", "m2", "refund")):
-            old.execute("INSERT INTO trace_spans VALUES (?, ?, ?)",
-                        (trace, f"s-{trace}", pack(SpanFacts(f"s-{trace}", parent, 5, tool=tool))))  # fmt: skip
+            old.execute(
+                "INSERT INTO trace_spans VALUES (?, ?, ?)",
+                (trace, f"s-{trace}", pack(SpanFacts(f"s-{trace}", parent, 5, tool=tool))),
+            )
     clock = Clock()
     clock.now = 1_001.0
     store = Store(path)
@@ -542,8 +601,9 @@ def exported(server, spans: list[Span] | None = None, *, document: dict | None =
         body, kind = json.dumps(document).encode(), "application/json"
     else:
         body, kind = request(spans or []).SerializeToString(), "application/x-protobuf"
-    posted = urllib.request.Request(f"http://127.0.0.1:{server.http_port}/v1/traces", body,
-                                    {"Content-Type": kind})  # fmt: skip
+    posted = urllib.request.Request(
+        f"http://127.0.0.1:{server.http_port}/v1/traces", body, {"Content-Type": kind}
+    )
     with urllib.request.urlopen(posted, timeout=30) as answer:
         assert answer.status == 200
         content = answer.read()
@@ -560,8 +620,11 @@ def report(server, run: str) -> dict:
         return json.loads(answer.read())
 
 
-@pytest.mark.parametrize(("settle", "pause"), [(2.0, 2.5), (DEFAULT_SETTLE, 6.0)],
-                         ids=["settle-2s-pause-2.5s", "defaults-6s-calls"])  # fmt: skip
+@pytest.mark.parametrize(
+    ("settle", "pause"),
+    [(2.0, 2.5), (DEFAULT_SETTLE, 6.0)],
+    ids=["settle-2s-pause-2.5s", "defaults-6s-calls"],
+)
 def test_wire_a_harness_nesting_trials_under_its_run_span_stores_12_of_12(settle, pause):
     """The issue's harness: 12 calls in one trace under the run span, each followed by a pause
     longer than `--settle`, the run span exported last. Every trial is stored and the run is
@@ -601,8 +664,9 @@ def test_wire_400k_trial_less_traces_stay_under_the_cap_and_decisions_are_acknow
     cap = 100_000
     with running_server(path, config=ReceiverConfig(max_held_spans=cap)) as server:
         store = server.receiver.store
-        template = Span(name="GET /api/items", span_id=b"\x01" * 8, start_time_unix_nano=1,
-                        end_time_unix_nano=2)  # fmt: skip
+        template = Span(
+            name="GET /api/items", span_id=b"\x01" * 8, start_time_unix_nano=1, end_time_unix_nano=2
+        )
         for batch in range(80):
             flood = []
             for n in range(5_000):
@@ -613,8 +677,10 @@ def test_wire_400k_trial_less_traces_stay_under_the_cap_and_decisions_are_acknow
             assert not exported(server, flood).HasField("partial_success")
             assert store.traces.held_spans() <= cap
             if batch % 10 == 9:
-                decisions = [decision_span(f"beside-{batch}", f"c{c}", 0, "approve", "approve")
-                             for c in range(3)]  # fmt: skip
+                decisions = [
+                    decision_span(f"beside-{batch}", f"c{c}", 0, "approve", "approve")
+                    for c in range(3)
+                ]
                 for c, decision in enumerate(decisions):
                     decision.span_id = bytes([c + 1]) * 8
                 assert not exported(server, decisions).HasField("partial_success")
@@ -634,11 +700,17 @@ def test_wire_a_trace_that_never_goes_quiet_settles_at_the_maximum_hold() -> Non
         agent = spans[1]
         for n in range(200):
             clock.advance(3)
-            tool = Span(name="execute_tool refund", trace_id=agent.trace_id,
-                        span_id=(10_000 + n).to_bytes(8, "big"), parent_span_id=agent.span_id,
-                        start_time_unix_nano=100 + n,
-                        attributes=[KeyValue(key="gen_ai.operation.name", value=any_value("execute_tool")),
-                                    KeyValue(key="gen_ai.tool.name", value=any_value("refund"))])  # fmt: skip
+            tool = Span(
+                name="execute_tool refund",
+                trace_id=agent.trace_id,
+                span_id=(10_000 + n).to_bytes(8, "big"),
+                parent_span_id=agent.span_id,
+                start_time_unix_nano=100 + n,
+                attributes=[
+                    KeyValue(key="gen_ai.operation.name", value=any_value("execute_tool")),
+                    KeyValue(key="gen_ai.tool.name", value=any_value("refund")),
+                ],
+            )
             exported(server, [tool])
             if n == 45:  # past the maximum hold: the trial is stored
                 wait_until(lambda: len(stored(server.receiver, "r1")) == 1)
@@ -691,15 +763,22 @@ def test_wire_spans_that_are_not_ours_never_sink_the_decisions_beside_them() -> 
                 answer = ExportTraceServiceResponse.FromString(raw)
             assert not answer.HasField("partial_success")
             assert server.receiver.assessment(run).trials.received == 3
-        decisions = [decision_span("beside-range", f"c{n}", 0, "approve", "approve")
-                     for n in range(3)]  # fmt: skip
+        decisions = [
+            decision_span("beside-range", f"c{n}", 0, "approve", "approve") for n in range(3)
+        ]
         for n, decision in enumerate(decisions):
             decision.span_id = bytes([n + 1]) * 8
         document = json.loads(MessageToJson(request(decisions)))
         spans = document["resourceSpans"][0]["scopeSpans"][0]["spans"]
         for n, start in enumerate(("1e30", -(10**19))):
-            spans.append({"traceId": "ab" * 16, "spanId": f"{n + 10:016x}", "name": "tool",
-                          "startTimeUnixNano": start})  # fmt: skip
+            spans.append(
+                {
+                    "traceId": "ab" * 16,
+                    "spanId": f"{n + 10:016x}",
+                    "name": "tool",
+                    "startTimeUnixNano": start,
+                }
+            )
         answer = exported(server, document=document)
         assert answer.partial_success.rejected_spans == 2
         assert server.receiver.assessment("beside-range").trials.received == 3

@@ -24,10 +24,12 @@ from verdictgate.stats import ALPHA, Method, Stability
 ROUTES = ("approve", "deny")
 CASES = 4
 CANARY = Suite(
-    "gate", "approval_gate",
+    "gate",
+    "approval_gate",
     tuple(Case(f"c{n}", None, ROUTES[n % 2]) for n in range(CASES)),
-    Contract(frozenset(ROUTES)), method=Method.SEQUENTIAL,
-)  # fmt: skip
+    Contract(frozenset(ROUTES)),
+    method=Method.SEQUENTIAL,
+)
 
 
 def canary_receiver(store: Store | None = None) -> Receiver:
@@ -42,8 +44,10 @@ def pair(run: str, case: int, number: int, flipping: bool) -> list[Span]:
     """Rerun pair `number` of case c`case`; c0's flips when `flipping`."""
     route = ROUTES[case % 2]
     second = ROUTES[1 - case % 2] if flipping and case == 0 else route
-    return [decision_span(run, f"c{case}", 2 * number, route, route),
-            decision_span(run, f"c{case}", 2 * number + 1, second, route)]  # fmt: skip
+    return [
+        decision_span(run, f"c{case}", 2 * number, route, route),
+        decision_span(run, f"c{case}", 2 * number + 1, second, route),
+    ]
 
 
 def round_spans(run: str, number: int, flipping: bool) -> list[Span]:
@@ -70,9 +74,8 @@ def first_decided_round() -> int:
     above 5% by the sequential rule, held to 2.5% / 3 as the most telling of the run's three
     tests (the pooled one, approve's and deny's: `family`)."""
     return next(
-        r for r in range(1, 100)
-        if sequential_evalues(r, 2 * r, 0.05).stochastic >= 3 / ALPHA
-    )  # fmt: skip
+        r for r in range(1, 100) if sequential_evalues(r, 2 * r, 0.05).stochastic >= 3 / ALPHA
+    )
 
 
 def test_a_flipping_canary_is_rejected_as_soon_as_the_rule_decides() -> None:
@@ -110,12 +113,22 @@ def test_only_complete_rounds_are_looked_at() -> None:
     receiver = canary_receiver()
     send(receiver, round_spans("canary", 0, flipping=True))
     send(receiver, [s for n in range(1, 11) for s in pair("canary", 0, n, flipping=True)])
-    approve = next(r for r in receiver.assessment_of(receiver.store.run("canary")).routes
-                   if r.route == "approve")  # fmt: skip
+    approve = next(
+        r
+        for r in receiver.assessment_of(receiver.store.run("canary")).routes
+        if r.route == "approve"
+    )
     assert approve.change.result is Stability.STOCHASTIC  # what a look now would say
     assert not receiver.store.run("canary").final
-    send(receiver, [s for n in range(1, 11) for case in range(1, CASES)
-                    for s in pair("canary", case, n, flipping=True)])  # fmt: skip
+    send(
+        receiver,
+        [
+            s
+            for n in range(1, 11)
+            for case in range(1, CASES)
+            for s in pair("canary", case, n, flipping=True)
+        ],
+    )
     assert receiver.store.run("canary").final
 
 
@@ -176,11 +189,18 @@ def test_a_watcher_is_answered_when_the_rule_decides() -> None:
 
 def test_serve_refuses_a_canary_suite_beyond_the_rules_reach(cli, tmp_path) -> None:
     suite = tmp_path / "wide.json"
-    suite.write_text(json.dumps({
-        "schema": "verdictgate.suite/v1", "name": "gate", "method": "sequential",
-        "tolerance": 0.3, "cases": [{"id": "c0", "expected": "approve"}],
-        "contract": {"allowed": ["approve"]},
-    }))  # fmt: skip
+    suite.write_text(
+        json.dumps(
+            {
+                "schema": "verdictgate.suite/v1",
+                "name": "gate",
+                "method": "sequential",
+                "tolerance": 0.3,
+                "cases": [{"id": "c0", "expected": "approve"}],
+                "contract": {"allowed": ["approve"]},
+            }
+        )
+    )
     result = cli("serve", "--store", str(tmp_path / "s.db"), "--canary-suite", str(suite))
     assert result.exit_code == 2 and "--canary-suite" in result.stderr
 

@@ -196,15 +196,26 @@ def strands_trace(run: str, case: str, index: int, tools: list[str]) -> list[Spa
         )
 
     harness = made(
-        1, names.TRIAL_SPAN, None,
-        **{names.RUN_ID: run, names.CASE_ID: case, names.TRIAL: index,
-           names.DECISION_RULE: "tools", names.SUITE: "support"},
-    )  # fmt: skip
+        1,
+        names.TRIAL_SPAN,
+        None,
+        **{
+            names.RUN_ID: run,
+            names.CASE_ID: case,
+            names.TRIAL: index,
+            names.DECISION_RULE: "tools",
+            names.SUITE: "support",
+        },
+    )
     calls = [
-        made(10 + n, f"execute_tool {tool}", 1,
-             **{"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": tool})
+        made(
+            10 + n,
+            f"execute_tool {tool}",
+            1,
+            **{"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": tool},
+        )
         for n, tool in enumerate(tools)
-    ]  # fmt: skip
+    ]
     return [harness, *calls]
 
 

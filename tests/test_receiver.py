@@ -49,6 +49,7 @@ from verdictgate import (
     assess,
     fingerprint,
 )
+from verdictgate.clock import ManualClock
 from verdictgate.evidence import Evidence, compact_gaps
 from verdictgate.fingerprints import KEY_VARIABLE, key_id
 from verdictgate.otel import conventions as names
@@ -139,14 +140,6 @@ def test_the_receiver_keeps_latency_verdicts_and_tiers_and_agrees_with_the_proce
     assert received.reason_codes == local.reason_codes
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
 def test_a_run_is_final_when_its_plan_is_complete_and_equals_assess(new_store):
     receiver = Receiver(new_store(), None, ReceiverConfig(idle=30))
     spans = stable_run("r1")
@@ -175,12 +168,12 @@ def test_duplicates_are_harmless_and_a_different_answer_is_a_conflict(new_store)
 
 
 def test_after_the_grace_period_missing_trials_are_reported(new_store):
-    clock = Clock()
+    clock = ManualClock(1000.0)
     receiver = Receiver(new_store(), None, ReceiverConfig(idle=30), clock=clock)
     receiver.ingest(extract(request([run_span("r1", planned=100), *stable_run("r1")])))
     receiver.tick()
     assert not receiver.store.run("r1").final
-    clock.now += 31
+    clock.advance(31)
     receiver.tick()
     assessment = receiver.assessment("r1")
     assert receiver.store.run("r1").final and not assessment.in_progress
@@ -446,14 +439,14 @@ def test_final_admissions_and_canary_windows_are_published_over_otlp(new_store):
     with OtlpCollector() as collector:
         store = new_store()
         forwarder = Forwarder(store, OtlpTarget(f"http://127.0.0.1:{collector.port}"))
-        clock = Clock()
+        clock = ManualClock(1000.0)
         receiver = Receiver(store, forwarder, ReceiverConfig(idle=30, window=10), clock=clock)
         receiver.ingest(extract(request([run_span("planned", 80), *stable_run("planned")])))
         receiver.ingest(extract(request(stable_run("canary", 2, 4))))  # no run span
-        clock.now += 11
+        clock.advance(11)
         receiver.tick()  # the canary's first window is due; it stays open
         assert not receiver.store.run("canary").final
-        clock.now += 30
+        clock.advance(30)
         receiver.tick()  # idle over: the canary is final
         assert receiver.flush() and forwarder.drain() and store.outbox_size() == 0
         forwarder.stop()
@@ -489,20 +482,20 @@ def test_canary_windows_count_each_trial_once_in_the_trials_counter(new_store):
     from verdictgate.receiver.forwarder import Forwarder, PublisherTarget
 
     memory = MemoryTelemetry()
-    clock = Clock()
+    clock = ManualClock(1000.0)
     store = new_store()
     forwarder = Forwarder(store, PublisherTarget(memory.telemetry.publisher))
     receiver = Receiver(store, forwarder, ReceiverConfig(idle=30, window=10), clock=clock)
     spans = stable_run("canary", 2, 4)
     receiver.ingest(extract(request(spans[:4])))
-    clock.now += 11
+    clock.advance(11)
     receiver.tick()  # a window with 4 trials
     assert receiver.flush()
     receiver.ingest(extract(request(spans[4:])))
-    clock.now += 11
+    clock.advance(11)
     receiver.tick()  # a window with all 8
     assert receiver.flush()
-    clock.now += 31
+    clock.advance(31)
     receiver.tick()  # final
     assert receiver.flush() and forwarder.drain()
     memory.telemetry.flush()
@@ -636,10 +629,10 @@ def test_the_first_run_span_wins_and_a_different_second_one_is_a_conflict(new_st
 
 
 def test_records_after_a_run_is_final_are_late_and_never_change_its_admission(new_store):
-    clock = Clock()
+    clock = ManualClock(1000.0)
     receiver = Receiver(new_store(), None, ReceiverConfig(idle=30), clock=clock)
     receiver.ingest(extract(request([run_span("r", planned=80), *stable_run("r", trials=10)])))
-    clock.now += 31
+    clock.advance(31)
     receiver.tick()  # grace over: final, incomplete
     published = receiver.assessment("r")
     assert not published.in_progress and "incomplete" in published.reason_codes
@@ -650,7 +643,7 @@ def test_records_after_a_run_is_final_are_late_and_never_change_its_admission(ne
 
 
 def test_the_tick_reads_open_runs_only(new_store, monkeypatch):
-    clock = Clock()
+    clock = ManualClock(1000.0)
     store = new_store()
     receiver = Receiver(store, None, ReceiverConfig(idle=30), clock=clock)
     for n in range(50):
@@ -658,7 +651,7 @@ def test_the_tick_reads_open_runs_only(new_store, monkeypatch):
     receiver.ingest(extract(request(stable_run("canary", 2, 4))))
     monkeypatch.setattr(store, "runs", lambda: pytest.fail("the tick scanned every run"))
     assert [run.run_id for run in store.newest(10, status="in_progress")] == ["canary"]
-    clock.now += 31
+    clock.advance(31)
     receiver.tick()
     assert store.run("canary").final and store.newest(10, status="in_progress") == []
 
@@ -688,7 +681,7 @@ def test_the_store_file_is_readable_by_its_owner_only(tmp_path):
 def test_a_malformed_run_span_is_rejected_alone_and_other_runs_still_finish(
     new_store, attribute, value
 ):
-    clock = Clock()
+    clock = ManualClock(1000.0)
     receiver = Receiver(new_store(), None, ReceiverConfig(idle=30), clock=clock)
     poison = run_span("poison", planned=8)
     for item in poison.attributes:
@@ -698,7 +691,7 @@ def test_a_malformed_run_span_is_rejected_alone_and_other_runs_still_finish(
     assert got.rejected == 1 and "verdictgate.run" in got.errors[0]
     assert len(got.declarations) == 1 and len(got.trials) == 40  # the rest of the request stays
     receiver.ingest(got)
-    clock.now += 31
+    clock.advance(31)
     receiver.tick()
     assert receiver.store.run("ok").final and receiver.store.run("poison") is None
 
@@ -727,7 +720,7 @@ def corrupt_declaration(location, run_id: str, attributes: dict) -> None:
 
 
 def test_one_run_that_cannot_be_assessed_never_stops_the_others(new_store, caplog):
-    clock = Clock()
+    clock = ManualClock(1000.0)
     receiver = Receiver(new_store("store"), None, ReceiverConfig(idle=30), clock=clock)
     receiver.ingest(extract(request([run_span("bad", 80), *stable_run("bad", trials=2)])))
     receiver.ingest(extract(request([run_span("good", 80), *stable_run("good", trials=2)])))
@@ -739,7 +732,7 @@ def test_one_run_that_cannot_be_assessed_never_stops_the_others(new_store, caplo
     restarted = Receiver(
         store, None, ReceiverConfig(idle=30), clock=clock
     )  # takes up the open runs again
-    clock.now += 31
+    clock.advance(31)
     restarted.tick()
     restarted.tick()
     assert restarted.flush()
@@ -866,7 +859,6 @@ def test_decisions_at_every_label_limit_get_small_reports_status_and_pages(contr
     default, the JSON query API and the run's page stay small, each label shown shortened
     with its length and fingerprint. Under a declared contract every path is an unknown
     decision, which the reasons and next steps name."""
-    from verdictgate.clock import ManualClock
 
     clock = ManualClock(1_000.0)
     with running_server(clock=clock) as server:
@@ -936,7 +928,7 @@ def test_sender_chosen_suite_names_never_grow_the_metric_series(new_store):
     with OtlpCollector() as collector:
         store = new_store()
         forwarder = Forwarder(store, OtlpTarget(f"http://127.0.0.1:{collector.port}"))
-        clock = Clock()
+        clock = ManualClock(1000.0)
         receiver = Receiver(
             store, forwarder, ReceiverConfig(idle=30, max_metric_suites=5), clock=clock
         )
@@ -1020,14 +1012,13 @@ def test_runs_are_listed_a_page_at_a_time_over_both_transports():
 
 
 def test_retention_deletes_old_finished_runs_only(new_store):
-    clock = Clock()
     store = new_store()
-    clock.now = (day_of(store.now()) + 1) * SECONDS_A_DAY  # PostgreSQL drops whole days
+    clock = ManualClock((day_of(store.now()) + 1) * SECONDS_A_DAY)  # PostgreSQL drops whole days
     receiver = Receiver(store, None, ReceiverConfig(idle=30, retain=3600), clock=clock)
     for n in range(250):
         receiver.ingest(extract(request([run_span(f"old-{n}", 8), *stable_run(f"old-{n}", 2, 4)])))
     assert receiver.flush()  # admitted now
-    clock.now += 2 * SECONDS_A_DAY
+    clock.advance(2 * SECONDS_A_DAY)
     receiver.ingest(extract(request([run_span("recent", 8), *stable_run("recent", 2, 4)])))
     receiver.ingest(extract(request(stable_run("open", 2, 2))))  # still collecting
     receiver.tick()

@@ -39,14 +39,6 @@ from verdictgate.span_facts import SpanFacts
 from verdictgate.trial_model import NoDecision
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1_000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
 def stored(receiver: Receiver, run: str) -> dict[tuple[str, int], tuple]:
     evidence = receiver.store.evidence(run)
     return {
@@ -55,7 +47,7 @@ def stored(receiver: Receiver, run: str) -> dict[tuple[str, int], tuple]:
 
 
 def test_trials_are_derived_once_the_trace_is_quiet_whatever_the_arrival_order(new_store) -> None:
-    clock = Clock()
+    clock = ManualClock(1_000.0)
     receiver = Receiver(new_store(), clock=clock)
     script = {
         ("c0", 0): ["refund"],
@@ -74,7 +66,7 @@ def test_trials_are_derived_once_the_trace_is_quiet_whatever_the_arrival_order(n
         receiver.ingest(extract_protobuf(request(shuffled[start : start + 5]).SerializeToString()))
     receiver.tick()
     assert stored(receiver, "r1") == {}  # not quiet yet: other processes' spans may follow
-    clock.now += DEFAULT_SETTLE + 0.1
+    clock.advance(DEFAULT_SETTLE + 0.1)
     receiver.tick()
     assert stored(receiver, "r1") == {key: (tuple(tools), None) for key, tools in script.items()}
     assessment = receiver.assessment("r1")
@@ -83,14 +75,14 @@ def test_trials_are_derived_once_the_trace_is_quiet_whatever_the_arrival_order(n
 
 
 def test_a_late_copy_of_a_settled_trace_decides_nothing_again(new_store) -> None:
-    clock = Clock()
+    clock = ManualClock(1_000.0)
     receiver = Receiver(new_store(), clock=clock)
     spans = strands_trial(1, "r1", "c0", 0, ["refund"])
     receiver.ingest(extract_protobuf(request(spans).SerializeToString()))
-    clock.now += DEFAULT_SETTLE + 0.1
+    clock.advance(DEFAULT_SETTLE + 0.1)
     receiver.tick()
     receiver.ingest(extract_protobuf(request(spans[:1]).SerializeToString()))  # the trial span
-    clock.now += DEFAULT_SETTLE + 0.1
+    clock.advance(DEFAULT_SETTLE + 0.1)
     receiver.tick()
     assessment = receiver.assessment("r1")
     assert stored(receiver, "r1") == {("c0", 0): (("refund",), None)}
@@ -98,7 +90,7 @@ def test_a_late_copy_of_a_settled_trace_decides_nothing_again(new_store) -> None
 
 
 def test_no_tool_a_recovered_tool_a_failed_agent_and_no_framework_span(new_store) -> None:
-    clock = Clock()
+    clock = ManualClock(1_000.0)
     receiver = Receiver(new_store(), clock=clock)
     spans = [
         *strands_trial(1, "r1", "c0", 0, []),
@@ -108,7 +100,7 @@ def test_no_tool_a_recovered_tool_a_failed_agent_and_no_framework_span(new_store
         *failed_call(strands_trial(5, "r1", "c4", 0, ["refund"])),
     ]
     receiver.ingest(extract_protobuf(request(spans).SerializeToString()))
-    clock.now += DEFAULT_SETTLE + 0.1
+    clock.advance(DEFAULT_SETTLE + 0.1)
     receiver.tick()
     assert stored(receiver, "r1") == {
         ("c0", 0): (NoDecision("no_tool_selected"), None),
@@ -130,14 +122,14 @@ def test_traces_without_a_trial_span_are_dropped_and_the_store_keeps_no_content(
     tmp_path,
 ) -> None:
     path = tmp_path / "store.sqlite"
-    clock = Clock()
+    clock = ManualClock(1_000.0)
     receiver = Receiver(Store(path), clock=clock)
     orphan = strands_trial(1, "r1", "c0", 0, ["refund"])[1:]  # no harness span
     receiver.ingest(extract_protobuf(request(orphan).SerializeToString()))
     with sqlite3.connect(path) as stored:  # the store's file, as a backup would read it
         held = stored.execute("SELECT facts FROM trace_spans").fetchall()
     assert len(held) == len(orphan) and not any(b"secret words" in f for (f,) in held)
-    clock.now += TRACE_TTL + 1
+    clock.advance(TRACE_TTL + 1)
     receiver.tick()
     with sqlite3.connect(path) as stored:
         assert stored.execute("SELECT COUNT(*) FROM traces").fetchone() == (0,)
@@ -180,10 +172,10 @@ def test_otlp_json_carries_the_same_trials(new_store) -> None:
             }
         ]
     }
-    clock = Clock()
+    clock = ManualClock(1_000.0)
     receiver = Receiver(new_store(), clock=clock)
     receiver.ingest(extract_json(json.dumps(document).encode()))
-    clock.now += DEFAULT_SETTLE + 0.1
+    clock.advance(DEFAULT_SETTLE + 0.1)
     receiver.tick()
     assert stored(receiver, "r1") == {("c0", 0): (("lookup", "refund"), None)}
 
@@ -201,7 +193,7 @@ def test_tools_that_start_in_the_same_millisecond_never_flip_through_the_receive
     """A stable path whose two tool spans share their start time (whole milliseconds), sent
     with their span ids in either order: 0 flips, and the report counts the tied trials and
     the pairs that agree only up to their order (not counted as agreeing)."""
-    clock = Clock()
+    clock = ManualClock(1_000.0)
     receiver = Receiver(new_store(), clock=clock)
     spans = [
         span
@@ -216,7 +208,7 @@ def test_tools_that_start_in_the_same_millisecond_never_flip_through_the_receive
         )
     ]
     receiver.ingest(extract_protobuf(request(spans).SerializeToString()))
-    clock.now += DEFAULT_SETTLE + 0.1
+    clock.advance(DEFAULT_SETTLE + 0.1)
     receiver.tick()
     assessment = receiver.assessment("r1")
     assert {decision for decision, _ in stored(receiver, "r1").values()} == {
@@ -280,17 +272,17 @@ def test_trials_nested_under_their_run_span_each_settle_whatever_the_pauses(new_
     run span: each trial settles on its own, all 12 are stored, and the run is judged by its
     run span's declaration (a 10% tolerance, not the default 5%). Its plan complete, it is final
     once quiet for the idle period (a span that came late till then would amend its trial)."""
-    clock = Clock()
+    clock = ManualClock(1_000.0)
     receiver = Receiver(new_store(), clock=clock)
     root, calls = nested_run("nested", 12, ["lookup", "refund"])
     for spans in calls:
         receiver.ingest(extract_protobuf(request(spans).SerializeToString()))
-        clock.now += DEFAULT_SETTLE + 2.5  # the next call comes after the trace went quiet
+        clock.advance(DEFAULT_SETTLE + 2.5)  # the next call comes after the trace went quiet
         receiver.tick()
     receiver.ingest(extract_protobuf(request([root]).SerializeToString()))
     receiver.tick()
     assert not receiver.store.run("nested").final  # complete, but a late span may amend a trial
-    clock.now += DEFAULT_IDLE_SECONDS  # quiet for the idle period: final
+    clock.advance(DEFAULT_IDLE_SECONDS)  # quiet for the idle period: final
     receiver.tick()
     assert receiver.flush()
     assert len(stored(receiver, "nested")) == 12
@@ -304,22 +296,22 @@ def test_a_run_is_never_idle_while_a_trial_of_it_waits_to_settle(new_store) -> N
     export lands once the run's idle period (counted from its last settled trial) has passed.
     The run stays open (the spans were news of it, and idle periods are looked at only by the
     tick, after settling), so the trial is stored, not counted late."""
-    clock = Clock()
+    clock = ManualClock(1_000.0)
     receiver = Receiver(new_store(), config=ReceiverConfig(settle=2.0, idle=5.0), clock=clock)
     root, calls = nested_run("paused", 2, ["refund"])
     receiver.ingest(extract_protobuf(request(calls[0]).SerializeToString()))
-    clock.now += 2.1
+    clock.advance(2.1)
     receiver.tick()
     assert len(stored(receiver, "paused")) == 1
-    clock.now += 1.9  # the pause: the second call's spans come 4 s after the first's
+    clock.advance(1.9)  # the pause: the second call's spans come 4 s after the first's
     receiver.ingest(extract_protobuf(request(calls[1]).SerializeToString()))
-    clock.now += 3.2  # past the idle period since the first trial settled; no tick yet
+    clock.advance(3.2)  # past the idle period since the first trial settled; no tick yet
     other = decision_span("other", "c0", 0, "approve", "approve")
     receiver.ingest(extract_protobuf(request([other]).SerializeToString()))
     receiver.tick()
     assert len(stored(receiver, "paused")) == 2
     receiver.ingest(extract_protobuf(request([root]).SerializeToString()))
-    clock.now += 5.1  # its plan complete, it is final once idle (a late span may amend a trial)
+    clock.advance(5.1)  # its plan complete, it is final once idle (a late span may amend a trial)
     receiver.tick()
     assert receiver.flush()
     assessment = receiver.assessment("paused")
@@ -331,7 +323,7 @@ def test_idle_periods_wait_while_more_trials_are_due_than_a_tick_settles(new_sto
     """With more traces due than one tick settles (one here, a thousand in `serve`), idle
     periods wait for the tick that settles the rest: the run whose trial was left for the next
     tick is not closed with it pending."""
-    clock = Clock()
+    clock = ManualClock(1_000.0)
     config = ReceiverConfig(settle=2.0, idle=5.0, settle_batch=1)
     receiver = Receiver(new_store(), config=config, clock=clock)
     receiver.ingest(
@@ -339,19 +331,19 @@ def test_idle_periods_wait_while_more_trials_are_due_than_a_tick_settles(new_sto
             request(strands_trial(1, "victim", "c0", 0, ["refund"])).SerializeToString()
         )
     )
-    clock.now += 2.1
+    clock.advance(2.1)
     receiver.tick()
-    clock.now += 0.9
+    clock.advance(0.9)
     for number, run in ((2, "other"), (3, "victim")):  # due in this order
         spans = strands_trial(number, run, "c0", 1, ["refund"])
         receiver.ingest(extract_protobuf(request(spans).SerializeToString()))
-        clock.now += 0.01
-    clock.now += 5.0  # both due, and the victim's idle period over: one tick settles one
+        clock.advance(0.01)
+    clock.advance(5.0)  # both due, and the victim's idle period over: one tick settles one
     receiver.tick()
     assert receiver.assessment("victim").in_progress
     receiver.tick()
     assert len(stored(receiver, "victim")) == 2
-    clock.now += 5.1
+    clock.advance(5.1)
     receiver.tick()
     assert receiver.flush()
     victim = receiver.assessment("victim")
@@ -364,22 +356,22 @@ def test_a_span_that_comes_after_its_trial_settled_amends_it_while_its_run_is_op
     """A tool span held back by its exporter past the settle time: while the run is open the
     trial is derived again from all its spans (its record replaced, never counted twice); once
     the run is final, a span that comes is late."""
-    clock = Clock()
+    clock = ManualClock(1_000.0)
     receiver = Receiver(new_store(), config=ReceiverConfig(idle=10.0), clock=clock)
     spans = strands_trial(1, "r1", "c0", 0, ["lookup", "refund"])
     straggler = spans.pop()  # the refund tool span, held back by its exporter
     receiver.ingest(extract_protobuf(request(spans).SerializeToString()))
-    clock.now += DEFAULT_SETTLE + 0.1
+    clock.advance(DEFAULT_SETTLE + 0.1)
     receiver.tick()
     assert stored(receiver, "r1") == {("c0", 0): (("lookup",), None)}
     receiver.ingest(extract_protobuf(request([straggler]).SerializeToString()))
-    clock.now += DEFAULT_SETTLE + 0.1
+    clock.advance(DEFAULT_SETTLE + 0.1)
     receiver.tick()
     assert stored(receiver, "r1") == {("c0", 0): (("lookup", "refund"), None)}
     assessment = receiver.assessment("r1")
     assert (assessment.trials.received, assessment.trials.late) == (1, 0)
     assert (assessment.trials.conflicts, assessment.trials.duplicates) == (0, 0)
-    clock.now += 10.1
+    clock.advance(10.1)
     receiver.tick()
     assert receiver.flush() and receiver.store.run("r1").final
     another = strands_trial(1, "r1", "c0", 0, ["lookup", "refund", "notify"])[-1]
@@ -393,12 +385,12 @@ def test_a_span_that_comes_after_its_trial_settled_amends_it_while_its_run_is_op
 def test_thousands_of_trials_in_one_trace_settle_in_one_tick(new_store) -> None:
     """3,000 trial spans and their 3,000 tool spans in one trace (one request): settling indexes
     the trace once, so one tick stores every trial."""
-    clock = Clock()
+    clock = ManualClock(1_000.0)
     receiver = Receiver(new_store(), clock=clock)
     _, calls = nested_run("many", 3000, ["refund"])
     spans = [span for call in calls for span in call]
     receiver.ingest(extract_protobuf(request(spans).SerializeToString()))
-    clock.now += DEFAULT_SETTLE + 0.1
+    clock.advance(DEFAULT_SETTLE + 0.1)
     receiver.tick()
     assert len(stored(receiver, "many")) == 3000
 
@@ -418,7 +410,7 @@ def test_spans_that_are_not_ours_never_sink_the_decision_spans_beside_them(new_s
     decisions = [decision_span("r1", f"c{n}", 0, "approve", "approve") for n in range(3)]
     for n, decision in enumerate(decisions):
         decision.span_id = bytes([n + 1]) * 8
-    receiver = Receiver(new_store(), clock=Clock())
+    receiver = Receiver(new_store(), clock=ManualClock(1_000.0))
     receiver.ingest(extract_protobuf(request([metadata, *decisions]).SerializeToString()))
     assert receiver.assessment("r1").trials.received == 3
     document = json.loads(MessageToJson(request(decisions)))
@@ -446,13 +438,13 @@ def test_spans_that_are_not_ours_never_sink_the_decision_spans_beside_them(new_s
 def test_a_trial_whose_spans_never_go_quiet_settles_after_the_maximum_hold(new_store) -> None:
     """A span below the trial every 3 s, for ever: after `max_hold` the trial is settled from
     what has arrived, and what comes later is counted late."""
-    clock = Clock()
+    clock = ManualClock(1_000.0)
     receiver = Receiver(new_store(), config=ReceiverConfig(max_hold=120), clock=clock)
     spans = strands_trial(1, "r1", "c0", 0, ["lookup"])
     receiver.ingest(extract_protobuf(request(spans).SerializeToString()))
     agent = spans[1]
     for n in range(60):  # three minutes of one more tool span every 3 s
-        clock.now += 3
+        clock.advance(3)
         tool = Span(
             name="execute_tool refund",
             trace_id=agent.trace_id,
@@ -478,7 +470,7 @@ def test_a_flood_of_trial_less_traces_stays_under_the_cap_and_honest_trials_stil
     receiver that holds 1,000 framework spans: the oldest are let go as the flood comes, the
     store never holds more than its cap, decision spans are still taken, and an honest trial
     sent after the flood is stored."""
-    clock = Clock()
+    clock = ManualClock(1_000.0)
     store = new_store()
     receiver = Receiver(store, config=ReceiverConfig(max_held_spans=1000), clock=clock)
     for batch in range(10):
@@ -487,7 +479,7 @@ def test_a_flood_of_trial_less_traces_stays_under_the_cap_and_honest_trials_stil
         ]
         receiver.ingest(extract_protobuf(request(flood).SerializeToString()))
         assert store.traces.held_spans() <= 1000
-        clock.now += 0.1
+        clock.advance(0.1)
     assert store.traces.spans_let_go >= 4000
     decision = decision_span("plain", "c0", 0, "approve", "approve")
     receiver.ingest(extract_protobuf(request([decision]).SerializeToString()))
@@ -495,7 +487,7 @@ def test_a_flood_of_trial_less_traces_stays_under_the_cap_and_honest_trials_stil
     receiver.ingest(
         extract_protobuf(request(strands_trial(1, "r1", "c0", 0, ["refund"])).SerializeToString())
     )
-    clock.now += DEFAULT_SETTLE + 0.1
+    clock.advance(DEFAULT_SETTLE + 0.1)
     receiver.tick()
     assert stored(receiver, "r1") == {("c0", 0): (("refund",), None)}
 
@@ -530,19 +522,18 @@ def test_a_store_from_before_trial_keying_settles_what_it_held(tmp_path) -> None
                 "INSERT INTO trace_spans VALUES (?, ?, ?)",
                 (trace, f"s-{trace}", pack(SpanFacts(f"s-{trace}", parent, 5, tool=tool))),
             )
-    clock = Clock()
-    clock.now = 1_001.0
+    clock = ManualClock(1_001.0)
     store = Store(path)
     receiver = Receiver(store, clock=clock)
     assert store.traces.held_spans() == 2
-    store.write(Batch([], marks=[TrialMark("t2", "m2", "r1", "c1", 0, "tools")]), now=clock.now)
-    clock.now += DEFAULT_SETTLE + 0.1
+    store.write(Batch([], marks=[TrialMark("t2", "m2", "r1", "c1", 0, "tools")]), now=clock())
+    clock.advance(DEFAULT_SETTLE + 0.1)
     receiver.tick()
     assert stored(receiver, "r1") == {
         ("c0", 0): (("lookup",), None),
         ("c1", 0): (("refund",), None),
     }
-    clock.now += TRACE_TTL + 1
+    clock.advance(TRACE_TTL + 1)
     receiver.tick()
     assert store.traces.held_spans() == 0
     with sqlite3.connect(path) as after:
@@ -554,20 +545,20 @@ def test_settled_trials_never_crowd_out_a_trial_whose_spans_came_before_its_tria
 ) -> None:
     """300 trials settled under a 1,000-span cap, then a trial whose agent spans (another
     process) come a second before its trial span: it is stored with its tool, not `no_spans`."""
-    clock = Clock()
+    clock = ManualClock(1_000.0)
     store = new_store()
     receiver = Receiver(store, config=ReceiverConfig(max_held_spans=1000), clock=clock)
     for n in range(300):
         spans = strands_trial(n + 1, "r1", f"c{n}", 0, ["refund"])
         receiver.ingest(extract_protobuf(request(spans).SerializeToString()))
-    clock.now += DEFAULT_SETTLE + 0.1
+    clock.advance(DEFAULT_SETTLE + 0.1)
     receiver.tick()
     assert len(stored(receiver, "r1")) == 300 and store.traces.held_spans() <= 1000
     spans = strands_trial(9999, "r2", "c0", 0, ["refund"])
     receiver.ingest(extract_protobuf(request(spans[1:]).SerializeToString()))
-    clock.now += 1
+    clock.advance(1)
     receiver.ingest(extract_protobuf(request(spans[:1]).SerializeToString()))
-    clock.now += DEFAULT_SETTLE + 0.1
+    clock.advance(DEFAULT_SETTLE + 0.1)
     receiver.tick()
     assert stored(receiver, "r2") == {("c0", 0): (("refund",), None)}
 
@@ -577,12 +568,12 @@ def test_settled_trials_never_crowd_out_a_trial_whose_spans_came_before_its_tria
 def test_a_run_of_thousands_of_nested_trials_is_not_cut_at_the_traces_span_cap() -> None:
     """5,000 trials of 11 spans under one run span: 55,000 spans, more than one trace may hold
     at once, but a settled trial's spans leave the trace's count, so every trial is whole."""
-    clock = Clock()
+    clock = ManualClock(1_000.0)
     receiver = Receiver(Store(), clock=clock)
     _, calls = nested_run("long", 5000, ["lookup"] * 9)
     for spans in calls:
         receiver.ingest(extract_protobuf(request(spans).SerializeToString()))
-        clock.now += DEFAULT_SETTLE + 1
+        clock.advance(DEFAULT_SETTLE + 1)
         receiver.tick()
     assert set(stored(receiver, "long").values()) == {(("lookup",) * 9, None)}
     assert len(stored(receiver, "long")) == 5000

@@ -149,6 +149,33 @@ def test_a_run_claimed_back_by_a_write_is_taken_up_with_what_the_owner_between_w
     assert a.store.outbox_size() == 1
 
 
+def test_a_write_whose_commit_was_in_doubt_is_taken_up_whole_by_its_owner(
+    location: str,
+) -> None:
+    """A write the store failed may have committed all the same (the connection lost at its
+    commit): its owner lets the run go and takes it up whole at the next tick, its own trials
+    among them (an owner never reads its own writes back piece by piece)."""
+    clock = ManualClock(1_000_000.0)
+    a, b = replica(location, "a", clock), replica(location, "b", clock)
+    spans = stable_run("r", cases=4, trials=10)
+    ingest(a, [run_span("r", planned=40), *spans[:20]])  # a owns the run
+    committed = a.store.together
+
+    def lost_at_commit(writes):  # committed, then the connection is lost before the answer
+        return [psycopg.OperationalError("server closed the connection")] * len(committed(writes))
+
+    a.store.together = lost_at_commit  # type: ignore[method-assign]
+    with pytest.raises(psycopg.OperationalError):
+        ingest(a, spans[20:30])
+    a.store.together = committed  # type: ignore[method-assign]
+    ingest(b, spans[20:])  # the sender retries through b (the first ten are repeats), and more
+    a.tick()
+    assert a.flush()
+    run = a.store.run("r")
+    assert run.status is not None and run.received == 40
+    assert a.assessment("r").trials.received == 40
+
+
 def test_a_replica_that_stops_hands_its_runs_over_at_once(location: str) -> None:
     clock = ManualClock(1_000_000.0)
     a, b = replica(location, "a", clock), replica(location, "b", clock, idle=5.0)

@@ -16,6 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from postgres_support import StoreMaker
+from verdictgate.errors import StoreError
 from verdictgate.receiver.store import Store
 from verdictgate.receiver.store.connection import Database, open_database
 from verdictgate.receiver.store.faults import first_line
@@ -260,11 +261,37 @@ def test_a_sqlite_older_than_the_statements_need_is_refused_in_one_line(
 ) -> None:
     monkeypatch.setattr(sqlite3, "sqlite_version_info", (3, 34, 1))
     monkeypatch.setattr(sqlite3, "sqlite_version", "3.34.1")
-    with pytest.raises(
-        RuntimeError, match=r"needs SQLite 3\.35 or later; this Python's is 3\.34\.1"
-    ):
+    with pytest.raises(StoreError, match=r"needs SQLite 3\.35 or later; this Python's is 3\.34\.1"):
         Store(tmp_path / "store.sqlite")
     result = cli("serve", "--store", str(tmp_path / "store.sqlite"), "--grpc-listen", "127.0.0.1:0")
     assert result.exit_code == 2 and "Traceback" not in result.output
     assert len(result.output.strip().splitlines()) == 1 and "SQLite 3.35" in result.output
     assert not (tmp_path / "store.sqlite").exists()
+
+
+def test_a_transaction_of_many_copies_stays_within_the_servers_subtransaction_cache(
+    postgres_server: str, tmp_path: Path
+) -> None:
+    """Each copy runs in a subtransaction of its own (to be undone alone when a row repeats);
+    a transaction of many writes copies up to COPIES of them and inserts the rest over arrays,
+    so it never holds more subtransactions than PostgreSQL keeps at hand (64)."""
+    from verdictgate.receiver.store.postgres import COPIES
+    from verdictgate.receiver.store.statements import insert_rows
+
+    insert = insert_rows("settled_spans", {"trace_id": "text", "span_id": "text", "mark": "text"})
+    held = Statement.of(
+        "SELECT count(*) FROM pg_locks WHERE locktype = 'transactionid' AND pid = pg_backend_pid()"
+    )
+    with database("postgresql", postgres_server, tmp_path, "copies") as store:
+        migrate(store)
+        with store.transaction() as cursor:
+            for write in range(2 * COPIES):
+                rows = [(f"t{write}", f"s{n}", "m") for n in range(BULK_ROWS)]
+                cursor.executemany(insert, rows)
+                assert cursor.rowcount == BULK_ROWS
+            (transactions,) = cursor.execute(held).fetchone()
+        with store.transaction() as cursor:
+            (stored,) = cursor.execute(
+                Statement.of("SELECT count(*) FROM settled_spans")
+            ).fetchone()
+    assert transactions == 1 + COPIES < 64 and stored == 2 * COPIES * BULK_ROWS

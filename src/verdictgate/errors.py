@@ -122,5 +122,15 @@ class SemanticUnavailable(VerdictgateError):
     """The semantic tier was asked for, but its model is not installed."""
 
 
+class StoreError(VerdictgateError):
+    """The receiver's store could not be opened as configured (an unreadable location, a server
+    that does not answer, a database that cannot keep every label, a driver or SQLite too old):
+    a fault of the deployment, never a verdict about an agent."""
+
+
+class ExtraMissing(VerdictgateError):
+    """A part of verdictgate asked for needs an optional dependency that is not installed."""
+
+
 class MissingVerdict(VerdictgateError):
     """A framework's structured output has no such field: the trial is an error of this type."""

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from ..errors import USAGE_EXIT, InputError, cli_option
+from ..errors import USAGE_EXIT, InputError, VerdictgateError, cli_option
 from ..flags import flag
 from ..sequential.rule import sequential_policy
 from ..stats import Method
@@ -242,8 +242,8 @@ def serve_command(flags: ServeFlags) -> None:
     reuse_freed_memory()  # this process handles one large body after another, like its decoders
     try:
         service = Service(_serve_config(flags))
-    except (InputError, OSError, RuntimeError) as error:
-        message = error.render(cli_option) if isinstance(error, InputError) else error
+    except (VerdictgateError, OSError) as error:
+        message = error.render(cli_option) if isinstance(error, VerdictgateError) else error
         click.echo(f"verdictgate: error: {message}", err=True)
         sys.exit(USAGE_EXIT)
     stopped = threading.Event()

@@ -286,8 +286,9 @@ class Receiver(RunQueries):
         lifecycle what each committed, in order, and make the runs they completed final; what
         each did. A write is refused alone, never failing the others of its group: one that
         would open runs past `max_open_runs` (Busy, not written), one the store refuses for what
-        it holds (`Store.together`); one the store failed counts as news of its runs, each of
-        which has a full idle period from now: its sender retries it (other runs wait for
+        it holds (`Store.together`); one the store failed lets go of its runs (its commit may
+        have happened all the same), which the next tick takes up whole from the store, each
+        with a full idle period from then: its sender retries it (other runs wait for
         nothing)."""
         now, opening = self._clock(), set[str]()
         refusals = [self._refusal(contents, opening) for contents, _ in group]
@@ -305,9 +306,8 @@ class Receiver(RunQueries):
             for (contents, _), outcome in zip(group, outcomes, strict=True):
                 if isinstance(outcome, Written):
                     self._record(outcome, contents.declarations, now)
-                elif is_store_error(outcome):
-                    for run_id in contents.run_ids():
-                        self._lifecycle.heard(run_id, now)
+                elif is_store_error(outcome):  # committed or not: taken up whole next tick
+                    self._ownership.let_go_of_runs(contents.run_ids())
             self._advance(now)
         except Exception as error:  # what was committed is acknowledged: never sent again
             log_after_commit(error)

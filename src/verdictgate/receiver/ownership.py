@@ -241,9 +241,15 @@ class Ownership:
         owner is never caught up with piece by piece)."""
         for outcome in outcomes:
             if isinstance(outcome, Written):
-                for run in outcome.runs:
-                    if self._known.pop(run.run_id, None) is not None:
-                        self._lifecycle.release(run.run_id)
+                self.let_go_of_runs(run.run_id for run in outcome.runs)
+
+    def let_go_of_runs(self, run_ids: Iterable[str]) -> None:
+        """Runs no longer held here, for the next tick to take up whole from the store: those
+        of a group whose following failed, and those of a write the store failed, which may have
+        committed all the same (its connection lost at the commit) as this replica's own."""
+        for run_id in run_ids:
+            if self._known.pop(run_id, None) is not None:
+                self._lifecycle.release(run_id)
 
     def read_amended(self) -> None:
         """Read again, once, the runs this replica decides whose trials were amended since the

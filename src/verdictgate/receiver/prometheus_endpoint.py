@@ -17,7 +17,7 @@ from opentelemetry.metrics import CallbackOptions, Observation
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.resources import Resource
 
-from ..errors import InputError
+from ..errors import ExtraMissing, InputError
 from ..otel import conventions as names
 from ..otel.admission_record import COUNTER, AdmissionRecord, publishing_resource
 from ..otel.latest_admissions import LatestAdmissions
@@ -59,7 +59,7 @@ class PrometheusEndpoint:
         try:
             import opentelemetry.exporter.prometheus  # noqa: F401
         except ImportError:
-            raise RuntimeError(
+            raise ExtraMissing(
                 f"a Prometheus endpoint needs the exporter: pip install -e '.[{EXTRA}]' in a checkout "
                 "of verdictgate (or pip install opentelemetry-exporter-prometheus)"
             ) from None

@@ -36,7 +36,7 @@ class ServeConfig:
 
 
 class Service:
-    """The parts of one receiver, made from a `ServeConfig` (raises OSError or RuntimeError
+    """The parts of one receiver, made from a `ServeConfig` (raises OSError or a VerdictgateError
     when a port cannot be had or a file read); `start` and `stop` them together."""
 
     def __init__(self, config: ServeConfig) -> None:

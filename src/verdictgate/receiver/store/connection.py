@@ -17,6 +17,7 @@ from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import Any, Protocol
 
+from ...errors import StoreError
 from .locations import is_postgres_url
 from .statements import Each, Index, Statement, sql
 
@@ -145,7 +146,7 @@ class SqliteDatabase(Database):
         self.lock = threading.Lock()
         """Held by every use of the one connection."""
         if sqlite3.sqlite_version_info < OLDEST_SQLITE:
-            raise RuntimeError(
+            raise StoreError(
                 f"a SQLite store needs SQLite {'.'.join(map(str, OLDEST_SQLITE))} or later;"
                 f" this Python's is {sqlite3.sqlite_version}"
             )
@@ -234,7 +235,7 @@ def open_database(location: str | Path = ":memory:", lease: float = DEFAULT_LEAS
 
         return PostgresDatabase(str(location), lease)
     if re.match(r"\w+=\S*(\s+\w+=\S*)*\s*$", str(location)):
-        raise RuntimeError(
+        raise StoreError(
             "a PostgreSQL store is named by a URL: postgresql://user@host:port/database"
         )
     return SqliteDatabase(location)

@@ -13,6 +13,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TypeVar
 
+from ...errors import StoreError
 from ...evidence import Evidence
 from ...otel.framework_traces import settled_trials
 from ...trial_model import Trial
@@ -66,7 +67,7 @@ class Store:
             if not is_driver_error(error):  # a role without CREATE is as clear a refusal
                 raise
             database.close()
-            raise RuntimeError(
+            raise StoreError(
                 f"cannot open the store {self.location}: {first_line(error)}"
             ) from None
         with database.locked() as cursor:

@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from typing import TYPE_CHECKING, Any
 
+from ...errors import ExtraMissing, StoreError
 from .connection import Cursor, Database, Parameters
 from .faults import first_line
 from .locations import redacted
@@ -49,7 +50,7 @@ class PostgresDatabase(Database):
         try:
             import psycopg
         except ImportError:
-            raise RuntimeError(
+            raise ExtraMissing(
                 "a PostgreSQL store needs psycopg, in the `postgres` extra (verdictgate[postgres])"
             ) from None
         self._psycopg = psycopg
@@ -69,14 +70,14 @@ class PostgresDatabase(Database):
             with self._pool.connection() as connection:
                 (encoding,) = connection.execute("SHOW server_encoding").fetchone() or ("",)
         except psycopg.OperationalError as error:  # its text names no password
-            raise RuntimeError(
+            raise StoreError(
                 f"cannot reach the store {redacted(url)}: {first_line(error)}"
             ) from None
         except psycopg.Error:  # a parameter libpq refuses: its text may quote any of them
             raise _unreadable(url) from None
         if encoding != "UTF8":  # a label the door takes must be one the store keeps
             self._pool.close()
-            raise RuntimeError(
+            raise StoreError(
                 f"the store {redacted(url)} is a database in {encoding}: verdictgate needs one in"
                 " UTF8 (CREATE DATABASE ... ENCODING 'UTF8'), which keeps every label it takes"
             )
@@ -281,6 +282,8 @@ class PostgresCursor:
         self._rowcount: int | None = None
         """Rows of the last call when the cursor's own count is not it: 0 for a call of no
         rows (psycopg would keep the count before), the rows of a copy."""
+        self._copies = 0
+        """Copies tried in its transaction, each in a subtransaction of its own (`COPIES`)."""
 
     @property
     def rowcount(self) -> int:
@@ -294,7 +297,7 @@ class PostgresCursor:
     def executemany(self, statement: Statement, parameters: Iterable[Parameters], /) -> Cursor:
         rows = list(parameters)
         self._rowcount = None if rows else 0
-        if len(rows) >= BULK_ROWS and statement.postgres_copy:
+        if len(rows) >= BULK_ROWS and statement.postgres_copy and self._copies < COPIES:
             if not self._copied(statement.postgres_copy, rows):
                 self._in_arrays(statement, rows)
         elif len(rows) >= BULK_ROWS and statement.postgres_arrays:
@@ -308,7 +311,7 @@ class PostgresCursor:
         if not rows:
             return []
         copy = statement.postgres_copy
-        if copy and len(rows) >= BULK_ROWS and self._copied(copy, rows):
+        if copy and len(rows) >= BULK_ROWS and self._copies < COPIES and self._copied(copy, rows):
             return [tuple(row[at] for at in copy.returned) for row in rows]
         self._in_arrays(statement, rows)
         return self._cursor.fetchall()
@@ -326,6 +329,7 @@ class PostgresCursor:
         transaction's end releases it, and a copy after it nests its own inside."""
         from psycopg.errors import UniqueViolation
 
+        self._copies += 1
         self._cursor.execute("SAVEPOINT bulk_copy")
         try:
             with self._cursor.copy(copy.text) as writer:
@@ -395,6 +399,10 @@ many executions (its default): half as many writes and reads again a second
 (benchmarks/postgres_session.py). Never through a pooler, where one client's prepared statement
 would meet another's of the same name on a shared server connection."""
 BULK_ROWS = 8
+COPIES = 32
+"""Copies a transaction tries at most, each in a subtransaction (its savepoint): PostgreSQL keeps
+the ids of 64 subtransactions of a transaction at hand, past which every session's snapshot
+looks them up on disk while it lasts; a group of writes past it inserts over arrays."""
 """Rows from which a statement of many rows is sent as arrays of its columns."""
 POOL_SIZE = 8
 """Connections one replica holds at most (and one more kept for its heartbeat): ingest, the tick,
@@ -404,10 +412,10 @@ POOL_WAIT = 10.0
 the store being away, and its sender is told to retry."""
 
 
-def _unreadable(url: str) -> RuntimeError:
+def _unreadable(url: str) -> StoreError:
     """The error of a store URL PostgreSQL cannot read (never quoting it: a password may be in
     any part)."""
-    return RuntimeError(
+    return StoreError(
         f"the store URL {redacted(url)} is not one PostgreSQL reads "
         "(postgresql://[user[:password]@]host[:port]/database[?parameter=value&...])"
     )

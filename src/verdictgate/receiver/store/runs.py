@@ -172,7 +172,8 @@ class Access:
     relayed: bool = True
     """The writer is not the run's owner: its trials are indexed for the owner to read back."""
     claimed: bool = False
-    """The write claimed the run (its owner was not alive): the writer takes it up whole."""
+    """The write claimed the run (its owner was not alive), or may have (the owner it read
+    before holding the run had changed since): the writer takes it up whole."""
     counted: int = 0
     """Trials its part counted as stored already (all the write brings the run, when it only
     adds to it): `take` corrects the count when fewer were."""

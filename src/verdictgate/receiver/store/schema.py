@@ -9,6 +9,7 @@ import logging
 
 from .claims import LOCAL
 from .connection import Cursor, Database
+from .faults import is_lock_not_had
 from .held_migration import migrate_held
 from .statements import Each, Index, Statement, index, sql
 from .trial_days import build_index as build_trials_index
@@ -342,9 +343,10 @@ def migrate(database: Database) -> tuple[str, ...]:
     DDL, no lock. Otherwise, one process at a time (`Database.migrating`): the tables and
     columns it lacks (columns filled in for the rows it holds) in one transaction, which locks
     the tables it alters and says so in a log line first; the indexes it lacks, built on a live
-    store without blocking its writers (`Database.build_index`); a PostgreSQL store's trials
-    partitioned by day (`trial_days.partition_existing`, version 3); then the version. What was
-    done to an existing store, a line per step."""
+    store without blocking its writers (`Database.build_index`; a partitioned table's each
+    partition's, `trial_days.build_index`); a PostgreSQL store's trials partitioned by day
+    (`trial_days.partition_existing`, version 3); the indexes this release retired dropped
+    (version 4); then the version. What was done to an existing store, a line per step."""
     if _current(database):
         return ()
     with database.migrating():
@@ -368,17 +370,33 @@ def migrate(database: Database) -> tuple[str, ...]:
             if (partitioned := partition_existing(database, TABLES["trials"], trials)) is not None:
                 done.append(partitioned)
         if retired := sorted(present & set(RETIRED_INDEXES)):
-            logger.warning(
-                "migrating the store: dropping %s locks its table for an instant",
-                ", ".join(retired),
-            )
-            with database.transaction() as cursor:
-                for name in retired:
-                    cursor.execute(Statement.of(f"DROP INDEX IF EXISTS {name}"))
-            done.append(f"indexes {', '.join(retired)} dropped (locked an instant)")
+            done.append(_drop_retired(database, retired))
         with database.transaction() as cursor:
             cursor.execute(_RECORD_VERSION, (SCHEMA_VERSION,))
     return tuple(done)
+
+
+def _drop_retired(database: Database, retired: list[str]) -> str:
+    """Drop the indexes this release no longer uses, which locks their table for an instant, or
+    for as long as the lock timeout waits on a long reader: then they are left in place (still
+    correct, only slower writes) with a line saying how to drop them; what was done."""
+    names = ", ".join(retired)
+    logger.warning("migrating the store: dropping %s locks its table for an instant", names)
+    try:
+        with database.transaction() as cursor:
+            for name in retired:
+                cursor.execute(Statement.of(f"DROP INDEX IF EXISTS {name}"))
+    except Exception as error:
+        if not is_lock_not_had(error):
+            raise
+        logger.warning(
+            "migrating the store: %s left in place (its table was busy); drop it when it is"
+            " quiet: DROP INDEX %s",
+            names,
+            names,
+        )
+        return f"indexes {names} left in place (their table was busy)"
+    return f"indexes {names} dropped (locked an instant)"
 
 
 def _current(database: Database) -> bool:

@@ -140,17 +140,22 @@ def build_index(database: Database, index: Index) -> None:
     for partition in lacking:
         name = f"{partition}_{index.name}"
         on = f" {name} ON {partition} {index.definition}"
-        database.build_index(
-            Index(
-                partition,
-                name,
-                Statement.of(f"CREATE INDEX IF NOT EXISTS{on}"),
-                Statement.of(f"CREATE INDEX CONCURRENTLY IF NOT EXISTS{on}"),
+        try:
+            database.build_index(
+                Index(
+                    partition,
+                    name,
+                    Statement.of(f"CREATE INDEX IF NOT EXISTS{on}"),
+                    Statement.of(f"CREATE INDEX CONCURRENTLY IF NOT EXISTS{on}"),
+                )
             )
-        )
-        _run(database, f"ALTER INDEX {index.name} ATTACH PARTITION {name}")
+            _run(database, f"ALTER INDEX {index.name} ATTACH PARTITION {name}")
+        except Exception as error:
+            if getattr(error, "sqlstate", None) != _UNDEFINED_TABLE:
+                raise  # a day another replica's retention dropped meanwhile needs no index
 
 
+_UNDEFINED_TABLE = "42P01"
 _UNINDEXED = Statement.of(
     "SELECT c.relname FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid"
     " WHERE i.inhparent = to_regclass('trials') AND NOT EXISTS (SELECT 1 FROM pg_inherits p"

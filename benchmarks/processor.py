@@ -5,20 +5,31 @@ BatchSpanProcessor feeding an exporter that discards (what any instrumented serv
 pays), with and without the processor in front. Each decision is a decorated router call inside
 a trial scope. The pipelines take turns in rounds so that drift of the machine hits both; the
 ratio of the medians is printed. Then 1,000,000 decisions over 1,000 cases go through the
-pipeline with the processor, and the growth of resident memory is read from /proc. Then what
-`on_end` costs the caller at trial index 0 and at the largest index accepted. Last, the
-wall time of the instrumented thread's run-span end, when the publisher's exporter answers at
-once and when it blocks for a second (the admission is published on the processor's worker).
+pipeline with the processor, and the growth of resident memory is read from /proc. Then the
+memory of 100,000 decisions queued behind a busy worker (held by a watcher), traced by
+tracemalloc; with `--before REF` also that of the processor at a git revision (e.g. main
+before the bounded intake), in the same run. Then what `on_end` costs the caller at trial
+index 0 and at the largest index accepted. Last, the wall time of the instrumented thread's
+run-span end, when the publisher's exporter answers at once and when it blocks for a second
+(the admission is published on the processor's worker).
 
     python benchmarks/processor.py [--decisions 100000] [--rounds 5] [--memory-decisions 1000000]
+        [--queued 100000] [--before REF]
 """
 
 from __future__ import annotations
 
 import argparse
 import gc
+import importlib.util
 import statistics
+import subprocess
+import sys
+import threading
 import time
+import tracemalloc
+from collections.abc import Callable
+from pathlib import Path
 
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import (
@@ -39,6 +50,7 @@ from verdictgate import (
     trial,
 )
 from verdictgate.otel import conventions as names
+from verdictgate.otel.processor import MAX_QUEUE_SIZE
 
 ROUTES = ["card_security", "cash_withdrawal", "duplicate_charge", "merchant_dispute"]
 
@@ -70,20 +82,74 @@ def decide(provider: TracerProvider, decisions: int, cases: int, run: str) -> tu
     exporter's and the processor's workers spend. Both leave out other processes on the
     machine, which make wall time noisy here.
     """
+    start, start_process = time.thread_time(), time.process_time()
+    make_decisions(provider, decisions, cases, run)
+    caller = (time.thread_time() - start) / decisions
+    provider.force_flush()
+    return caller, (time.process_time() - start_process) / decisions
+
+
+def make_decisions(provider: TracerProvider, decisions: int, cases: int, run: str) -> None:
+    """`decisions` decorated calls over `cases` cases, each in its trial scope (a new case id
+    string per call, as an instrumented loop makes)."""
 
     @decision_point("payment_router", tracer_provider=provider)
     def router(message: str) -> str:
         return ROUTES[len(message) % len(ROUTES)]
 
     messages = [f"case number {n}" for n in range(cases)]
-    start, start_process = time.thread_time(), time.process_time()
     for n in range(decisions):
         case = n % cases
         with trial(run=run, index=n // cases, case=f"case-{case}"):
             router(messages[case])
-    caller = (time.thread_time() - start) / decisions
-    provider.force_flush()
-    return caller, (time.process_time() - start_process) / decisions
+
+
+def queued_memory(make: Callable[[], EvidenceProcessor], decisions: int) -> tuple[float, int]:
+    """MiB traced by tracemalloc after `decisions` decisions over 1,000 cases were queued
+    behind the worker of the processor `make` builds, held busy by a watcher (the ended spans
+    go nowhere else); then the worker is let go, and the trials it received are returned."""
+    provider = TracerProvider()
+    processor = make()
+    provider.add_span_processor(processor)
+    entered, release = threading.Event(), threading.Event()
+
+    def hold(_: object) -> None:
+        entered.set()
+        release.wait()
+
+    make_decisions(provider, 1_000, 1_000, "warm-up")  # what the first calls allocate once
+    processor.watch("hold", hold)
+    processor.force_flush()
+    make_decisions(provider, 1, 1, "hold")
+    entered.wait()
+    gc.collect()
+    tracemalloc.start()
+    before = tracemalloc.get_traced_memory()[0]
+    make_decisions(provider, decisions, 1_000, "queued")
+    gc.collect()
+    queued = tracemalloc.get_traced_memory()[0] - before
+    tracemalloc.stop()
+    release.set()
+    provider.shutdown()
+    assessment = processor.assessment("queued")
+    return queued / 2**20, assessment.trials.received if assessment is not None else 0
+
+
+def processor_at(revision: str) -> type[EvidenceProcessor]:
+    """The EvidenceProcessor class of `src/verdictgate/otel/processor.py` at a git revision,
+    loaded beside today's modules of its package."""
+    source = subprocess.run(
+        ["git", "show", f"{revision}:src/verdictgate/otel/processor.py"],
+        cwd=Path(__file__).parent, capture_output=True, text=True, check=True,
+    ).stdout  # fmt: skip
+    name = "verdictgate.otel.processor_before"
+    spec = importlib.util.spec_from_loader(name, loader=None)
+    assert spec is not None
+    module = importlib.util.module_from_spec(spec)
+    module.__package__ = "verdictgate.otel"
+    sys.modules[name] = module
+    exec(compile(source, f"{revision}:processor.py", "exec"), module.__dict__)
+    return module.EvidenceProcessor
 
 
 def decide_without_sdk(decisions: int) -> float:
@@ -193,6 +259,8 @@ def main() -> None:
     parser.add_argument("--decisions", type=int, default=100_000)
     parser.add_argument("--rounds", type=int, default=9)
     parser.add_argument("--memory-decisions", type=int, default=1_000_000)
+    parser.add_argument("--queued", type=int, default=MAX_QUEUE_SIZE)
+    parser.add_argument("--before", metavar="REF", help="also measure the processor at REF")
     args = parser.parse_args()
 
     timings: dict[bool, list[float]] = {False: [], True: []}
@@ -240,6 +308,14 @@ def main() -> None:
         f"{args.memory_decisions:,} decisions over 1,000 cases: RSS {before:.0f} -> {after:.0f} MiB, "
         f"+{after - before:.1f} MiB (target < 50 MiB); assessed {assessment.trials.received:,} trials"
     )
+
+    size = max(args.queued, MAX_QUEUE_SIZE)  # the worker is held: no caller may wait for room
+    queued, received = queued_memory(lambda: EvidenceProcessor(max_queue_size=size), args.queued)
+    print(f"{args.queued:,} decisions queued behind a busy worker (tracemalloc)")
+    print(f"  now:        {queued:7.1f} MiB (target <= 30 MiB); received {received:,} trials")
+    if args.before:
+        old, received = queued_memory(processor_at(args.before), args.queued)
+        print(f"  at {args.before}: {old:7.1f} MiB; received {received:,} trials")
 
     low = on_end_cost(0, 20_000, 5)
     high = on_end_cost((1 << 20) - 1, 20_000, 5)

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import gc
 import threading
+import time
+import weakref
+from collections.abc import Callable
 from dataclasses import replace
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter, SpanExportResult
 
 from otel_support import MemoryTelemetry
@@ -28,6 +32,7 @@ from verdictgate import (
     trial,
 )
 from verdictgate.otel import conventions as names
+from verdictgate.otel.span_facts import CASE_KEYS, DecisionReader, attributes_of
 from verdictgate.tiers.cascade import TierOutcome
 
 CONTRACT = Contract({"a", "b", "c"}, targets={"a": 0.2}, allowed_no_decisions={"refused"})
@@ -498,3 +503,159 @@ def test_one_collection_reads_one_admission_even_if_another_replaces_it_meanwhil
     assert values == expected  # all from the first admission
     second = {name: [o.value for o in observe(None)] for name, observe in meter.callbacks.items()}
     assert second[names.METRIC_ADMISSION] != values[names.METRIC_ADMISSION]  # the next: the new one
+
+
+# The bounded intake: the caller waits for room, and nothing accepted is lost
+
+
+def _decision_span(run: str, case: str, index: int) -> ReadableSpan:
+    """An ended decision span, as the SDK hands it to `on_end`."""
+    attributes = {names.RUN_ID: run, names.CASE_ID: case, names.TRIAL: index}
+    attributes |= {names.OUTCOME: "decision", names.VERDICT: "a"}
+    return ReadableSpan(name="decide p", attributes=attributes, start_time=1_000, end_time=3_000)
+
+
+def _eventually(check: Callable[[], object]) -> None:
+    """Wait for another thread to get where `check` sees it (a thread takes no clock)."""
+    deadline = time.monotonic() + 20
+    while not check():
+        assert time.monotonic() < deadline, "the other thread never got there"
+        time.sleep(0.001)
+
+
+def _held(max_queue_size: int) -> tuple[EvidenceProcessor, threading.Event]:
+    """A processor whose worker is held inside a watcher until the returned event is set: what
+    ends from now on stays queued."""
+    processor = EvidenceProcessor(max_queue_size=max_queue_size)
+    entered, release = threading.Event(), threading.Event()
+    processor.watch("hold", lambda _: (entered.set(), release.wait(20)))
+    assert processor.force_flush()  # the watcher set: the intake is empty
+    processor.on_end(_decision_span("hold", "c", 0))
+    assert entered.wait(20)
+    return processor, release
+
+
+def _ending(processor: EvidenceProcessor, spans: int) -> tuple[threading.Thread, list[int]]:
+    """A thread that ends `spans` decision spans of run "q", one after another; the list
+    counts those whose `on_end` returned."""
+    returned: list[int] = []
+
+    def end() -> None:
+        for index in range(spans):
+            processor.on_end(_decision_span("q", f"c{index}", 0))
+            returned.append(index)
+
+    thread = threading.Thread(target=end)
+    thread.start()
+    return thread, returned
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.integers(1, 6), st.integers(0, 14))
+def test_a_full_intake_makes_the_caller_wait_and_loses_nothing(size, spans):
+    processor, release = _held(size)
+    thread, returned = _ending(processor, spans)
+    if spans > size:
+        _eventually(lambda: processor.waited)
+        assert len(returned) == size  # the bound holds: the next caller waits for room
+        assert processor.waited == 1 and thread.is_alive()
+    else:
+        thread.join(20)
+        assert len(returned) == spans and processor.waited == 0
+    release.set()
+    thread.join(20)
+    assert not thread.is_alive() and len(returned) == spans
+    assert processor.force_flush(timeout_millis=20_000)
+    processor.shutdown()
+    received = processor.assessment("q")
+    assert (received.trials.received if received else 0) == spans  # every one recorded
+    assert processor.late == processor.dropped == 0
+
+
+def test_a_flush_never_waits_for_room_and_honours_its_timeout():
+    processor, release = _held(2)
+    thread, _ = _ending(processor, 3)
+    _eventually(lambda: processor.waited)
+    assert processor.force_flush(timeout_millis=10) is False  # queued past the bound, timed out
+    release.set()
+    thread.join(20)
+    assert processor.force_flush(timeout_millis=20_000) is True
+    processor.shutdown()
+    assert processor.assessment("q").trials.received == 3
+
+
+def test_shutdown_releases_a_caller_waiting_for_room_and_its_span_is_late():
+    processor, release = _held(1)
+    thread, returned = _ending(processor, 2)
+    _eventually(lambda: processor.waited)
+    stopper = threading.Thread(target=processor.shutdown)
+    stopper.start()
+    thread.join(20)
+    assert not thread.is_alive() and returned == [0, 1]
+    assert processor.late == 1  # the span that waited: shutdown came before room did
+    release.set()
+    stopper.join(20)
+    assert not stopper.is_alive()
+    processor.shutdown()  # idempotent
+    assert processor.force_flush() is True
+    assert processor.assessment("q").trials.received == 1  # what was accepted is published
+
+
+def test_the_workers_own_thread_never_waits_for_room():
+    """A span a callback ends on the worker is queued past the bound (it could only wait on
+    itself)."""
+    processor = EvidenceProcessor(max_queue_size=1)
+    spans = [_decision_span("inner", f"c{n}", 0) for n in range(3)]
+    processor.watch("outer", lambda _: [processor.on_end(span) for span in spans])
+    assert processor.force_flush()
+    processor.on_end(_decision_span("outer", "c", 0))
+    assert processor.force_flush(timeout_millis=20_000)
+    processor.shutdown()
+    assert processor.assessment("inner").trials.received == 3 and processor.waited == 0
+
+
+def test_a_queued_decision_keeps_its_facts_not_its_span():
+    processor, release = _held(8)
+    span = _decision_span("q", "c", 0)
+    processor.on_end(span)
+    gone = weakref.ref(span)
+    del span
+    gc.collect()
+    assert gone() is None  # queued, and the span already collected
+    release.set()
+    processor.shutdown()
+    assert processor.assessment("q").trials.received == 1
+
+
+def test_the_queue_bound_is_at_least_one():
+    with pytest.raises(ValueError, match="max_queue_size"):
+        EvidenceProcessor(max_queue_size=0)
+
+
+attribute_values = st.one_of(
+    st.none(),
+    st.sampled_from(["a", "b"]),
+    st.booleans(),
+    st.integers(0, 3),
+    st.lists(st.sampled_from(["x", "y"]), max_size=2).map(tuple),
+)
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.fixed_dictionaries({}, optional=dict.fromkeys(CASE_KEYS, attribute_values)))
+def test_a_decisions_facts_are_the_attributes_it_reads_shared_across_its_trials(attributes):
+    reader = DecisionReader()
+    read = {key: value for key, value in attributes.items() if value is not None}
+    first = reader.facts(_decision_span_with(attributes, 0))
+    second = reader.facts(_decision_span_with(attributes, 1))
+    assert attributes_of(first) == {**read, names.TRIAL: 0}
+    assert attributes_of(second) == {**read, names.TRIAL: 1}
+    assert first[0] is second[0]  # one case, one answer: its values kept once
+    assert first[2] == 2_000  # the duration, in nanoseconds
+
+
+def _decision_span_with(attributes: dict[str, object], index: int) -> ReadableSpan:
+    values = {key: value for key, value in attributes.items() if value is not None}
+    return ReadableSpan(
+        name="decide p", attributes={**values, names.TRIAL: index}, start_time=1, end_time=2_001
+    )

@@ -21,15 +21,20 @@ from ..assessment import Assessment
 from ..engine import assess_declared, decided_round
 from ..lifecycle import DEFAULT_IDLE_SECONDS, Decision, Final, Lifecycle, Look, Reason, Timing
 from ..trial_model import Trial
-from ..wire_types import Attributes, AttributeValue
+from ..wire_types import AttributeValue
 from . import conventions as names
 from .publisher import Publisher
 from .span_decoding import run_declaration, trial_from_attributes
+from .span_facts import Decided, DecisionReader, attributes_of, plain
 
 logger = logging.getLogger(__name__)
 
 KEPT_ASSESSMENTS = 1000
 """How many assessments the processor keeps for lookup by run id."""
+
+MAX_QUEUE_SIZE = 100_000
+"""How many spans wait for the worker at most before a caller waits for room (what is kept of
+a decision takes a few dozen to a few hundred bytes: 100,000 took 10 MiB in the benchmark)."""
 
 SHUTDOWN_SECONDS = 30.0
 """How long `shutdown` waits for the worker to publish what is pending."""
@@ -60,29 +65,26 @@ class _Watch:
         self.run_id, self.on_trial = run_id, on_trial
 
 
-class _Started:
-    """A run span that started, with its attributes as they were then."""
+class _RunSpan:
+    """A run span that started or ended, with its attributes as they were then."""
 
-    __slots__ = ("attributes",)
+    __slots__ = ("attributes", "ended")
 
-    def __init__(self, attributes: dict[str, AttributeValue]) -> None:
-        self.attributes = attributes
+    def __init__(self, attributes: dict[str, AttributeValue], ended: bool) -> None:
+        self.attributes, self.ended = attributes, ended
 
 
-def _plain(attributes: Attributes) -> dict[str, AttributeValue]:
-    """Span attributes as a plain dict (the SDK's mapping takes a lock on every read)."""
-    if attributes is None:
-        return {}
-    copy_ = getattr(attributes, "copy", None)
-    return copy_() if copy_ is not None else dict(attributes)
+_Span = _RunSpan | Decided
+"""What the intake keeps of a span."""
 
 
 class EvidenceProcessor(SpanProcessor):
     """Collects decision spans per run and publishes one admission when the run ends.
 
-    Like the SDK's batch processor, `on_end` only checks a span's name and queues it; reading
-    it, the run lifecycle (`verdictgate.lifecycle`), watchers, assessing and publishing happen
-    on one worker thread. A run ends when its `verdictgate.run` span ends; a canary without a
+    Like the SDK's batch processor, `on_end` checks a span's name and queues what the worker
+    reads of it (a decision's attributes and duration, never the span); reading the trial, the
+    run lifecycle (`verdictgate.lifecycle`), watchers, assessing and publishing happen on one
+    worker thread. A run ends when its `verdictgate.run` span ends; a canary without a
     run span ends after `idle` seconds without a new trial (None: only at shutdown). With
     `window`, an open canary is also assessed every `window` seconds: interim admissions
     (`in_progress`) that do not end it. A run judged by the sequential rule is answered at the
@@ -93,6 +95,15 @@ class EvidenceProcessor(SpanProcessor):
     (or was due to) is assessed and published; it never ends a run early. `shutdown` ends
     every open run, publishes, and then ignores spans. Trials of a run that already ended are
     counted in `late` and dropped. It never raises into the caller.
+
+    The intake is bounded: with `max_queue_size` spans waiting for the worker, the thread whose
+    span ends waits for room (counted in `waited`) rather than drop it (as the SDK's batch
+    processor does). Evidence is what this processor is for: a decision dropped under load is
+    not missing at random (it goes with bursts, slow cases, a slow publisher), so an admission
+    of what was left would be biased, however the drops were counted. A caller waits only while
+    the worker is `max_queue_size` spans behind; the worker's own thread never waits (a span a
+    callback ends there is queued past the bound), and shutdown releases every caller waiting
+    (its span then counts as late).
     """
 
     def __init__(
@@ -104,7 +115,10 @@ class EvidenceProcessor(SpanProcessor):
         on_assessment: Callable[[Assessment], None] | None = None,
         clock: Callable[[], float] = time.monotonic,
         canary_window: float | None = None,
+        max_queue_size: int = MAX_QUEUE_SIZE,
     ) -> None:
+        if max_queue_size < 1:
+            raise ValueError("max_queue_size must be at least 1")
         if canary_window is not None:
             warnings.warn(
                 "EvidenceProcessor(canary_window=...) is now window=...", DeprecationWarning, 2
@@ -115,6 +129,7 @@ class EvidenceProcessor(SpanProcessor):
         self._on_assessment = on_assessment
         self._clock = clock
         self._stopping = False
+        self._max_queue_size = max_queue_size
         self._watchers: dict[str, Callable[[Trial], None]] = {}
         """The worker's own: changed through the intake, in order with the spans."""
         self._assessments: OrderedDict[str, Assessment] = OrderedDict()
@@ -122,6 +137,8 @@ class EvidenceProcessor(SpanProcessor):
         """Spans that looked like evidence but could not be read (malformed attributes)."""
         self.late = 0
         """Decision and run spans of runs that had already ended (or came after shutdown)."""
+        self.waited = 0
+        """Spans whose caller waited for room: `max_queue_size` spans were waiting already."""
         self._fresh_state()
         if hasattr(os, "register_at_fork"):  # a forked child starts empty, as the SDK's do
             this = weakref.ref(self)
@@ -138,7 +155,13 @@ class EvidenceProcessor(SpanProcessor):
         child)."""
         self._lock = threading.Lock()
         self._wake = threading.Condition(self._lock)
-        self._intake: deque[ReadableSpan | _Started | _Watch | _Flush] = deque()
+        """Notified when there is work for the worker."""
+        self._room = threading.Condition(self._lock)
+        """Notified when the worker took what was queued (callers waiting for room go on)."""
+        self._waiting = 0
+        """Callers waiting for room now."""
+        self._intake: deque[_Span | _Watch | _Flush] = deque()
+        self._reader = DecisionReader()
         self._lifecycle = Lifecycle(self._timing)
         self._worker: threading.Thread | None = None
         self._stopped: _Flush | None = None
@@ -149,16 +172,22 @@ class EvidenceProcessor(SpanProcessor):
     def on_start(self, span: Span, parent_context: Context | None = None) -> None:
         """Note a run span that opens: its run ends with that span, never for idleness."""
         if span.name == names.RUN_SPAN and not self._stopping:
-            self._intake.append(_Started(_plain(span.attributes)))
-            self._ensure_worker()
+            self._queue(_RunSpan(plain(span.attributes), ended=False), wake=False)
 
     def on_end(self, span: ReadableSpan) -> None:
-        """Queue a decision or run span for the worker; any other span costs a name check."""
+        """Queue what the worker reads of a decision or run span (waiting for room while the
+        intake is full); any other span costs a name check."""
         name = span.name
         if name == names.RUN_SPAN:
-            self._queue(span, wake=True)
+            self._queue(_RunSpan(plain(span.attributes), ended=True), wake=True)
         elif name.startswith(names.DECISION_SPAN_PREFIX):
-            self._queue(span, wake=len(self._intake) >= WAKE_BATCH)
+            try:
+                facts = self._reader.facts(span)
+            except Exception:
+                self.dropped += 1
+                logger.debug("verdictgate: unreadable span", exc_info=True)
+                return
+            self._queue(facts, wake=False)
 
     def force_flush(self, timeout_millis: int = 30000) -> bool:
         """Wait until every span ended so far is recorded, and every run that ended (or whose
@@ -183,6 +212,7 @@ class EvidenceProcessor(SpanProcessor):
             self._stopping = True
             flush = self._stopped = _Flush(stop=True)
             self._intake.append(flush)
+            self._room.notify_all()  # callers waiting for room: their spans are late
         worker = self._ensure_worker(wake=True)
         if worker is not threading.current_thread() and not flush.done.wait(SHUTDOWN_SECONDS):
             logger.warning(
@@ -206,25 +236,51 @@ class EvidenceProcessor(SpanProcessor):
 
     # The caller's side: a name check and a queue
 
-    def _queue(self, span: ReadableSpan, wake: bool) -> None:
-        if self._stopping:
-            self.late += 1
-            return
-        self._intake.append(span)
-        if wake or self._worker is None:
-            self._ensure_worker(wake=True)
+    def _queue(self, span: _Span, wake: bool) -> None:
+        """Queue a span for the worker, first waiting for room if `max_queue_size` are queued
+        (never on the worker's own thread); a span after shutdown is late."""
+        with self._lock:
+            intake = self._intake
+            if (
+                len(intake) >= self._max_queue_size
+                and not self._stopping
+                and threading.current_thread() is not self._worker
+            ):
+                self._wait_for_room()
+            if self._stopping:
+                self.late += 1
+                return
+            intake.append(span)
+            if wake or len(intake) == WAKE_BATCH or self._worker is None:
+                self._worker_locked(wake=True)
+
+    def _wait_for_room(self) -> None:
+        """Wait, holding the lock between looks, until fewer than `max_queue_size` spans are
+        queued or the processor shuts down."""
+        self.waited += 1
+        self._waiting += 1
+        try:
+            while len(self._intake) >= self._max_queue_size and not self._stopping:
+                self._worker_locked(wake=True)
+                self._room.wait(ROUND_SECONDS)  # and look again, should the worker have died
+        finally:
+            self._waiting -= 1
 
     def _ensure_worker(self, wake: bool = False) -> threading.Thread:
         """Start the worker on first need; wake it when asked."""
-        with self._wake:
-            if self._worker is None or not self._worker.is_alive():
-                self._worker = threading.Thread(
-                    target=self._work, name="verdictgate-evidence", daemon=True
-                )
-                self._worker.start()
-            if wake:
-                self._wake.notify()
-            return self._worker
+        with self._lock:
+            return self._worker_locked(wake)
+
+    def _worker_locked(self, wake: bool) -> threading.Thread:
+        """`_ensure_worker`, the lock held."""
+        if self._worker is None or not self._worker.is_alive():
+            self._worker = threading.Thread(
+                target=self._work, name="verdictgate-evidence", daemon=True
+            )
+            self._worker.start()
+        if wake:
+            self._wake.notify()
+        return self._worker
 
     # The worker's side: read, record, decide, assess, publish
 
@@ -249,14 +305,22 @@ class EvidenceProcessor(SpanProcessor):
             if not isinstance(item, _Flush):
                 self._read(item)
                 continue
+            self._made_room()
             self._act(self._clock())
             if item.stop:
                 self._shut_down()
             item.done.set()
             if item.stop:
                 return True
+        self._made_room()
         self._act(self._clock())
         return False
+
+    def _made_room(self) -> None:
+        """Let callers waiting for room go on (before the worker assesses and publishes)."""
+        if self._waiting:
+            with self._lock:
+                self._room.notify_all()
 
     def _shut_down(self) -> None:
         """End and publish every open run; what was queued after shutdown is late."""
@@ -265,11 +329,11 @@ class EvidenceProcessor(SpanProcessor):
         for rest in self._intake:
             if isinstance(rest, _Flush):
                 rest.done.set()  # a flush after shutdown's: nothing more to do
-            elif isinstance(rest, ReadableSpan):
+            elif isinstance(rest, tuple) or (isinstance(rest, _RunSpan) and rest.ended):
                 self.late += 1
         self._intake.clear()
 
-    def _read(self, item: ReadableSpan | _Started | _Watch) -> None:
+    def _read(self, item: _Span | _Watch) -> None:
         """One queued span into the lifecycle (or a watcher changed); an unreadable span is
         counted, never raised."""
         if isinstance(item, _Watch):
@@ -280,18 +344,16 @@ class EvidenceProcessor(SpanProcessor):
             return
         lifecycle, now = self._lifecycle, self._clock()
         try:
-            if isinstance(item, _Started):
-                with contextlib.suppress(ValueError):  # read again, and counted, at its end
-                    lifecycle.started(run_declaration(item.attributes), now)
-                return
-            attributes = _plain(item.attributes)
-            if item.name == names.RUN_SPAN:
-                if not lifecycle.ended(run_declaration(attributes), now):
+            if isinstance(item, _RunSpan):
+                if not item.ended:
+                    with contextlib.suppress(ValueError):  # read again, and counted, at its end
+                        lifecycle.started(run_declaration(item.attributes), now)
+                elif not lifecycle.ended(run_declaration(item.attributes), now):
                     self.late += 1
                 return
+            attributes, elapsed = attributes_of(item), item[2]
             if names.OUTCOME not in attributes:
                 return
-            elapsed = (item.end_time or 0) - (item.start_time or 0)
             trial = trial_from_attributes(attributes, elapsed / 1e6 if elapsed > 0 else None)
             # read as they were written (not checked to be strings, as a receiver checks them)
             suite, point = attributes.get(names.SUITE), attributes.get(names.POINT)

@@ -140,8 +140,11 @@ def processor_at(revision: str) -> type[EvidenceProcessor]:
     loaded beside today's modules of its package."""
     source = subprocess.run(
         ["git", "show", f"{revision}:src/verdictgate/otel/processor.py"],
-        cwd=Path(__file__).parent, capture_output=True, text=True, check=True,
-    ).stdout  # fmt: skip
+        cwd=Path(__file__).parent,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     name = "verdictgate.otel.processor_before"
     spec = importlib.util.spec_from_loader(name, loader=None)
     assert spec is not None

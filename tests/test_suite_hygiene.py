@@ -15,6 +15,9 @@ TESTS = Path(__file__).resolve().parent
 ALLOWED = {
     "opentelemetry._logs": "the OpenTelemetry API's logs module, documented under that name",
     "opentelemetry.sdk._logs": "the OpenTelemetry SDK's logs package, documented under that name",
+    "opentelemetry.exporter.otlp.proto.grpc._log_exporter": (
+        "the OTLP/gRPC logs exporter, documented under that name"
+    ),
     "os._exit": "the standard library's documented exit without clean-up (a forked child's)",
 }
 """Dotted names with a leading underscore that are a third party's documented API."""

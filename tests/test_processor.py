@@ -83,16 +83,24 @@ def test_processor_assessment_equals_assess_on_the_same_trials(table, rng, retri
     policy = Policy(tolerance=0.1)
     planned = 5 * 8
     with evaluation_run(
-        run_id="run-1", suite=SUITE, policy=policy, planned_trials=planned,
-        isolation=Isolation.FRESH_SESSION, tracer_provider=provider,
-    ):  # fmt: skip
+        run_id="run-1",
+        suite=SUITE,
+        policy=policy,
+        planned_trials=planned,
+        isolation=Isolation.FRESH_SESSION,
+        tracer_provider=provider,
+    ):
         emit(delivered, provider)
     assert provider.force_flush()
     got = processor.assessment("run-1")
     want = assess(
-        trials, Suite("s", "p", (), CONTRACT, 0.1), policy, run_id="run-1",
-        isolation=Isolation.FRESH_SESSION, planned_trials=planned,
-    )  # fmt: skip
+        trials,
+        Suite("s", "p", (), CONTRACT, 0.1),
+        policy,
+        run_id="run-1",
+        isolation=Isolation.FRESH_SESSION,
+        planned_trials=planned,
+    )
     assert got.trials.duplicates == len(delivered) - len(trials)
     assert (got.latency.trials if got.latency else 0) == len(trials)  # timed from the spans
     assert replace(got, trials=replace(got.trials, duplicates=0), latency=None) == want
@@ -463,8 +471,9 @@ def test_two_publishers_on_one_meter_provider_both_publish():
     points = memory.metric_points()
     memory.telemetry.shutdown()
     assert {dict(p.attributes)[names.SUITE] for p in points[names.METRIC_ADMISSION]} == {
-        "payments", "refunds"
-    }  # fmt: skip
+        "payments",
+        "refunds",
+    }
 
 
 def test_one_collection_reads_one_admission_even_if_another_replaces_it_meanwhile():

@@ -18,6 +18,7 @@ from postgres_support import StoreMaker
 from receiver_support import request, stable_run, strands_trial
 from verdictgate import Trial
 from verdictgate.clock import ManualClock
+from verdictgate.errors import StoreError
 from verdictgate.otel.otlp_reading import extract_protobuf
 from verdictgate.receiver.config import ReceiverConfig
 from verdictgate.receiver.core import Receiver
@@ -167,7 +168,7 @@ def test_a_database_in_another_encoding_than_utf8_is_refused_in_one_line(
             f"CREATE DATABASE {name} ENCODING 'LATIN1' LC_COLLATE 'C' LC_CTYPE 'C'"
             " TEMPLATE template0"
         )
-    with pytest.raises(RuntimeError, match="in LATIN1: verdictgate needs one in UTF8"):
+    with pytest.raises(StoreError, match="in LATIN1: verdictgate needs one in UTF8"):
         Store(postgres_server.rpartition("/")[0] + "/" + name)
 
 

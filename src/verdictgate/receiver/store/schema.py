@@ -9,9 +9,9 @@ import logging
 
 from .claims import LOCAL
 from .connection import Cursor, Database
-from .faults import is_lock_not_had
 from .held_migration import migrate_held
-from .statements import Each, Index, Statement, index, sql
+from .retired_indexes import RETIRED_INDEXES, drop_retired
+from .statements import Each, Index, index, sql
 from .trial_days import build_index as build_trials_index
 from .trial_days import partition_existing, partition_new
 
@@ -320,10 +320,6 @@ SHARED_INDEXES = (
 looked (`relayed`: the trials it wrote itself, often all of them, are never indexed for it; a
 store of one process never needs to), and retention finds a day's runs (its trials' partition
 is dropped whole)."""
-RETIRED_INDEXES = ("trials_by_write",)
-"""Indexes an earlier release made that this one drops: `trials_by_write` indexed every trial
-for what `trials_relayed` now indexes only where another replica wrote it (version 4)."""
-
 _VERSION = sql("SELECT MAX(version) FROM schema_version")
 _RECORD_VERSION = sql("INSERT INTO schema_version (version) VALUES (?)")
 _OWNERLESS = sql("UPDATE runs SET owner = ? WHERE owner IS NULL AND status IS NULL")
@@ -370,33 +366,10 @@ def migrate(database: Database) -> tuple[str, ...]:
             if (partitioned := partition_existing(database, TABLES["trials"], trials)) is not None:
                 done.append(partitioned)
         if retired := sorted(present & set(RETIRED_INDEXES)):
-            done.append(_drop_retired(database, retired))
+            done.append(drop_retired(database, retired))
         with database.transaction() as cursor:
             cursor.execute(_RECORD_VERSION, (SCHEMA_VERSION,))
     return tuple(done)
-
-
-def _drop_retired(database: Database, retired: list[str]) -> str:
-    """Drop the indexes this release no longer uses, which locks their table for an instant, or
-    for as long as the lock timeout waits on a long reader: then they are left in place (still
-    correct, only slower writes) with a line saying how to drop them; what was done."""
-    names = ", ".join(retired)
-    logger.warning("migrating the store: dropping %s locks its table for an instant", names)
-    try:
-        with database.transaction() as cursor:
-            for name in retired:
-                cursor.execute(Statement.of(f"DROP INDEX IF EXISTS {name}"))
-    except Exception as error:
-        if not is_lock_not_had(error):
-            raise
-        logger.warning(
-            "migrating the store: %s left in place (its table was busy); drop it when it is"
-            " quiet: DROP INDEX %s",
-            names,
-            names,
-        )
-        return f"indexes {names} left in place (their table was busy)"
-    return f"indexes {names} dropped (locked an instant)"
 
 
 def _current(database: Database) -> bool:

@@ -16,7 +16,7 @@ from ...errors import ExtraMissing, StoreError
 from .connection import Cursor, Database, Parameters
 from .faults import first_line
 from .locations import redacted
-from .statements import BulkCopy, Index, Statement
+from .statements import Index, Statement
 
 if TYPE_CHECKING:
     import psycopg
@@ -297,11 +297,9 @@ class PostgresCursor:
     def executemany(self, statement: Statement, parameters: Iterable[Parameters], /) -> Cursor:
         rows = list(parameters)
         self._rowcount = None if rows else 0
-        if len(rows) >= BULK_ROWS and statement.postgres_copy and self._copies < COPIES:
-            if not self._copied(statement.postgres_copy, rows):
+        if len(rows) >= BULK_ROWS and statement.postgres_arrays:
+            if not self._copied(statement, rows):
                 self._in_arrays(statement, rows)
-        elif len(rows) >= BULK_ROWS and statement.postgres_arrays:
-            self._in_arrays(statement, rows)
         elif rows:
             self._cursor.executemany(statement.postgres, rows)
         return self
@@ -310,8 +308,7 @@ class PostgresCursor:
         self._rowcount = None if rows else 0
         if not rows:
             return []
-        copy = statement.postgres_copy
-        if copy and len(rows) >= BULK_ROWS and self._copies < COPIES and self._copied(copy, rows):
+        if (copy := statement.postgres_copy) and self._copied(statement, rows):
             return [tuple(row[at] for at in copy.returned) for row in rows]
         self._in_arrays(statement, rows)
         return self._cursor.fetchall()
@@ -322,13 +319,18 @@ class PostgresCursor:
             raise ValueError(f"no form over arrays: {statement.postgres}")
         self._cursor.execute(statement.postgres_arrays, [list(c) for c in zip(*rows, strict=True)])
 
-    def _copied(self, copy: BulkCopy, rows: Sequence[Parameters]) -> bool:
-        """Copy `rows` in, all or none, inside a savepoint of its own: False (nothing written)
-        when one of them repeats a row held (or another of them), so that the insert skips it
-        as written. The savepoint is never released (a round trip a copy spared): the
-        transaction's end releases it, and a copy after it nests its own inside."""
+    def _copied(self, statement: Statement, rows: Sequence[Parameters]) -> bool:
+        """Copy `rows` in, all or none, inside a savepoint of its own, when the statement has a
+        copied form, the rows are many (BULK_ROWS) and the transaction has copies left
+        (COPIES); False (nothing written) otherwise, or when a row repeats one held (or another
+        of them), so that the insert runs as written. The savepoint is never released (a round
+        trip a copy spared): the transaction's end releases it, and a copy after it nests its
+        own inside."""
         from psycopg.errors import UniqueViolation
 
+        copy = statement.postgres_copy
+        if copy is None or len(rows) < BULK_ROWS or self._copies >= COPIES:
+            return False
         self._copies += 1
         self._cursor.execute("SAVEPOINT bulk_copy")
         try:

@@ -251,7 +251,7 @@ class Runs:
                 access = self._settle(cursor, run_id, writer, need, visit.max_trials, now, day)
                 return replace(access, relayed=False)
             state = cursor.execute(_STATE, (now, writer, run_id)).fetchone()  # made meanwhile
-        final, stored_suite, stored_point, framework, alive, part, room, day, was = state
+        final, stored_suite, stored_point, framework, alive, part, room, day, read_owner = state
         alone = (
             final
             or part is None
@@ -285,7 +285,7 @@ class Runs:
                 room = max(0, visit.max_trials - cursor.execute(_STORED, (run_id,)).fetchone()[0])
             return Access(True, room=room)
         access = self._settle(cursor, run_id, writer, need, visit.max_trials, now, day)
-        return replace(access, relayed=owner != writer, claimed=owner == writer != was)
+        return replace(access, relayed=owner != writer, claimed=owner == writer != read_owner)
 
     def _settle(
         self,

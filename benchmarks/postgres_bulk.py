@@ -1,16 +1,17 @@
 """Which of psycopg's bulk paths holds a request's framework spans fastest on PostgreSQL: each
 request's 512 span facts inserted into `trace_spans` (first copy wins, the new ones returned, as
-`HeldSpans.hold` needs them) and committed, four ways:
+`HeldSpans.hold` needs them) and committed, five ways:
 
 - pipeline: `executemany` of the one-row insert, pipelined, each row's `RETURNING` read back;
 - unnest: one insert over arrays of the columns (`unnest`, in binary: `Statement.postgres_arrays`,
   what the store runs when a row of the request is held already);
 - COPY into a temporary table, then one insert from it;
-- COPY in a savepoint: the rows copied straight in, all new (`Statement.postgres_copy`, what the
-  store runs first: a row held already undoes the copy, and the insert over arrays runs).
+- COPY in a savepoint: the rows copied in, undone alone when one is held already;
+- COPY straight in (`Statement.postgres_copy`, what the store runs first): all or none with its
+  transaction, which a row held already fails (the store then does it again over arrays).
 
 Starts PostgreSQL from the Debian package in a scratch directory (fsync on, so each commit is
-durable), then, in rounds that alternate the three on fresh stores, prints each one's spans a
+durable), then, in rounds that alternate the five on fresh stores, prints each one's spans a
 second (the median round) and its ratio to the pipeline's.
 
     python benchmarks/postgres_bulk.py [--requests 200] [--rounds 3]
@@ -106,11 +107,22 @@ def copied_in_savepoint(cursor: psycopg.Cursor[tuple[str, str]], rows: list[Row]
     return len(rows)
 
 
+def copied_straight(cursor: psycopg.Cursor[tuple[str, str]], rows: list[Row]) -> int:
+    with cursor.copy(
+        "COPY trace_spans (trace_id, span_id, facts, parent_id) FROM STDIN (FORMAT BINARY)"
+    ) as copy:
+        copy.set_types(["text", "text", "bytea", "text"])
+        for row in rows:
+            copy.write_row(row)
+    return len(rows)
+
+
 WAYS: dict[str, Callable[[psycopg.Cursor[tuple[str, str]], list[Row]], int]] = {
     "pipeline (executemany)": pipeline,
     "unnest (one insert over arrays)": arrays,
     "COPY into a temporary table, then insert": copied,
     "COPY in a savepoint": copied_in_savepoint,
+    "COPY straight in": copied_straight,
 }
 
 

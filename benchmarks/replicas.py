@@ -20,7 +20,7 @@ better). Its parts, each measured in the same run as what it is compared with:
 - takeover: a run open on the replica that owns it, that replica SIGKILLed, the time until the
   survivor owns the run, and until `status --wait` on it returns the run's admission.
 
-    python benchmarks/replicas.py [--spans 100000] [--passes 5] [--runs 100000] [--lease 3]
+    python benchmarks/replicas.py [--spans 100000] [--passes 8] [--runs 100000] [--lease 3]
         [--open-runs 10000] [--finish-trials 100000] [--sizing-trials 200000]
         [--busy-spans 50000] [--framework-trials 3000]
         [--parts ingest,frameworks,rest,idle,busy,finish,sizing,takeover]
@@ -45,6 +45,7 @@ import psycopg
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
 import grpc
+from median_interval import median_interval
 from receiver import ceiling, encoded_requests, serve, serve_and_send
 from receiver_idle import cpu_seconds, rss_mib, status_seconds
 
@@ -65,35 +66,43 @@ def fresh_database(server: str) -> str:
 
 
 def ingest(server: str, spans: int, passes: int) -> None:
+    """Each pass a fresh `serve` on SQLite and one on PostgreSQL, in alternating order (a
+    machine whose speed drifts favours neither), beside the ceiling; the median ratio with
+    its distribution-free 90% interval."""
     requests = encoded_requests(spans)
     print(f"ingest: {spans:,} decision spans in {len(requests)} requests, 4 in flight")
     shares, ratios = [], []
     for number in range(passes):
         limit = ceiling(requests)
-        sqlite_seconds, *_ = serve_and_send(requests, 4)
-        postgres_seconds, latencies, stored, admitted, runs = serve_and_send(
-            requests, 4, fresh_database(server)
-        )
-        sqlite_rate, postgres_rate = spans / sqlite_seconds, spans / postgres_seconds
+        seconds = {}
+        for kind in ("SQLite", "PostgreSQL") if number % 2 == 0 else ("PostgreSQL", "SQLite"):
+            seconds[kind], latencies, stored, admitted, runs = serve_and_send(
+                requests, 4, fresh_database(server) if kind == "PostgreSQL" else None
+            )
+            if kind == "PostgreSQL":
+                p99 = statistics.quantiles(latencies, n=100)[98] * 1000
+                kept = f"{stored:,} trials stored, {admitted} of {runs} runs admitted"
+        sqlite_rate, postgres_rate = spans / seconds["SQLite"], spans / seconds["PostgreSQL"]
         shares.append(postgres_rate / limit)
         ratios.append(postgres_rate / sqlite_rate)
-        p99 = statistics.quantiles(latencies, n=100)[98] * 1000
         print(
             f"  pass {number + 1}: PostgreSQL {postgres_rate:8,.0f} spans/s (p99 {p99:5.1f} ms), "
             f"SQLite {sqlite_rate:8,.0f}, ceiling {limit:8,.0f}: {postgres_rate / sqlite_rate:.0%}"
-            f" of SQLite, {postgres_rate / limit:.0%} of the ceiling; {stored:,} trials stored, "
-            f"{admitted} of {runs} runs admitted"
+            f" of SQLite, {postgres_rate / limit:.0%} of the ceiling; {kept}"
         )
+    low, high = median_interval(ratios)
     print(
-        f"  PostgreSQL ingest is {statistics.median(ratios):.0%} of SQLite's and "
-        f"{statistics.median(shares):.0%} of the ceiling (medians)"
+        f"  PostgreSQL ingest is {statistics.median(ratios):.0%} of SQLite's (90% interval for"
+        f" the median {low:.0%}-{high:.0%}) and {statistics.median(shares):.0%} of the ceiling"
+        " (medians)"
     )
 
 
 def frameworks(server: str, trials: int, passes: int) -> None:
     """Agent-framework spans (`benchmarks/receiver_frameworks.py`'s Strands-shaped traces, 7
     spans a trial, each trial its own trace, 512 spans a request, 4 in flight) into a lone
-    `serve` on SQLite, then one on PostgreSQL, each on a fresh store: spans a second, durably
+    `serve` on SQLite and one on PostgreSQL (alternating which goes first), each on a fresh
+    store: spans a second, durably
     (a request is acknowledged once committed), while the trials wait to settle."""
     from receiver_frameworks import encoded_requests as framework_requests
 
@@ -103,10 +112,11 @@ def frameworks(server: str, trials: int, passes: int) -> None:
     for number in range(passes):
         rates = {}
         with tempfile.TemporaryDirectory() as folder:
-            for kind, location in (
+            stores = [
                 ("SQLite", str(Path(folder) / "store.sqlite")),
                 ("PostgreSQL", fresh_database(server)),
-            ):
+            ]
+            for kind, location in stores if number % 2 == 0 else stores[::-1]:
                 process, port = serve(location, "--idle", "3600s", "--settle", "3600s")
                 try:
                     rates[kind] = spans / round_robin([port], requests, per_replica=4)
@@ -474,7 +484,7 @@ def takeover(server: str, lease: float) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--spans", type=int, default=100_000)
-    parser.add_argument("--passes", type=int, default=5)
+    parser.add_argument("--passes", type=int, default=8)
     parser.add_argument("--runs", type=int, default=100_000)
     parser.add_argument("--seconds", type=float, default=20.0)
     parser.add_argument("--open-runs", type=int, default=10_000)

@@ -213,3 +213,26 @@ def test_a_write_failing_after_its_statements_ran_is_undone_and_the_others_redon
             assert stored is not None and (stored.received, stored.version.writes) == (1, 1)
     store.together([write("r1")])  # a repeat: counted as a duplicate, not stored again
     assert store.run("r1").received == 1
+
+
+def test_a_group_whose_copy_repeats_a_held_trial_is_done_again_whole(new_store) -> None:
+    """Writes of many trials each, one of which repeats trials held: on PostgreSQL their copy
+    fails the group's transaction, which is done again inserting them as written, once and
+    whole (no write done alone); on either store each write stores its new trials once and
+    counts the repeats, and the runs it returns stand as the store holds them."""
+    store = new_store("copies")
+
+    def write(run: str, indices: range):
+        trials = [Trial("c0", index, "approve", run, "approve") for index in indices]
+        return lambda: store.write(Batch(trials), now=1.0)
+
+    store.together([write("r1", range(16))])
+    outcomes = store.together([write("r2", range(16)), write("r1", range(8, 24))])
+    assert not any(isinstance(outcome, Exception) for outcome in outcomes)
+    assert [outcome.runs for outcome in outcomes] == [[store.run("r2")], [store.run("r1")]]
+    r1, r2 = store.run("r1"), store.run("r2")
+    assert (r1.received, r1.version.writes) == (24, 2)  # the group committed once
+    assert (r2.received, r2.version.writes) == (16, 1)
+    evidence = store.evidence("r1")
+    assert sorted(trial.index for trial in evidence.trials()) == list(range(24))
+    assert evidence.duplicates == 8

@@ -95,6 +95,7 @@ def test_the_cap_holds_exactly_whoever_writes(
         written = store.write(
             Batch(trials(indices)), now=NOW, claim=(writer, UNTIL), caps=WriteCaps(max_trials=cap)
         )
+        assert written.runs == [store.run("r")]  # as it stands, whether read back or not
         room = len(indices) if cap is None else max(0, cap - received)
         kept = indices[:room]
         assert written.refused.get("r", 0) == len(indices) - len(kept)
@@ -111,15 +112,22 @@ def test_a_version_is_a_snapshot_of_what_every_writer_stored(new_store: StoreMak
     stored, and what the writers other than its owner (`a`, its first) relayed after it is read
     as what came since: the owner's own writes are never read back."""
     store = new_store("snapshot")
-    store.write(Batch(trials([0, 1])), now=NOW, claim=("a", UNTIL))
-    store.write(Batch(trials([2])), now=NOW, claim=("b", UNTIL))
+
+    def write(indices: list[int], writer: str, now: float = NOW) -> None:
+        written = store.write(Batch(trials(indices)), now=now, claim=(writer, UNTIL))
+        assert written.runs == [store.run("r")]  # the run as a write leaves it
+
+    write([0, 1], "a")
+    write([6], "a")  # through its part, nothing read back
+    write([2], "b")
+    write([2, 3], "b", NOW + 1)  # a repeat: one stored of the two counted
     before = store.run("r")
-    store.write(Batch(trials([3])), now=NOW, claim=("a", UNTIL))
-    store.write(Batch(trials([4, 5])), now=NOW, claim=("c", UNTIL))
+    write([3], "a", NOW + 2)  # a repeat of b's
+    write([4, 5], "c")
     after = store.run("r")
     assert before is not None and after is not None
-    assert (before.version.writes, after.version.writes) == (2, 4)
-    assert [t.index for t in store.evidence("r", upto=before.version).trials()] == [0, 1, 2]
+    assert (before.version.writes, after.version.writes) == (4, 6)
+    assert [t.index for t in store.evidence("r", upto=before.version).trials()] == [0, 1, 2, 3, 6]
     since = store.claims.written_since("r", before.version, after.version)
     assert sorted(t.index for t in since) == [4, 5]
-    assert after.received == 6
+    assert after.received == 7 and after.last_seen == NOW + 2

@@ -77,6 +77,11 @@ class Cursor(Protocol):
     def fetchall(self) -> list[Any]: ...  # boundary: rows
 
 
+class CopyRepeated(Exception):
+    """A row copied in repeats one held: its transaction is undone, to be done again inserting
+    rows as written (a copy is all or none, and costs a subtransaction to undo alone)."""
+
+
 class Database(ABC):
     """Where the store's statements run: a SQLite file's one connection, shared by threads
     under `lock`, or a pool of PostgreSQL connections, one for each use."""
@@ -85,9 +90,12 @@ class Database(ABC):
     """Whether other processes write the same tables (then counts kept here are estimates)."""
 
     @abstractmethod
-    def transaction(self) -> AbstractContextManager[Cursor]:
+    def transaction(self, copying: bool = False) -> AbstractContextManager[Cursor]:
         """A cursor in a write transaction of its own: committed when the block ends (however it
-        returns), rolled back when it or the commit raises."""
+        returns), rolled back when it or the commit raises. `copying`: many rows of an insert
+        that has a copied form may be copied in (on a shared store), a row that repeats one held
+        then failing the whole transaction with `CopyRepeated`, for its caller to do it again
+        without."""
 
     def heartbeat(self) -> AbstractContextManager[Cursor]:
         """A write transaction for a replica's heartbeat alone: on a shared store over a
@@ -159,7 +167,7 @@ class SqliteDatabase(Database):
             self._connection.execute(f"PRAGMA cache_size=-{CACHE_KIB}")
 
     @contextmanager
-    def transaction(self) -> Iterator[Cursor]:
+    def transaction(self, copying: bool = False) -> Iterator[Cursor]:
         with self.lock:
             cursor = self._connection.cursor()
             cursor.execute("BEGIN IMMEDIATE")

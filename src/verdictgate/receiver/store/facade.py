@@ -19,7 +19,7 @@ from ...otel.framework_traces import settled_trials
 from ...trial_model import Trial
 from .batch import NO_CAPS, Batch, DueTrace, WriteCaps
 from .claims import LOCAL, RunClaims
-from .connection import DEFAULT_LEASE, Cursor, open_database
+from .connection import DEFAULT_LEASE, CopyRepeated, Cursor, open_database
 from .faults import first_line, is_connection_lost, is_driver_error
 from .held_spans import HeldSpans, SettledTrials, unpack_trace
 from .held_traces import HeldTraces
@@ -189,8 +189,8 @@ class Store:
                 self._runs.mark_framework(cursor, framework & set(accesses))
             amended, unknown = self._runs.amend(cursor, trial_batch(again), accesses)
             rows = trial_batch([*given, *unknown])
-            refused, accepted = self._runs.take(cursor, rows, accesses)
-            runs = self._runs.runs(cursor, accesses)
+            refused, accepted, stored = self._runs.take(cursor, rows, accesses)
+            runs = self._runs.written(cursor, accesses, stored)
             committed.append(lambda: self._held.count_in(intake))
             committed.append(lambda: self._renewed(*claim))
         claimed = frozenset(run_id for run_id, access in accesses.items() if access.claimed)
@@ -208,31 +208,44 @@ class Store:
 
     def together(self, writes: Sequence[Callable[[], _T]]) -> list[_T | Exception]:
         """Do `writes` (each a function that calls `write`) in one transaction, in order, and
-        commit them once: what each returned. When the transaction fails for anything but the
-        store being away (what one write holds, a lock another replica held, a bug), each write
-        is done again in a transaction of its own, so that the one that fails fails alone (its
-        error in its place) and the others are committed; the store being away is every
-        write's error."""
+        commit them once: what each returned. Many rows are copied in; when one repeats a row
+        held (a sender's retry), the transaction is done again inserting them as written. When
+        the transaction fails for anything but the store being away (what one write holds, a
+        lock another replica held, a bug), each write is done again in a transaction of its
+        own, so that the one that fails fails alone (its error in its place) and the others are
+        committed; the store being away is every write's error."""
         if not writes:
             return []
         committed: list[Callable[[], None]] = []
-        self._group.cursor, self._group.committed = None, committed
-        failed: Exception | None = None
         try:
-            with self._database.transaction() as cursor:
+            try:
+                done = self._in_one_transaction(writes, committed, copying=True)
+            except CopyRepeated:
+                committed.clear()
+                done = self._in_one_transaction(writes, committed, copying=False)
+        except Exception as failed:
+            if len(writes) == 1 or is_connection_lost(failed):
+                return [failed] * len(writes)
+            return [_outcome(write) for write in writes]
+        for then in committed:
+            then()
+        return done
+
+    def _in_one_transaction(
+        self,
+        writes: Sequence[Callable[[], _T]],
+        committed: list[Callable[[], None]],
+        copying: bool,
+    ) -> list[_T | Exception]:
+        """Do `writes` in one transaction; what each returned (what to do once it is committed
+        added to `committed`)."""
+        self._group.committed = committed
+        try:
+            with self._database.transaction(copying) as cursor:
                 self._group.cursor = cursor
-                done: list[_T | Exception] = [write() for write in writes]
-        except Exception as error:
-            failed = error
+                return [write() for write in writes]
         finally:
             self._group.cursor = None  # a write done again runs in a transaction of its own
-        if failed is None:
-            for then in committed:
-                then()
-            return done
-        if len(writes) == 1 or is_connection_lost(failed):
-            return [failed] * len(writes)
-        return [_outcome(write) for write in writes]
 
     @contextmanager
     def _write_transaction(self) -> Iterator[tuple[Cursor, list[Callable[[], None]]]]:

@@ -13,7 +13,7 @@ from contextlib import AbstractContextManager, contextmanager
 from typing import TYPE_CHECKING, Any
 
 from ...errors import ExtraMissing, StoreError
-from .connection import Cursor, Database, Parameters
+from .connection import CopyRepeated, Cursor, Database, Parameters
 from .faults import first_line
 from .locations import redacted
 from .statements import Index, Statement
@@ -123,18 +123,20 @@ class PostgresDatabase(Database):
     def heartbeat(self) -> AbstractContextManager[Cursor]:
         return self._transaction(self._kept, self._begin)
 
-    def transaction(self) -> AbstractContextManager[Cursor]:
-        return self._transaction(self._pool, self._begin)
+    def transaction(self, copying: bool = False) -> AbstractContextManager[Cursor]:
+        return self._transaction(self._pool, self._begin, copying)
 
     def snapshot(self) -> AbstractContextManager[Cursor]:
         return self._transaction(self._pool, self._begin_snapshot)
 
     @contextmanager
-    def _transaction(self, pool: ConnectionPool, start: str) -> Iterator[Cursor]:
+    def _transaction(
+        self, pool: ConnectionPool, start: str, copying: bool = False
+    ) -> Iterator[Cursor]:
         with self._connection(pool) as connection:
             connection.execute(start, prepare=False)
             try:
-                yield PostgresCursor(self._psycopg.RawCursor(connection))
+                yield PostgresCursor(self._psycopg.RawCursor(connection), copying)
                 connection.execute("COMMIT", prepare=False)
             except BaseException:
                 if not connection.broken:  # a lost connection ended it already
@@ -277,13 +279,13 @@ class PostgresCursor:
     (`Statement.postgres_arrays`), which in turn take two thirds of the time of a row at a
     time, even pipelined."""
 
-    def __init__(self, cursor: psycopg.RawCursor[tuple[Any, ...]]) -> None:
+    def __init__(self, cursor: psycopg.RawCursor[tuple[Any, ...]], copying: bool = False) -> None:
         self._cursor = cursor
+        self._copying = copying
+        """Many rows may be copied in (`Database.transaction`)."""
         self._rowcount: int | None = None
         """Rows of the last call when the cursor's own count is not it: 0 for a call of no
         rows (psycopg would keep the count before), the rows of a copy."""
-        self._copies = 0
-        """Copies tried in its transaction, each in a subtransaction of its own (`COPIES`)."""
 
     @property
     def rowcount(self) -> int:
@@ -320,27 +322,23 @@ class PostgresCursor:
         self._cursor.execute(statement.postgres_arrays, [list(c) for c in zip(*rows, strict=True)])
 
     def _copied(self, statement: Statement, rows: Sequence[Parameters]) -> bool:
-        """Copy `rows` in, all or none, inside a savepoint of its own, when the statement has a
-        copied form, the rows are many (BULK_ROWS) and the transaction has copies left
-        (COPIES); False (nothing written) otherwise, or when a row repeats one held (or another
-        of them), so that the insert runs as written. The savepoint is never released (a round
-        trip a copy spared): the transaction's end releases it, and a copy after it nests its
-        own inside."""
+        """Copy `rows` in, when the transaction copies, the statement has a copied form and the
+        rows are many (BULK_ROWS); False (nothing written) otherwise, so that the insert runs
+        as written. A row that repeats one held (or another of them) fails the transaction
+        (`CopyRepeated`): a savepoint to undo the copy alone would cost a round trip and a
+        subtransaction every copy, for a repeat that only a sender's retry brings."""
         from psycopg.errors import UniqueViolation
 
         copy = statement.postgres_copy
-        if copy is None or len(rows) < BULK_ROWS or self._copies >= COPIES:
+        if not self._copying or copy is None or len(rows) < BULK_ROWS:
             return False
-        self._copies += 1
-        self._cursor.execute("SAVEPOINT bulk_copy")
         try:
             with self._cursor.copy(copy.text) as writer:
                 writer.set_types(list(copy.types))
                 for row in rows:
                     writer.write_row(row)
-        except UniqueViolation:
-            self._cursor.execute("ROLLBACK TO SAVEPOINT bulk_copy")
-            return False
+        except UniqueViolation as repeated:
+            raise CopyRepeated(str(repeated)) from repeated
         self._rowcount = len(rows)
         return True
 
@@ -401,10 +399,6 @@ many executions (its default): half as many writes and reads again a second
 (benchmarks/postgres_session.py). Never through a pooler, where one client's prepared statement
 would meet another's of the same name on a shared server connection."""
 BULK_ROWS = 8
-COPIES = 32
-"""Copies a transaction tries at most, each in a subtransaction (its savepoint): PostgreSQL keeps
-the ids of 64 subtransactions of a transaction at hand, past which every session's snapshot
-looks them up on disk while it lasts; a group of writes past it inserts over arrays."""
 """Rows from which a statement of many rows is sent as arrays of its columns."""
 POOL_SIZE = 8
 """Connections one replica holds at most (and one more kept for its heartbeat): ingest, the tick,

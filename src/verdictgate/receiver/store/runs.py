@@ -19,7 +19,14 @@ from ...trial_model import Trial
 from .connection import Cursor, SqlRow
 from .records import RunVersion, StoredRun, batch_number
 from .run_rows import PART_COLUMNS, PARTS, RUN_COLUMNS, fold, stored_run
-from .statements import IS_DISTINCT_FROM, IS_NOT_DISTINCT_FROM, Each, insert_rows, sql
+from .statements import (
+    IS_DISTINCT_FROM,
+    IS_NOT_DISTINCT_FROM,
+    Each,
+    Statement,
+    insert_rows,
+    sql,
+)
 from .trial_days import day_of
 from .trial_rows import TrialBatch, TrialRow, repeats
 
@@ -30,29 +37,33 @@ ROOM_GRANT = 10_000
 """Trials of room under a run's cap a writer's part takes at most at once: its writes store
 that many without holding the run's row alone."""
 
-_RUN_WITH_PARTS = sql(
-    "SELECT "
-    + ", ".join(f"runs.{column.strip()}" for column in RUN_COLUMNS.split(","))
-    + ", "
-    + ", ".join(f"run_parts.{column}" for column in PART_COLUMNS.split(", "))
-    + " FROM runs LEFT JOIN run_parts ON run_parts.run_id = runs.run_id AND runs.status IS NULL"
-    " WHERE runs.run_id = ? ORDER BY run_parts.part"
-)
-"""A run and its parts in one read: a row a part (one with no part for a run without, or
-admitted: its row holds their counts)."""
 _OWNER_ALIVE = (
     "EXISTS (SELECT 1 FROM replicas WHERE replicas.name = runs.owner AND replicas.alive_until >= ?)"
 )
-_STATE = sql(
-    "SELECT runs.final, runs.suite, runs.point, runs.framework,"
-    f" CASE WHEN {_OWNER_ALIVE} THEN 1 ELSE 0 END, run_parts.part, run_parts.room, runs.day,"
-    " runs.owner"
-    " FROM runs LEFT JOIN run_parts ON run_parts.run_id = runs.run_id"
-    " AND run_parts.writer = ? WHERE runs.run_id = ?"
-)
-"""A run as a write finds it, read without a lock: final, labels, framework, whether its owner
-is alive at the write's time, the writer's part of it (and the room that part holds), its
-day and its owner."""
+
+
+def _with_parts(*more: str) -> Statement:
+    """A run (RUN_COLUMNS), `more` of its columns, and its parts in one read: a row a part (one
+    with no part for a run without, or admitted: its row holds their counts)."""
+    return sql(
+        "SELECT "
+        + ", ".join(
+            [
+                *(f"runs.{column.strip()}" for column in RUN_COLUMNS.split(",")),
+                *more,
+                *(f"run_parts.{column}" for column in PART_COLUMNS.split(", ")),
+            ]
+        )
+        + " FROM runs LEFT JOIN run_parts ON run_parts.run_id = runs.run_id"
+        " AND runs.status IS NULL WHERE runs.run_id = ? ORDER BY run_parts.part"
+    )
+
+
+_RUN_WITH_PARTS = _with_parts()
+_STATE = _with_parts("runs.day", f"CASE WHEN {_OWNER_ALIVE} THEN 1 ELSE 0 END")
+"""A run as a write finds it, read without a lock (`_with_parts`), with its day and whether its
+owner is alive at the write's time."""
+_RUN_WIDTH = len(RUN_COLUMNS.split(","))
 _NEW_RUN = sql(
     "INSERT INTO runs (run_id, suite, point, first_seen, last_seen, owner, day)"
     " VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (run_id) DO NOTHING"
@@ -177,6 +188,10 @@ class Access:
     counted: int = 0
     """Trials its part counted as stored already (all the write brings the run, when it only
     adds to it): `take` corrects the count when fewer were."""
+    standing: StoredRun | None = None
+    """When the write only adds to the run through its part: the run as it stands once the
+    write has stored all it counted (read before the write, its part advanced, its owner as
+    the write holds it), so that it is not read back."""
 
 
 @dataclass(frozen=True)
@@ -241,8 +256,8 @@ class Runs:
         brings = visit.needs.get(run_id, 0)
         need = brings if capped else 0
         suite, point = labels.get(run_id, (None, None))
-        state = cursor.execute(_STATE, (now, writer, run_id)).fetchone()
-        if state is None:
+        rows = cursor.execute(_STATE, (now, run_id)).fetchall()
+        if not rows:
             if not seen:
                 return None
             day = day_of(now)
@@ -250,26 +265,39 @@ class Runs:
             if cursor.rowcount:  # made by this write, so held alone, and its own
                 access = self._settle(cursor, run_id, writer, need, visit.max_trials, now, day)
                 return replace(access, relayed=False)
-            state = cursor.execute(_STATE, (now, writer, run_id)).fetchone()  # made meanwhile
-        final, stored_suite, stored_point, framework, alive, part, room, day, read_owner = state
+            rows = cursor.execute(_STATE, (now, run_id)).fetchall()  # made meanwhile
+        read = stored_run(rows[0])
+        day, alive = rows[0][_RUN_WIDTH : _RUN_WIDTH + 2]
+        parts = [row[_RUN_WIDTH + 2 :] for row in rows if row[_RUN_WIDTH + 2] is not None]
+        part, room = next(((p[0], p[4]) for p in parts if p[1] == writer), (None, 0))
         alone = (
-            final
-            or part is None
+            read.final
             or room < need
             or run_id in visit.declared
             or bool(visit.late.get(run_id))
-            or (run_id in visit.marking and not framework)
+            or (run_id in visit.marking and not read.framework)
             or (seen and not alive)
-            or (suite is not None and stored_suite is None)
-            or (point is not None and stored_point is None)
+            or (suite is not None and read.suite is None)
+            or (point is not None and read.point is None)
         )
-        if not alone:
+        if part is not None and not alone:
             row = cursor.execute(_ADVANCE, (run_id, now, need, brings, part, need)).fetchone()
             if row is not None:
                 writes, owner = row
-                room = need if capped else None
-                batch = batch_number(part, writes)
-                return Access(False, batch, part, room, day, owner != writer, counted=brings)
+                advanced = [
+                    (p[0], p[1], writes, p[3] + brings, p[4], now) if p[0] == part else p
+                    for p in parts
+                ]
+                return Access(
+                    False,
+                    batch_number(part, writes),
+                    part,
+                    need if capped else None,
+                    day,
+                    owner != writer,
+                    counted=brings,
+                    standing=replace(fold(read, advanced), owner=owner),
+                )
             # made final, or its part's room taken back, since it was read (rare): held alone
         if seen:
             final, owner = cursor.execute(
@@ -285,7 +313,7 @@ class Runs:
                 room = max(0, visit.max_trials - cursor.execute(_STORED, (run_id,)).fetchone()[0])
             return Access(True, room=room)
         access = self._settle(cursor, run_id, writer, need, visit.max_trials, now, day)
-        return replace(access, relayed=owner != writer, claimed=owner == writer != read_owner)
+        return replace(access, relayed=owner != writer, claimed=owner == writer != read.owner)
 
     def _settle(
         self,
@@ -325,9 +353,10 @@ class Runs:
 
     def take(
         self, cursor: Cursor, batch: TrialBatch, accesses: dict[str, Access]
-    ) -> tuple[dict[str, int], dict[str, list[Trial]]]:
+    ) -> tuple[dict[str, int], dict[str, list[Trial]], dict[str, int]]:
         """Store each run's trials as far as its access has room (a final run's are only
-        counted late) under its batch; per run, the trials refused and the trials taken. Each
+        counted late) under its batch; per run, the trials refused, the trials taken and how many
+        were stored. Each
         part counts the trials stored through it, so no write scans a run (the count its
         access made ahead corrected only when it differs), and gets back the room its write
         took but did not fill."""
@@ -349,7 +378,7 @@ class Runs:
             unused = 0 if access.final or access.room is None else access.room - count
             if count != access.counted or unused:
                 cursor.execute(_PART_RECEIVED, (count - access.counted, unused, access.part))
-        return refused, accepted
+        return refused, accepted, stored
 
     def amend(
         self, cursor: Cursor, batch: TrialBatch, accesses: dict[str, Access]
@@ -381,9 +410,19 @@ class Runs:
         parts = [row[width:] for row in rows if row[width] is not None]
         return fold(stored_run(rows[0]), parts)
 
-    def runs(self, cursor: Cursor, run_ids: Iterable[str]) -> list[StoredRun]:
-        """Known runs, as they stand, in the order given."""
-        return [run for run_id in run_ids if (run := self.run(cursor, run_id)) is not None]
+    def written(
+        self, cursor: Cursor, accesses: dict[str, Access], stored: dict[str, int]
+    ) -> list[StoredRun]:
+        """The runs a write held, as they stand after it (in the order of `accesses`): one it
+        only added to and that stored all it counted (`stored`, from `take`) as the write found
+        it, the others read back."""
+        runs = []
+        for run_id, access in accesses.items():
+            if access.standing is not None and stored.get(run_id, 0) == access.counted:
+                runs.append(access.standing)
+            elif (run := self.run(cursor, run_id)) is not None:
+                runs.append(run)
+        return runs
 
     def trial_rows(
         self, cursor: Cursor, run_id: str, upto: RunVersion | None = None

@@ -7,7 +7,7 @@ import threading
 
 from verdictgate.declaration import RunDeclaration
 from verdictgate.evidence import Evidence
-from verdictgate.lifecycle import Final, Interim, Reason
+from verdictgate.lifecycle import Final, FinalReason, Interim
 from verdictgate.receiver.finisher import Finisher
 
 
@@ -16,7 +16,7 @@ def interim(run: str) -> Interim:
 
 
 def final(run: str) -> Final:
-    return Final(run, Reason.IDLE, Evidence(), RunDeclaration.default(run, None, None), False)
+    return Final(run, FinalReason.IDLE, Evidence(), RunDeclaration.default(run, None, None), False)
 
 
 def test_a_slow_run_holds_neither_the_caller_nor_another_run() -> None:

@@ -35,7 +35,7 @@ from verdictgate.cli.main import main
 from verdictgate.declaration import RunDeclaration
 from verdictgate.engine import assess_declared, decided_round
 from verdictgate.evidence import Evidence
-from verdictgate.lifecycle import Final, Interim, Lifecycle, Look, Reason, Timing
+from verdictgate.lifecycle import Final, FinalReason, Interim, Lifecycle, Look, Timing
 from verdictgate.otel import conventions as names
 from verdictgate.otel.instrument import decision, evaluation_run, trial
 from verdictgate.otel.otlp_reading import extract_protobuf
@@ -139,7 +139,7 @@ def drive(lifecycle: Lifecycle, batches: list[list[Trial]], declaration, span_at
             for item in decisions:
                 if isinstance(item, Look):
                     if decided_round(item.evidence, item.declaration, item.first, item.last):
-                        lifecycle.close(item.run_id, Reason.SEQUENTIAL)
+                        lifecycle.close(item.run_id, FinalReason.SEQUENTIAL)
                 elif isinstance(item, Final):
                     finals.append(item)
 
@@ -165,9 +165,9 @@ def test_the_lifecycle_gives_one_answer_for_any_order_batching_and_repeats(data)
     got = assess_declared(final.evidence, final.declaration)
     assert without_repeats(got) == want
     if not declaration.sequential:
-        assert final.reason is Reason.PLAN_COMPLETE and final.evidence.kept() == len(trials)
+        assert final.reason is FinalReason.PLAN_COMPLETE and final.evidence.kept() == len(trials)
     else:
-        assert final.reason in (Reason.PLAN_COMPLETE, Reason.SEQUENTIAL)
+        assert final.reason in (FinalReason.PLAN_COMPLETE, FinalReason.SEQUENTIAL)
 
 
 def test_records_after_the_end_are_late_per_run_and_idle_canaries_end() -> None:
@@ -178,7 +178,7 @@ def test_records_after_the_end_are_late_per_run_and_idle_canaries_end() -> None:
     (window,) = lifecycle.due(4.0)
     assert isinstance(window, Interim) and window.evidence.kept() == 4
     (final,) = lifecycle.due(10.0)
-    assert isinstance(final, Final) and final.reason is Reason.IDLE
+    assert isinstance(final, Final) and final.reason is FinalReason.IDLE
     assert lifecycle.record(Trial("c", 4, "approve", "canary", "approve"), 11.0) is None
     assert lifecycle.late("canary") == 1 and lifecycle.late("other") == 0
 

@@ -1,14 +1,14 @@
 """The run lifecycle: when a run's evidence is final, interim, or late, whatever the path.
 
 One state machine serves the in-process span processor and the receiver alike. Events go in
-(a trial, a run span that started or ended, the time); decisions come out:
+(a trial, a run span that started or ended, the time); rulings come out:
 
-- `Final`: the run is over, with why (`Reason`): its run span ended (in process), its declared
+- `Final`: the run is over, with why (`FinalReason`): its run span ended (in process), its declared
   plan is complete, it was `idle` too long, a sequential look found a round its rule decides
   (`close`), the collector shuts down, or it was made final before a restart;
 - `Interim`: a canary's window is due (an in-progress admission that does not end it);
 - `Look`: a sequential run holds new complete rounds, which the caller judges off the hot path
-  and, when one decides it, ends with `close(run_id, Reason.SEQUENTIAL)`.
+  and, when one decides it, ends with `close(run_id, FinalReason.SEQUENTIAL)`.
 
 Records of a run that is over are `late`: counted per run, never added. It does no I/O, reads
 no clock (every event says when it happened) and assesses nothing; it is not thread-safe (its
@@ -35,7 +35,7 @@ KEPT_ENDED = 10_000
 """Runs that ended whose ids (and late counts) are remembered, so their records are late."""
 
 
-class Reason(str, Enum):
+class FinalReason(str, Enum):
     """Why a run is final."""
 
     RUN_ENDED = "run_ended"
@@ -83,7 +83,7 @@ class Final:
     """A run that is over: its evidence (no longer changed), what it is judged by, and why."""
 
     run_id: str
-    reason: Reason
+    reason: FinalReason
     evidence: Evidence
     declaration: RunDeclaration
     declared: bool
@@ -112,7 +112,8 @@ class Look:
     declaration: RunDeclaration
 
 
-Decision = Final | Interim | Look
+Ruling = Final | Interim | Look
+"""What the lifecycle rules a run is due (a trial's own decision is `trial_model.Decision`)."""
 
 
 @dataclass
@@ -137,7 +138,7 @@ class _Run:
 
 
 class Lifecycle:
-    """Open runs, their evidence, and the decisions they are due (see the module's text).
+    """Open runs, their evidence, and the rulings they are due (see the module's text).
 
     `canary_declaration(run_id, suite, point)` says what a run without a run span is judged by
     (a known suite's declaration, or the default policy's)."""
@@ -260,7 +261,7 @@ class Lifecycle:
             run.span, run.declaration, run.declared = SpanState.ENDED, declaration, True
         run.last_news = now
         if self.timing.run_span_ends_run:
-            self._close(run, Reason.RUN_ENDED)
+            self._close(run, FinalReason.RUN_ENDED)
             return True
         if run.declaration.sequential:
             self._changed.add(run.run_id)
@@ -310,7 +311,7 @@ class Lifecycle:
         self._amendable.discard(run_id)
         self._ended[run_id] = 0
 
-    def close(self, run_id: str, reason: Reason) -> None:
+    def close(self, run_id: str, reason: FinalReason) -> None:
         """End a run now (a sequential look that decided it); nothing if it is over."""
         run = self._runs.get(run_id)
         if run is not None:
@@ -319,17 +320,17 @@ class Lifecycle:
     def shutdown(self) -> None:
         """End every open run."""
         for run in list(self._runs.values()):
-            self._close(run, Reason.SHUTDOWN)
+            self._close(run, FinalReason.SHUTDOWN)
 
     # Decisions
 
-    def due(self, now: float, timers: bool = True, waiting: Collection[str] = ()) -> list[Decision]:
+    def due(self, now: float, timers: bool = True, waiting: Collection[str] = ()) -> list[Ruling]:
         """What is due at `now`: runs that ended since the last call, sequential runs' new
         complete rounds, and with `timers` canary windows and runs idle too long (a receiver
         looks at timers only on its tick, after settling what is due, so a run is never idle
         while a trial of it waits to settle; the runs `waiting` for one of their trials to
         settle are looked at again at the next call)."""
-        decisions: list[Decision] = []
+        rulings: list[Ruling] = []
         timing = self.timing
         held: list[str] = []
         while timers and self._deadlines and self._deadlines[0][0] <= now:
@@ -344,7 +345,9 @@ class Lifecycle:
                 and now - max(run.last_news, self._resumed) >= idle
             )
             if is_idle and run_id not in waiting:
-                self._close(run, Reason.PLAN_COMPLETE if self._planned(run) else Reason.IDLE)
+                self._close(
+                    run, FinalReason.PLAN_COMPLETE if self._planned(run) else FinalReason.IDLE
+                )
                 continue
             if (
                 run.span is SpanState.NONE
@@ -352,7 +355,7 @@ class Lifecycle:
                 and now - run.window_mark >= window
             ):
                 run.window_mark = now
-                decisions.append(Interim(run.run_id, run.evidence.snapshot(), run.declaration))
+                rulings.append(Interim(run.run_id, run.evidence.snapshot(), run.declaration))
             if is_idle:  # idle once its trials settled: looked at again at the next call
                 held.append(run_id)
             else:
@@ -362,10 +365,10 @@ class Lifecycle:
         for run_id in sorted(self._changed):
             run = self._runs.get(run_id)
             if run is not None and (look := self._look(run)) is not None:
-                decisions.append(look)
+                rulings.append(look)
         self._changed.clear()
         finals, self._finals = self._finals, []
-        return [*finals, *decisions]
+        return [*finals, *rulings]
 
     # Queries
 
@@ -409,7 +412,7 @@ class Lifecycle:
 
     def _check_plan(self, run: _Run) -> None:
         if self._planned(run) and run.run_id not in self._amendable:
-            self._close(run, Reason.PLAN_COMPLETE)
+            self._close(run, FinalReason.PLAN_COMPLETE)
 
     @staticmethod
     def _planned(run: _Run) -> bool:
@@ -417,7 +420,7 @@ class Lifecycle:
         planned = run.declaration.planned_trials
         return run.span is SpanState.ENDED and planned is not None and run.received >= planned
 
-    def _close(self, run: _Run, reason: Reason) -> None:
+    def _close(self, run: _Run, reason: FinalReason) -> None:
         del self._runs[run.run_id]
         self._amendable.discard(run.run_id)
         self._ended[run.run_id] = 0

@@ -19,7 +19,7 @@ from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
 
 from ..assessment import Assessment
 from ..engine import assess_declared, decided_round
-from ..lifecycle import DEFAULT_IDLE_SECONDS, Decision, Final, Lifecycle, Look, Reason, Timing
+from ..lifecycle import DEFAULT_IDLE_SECONDS, Final, FinalReason, Lifecycle, Look, Ruling, Timing
 from ..trial_model import Trial
 from ..wire_types import AttributeValue
 from . import conventions as names
@@ -374,32 +374,30 @@ class EvidenceProcessor(SpanProcessor):
     def _act(self, now: float) -> None:
         """Assess and publish what the lifecycle says is due; a sequential look that decides
         its run ends it."""
-        while decisions := self._lifecycle.due(now):
-            for decision in decisions:
-                self._isolated(decision.run_id, functools.partial(self._do, decision))
+        while rulings := self._lifecycle.due(now):
+            for ruling in rulings:
+                self._isolated(ruling.run_id, functools.partial(self._do, ruling))
 
-    def _do(self, decision: Decision) -> None:
+    def _do(self, ruling: Ruling) -> None:
         """End a run a look decides, or assess and publish a final or interim admission."""
-        if isinstance(decision, Look):
-            if decided_round(
-                decision.evidence, decision.declaration, decision.first, decision.last
-            ):
-                self._lifecycle.close(decision.run_id, Reason.SEQUENTIAL)
+        if isinstance(ruling, Look):
+            if decided_round(ruling.evidence, ruling.declaration, ruling.first, ruling.last):
+                self._lifecycle.close(ruling.run_id, FinalReason.SEQUENTIAL)
             return
-        final = isinstance(decision, Final)
+        final = isinstance(ruling, Final)
         assessment = assess_declared(
-            decision.evidence,
-            decision.declaration,
+            ruling.evidence,
+            ruling.declaration,
             in_progress=not final,
-            declaration_conflict=isinstance(decision, Final) and decision.declaration_conflict,
+            declaration_conflict=isinstance(ruling, Final) and ruling.declaration_conflict,
         )
         with self._lock:
-            self._assessments[decision.run_id] = assessment
-            self._assessments.move_to_end(decision.run_id)
+            self._assessments[ruling.run_id] = assessment
+            self._assessments.move_to_end(ruling.run_id)
             while len(self._assessments) > KEPT_ASSESSMENTS:
                 self._assessments.popitem(last=False)
         if self._publisher is not None:
-            routes = decision.declaration.metric_routes
+            routes = ruling.declaration.metric_routes
             self._publisher.publish(assessment, routes, final=final)
         if self._on_assessment is not None:
             self._on_assessment(assessment)

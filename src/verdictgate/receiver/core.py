@@ -11,7 +11,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from ..engine import decided_round
-from ..lifecycle import Decision, Final, Interim, Lifecycle, Look, Reason, Timing
+from ..lifecycle import Final, FinalReason, Interim, Lifecycle, Look, Ruling, Timing
 from ..otel.admission_record import MetricLabels
 from ..otel.otlp_reading import ExportContents
 from ..otel.span_decoding import DeclaredRun
@@ -27,7 +27,7 @@ from .limits import Limits
 from .ownership import Ownership
 from .queries import RunQueries
 from .run_faults import log_after_commit
-from .settling import TraceSettling
+from .settling import TraceSettling, settled_batch
 from .shown_admissions import ShownAdmissions
 from .span_warnings import SpanWarnings
 from .store import LOCAL, Store, Written, is_store_error
@@ -315,15 +315,20 @@ class Receiver(RunQueries):
         return outcomes
 
     def _written(self, contents: ExportContents, now: float, settle: DueTrace | None) -> Written:
-        """One write, in its group's transaction (the lock is held)."""
+        """One write, in its group's transaction (the lock is held): a request's contents, or
+        the trials of a due trace, held until the commit and derived here (`settled_batch`)."""
         batch = Batch(
             contents.trials,
             contents.declarations,
             contents.labels,
             contents.marks,
             contents.framework_spans,
-            settle,
         )
+        if settle is not None:
+            due = self.store.held_trace(settle)
+            if due is None:  # another transaction holds it: due again at the next tick
+                return Written([], {}, {}, busy=True)
+            batch = settled_batch(due)
         claim = (self.replica, now + self.config.lease)
         return self.store.write(batch, now, claim, self._caps, now - self.config.max_hold)
 
@@ -350,34 +355,32 @@ class Receiver(RunQueries):
         to the finisher (the lock is held). Idle periods and windows (`timers`) are looked at
         by the tick alone, after it settled the trials due by the same `now`; the runs
         `waiting` for a due trial to settle are not idle yet."""
-        decisions = self._lifecycle.due(now, timers, waiting)
-        closed = self._ownership.close([d.run_id for d in decisions if isinstance(d, Final)])
-        for decision in decisions:
-            if not isinstance(decision, Final) or decision.run_id in closed:
-                self._finisher.put(decision)  # a run another replica took over is its to admit
+        rulings = self._lifecycle.due(now, timers, waiting)
+        closed = self._ownership.close([d.run_id for d in rulings if isinstance(d, Final)])
+        for ruling in rulings:
+            if not isinstance(ruling, Final) or ruling.run_id in closed:
+                self._finisher.put(ruling)  # a run another replica took over is its to admit
 
     # The finisher's side
 
-    def _do(self, decision: Decision) -> None:
+    def _do(self, ruling: Ruling) -> None:
         """Finish a run, stage a window, or judge a sequential look (on the finisher). A store
         fault is the store's outage to log (a run it failed to admit is taken up again by a
         later tick); a run that cannot be admitted for any other fault is set aside."""
         try:
-            if isinstance(decision, Look):
-                if decided_round(
-                    decision.evidence, decision.declaration, decision.first, decision.last
-                ):
+            if isinstance(ruling, Look):
+                if decided_round(ruling.evidence, ruling.declaration, ruling.first, ruling.last):
                     with self._lock:
-                        self._lifecycle.close(decision.run_id, Reason.SEQUENTIAL)
+                        self._lifecycle.close(ruling.run_id, FinalReason.SEQUENTIAL)
                         self._advance(self._clock())
-            elif isinstance(decision, Final):
-                self._admitter.finish(decision)
-            elif isinstance(decision, Interim):
-                self._admitter.stage_window(decision)
+            elif isinstance(ruling, Final):
+                self._admitter.finish(ruling)
+            elif isinstance(ruling, Interim):
+                self._admitter.stage_window(ruling)
         except Exception as error:
             if not is_store_error(error):
-                if isinstance(decision, Final):  # not to be tried again at every tick
-                    self._ownership.give_up((decision.run_id,))
+                if isinstance(ruling, Final):  # not to be tried again at every tick
+                    self._ownership.give_up((ruling.run_id,))
                 raise
             self.outage.failed(error, export=False)
 

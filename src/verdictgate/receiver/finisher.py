@@ -1,5 +1,5 @@
 """The finisher: a few threads that admit the runs the lifecycle made final, each run's
-decisions in order, runs side by side."""
+rulings in order, runs side by side."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import threading
 from collections import OrderedDict, deque
 from collections.abc import Callable
 
-from ..lifecycle import Decision
+from ..lifecycle import Ruling
 
 logger = logging.getLogger(__name__)
 
@@ -17,17 +17,17 @@ WORKERS = 2
 
 
 class Finisher:
-    """Does each decision handed to it (`put`) off the caller's thread: the decisions of one run
+    """Does each ruling handed to it (`put`) off the caller's thread: the rulings of one run
     one at a time and in order (a window before the final admission), different runs side by
     side on `workers` threads, taken in turn, so no request, no tick and no other run waits
     for one run's assessment. A failure is logged with its run and never stops the next one.
     Started on first need."""
 
-    def __init__(self, do: Callable[[Decision], None], workers: int = WORKERS) -> None:
+    def __init__(self, do: Callable[[Ruling], None], workers: int = WORKERS) -> None:
         self._do = do
         self._workers = workers
-        self._queues: OrderedDict[str, deque[Decision]] = OrderedDict()
-        """Runs with decisions waiting, in the order they are to be taken."""
+        self._queues: OrderedDict[str, deque[Ruling]] = OrderedDict()
+        """Runs with rulings waiting, in the order they are to be taken."""
         self._busy: set[str] = set()
         """Runs a thread is working on (their queues wait for it)."""
         self._changed = threading.Condition()
@@ -36,12 +36,12 @@ class Finisher:
         self._threads: list[threading.Thread] = []
         self._stopping = False
 
-    def put(self, decision: Decision) -> None:
-        """Queue a decision (cheap: the caller may hold its own locks)."""
+    def put(self, ruling: Ruling) -> None:
+        """Queue a ruling (cheap: the caller may hold its own locks)."""
         with self._changed:
             if self._stopping:
                 return
-            self._queues.setdefault(decision.run_id, deque()).append(decision)
+            self._queues.setdefault(ruling.run_id, deque()).append(ruling)
             self._pending += 1
             if len(self._threads) < self._workers:
                 thread = threading.Thread(
@@ -54,12 +54,12 @@ class Finisher:
             self._changed.notify_all()
 
     def holds(self, run_id: str) -> bool:
-        """Whether a decision of the run is queued or being done."""
+        """Whether a ruling of the run is queued or being done."""
         with self._changed:
             return run_id in self._queues or run_id in self._busy
 
     def flush(self, timeout: float) -> bool:
-        """Wait until every decision queued so far (and any it queued) is done; False if
+        """Wait until every ruling queued so far (and any it queued) is done; False if
         `timeout` seconds passed first."""
         if threading.current_thread() in self._threads:
             return False  # never wait on itself
@@ -77,34 +77,34 @@ class Finisher:
             if thread is not threading.current_thread():
                 thread.join(timeout)
 
-    def _next(self) -> Decision | None:
-        """The first decision of the first run no thread is working on (the lock is held)."""
+    def _next(self) -> Ruling | None:
+        """The first ruling of the first run no thread is working on (the lock is held)."""
         for run_id, queue in self._queues.items():
             if run_id not in self._busy:
                 self._busy.add(run_id)
-                decision = queue.popleft()
+                ruling = queue.popleft()
                 if queue:
                     self._queues.move_to_end(run_id)  # runs take turns
                 else:
                     del self._queues[run_id]
-                return decision
+                return ruling
         return None
 
     def _work(self) -> None:
         while True:
             with self._changed:
-                while (decision := self._next()) is None:
+                while (ruling := self._next()) is None:
                     if self._stopping:
                         return
                     self._changed.wait()
             try:
-                self._do(decision)
+                self._do(ruling)
             except Exception:
                 logger.warning(
-                    "verdictgate: run %s cannot be assessed", decision.run_id, exc_info=True
+                    "verdictgate: run %s cannot be assessed", ruling.run_id, exc_info=True
                 )
             finally:
                 with self._changed:
-                    self._busy.discard(decision.run_id)
+                    self._busy.discard(ruling.run_id)
                     self._pending -= 1
                     self._changed.notify_all()

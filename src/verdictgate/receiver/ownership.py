@@ -9,7 +9,7 @@ import threading
 from collections.abc import Callable, Iterable, Sequence
 from typing import TypeVar
 
-from ..lifecycle import Final, Lifecycle, Reason
+from ..lifecycle import Final, FinalReason, Lifecycle
 from .config import ReceiverConfig
 from .finisher import Finisher
 from .judging import Judge
@@ -134,7 +134,9 @@ class Ownership:
         finisher."""
         evidence, declaration = self._store.evidence(run.run_id), self._judge.declaration(run)
         self._finisher.put(
-            Final(run.run_id, Reason.RECOVERED, evidence, declaration, run.declared is not None)
+            Final(
+                run.run_id, FinalReason.RECOVERED, evidence, declaration, run.declared is not None
+            )
         )
 
     def renew(self, now: float) -> None:

@@ -6,10 +6,13 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from ..lifecycle import Lifecycle
+from ..otel.framework_traces import settled_trials
+from ..trial_model import Trial
 from .config import ReceiverConfig
 from .run_faults import log_set_aside
 from .store import Store, Written, is_store_error
-from .store.batch import DueTrace
+from .store.batch import Batch, DueTrace
+from .store.held_spans import DueTrials
 
 TRACE_TTL = 600.0
 """Seconds a trace without a trial span is held (then dropped), and a settled trace remembered
@@ -17,6 +20,23 @@ TRACE_TTL = 600.0
 FORGET_BATCHES = 20
 """Transactions of forgetting a tick makes at most: 20,000 traces a tick, ahead of any flood of
 trial-less traces a receiver takes, and a bounded slice of the tick."""
+
+
+def settled_batch(due: DueTrials) -> Batch:
+    """The write that stores a due trace's trials, each derived from its trial span and all the
+    spans below it (those settled before and amended since stored again), and marks them
+    settled, keeping which spans were below each."""
+    derived, below = settled_trials(due.marks, due.facts)
+    trials: list[Trial] = []
+    again: list[Trial] = []
+    for mark, trial in zip(due.marks, derived, strict=True):
+        (again if mark.span_id in due.amended else trials).append(trial)
+    return Batch(
+        trials,
+        labels={mark.run: (mark.suite, mark.point) for mark in due.marks},
+        again=again,
+        settled=((due.trace_id, [(mark.span_id, below[mark.span_id]) for mark in due.marks]),),
+    )
 
 
 class TraceSettling:

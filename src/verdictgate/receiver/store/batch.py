@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from ...otel.framework_traces import FrameworkSpan, TrialMark
 from ...otel.span_decoding import DeclaredRun
 from ...trial_model import Trial
+from .held_spans import SettledTrials
 
 Labels = Mapping[str, tuple[str | None, str | None]]
 """Per run, the (suite, point) its trials came under."""
@@ -19,14 +20,17 @@ DueTrace = tuple[str, float, float]
 class Batch:
     """A request's contents, whole: decision spans' trials, run spans' declarations (decoded at
     the door), the (suite, point) each run's trials came under, harnesses' trial `marks` and
-    framework `spans`; or, with `due`, a trace whose due trials the write settles."""
+    framework `spans`; or the trials a due trace settles (derived by the receiver from what
+    `Store.held_trace` read): new ones in `trials`, those settled before and derived again
+    since a span came late in `again`, and the trial spans they settle (`settled`)."""
 
     trials: Sequence[Trial] = ()
     declarations: Sequence[DeclaredRun] = ()
     labels: Labels = field(default_factory=dict)
     marks: Sequence[TrialMark] = ()
     spans: Sequence[FrameworkSpan] = ()
-    due: DueTrace | None = None
+    again: Sequence[Trial] = ()
+    settled: SettledTrials = ()
 
 
 @dataclass(frozen=True)

@@ -4,24 +4,22 @@ public call is one transaction (or one read)."""
 
 from __future__ import annotations
 
+import functools
 import math
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import TypeVar
 
 from ...errors import StoreError
 from ...evidence import Evidence
-from ...otel.framework_traces import settled_trials
-from ...trial_model import Trial
 from .batch import NO_CAPS, Batch, DueTrace, WriteCaps
 from .claims import LOCAL, RunClaims
 from .connection import DEFAULT_LEASE, CopyRepeated, Cursor, open_database
 from .faults import first_line, is_connection_lost, is_driver_error
-from .held_spans import HeldSpans, SettledTrials, unpack_trace
+from .held_spans import DueTrials, HeldSpans, unpack_trace
 from .held_traces import HeldTraces
 from .listing import DEFAULT_PAGE_SIZE, RunListing
 from .locations import redacted
@@ -31,7 +29,7 @@ from .probe import StoreProbe, round_trip_to
 from .records import RunVersion, StoredRun, Written
 from .replica_claims import ReplicaClaims
 from .run_declarations import declare
-from .runs import Claim, Runs, Visit
+from .runs import Lease, Runs, Visit
 from .schema import migrate
 from .statements import SKIP_LOCKED, sql
 from .trial_days import TrialDays
@@ -125,7 +123,7 @@ class Store:
         self,
         batch: Batch,
         now: float | None = None,
-        claim: Claim | None = None,
+        claim: Lease | None = None,
         caps: WriteCaps = NO_CAPS,
         amend_since: float = -math.inf,
     ) -> Written:
@@ -135,64 +133,65 @@ class Store:
         span below a trial already settled is counted late for its run, never held for it,
         unless its trial span arrived since `amend_since` and its run is open: then it amends
         that trial, which settles again from all its spans (its stored record replaced,
-        `Written.amended`). With `batch.due`, the trace's due trials (see `quiet_traces`) are
-        read, derived and stored in the same transaction, the trace held meanwhile, so that no
-        span lands between and no other replica settles them too: they are marked settled
-        (their spans' facts kept for amendments until `release_settled`, their ids for good, to
-        count a late copy). Beyond `caps.max_held_spans` framework spans held, the traces with
+        `Written.amended`). A due trace's trials (derived from what `held_trace` read, in the
+        same transaction) are stored with `batch.settled`, which marks them settled (their
+        spans' facts kept for amendments until `release_settled`, their ids for good, to count
+        a late copy). Beyond `caps.max_held_spans` framework spans held, the traces with
         no trial span quiet the longest are let go (counted in `spans_let_go`). A new run, or
         one whose owner is not alive, is claimed by `claim` (the local replica's, alive for a
         whole hour, by default), whose heartbeat the write renews when it lapsed. Inside
-        `together`, part of its transaction."""
+        `together`, part of its transaction; outside, a group of one."""
         now = time.time() if now is None else now
         claim = claim or (LOCAL, now + 3600.0)
-        if self._days is not None:  # before the write's transaction: a day made stays made
+        cursor: Cursor | None = getattr(self._group, "cursor", None)
+        if cursor is None:  # a write of its own: a group of one
+            (outcome,) = self._together(
+                [functools.partial(self.write, batch, now, claim, caps, amend_since)]
+            )
+            if isinstance(outcome, Exception):
+                raise outcome
+            return outcome
+        if self._days is not None:  # in a transaction of its own: a day made stays made
             self._days.cover(now)
-        given, labels = list(batch.trials), dict(batch.labels)
-        with self._write_transaction() as (cursor, committed):
-            if self._alive.get(claim[0], -math.inf) < now:  # a claim needs its heartbeat
-                self._claims.beat(cursor, *claim)
-            settled: SettledTrials = ()
-            again: list[Trial] = []
-            if batch.due is not None:
-                taken = self._take_due(cursor, batch.due, given, again, labels)
-                if taken is None:  # another transaction holds it: due again next time
-                    return Written([], {}, {}, busy=True)
-                settled = taken
-            declared = list(batch.declarations)
-            needs = Counter(trial.run for trial in (*given, *again))
-            declared_runs = {d.declaration.run_id for d in declared}
-            intake = self._held.take(
-                cursor,
-                list(batch.marks),
-                list(batch.spans),
-                settled,
-                now,
-                caps.max_held_spans,
-                amend_since,
-            )
-            # a settling write's trials are all framework ones
-            framework = (set(needs) if settled else set()) | intake.heard
-            visit = Visit(
-                dict(needs),
-                frozenset(declared_runs),
-                frozenset(framework),
-                intake.late,
-                caps.max_trials,
-            )
-            accesses = self._runs.see(
-                cursor, set(needs) | declared_runs, intake.heard, visit, labels, now, claim
-            )
-            for run_span in declared:
-                declare(cursor, run_span.attributes, now)
-            if framework:
-                self._runs.mark_framework(cursor, framework & set(accesses))
-            amended, unknown = self._runs.amend(cursor, trial_batch(again), accesses)
-            rows = trial_batch([*given, *unknown])
-            refused, accepted, stored = self._runs.take(cursor, rows, accesses)
-            runs = self._runs.written(cursor, accesses, stored)
-            committed.append(lambda: self._held.count_in(intake))
-            committed.append(lambda: self._renewed(*claim))
+        given, again, labels = list(batch.trials), list(batch.again), dict(batch.labels)
+        settled = tuple(batch.settled)
+        committed = self._group.committed
+        if self._alive.get(claim[0], -math.inf) < now:  # a claim needs its heartbeat
+            self._claims.beat(cursor, *claim)
+        declared = list(batch.declarations)
+        needs = Counter(trial.run for trial in (*given, *again))
+        declared_runs = {d.declaration.run_id for d in declared}
+        intake = self._held.take(
+            cursor,
+            list(batch.marks),
+            list(batch.spans),
+            settled,
+            now,
+            caps.max_held_spans,
+            amend_since,
+        )
+        # a settling write's trials are all framework ones
+        framework = (set(needs) if settled else set()) | intake.heard
+        visit = Visit(
+            dict(needs),
+            frozenset(declared_runs),
+            frozenset(framework),
+            intake.late,
+            caps.max_trials,
+        )
+        accesses = self._runs.see(
+            cursor, set(needs) | declared_runs, intake.heard, visit, labels, now, claim
+        )
+        for run_span in declared:
+            declare(cursor, run_span.attributes, now)
+        if framework:
+            self._runs.mark_framework(cursor, framework & set(accesses))
+        amended, unknown = self._runs.amend(cursor, trial_batch(again), accesses)
+        rows = trial_batch([*given, *unknown])
+        refused, accepted, stored = self._runs.take(cursor, rows, accesses)
+        runs = self._runs.written(cursor, accesses, stored)
+        committed.append(lambda: self._held.count_in(intake))
+        committed.append(lambda: self._renewed(*claim))
         claimed = frozenset(run_id for run_id, access in accesses.items() if access.claimed)
         return Written(
             runs,
@@ -214,6 +213,10 @@ class Store:
         lock another replica held, a bug), each write is done again in a transaction of its
         own, so that the one that fails fails alone (its error in its place) and the others are
         committed; the store being away is every write's error."""
+        return self._together(writes)
+
+    def _together(self, writes: Sequence[Callable[[], _T]]) -> list[_T | Exception]:
+        """`together`, for the writes of a group and a write of its own alike."""
         if not writes:
             return []
         committed: list[Callable[[], None]] = []
@@ -247,48 +250,25 @@ class Store:
         finally:
             self._group.cursor = None  # a write done again runs in a transaction of its own
 
-    @contextmanager
-    def _write_transaction(self) -> Iterator[tuple[Cursor, list[Callable[[], None]]]]:
-        """The transaction a write runs in (that of the writes it is done `together` with, or
-        one of its own), and the list of what to do once it is committed."""
-        cursor: Cursor | None = getattr(self._group, "cursor", None)
-        if cursor is not None:
-            yield cursor, self._group.committed
-            return
-        committed: list[Callable[[], None]] = []
-        with self._database.transaction() as cursor:
-            yield cursor, committed
-        for then in committed:
-            then()
-
     def _renewed(self, replica: str, until: float) -> None:
         """Note that a committed write renewed `replica`'s heartbeat until `until`."""
         self._alive[replica] = max(self._alive.get(replica, -math.inf), until)
 
-    def _take_due(
-        self,
-        cursor: Cursor,
-        due: DueTrace,
-        trials: list[Trial],
-        again: list[Trial],
-        labels: dict[str, tuple[str | None, str | None]],
-    ) -> SettledTrials | None:
-        """A due trace's trials, derived from what it holds, added to `trials` (those settled
-        before and amended since, to `again`; their runs' labels to `labels`); what marks them
-        settled; None when another transaction holds the trace (another replica settles it,
-        or its spans are arriving: replicas never queue behind one another to settle it). The
-        trace stays held until the commit."""
+    def held_trace(self, due: DueTrace) -> DueTrials | None:
+        """Inside `together`: hold a due trace (a trace, quiet since, held since) until the
+        group commits, so that no span lands before its trials are stored and no other replica
+        settles them too, and read what they are derived from; None when another transaction
+        holds it (another replica settles it, or its spans are arriving: replicas never queue
+        behind one another to settle it)."""
+        cursor: Cursor | None = getattr(self._group, "cursor", None)
+        if cursor is None:
+            raise RuntimeError("a trace is held for a write of a group (Store.together)")
         trace_id, quiet_since, held_since = due
         if cursor.execute(_HOLD_TRACE, (trace_id,)).fetchone() is None and self.shared:
             return None
-        marks, facts, amended = unpack_trace(
-            self._held.trace(cursor, trace_id, quiet_since, held_since)
+        return DueTrials(
+            trace_id, *unpack_trace(self._held.trace(cursor, trace_id, quiet_since, held_since))
         )
-        derived, below = settled_trials(marks, facts)
-        for mark, trial in zip(marks, derived, strict=True):
-            (again if mark.span_id in amended else trials).append(trial)
-        labels.update({mark.run: (mark.suite, mark.point) for mark in marks})
-        return ((trace_id, [(mark.span_id, below[mark.span_id]) for mark in marks]),)
 
     def evidence(self, run_id: str, upto: RunVersion | None = None) -> Evidence:
         """Every kept trial of a run, with its duplicates, conflicts, latency and tier results;

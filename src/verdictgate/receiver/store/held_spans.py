@@ -340,6 +340,17 @@ class HeldSpans:
         return len(doomed)
 
 
+@dataclass(frozen=True)
+class DueTrials:
+    """What a due trace's trials are derived from: the trace, their trial marks, the facts of
+    the spans below them, and the trial spans of those settled before and amended since."""
+
+    trace_id: str
+    marks: list[TrialMark]
+    facts: list[SpanFacts]
+    amended: set[str]
+
+
 def unpack_trace(packed: PackedTrace) -> tuple[list[TrialMark], list[SpanFacts], set[str]]:
     """A trace's trial marks, span facts and amended marks, as `HeldSpans.trace` packed them."""
     marks, spans, amended = packed

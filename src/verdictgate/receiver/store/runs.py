@@ -30,8 +30,9 @@ from .statements import (
 from .trial_days import day_of
 from .trial_rows import TrialBatch, TrialRow, repeats
 
-Claim = tuple[str, float]
-"""A replica's claim on the runs a write opens: its name, and until when its heartbeat holds."""
+Lease = tuple[str, float]
+"""A replica's lease: its name, and until when its heartbeat holds (a write claims new runs, and
+runs whose owner's lease lapsed, under it)."""
 
 ROOM_GRANT = 10_000
 """Trials of room under a run's cap a writer's part takes at most at once: its writes store
@@ -219,7 +220,7 @@ class Runs:
         visit: Visit,
         labels: dict[str, tuple[str | None, str | None]],
         now: float,
-        claim: Claim,
+        claim: Lease,
     ) -> dict[str, Access]:
         """Hold every run a write changes or adds to, in one pass in one order (so that writers
         never deadlock): the runs its trials or run spans `touched`, seen `now` (a new one made,
@@ -248,7 +249,7 @@ class Runs:
         visit: Visit,
         labels: dict[str, tuple[str | None, str | None]],
         now: float,
-        claim: Claim,
+        claim: Lease,
     ) -> Access | None:
         """Hold one run for a write (see `see`); its access, or None for a run heard of that is
         unknown or final."""

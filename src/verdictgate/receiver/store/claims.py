@@ -8,8 +8,8 @@ from __future__ import annotations
 from .connection import Cursor, SqlRow
 from .records import RunVersion, StoredRun, batch_number
 from .run_rows import RUN_COLUMNS, folded, stored_run
-from .runs import TRIAL_COLUMNS
 from .statements import SKIP_LOCKED, sql
+from .stored_trials import TRIAL_COLUMNS
 
 LOCAL = "local"
 """The one replica of a store no other process writes (a SQLite file): reopened, it owns again

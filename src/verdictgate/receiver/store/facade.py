@@ -32,6 +32,7 @@ from .run_declarations import declare
 from .runs import Lease, Runs, Visit
 from .schema import migrate
 from .statements import SKIP_LOCKED, sql
+from .stored_trials import trial_rows
 from .trial_days import TrialDays
 from .trial_rows import evidence_of, trial_batch
 
@@ -274,7 +275,7 @@ class Store:
         """Every kept trial of a run, with its duplicates, conflicts, latency and tier results;
         with `upto`, those its writes up to that version stored."""
         with self._database.locked() as cursor:
-            rows = self._runs.trial_rows(cursor, run_id, upto)
+            rows = trial_rows(cursor, run_id, upto)
         return evidence_of(run_id, rows)
 
     def runs(self) -> list[StoredRun]:

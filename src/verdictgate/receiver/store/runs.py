@@ -16,19 +16,17 @@ from collections.abc import Iterable
 from dataclasses import dataclass, replace
 
 from ...trial_model import Trial
-from .connection import Cursor, SqlRow
-from .records import RunVersion, StoredRun, batch_number
+from .connection import Cursor
+from .records import StoredRun, batch_number
 from .run_rows import PART_COLUMNS, PARTS, RUN_COLUMNS, fold, stored_run
 from .statements import (
-    IS_DISTINCT_FROM,
-    IS_NOT_DISTINCT_FROM,
     Each,
     Statement,
-    insert_rows,
     sql,
 )
+from .stored_trials import amend_trial, insert_trials
 from .trial_days import day_of
-from .trial_rows import TrialBatch, TrialRow, repeats
+from .trial_rows import TrialBatch
 
 Lease = tuple[str, float]
 """A replica's lease: its name, and until when its heartbeat holds (a write claims new runs, and
@@ -110,48 +108,8 @@ _GRANT = sql(
 _REVOKE = sql("UPDATE run_parts SET room = 0 WHERE run_id = ? AND part != ? AND room > 0")
 _PART_RECEIVED = sql("UPDATE run_parts SET received = received + ?, room = room + ? WHERE part = ?")
 """A write's trials stored through a part, and the room it took but did not fill given back."""
-_INSERT = insert_rows(
-    "trials",
-    {
-        "run_id": "text",
-        "case_id": "text",
-        "trial": "bigint",
-        "decision": "text",
-        "expected": "text",
-        "error_type": "text",
-        "latency_ms": "double precision",
-        "passed": "bigint",
-        "tiers": "text",
-        "batch": "bigint",
-        "day": "bigint",
-        "relayed": "bigint",
-    },
-    " ON CONFLICT DO NOTHING",
-)
-_REPEAT = sql(
-    "UPDATE trials SET duplicates = duplicates + CASE WHEN decision",
-    IS_NOT_DISTINCT_FROM,
-    "? THEN 1 ELSE 0 END, conflict = CASE WHEN decision",
-    IS_DISTINCT_FROM,
-    "? THEN 1 ELSE conflict END WHERE run_id = ? AND case_id = ? AND trial = ? AND batch != ?",
-)
-"""A record whose identity an earlier write already holds: a duplicate, or a conflict."""
-TRIAL_COLUMNS = (
-    "case_id, trial, decision, expected, error_type, duplicates, conflict, latency_ms, passed,"
-    " tiers"
-)
-"""A stored trial's columns as `evidence_of` reads them."""
 _LATE = sql("UPDATE runs SET late = late + ? WHERE run_id = ?")
 _FRAMEWORK = sql("UPDATE runs SET framework = 1 WHERE run_id = ? AND framework = 0")
-_AMEND = sql(
-    "UPDATE trials SET decision = ?, expected = ?, error_type = ?, latency_ms = ?, passed = ?,"
-    " tiers = ?, batch = ?, relayed = ? WHERE run_id = ? AND case_id = ? AND trial = ?"
-)
-"""A framework trial derived again from all its spans (one came after it settled)."""
-_TRIALS = sql(f"SELECT {TRIAL_COLUMNS} FROM trials WHERE run_id = ? ORDER BY case_id, trial")
-_TRIALS_BATCHED = sql(
-    f"SELECT {TRIAL_COLUMNS}, batch FROM trials WHERE run_id = ? ORDER BY case_id, trial"
-)
 _CLOSE = sql("UPDATE runs SET final = 1 WHERE run_id = ? AND final = 0 AND owner = ?")
 _ADMIT = sql(
     "UPDATE runs SET status = ?, final = 1, finished_at = ?,"
@@ -373,7 +331,7 @@ class Runs:
                 cursor.execute(_LATE, (len(rows), run_id))
                 continue
             accepted[run_id] = batch.given[run_id][: len(rows)]
-            stored[run_id] = _insert(cursor, rows, access)
+            stored[run_id] = insert_trials(cursor, rows, access.batch, access.day, access.relayed)
         for run_id, access in sorted(accesses.items()):
             count = stored.get(run_id, 0)
             unused = 0 if access.final or access.room is None else access.room - count
@@ -395,8 +353,7 @@ class Runs:
                 cursor.execute(_LATE, (len(rows), run_id))
                 continue
             for row, trial in zip(rows, batch.given[run_id], strict=True):
-                cursor.execute(_AMEND, (*row[3:], access.batch, int(access.relayed), *row[:3]))
-                if cursor.rowcount:
+                if amend_trial(cursor, row, access.batch, access.relayed):
                     amended.setdefault(run_id, []).append(trial)
                 else:
                     new.append(trial)
@@ -424,16 +381,6 @@ class Runs:
             elif (run := self.run(cursor, run_id)) is not None:
                 runs.append(run)
         return runs
-
-    def trial_rows(
-        self, cursor: Cursor, run_id: str, upto: RunVersion | None = None
-    ) -> list[SqlRow]:
-        """Every kept trial of a run as `evidence_of` reads it, by case and trial; with `upto`,
-        those its writes up to that version stored."""
-        if upto is None:
-            return cursor.execute(_TRIALS, (run_id,)).fetchall()
-        rows = cursor.execute(_TRIALS_BATCHED, (run_id,)).fetchall()
-        return [row[:-1] for row in rows if upto.holds(row[-1])]
 
     def close(self, cursor: Cursor, run_ids: Iterable[str], owner: str) -> list[str]:
         """Make final the runs `owner` holds, their admission still to be made; those made so
@@ -468,15 +415,3 @@ class Runs:
         cursor.execute(_STATUS, (run_id,))
         row = cursor.fetchone()
         return row is not None and row[0] is None
-
-
-def _insert(cursor: Cursor, rows: list[TrialRow], access: Access) -> int:
-    """Store a run's trials (first record wins) under its access's batch and day, relayed
-    unless its owner writes them; how many were stored. Repeated identities count as
-    duplicates or conflicts of the stored ones."""
-    batch, day, relayed = access.batch, access.day, int(access.relayed)
-    cursor.executemany(_INSERT, [(*row, batch, day, relayed) for row in rows])
-    inserted = cursor.rowcount
-    if inserted < len(rows):  # repeated identities: count duplicates and conflicts
-        cursor.executemany(_REPEAT, repeats(rows, batch))
-    return inserted

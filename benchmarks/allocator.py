@@ -1,5 +1,5 @@
 """Page faults of request bodies with glibc's default allocator and with freed memory kept for
-reuse (`verdictgate.receiver.allocator.reuse_freed_memory`, what `serve` and its decoder
+reuse (`verdictgate.receiver.ingest.allocator.reuse_freed_memory`, what `serve` and its decoder
 workers switch on).
 
 Each mode runs in a fresh process: 20 bodies of 300 KB (one block each, as a request body is)
@@ -19,7 +19,7 @@ import sys
 
 FAULTS_OF_BODIES = """
 import resource, sys
-from verdictgate.receiver.allocator import reuse_freed_memory
+from verdictgate.receiver.ingest.allocator import reuse_freed_memory
 if sys.argv[1] == "reuse" and not reuse_freed_memory():
     sys.exit("no glibc mallopt here: reuse cannot be switched on")
 def body(n):

@@ -28,7 +28,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from opentelemetry.proto.common.v1.common_pb2 import KeyValue
 from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans, Span
 
-from verdictgate.receiver.otlp_target import any_value
+from verdictgate.receiver.publishing.otlp_target import any_value
 
 SPANS_PER_REQUEST = 512
 TRACE_EXPORT = "/opentelemetry.proto.collector.trace.v1.TraceService/Export"

@@ -28,7 +28,7 @@ from verdictgate.otel import conventions as names
 from verdictgate.otel.spans import run_attributes
 from verdictgate.receiver.config import ReceiverConfig
 from verdictgate.receiver.core import Receiver
-from verdictgate.receiver.otlp_target import any_value
+from verdictgate.receiver.publishing.otlp_target import any_value
 from verdictgate.receiver.server import Limits, Server
 from verdictgate.receiver.store import Store
 

@@ -16,7 +16,7 @@ import pytest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 
 from components import free_port
-from verdictgate.receiver.ingest import TRACE_SERVICE
+from verdictgate.receiver.ingest.exports import TRACE_SERVICE
 
 
 def rotel_agent() -> str:

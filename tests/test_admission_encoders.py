@@ -19,8 +19,8 @@ from otel_support import OtlpCollector, attributes
 from verdictgate import Contract, Suite, Trial, assess
 from verdictgate.otel.admission_record import AdmissionRecord, TrialTally
 from verdictgate.otel.publisher import Publisher
-from verdictgate.receiver.forwarder import ALL_SIGNALS
-from verdictgate.receiver.otlp_target import OtlpTarget
+from verdictgate.receiver.publishing.forwarder import ALL_SIGNALS
+from verdictgate.receiver.publishing.otlp_target import OtlpTarget
 
 SUITE = Suite("refunds", "refund_gate", (), Contract({"approve", "deny"}))
 

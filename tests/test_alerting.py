@@ -19,7 +19,7 @@ from receiver_support import decision_span, request
 from verdictgate.otel.otlp_reading import extract_protobuf
 from verdictgate.receiver.config import ReceiverConfig
 from verdictgate.receiver.core import Receiver
-from verdictgate.receiver.prometheus_endpoint import PrometheusEndpoint
+from verdictgate.receiver.publishing.prometheus_endpoint import PrometheusEndpoint
 from verdictgate.receiver.store import Store
 
 DOCS = Path(__file__).resolve().parents[1] / "docs" / "alerting.md"

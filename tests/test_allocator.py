@@ -11,7 +11,7 @@ import pytest
 
 HEAP_AROUND_BODIES = """
 import ctypes, sys
-from verdictgate.receiver.allocator import reuse_freed_memory
+from verdictgate.receiver.ingest.allocator import reuse_freed_memory
 class MallInfo2(ctypes.Structure):
     _fields_ = [(name, ctypes.c_size_t) for name in ("arena", "ordblks", "smblks", "hblks",
                 "hblkhd", "usmblks", "fsmblks", "uordblks", "fordblks", "keepcost")]
@@ -53,8 +53,8 @@ def test_large_blocks_are_reused_not_faulted_in_again() -> None:
 
 
 def test_decoder_workers_start_with_reuse() -> None:
-    from verdictgate.receiver.allocator import reuse_freed_memory
-    from verdictgate.receiver.decoding import Decoder
+    from verdictgate.receiver.ingest.allocator import reuse_freed_memory
+    from verdictgate.receiver.ingest.decoding import Decoder
 
     decoder = Decoder(1)
     try:

@@ -90,7 +90,7 @@ def test_status_of_an_unknown_run_and_of_a_run_in_progress(cli, tmp_path):
         stub.Export(request(spans[100:]))
         done = cli("status", "--endpoint", endpoint, "--run", "slow", "--wait", "10")
         assert done.exit_code == 0 and "Qualified" in done.stdout
-        from verdictgate.receiver.grpc_api import ADMISSION_SERVICE
+        from verdictgate.receiver.transport.grpc_api import ADMISSION_SERVICE
         from verdictgate.v1 import verdictgate_pb2 as pb
 
         list_runs = grpc.insecure_channel(endpoint).unary_unary(

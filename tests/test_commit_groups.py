@@ -13,10 +13,10 @@ import pytest
 from receiver_support import request, stable_run
 from verdictgate.clock import ManualClock
 from verdictgate.otel.otlp_reading import ExportContents, extract_protobuf
-from verdictgate.receiver.commit_groups import CommitGroups
 from verdictgate.receiver.config import ReceiverConfig
 from verdictgate.receiver.core import Receiver
-from verdictgate.receiver.fair_gate import Busy
+from verdictgate.receiver.ingest.commit_groups import CommitGroups
+from verdictgate.receiver.ingest.fair_gate import Busy
 from verdictgate.receiver.store import LOCAL, Batch, Store
 from verdictgate.trial_model import Trial
 

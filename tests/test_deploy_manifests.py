@@ -15,7 +15,7 @@ import yaml
 
 from verdictgate.cli.main import main
 from verdictgate.cli.receiver import parse_duration
-from verdictgate.receiver.http_api import HEALTH_PATH
+from verdictgate.receiver.transport.http_api import HEALTH_PATH
 
 ROOT = Path(__file__).resolve().parents[1]
 DEPLOY = ROOT / "deploy"

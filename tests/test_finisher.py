@@ -8,7 +8,7 @@ import threading
 from verdictgate.declaration import RunDeclaration
 from verdictgate.evidence import Evidence
 from verdictgate.lifecycle import Final, FinalReason, Interim
-from verdictgate.receiver.finisher import Finisher
+from verdictgate.receiver.publishing.finisher import Finisher
 
 
 def interim(run: str) -> Interim:

@@ -21,8 +21,8 @@ from receiver_support import wait_until
 from verdictgate import Contract, Suite, Trial, assess
 from verdictgate.otel import conventions as names
 from verdictgate.otel.admission_record import AdmissionRecord, TrialTally
-from verdictgate.receiver.forwarder import ALL_SIGNALS, METRICS, Forwarder
-from verdictgate.receiver.otlp_target import OtlpTarget
+from verdictgate.receiver.publishing.forwarder import ALL_SIGNALS, METRICS, Forwarder
+from verdictgate.receiver.publishing.otlp_target import OtlpTarget
 from verdictgate.receiver.store import Batch, Store
 
 SUITE = Suite("refunds", "refund_gate", (), Contract({"approve"}))

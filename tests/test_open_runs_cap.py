@@ -15,7 +15,7 @@ from verdictgate.clock import ManualClock
 from verdictgate.otel.otlp_reading import extract_protobuf
 from verdictgate.receiver.config import ReceiverConfig
 from verdictgate.receiver.core import Receiver
-from verdictgate.receiver.fair_gate import Busy
+from verdictgate.receiver.ingest.fair_gate import Busy
 from verdictgate.receiver.store import LOCAL
 
 IDLE = 30.0

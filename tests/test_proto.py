@@ -65,7 +65,7 @@ def test_the_trial_message_carries_every_trials_file_field():
 
 
 def test_the_hand_registered_admission_service_serves_every_method_of_the_proto():
-    from verdictgate.receiver.grpc_api import ADMISSION_SERVICE
+    from verdictgate.receiver.transport.grpc_api import ADMISSION_SERVICE
     from verdictgate.v1 import verdictgate_pb2
 
     service = verdictgate_pb2.DESCRIPTOR.services_by_name["AdmissionService"]

@@ -21,8 +21,8 @@ INTERNAL_EXCEPTIONS = {
     "verdictgate.receiver.http.refusals.HttpError": "answered as an HTTP status by the server",
     "verdictgate.receiver.http.refusals.ClientGone": "the server's: a client that hung up",
     "verdictgate.receiver.http.handler.BodyPending": "the server's: a body read by its poller",
-    "verdictgate.receiver.fair_gate.Busy": "answered 503/UNAVAILABLE with a retry delay",
-    "verdictgate.receiver.decoding.DecoderUnavailable": "answered 503/UNAVAILABLE",
+    "verdictgate.receiver.ingest.fair_gate.Busy": "answered 503/UNAVAILABLE with a retry delay",
+    "verdictgate.receiver.ingest.decoding.DecoderUnavailable": "answered 503/UNAVAILABLE",
     "verdictgate.otel.otlp_reading.MalformedRequest": "answered 400/INVALID_ARGUMENT",
     "verdictgate.runner.suite_run._Timeout": "a trial's timeout, recorded as an error trial",
 }

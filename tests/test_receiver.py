@@ -402,7 +402,7 @@ def test_repeats_within_one_request_count_like_repeats_across_requests(new_store
 
 def test_worker_decoders_give_the_same_result_and_errors_as_inline():
     from verdictgate.otel.otlp_reading import MalformedRequest
-    from verdictgate.receiver.decoding import Decoder, decode
+    from verdictgate.receiver.ingest.decoding import Decoder, decode
 
     body = request(
         [run_span("w", planned=400), *stable_run("w", cases=4, trials=100)]
@@ -433,8 +433,8 @@ def test_a_server_with_worker_decoders_ingests_and_stays_up():
 def test_final_admissions_and_canary_windows_are_published_over_otlp(new_store):
     from otel_support import OtlpCollector
     from verdictgate.otel import conventions as names
-    from verdictgate.receiver.forwarder import Forwarder
-    from verdictgate.receiver.otlp_target import OtlpTarget
+    from verdictgate.receiver.publishing.forwarder import Forwarder
+    from verdictgate.receiver.publishing.otlp_target import OtlpTarget
 
     with OtlpCollector() as collector:
         store = new_store()
@@ -479,7 +479,7 @@ def test_a_run_holds_at_most_its_limit_of_trials_and_the_rest_are_rejected(new_s
 
 def test_canary_windows_count_each_trial_once_in_the_trials_counter(new_store):
     from verdictgate.otel import conventions as names
-    from verdictgate.receiver.forwarder import Forwarder, PublisherTarget
+    from verdictgate.receiver.publishing.forwarder import Forwarder, PublisherTarget
 
     memory = MemoryTelemetry()
     clock = ManualClock(1000.0)
@@ -922,8 +922,8 @@ def test_decisions_at_every_label_limit_get_small_reports_status_and_pages(contr
 def test_sender_chosen_suite_names_never_grow_the_metric_series(new_store):
     from otel_support import OtlpCollector
     from verdictgate.otel.admission_record import OVERFLOW
-    from verdictgate.receiver.forwarder import Forwarder
-    from verdictgate.receiver.otlp_target import OtlpTarget
+    from verdictgate.receiver.publishing.forwarder import Forwarder
+    from verdictgate.receiver.publishing.otlp_target import OtlpTarget
 
     with OtlpCollector() as collector:
         store = new_store()

@@ -32,8 +32,8 @@ from verdictgate.otel.otlp_reading import extract_json, extract_protobuf
 from verdictgate.otel.spans import run_attributes
 from verdictgate.receiver.config import DEFAULT_SETTLE, ReceiverConfig
 from verdictgate.receiver.core import Receiver
-from verdictgate.receiver.otlp_target import any_value
-from verdictgate.receiver.settling import TRACE_TTL
+from verdictgate.receiver.ingest.settling import TRACE_TTL
+from verdictgate.receiver.publishing.otlp_target import any_value
 from verdictgate.receiver.store import Batch, Store
 from verdictgate.span_facts import SpanFacts
 from verdictgate.trial_model import NoDecision

@@ -10,8 +10,8 @@ from urllib.parse import quote, urlencode
 from receiver_support import decision_span, request, run_span, running_server
 from verdictgate import ManualClock
 from verdictgate.otel.otlp_reading import extract_protobuf
-from verdictgate.receiver.bearer import TokenThrottle
-from verdictgate.receiver.sign_in import page_key
+from verdictgate.receiver.queries.sign_in import page_key
+from verdictgate.receiver.transport.bearer import TokenThrottle
 
 TOKEN = "s3cret-token"
 EVIL = '<img src=x onerror="window.pwned=1"><script>window.pwned=1</script>'

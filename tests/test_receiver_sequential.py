@@ -207,8 +207,8 @@ def test_serve_refuses_a_canary_suite_beyond_the_rules_reach(cli, tmp_path) -> N
 
 def test_a_decided_canary_is_published_with_its_suites_routes(new_store) -> None:
     from otel_support import OtlpCollector
-    from verdictgate.receiver.forwarder import Forwarder
-    from verdictgate.receiver.otlp_target import OtlpTarget
+    from verdictgate.receiver.publishing.forwarder import Forwarder
+    from verdictgate.receiver.publishing.otlp_target import OtlpTarget
 
     with OtlpCollector() as collector:
         store = new_store()

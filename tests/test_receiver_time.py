@@ -35,7 +35,7 @@ from verdictgate.clock import ManualClock
 from verdictgate.otel.otlp_reading import extract_protobuf
 from verdictgate.receiver.config import ReceiverConfig
 from verdictgate.receiver.core import Receiver
-from verdictgate.receiver.database_clock import DatabaseClock
+from verdictgate.receiver.replication.database_clock import DatabaseClock
 from verdictgate.receiver.store import LOCAL, Store
 from verdictgate.reports import render
 
@@ -177,7 +177,7 @@ class Readings:
 @pytest.mark.parametrize("skew", [-600.0, -120.0, 0.0, 0.4, 300.0, 600.0])
 def test_a_replica_reads_the_database_clock_whatever_its_wall_clock_says(skew, caplog):
     readings = Readings(database=1_000_000.0, monotonic=42.0, wall=1_000_000.0 + skew)
-    with caplog.at_level(logging.WARNING, "verdictgate.receiver.database_clock"):
+    with caplog.at_level(logging.WARNING, "verdictgate.receiver.replication.database_clock"):
         clock = DatabaseClock(
             readings.read, monotonic=lambda: readings.monotonic, wall=lambda: readings.wall
         )

@@ -30,8 +30,8 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 )
 
 from receiver_support import request, run_span, running_server, stable_run
-from verdictgate.receiver.decoding import DecoderUnavailable
-from verdictgate.receiver.fair_gate import Busy, Gate
+from verdictgate.receiver.ingest.decoding import DecoderUnavailable
+from verdictgate.receiver.ingest.fair_gate import Busy, Gate
 from verdictgate.receiver.server import Limits
 
 PROTOBUF = "application/x-protobuf"
@@ -844,7 +844,7 @@ def test_an_unexpected_error_is_500_and_internal_logged_once(monkeypatch, caplog
 
 
 def admission_call(server, method: str, request, token: str | None = None):
-    from verdictgate.receiver.grpc_api import ADMISSION_SERVICE
+    from verdictgate.receiver.transport.grpc_api import ADMISSION_SERVICE
     from verdictgate.v1 import verdictgate_pb2 as pb
 
     channel = grpc.insecure_channel(f"127.0.0.1:{server.grpc_port}")
@@ -937,7 +937,7 @@ def test_metrics_and_logs_need_the_token_too(method):
 def test_unauthenticated_calls_that_never_send_their_message_hold_no_thread():
     """More unauthenticated calls than `grpc_max_concurrent_rpcs`, none sending its message, on
     every service: each is refused UNAUTHENTICATED at once, so an export still gets through."""
-    from verdictgate.receiver.grpc_api import ADMISSION_SERVICE
+    from verdictgate.receiver.transport.grpc_api import ADMISSION_SERVICE
 
     stall = threading.Event()
 
@@ -1025,7 +1025,7 @@ def test_grpc_calls_beyond_capacity_get_one_answer_resource_exhausted_with_retry
 
 
 def test_grpc_calls_beyond_the_limit_are_refused_with_retry_info():
-    from verdictgate.receiver.grpc_api import ADMISSION_SERVICE
+    from verdictgate.receiver.transport.grpc_api import ADMISSION_SERVICE
     from verdictgate.v1 import verdictgate_pb2 as pb
 
     with running_server(limits=Limits(grpc_max_concurrent_rpcs=1)) as server:

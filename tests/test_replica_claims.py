@@ -26,8 +26,8 @@ from verdictgate.otel.admission_record import AdmissionRecord, TrialTally
 from verdictgate.otel.otlp_reading import extract_protobuf
 from verdictgate.receiver.config import ReceiverConfig
 from verdictgate.receiver.core import Receiver
-from verdictgate.receiver.forwarder import ALL_SIGNALS, Forwarder
-from verdictgate.receiver.otlp_target import any_value
+from verdictgate.receiver.publishing.forwarder import ALL_SIGNALS, Forwarder
+from verdictgate.receiver.publishing.otlp_target import any_value
 from verdictgate.receiver.store import Batch, Store
 
 LEASE = 10.0
@@ -426,7 +426,7 @@ def test_a_started_forwarder_delivers_what_a_dead_replica_staged(location: str) 
 def test_every_replicas_scrape_endpoint_shows_the_latest_admission_whoever_made_it(
     location: str,
 ) -> None:
-    from verdictgate.receiver.prometheus_endpoint import PrometheusEndpoint
+    from verdictgate.receiver.publishing.prometheus_endpoint import PrometheusEndpoint
 
     clock = ManualClock(1_000_000.0)
     endpoints = [PrometheusEndpoint(), PrometheusEndpoint()]
@@ -474,7 +474,7 @@ def test_back_from_a_store_outage_a_replica_renews_before_it_takes_over(location
 
 
 def test_a_scrape_endpoint_keeps_up_with_more_admissions_than_a_page(location: str) -> None:
-    from verdictgate.receiver.prometheus_endpoint import PrometheusEndpoint
+    from verdictgate.receiver.publishing.prometheus_endpoint import PrometheusEndpoint
 
     clock = ManualClock(1_000_000.0)
     endpoint = PrometheusEndpoint()

@@ -22,7 +22,7 @@ from verdictgate.errors import StoreError
 from verdictgate.otel.otlp_reading import extract_protobuf
 from verdictgate.receiver.config import ReceiverConfig
 from verdictgate.receiver.core import Receiver
-from verdictgate.receiver.ownership import CLAIM_BATCH
+from verdictgate.receiver.replication.ownership import CLAIM_BATCH
 from verdictgate.receiver.store import Batch, Store
 from verdictgate.receiver.store.postgres import POOL_SIZE
 

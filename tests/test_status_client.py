@@ -185,7 +185,7 @@ def test_watchers_never_starve_exports(server):
     from opentelemetry.sdk.trace.export import SpanExportResult
 
     from otel_support import run_spans
-    from verdictgate.receiver.grpc_api import ADMISSION_SERVICE
+    from verdictgate.receiver.transport.grpc_api import ADMISSION_SERVICE
     from verdictgate.v1 import verdictgate_pb2 as pb
 
     endpoint = f"127.0.0.1:{server.grpc_port}"

@@ -13,7 +13,7 @@ import pytest
 
 from receiver_support import request, running_server, stable_run
 from verdictgate import ManualClock
-from verdictgate.receiver.bearer import Presented, TokenThrottle
+from verdictgate.receiver.transport.bearer import Presented, TokenThrottle
 
 TOKEN = "s3cret-token"
 

@@ -235,7 +235,7 @@ def serve_command(flags: ServeFlags) -> None:
     import logging
 
     logging.basicConfig(format="%(asctime)s %(levelname)s %(message)s", level=logging.WARNING)
-    from ..receiver.allocator import reuse_freed_memory
+    from ..receiver.ingest.allocator import reuse_freed_memory
     from ..receiver.service import Service
     from ..receiver.store import is_store_error
 

@@ -194,7 +194,7 @@ class _StatusRequest:
 
 def _admission(channel: grpc.Channel, request: _StatusRequest, wait: float) -> Admission:
     """The run's admission: at once, or, with `wait`, once it is final (or the wait is over)."""
-    from ..receiver.grpc_api import ADMISSION_SERVICE
+    from ..receiver.transport.grpc_api import ADMISSION_SERVICE
     from ..v1 import verdictgate_pb2 as pb
 
     if wait <= 0:

@@ -15,28 +15,28 @@ from ..lifecycle import Final, FinalReason, Interim, Lifecycle, Look, Ruling, Ti
 from ..otel.admission_record import MetricLabels
 from ..otel.otlp_reading import ExportContents
 from ..otel.span_decoding import DeclaredRun
-from .admitting import Admitter, Publishing
-from .commit_groups import CommitGroups
 from .config import ReceiverConfig
-from .database_clock import DatabaseClock, store_clock
-from .fair_gate import Busy
-from .finisher import Finisher
-from .forwarder import Forwarder
-from .judging import Judge
+from .ingest.commit_groups import CommitGroups
+from .ingest.fair_gate import Busy
+from .ingest.settling import TraceSettling, settled_batch
+from .ingest.span_warnings import SpanWarnings
 from .limits import Limits
-from .ownership import Ownership
-from .queries import RunQueries
+from .publishing.admitting import Admitter, Publishing
+from .publishing.finisher import Finisher
+from .publishing.forwarder import Forwarder
+from .publishing.judging import Judge
+from .publishing.shown_admissions import ShownAdmissions
+from .queries.run_queries import RunQueries
+from .replication.database_clock import DatabaseClock, store_clock
+from .replication.ownership import Ownership
 from .run_faults import log_after_commit
-from .settling import TraceSettling, settled_batch
-from .shown_admissions import ShownAdmissions
-from .span_warnings import SpanWarnings
 from .store import LOCAL, Store, Written, is_store_error
 from .store.batch import Batch, DueTrace, WriteCaps
 from .store.faults import is_connection_lost
 from .store_outage import StoreOutage
 
 if TYPE_CHECKING:
-    from .prometheus_endpoint import PrometheusEndpoint
+    from .publishing.prometheus_endpoint import PrometheusEndpoint
 
 _Write = tuple[ExportContents, DueTrace | None]
 """What one write commits: a request's contents, or a due trace's trials to settle."""

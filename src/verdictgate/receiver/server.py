@@ -12,15 +12,20 @@ from dataclasses import dataclass
 
 import grpc
 
-from .bearer import TokenThrottle
 from .core import Receiver
-from .grpc_api import Admissions, admission_handlers, export_handler, ignored_signals_handlers
-from .grpc_guards import CallCap, TokenCheck
 from .http import BoundedHttpServer, file_limit
-from .http_api import http_handler
-from .ingest import Ingest
+from .ingest.exports import Ingest
 from .limits import Limits
 from .store import is_store_error
+from .transport.bearer import TokenThrottle
+from .transport.grpc_api import (
+    Admissions,
+    admission_handlers,
+    export_handler,
+    ignored_signals_handlers,
+)
+from .transport.grpc_guards import CallCap, TokenCheck
+from .transport.http_api import http_handler
 
 logger = logging.getLogger(__name__)
 

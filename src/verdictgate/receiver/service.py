@@ -7,11 +7,11 @@ from dataclasses import dataclass, field
 
 from .config import ReceiverConfig
 from .core import Receiver
-from .database_clock import store_clock
-from .forwarder import Forwarder
 from .limits import Limits
-from .otlp_target import OtlpTarget
-from .prometheus_endpoint import PrometheusEndpoint
+from .publishing.forwarder import Forwarder
+from .publishing.otlp_target import OtlpTarget
+from .publishing.prometheus_endpoint import PrometheusEndpoint
+from .replication.database_clock import store_clock
 from .server import Server, Tls
 from .store import Store
 from .store_outage import StoreOutage

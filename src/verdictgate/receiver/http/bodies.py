@@ -8,7 +8,7 @@ import ssl
 import time
 from typing import Protocol
 
-from ..fair_gate import Busy, Gate
+from ..ingest.fair_gate import Busy, Gate
 from .connection import BODY, BodyWait, Connection
 from .framing import HEAD_END
 from .refusals import HttpError

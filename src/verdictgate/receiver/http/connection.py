@@ -5,7 +5,7 @@ from __future__ import annotations
 import socket
 import time
 
-from ..fair_gate import Ticket
+from ..ingest.fair_gate import Ticket
 from .framing import BodyFraming
 from .handler import BodyPending, RequestHandler, peer_host
 from .streams import Reader, Writer

@@ -12,9 +12,9 @@ import ssl
 import time
 from collections.abc import Callable
 
-from ..failures import report_unexpected
-from ..fair_gate import Gate
+from ..ingest.fair_gate import Gate
 from ..limits import Limits
+from ..transport.failures import report_unexpected
 from .accepting import Acceptor, busy_answer
 from .bodies import BodyReader
 from .connection import (

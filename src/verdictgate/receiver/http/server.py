@@ -8,7 +8,7 @@ import socket
 import ssl
 import threading
 
-from ..fair_gate import Gate
+from ..ingest.fair_gate import Gate
 from ..limits import Limits
 from .connection import BUSY, Connection
 from .handler import RequestHandler

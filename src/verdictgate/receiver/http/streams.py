@@ -5,7 +5,7 @@ from __future__ import annotations
 import socket
 import ssl
 
-from ..fair_gate import Ticket
+from ..ingest.fair_gate import Ticket
 from .framing import MAX_HEAD_BYTES
 from .refusals import ClientGone
 

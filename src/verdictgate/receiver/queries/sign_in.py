@@ -9,8 +9,8 @@ import hmac
 import ssl
 from urllib.parse import parse_qs
 
-from .bearer import TokenThrottle, authorized
-from .http_exchange import HttpExchange
+from ..transport.bearer import TokenThrottle, authorized
+from ..transport.http_exchange import HttpExchange
 from .pages import HTML, PAGE_HEADERS, sign_in_page
 
 PAGE_COOKIE = "verdictgate_pages"

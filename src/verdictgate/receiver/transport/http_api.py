@@ -1,10 +1,10 @@
 """The receiver's HTTP port, served by the bounded server of the `http` package: one small
 router over its three parts, each in its own module.
 
-- OTLP/HTTP ingest, `POST /v1/traces` (otlp_http.py);
-- the JSON query API, `GET /v1/runs` and `GET /v1/runs/{id}` (json_api.py);
+- OTLP/HTTP ingest, `POST /v1/traces` (ingest/otlp_http.py);
+- the JSON query API, `GET /v1/runs` and `GET /v1/runs/{id}` (queries/json_api.py);
 - the pages for a browser, `GET /` and `GET /runs/{id}`, and signing in to them, `POST /`
-  (page_routes.py, sign_in.py);
+  (queries/page_routes.py, queries/sign_in.py);
 - `GET /healthz`, for a load balancer's or Kubernetes' probe, answered within a second
   whatever the store does: 200 when the store answered a round trip within half a second,
   503 when it did not (`Store.reachable`); it needs no token and tells nothing else.
@@ -21,13 +21,13 @@ from urllib.parse import urlsplit
 
 from google.rpc import code_pb2
 
+from ..core import Receiver
+from ..ingest.exports import Ingest
+from ..ingest.otlp_http import TRACES_PATH, export_traces
+from ..queries.json_api import is_api_path, query_runs
+from ..queries.page_routes import is_page_path, serve_page
 from .bearer import TokenThrottle
-from .core import Receiver
 from .http_exchange import HttpExchange
-from .ingest import Ingest
-from .json_api import is_api_path, query_runs
-from .otlp_http import TRACES_PATH, export_traces
-from .page_routes import is_page_path, serve_page
 
 HEALTH_PATH = "/healthz"
 

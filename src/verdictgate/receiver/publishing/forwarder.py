@@ -12,12 +12,12 @@ import time
 from collections.abc import Callable
 from typing import Protocol
 
-from ..otel.admission_record import AdmissionRecord
-from ..otel.publisher import Publisher
-from .database_clock import store_clock
-from .store import LOCAL, Store, is_store_error
-from .store.connection import DEFAULT_LEASE
-from .store.faults import first_line
+from ...otel.admission_record import AdmissionRecord
+from ...otel.publisher import Publisher
+from ..replication.database_clock import store_clock
+from ..store import LOCAL, Store, is_store_error
+from ..store.connection import DEFAULT_LEASE
+from ..store.faults import first_line
 
 logger = logging.getLogger(__name__)
 

@@ -10,11 +10,11 @@ from urllib.parse import parse_qs, unquote, urlsplit
 
 from google.rpc import code_pb2
 
-from ..wire_types import JsonObject
-from .core import Receiver
-from .decoding import JSON
-from .http_exchange import HttpExchange
-from .store import StoredRun
+from ...wire_types import JsonObject
+from ..core import Receiver
+from ..ingest.decoding import JSON
+from ..store import StoredRun
+from ..transport.http_exchange import HttpExchange
 
 _RUN_PATH = re.compile(r"^/v1/runs/([^/?]+)$")
 

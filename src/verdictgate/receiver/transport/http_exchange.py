@@ -15,12 +15,12 @@ from collections.abc import Mapping
 
 from google.rpc import code_pb2, status_pb2
 
+from ..http import RETRYABLE, HttpError, RequestHandler
+from ..ingest.decoding import JSON
+from ..ingest.exports import PROTOBUF
+from ..ingest.fair_gate import Client
 from .bearer import REFUSED, WRONG_CHALLENGE, Presented, TokenThrottle
-from .decoding import JSON
 from .failures import Failure, failure_of
-from .fair_gate import Client
-from .http import RETRYABLE, HttpError, RequestHandler
-from .ingest import PROTOBUF
 
 _HTTP_STATUS = {
     Failure.INVALID: 400,

@@ -14,9 +14,9 @@ from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from ..assessment import Assessment
-from ..reports import RENDERERS
-from .store import StoredRun
+from ...assessment import Assessment
+from ...reports import RENDERERS
+from ..store import StoredRun
 
 RunVersion = tuple[float, int, bool, int, bool, float | None]
 

@@ -14,11 +14,11 @@ from collections.abc import Callable
 
 from google.rpc import code_pb2
 
-from ..otel.otlp_reading import MalformedRequest
+from ...otel.otlp_reading import MalformedRequest
+from ..http import HttpError
+from ..transport.http_exchange import HttpExchange
 from .decoding import JSON
-from .http import HttpError
-from .http_exchange import HttpExchange
-from .ingest import PROTOBUF, Ingest
+from .exports import PROTOBUF, Ingest
 
 TRACES_PATH = "/v1/traces"
 

@@ -8,10 +8,10 @@ import threading
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from ..otel.admission_record import OVERFLOW, AdmissionRecord, MetricLabels, TrialTally
+from ...otel.admission_record import OVERFLOW, AdmissionRecord, MetricLabels, TrialTally
+from ..run_faults import isolated
+from ..store import Store, StoredRun
 from .judging import Judge
-from .run_faults import isolated
-from .store import Store, StoredRun
 
 if TYPE_CHECKING:
     from .prometheus_endpoint import PrometheusEndpoint

@@ -9,12 +9,12 @@ import threading
 from collections.abc import Callable, Iterable, Sequence
 from typing import TypeVar
 
-from ..lifecycle import Final, FinalReason, Lifecycle
-from .config import ReceiverConfig
-from .finisher import Finisher
-from .judging import Judge
-from .run_faults import isolated, log_set_aside, logger
-from .store import RunVersion, Store, StoredRun, Written, is_store_error
+from ...lifecycle import Final, FinalReason, Lifecycle
+from ..config import ReceiverConfig
+from ..publishing.finisher import Finisher
+from ..publishing.judging import Judge
+from ..run_faults import isolated, log_set_aside, logger
+from ..store import RunVersion, Store, StoredRun, Written, is_store_error
 
 _T = TypeVar("_T")
 

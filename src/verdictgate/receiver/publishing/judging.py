@@ -5,12 +5,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from ..assessment import Assessment
-from ..declaration import RunDeclaration
-from ..engine import assess_declared
-from ..evidence import Evidence
-from ..suite import Suite
-from .store import Store, StoredRun
+from ...assessment import Assessment
+from ...declaration import RunDeclaration
+from ...engine import assess_declared
+from ...evidence import Evidence
+from ...suite import Suite
+from ..store import Store, StoredRun
 
 
 class Judge:

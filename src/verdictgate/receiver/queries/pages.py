@@ -8,8 +8,8 @@ import time
 from html import escape
 from urllib.parse import quote
 
-from ..reports.html import page, table
-from .store import StoredRun
+from ...reports.html import page, table
+from ..store import StoredRun
 
 RUNS_SHOWN = 200
 """Runs the list shows at once (narrow it by suite or status to see others)."""

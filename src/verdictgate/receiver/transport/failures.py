@@ -10,10 +10,10 @@ import threading
 import traceback
 from enum import Enum
 
-from ..otel.otlp_reading import MalformedRequest
-from .decoding import DecoderUnavailable
-from .fair_gate import Busy
-from .store import is_store_error
+from ...otel.otlp_reading import MalformedRequest
+from ..ingest.decoding import DecoderUnavailable
+from ..ingest.fair_gate import Busy
+from ..store import is_store_error
 
 logger = logging.getLogger(__name__)
 

@@ -5,14 +5,14 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from ..lifecycle import Lifecycle
-from ..otel.framework_traces import settled_trials
-from ..trial_model import Trial
-from .config import ReceiverConfig
-from .run_faults import log_set_aside
-from .store import Store, Written, is_store_error
-from .store.batch import Batch, DueTrace
-from .store.held_spans import DueTrials
+from ...lifecycle import Lifecycle
+from ...otel.framework_traces import settled_trials
+from ...trial_model import Trial
+from ..config import ReceiverConfig
+from ..run_faults import log_set_aside
+from ..store import Store, Written, is_store_error
+from ..store.batch import Batch, DueTrace
+from ..store.held_spans import DueTrials
 
 TRACE_TTL = 600.0
 """Seconds a trace without a trial span is held (then dropped), and a settled trace remembered

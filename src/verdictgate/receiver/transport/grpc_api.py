@@ -16,12 +16,12 @@ import grpc
 from google.protobuf.message import Message
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 
-from ..v1 import verdictgate_pb2 as pb
-from .assessment_cache import CachedAssessment
-from .core import Receiver
+from ...v1 import verdictgate_pb2 as pb
+from ..core import Receiver
+from ..ingest.exports import PROTOBUF, TRACE_SERVICE, Ingest
+from ..queries.assessment_cache import CachedAssessment
 from .failures import Failure, failure_of
 from .grpc_guards import abort_retryable, client_of
-from .ingest import PROTOBUF, TRACE_SERVICE, Ingest
 
 T = TypeVar("T")
 

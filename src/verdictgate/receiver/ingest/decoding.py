@@ -8,7 +8,7 @@ from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 
-from ..otel.otlp_reading import ExportContents, MalformedRequest, extract_json, extract_protobuf
+from ...otel.otlp_reading import ExportContents, MalformedRequest, extract_json, extract_protobuf
 from .allocator import reuse_freed_memory
 
 JSON = "application/json"

@@ -3,8 +3,8 @@
 
 from __future__ import annotations
 
-from .run_faults import logger
-from .store import Written
+from ..run_faults import logger
+from ..store import Written
 
 LATE_RUNS_KEPT = 10_000
 """Runs whose late spans were logged, remembered at most (a log line a run, not a set for

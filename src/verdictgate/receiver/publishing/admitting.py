@@ -9,17 +9,17 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
-from ..assessment import Assessment, Isolation
-from ..lifecycle import Final, Interim
-from ..otel.admission_record import AdmissionRecord, MetricLabels, TrialTally, streak_after
-from ..otel.spans import run_attributes
-from .assessment_cache import AssessmentCache
+from ...assessment import Assessment, Isolation
+from ...lifecycle import Final, Interim
+from ...otel.admission_record import AdmissionRecord, MetricLabels, TrialTally, streak_after
+from ...otel.spans import run_attributes
+from ..queries.assessment_cache import AssessmentCache
+from ..queries.run_signals import RunSignals
+from ..replication.ownership import Ownership
+from ..store import Store, StoredRun
 from .forwarder import Forwarder
 from .judging import Judge
-from .ownership import Ownership
-from .run_signals import RunSignals
 from .shown_admissions import ShownAdmissions
-from .store import Store, StoredRun
 
 
 @dataclass(frozen=True)

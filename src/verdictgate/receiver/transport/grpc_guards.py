@@ -11,8 +11,8 @@ import grpc
 from google.protobuf import duration_pb2
 from google.rpc import error_details_pb2, status_pb2
 
+from ..ingest.fair_gate import Client
 from .bearer import REFUSED, Presented, TokenThrottle, presented
-from .fair_gate import Client
 
 T = TypeVar("T")
 _Request = TypeVar("_Request")

@@ -17,13 +17,13 @@ from opentelemetry.metrics import CallbackOptions, Observation
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.resources import Resource
 
-from ..errors import ExtraMissing, InputError
-from ..otel import conventions as names
-from ..otel.admission_record import COUNTER, AdmissionRecord, publishing_resource
-from ..otel.latest_admissions import LatestAdmissions
-from ..wire_types import AttributeValue
-from .http import BoundedHttpServer, RequestHandler
-from .limits import Limits
+from ...errors import ExtraMissing, InputError
+from ...otel import conventions as names
+from ...otel.admission_record import COUNTER, AdmissionRecord, publishing_resource
+from ...otel.latest_admissions import LatestAdmissions
+from ...wire_types import AttributeValue
+from ..http import BoundedHttpServer, RequestHandler
+from ..limits import Limits
 
 if TYPE_CHECKING:
     from prometheus_client import CollectorRegistry

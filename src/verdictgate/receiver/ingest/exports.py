@@ -11,11 +11,11 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceResponse,
 )
 
-from ..otel.otlp_reading import ExportContents
-from .core import Receiver
+from ...otel.otlp_reading import ExportContents
+from ..core import Receiver
+from ..limits import Limits
 from .decoding import Decoder
 from .fair_gate import ANONYMOUS, Client, Gate, Ticket
-from .limits import Limits
 
 TRACE_SERVICE = "opentelemetry.proto.collector.trace.v1.TraceService"
 PROTOBUF = "application/x-protobuf"

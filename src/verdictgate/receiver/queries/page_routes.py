@@ -10,10 +10,10 @@ from urllib.parse import parse_qs, unquote, urlsplit
 
 from google.rpc import code_pb2
 
-from .bearer import Presented
-from .core import Receiver
-from .decoding import JSON
-from .http_exchange import HttpExchange
+from ..core import Receiver
+from ..ingest.decoding import JSON
+from ..transport.bearer import Presented
+from ..transport.http_exchange import HttpExchange
 from .pages import (
     HTML,
     PAGE_HEADERS,

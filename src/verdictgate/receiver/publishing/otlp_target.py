@@ -31,10 +31,10 @@ from opentelemetry.proto.resource.v1.resource_pb2 import Resource
 from opentelemetry.proto.trace.v1 import trace_pb2
 from opentelemetry.util.re import parse_env_headers
 
-from ..errors import InputError
-from ..otel import conventions as names
-from ..otel.admission_record import COUNTER, GAUGES, AdmissionRecord, publishing_resource
-from ..wire_types import AttributeValue
+from ...errors import InputError
+from ...otel import conventions as names
+from ...otel.admission_record import COUNTER, GAUGES, AdmissionRecord, publishing_resource
+from ...wire_types import AttributeValue
 from .forwarder import LOGS, METRICS, TRACES
 
 logger = logging.getLogger(__name__)

@@ -8,7 +8,7 @@ import threading
 from collections import OrderedDict, deque
 from collections.abc import Callable
 
-from ..lifecycle import Ruling
+from ...lifecycle import Ruling
 
 logger = logging.getLogger(__name__)
 

@@ -6,13 +6,13 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterator
 
-from ..assessment import Assessment
-from ..declaration import RunDeclaration
-from ..evidence import Evidence
+from ...assessment import Assessment
+from ...declaration import RunDeclaration
+from ...evidence import Evidence
+from ..publishing.judging import Judge
+from ..store import Store, StoredRun
 from .assessment_cache import AssessmentCache, CachedAssessment
-from .judging import Judge
 from .run_signals import RunSignals
-from .store import Store, StoredRun
 
 
 class RunQueries:

@@ -25,6 +25,7 @@ INTERNAL_EXCEPTIONS = {
     "verdictgate.receiver.ingest.decoding.DecoderUnavailable": "answered 503/UNAVAILABLE",
     "verdictgate.otel.otlp_reading.MalformedRequest": "answered 400/INVALID_ARGUMENT",
     "verdictgate.runner.suite_run._Timeout": "a trial's timeout, recorded as an error trial",
+    "verdictgate.receiver.store.connection.CopyRepeated": "the store's: its group done again",
 }
 """Exceptions that never leave the package: each is caught where it is raised."""
 

@@ -249,6 +249,8 @@ def _partitions(cursor: Cursor) -> list[tuple[str, int, int]]:
     """The partitions of `trials`: each one's name and its days, first and end (excluded)."""
     partitions = []
     for name, bound in cursor.execute(_PARTITIONS).fetchall():
+        if bound is None:  # being detached by another replica's transaction: gone for this one
+            continue
         found = _BOUND.search(bound)
         if found is not None:
             first, end = found.groups()

@@ -5,8 +5,8 @@ BatchSpanProcessor feeding an exporter that discards (what any instrumented serv
 pays), with and without the processor in front. Each decision is a decorated router call inside
 a trial scope. The pipelines take turns in short blocks (ABBA) so that drift of the machine hits
 both alike; the median of the paired ratios is printed with its distribution-free 90% interval,
-on the caller's thread and for the whole process. Then 1,000,000 decisions over 1,000 cases go through the
-pipeline with the processor, and the growth of resident memory is read from /proc. Then the
+on the caller's thread and for the whole process. Then 1,000,000 decisions over 1,000 cases go
+through the pipeline with the processor, and the growth of resident memory is read from /proc. Then the
 memory of 100,000 decisions queued behind a busy worker (held by a watcher), traced by
 tracemalloc; with `--before REF` also that of the processor at a git revision (e.g. main
 before the bounded intake), in the same run. Then what `on_end` costs the caller at trial

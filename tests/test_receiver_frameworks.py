@@ -35,6 +35,7 @@ from verdictgate.receiver.core import Receiver
 from verdictgate.receiver.ingest.settling import TRACE_TTL
 from verdictgate.receiver.publishing.otlp_target import any_value
 from verdictgate.receiver.store import Batch, Store
+from verdictgate.receiver.store.span_placement import SETTLED_SPAN
 from verdictgate.span_facts import SpanFacts
 from verdictgate.trial_model import NoDecision
 
@@ -72,6 +73,39 @@ def test_trials_are_derived_once_the_trace_is_quiet_whatever_the_arrival_order(n
     assessment = receiver.assessment("r1")
     assert (assessment.trials.duplicates, assessment.trials.conflicts) == (0, 0)
     assert receiver.store.run("r1").suite == "support"
+
+
+class FailingNeighbour(Store):
+    """A store each of whose groups, while `failing`, carries one more write that fails (another
+    request's fault), so that the group is undone and its writes done again one by one."""
+
+    failing = False
+
+    def together(self, writes):
+        if not self.failing:
+            return super().together(writes)
+
+        def neighbour() -> None:
+            raise ValueError("another request's fault")
+
+        return super().together([neighbour, *writes])[1:]
+
+
+def test_a_trace_settled_in_a_group_that_fails_is_settled_alone(new_store) -> None:
+    """A due trace settled in a group another write fails: the group is undone and the settling
+    write done again alone, holding its trace again, so its trial is stored (never set aside
+    as settled but lost)."""
+    store = FailingNeighbour(new_store.location("neighbour"))
+    clock = ManualClock(1_000.0)
+    receiver = Receiver(store, config=ReceiverConfig(idle=10.0), clock=clock)
+    spans = strands_trial(1, "r1", "c0", 0, ["lookup"])
+    receiver.ingest(extract_protobuf(request(spans).SerializeToString()))
+    clock.advance(DEFAULT_SETTLE + 0.1)
+    store.failing = True
+    receiver.tick()
+    store.failing = False
+    assert stored(receiver, "r1") == {("c0", 0): (("lookup",), None)}
+    receiver.close()
 
 
 def test_a_late_copy_of_a_settled_trace_decides_nothing_again(new_store) -> None:
@@ -380,6 +414,27 @@ def test_a_span_that_comes_after_its_trial_settled_amends_it_while_its_run_is_op
     assert receiver.assessment("r1").trials.late == 1
     assert "came after their trial was settled" in caplog.text
     assert stored(receiver, "r1") == {("c0", 0): (("lookup", "refund"), None)}  # it stands
+
+
+def test_a_trial_amended_with_many_spans_settles_again_without_a_copy(new_store) -> None:
+    """A trial of ten tool spans amended by a straggler records its spans' ids again when it
+    settles again: that insert names its conflict, so it is never copied (a copy that repeats
+    rows fails its whole group, `CopyRepeated`, which is then done again), and the trial is
+    derived again from all its spans."""
+    assert SETTLED_SPAN.postgres_copy is None
+    clock = ManualClock(1_000.0)
+    receiver = Receiver(new_store(), config=ReceiverConfig(idle=10.0), clock=clock)
+    tools = [f"tool{n}" for n in range(10)]
+    spans = strands_trial(1, "r1", "c0", 0, tools)
+    straggler = spans.pop()
+    receiver.ingest(extract_protobuf(request(spans).SerializeToString()))
+    clock.advance(DEFAULT_SETTLE + 0.1)
+    receiver.tick()
+    receiver.ingest(extract_protobuf(request([straggler]).SerializeToString()))
+    clock.advance(DEFAULT_SETTLE + 0.1)
+    receiver.tick()
+    assert stored(receiver, "r1") == {("c0", 0): (tuple(tools), None)}
+    receiver.close()
 
 
 def test_thousands_of_trials_in_one_trace_settle_in_one_tick(new_store) -> None:

@@ -322,7 +322,7 @@ class Lifecycle:
         for run in list(self._runs.values()):
             self._close(run, FinalReason.SHUTDOWN)
 
-    # Decisions
+    # Rulings
 
     def due(self, now: float, timers: bool = True, waiting: Collection[str] = ()) -> list[Ruling]:
         """What is due at `now`: runs that ended since the last call, sequential runs' new

@@ -37,6 +37,11 @@ def parse_duration(value: str) -> float:
     return float(match.group(1)) * _UNITS[match.group(2)]
 
 
+def duration_option(context: click.Context, option: click.Parameter, value: str) -> float:
+    """A click callback: an option's duration (`parse_duration`), in seconds."""
+    return parse_duration(value)
+
+
 def _listen(value: str, option: str) -> tuple[str, str]:
     """HOST:PORT split, or an InputError naming `option`."""
     host, sep, port = value.rpartition(":")
@@ -126,9 +131,12 @@ class ServeFlags:
         "--idle",
         "--grace",
         show_default=True,
+        metavar="DURATION",
     )
     window: str | None = flag(
-        None, "Also assess canary runs (no run span) every DURATION while they collect."
+        None,
+        "Also assess canary runs (no run span) every DURATION while they collect.",
+        metavar="DURATION",
     )
     prometheus: str | None = flag(
         None,

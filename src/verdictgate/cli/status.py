@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, NoReturn
 import click
 
 from ..errors import USAGE_EXIT, InputError
-from .receiver import read_secret
+from .receiver import duration_option, read_secret
 
 if TYPE_CHECKING:  # gRPC loads only when status asks
     import grpc
@@ -102,7 +102,11 @@ def _speaks_tls(endpoint: str) -> bool:
 @click.option("--endpoint", required=True, help="HOST:PORT of `verdictgate serve`, its gRPC port.")
 @click.option("--run", "run_id", required=True, help="Run id.")
 @click.option(
-    "--wait", type=float, default=0.0, help="Seconds to wait for the run to become final."
+    "--wait",
+    default="0",
+    callback=duration_option,
+    metavar="DURATION",
+    help="How long to wait for the run to become final (30, 30s, 10m).",
 )
 @click.option(
     "--format",

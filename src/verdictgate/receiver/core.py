@@ -70,7 +70,7 @@ class Receiver(RunQueries):
     outbox; in a shared store a finish reads the run, which other replicas may have written.
     Deciding that a run is final is committed with the request that completed it; assessing,
     staging and publishing its admission happen on the finisher's threads (`Admitter`: each
-    run's decisions in order, runs side by side), so a slow finish holds no ingest slot, no
+    run's rulings in order, runs side by side), so a slow finish holds no ingest slot, no
     lock a request needs, and no other run's finish. With a `forwarder`, each admission is
     staged in the store's outbox in the same transaction that makes the run admitted, and
     delivered by the forwarder's own thread; with `scrape`, shown for Prometheus to scrape

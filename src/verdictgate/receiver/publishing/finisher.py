@@ -32,7 +32,7 @@ class Finisher:
         """Runs a thread is working on (their queues wait for it)."""
         self._changed = threading.Condition()
         self._pending = 0
-        """Decisions queued or being done: `flush` waits for none."""
+        """Rulings queued or being done: `flush` waits for none."""
         self._threads: list[threading.Thread] = []
         self._stopping = False
 

@@ -1,6 +1,7 @@
 """The durable trial store (a SQLite file, WAL, or a PostgreSQL database shared by replicas):
 first record wins, conflicts kept, runs resumable and claimed. It composes the aggregates; each
-public call is one transaction (or one read)."""
+public call is one transaction (or one read), but `write` and `held_trace` inside `together`,
+which are part of its group's."""
 
 from __future__ import annotations
 
@@ -144,6 +145,8 @@ class Store:
         `together`, part of its transaction; outside, a group of one."""
         now = time.time() if now is None else now
         claim = claim or (LOCAL, now + 3600.0)
+        if self._days is not None:  # in a transaction of its own: a day made stays made
+            self._days.cover(now)  # (before a lone write's: never two connections at once)
         cursor: Cursor | None = getattr(self._group, "cursor", None)
         if cursor is None:  # a write of its own: a group of one
             (outcome,) = self._together(
@@ -152,8 +155,6 @@ class Store:
             if isinstance(outcome, Exception):
                 raise outcome
             return outcome
-        if self._days is not None:  # in a transaction of its own: a day made stays made
-            self._days.cover(now)
         given, again, labels = list(batch.trials), list(batch.again), dict(batch.labels)
         settled = tuple(batch.settled)
         committed = self._group.committed
@@ -211,9 +212,10 @@ class Store:
         commit them once: what each returned. Many rows are copied in; when one repeats a row
         held (a sender's retry), the transaction is done again inserting them as written. When
         the transaction fails for anything but the store being away (what one write holds, a
-        lock another replica held, a bug), each write is done again in a transaction of its
-        own, so that the one that fails fails alone (its error in its place) and the others are
-        committed; the store being away is every write's error."""
+        lock another replica held, a bug), each write is done again as a group of its own (a
+        settling write holds its trace again: `held_trace`), so that the one that fails fails
+        alone (its error in its place) and the others are committed; the store being away is
+        every write's error."""
         return self._together(writes)
 
     def _together(self, writes: Sequence[Callable[[], _T]]) -> list[_T | Exception]:
@@ -230,7 +232,7 @@ class Store:
         except Exception as failed:
             if len(writes) == 1 or is_connection_lost(failed):
                 return [failed] * len(writes)
-            return [_outcome(write) for write in writes]
+            return [self._together([write])[0] for write in writes]  # each a group of one
         for then in committed:
             then()
         return done
@@ -243,6 +245,8 @@ class Store:
     ) -> list[_T | Exception]:
         """Do `writes` in one transaction; what each returned (what to do once it is committed
         added to `committed`)."""
+        if getattr(self._group, "cursor", None) is not None:
+            raise RuntimeError("a group of writes inside another would split it in two")
         self._group.committed = committed
         try:
             with self._database.transaction(copying) as cursor:
@@ -377,11 +381,3 @@ class Store:
             with self._database.locked() as cursor:
                 return self._outbox.count(cursor)
         return self._outbox.size
-
-
-def _outcome(write: Callable[[], _T]) -> _T | Exception:
-    """What a write returned, or the error it raised."""
-    try:
-        return write()
-    except Exception as error:
-        return error

@@ -326,7 +326,8 @@ class PostgresCursor:
         rows are many (BULK_ROWS); False (nothing written) otherwise, so that the insert runs
         as written. A row that repeats one held (or another of them) fails the transaction
         (`CopyRepeated`): a savepoint to undo the copy alone would cost a round trip and a
-        subtransaction every copy, for a repeat that only a sender's retry brings."""
+        subtransaction every copy, for a repeat that only a sender's retry brings (an insert
+        that repeats rows in its ordinary course names its conflict, and is never copied)."""
         from psycopg.errors import UniqueViolation
 
         copy = statement.postgres_copy

@@ -148,9 +148,12 @@ class Access:
     """Trials its part counted as stored already (all the write brings the run, when it only
     adds to it): `take` corrects the count when fewer were."""
     standing: StoredRun | None = None
-    """When the write only adds to the run through its part: the run as it stands once the
-    write has stored all it counted (read before the write, its part advanced, its owner as
-    the write holds it), so that it is not read back."""
+    """When the write only adds to the run through its part: the run as the write leaves it
+    once it has stored all it counted, not read back: read before the write, the writer's part
+    as the write advanced it and the owner it holds the run under. Another writer's commit
+    since that read is missing from it (its version is lower than the store's, never higher):
+    the owner catches up with it at its next write or tick, and an admission reads the
+    evidence again whenever the version it closed on is not the store's."""
 
 
 @dataclass(frozen=True)
@@ -314,11 +317,10 @@ class Runs:
         self, cursor: Cursor, batch: TrialBatch, accesses: dict[str, Access]
     ) -> tuple[dict[str, int], dict[str, list[Trial]], dict[str, int]]:
         """Store each run's trials as far as its access has room (a final run's are only
-        counted late) under its batch; per run, the trials refused, the trials taken and how many
-        were stored. Each
-        part counts the trials stored through it, so no write scans a run (the count its
-        access made ahead corrected only when it differs), and gets back the room its write
-        took but did not fill."""
+        counted late) under its batch; per run, the trials refused, the trials taken and how
+        many were stored. Each part counts the trials stored through it, so no write scans a
+        run (the count its access made ahead corrected only when it differs), and gets back
+        the room its write took but did not fill."""
         refused: dict[str, int] = {}
         accepted: dict[str, list[Trial]] = {}
         stored: dict[str, int] = {}
@@ -371,9 +373,9 @@ class Runs:
     def written(
         self, cursor: Cursor, accesses: dict[str, Access], stored: dict[str, int]
     ) -> list[StoredRun]:
-        """The runs a write held, as they stand after it (in the order of `accesses`): one it
-        only added to and that stored all it counted (`stored`, from `take`) as the write found
-        it, the others read back."""
+        """The runs a write held, after it (in the order of `accesses`): one it only added to
+        and that stored all it counted (`stored`, from `take`) as `Access.standing` says, the
+        others read back."""
         runs = []
         for run_id, access in accesses.items():
             if access.standing is not None and stored.get(run_id, 0) == access.counted:

@@ -20,8 +20,10 @@ _MARK = msgspec.msgpack.Decoder(TrialMark)
 SETTLED_SPAN = insert_rows(  # the ids of spans below a settled trial, kept for good
     "settled_spans",
     {"trace_id": "text", "span_id": "text", "mark": "text"},
-    " ON CONFLICT DO NOTHING",
+    " ON CONFLICT (trace_id, span_id) DO NOTHING",
 )
+"""Never copied (its conflict named): a trial amended and settled again records its spans
+again, a repeat that would fail a copy's whole group (`CopyRepeated`)."""
 
 _AMEND_MARK = sql(
     "UPDATE trial_marks SET settled = 0, amended = 1, run_id = ? WHERE trace_id = ? AND span_id = ?"

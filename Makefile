@@ -1,4 +1,5 @@
-# make demo: the bundled example end to end.  make test: lint and the whole suite.
+# make demo: the bundled example end to end.  make test: lint and the whole suite.  make suite:
+# the suite alone (CI runs it on each supported Python: make suite PYTHON=python3.13 VENV=.venv-py313).
 # Both create .venv when it is missing and install the project into it; no network beyond PyPI.
 PYTHON ?= python3
 VENV ?= .venv
@@ -20,8 +21,9 @@ TORCH_INDEX ?=
 EXAMPLE := examples/payment_suite.json
 # One set of versions known to resolve and pass together (see the file's head).
 PIP_INSTALL := $(BIN)/python -m pip install --quiet --disable-pip-version-check -c .ci/constraints.txt
+PYTEST := $(BIN)/python -m pytest -q -n 2
 
-.PHONY: demo test semantic adk crewai bench proto clean
+.PHONY: demo test suite semantic adk crewai bench proto clean
 
 $(STAMP): pyproject.toml .ci/constraints.txt
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -74,7 +76,10 @@ test: $(STAMP)
 	$(BIN)/ruff check src tests benchmarks examples
 	$(BIN)/ruff format --check src tests benchmarks examples
 	$(BIN)/mypy
-	$(BIN)/python -m pytest -q -n 2
+	$(PYTEST)
+
+suite: $(STAMP)
+	$(PYTEST)
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/allocator.py

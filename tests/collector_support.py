@@ -3,9 +3,11 @@ collector, from the dev extra) and a relay that retries every request until ackn
 
 from __future__ import annotations
 
+import os
 import queue
 import socket
 import subprocess
+import sysconfig
 import threading
 import time
 from concurrent import futures
@@ -22,12 +24,21 @@ from verdictgate.receiver.ingest.exports import TRACE_SERVICE
 def rotel_agent() -> str:
     """The rotel-agent binary of the rotel package; a skip where it has none."""
     rotel = pytest.importorskip(
-        "rotel", reason="rotel (a Rust OTLP collector) ships wheels for CPython 3.11 on Linux only"
+        "rotel",
+        reason="rotel 0.0.1a15 (a Rust OTLP collector) ships wheels for CPython 3.10 to 3.13 on Linux only",
     )
     binary = Path(rotel.__file__).with_name("rotel-agent")
     if not binary.exists():
         pytest.skip("the rotel package has no rotel-agent binary on this platform")
     return str(binary)
+
+
+def with_libpython(environment: os._Environ[str]) -> dict[str, str]:
+    """`environment` with this Python's libpython on the loader's path: rotel-agent embeds the
+    CPython its wheel is for, which a pyenv build keeps in its own lib/ (Debian's python3 in
+    the loader's default path)."""
+    paths = [sysconfig.get_config_var("LIBDIR"), environment.get("LD_LIBRARY_PATH", "")]
+    return {**environment, "LD_LIBRARY_PATH": os.pathsep.join(path for path in paths if path)}
 
 
 def start_collector(binary: str, forward_to: int, log: Path) -> tuple[subprocess.Popen, int]:
@@ -52,6 +63,7 @@ def start_collector(binary: str, forward_to: int, log: Path) -> tuple[subprocess
         ],
         stdout=log.open("w"),
         stderr=subprocess.STDOUT,
+        env=with_libpython(os.environ),
     )
     deadline = time.monotonic() + 20
     while time.monotonic() < deadline:

@@ -37,8 +37,15 @@ EXTRAS = {
 }
 
 
+PYTHON_BOUNDS = {"pydantic_ai": ((3, 11), "pydantic-ai-slim 2.55 and later require Python 3.11")}
+"""Frameworks whose releases the extras ask for need a newer Python than the package does."""
+
+
 def needs(module: str) -> None:
-    """Skip (fail in CI) when the framework `module` is not installed."""
+    """Skip (fail in CI) when the framework `module` is not installed; skip, in CI too, on a
+    Python older than the framework's releases support."""
+    if module in PYTHON_BOUNDS and sys.version_info < PYTHON_BOUNDS[module][0]:
+        pytest.skip(PYTHON_BOUNDS[module][1])
     try:
         found = importlib.util.find_spec(module) is not None
     except ModuleNotFoundError:

@@ -95,18 +95,6 @@ def copied(cursor: psycopg.Cursor[tuple[str, str]], rows: list[Row]) -> int:
     return len(cursor.fetchall())
 
 
-def copied_in_savepoint(cursor: psycopg.Cursor[tuple[str, str]], rows: list[Row]) -> int:
-    cursor.execute("SAVEPOINT bulk_copy")
-    with cursor.copy(
-        "COPY trace_spans (trace_id, span_id, facts, parent_id) FROM STDIN (FORMAT BINARY)"
-    ) as copy:
-        copy.set_types(["text", "text", "bytea", "text"])
-        for row in rows:
-            copy.write_row(row)
-    cursor.execute("RELEASE SAVEPOINT bulk_copy")
-    return len(rows)
-
-
 def copied_straight(cursor: psycopg.Cursor[tuple[str, str]], rows: list[Row]) -> int:
     with cursor.copy(
         "COPY trace_spans (trace_id, span_id, facts, parent_id) FROM STDIN (FORMAT BINARY)"
@@ -115,6 +103,13 @@ def copied_straight(cursor: psycopg.Cursor[tuple[str, str]], rows: list[Row]) ->
         for row in rows:
             copy.write_row(row)
     return len(rows)
+
+
+def copied_in_savepoint(cursor: psycopg.Cursor[tuple[str, str]], rows: list[Row]) -> int:
+    cursor.execute("SAVEPOINT bulk_copy")
+    copied = copied_straight(cursor, rows)
+    cursor.execute("RELEASE SAVEPOINT bulk_copy")
+    return copied
 
 
 WAYS: dict[str, Callable[[psycopg.Cursor[tuple[str, str]], list[Row]], int]] = {

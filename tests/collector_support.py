@@ -10,6 +10,7 @@ import subprocess
 import sysconfig
 import threading
 import time
+from collections.abc import Mapping
 from concurrent import futures
 from pathlib import Path
 
@@ -33,7 +34,7 @@ def rotel_agent() -> str:
     return str(binary)
 
 
-def with_libpython(environment: os._Environ[str]) -> dict[str, str]:
+def with_libpython(environment: Mapping[str, str]) -> dict[str, str]:
     """`environment` with this Python's libpython on the loader's path: rotel-agent embeds the
     CPython its wheel is for, which a pyenv build keeps in its own lib/ (Debian's python3 in
     the loader's default path)."""

@@ -47,6 +47,21 @@ def stored(receiver: Receiver, run: str) -> dict[tuple[str, int], tuple]:
     }
 
 
+def refund_below(agent: Span, n: int) -> Span:
+    """The `n`th refund tool span below `agent`, a span of its own (a trickle of late spans)."""
+    return Span(
+        name="execute_tool refund",
+        trace_id=agent.trace_id,
+        span_id=(10_000 + n).to_bytes(8, "big"),
+        parent_span_id=agent.span_id,
+        start_time_unix_nano=100 + n,
+        attributes=[
+            KeyValue(key="gen_ai.operation.name", value=any_value("execute_tool")),
+            KeyValue(key="gen_ai.tool.name", value=any_value("refund")),
+        ],
+    )
+
+
 def test_trials_are_derived_once_the_trace_is_quiet_whatever_the_arrival_order(new_store) -> None:
     clock = ManualClock(1_000.0)
     receiver = Receiver(new_store(), clock=clock)
@@ -500,17 +515,7 @@ def test_a_trial_whose_spans_never_go_quiet_settles_after_the_maximum_hold(new_s
     agent = spans[1]
     for n in range(60):  # three minutes of one more tool span every 3 s
         clock.advance(3)
-        tool = Span(
-            name="execute_tool refund",
-            trace_id=agent.trace_id,
-            span_id=(10_000 + n).to_bytes(8, "big"),
-            parent_span_id=agent.span_id,
-            start_time_unix_nano=100 + n,
-            attributes=[
-                KeyValue(key="gen_ai.operation.name", value=any_value("execute_tool")),
-                KeyValue(key="gen_ai.tool.name", value=any_value("refund")),
-            ],
-        )
+        tool = refund_below(agent, n)
         receiver.ingest(extract_protobuf(request([tool]).SerializeToString()))
         receiver.tick()
     [(decision, error)] = stored(receiver, "r1").values()
@@ -746,17 +751,7 @@ def test_wire_a_trace_that_never_goes_quiet_settles_at_the_maximum_hold() -> Non
         agent = spans[1]
         for n in range(200):
             clock.advance(3)
-            tool = Span(
-                name="execute_tool refund",
-                trace_id=agent.trace_id,
-                span_id=(10_000 + n).to_bytes(8, "big"),
-                parent_span_id=agent.span_id,
-                start_time_unix_nano=100 + n,
-                attributes=[
-                    KeyValue(key="gen_ai.operation.name", value=any_value("execute_tool")),
-                    KeyValue(key="gen_ai.tool.name", value=any_value("refund")),
-                ],
-            )
+            tool = refund_below(agent, n)
             exported(server, [tool])
             if n == 45:  # past the maximum hold: the trial is stored
                 wait_until(lambda: len(stored(server.receiver, "r1")) == 1)

@@ -16,7 +16,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, replace
 
 from ...trial_model import Trial
-from .connection import Cursor
+from .connection import Cursor, SqlRow
 from .records import StoredRun, batch_number
 from .run_rows import PART_COLUMNS, PARTS, RUN_COLUMNS, fold, stored_run
 from .statements import (
@@ -63,6 +63,14 @@ _STATE = _with_parts("runs.day", f"CASE WHEN {_OWNER_ALIVE} THEN 1 ELSE 0 END")
 """A run as a write finds it, read without a lock (`_with_parts`), with its day and whether its
 owner is alive at the write's time."""
 _RUN_WIDTH = len(RUN_COLUMNS.split(","))
+
+
+def _parts_of(rows: list[SqlRow], more: int = 0) -> list[SqlRow]:
+    """The parts (PART_COLUMNS each) in the rows of a `_with_parts` read of `more` columns."""
+    at = _RUN_WIDTH + more
+    return [row[at:] for row in rows if row[at] is not None]
+
+
 _NEW_RUN = sql(
     "INSERT INTO runs (run_id, suite, point, first_seen, last_seen, owner, day)"
     " VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (run_id) DO NOTHING"
@@ -230,7 +238,7 @@ class Runs:
             rows = cursor.execute(_STATE, (now, run_id)).fetchall()  # made meanwhile
         read = stored_run(rows[0])
         day, alive = rows[0][_RUN_WIDTH : _RUN_WIDTH + 2]
-        parts = [row[_RUN_WIDTH + 2 :] for row in rows if row[_RUN_WIDTH + 2] is not None]
+        parts = _parts_of(rows, more=2)
         part, room = next(((p[0], p[4]) for p in parts if p[1] == writer), (None, 0))
         alone = (
             read.final
@@ -366,9 +374,7 @@ class Runs:
         rows = cursor.execute(_RUN_WITH_PARTS, (run_id,)).fetchall()
         if not rows:
             return None
-        width = len(rows[0]) - len(PART_COLUMNS.split(", "))
-        parts = [row[width:] for row in rows if row[width] is not None]
-        return fold(stored_run(rows[0]), parts)
+        return fold(stored_run(rows[0]), _parts_of(rows))
 
     def written(
         self, cursor: Cursor, accesses: dict[str, Access], stored: dict[str, int]

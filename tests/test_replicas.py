@@ -184,7 +184,6 @@ def test_a_replica_killed_mid_run_loses_nothing_and_a_survivor_admits_it(
                 text=True,
                 timeout=120,
             )
-            report = json.loads(status.stdout)
             answered_after = time.monotonic() - killed_at
             deadline = time.monotonic() + 30
             admissions: list = []
@@ -200,7 +199,10 @@ def test_a_replica_killed_mid_run_loses_nothing_and_a_survivor_admits_it(
             for replica in replicas:
                 replica.kill()
                 replica.wait(10)
+            logs = [replica.stderr.read() if replica.stderr else "" for replica in replicas]
 
+    assert status.stdout, f"status exited {status.returncode}: {status.stderr}; logs: {logs}"
+    report = json.loads(status.stdout)
     store = Store(url)
     evidence = store.evidence(RUN)
     stored = {(t.case, t.index): t.decision for t in evidence.trials()}

@@ -7,6 +7,7 @@ from __future__ import annotations
 from contextlib import ExitStack
 from pathlib import Path
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -131,3 +132,61 @@ def test_a_version_is_a_snapshot_of_what_every_writer_stored(new_store: StoreMak
     since = store.claims.written_since("r", before.version, after.version)
     assert sorted(t.index for t in since) == [4, 5]
     assert after.received == 7 and after.last_seen == NOW + 2
+
+
+HOLDS_ALONE = {  # a write that changes its run, or may not add to it through its part alone
+    "labels its suite": ({}, {"suite": "s"}),
+    "labels its point": ({}, {"point": "p"}),
+    "marks it framework": ({"marking": True}, {}),
+    "declares it": ({"declared": True}, {}),
+    "brings late records": ({"late": True}, {}),
+    "needs more room": ({"need": 60}, {}),
+    "finds its owner gone": ({"now": UNTIL + 1}, {}),
+    "finds it final": ({"final": True}, {}),
+}
+
+
+@pytest.mark.parametrize("change", ["adds to it", *HOLDS_ALONE])
+def test_a_write_adds_through_its_part_only_what_changes_nothing_else(
+    new_store: StoreMaker, change: str
+) -> None:
+    """A write holds its run alone (`Access.standing` None: it changed the run's row, read back)
+    exactly when it changes the run or needs more room than its part holds; otherwise it adds
+    through its part, the run's row only held shared. The run is labelled or claimed as the
+    write needs, on either store."""
+    location = new_store.location("alone")
+    store = Store(location)
+    for writer in ("a", "b"):  # the run, owned by `a`, and a part of `b`'s holding some room
+        store.write(
+            Batch(trials([ord(writer)])),
+            now=NOW,
+            claim=(writer, UNTIL),
+            caps=WriteCaps(max_trials=100),
+        )
+    given, labelled = HOLDS_ALONE.get(change, ({}, {}))
+    if given.get("final"):
+        assert store.close_runs(["r"], owner="a") == ["r"]
+    store.close()
+    database = open_database(location)
+    try:
+        with database.transaction() as cursor:
+            visit = Visit(
+                {"r": int(given.get("need", 1))},
+                frozenset({"r"} if given.get("declared") else ()),
+                frozenset({"r"} if given.get("marking") else ()),
+                {"r": 1} if given.get("late") else {},
+                100,
+            )
+            labels = {"r": (labelled.get("suite"), labelled.get("point"))}
+            now = float(given.get("now", NOW))
+            accesses = Runs().see(cursor, {"r"}, set(), visit, labels, now, ("b", 9e9))
+    finally:
+        database.close()
+    (access,) = accesses.values()
+    assert (access.standing is not None) is (change == "adds to it"), access
+    assert access.final is (change == "finds it final")
+    assert access.claimed is (change == "finds its owner gone")
+    run = Store(location).run("r")
+    assert run is not None
+    assert (run.suite, run.point) == (labelled.get("suite"), labelled.get("point"))
+    assert run.owner == ("b" if change == "finds its owner gone" else "a")

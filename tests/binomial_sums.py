@@ -8,6 +8,8 @@ import math
 from collections.abc import Callable
 from functools import lru_cache
 
+from verdictgate.eprocess import sequential_evalues
+from verdictgate.sequential.design import default_max_pairs
 from verdictgate.stats import ChangeRate, Method, Stability, change_rate
 
 
@@ -85,9 +87,12 @@ def stochastic_thresholds(largest: int, tolerance: float, level: float, method: 
 
 
 def counts(flips: int, pairs: int, tolerance: float, method: Method) -> ChangeRate:
-    """The counts alone, as the family judges them (`rejects_at` reads nothing else), without
-    the interval `change_rate` would compute."""
-    return ChangeRate(pairs, flips, 0.0, 1.0, tolerance, Stability.UNDECIDED, method)
+    """The counts, as the family judges them (`rejects_at` reads nothing else but, for the
+    sequential rule, its result alone), without the interval `change_rate` would compute."""
+    result = Stability.UNDECIDED
+    if method is Method.SEQUENTIAL and pairs:
+        result = sequential_evalues(flips, pairs, tolerance).result
+    return ChangeRate(pairs, flips, 0.0, 1.0, tolerance, result, method)
 
 
 def false_rejection_of_family(
@@ -110,6 +115,36 @@ def false_rejection_of_family(
                 grown[i + j] += a * b
         together = grown
     return 1.0 - math.fsum(together[:pooled])
+
+
+def ever_crossed(
+    thresholds: list[int], tolerance: float, rounds: int, pairs_a_round: int = 1
+) -> float:
+    """The chance that a count of flips, `pairs_a_round` pairs a round each flipping with chance
+    `tolerance`, reaches `thresholds[pairs]` at the end of some round up to `rounds`: the chance
+    of each count still below, carried forward a round at a time."""
+    step = pmf(pairs_a_round, tolerance)
+    below, crossed = [1.0], 0.0
+    for number in range(1, rounds + 1):
+        grown = [0.0] * (len(below) + pairs_a_round)
+        for i, a in enumerate(below):
+            for j, b in enumerate(step):
+                grown[i + j] += a * b
+        boundary = thresholds[number * pairs_a_round]
+        crossed += math.fsum(grown[boundary:])
+        below = grown[:boundary]
+    return crossed
+
+
+def sequential_false_rejection_bound(routes: int, tolerance: float, level: float) -> float:
+    """An upper bound, computed exactly, on the chance that a sequential run of one case a route
+    (a look after every round up to the rule's cap, every pair flipping with chance
+    `tolerance`) ever has a test stochastic at `level`: the sum over its tests (each route's,
+    and the pooled one, looked at every `routes` pairs) of the chance that each ever is."""
+    cap = default_max_pairs(tolerance)
+    own = stochastic_thresholds(cap, tolerance, level, Method.SEQUENTIAL)
+    pooled = stochastic_thresholds(routes * cap, tolerance, level, Method.SEQUENTIAL)
+    return routes * ever_crossed(own, tolerance, cap) + ever_crossed(pooled, tolerance, cap, routes)
 
 
 def looked_at_every_pair(

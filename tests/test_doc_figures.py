@@ -16,11 +16,13 @@ from binomial_sums import (
     false_rejection_of_family,
     looked_at_every_pair,
     pmf,
+    sequential_false_rejection_bound,
     worst_errors,
 )
 from conftest import report_of
-from verdictgate.sequential.design import sequential_design
-from verdictgate.stats import ALPHA, Method, pairs_needed, sequential_evalues
+from verdictgate.eprocess import stochastic_threshold
+from verdictgate.sequential.design import default_max_pairs, sequential_design
+from verdictgate.stats import ALPHA, Method, Stability, pairs_needed, sequential_evalues
 
 ROOT = Path(__file__).resolve().parents[1]
 STATISTICS = (ROOT / "docs" / "statistics.md").read_text()
@@ -181,3 +183,42 @@ def test_the_design_table_and_the_suites_price(cli) -> None:
         STATISTICS,
         f"{certify:,} calls to qualify an agent that never flips (the fixed plan: {fixed})",
     )
+
+
+def test_a_route_among_six_at_the_threshold_tuned_to_its_level() -> None:
+    """A 4t route among six (2.5% / 7, the first level of Holm's step-down): the expected pairs
+    to reject it, with the threshold tuned to its level and with Ville's 1 / level, beside the
+    floor no valid test at that level beats on average (Wald's bound)."""
+    level, t, p = ALPHA / 7, 0.05, 0.2
+    tuned = sequential_design(t, p, level=level)
+    threshold = stochastic_threshold(t, level, 1)
+
+    def by_ville(flips: int, pairs: int) -> Stability:
+        evalues = sequential_evalues(flips, pairs, t)
+        if evalues.deterministic >= 1 / ALPHA:
+            return Stability.DETERMINISTIC
+        return Stability.STOCHASTIC if evalues.stochastic >= 1 / level else Stability.UNDECIDED
+
+    ville, *_ = looked_at_every_pair(by_ville, p, default_max_pairs(t))
+    floor = math.log(1 / level) / (p * math.log(p / t) + (1 - p) * math.log((1 - p) / (1 - t)))
+    assert tuned.expected_pairs <= 1.1 * floor  # issue 38's bound
+    in_text(STATISTICS, f"the threshold is {threshold:.1f} instead of {1 / level:.0f}")
+    in_text(
+        STATISTICS,
+        f"rejected after **{tuned.expected_pairs:.1f} pairs** on average instead of {ville:.1f}, "
+        f"**{tuned.expected_pairs / floor:.2f}x** the {floor:.1f} pairs",
+    )
+    alone, perfect = sequential_design(t, p), sequential_design(t, 0.0, level=level)
+    in_text(STATISTICS, f"Alone it still takes {alone.expected_pairs:.1f}")
+    in_text(STATISTICS, f"qualifies at {perfect.expected_pairs:.0f} pairs)")
+
+
+def test_a_sequential_run_of_many_routes_is_falsely_rejected_within_the_bound() -> None:
+    bounds = [
+        sequential_false_rejection_bound(routes, t, ALPHA / (routes + 1))
+        for routes in (2, 6, 12)
+        for t in (0.01, 0.05, 0.10)
+    ]
+    in_text(STATISTICS, f"at most {pct(max(bounds))} (an exact bound, below;")
+    low, high = pct(min(bounds))[:-1], pct(max(bounds))
+    in_text(STATISTICS, f"{low}\N{EN DASH}{high} for those runs")

@@ -12,7 +12,7 @@ from functools import lru_cache
 from statistics import NormalDist
 from typing import ClassVar
 
-from .eprocess import sequential_evalues, sequential_interval
+from .eprocess import sequential_evalues, sequential_interval, stochastic_threshold
 from .judgement import ALPHA as ALPHA
 from .judgement import DEFAULT_METHOD as DEFAULT_METHOD
 from .judgement import MAX_SEQUENTIAL_TOLERANCE as MAX_SEQUENTIAL_TOLERANCE
@@ -226,14 +226,17 @@ class ChangeRate:
         return 1.0 - NormalDist().cdf(score(x, n, t))
 
     def rejects_at(self, level: float) -> bool:
-        """Whether its method's rule says stochastic when that side is held to `level`."""
+        """Whether its method's rule says stochastic when that side is held to `level` (the
+        sequential rule's: E_st at the threshold tuned to `level`, `stochastic_threshold`)."""
         x, n, t = self.flips, self.pairs, self.tolerance
         if n == 0:
             return False
         if self.method is Method.EXACT:
             return upper_tail(x, n, t) < level
-        if self.method is Method.SEQUENTIAL:
-            return sequential_evalues(x, n, t).stochastic >= 1.0 / level
+        if self.method is Method.SEQUENTIAL:  # stochastic alone, and at its level's threshold
+            return self.result is Stability.STOCHASTIC and sequential_evalues(
+                x, n, t
+            ).stochastic >= stochastic_threshold(t, level, n)
         return wilson_interval(x, n, 1.0 - 2.0 * level)[0] > t
 
 

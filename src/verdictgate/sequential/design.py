@@ -13,11 +13,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from ..eprocess import sequential_evalues
+from ..eprocess import PAIRS_PER_TOLERANCE, sequential_evalues, stochastic_threshold
 from ..stats import ALPHA
-
-PAIRS_PER_TOLERANCE = 15
-"""A sequential test's cap, in pairs, is this over its tolerance (300 pairs at t = 0.05)."""
 
 NEGLIGIBLE = 1e-12
 """Probability still undecided below which the pass stops (it is counted as undecided)."""
@@ -42,16 +39,22 @@ class SequentialDesign:
 
 
 def sequential_design(
-    tolerance: float, flip_chance: float, max_pairs: int | None = None, alpha: float = ALPHA
+    tolerance: float,
+    flip_chance: float,
+    max_pairs: int | None = None,
+    alpha: float = ALPHA,
+    level: float | None = None,
 ) -> SequentialDesign:
     """Expected pairs and outcome chances of the sequential rule at `tolerance`, looked at after
-    every pair up to `max_pairs` (default 15/t), on pairs that flip with chance `flip_chance`."""
+    every pair up to `max_pairs` (default 15/t), on pairs that flip with chance `flip_chance`;
+    its stochastic side held to `level` in a family (`family`: stochastic alone, and at the
+    threshold tuned to the level, `stochastic_threshold`), or alone when None."""
     if not 0.0 <= flip_chance <= 1.0:
         raise ValueError(f"a flip chance is between 0 and 1, got {flip_chance}")
     cap = default_max_pairs(tolerance) if max_pairs is None else max_pairs
     if cap < 1:
         raise ValueError(f"a test needs at least one pair, got {max_pairs}")
-    boundaries = _boundaries(tolerance, cap, alpha)
+    boundaries = _boundaries(tolerance, cap, alpha, level)
     open_mass = [1.0]  # probability of each flip count among tests still undecided
     low = 0  # the flip count open_mass[0] stands for
     expected = deterministic = stochastic = 0.0
@@ -84,11 +87,20 @@ def sequential_design(
     )
 
 
-def _boundaries(tolerance: float, cap: int, alpha: float) -> list[tuple[int, int]]:
+def _boundaries(
+    tolerance: float, cap: int, alpha: float, level: float | None
+) -> list[tuple[int, int]]:
     """For n = 1..cap: (the most flips still deterministic, -1 when none; the fewest flips
-    already stochastic, n + 1 when none). A pair more raises each by zero or one flip (E_det
-    rises and E_st falls with n at fixed flips), so each is found by stepping from the last."""
+    already stochastic, at `level` when given, n + 1 when none). A pair more raises each by
+    zero or one flip (E_det rises and E_st falls with n at fixed flips, and the tuned threshold
+    only rises past the default cap), so each is found by stepping from the last."""
     threshold = 1.0 / alpha
+
+    def stochastic_at(n: int) -> float:
+        if level is None:
+            return threshold
+        return max(threshold, stochastic_threshold(tolerance, level, n))
+
     result = []
     det, stoch = -1, 1
     for n in range(1, cap + 1):
@@ -96,7 +108,8 @@ def _boundaries(tolerance: float, cap: int, alpha: float) -> list[tuple[int, int
         while det >= 0 and sequential_evalues(det, n, tolerance, alpha).deterministic < threshold:
             det -= 1
         stoch = min(stoch, n + 1)
-        while stoch <= n and sequential_evalues(stoch, n, tolerance, alpha).stochastic < threshold:
+        at = stochastic_at(n)
+        while stoch <= n and sequential_evalues(stoch, n, tolerance, alpha).stochastic < at:
             stoch += 1
         result.append((det, stoch))
     return result

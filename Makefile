@@ -94,6 +94,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/receiver_pages.py
 	$(BIN)/python benchmarks/semantic.py
 	$(BIN)/python benchmarks/sequential_demo.py
+	$(BIN)/python benchmarks/sequential_family.py
 
 proto: $(STAMP)
 	$(BIN)/python -m grpc_tools.protoc -Iproto --python_out=src --pyi_out=src proto/verdictgate/v1/verdictgate.proto proto/verdictgate/v1/otlp_view.proto

@@ -3,7 +3,7 @@ floor no valid test can beat: issue 38's figures, each computed exactly, in one 
 
 A route flipping at 4t among six, with the pooled change rate seven tests, is the first of
 Holm's step-down, held to 2.5% / 7: the expected pairs to reject it with the threshold tuned to
-that level (`eprocess.stochastic_threshold`), beside Wald's bound log(1 / level) / KL(4t || t);
+that level (`level_thresholds.stochastic_threshold`), beside Wald's bound log(1 / level) / KL(4t || t);
 the pairs to qualify a perfectly repeatable agent; and both wrong answers at a change rate of
 exactly t: "deterministic" (the rule alone) and "stochastic" for a whole run (the sum over its
 tests of each one's chance of ever being stochastic at its level, summed by the exact binomial
@@ -20,7 +20,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from binomial_sums import sequential_false_rejection_bound
-from verdictgate.eprocess import stochastic_threshold
+from verdictgate.level_thresholds import stochastic_threshold
 from verdictgate.sequential.design import sequential_design
 from verdictgate.stats import ALPHA
 

@@ -13,6 +13,7 @@ from receiver_support import decision_span, request, span
 from verdictgate import Case, Contract, Policy, Status, Suite
 from verdictgate.assessment import Isolation
 from verdictgate.eprocess import sequential_evalues
+from verdictgate.level_thresholds import stochastic_threshold
 from verdictgate.otel import conventions as names
 from verdictgate.otel.otlp_reading import extract_protobuf
 from verdictgate.otel.spans import run_attributes
@@ -72,9 +73,13 @@ def rounds_until_final(receiver: Receiver, run: str, flipping: bool, most: int =
 def first_decided_round() -> int:
     """The first round at which route approve (one flip in its two pairs a round) is shown
     above 5% by the sequential rule, held to 2.5% / 3 as the most telling of the run's three
-    tests (the pooled one, approve's and deny's: `family`)."""
+    tests (the pooled one, approve's and deny's: `family`): stochastic alone, and at the
+    threshold tuned to that level."""
     return next(
-        r for r in range(1, 100) if sequential_evalues(r, 2 * r, 0.05).stochastic >= 3 / ALPHA
+        r
+        for r in range(1, 100)
+        if sequential_evalues(r, 2 * r, 0.05).stochastic
+        >= max(1 / ALPHA, stochastic_threshold(0.05, ALPHA / 3, 2 * r))
     )
 
 

@@ -190,3 +190,30 @@ def test_a_write_adds_through_its_part_only_what_changes_nothing_else(
     assert run is not None
     assert (run.suite, run.point) == (labelled.get("suite"), labelled.get("point"))
     assert run.owner == ("b" if change == "finds its owner gone" else "a")
+
+
+def test_a_write_that_brings_labels_the_run_has_adds_through_its_part(
+    new_store: StoreMaker,
+) -> None:
+    """Labels a run holds already change nothing: the write adds through its part, the run's
+    row only held shared (`Access.standing` set), on either store."""
+    location = new_store.location("labelled")
+    store = Store(location)
+    labels = {"r": ("s", "p")}
+    for writer in ("a", "b"):
+        store.write(
+            Batch(trials([ord(writer)]), labels=labels),
+            now=NOW,
+            claim=(writer, UNTIL),
+            caps=WriteCaps(max_trials=100),
+        )
+    store.close()
+    database = open_database(location)
+    try:
+        with database.transaction() as cursor:
+            visit = Visit({"r": 1}, frozenset(), frozenset(), {}, 100)
+            accesses = Runs().see(cursor, {"r"}, set(), visit, labels, NOW, ("b", 9e9))
+    finally:
+        database.close()
+    (access,) = accesses.values()
+    assert access.standing is not None and not access.final and not access.claimed

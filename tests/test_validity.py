@@ -22,8 +22,9 @@ from binomial_sums import (
     worst_errors,
 )
 from verdictgate import Claim, Contract, Policy, Suite, Trial, assess
-from verdictgate.eprocess import LEVEL_BEFORE_THE_CAP, sequential_evalues, stochastic_threshold
+from verdictgate.eprocess import sequential_evalues
 from verdictgate.family import holm, judged_together
+from verdictgate.level_thresholds import EXACT_PAIRS, TUNED_PAIRS, stochastic_threshold
 from verdictgate.reports import render_markdown, render_text
 from verdictgate.sequential.design import default_max_pairs
 from verdictgate.stats import (
@@ -113,7 +114,7 @@ def test_a_sequential_run_at_its_tolerance_is_falsely_rejected_at_most_2_5_perce
     the level). A seeded simulation of the same runs agrees within its standard error."""
     level = ALPHA / (routes + 1)
     bound = sequential_false_rejection_bound(routes, tolerance, level)
-    assert 0.9 * ALPHA < bound <= ALPHA, bound
+    assert 0.75 * ALPHA < bound <= ALPHA, bound  # nearly all of it spent, never more
     if tolerance == 0.10:
         runs = 3000
         rate = simulated_false_rejection(routes, tolerance, level, runs)
@@ -304,33 +305,46 @@ def test_the_case_level_test_says_what_decides_it_at_its_level_and_labels_follow
     assert "99% CI" in render_text(wide) and "99% CI" in render_markdown(wide)
 
 
-@given(
-    st.sampled_from([0.01, 0.02, 0.05, 0.1, 0.2]),
-    st.floats(0.0005, 0.025),
-    st.floats(1.05, 4.0),
-)
-@settings(max_examples=25, deadline=None)
-def test_a_threshold_tuned_to_a_level_spends_it_and_no_more(tolerance, level, tighter) -> None:
-    """The chance that pairs flipping with chance exactly t reach the tuned threshold by the
-    cap, summed here apart from the code under test, is within the level's share before the
-    cap and not far below it; the threshold is below Ville's and rises as the level falls."""
-    cap = default_max_pairs(tolerance)
-    threshold = stochastic_threshold(tolerance, level, 1)
+def crossing_with(tolerance: float, level: float) -> float:
+    """The chance, summed here apart from the code under test, that pairs flipping with chance
+    exactly t, looked at after every pair, reach the threshold the rule holds a test at `level`
+    to, within EXACT_PAIRS / t pairs (what the rule bounds past them is left out)."""
+    exact = math.ceil(EXACT_PAIRS / tolerance)
     boundary = [0] + [
         next(
             (
                 x
                 for x in range(n + 1)
-                if sequential_evalues(x, n, tolerance).stochastic >= threshold
+                if sequential_evalues(x, n, tolerance).stochastic
+                >= stochastic_threshold(tolerance, level, n)
             ),
             n + 1,
         )
-        for n in range(1, cap + 1)
+        for n in range(1, exact + 1)
     ]
-    chance = ever_crossed(boundary, tolerance, cap)
-    assert 0.85 * LEVEL_BEFORE_THE_CAP * level < chance <= LEVEL_BEFORE_THE_CAP * level
-    assert threshold < 1 / level
-    assert stochastic_threshold(tolerance, level / tighter, 1) > threshold
-    assert stochastic_threshold(tolerance, level, cap + 1) == 1 / (
-        (1 - LEVEL_BEFORE_THE_CAP) * level
-    )
+    return ever_crossed(boundary, tolerance, exact)
+
+
+@pytest.mark.parametrize("tolerance", TOLERANCES)
+@pytest.mark.parametrize("tests", [1, 7, 13])
+def test_a_threshold_tuned_to_a_level_spends_it_and_no_more(tolerance, tests) -> None:
+    """Held to 2.5% / tests, a sequential test says stochastic at t within its level, and
+    nearly all of it is spent (Ville's threshold alone spends about half)."""
+    level = ALPHA / tests
+    assert 0.9 * level < crossing_with(tolerance, level) <= level
+
+
+@given(st.sampled_from([0.01, 0.02, 0.05, 0.1, 0.2]), st.integers(1, 60), st.integers(1, 5))
+@settings(max_examples=40, deadline=None)
+def test_a_tuned_threshold_is_below_villes_and_rises_as_the_level_falls(
+    tolerance, tests, more
+) -> None:
+    """Never stricter than Ville's 1 / level, which it is past the first pairs; a lower level
+    never gets a lower threshold (Holm's step-down needs a test's rejections nested)."""
+    level = ALPHA / tests
+    threshold = stochastic_threshold(tolerance, level, 1)
+    assert threshold <= 1 / level
+    assert stochastic_threshold(tolerance, ALPHA / (tests + more), 1) >= threshold
+    tuned = math.ceil(TUNED_PAIRS / tolerance)
+    assert stochastic_threshold(tolerance, level, tuned) == threshold
+    assert stochastic_threshold(tolerance, level, tuned + 1) == 1 / level

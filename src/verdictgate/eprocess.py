@@ -8,7 +8,6 @@ likelihood ratios against Bernoulli(t), a nonnegative supermartingale under its 
 
 from __future__ import annotations
 
-import functools
 import math
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -60,64 +59,10 @@ def sequential_evalues(flips: int, pairs: int, tolerance: float, alpha: float = 
 
 PAIRS_PER_TOLERANCE = 15
 """A sequential test's cap, in pairs, is this over its tolerance (300 pairs at t = 0.05), unless
-told otherwise; its stochastic threshold is tuned to its level over as many pairs."""
-
-LEVEL_BEFORE_THE_CAP = 0.98
-"""The share of a test's level its tuned threshold spends on the pairs up to the default cap;
-the rest is spent after it, by Ville's inequality (`stochastic_threshold`)."""
+told otherwise."""
 
 
-def stochastic_threshold(tolerance: float, level: float, pairs: int) -> float:
-    """The E_st a test held to `level` must reach after `pairs` pairs to say stochastic, tuned to
-    that level. Up to the default cap (PAIRS_PER_TOLERANCE / t pairs): the smallest c, found to
-    within 0.1%, with which pairs flipping with chance exactly t, judged after every pair,
-    reach E_st >= c by the cap with chance at most LEVEL_BEFORE_THE_CAP x `level` (computed
-    exactly: `_crossing_chance`); Ville's 1/level is loose by the overshoot of the last flip.
-    After the cap: 1 / ((1 - LEVEL_BEFORE_THE_CAP) x `level`), which E_st ever reaches with
-    chance at most that (Ville). So at t, judged after every pair for ever, the test says
-    stochastic with chance at most `level`; at a lower change rate less often (a flip only
-    raises E_st)."""
-    check_counts(0, pairs, tolerance)
-    if not 0.0 < level < 1.0:
-        raise ValueError(f"a level is between 0 and 1, got {level}")
-    if pairs > math.ceil(PAIRS_PER_TOLERANCE / tolerance):
-        return 1.0 / ((1.0 - LEVEL_BEFORE_THE_CAP) * level)
-    return _tuned_threshold(tolerance, level)
-
-
-@functools.lru_cache(maxsize=256)
-def _tuned_threshold(tolerance: float, level: float) -> float:
-    """`stochastic_threshold` up to the cap: bisection on log c below Ville's log(1/level)."""
-    cap = math.ceil(PAIRS_PER_TOLERANCE / tolerance)
-    low, high = math.log(1.0 / level) - 3.0, math.log(1.0 / level)
-    while high - low > 0.001:
-        middle = (low + high) / 2
-        if _crossing_chance(tolerance, middle, cap) <= LEVEL_BEFORE_THE_CAP * level:
-            high = middle
-        else:
-            low = middle
-    return math.exp(high)
-
-
-def _crossing_chance(tolerance: float, log_threshold: float, cap: int) -> float:
-    """The chance that E_st reaches e^log_threshold within `cap` pairs, each flipping with
-    chance t: a forward pass over the flip counts still below it."""
-    t = tolerance
-    below = [1.0]  # the chance of each flip count (0, 1, ...) with E_st still below
-    crossed = 0.0
-    boundary = 1  # the fewest flips that reach it after n pairs: one more a pair at most
-    for n in range(1, cap + 1):
-        grown = [mass * (1.0 - t) for mass in below] + [0.0]
-        for flips, mass in enumerate(below):
-            grown[flips + 1] += mass * t
-        while boundary <= n and _log_stochastic(boundary, n, t) < log_threshold:
-            boundary += 1
-        crossed += math.fsum(grown[boundary:])
-        below = grown[:boundary]
-    return crossed
-
-
-def _log_stochastic(flips: int, pairs: int, t: float) -> float:
+def log_stochastic(flips: int, pairs: int, t: float) -> float:
     """log E_st after `flips` in `pairs` (`sequential_evalues`'s, without its checks)."""
     q = math.log1p(-t)
     return log_sum(

@@ -12,7 +12,7 @@ from functools import lru_cache
 from statistics import NormalDist
 from typing import ClassVar
 
-from .eprocess import sequential_evalues, sequential_interval, stochastic_threshold
+from .eprocess import sequential_evalues, sequential_interval
 from .judgement import ALPHA as ALPHA
 from .judgement import DEFAULT_METHOD as DEFAULT_METHOD
 from .judgement import MAX_SEQUENTIAL_TOLERANCE as MAX_SEQUENTIAL_TOLERANCE
@@ -20,6 +20,7 @@ from .judgement import Method as Method
 from .judgement import Stability as Stability
 from .judgement import check_counts as check_counts
 from .judgement import side_error as side_error
+from .level_thresholds import stochastic_threshold
 
 
 @lru_cache(maxsize=32)
@@ -214,8 +215,9 @@ class ChangeRate:
         return self.flips / self.pairs if self.pairs else 0.0
 
     def rejection_p_value(self) -> float:
-        """The smallest level at which its method would call it stochastic: the exact upper
-        tail, Wilson's one-sided score test, or 1 / E_st."""
+        """What orders it in a family: the smallest level at which its method would call it
+        stochastic (the exact upper tail, Wilson's one-sided score test), or 1 / E_st (the
+        sequential rule's threshold at a level is tuned below 1 / level: `rejects_at`)."""
         x, n, t = self.flips, self.pairs, self.tolerance
         if x == 0:
             return 1.0

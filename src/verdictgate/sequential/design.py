@@ -13,7 +13,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from ..eprocess import PAIRS_PER_TOLERANCE, sequential_evalues, stochastic_threshold
+from ..eprocess import PAIRS_PER_TOLERANCE, sequential_evalues
+from ..level_thresholds import stochastic_threshold
 from ..stats import ALPHA
 
 NEGLIGIBLE = 1e-12
@@ -93,7 +94,7 @@ def _boundaries(
     """For n = 1..cap: (the most flips still deterministic, -1 when none; the fewest flips
     already stochastic, at `level` when given, n + 1 when none). A pair more raises each by
     zero or one flip (E_det rises and E_st falls with n at fixed flips, and the tuned threshold
-    only rises past the default cap), so each is found by stepping from the last."""
+    only rises, to 1 / level past its first pairs), so each is found by stepping from the last."""
     threshold = 1.0 / alpha
 
     def stochastic_at(n: int) -> float:

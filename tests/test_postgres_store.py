@@ -19,7 +19,9 @@ from msgspec.structs import replace
 from pgbouncer_support import MODES, pgbouncer
 from postgres_support import StoreMaker, postgresql
 from verdictgate.receiver.store import Batch, Store, is_store_error
+from verdictgate.receiver.store.connection import open_database
 from verdictgate.receiver.store.locations import redacted
+from verdictgate.receiver.store.statements import Statement
 from verdictgate.trial_model import Trial
 
 
@@ -210,6 +212,35 @@ def test_a_lost_connection_fails_one_write_and_is_made_again(
     store.write(Batch([Trial("c", 1, "approve", "r", "approve")]))  # the exporter's retry
     assert [t.index for t in store.evidence("r").trials()] == [0, 1]
     store.close()
+
+
+@pytest.mark.parametrize(
+    ("error", "kept"),
+    [
+        (psycopg.errors.AdminShutdown("terminating connection"), False),  # 57P01
+        (psycopg.errors.ConnectionFailure("server closed the connection"), False),  # 08006
+        (psycopg.errors.LockNotAvailable("lock timeout"), True),  # 55P03: the session goes on
+    ],
+)
+def test_a_session_the_server_ended_is_never_used_again(
+    postgres_server: str, tmp_path: Path, error: Exception, kept: bool
+) -> None:
+    """An error that says the server ended the session (an administrator, a restart, a lost
+    connection) closes its connection, though the driver may not have noticed the socket close
+    yet: the next use gets a new session. A lock not had in time keeps it."""
+    location = StoreMaker("postgresql", tmp_path, postgres_server).location("ended")
+    database = open_database(location)
+    session = Statement.of("SELECT pg_backend_pid()")
+    try:
+        with database.locked() as cursor:
+            (before,) = cursor.execute(session).fetchone()
+        with pytest.raises(type(error)), database.locked():
+            raise error
+        with database.locked() as cursor:
+            (after,) = cursor.execute(session).fetchone()
+    finally:
+        database.close()
+    assert (after == before) is kept
 
 
 def test_healthz_answers_a_probe_without_a_token_and_fails_while_the_store_is_down() -> None:

@@ -38,6 +38,14 @@ def is_connection_lost(error: BaseException) -> bool:
     return is_store_error(error) and (state is None or state[:2] in ("08", "57", "53", "58"))
 
 
+def ends_the_session(error: BaseException) -> bool:
+    """Whether a PostgreSQL error is the server ending the session it came on (a connection
+    exception, an administrator's or a crash's shutdown): that connection, and every other kept
+    to the same server, may be gone though the driver has not noticed yet."""
+    state = getattr(error, "sqlstate", None) or ""
+    return state[:2] == "08" or state[:3] == "57P"
+
+
 _RETRYABLE_CLASSES = ("08", "40", "53", "57", "58")
 """SQLSTATE classes a retry may not meet: connection exceptions, transaction rollbacks
 (deadlocks, serialization failures), insufficient resources, operator intervention (a shutdown,

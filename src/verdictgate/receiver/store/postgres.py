@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from ...errors import ExtraMissing, StoreError
 from .connection import CopyRepeated, Cursor, Database, Parameters
-from .faults import first_line
+from .faults import ends_the_session, first_line
 from .locations import redacted
 from .statements import Index, Statement
 
@@ -108,14 +108,16 @@ class PostgresDatabase(Database):
         self, pool: ConnectionPool | None = None
     ) -> Iterator[psycopg.Connection[tuple[Any, ...]]]:
         """A connection of the pool (or of `pool`) for the block (a server away raises the
-        driver's error, which a sender is told to retry). A connection lost lets go of the idle
-        ones too, so that one server restart fails one use, not one use per connection; an error
-        of the server's (a lock not had in time) keeps them."""
+        driver's error, which a sender is told to retry). A connection lost, or whose session
+        the server ended (a restart, an administrator: the driver may not have noticed yet), is
+        closed and lets go of the idle ones too, so that one server restart fails one use, not
+        one use per connection; an error of the server's (a lock not had in time) keeps them."""
         with (pool or self._pool).connection() as connection:
             try:
                 yield connection
-            except self._psycopg.OperationalError:
-                if connection.broken:  # not a lock timeout or a deadlock: the server went
+            except self._psycopg.OperationalError as error:
+                if connection.broken or ends_the_session(error):  # the server went
+                    connection.close()
                     self._pool.drop_idle()
                     self._kept.drop_idle()
                 raise

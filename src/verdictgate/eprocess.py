@@ -46,24 +46,14 @@ def sequential_evalues(flips: int, pairs: int, tolerance: float, alpha: float = 
             math.log(0.25) - x * math.log(4) + (n - x) * (math.log1p(-t / 4) - q),
         ]
     )
-    stochastic = log_sum(
-        [
-            math.log(0.5) + x * math.log(2) + (n - x) * (math.log1p(-2 * t) - q),
-            math.log(0.5) + x * math.log(4) + (n - x) * (math.log1p(-4 * t) - q),
-        ]
-    )
+    stochastic = log_stochastic(x, n, t)
     return EValues(
         reported(deterministic), reported(stochastic), decide(deterministic, stochastic, alpha)
     )
 
 
-PAIRS_PER_TOLERANCE = 15
-"""A sequential test's cap, in pairs, is this over its tolerance (300 pairs at t = 0.05), unless
-told otherwise."""
-
-
 def log_stochastic(flips: int, pairs: int, t: float) -> float:
-    """log E_st after `flips` in `pairs` (`sequential_evalues`'s, without its checks)."""
+    """log E_st after `flips` in `pairs`, unchecked (`sequential_evalues` checks its counts)."""
     q = math.log1p(-t)
     return log_sum(
         [

@@ -104,13 +104,9 @@ def _later(t: float, level: float, tuned: int) -> list[float]:
         for flips in range(boundaries[exact])
     ]
     for pairs in range(exact - 1, tuned - 1, -1):
-        crossing = boundaries[pairs + 1]
-
-        def after(flips: int, crossing: int = crossing, chances: list[float] = chances) -> float:
-            return 1.0 if flips >= crossing else chances[flips]
-
+        after = [*chances, 1.0]  # a pair later: a count at that boundary has crossed
         chances = [
-            (1.0 - t) * after(flips) + t * after(flips + 1) for flips in range(boundaries[pairs])
+            (1.0 - t) * after[flips] + t * after[flips + 1] for flips in range(boundaries[pairs])
         ]
     return chances
 

@@ -13,9 +13,12 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from ..eprocess import PAIRS_PER_TOLERANCE, sequential_evalues
+from ..eprocess import sequential_evalues
 from ..level_thresholds import stochastic_threshold
 from ..stats import ALPHA
+
+PAIRS_PER_TOLERANCE = 15
+"""A sequential test's cap, in pairs, is this over its tolerance (300 pairs at t = 0.05)."""
 
 NEGLIGIBLE = 1e-12
 """Probability still undecided below which the pass stops (it is counted as undecided)."""

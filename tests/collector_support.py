@@ -85,6 +85,7 @@ class RetryingRelay:
 
     def __init__(self, forward_to: int) -> None:
         self.queue: queue.Queue[bytes] = queue.Queue()
+        self.received = 0
         self.forwarded = 0
         self.retries = 0
         self.server = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
@@ -99,11 +100,19 @@ class RetryingRelay:
         self.port = self.server.add_insecure_port("127.0.0.1:0")
         self._target = f"127.0.0.1:{forward_to}"
         self._stop = threading.Event()
+        self._counting = threading.Lock()
         self._thread = threading.Thread(target=self._forward, daemon=True)
 
     def _receive(self, body: bytes, context) -> ExportTraceServiceResponse:
+        with self._counting:
+            self.received += 1
         self.queue.put(body)
         return ExportTraceServiceResponse()
+
+    def delivered_all(self) -> bool:
+        """Whether every request acknowledged to the sender has been acknowledged downstream."""
+        with self._counting:
+            return self.forwarded == self.received
 
     def _forward(self) -> None:
         channel = grpc.insecure_channel(self._target)
@@ -120,7 +129,8 @@ class RetryingRelay:
             while not self._stop.is_set():
                 try:
                     export(body, timeout=5)
-                    self.forwarded += 1
+                    with self._counting:
+                        self.forwarded += 1
                     break
                 except grpc.RpcError:
                     self.retries += 1

@@ -77,9 +77,10 @@ def test_sigkill_while_a_collector_keeps_sending(tmp_path):
         assert done.wait(120), "the sender did not finish"
         expected = RUNS * CASES * TRIALS
         deadline = time.monotonic() + 120
-        while time.monotonic() < deadline:
+        while time.monotonic() < deadline:  # until the relay has delivered every span it took
             runs = Store(store).runs()
-            if sum(run.received for run in runs) >= expected and len(runs) == RUNS:
+            arrived = sum(run.received for run in runs) >= expected and len(runs) == RUNS
+            if arrived and relay.delivered_all() and all(run.final for run in runs):
                 break
             time.sleep(0.25)
     finally:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import re
 import sqlite3
+import sys
 import threading
 import time
 from abc import ABC, abstractmethod
@@ -33,6 +34,12 @@ DEFAULT_LEASE = 15.0
 shared store bounds its transactions by it."""
 OLDEST_SQLITE = (3, 35)
 """The oldest SQLite a store runs on: its statements use `RETURNING` (SQLite 3.35, 2021)."""
+
+if sys.version_info < (3, 12):
+    # CPython's sqlite3 before 3.12 looks for an adapter for every NULL it binds by an attribute
+    # lookup that fails and formats its AttributeError (about 0.2 us, four times per stored
+    # decision span); registered, None's own adapter is one dictionary hit. It binds None.
+    sqlite3.register_adapter(type(None), lambda value: value)
 
 _TABLES = sql(
     Each(

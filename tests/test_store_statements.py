@@ -5,6 +5,7 @@ the statement (PREPARE), so a statement one dialect cannot run fails here."""
 
 from __future__ import annotations
 
+import re
 import sqlite3
 from collections.abc import Iterator
 from contextlib import closing, contextmanager
@@ -36,6 +37,7 @@ from verdictgate.receiver.store.statements import (
     STATEMENTS,
     Each,
     Statement,
+    values_text,
 )
 
 KINDS = ["sqlite", "postgresql"]
@@ -306,3 +308,57 @@ def test_a_transaction_of_many_copies_holds_no_subtransaction(
                 Statement.of("SELECT count(*) FROM settled_spans")
             ).fetchone()
     assert transactions == 1 and stored == 100 * BULK_ROWS
+
+
+TRIALS_INSERT = next(s for s in STATEMENTS if s.sqlite.startswith("INSERT INTO trials "))
+STORED_TRIALS = Statement.of(
+    "SELECT run_id, case_id, trial, decision, latency_ms, batch, day, relayed FROM trials"
+    " ORDER BY run_id, case_id, trial"
+)
+TRIAL_IDENTITIES = st.tuples(st.sampled_from(["r1", "r2"]), st.sampled_from(["c1", "c2"]))
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    rows=st.lists(
+        st.tuples(
+            TRIAL_IDENTITIES,
+            st.integers(0, 40),
+            st.sampled_from(["l:a", "l:b", None]),
+            st.sampled_from([None, 1.5]),
+        ),
+        max_size=150,
+    )
+)
+def test_rows_in_one_statement_add_what_one_row_at_a_time_would(rows) -> None:
+    """SQLite takes an insert's rows many to a statement (`values_text`), the shared parameters
+    given once: whatever the rows' number and repeats (within a statement, across two), it adds
+    the rows, counts them and keeps the first of a repeat as one statement a row does."""
+    parameters = [
+        (run, case, trial, decision, "l:a", None, latency, None, None)
+        for (run, case), trial, decision, latency in rows
+    ]
+    shared = (7, 0, 1)  # batch, day, relayed
+    outcomes = []
+    for together in (True, False):
+        store = open_database()
+        migrate(store)
+        with store.transaction() as cursor:
+            if together:
+                added = cursor.executemany(TRIALS_INSERT, parameters, shared=shared).rowcount
+            else:
+                added = sum(
+                    cursor.execute(TRIALS_INSERT, (*row, *shared)).rowcount for row in parameters
+                )
+            stored = cursor.execute(STORED_TRIALS).fetchall()
+        outcomes.append((added, stored))
+        store.close()
+    assert outcomes[0] == outcomes[1]
+    assert outcomes[0][0] == len({(run, case, trial) for (run, case), trial, *_ in rows})
+
+
+def test_only_an_insert_of_rows_takes_many_rows_in_one_statement() -> None:
+    text = values_text(TRIALS_INSERT, 2, 3)
+    assert re.findall(r"\?1\b", text) == ["?1", "?1"]  # shared: given once, used by each row
+    with pytest.raises(ValueError, match="insert of rows"):
+        values_text(Statement.of("UPDATE runs SET final = 1 WHERE run_id = ?"), 2, 0)

@@ -6,6 +6,7 @@ process counts is an estimate that is read again from the tables when it matters
 
 from __future__ import annotations
 
+import itertools
 import os
 import re
 import sqlite3
@@ -20,7 +21,7 @@ from typing import Any, Protocol
 
 from ...errors import StoreError
 from .locations import is_postgres_url
-from .statements import Each, Index, Statement, sql
+from .statements import Each, Index, Statement, sql, values_text
 
 SqlRow = tuple[Any, ...]  # boundary: a driver's row as it returns it (its columns' values)
 Parameters = Sequence[object]
@@ -72,7 +73,12 @@ class Cursor(Protocol):
 
     def execute(self, statement: Statement, parameters: Parameters = (), /) -> Cursor: ...
 
-    def executemany(self, statement: Statement, parameters: Iterable[Parameters], /) -> Cursor: ...
+    def executemany(
+        self, statement: Statement, parameters: Iterable[Parameters], /, shared: Parameters = ()
+    ) -> Cursor:
+        """Run a statement for each row of `parameters`, every row's parameters followed by
+        `shared` (given once for them all)."""
+        ...
 
     def returning(self, statement: Statement, rows: Sequence[Parameters], /) -> list[Any]:
         """Run a statement that returns rows (`RETURNING`) for each of `rows`, on PostgreSQL as
@@ -210,25 +216,58 @@ class SqliteDatabase(Database):
             self._connection.close()
 
 
+VALUES_ROWS = (64, 16, 4)
+"""Rows an insert of rows runs in one statement on SQLite, largest first: a few texts per
+statement (sqlite3 keeps 128 prepared), each run as often as its rows allow."""
+
+
+def _each_with(rows: Iterable[Parameters], shared: Parameters) -> Iterable[Parameters]:
+    """Each row's parameters followed by the shared ones."""
+    return rows if not shared else ((*row, *shared) for row in rows)
+
+
 class SqliteCursor:
     """A sqlite3 cursor that runs statements' SQLite text."""
 
     def __init__(self, cursor: sqlite3.Cursor) -> None:
         self._cursor = cursor
+        self._rowcount: int | None = None
+        """Rows of the last call when it ran more than one statement."""
 
     @property
     def rowcount(self) -> int:
-        return self._cursor.rowcount
+        return self._cursor.rowcount if self._rowcount is None else self._rowcount
 
     def execute(self, statement: Statement, parameters: Parameters = (), /) -> Cursor:
+        self._rowcount = None
         self._cursor.execute(statement.sqlite, parameters)
         return self
 
-    def executemany(self, statement: Statement, parameters: Iterable[Parameters], /) -> Cursor:
-        self._cursor.executemany(statement.sqlite, parameters)
+    def executemany(
+        self, statement: Statement, parameters: Iterable[Parameters], /, shared: Parameters = ()
+    ) -> Cursor:
+        """An insert of rows (`insert_rows`) takes them VALUES_ROWS (then fewer) to a statement;
+        any other statement, and the last few rows, run once a row."""
+        self._rowcount = None
+        if statement.sqlite_values is None:
+            self._cursor.executemany(statement.sqlite, _each_with(parameters, shared))
+            return self
+        rows = parameters if isinstance(parameters, list) else list(parameters)
+        done = start = 0
+        for size in VALUES_ROWS:
+            text = values_text(statement, size, len(shared))
+            while len(rows) - start >= size:
+                block = itertools.chain.from_iterable(rows[start : start + size])
+                done += self._cursor.execute(text, [*shared, *block]).rowcount
+                start += size
+        if start < len(rows):
+            self._cursor.executemany(statement.sqlite, _each_with(rows[start:], shared))
+            done += self._cursor.rowcount
+        self._rowcount = done
         return self
 
     def returning(self, statement: Statement, rows: Sequence[Parameters], /) -> list[Any]:
+        self._rowcount = None
         returned: list[Any] = []
         for row in rows:  # in process: a statement a row costs no round trip
             returned.extend(self._cursor.execute(statement.sqlite, row).fetchall())

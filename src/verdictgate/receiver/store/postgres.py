@@ -298,8 +298,10 @@ class PostgresCursor:
         self._cursor.execute(statement.postgres, parameters)
         return self
 
-    def executemany(self, statement: Statement, parameters: Iterable[Parameters], /) -> Cursor:
-        rows = list(parameters)
+    def executemany(
+        self, statement: Statement, parameters: Iterable[Parameters], /, shared: Parameters = ()
+    ) -> Cursor:
+        rows = [(*row, *shared) for row in parameters] if shared else list(parameters)
         self._rowcount = None if rows else 0
         if len(rows) >= BULK_ROWS and statement.postgres_arrays:
             if not self._copied(statement, rows):

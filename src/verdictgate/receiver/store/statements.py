@@ -6,6 +6,7 @@ statement built is kept in `STATEMENTS`, so that a test runs them all on both st
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, replace
 from typing import NamedTuple
 
@@ -47,6 +48,9 @@ class Statement:
     column's values as one array, in the row's order (see `insert_rows`, `each_row`)."""
     postgres_copy: BulkCopy | None = None
     """For an insert of rows (`insert_rows`) that adds each or skips it, the same rows copied."""
+    sqlite_values: tuple[str, str] | None = None
+    """For an insert of one row (`insert_rows`), SQLite's text before and after the row's
+    values, so that many rows go in one statement (`values_text`)."""
 
     @classmethod
     def of(cls, *pieces: str | Each) -> Statement:
@@ -86,6 +90,7 @@ def insert_rows(table: str, columns: dict[str, str], then: str = "") -> Statemen
     row = Statement.of(
         f"INSERT INTO {table} ({names}) VALUES ({', '.join('?' * len(columns))}){then}"
     )
+    head = f"INSERT INTO {table} ({names}) VALUES "
     arrays = ", ".join(f"?::{kind}[]" for kind in columns.values())
     in_arrays = _between_markers(
         f"INSERT INTO {table} ({names}) SELECT * FROM unnest({arrays}){then}", "$"
@@ -95,8 +100,26 @@ def insert_rows(table: str, columns: dict[str, str], then: str = "") -> Statemen
             row,
             postgres_arrays=_numbered(in_arrays),
             postgres_copy=_bulk_copy(table, columns, then),
+            sqlite_values=(head, then),
         )
     )
+
+
+@functools.lru_cache(maxsize=64)
+def values_text(statement: Statement, rows: int, shared: int) -> str:
+    """SQLite's text of an insert of one row (`insert_rows`) for `rows` rows in one statement,
+    the last `shared` parameters of every row bound once, as its first: its parameters are the
+    shared ones, then each row's own, row after row. A row then costs its values alone, not a
+    statement's step (about half the time, `benchmarks/receiver.py`)."""
+    if statement.sqlite_values is None:
+        raise ValueError("only an insert of rows (`insert_rows`) takes many rows at once")
+    head, then = statement.sqlite_values
+    own = statement.parameters - shared
+    tail = "".join(f", ?{number}" for number in range(1, shared + 1))
+    numbered = ", ".join(f"?{number}" for number in range(shared + 1, shared + own + 1))
+    first = f"({numbered}{tail})"  # numbered: a bare `?` after it is the next number
+    later = f"({', '.join('?' * own)}{tail})"
+    return head + ", ".join([first, *[later] * (rows - 1)]) + then
 
 
 def _bulk_copy(table: str, columns: dict[str, str], then: str) -> BulkCopy | None:

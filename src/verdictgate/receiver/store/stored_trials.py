@@ -54,7 +54,7 @@ def insert_trials(cursor: Cursor, rows: list[TrialRow], batch: int, day: int, re
     """Store a run's trials (first record wins) under a write's `batch` and its run's `day`,
     `relayed` unless the run's owner writes them; how many were stored. Repeated identities
     count as duplicates or conflicts of the stored ones."""
-    cursor.executemany(_INSERT, [(*row, batch, day, int(relayed)) for row in rows])
+    cursor.executemany(_INSERT, rows, shared=(batch, day, int(relayed)))
     inserted = cursor.rowcount
     if inserted < len(rows):  # repeated identities: count duplicates and conflicts
         cursor.executemany(_REPEAT, repeats(rows, batch))

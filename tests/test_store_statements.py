@@ -345,7 +345,13 @@ def test_rows_in_one_statement_add_what_one_row_at_a_time_would(rows) -> None:
         migrate(store)
         with store.transaction() as cursor:
             if together:
+                before = values_text.cache_info()
                 added = cursor.executemany(TRIALS_INSERT, parameters, shared=shared).rowcount
+                made = values_text.cache_info()
+                blocks = made.hits + made.misses - before.hits - before.misses
+                assert blocks == len(parameters) // 64 + len(parameters) % 64 // 16 + (
+                    len(parameters) % 16 // 4
+                )  # the rows went in blocks, and the last few one a row
             else:
                 added = sum(
                     cursor.execute(TRIALS_INSERT, (*row, *shared)).rowcount for row in parameters
@@ -358,7 +364,16 @@ def test_rows_in_one_statement_add_what_one_row_at_a_time_would(rows) -> None:
 
 
 def test_only_an_insert_of_rows_takes_many_rows_in_one_statement() -> None:
+    """Shared parameters are numbered once and used by every row; a statement that is not an
+    insert of rows, or one of rows of the wrong length, is refused."""
     text = values_text(TRIALS_INSERT, 2, 3)
     assert re.findall(r"\?1\b", text) == ["?1", "?1"]  # shared: given once, used by each row
     with pytest.raises(ValueError, match="insert of rows"):
         values_text(Statement.of("UPDATE runs SET final = 1 WHERE run_id = ?"), 2, 0)
+    store = open_database()
+    migrate(store)
+    with (
+        pytest.raises(sqlite3.ProgrammingError, match="each row needs 9"),
+        store.transaction() as cursor,
+    ):
+        cursor.executemany(TRIALS_INSERT, [("r", "c", 1)] * 4, shared=(7, 0, 1))

@@ -39,7 +39,8 @@ OLDEST_SQLITE = (3, 35)
 if sys.version_info < (3, 12):
     # CPython's sqlite3 before 3.12 looks for an adapter for every NULL it binds by an attribute
     # lookup that fails and formats its AttributeError (about 0.2 us, four times per stored
-    # decision span); registered, None's own adapter is one dictionary hit. It binds None.
+    # decision span); registered, None's own adapter is one dictionary hit. It binds None (an
+    # adapter for None registered later, by anyone in the process, would bind for the store too).
     sqlite3.register_adapter(type(None), lambda value: value)
 
 _TABLES = sql(
@@ -253,11 +254,14 @@ class SqliteCursor:
             self._cursor.executemany(statement.sqlite, _each_with(parameters, shared))
             return self
         rows = parameters if isinstance(parameters, list) else list(parameters)
+        own = statement.parameters - len(shared)
+        if rows and set(map(len, rows)) != {own}:  # flattened, a short row would shift the rest
+            raise sqlite3.ProgrammingError(f"each row needs {own} parameters besides the shared")
         done = start = 0
         for size in VALUES_ROWS:
-            text = values_text(statement, size, len(shared))
             while len(rows) - start >= size:
                 block = itertools.chain.from_iterable(rows[start : start + size])
+                text = values_text(statement, size, len(shared))
                 done += self._cursor.execute(text, [*shared, *block]).rowcount
                 start += size
         if start < len(rows):

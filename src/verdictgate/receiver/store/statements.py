@@ -7,7 +7,7 @@ statement built is kept in `STATEMENTS`, so that a test runs them all on both st
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import NamedTuple
 
 
@@ -48,9 +48,11 @@ class Statement:
     column's values as one array, in the row's order (see `insert_rows`, `each_row`)."""
     postgres_copy: BulkCopy | None = None
     """For an insert of rows (`insert_rows`) that adds each or skips it, the same rows copied."""
-    sqlite_values: tuple[str, str] | None = None
-    """For an insert of one row (`insert_rows`), SQLite's text before and after the row's
-    values, so that many rows go in one statement (`values_text`)."""
+    sqlite_values: tuple[str, str] | None = field(default=None, repr=False)
+    """For an insert of one row (`insert_rows`) that returns nothing and has no parameter after
+    its values, SQLite's text before and after them, so that many rows go in one statement
+    (`values_text`). Made from the text above, so left out of the repr that fingerprints the
+    schema."""
 
     @classmethod
     def of(cls, *pieces: str | Each) -> Statement:
@@ -100,7 +102,7 @@ def insert_rows(table: str, columns: dict[str, str], then: str = "") -> Statemen
             row,
             postgres_arrays=_numbered(in_arrays),
             postgres_copy=_bulk_copy(table, columns, then),
-            sqlite_values=(head, then),
+            sqlite_values=None if "?" in then or " RETURNING " in then else (head, then),
         )
     )
 
@@ -110,7 +112,7 @@ def values_text(statement: Statement, rows: int, shared: int) -> str:
     """SQLite's text of an insert of one row (`insert_rows`) for `rows` rows in one statement,
     the last `shared` parameters of every row bound once, as its first: its parameters are the
     shared ones, then each row's own, row after row. A row then costs its values alone, not a
-    statement's step (about half the time, `benchmarks/receiver.py`)."""
+    statement's step: 2.8 against 3.9 us a trial row, measured in isolation (docs/benchmarks.md)."""
     if statement.sqlite_values is None:
         raise ValueError("only an insert of rows (`insert_rows`) takes many rows at once")
     head, then = statement.sqlite_values

@@ -419,6 +419,40 @@ def test_worker_decoders_give_the_same_result_and_errors_as_inline():
         decoder.close()
 
 
+def test_a_worker_answers_each_of_many_callers_with_its_own_body():
+    """Callers on several threads share one worker: each gets what its own body holds (answers
+    come back in the order sent, each read by the thread whose body it answers), the worker's
+    errors included."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from verdictgate.otel.otlp_reading import MalformedRequest
+    from verdictgate.receiver.ingest.decoding import Decoder, decode
+
+    bodies = [
+        request(
+            [run_span(f"w{n}", planned=400), *stable_run(f"w{n}", cases=4, trials=100)]
+        ).SerializeToString()
+        for n in range(6)
+    ]
+    broken = b"\xff" * (40 << 10)
+
+    def outcome(decoder: Decoder, body: bytes) -> object:
+        try:
+            return decoder.decode(body, "application/x-protobuf").trials
+        except MalformedRequest as error:
+            return type(error)
+
+    decoder = Decoder(workers=1)
+    try:
+        given = [bodies[n % 6] if n % 5 else broken for n in range(60)]
+        with ThreadPoolExecutor(8) as callers:
+            answers = list(callers.map(lambda body: outcome(decoder, body), given))
+    finally:
+        decoder.close()
+    expected = {body: decode(body, "application/x-protobuf").trials for body in bodies}
+    assert answers == [expected.get(body, MalformedRequest) for body in given]
+
+
 def test_a_server_with_worker_decoders_ingests_and_stays_up():
     body = request(
         [run_span("w", planned=400), *stable_run("w", cases=4, trials=100)]

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import itertools
 import multiprocessing
+import pickle
 import threading
 from collections.abc import Callable
-from concurrent.futures import ProcessPoolExecutor
-from concurrent.futures.process import BrokenProcessPool
+from multiprocessing.connection import Connection
 
 from ...otel.otlp_reading import ExportContents, MalformedRequest, extract_json, extract_protobuf
 from .allocator import reuse_freed_memory
@@ -14,10 +15,12 @@ from .allocator import reuse_freed_memory
 JSON = "application/json"
 INLINE_BELOW = 32 << 10
 """Bodies smaller than this are decoded in the serving thread: shipping them costs more."""
+CLOSE_SECONDS = 5.0
+"""How long `close` waits for a worker to exit once its pipe is closed, before killing it."""
 
 
 class DecoderUnavailable(Exception):
-    """A worker process died; the request should be retried (the pool is restarted)."""
+    """A worker process died; the request should be retried (the worker is restarted)."""
 
 
 def decode(body: bytes, content_type: str) -> ExportContents:
@@ -33,14 +36,15 @@ class Decoder:
     """Decodes in `workers` processes (none: in the calling thread).
 
     Reading spans is Python work that holds the GIL; in another process it runs on another core
-    while this one commits the previous request to SQLite (which releases the GIL). A worker that
-    dies breaks its pool: the requests it held get DecoderUnavailable and the pool is replaced.
+    while this one commits the previous request to SQLite (which releases the GIL). A request
+    goes to the worker with the fewest in hand. A worker that dies fails the requests it held
+    with DecoderUnavailable and is replaced.
     """
 
     def __init__(self, workers: int = 0) -> None:
         self._workers = workers
         self._lock = threading.Lock()
-        self._pool = self._start() if workers else None
+        self._channels = [_Channel(reuse_freed_memory) for _ in range(workers)]
 
     @property
     def worker_initializer(self) -> Callable[[], object] | None:
@@ -49,32 +53,120 @@ class Decoder:
         are no workers (bodies are decoded in the calling thread)."""
         return reuse_freed_memory if self._workers else None
 
-    def _start(self) -> ProcessPoolExecutor:
-        return ProcessPoolExecutor(
-            self._workers,
-            mp_context=multiprocessing.get_context("spawn"),
-            initializer=self.worker_initializer,
-        )
-
     def decode(self, body: bytes, content_type: str) -> ExportContents:
-        pool = self._pool
-        if pool is None or len(body) < INLINE_BELOW:
+        if not self._channels or len(body) < INLINE_BELOW:
             return decode(body, content_type)
-        try:
-            return pool.submit(decode, body, content_type).result()
-        except BrokenProcessPool:
-            self._replace(pool)
-            raise DecoderUnavailable() from None
-
-    def _replace(self, broken: ProcessPoolExecutor) -> None:
-        """Start a new pool once, however many requests saw the old one break."""
         with self._lock:
-            if self._pool is broken:
-                self._pool = self._start()
-        broken.shutdown(wait=False, cancel_futures=True)
+            if not self._channels:  # closed meanwhile
+                return decode(body, content_type)
+            channel = min(self._channels, key=_Channel.in_hand)
+        try:
+            return channel.decode(body, content_type)
+        except DecoderUnavailable:
+            self._replace(channel)
+            raise
+
+    def _replace(self, broken: _Channel) -> None:
+        """Start a new worker once, however many requests saw the old one die."""
+        with self._lock:
+            if broken in self._channels:
+                self._channels[self._channels.index(broken)] = _Channel(reuse_freed_memory)
+        broken.close()
 
     def close(self) -> None:
         with self._lock:
-            pool, self._pool = self._pool, None
-        if pool is not None:
-            pool.shutdown(cancel_futures=True)
+            channels, self._channels = self._channels, []
+        for channel in channels:
+            channel.close()
+
+
+class _Channel:
+    """One worker process and the pipe to it. Bodies are sent in turn and answered in the
+    order sent, so each calling thread writes its own body and reads its own answer: no thread
+    of this process relays them. A second body waits in the pipe while the worker decodes the
+    first, so the worker never waits for one."""
+
+    def __init__(self, initializer: Callable[[], object]) -> None:
+        context = multiprocessing.get_context("spawn")
+        self._connection, theirs = context.Pipe()
+        self._process = context.Process(
+            target=_decode_from, args=(theirs, initializer), name="verdictgate-decoder", daemon=True
+        )
+        self._process.start()
+        theirs.close()
+        self._sending = threading.Lock()
+        self._turns = threading.Condition()
+        self._tickets = itertools.count()
+        self._answered = 0
+        """Tickets answered so far: the next answer in the pipe is for this one."""
+        self._sent = 0
+        self._broken = False
+
+    def in_hand(self) -> int:
+        """Bodies sent and not yet answered."""
+        return self._sent - self._answered
+
+    def decode(self, body: bytes, content_type: str) -> ExportContents:
+        with self._sending:
+            if self._broken:
+                raise DecoderUnavailable()
+            ticket = next(self._tickets)
+            self._sent += 1
+            try:
+                self._connection.send_bytes(content_type.encode())
+                self._connection.send_bytes(body)
+            except OSError:
+                self._break()
+        with self._turns:
+            while self._answered != ticket and not self._broken:
+                self._turns.wait()
+            try:
+                if self._broken:
+                    raise DecoderUnavailable()
+                try:
+                    answer = self._connection.recv_bytes()
+                except (EOFError, OSError):
+                    self._break()
+            finally:
+                self._answered += 1
+                self._turns.notify_all()
+        outcome = pickle.loads(answer)
+        if isinstance(outcome, BaseException):
+            raise outcome
+        return outcome  # type: ignore[no-any-return]  # boundary: what the worker decoded
+
+    def _break(self) -> None:
+        """The worker died: every request it held, and this one, gets DecoderUnavailable."""
+        with self._turns:
+            self._broken = True
+            self._turns.notify_all()
+        raise DecoderUnavailable()
+
+    def close(self) -> None:
+        """Close the pipe (the worker exits when it has read to its end), then wait for it."""
+        with self._turns:
+            self._broken = True
+            self._turns.notify_all()
+        self._connection.close()
+        self._process.join(CLOSE_SECONDS)
+        if self._process.is_alive():
+            self._process.kill()
+            self._process.join()
+
+
+def _decode_from(connection: Connection, initializer: Callable[[], object]) -> None:
+    """A worker process: after `initializer`, decode each body the pipe brings, answer with what
+    it holds or the error it raised (pickled; an ExportContents as msgpack), until the pipe
+    closes."""
+    initializer()
+    while True:
+        try:
+            content_type = connection.recv_bytes().decode()
+            body = connection.recv_bytes()
+        except (EOFError, OSError):
+            return
+        try:
+            outcome: ExportContents | Exception = decode(body, content_type)
+        except Exception as error:
+            outcome = error
+        connection.send_bytes(pickle.dumps(outcome, pickle.HIGHEST_PROTOCOL))

@@ -453,6 +453,57 @@ def test_a_worker_answers_each_of_many_callers_with_its_own_body():
     assert answers == [expected.get(body, MalformedRequest) for body in given]
 
 
+def test_a_request_that_fails_half_sent_breaks_only_its_worker():
+    """A body that cannot be sent whole would leave the pipe out of step: its worker is
+    replaced, and the next request is answered as if nothing happened."""
+    from verdictgate.receiver.ingest.decoding import Decoder, decode
+
+    body = request([run_span("h", planned=400), *stable_run("h", cases=4, trials=100)])
+    encoded = body.SerializeToString()
+    decoder = Decoder(workers=1)
+    try:
+        with pytest.raises(TypeError):
+            decoder.decode("x" * (40 << 10), "application/x-protobuf")
+        answer = decoder.decode(encoded, "application/x-protobuf")
+    finally:
+        decoder.close()
+    assert answer.trials == decode(encoded, "application/x-protobuf").trials
+
+
+def test_closing_a_decoder_whose_worker_is_stuck_returns_and_fails_its_requests():
+    """A worker stopped mid-request (SIGSTOP) neither holds up `close` nor leaves its callers
+    waiting: they are answered DecoderUnavailable (503, retried elsewhere)."""
+    import multiprocessing
+    import os
+    import signal
+
+    from verdictgate.receiver.ingest.decoding import Decoder, DecoderUnavailable
+
+    body = request(
+        [run_span("s", planned=400), *stable_run("s", cases=4, trials=100)]
+    ).SerializeToString()
+    decoder = Decoder(workers=1)
+    (worker,) = [child for child in multiprocessing.active_children() if "decoder" in child.name]
+    os.kill(worker.pid, signal.SIGSTOP)
+    outcomes: list[object] = []
+
+    def call() -> None:
+        try:
+            outcomes.append(decoder.decode(body, "application/x-protobuf"))
+        except DecoderUnavailable as error:
+            outcomes.append(error)
+
+    caller = threading.Thread(target=call, daemon=True)
+    caller.start()
+    closer = threading.Thread(target=decoder.close, daemon=True)
+    closer.start()
+    closer.join(20)
+    caller.join(20)
+    assert not closer.is_alive() and not caller.is_alive()
+    assert len(outcomes) == 1  # answered: unavailable, or decoded inline once the pool closed
+    assert not worker.is_alive()
+
+
 def test_a_server_with_worker_decoders_ingests_and_stays_up():
     body = request(
         [run_span("w", planned=400), *stable_run("w", cases=4, trials=100)]

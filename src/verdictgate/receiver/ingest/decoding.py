@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import itertools
 import multiprocessing
 import pickle
 import threading
 from collections.abc import Callable
 from multiprocessing.connection import Connection
+from typing import NoReturn
 
 from ...otel.otlp_reading import ExportContents, MalformedRequest, extract_json, extract_protobuf
 from .allocator import reuse_freed_memory
@@ -16,7 +16,7 @@ JSON = "application/json"
 INLINE_BELOW = 32 << 10
 """Bodies smaller than this are decoded in the serving thread: shipping them costs more."""
 CLOSE_SECONDS = 5.0
-"""How long `close` waits for a worker to exit once its pipe is closed, before killing it."""
+"""How long `close` waits for a killed worker to be gone."""
 
 
 class DecoderUnavailable(Exception):
@@ -59,11 +59,12 @@ class Decoder:
         with self._lock:
             if not self._channels:  # closed meanwhile
                 return decode(body, content_type)
-            channel = min(self._channels, key=_Channel.in_hand)
+            channel = min(self._channels, key=_Channel.load)
         try:
             return channel.decode(body, content_type)
-        except DecoderUnavailable:
-            self._replace(channel)
+        except BaseException:
+            if channel.load()[0]:  # broken: the next request gets a new worker
+                self._replace(channel)
             raise
 
     def _replace(self, broken: _Channel) -> None:
@@ -84,7 +85,8 @@ class _Channel:
     """One worker process and the pipe to it. Bodies are sent in turn and answered in the
     order sent, so each calling thread writes its own body and reads its own answer: no thread
     of this process relays them. A second body waits in the pipe while the worker decodes the
-    first, so the worker never waits for one."""
+    first. Anything that goes wrong between sending a body and reading its answer breaks the
+    channel (the pipe would be out of step): every request it holds gets DecoderUnavailable."""
 
     def __init__(self, initializer: Callable[[], object]) -> None:
         context = multiprocessing.get_context("spawn")
@@ -96,62 +98,62 @@ class _Channel:
         theirs.close()
         self._sending = threading.Lock()
         self._turns = threading.Condition()
-        self._tickets = itertools.count()
-        self._answered = 0
-        """Tickets answered so far: the next answer in the pipe is for this one."""
         self._sent = 0
+        """Bodies sent: the next one sent has this ticket."""
+        self._answered = 0
+        """Answers read: the next answer in the pipe is for this ticket."""
         self._broken = False
 
-    def in_hand(self) -> int:
-        """Bodies sent and not yet answered."""
-        return self._sent - self._answered
+    def load(self) -> tuple[bool, int]:
+        """Whether it is broken, then how many bodies it holds: the least loaded is chosen."""
+        return self._broken, self._sent - self._answered
 
     def decode(self, body: bytes, content_type: str) -> ExportContents:
         with self._sending:
             if self._broken:
                 raise DecoderUnavailable()
-            ticket = next(self._tickets)
+            ticket = self._sent
             self._sent += 1
             try:
                 self._connection.send_bytes(content_type.encode())
                 self._connection.send_bytes(body)
-            except OSError:
-                self._break()
+            except BaseException as error:
+                self._break(error)
         with self._turns:
             while self._answered != ticket and not self._broken:
                 self._turns.wait()
-            try:
-                if self._broken:
-                    raise DecoderUnavailable()
-                try:
-                    answer = self._connection.recv_bytes()
-                except (EOFError, OSError):
-                    self._break()
-            finally:
-                self._answered += 1
-                self._turns.notify_all()
+            if self._answered != ticket:  # broken before its turn came
+                raise DecoderUnavailable()
+        try:
+            answer = self._connection.recv_bytes()  # only this ticket's caller reads now
+        except BaseException as error:
+            self._break(error)
+        with self._turns:
+            self._answered += 1
+            self._turns.notify_all()
         outcome = pickle.loads(answer)
         if isinstance(outcome, BaseException):
             raise outcome
         return outcome  # type: ignore[no-any-return]  # boundary: what the worker decoded
 
-    def _break(self) -> None:
-        """The worker died: every request it held, and this one, gets DecoderUnavailable."""
+    def _break(self, error: BaseException) -> NoReturn:
+        """The pipe is out of step, or the worker died: every request it holds gets
+        DecoderUnavailable, this one too (an error not the worker's is raised as it is)."""
         with self._turns:
             self._broken = True
             self._turns.notify_all()
-        raise DecoderUnavailable()
+        if isinstance(error, (EOFError, OSError)):
+            raise DecoderUnavailable() from None
+        raise error
 
     def close(self) -> None:
-        """Close the pipe (the worker exits when it has read to its end), then wait for it."""
+        """Stop the worker (it keeps nothing); requests it still holds get DecoderUnavailable.
+        The pipe closes when the last caller lets go of the channel."""
         with self._turns:
             self._broken = True
             self._turns.notify_all()
-        self._connection.close()
+        self._process.kill()
         self._process.join(CLOSE_SECONDS)
-        if self._process.is_alive():
-            self._process.kill()
-            self._process.join()
 
 
 def _decode_from(connection: Connection, initializer: Callable[[], object]) -> None:
@@ -161,7 +163,7 @@ def _decode_from(connection: Connection, initializer: Callable[[], object]) -> N
     initializer()
     while True:
         try:
-            content_type = connection.recv_bytes().decode()
+            content_type = connection.recv_bytes().decode("ascii", "replace")
             body = connection.recv_bytes()
         except (EOFError, OSError):
             return
@@ -169,4 +171,11 @@ def _decode_from(connection: Connection, initializer: Callable[[], object]) -> N
             outcome: ExportContents | Exception = decode(body, content_type)
         except Exception as error:
             outcome = error
-        connection.send_bytes(pickle.dumps(outcome, pickle.HIGHEST_PROTOCOL))
+        try:
+            answer = pickle.dumps(outcome, pickle.HIGHEST_PROTOCOL)
+        except Exception as error:  # an error that cannot be pickled: its message can
+            answer = pickle.dumps(RuntimeError(f"{type(error).__name__}: {error}"))
+        try:
+            connection.send_bytes(answer)
+        except OSError:  # the receiver closed the pipe meanwhile
+            return

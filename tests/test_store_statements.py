@@ -283,19 +283,6 @@ def test_a_sqlite_older_than_the_statements_need_is_refused_in_one_line(
     assert not (tmp_path / "store.sqlite").exists()
 
 
-def test_a_sqlite_store_checkpoints_its_log_every_checkpoint_pages(tmp_path: Path) -> None:
-    """A file store lets its write-ahead log grow to CHECKPOINT_PAGES before copying it back
-    (fewer checkpoints while trials stream in), and stays in WAL mode."""
-    from verdictgate.receiver.store.connection import CHECKPOINT_PAGES
-
-    store = open_database(tmp_path / "store.sqlite")
-    with store.locked() as cursor:
-        (pages,) = cursor.execute(Statement.of("PRAGMA wal_autocheckpoint")).fetchone()
-        (mode,) = cursor.execute(Statement.of("PRAGMA journal_mode")).fetchone()
-    store.close()
-    assert (pages, mode) == (CHECKPOINT_PAGES, "wal") and CHECKPOINT_PAGES > 1000
-
-
 def test_a_transaction_of_many_copies_holds_no_subtransaction(
     postgres_server: str, tmp_path: Path
 ) -> None:

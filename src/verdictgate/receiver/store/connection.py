@@ -29,10 +29,6 @@ Parameters = Sequence[object]
 CACHE_KIB = 65536
 """SQLite's page cache (64 MiB, against its 2 MiB default): inserts into a large trials table
 then rarely read pages back from disk."""
-CHECKPOINT_PAGES = 10_000
-"""Pages the write-ahead log grows to (about 40 MiB) before a commit copies it into the file,
-against SQLite's 1,000: a tenth as many checkpoints while trials stream in, each on the
-committing request's time (ingest 1.038x, `docs/benchmarks.md`)."""
 DEFAULT_LEASE = 15.0
 """Seconds a replica's claims (its heartbeat, an outbox entry) hold unless renewed (`serve
 --lease`): a dead replica's runs are taken over after about this long (and a third of it), and a
@@ -183,7 +179,6 @@ class SqliteDatabase(Database):
             self._connection.execute("PRAGMA journal_mode=WAL")
             self._connection.execute("PRAGMA synchronous=NORMAL")  # durable across process crashes
             self._connection.execute(f"PRAGMA cache_size=-{CACHE_KIB}")
-            self._connection.execute(f"PRAGMA wal_autocheckpoint={CHECKPOINT_PAGES}")
 
     @contextmanager
     def transaction(self, copying: bool = False) -> Iterator[Cursor]:

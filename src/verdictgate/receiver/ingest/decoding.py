@@ -44,7 +44,7 @@ class Decoder:
     def __init__(self, workers: int = 0) -> None:
         self._workers = workers
         self._lock = threading.Lock()
-        self._channels = [_Channel(reuse_freed_memory) for _ in range(workers)]
+        self._channels = [self._start() for _ in range(workers)]
 
     @property
     def worker_initializer(self) -> Callable[[], object] | None:
@@ -52,6 +52,10 @@ class Decoder:
         the memory of one body for the next instead of faulting it in again; None when there
         are no workers (bodies are decoded in the calling thread)."""
         return reuse_freed_memory if self._workers else None
+
+    def _start(self) -> _Channel:
+        """A new worker, and the pipe to it."""
+        return _Channel(reuse_freed_memory)
 
     def decode(self, body: bytes, content_type: str) -> ExportContents:
         if not self._channels or len(body) < INLINE_BELOW:
@@ -63,7 +67,7 @@ class Decoder:
         try:
             return channel.decode(body, content_type)
         except BaseException:
-            if channel.load()[0]:  # broken: the next request gets a new worker
+            if channel.broken:  # the next request gets a new worker
                 self._replace(channel)
             raise
 
@@ -71,7 +75,7 @@ class Decoder:
         """Start a new worker once, however many requests saw the old one die."""
         with self._lock:
             if broken in self._channels:
-                self._channels[self._channels.index(broken)] = _Channel(reuse_freed_memory)
+                self._channels[self._channels.index(broken)] = self._start()
         broken.close()
 
     def close(self) -> None:
@@ -103,6 +107,11 @@ class _Channel:
         self._answered = 0
         """Answers read: the next answer in the pipe is for this ticket."""
         self._broken = False
+
+    @property
+    def broken(self) -> bool:
+        """Its worker died or its pipe went out of step: it takes no more bodies."""
+        return self._broken
 
     def load(self) -> tuple[bool, int]:
         """Whether it is broken, then how many bodies it holds: the least loaded is chosen."""

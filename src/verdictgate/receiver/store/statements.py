@@ -89,10 +89,8 @@ def insert_rows(table: str, columns: dict[str, str], then: str = "") -> Statemen
     what follows it (`then`), which PostgreSQL also takes for many rows at once: each column's
     values as one array (`Statement.postgres_arrays`)."""
     names = ", ".join(columns)
-    row = Statement.of(
-        f"INSERT INTO {table} ({names}) VALUES ({', '.join('?' * len(columns))}){then}"
-    )
     head = f"INSERT INTO {table} ({names}) VALUES "
+    row = Statement.of(f"{head}({', '.join('?' * len(columns))}){then}")
     arrays = ", ".join(f"?::{kind}[]" for kind in columns.values())
     in_arrays = _between_markers(
         f"INSERT INTO {table} ({names}) SELECT * FROM unnest({arrays}){then}", "$"

@@ -470,6 +470,31 @@ def test_a_request_that_fails_half_sent_breaks_only_its_worker():
     assert answer.trials == decode(encoded, "application/x-protobuf").trials
 
 
+def test_a_worker_that_does_not_answer_in_time_is_replaced():
+    """A worker stopped mid-request (SIGSTOP) holds ingest no longer than `answer_seconds`: the
+    request gets DecoderUnavailable (503, retried) and the next one a new worker."""
+    import multiprocessing
+    import os
+    import signal
+
+    from verdictgate.receiver.ingest.decoding import Decoder, DecoderUnavailable, decode
+
+    body = request(
+        [run_span("t", planned=400), *stable_run("t", cases=4, trials=100)]
+    ).SerializeToString()
+    decoder = Decoder(workers=1, answer_seconds=0.5)
+    try:
+        (stuck,) = [c for c in multiprocessing.active_children() if "decoder" in c.name]
+        os.kill(stuck.pid, signal.SIGSTOP)
+        with pytest.raises(DecoderUnavailable):
+            decoder.decode(body, "application/x-protobuf")
+        answer = decoder.decode(body, "application/x-protobuf")
+        assert not stuck.is_alive()  # killed, not left stopped
+    finally:
+        decoder.close()
+    assert answer.trials == decode(body, "application/x-protobuf").trials
+
+
 def test_closing_a_decoder_whose_worker_is_stuck_returns_and_fails_its_requests():
     """A worker stopped mid-request (SIGSTOP) neither holds up `close` nor leaves its callers
     waiting: they are answered DecoderUnavailable (503, retried elsewhere)."""

@@ -15,6 +15,10 @@ from .allocator import reuse_freed_memory
 JSON = "application/json"
 INLINE_BELOW = 32 << 10
 """Bodies smaller than this are decoded in the serving thread: shipping them costs more."""
+ANSWER_SECONDS = 30.0
+"""A worker that has not answered a body within this, once its turn came, is taken as stuck:
+it is replaced and the requests it held get DecoderUnavailable (the largest body allowed is
+decoded in well under a second)."""
 CLOSE_SECONDS = 5.0
 """How long `close` waits for a killed worker to be gone."""
 
@@ -41,8 +45,9 @@ class Decoder:
     with DecoderUnavailable and is replaced.
     """
 
-    def __init__(self, workers: int = 0) -> None:
+    def __init__(self, workers: int = 0, answer_seconds: float = ANSWER_SECONDS) -> None:
         self._workers = workers
+        self._answer_seconds = answer_seconds
         self._lock = threading.Lock()
         self._channels = [self._start() for _ in range(workers)]
 
@@ -55,7 +60,7 @@ class Decoder:
 
     def _start(self) -> _Channel:
         """A new worker, and the pipe to it."""
-        return _Channel(reuse_freed_memory)
+        return _Channel(reuse_freed_memory, self._answer_seconds)
 
     def decode(self, body: bytes, content_type: str) -> ExportContents:
         if not self._channels or len(body) < INLINE_BELOW:
@@ -92,7 +97,8 @@ class _Channel:
     first. Anything that goes wrong between sending a body and reading its answer breaks the
     channel (the pipe would be out of step): every request it holds gets DecoderUnavailable."""
 
-    def __init__(self, initializer: Callable[[], object]) -> None:
+    def __init__(self, initializer: Callable[[], object], answer_seconds: float) -> None:
+        self._answer_seconds = answer_seconds
         context = multiprocessing.get_context("spawn")
         self._connection, theirs = context.Pipe()
         self._process = context.Process(
@@ -110,7 +116,7 @@ class _Channel:
 
     @property
     def broken(self) -> bool:
-        """Its worker died or its pipe went out of step: it takes no more bodies."""
+        """Its worker died or is stuck, or its pipe went out of step: it takes no more bodies."""
         return self._broken
 
     def load(self) -> tuple[bool, int]:
@@ -133,8 +139,10 @@ class _Channel:
                 self._turns.wait()
             if self._answered != ticket:  # broken before its turn came
                 raise DecoderUnavailable()
-        try:
-            answer = self._connection.recv_bytes()  # only this ticket's caller reads now
+        try:  # only this ticket's caller reads now
+            if not self._connection.poll(self._answer_seconds):
+                raise TimeoutError("the decoder did not answer")
+            answer = self._connection.recv_bytes()
         except BaseException as error:
             self._break(error)
         with self._turns:
@@ -146,7 +154,7 @@ class _Channel:
         return outcome  # type: ignore[no-any-return]  # boundary: what the worker decoded
 
     def _break(self, error: BaseException) -> NoReturn:
-        """The pipe is out of step, or the worker died: every request it holds gets
+        """The pipe is out of step, or the worker died or is stuck: every request it holds gets
         DecoderUnavailable, this one too (an error not the worker's is raised as it is)."""
         with self._turns:
             self._broken = True

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import multiprocessing
+import os
 import socket
 import statistics
 import subprocess
@@ -108,7 +109,8 @@ def ceiling(requests: list[bytes], passes: int = 3) -> float:
 
 
 def send(port: int, requests: list[bytes], in_flight: int, results) -> None:
-    """In a separate process: send every request, `in_flight` at once; report time and latencies."""
+    """In a separate process: send every request, `in_flight` at once; report time, latencies
+    and the CPU seconds sending took this process."""
     import grpc
 
     channel = grpc.insecure_channel(f"127.0.0.1:{port}")
@@ -129,13 +131,13 @@ def send(port: int, requests: list[bytes], in_flight: int, results) -> None:
             with lock:
                 latencies.append(elapsed)
 
-    start = time.perf_counter()
+    start, used = time.perf_counter(), time.process_time()
     threads = [threading.Thread(target=worker) for _ in range(in_flight)]
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join()
-    results.put((time.perf_counter() - start, latencies))
+    results.put((time.perf_counter() - start, latencies, time.process_time() - used))
 
 
 def free_port() -> int:
@@ -163,12 +165,52 @@ def serve(location: str, *options: str) -> tuple[subprocess.Popen[bytes], int]:
     return process, port
 
 
+def cpu_seconds(pids: list[int]) -> float:
+    """User and system CPU seconds the processes used so far (those gone count nothing)."""
+    total = 0
+    for pid in pids:
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().split(")")[1].split()
+        except FileNotFoundError:
+            continue
+        total += int(fields[11]) + int(fields[12])
+    return total / os.sysconf("SC_CLK_TCK")
+
+
+def process_tree(pid: int) -> list[int]:
+    """A process and its children (its decoder's worker)."""
+    children = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            if int(stat.read_text().split(")")[1].split()[1]) == pid:
+                children.append(int(stat.parent.name))
+        except (FileNotFoundError, ValueError):
+            continue
+    return [pid, *children]
+
+
+def postgres_processes() -> list[int]:
+    """Every PostgreSQL server process on the machine (the benchmark's own server's)."""
+    pids = []
+    for comm in Path("/proc").glob("[0-9]*/comm"):
+        try:
+            if comm.read_text().strip() == "postgres":
+                pids.append(int(comm.parent.name))
+        except FileNotFoundError:
+            continue
+    return pids
+
+
 def serve_and_send(
-    requests: list[bytes], in_flight: int, location: str | None = None
+    requests: list[bytes],
+    in_flight: int,
+    location: str | None = None,
+    cpu: list[tuple[float, float, float]] | None = None,
 ) -> tuple[float, list[float], int, int, int]:
     """One pass: a fresh `verdictgate serve` on a fresh on-disk store (or the empty store at
     `location`, a PostgreSQL URL), every request sent; seconds, export latencies, trials
-    stored, runs admitted, runs."""
+    stored, runs admitted, runs. With `cpu`, appends the CPU seconds the receiver (with its
+    decoder), the PostgreSQL server and the sender used while the requests were sent."""
     with tempfile.TemporaryDirectory() as folder:
         store = location or str(Path(folder) / "store.sqlite")
         server, port = serve(store, "--idle", "3600s")
@@ -180,9 +222,19 @@ def serve_and_send(
             results.get()
             sender.join()
             results = context.Queue()
+            receiver, database = process_tree(server.pid), postgres_processes()
+            before = cpu_seconds(receiver), cpu_seconds(database)
             sender = context.Process(target=send, args=(port, requests, in_flight, results))
             sender.start()
-            elapsed, latencies = results.get()
+            elapsed, latencies, sending = results.get()
+            if cpu is not None:
+                cpu.append(
+                    (
+                        cpu_seconds(receiver) - before[0],
+                        cpu_seconds(database) - before[1],
+                        sending,
+                    )
+                )
             sender.join()
             time.sleep(1.0)  # the finisher admits the last runs
         finally:

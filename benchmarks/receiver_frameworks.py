@@ -102,7 +102,7 @@ def main() -> None:
                 target=send, args=(port, requests[2:], args.in_flight, results)
             )
             sender.start()
-            elapsed, _ = results.get()
+            elapsed, *_ = results.get()
             sender.join()
             rss_after = rss_mib(server.pid)
         finally:

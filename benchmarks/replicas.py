@@ -68,33 +68,52 @@ def fresh_database(server: str) -> str:
 def ingest(server: str, spans: int, passes: int) -> None:
     """Each pass a fresh `serve` on SQLite and one on PostgreSQL, in alternating order (a
     machine whose speed drifts favours neither), beside the ceiling; the median ratio with
-    its distribution-free 90% interval."""
+    its distribution-free 90% interval. Beside it, the CPU each pass cost the machine while
+    its requests were sent (receiver and decoder, PostgreSQL's server, the sender): on this
+    machine the server shares the receiver's two cores, so PostgreSQL's rate relative to
+    SQLite's is bounded by their CPU a span, times how fully each pass used the cores."""
     requests = encoded_requests(spans)
     print(f"ingest: {spans:,} decision spans in {len(requests)} requests, 4 in flight")
-    shares, ratios = [], []
+    shares, ratios, bounds, uses = [], [], [], []
     for number in range(passes):
         limit = ceiling(requests)
-        seconds = {}
+        seconds, cpu = {}, {}
         for kind in ("SQLite", "PostgreSQL") if number % 2 == 0 else ("PostgreSQL", "SQLite"):
+            used: list[tuple[float, float, float]] = []
             seconds[kind], latencies, stored, admitted, runs = serve_and_send(
-                requests, 4, fresh_database(server) if kind == "PostgreSQL" else None
+                requests, 4, fresh_database(server) if kind == "PostgreSQL" else None, cpu=used
             )
+            cpu[kind] = used[0]
             if kind == "PostgreSQL":
                 p99 = statistics.quantiles(latencies, n=100)[98] * 1000
                 kept = f"{stored:,} trials stored, {admitted} of {runs} runs admitted"
         sqlite_rate, postgres_rate = spans / seconds["SQLite"], spans / seconds["PostgreSQL"]
         shares.append(postgres_rate / limit)
         ratios.append(postgres_rate / sqlite_rate)
+        total = {kind: sum(used) for kind, used in cpu.items()}
+        bounds.append(total["SQLite"] / total["PostgreSQL"])
+        uses.append({kind: total[kind] / seconds[kind] for kind in total})
+        receiver, database, sender = cpu["PostgreSQL"]
         print(
             f"  pass {number + 1}: PostgreSQL {postgres_rate:8,.0f} spans/s (p99 {p99:5.1f} ms), "
             f"SQLite {sqlite_rate:8,.0f}, ceiling {limit:8,.0f}: {postgres_rate / sqlite_rate:.0%}"
-            f" of SQLite, {postgres_rate / limit:.0%} of the ceiling; {kept}"
+            f" of SQLite, {postgres_rate / limit:.0%} of the ceiling; {kept}\n"
+            f"          CPU: SQLite pass {total['SQLite']:.2f} s ({uses[-1]['SQLite']:.2f} cores),"
+            f" PostgreSQL pass {total['PostgreSQL']:.2f} s ({uses[-1]['PostgreSQL']:.2f} cores:"
+            f" receiver {receiver:.2f}, server {database:.2f}, sender {sender:.2f})"
         )
     low, high = median_interval(ratios)
     print(
         f"  PostgreSQL ingest is {statistics.median(ratios):.0%} of SQLite's (90% interval for"
         f" the median {low:.0%}-{high:.0%}) and {statistics.median(shares):.0%} of the ceiling"
         " (medians)"
+    )
+    use = {kind: statistics.median(u[kind] for u in uses) for kind in ("SQLite", "PostgreSQL")}
+    print(
+        f"  CPU a span: SQLite's pass {statistics.median(bounds):.0%} of PostgreSQL's (medians),"
+        " so at the same use of the cores PostgreSQL reaches at most that share of SQLite's"
+        f" rate; the passes used {use['SQLite']:.2f} (SQLite) and {use['PostgreSQL']:.2f}"
+        " (PostgreSQL) of the two cores"
     )
 
 

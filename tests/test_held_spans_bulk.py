@@ -12,7 +12,13 @@ import pytest
 
 from postgres_support import StoreMaker
 from verdictgate.otel.framework_traces import FrameworkSpan, TrialMark
-from verdictgate.receiver.store.connection import Cursor, Database, Parameters, open_database
+from verdictgate.receiver.store.connection import (
+    Cursor,
+    Database,
+    Parameters,
+    Query,
+    open_database,
+)
 from verdictgate.receiver.store.held_spans import HeldSpans
 from verdictgate.receiver.store.schema import migrate
 from verdictgate.receiver.store.statements import Statement
@@ -43,6 +49,10 @@ class CountingCursor:
     def returning(self, statement: Statement, rows: Sequence[Parameters], /) -> list[Any]:
         self.calls += 1
         return self._cursor.returning(statement, rows)
+
+    def execute_all(self, queries: Sequence[Query], /) -> list[list[Any]]:
+        self.calls += len(queries)
+        return self._cursor.execute_all(queries)
 
     def fetchone(self) -> Any:
         return self._cursor.fetchone()

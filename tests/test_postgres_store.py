@@ -18,6 +18,7 @@ from msgspec.structs import replace
 
 from pgbouncer_support import MODES, pgbouncer
 from postgres_support import StoreMaker, postgresql
+from relay_support import TurnCountingRelay, address, relayed
 from verdictgate.receiver.store import Batch, Store, is_store_error
 from verdictgate.receiver.store.connection import open_database
 from verdictgate.receiver.store.locations import redacted
@@ -307,3 +308,24 @@ def test_both_stores_keep_the_same_trials_repeats_and_conflicts(
     finally:
         for store in stores:
             store.close()
+
+
+def test_a_write_that_only_adds_to_a_known_run_takes_four_round_trips(
+    postgres_server: str, tmp_path: Path
+) -> None:
+    """Its transaction's start, the run advanced through the writer's part and read back travel
+    together (one round trip), the copy takes two (its start, then its rows) and the commit one:
+    each saved is a wait on a server a network hop away (benchmarks/postgres_round_trips.py)."""
+    location = StoreMaker("postgresql", tmp_path, postgres_server).location("trips")
+    relay = TurnCountingRelay(address(location))
+    store = Store(relayed(location, relay.port))
+    first, second = (
+        [Trial(f"c{n}", trial, "approve", "r", "approve") for n in range(64)] for trial in (0, 1)
+    )
+    store.write(Batch(first))  # the run made, and the writer's part of it
+    before = relay.turns
+    written = store.write(Batch(second))
+    assert relay.turns - before == 4
+    (run,) = written.runs
+    assert run.received == 128 and run.version.writes == 2
+    store.close()

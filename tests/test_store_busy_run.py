@@ -217,3 +217,42 @@ def test_a_write_that_brings_labels_the_run_has_adds_through_its_part(
         database.close()
     (access,) = accesses.values()
     assert access.standing is not None and not access.final and not access.claimed
+
+
+@pytest.mark.parametrize("case", ["marks it framework, as it is", "hears of it, its owner gone"])
+def test_a_write_that_changes_nothing_adds_through_its_part_whatever_it_brings(
+    new_store: StoreMaker, case: str
+) -> None:
+    """What would change the run, when the run has it already (marked framework) or when it
+    does not apply (an owner's heartbeat matters only to a write that brings the run trials,
+    not to one that hears of it through a settling trace), leaves the write adding through its
+    part, on either store."""
+    location = new_store.location("unchanged")
+    store = Store(location)
+    for writer in ("a", "b"):
+        store.write(
+            Batch(trials([ord(writer)])),
+            now=NOW,
+            claim=(writer, UNTIL),
+            caps=WriteCaps(max_trials=100),
+        )
+    marking = case.startswith("marks")
+    database = open_database(location)
+    try:
+        if marking:  # a first write marks it (holding it alone), the next adds through its part
+            for _ in range(2):
+                with database.transaction() as cursor:
+                    visit = Visit({"r": 1}, frozenset(), frozenset({"r"}), {}, 100)
+                    accesses = Runs().see(cursor, {"r"}, set(), visit, {}, NOW, ("b", UNTIL))
+                    Runs().mark_framework(cursor, {"r"})
+        else:
+            with database.transaction() as cursor:
+                visit = Visit({}, frozenset(), frozenset(), {}, 100)
+                accesses = Runs().see(cursor, set(), {"r"}, visit, {}, UNTIL + 1, ("b", 9e9))
+    finally:
+        database.close()
+    (access,) = accesses.values()
+    assert access.standing is not None and not access.final and not access.claimed
+    run = store.run("r")
+    assert run is not None and run.owner == "a" and run.framework is marking
+    store.close()

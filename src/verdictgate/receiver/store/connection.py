@@ -25,6 +25,8 @@ from .statements import Each, Index, Statement, sql, values_text
 
 SqlRow = tuple[Any, ...]  # boundary: a driver's row as it returns it (its columns' values)
 Parameters = Sequence[object]
+Query = tuple[Statement, Parameters]
+"""A statement and its parameters."""
 
 CACHE_KIB = 65536
 """SQLite's page cache (64 MiB, against its 2 MiB default): inserts into a large trials table
@@ -84,6 +86,12 @@ class Cursor(Protocol):
     def returning(self, statement: Statement, rows: Sequence[Parameters], /) -> list[Any]:
         """Run a statement that returns rows (`RETURNING`) for each of `rows`, on PostgreSQL as
         one statement over arrays (`Statement.postgres_arrays`); every row returned."""
+        ...
+
+    def execute_all(self, queries: Sequence[Query], /) -> list[list[Any]]:
+        """Run each query in order, the later ones whatever the earlier returned; the rows each
+        returned ([] for a statement that returns none). On PostgreSQL they travel together: one
+        round trip for them all."""
         ...
 
     def fetchone(self) -> Any: ...  # boundary: a row, or None
@@ -276,6 +284,13 @@ class SqliteCursor:
         for row in rows:  # in process: a statement a row costs no round trip
             returned.extend(self._cursor.execute(statement.sqlite, row).fetchall())
         return returned
+
+    def execute_all(self, queries: Sequence[Query], /) -> list[list[Any]]:
+        self._rowcount = None
+        return [
+            self._cursor.execute(query.sqlite, parameters).fetchall()
+            for query, parameters in queries
+        ]
 
     def fetchone(self) -> Any:
         return self._cursor.fetchone()

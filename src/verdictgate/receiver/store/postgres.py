@@ -13,7 +13,7 @@ from contextlib import AbstractContextManager, contextmanager
 from typing import TYPE_CHECKING, Any
 
 from ...errors import ExtraMissing, StoreError
-from .connection import CopyRepeated, Cursor, Database, Parameters
+from .connection import CopyRepeated, Cursor, Database, Parameters, Query
 from .faults import ends_the_session, first_line
 from .locations import redacted
 from .statements import Index, Statement
@@ -133,15 +133,16 @@ class PostgresDatabase(Database):
 
     @contextmanager
     def _transaction(
-        self, pool: ConnectionPool, start: str, copying: bool = False
+        self, pool: ConnectionPool, start: tuple[str, ...], copying: bool = False
     ) -> Iterator[Cursor]:
         with self._connection(pool) as connection:
-            connection.execute(start, prepare=False)
+            cursor = PostgresCursor(self._psycopg.RawCursor(connection), copying, start)
             try:
-                yield PostgresCursor(self._psycopg.RawCursor(connection), copying)
-                connection.execute("COMMIT", prepare=False)
+                yield cursor
+                if cursor.begun:  # a transaction that ran no statement never began
+                    connection.execute("COMMIT", prepare=False)
             except BaseException:
-                if not connection.broken:  # a lost connection ended it already
+                if cursor.begun and not connection.broken:  # a lost connection ended it already
                     with contextlib.suppress(self._psycopg.Error):
                         connection.execute("ROLLBACK", prepare=False)
                 raise
@@ -279,30 +280,93 @@ class PostgresCursor:
     sent as one: copied where it has that form (`Statement.postgres_copy`), which takes about
     half the server's time and a tenth of the client's of the same rows as arrays
     (`Statement.postgres_arrays`), which in turn take two thirds of the time of a row at a
-    time, even pipelined."""
+    time, even pipelined. A transaction's start (`start`: its `BEGIN` and bounds) travels with
+    its first statement, and statements run together (`execute_all`) in one simple query: a write
+    that only adds to a known run makes 4 round trips (6 before), each a wait on a server a
+    network hop away (`benchmarks/postgres_round_trips.py`)."""
 
-    def __init__(self, cursor: psycopg.RawCursor[tuple[Any, ...]], copying: bool = False) -> None:
+    def __init__(
+        self,
+        cursor: psycopg.RawCursor[tuple[Any, ...]],
+        copying: bool = False,
+        start: tuple[str, ...] = (),
+    ) -> None:
         self._cursor = cursor
         self._copying = copying
         """Many rows may be copied in (`Database.transaction`)."""
+        self._start = start
+        """The statements that start the cursor's transaction, until they are sent."""
         self._rowcount: int | None = None
         """Rows of the last call when the cursor's own count is not it: 0 for a call of no
         rows (psycopg would keep the count before), the rows of a copy."""
+        self._fetching: (
+            psycopg.RawCursor[tuple[Any, ...]] | psycopg.ClientCursor[tuple[Any, ...]]
+        ) = cursor
+        """The cursor the last statement's rows are read from."""
+
+    @property
+    def begun(self) -> bool:
+        """Whether the transaction's start was sent (with the first statement)."""
+        return not self._start
 
     @property
     def rowcount(self) -> int:
-        return self._cursor.rowcount if self._rowcount is None else self._rowcount
+        return self._fetching.rowcount if self._rowcount is None else self._rowcount
 
     def execute(self, statement: Statement, parameters: Parameters = (), /) -> Cursor:
         self._rowcount = None
-        self._cursor.execute(statement.postgres, parameters)
+        if self._start:
+            self._fetching = self._together([(statement, parameters)])
+        else:
+            self._fetching = self._cursor
+            self._cursor.execute(statement.postgres, parameters)
         return self
+
+    def execute_all(self, queries: Sequence[Query], /) -> list[list[Any]]:
+        self._rowcount = None
+        if len(queries) == 1 and not self._start:
+            return [self.execute(*queries[0]).fetchall()]
+        cursor = self._together(queries, first=True)
+        rows = []
+        for at in range(len(queries)):
+            if at:
+                cursor.nextset()
+            rows.append(cursor.fetchall() if cursor.description else [])
+        return rows
+
+    def _together(
+        self, queries: Sequence[Query], first: bool = False
+    ) -> psycopg.ClientCursor[tuple[Any, ...]]:
+        """Send the transaction's start if still due and `queries` in one simple query, their
+        values bound as literals (`Statement.postgres_literal`); the cursor at the last query's
+        result (at the first query's, with `first`). One simple query, not psycopg's pipeline:
+        after a pipeline psycopg asks the server to flush, which the server reads after its
+        `ReadyForQuery` and which leaves its `idle_in_transaction_session_timeout` unarmed, so a
+        replica stalled there would hold its locks for ever."""
+        import psycopg
+
+        start, self._start = self._start, ()
+        cursor = psycopg.ClientCursor(self._cursor.connection)
+        text = "; ".join([*start, *(statement.postgres_literal for statement, _ in queries)])
+        cursor.execute(text, [value for _, parameters in queries for value in parameters])
+        for _ in range(len(start) + (0 if first else len(queries) - 1)):
+            cursor.nextset()
+        return cursor
+
+    def _begin(self) -> None:
+        """Send the transaction's start on its own, if still due (before a copy, or a statement
+        of many rows, which travel on their own)."""
+        if self._start:
+            start, self._start = self._start, ()
+            self._cursor.connection.execute("; ".join(start), prepare=False)
 
     def executemany(
         self, statement: Statement, parameters: Iterable[Parameters], /, shared: Parameters = ()
     ) -> Cursor:
         rows = [(*row, *shared) for row in parameters] if shared else list(parameters)
-        self._rowcount = None if rows else 0
+        self._rowcount, self._fetching = (None if rows else 0), self._cursor
+        if rows:
+            self._begin()
         if len(rows) >= BULK_ROWS and statement.postgres_arrays:
             if not self._copied(statement, rows):
                 self._in_arrays(statement, rows)
@@ -311,9 +375,10 @@ class PostgresCursor:
         return self
 
     def returning(self, statement: Statement, rows: Sequence[Parameters], /) -> list[Any]:
-        self._rowcount = None if rows else 0
+        self._rowcount, self._fetching = (None if rows else 0), self._cursor
         if not rows:
             return []
+        self._begin()
         if (copy := statement.postgres_copy) and self._copied(statement, rows):
             return [tuple(row[at] for at in copy.returned) for row in rows]
         self._in_arrays(statement, rows)
@@ -348,10 +413,10 @@ class PostgresCursor:
         return True
 
     def fetchone(self) -> Any:
-        return self._cursor.fetchone()
+        return self._fetching.fetchone()
 
     def fetchall(self) -> list[Any]:
-        return self._cursor.fetchall()
+        return self._fetching.fetchall()
 
 
 def bounds(lease: float) -> tuple[int, int]:
@@ -363,14 +428,15 @@ def bounds(lease: float) -> tuple[int, int]:
     return round(lease * 1000 / 3), round(lease * 1000)
 
 
-def begin(lease: float, mode: str = "") -> str:
-    """A transaction's start (in `mode`) and its bounds (`bounds`), in one round trip (one
-    simple query): a pooler in transaction mode drops the session's `options`, and keeps what
-    a transaction sets."""
+def begin(lease: float, mode: str = "") -> tuple[str, str, str]:
+    """A transaction's start (in `mode`) and its bounds (`bounds`), sent with its first
+    statement: a pooler in transaction mode drops the session's `options`, and keeps what a
+    transaction sets."""
     lock_ms, idle_ms = bounds(lease)
     return (
-        f"BEGIN {mode}".rstrip() + f"; SET LOCAL lock_timeout = {lock_ms};"
-        f" SET LOCAL idle_in_transaction_session_timeout = {idle_ms}"
+        f"BEGIN {mode}".rstrip(),
+        f"SET LOCAL lock_timeout = {lock_ms}",
+        f"SET LOCAL idle_in_transaction_session_timeout = {idle_ms}",
     )
 
 

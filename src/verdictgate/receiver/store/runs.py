@@ -59,9 +59,8 @@ def _with_parts(*more: str) -> Statement:
 
 
 _RUN_WITH_PARTS = _with_parts()
-_STATE = _with_parts("runs.day", f"CASE WHEN {_OWNER_ALIVE} THEN 1 ELSE 0 END")
-"""A run as a write finds it, read without a lock (`_with_parts`), with its day and whether its
-owner is alive at the write's time."""
+_STATE = _with_parts("runs.day")
+"""A run as a write finds it (`_with_parts`), with its day."""
 _RUN_WIDTH = len(RUN_COLUMNS.split(","))
 
 
@@ -85,21 +84,25 @@ _HOLD_SEEN = sql(
 replica when its owner is not alive (its heartbeat lapsed)."""
 _HOLD = sql("SELECT final, owner FROM runs WHERE run_id = ?", Each("", " FOR UPDATE"))
 _ADVANCE = sql(
-    "WITH held AS (SELECT owner FROM runs WHERE run_id = ? AND final = 0",
+    "WITH held AS (SELECT owner FROM runs WHERE run_id = ? AND final = 0"
+    " AND (? = 0 OR framework = 1) AND (CAST(? AS TEXT) IS NULL OR suite IS NOT NULL)"
+    f" AND (CAST(? AS TEXT) IS NULL OR point IS NOT NULL) AND (? = 0 OR {_OWNER_ALIVE})",
     Each("", " FOR SHARE"),
     ") UPDATE run_parts SET writes = writes + 1, last_seen = ?, room = room - ?,"
     " received = received + ?",
     Each("", " FROM held"),
-    " WHERE part = ? AND room >= ?",
+    " WHERE run_parts.run_id = ? AND writer = ? AND room >= ?",
     Each(" AND EXISTS (SELECT 1 FROM held)", ""),
-    " RETURNING writes, ",
+    " RETURNING part, writes, ",
     Each("(SELECT owner FROM held)", "held.owner"),
 )
-"""A write through the writer's part of a run it only adds to, which takes the room it needs
-from what the part holds and counts the trials it brings as stored (`take` corrects the count
-when some are not), the run held shared (its other writers go on, a close or a claim
-waits, so its owner stays who it is until the write commits): the part's writes and the run's
-owner; nothing when the run is final or the part holds too little room."""
+"""A write through the writer's part of a run it only adds to, when it may: the run open, marked
+framework if the write marks it, labelled where the write would label it, its owner alive when
+the write brings it trials, and the part holding the room the write needs (which it takes). It
+counts the trials the write brings as stored (`take` corrects the count when some are not), the
+run held shared (its other writers go on, a close or a claim waits, so its owner stays who it is
+until the write commits): the part, its writes and the run's owner; nothing when the write must
+hold the run alone."""
 _NEW_PART = sql(
     "INSERT INTO run_parts (run_id, writer, last_seen) VALUES (?, ?, ?)"
     " ON CONFLICT (run_id, writer) DO NOTHING"
@@ -226,7 +229,36 @@ class Runs:
         brings = visit.needs.get(run_id, 0)
         need = brings if capped else 0
         suite, point = labels.get(run_id, (None, None))
-        rows = cursor.execute(_STATE, (now, run_id)).fetchall()
+        marking = run_id in visit.marking
+        read = (_STATE, (run_id,))
+        if run_id in visit.declared or visit.late.get(run_id):  # changes the run: held alone
+            advanced, rows = [], cursor.execute_all([read])[0]
+        else:  # through the writer's part if it may, the run read as the write leaves it
+            advance = (
+                run_id,
+                int(marking),
+                suite,
+                point,
+                int(seen),
+                now,
+                now,
+                need,
+                brings,
+                run_id,
+            )
+            advanced, rows = cursor.execute_all([(_ADVANCE, (*advance, writer, need)), read])
+        if advanced:
+            ((part, writes, owner),) = advanced
+            return Access(
+                False,
+                batch_number(part, writes),
+                part,
+                need if capped else None,
+                rows[0][_RUN_WIDTH],
+                owner != writer,
+                counted=brings,
+                standing=replace(fold(stored_run(rows[0]), _parts_of(rows, more=1)), owner=owner),
+            )
         if not rows:
             if not seen:
                 return None
@@ -235,40 +267,8 @@ class Runs:
             if cursor.rowcount:  # made by this write, so held alone, and its own
                 access = self._settle(cursor, run_id, writer, need, visit.max_trials, now, day)
                 return replace(access, relayed=False)
-            rows = cursor.execute(_STATE, (now, run_id)).fetchall()  # made meanwhile
-        read = stored_run(rows[0])
-        day, alive = rows[0][_RUN_WIDTH : _RUN_WIDTH + 2]
-        parts = _parts_of(rows, more=2)
-        part, room = next(((p[0], p[4]) for p in parts if p[1] == writer), (None, 0))
-        alone = (
-            read.final
-            or room < need
-            or run_id in visit.declared
-            or bool(visit.late.get(run_id))
-            or (run_id in visit.marking and not read.framework)
-            or (seen and not alive)
-            or (suite is not None and read.suite is None)
-            or (point is not None and read.point is None)
-        )
-        if part is not None and not alone:
-            row = cursor.execute(_ADVANCE, (run_id, now, need, brings, part, need)).fetchone()
-            if row is not None:
-                writes, owner = row
-                advanced = [
-                    (p[0], p[1], writes, p[3] + brings, p[4], now) if p[0] == part else p
-                    for p in parts
-                ]
-                return Access(
-                    False,
-                    batch_number(part, writes),
-                    part,
-                    need if capped else None,
-                    day,
-                    owner != writer,
-                    counted=brings,
-                    standing=replace(fold(read, advanced), owner=owner),
-                )
-            # made final, or its part's room taken back, since it was read (rare): held alone
+            rows = cursor.execute(_STATE, (run_id,)).fetchall()  # made meanwhile
+        read_run, day = stored_run(rows[0]), rows[0][_RUN_WIDTH]
         if seen:
             final, owner = cursor.execute(
                 _HOLD_SEEN, (suite, point, now, writer, run_id)
@@ -283,7 +283,7 @@ class Runs:
                 room = max(0, visit.max_trials - cursor.execute(_STORED, (run_id,)).fetchone()[0])
             return Access(True, room=room)
         access = self._settle(cursor, run_id, writer, need, visit.max_trials, now, day)
-        return replace(access, relayed=owner != writer, claimed=owner == writer != read.owner)
+        return replace(access, relayed=owner != writer, claimed=owner == writer != read_run.owner)
 
     def _settle(
         self,

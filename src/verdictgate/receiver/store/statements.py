@@ -48,6 +48,11 @@ class Statement:
     column's values as one array, in the row's order (see `insert_rows`, `each_row`)."""
     postgres_copy: BulkCopy | None = None
     """For an insert of rows (`insert_rows`) that adds each or skips it, the same rows copied."""
+    postgres_literal: str = field(default="", repr=False)
+    """psycopg's client-side form (`ClientCursor`): `%s` for each parameter (a `%` of the text
+    doubled), its values bound as literals by the driver, so that it travels with others in one
+    simple query: one round trip for them all. Made from the text above (left out of the repr
+    that fingerprints the schema)."""
     sqlite_values: tuple[str, str] | None = field(default=None, repr=False)
     """For an insert of one row (`insert_rows`) that returns nothing and has no parameter after
     its values, SQLite's text before and after them, so that many rows go in one statement
@@ -64,7 +69,8 @@ class Statement:
         postgres = _between_markers("".join(_spelling(piece, 1) for piece in pieces), "$")
         if len(sqlite) != len(postgres):
             raise ValueError(f"the dialects take different parameters: {'?'.join(sqlite)!r}")
-        return cls("?".join(sqlite), _numbered(postgres), len(sqlite) - 1)
+        literal = "%s".join(piece.replace("%", "%%") for piece in postgres)
+        return cls("?".join(sqlite), _numbered(postgres), len(sqlite) - 1, postgres_literal=literal)
 
 
 STATEMENTS: list[Statement] = []

@@ -86,7 +86,9 @@ _HOLD = sql("SELECT final, owner FROM runs WHERE run_id = ?", Each("", " FOR UPD
 _ADVANCE = sql(
     "WITH held AS (SELECT owner FROM runs WHERE run_id = ? AND final = 0"
     " AND (? = 0 OR framework = 1) AND (CAST(? AS TEXT) IS NULL OR suite IS NOT NULL)"
-    f" AND (CAST(? AS TEXT) IS NULL OR point IS NOT NULL) AND (? = 0 OR {_OWNER_ALIVE})",
+    f" AND (CAST(? AS TEXT) IS NULL OR point IS NOT NULL) AND (? = 0 OR {_OWNER_ALIVE})"
+    " AND EXISTS (SELECT 1 FROM run_parts WHERE run_parts.run_id = runs.run_id"
+    " AND run_parts.writer = ? AND run_parts.room >= ?)",
     Each("", " FOR SHARE"),
     ") UPDATE run_parts SET writes = writes + 1, last_seen = ?, room = room - ?,"
     " received = received + ?",
@@ -102,7 +104,8 @@ the write brings it trials, and the part holding the room the write needs (which
 counts the trials the write brings as stored (`take` corrects the count when some are not), the
 run held shared (its other writers go on, a close or a claim waits, so its owner stays who it is
 until the write commits): the part, its writes and the run's owner; nothing when the write must
-hold the run alone."""
+hold the run alone, and then the run is not held at all (two writes holding it shared would
+deadlock, each waiting to hold it alone)."""
 _NEW_PART = sql(
     "INSERT INTO run_parts (run_id, writer, last_seen) VALUES (?, ?, ?)"
     " ON CONFLICT (run_id, writer) DO NOTHING"
@@ -234,19 +237,9 @@ class Runs:
         if run_id in visit.declared or visit.late.get(run_id):  # changes the run: held alone
             advanced, rows = [], cursor.execute_all([read])[0]
         else:  # through the writer's part if it may, the run read as the write leaves it
-            advance = (
-                run_id,
-                int(marking),
-                suite,
-                point,
-                int(seen),
-                now,
-                now,
-                need,
-                brings,
-                run_id,
-            )
-            advanced, rows = cursor.execute_all([(_ADVANCE, (*advance, writer, need)), read])
+            held = (run_id, int(marking), suite, point, int(seen), now, writer, need)
+            advance = (*held, now, need, brings, run_id, writer, need)
+            advanced, rows = cursor.execute_all([(_ADVANCE, advance), read])
         if advanced:
             ((part, writes, owner),) = advanced
             return Access(

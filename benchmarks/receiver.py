@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import multiprocessing
-import os
 import socket
 import statistics
 import subprocess
@@ -28,6 +27,7 @@ from pathlib import Path
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.common.v1.common_pb2 import KeyValue
 from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans, Span
+from process_stats import tree_cpu_seconds
 
 from verdictgate.receiver.publishing.otlp_target import any_value
 
@@ -165,40 +165,13 @@ def serve(location: str, *options: str) -> tuple[subprocess.Popen[bytes], int]:
     return process, port
 
 
-def cpu_seconds(pids: list[int]) -> float:
-    """User and system CPU seconds the processes used so far (those gone count nothing)."""
-    total = 0
-    for pid in pids:
-        try:
-            fields = Path(f"/proc/{pid}/stat").read_text().split(")")[1].split()
-        except FileNotFoundError:
-            continue
-        total += int(fields[11]) + int(fields[12])
-    return total / os.sysconf("SC_CLK_TCK")
+def postgres_server(location: str) -> int:
+    """The postmaster of the PostgreSQL server a store URL names (it runs on this machine)."""
+    import psycopg
 
-
-def process_tree(pid: int) -> list[int]:
-    """A process and its children (its decoder's worker)."""
-    children = []
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            if int(stat.read_text().split(")")[1].split()[1]) == pid:
-                children.append(int(stat.parent.name))
-        except (FileNotFoundError, ValueError):
-            continue
-    return [pid, *children]
-
-
-def postgres_processes() -> list[int]:
-    """Every PostgreSQL server process on the machine (the benchmark's own server's)."""
-    pids = []
-    for comm in Path("/proc").glob("[0-9]*/comm"):
-        try:
-            if comm.read_text().strip() == "postgres":
-                pids.append(int(comm.parent.name))
-        except FileNotFoundError:
-            continue
-    return pids
+    with psycopg.connect(location) as connection:
+        backend = connection.info.backend_pid
+    return int(Path(f"/proc/{backend}/stat").read_text().rpartition(")")[2].split()[1])
 
 
 def serve_and_send(
@@ -222,16 +195,16 @@ def serve_and_send(
             results.get()
             sender.join()
             results = context.Queue()
-            receiver, database = process_tree(server.pid), postgres_processes()
-            before = cpu_seconds(receiver), cpu_seconds(database)
+            database = postgres_server(location) if location else None
+            before = tree_cpu_seconds(server.pid), tree_cpu_seconds(database or 0)
             sender = context.Process(target=send, args=(port, requests, in_flight, results))
             sender.start()
             elapsed, latencies, sending = results.get()
             if cpu is not None:
                 cpu.append(
                     (
-                        cpu_seconds(receiver) - before[0],
-                        cpu_seconds(database) - before[1],
+                        tree_cpu_seconds(server.pid) - before[0],
+                        tree_cpu_seconds(database or 0) - before[1],
                         sending,
                     )
                 )

@@ -7,7 +7,6 @@
 from __future__ import annotations
 
 import argparse
-import os
 import socket
 import sqlite3
 import statistics
@@ -17,6 +16,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from process_stats import cpu_seconds
+
 from verdictgate.receiver.store import Store
 
 
@@ -24,11 +25,6 @@ def free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         return probe.getsockname()[1]
-
-
-def cpu_seconds(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().split(")")[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def rss_mib(pid: int) -> float:

@@ -62,6 +62,7 @@ from pathlib import Path
 from typing import Any
 
 import soak_frameworks
+from process_stats import children_of, cpu_seconds
 
 TRACE_EXPORT = "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
 ADMISSION = "/verdictgate.v1.AdmissionService/GetAdmission"
@@ -103,24 +104,6 @@ def proc_status(pid: int) -> dict[str, str]:
 def kib(status: dict[str, str], key: str) -> int:
     value = status.get(key, "0 kB").split()
     return int(value[0]) if value else 0
-
-
-def cpu_seconds(pid: int) -> float:
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
-    except OSError:
-        return 0.0
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def children_of(pid: int) -> set[int]:
-    found: set[int] = set()
-    with contextlib.suppress(OSError):
-        for task in os.listdir(f"/proc/{pid}/task"):
-            with contextlib.suppress(OSError):
-                text = Path(f"/proc/{pid}/task/{task}/children").read_text()
-                found.update(int(child) for child in text.split())
-    return found
 
 
 def child_name(pid: int) -> str:

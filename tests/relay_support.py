@@ -4,6 +4,7 @@ while, as a server a network hop away would."""
 
 from __future__ import annotations
 
+import itertools
 import socket
 import threading
 import time
@@ -29,12 +30,11 @@ class TurnCountingRelay:
             return self._turns
 
     def _accept(self) -> None:
-        while True:
+        for conversation in itertools.count():
             client, _ = self._listener.accept()
             server = socket.create_connection(self._target)
             for end in (client, server):
                 end.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            conversation = client.fileno()
             for source, sink, side in ((client, server, "client"), (server, client, "server")):
                 threading.Thread(
                     target=self._pass, args=(source, sink, side, conversation), daemon=True

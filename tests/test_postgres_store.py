@@ -322,10 +322,12 @@ def test_a_write_that_only_adds_to_a_known_run_takes_four_round_trips(
     first, second = (
         [Trial(f"c{n}", trial, "approve", "r", "approve") for n in range(64)] for trial in (0, 1)
     )
-    store.write(Batch(first))  # the run made, and the writer's part of it
-    before = relay.turns
-    written = store.write(Batch(second))
+    try:
+        store.write(Batch(first))  # the run made, and the writer's part of it
+        before = relay.turns
+        written = store.write(Batch(second))
+    finally:
+        store.close()
     assert relay.turns - before == 4
     (run,) = written.runs
     assert run.received == 128 and run.version.writes == 2
-    store.close()

@@ -256,7 +256,7 @@ class PostgresCursor:
         self._rowcount = None
         if len(queries) == 1 and not self._start:
             return [self.execute(*queries[0]).fetchall()]
-        cursor = self._together(queries, first=True)
+        cursor = self._together(queries)
         rows = []
         for at in range(len(queries)):
             if at:
@@ -265,12 +265,10 @@ class PostgresCursor:
         self._fetching = cursor
         return rows
 
-    def _together(
-        self, queries: Sequence[Query], first: bool = False
-    ) -> psycopg.ClientCursor[tuple[Any, ...]]:
+    def _together(self, queries: Sequence[Query]) -> psycopg.ClientCursor[tuple[Any, ...]]:
         """Send the transaction's start if still due and `queries` in one simple query, their
-        values bound as literals (`Statement.postgres_literal`); the cursor at the last query's
-        result (at the first query's, with `first`). One simple query, not psycopg's pipeline:
+        values bound as literals (`Statement.postgres_literal`); the cursor at the first query's
+        result. One simple query, not psycopg's pipeline:
         after a pipeline psycopg asks the server to flush, which the server reads after its
         `ReadyForQuery` and which leaves its `idle_in_transaction_session_timeout` unarmed, so a
         replica stalled there would hold its locks for ever."""
@@ -280,7 +278,7 @@ class PostgresCursor:
         cursor = psycopg.ClientCursor(self._cursor.connection)
         text = "; ".join([*start, *(statement.postgres_literal for statement, _ in queries)])
         cursor.execute(text, [value for _, parameters in queries for value in parameters])
-        for _ in range(len(start) + (0 if first else len(queries) - 1)):
+        for _ in start:
             cursor.nextset()
         return cursor
 

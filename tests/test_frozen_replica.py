@@ -112,3 +112,18 @@ def test_a_replica_frozen_inside_a_write_loses_its_runs_within_two_leases(
             process.kill()
             process.wait(10)
         sender.join(10)
+
+
+def test_a_replica_stopped_and_continued_still_stops_at_sigterm(tmp_path: Path) -> None:
+    """A stop signal the kernel hands another thread (as after SIGSTOP and SIGCONT) still stops
+    `serve`: its main thread looks for it again and again, rather than waiting for ever."""
+    process = start_serve(tmp_path / "store.sqlite", free_port())
+    try:
+        os.kill(process.pid, signal.SIGSTOP)
+        os.kill(process.pid, signal.SIGTERM)
+        os.kill(process.pid, signal.SIGCONT)
+        assert process.wait(20) == 0
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait(10)

@@ -6,6 +6,7 @@ bounds (through PgBouncer too), a lost connection made again, and a password nev
 from __future__ import annotations
 
 import threading
+import time
 import uuid
 from contextlib import nullcontext
 from pathlib import Path
@@ -331,3 +332,29 @@ def test_a_write_that_only_adds_to_a_known_run_takes_four_round_trips(
     assert relay.turns - before == 4
     (run,) = written.runs
     assert run.received == 128 and run.version.writes == 2
+
+
+@pytest.mark.parametrize("rows", [1, 3, 20])
+def test_a_transaction_idle_after_a_write_of_few_rows_is_ended_by_the_server(
+    postgres_server: str, tmp_path: Path, rows: int
+) -> None:
+    """A replica stalled right after a write of rows keeps its session's idle timeout: the server
+    ends the transaction (and its locks) after a lease. psycopg's pipelined `executemany` left
+    the timeout unarmed, so a write of a few trials, then a freeze, held its run for good."""
+    location = StoreMaker("postgresql", tmp_path, postgres_server).location("idle")
+    Store(location).close()  # the tables made
+    database = open_database(location, 0.6)
+    insert = Statement.of(
+        "INSERT INTO replicas (name, alive_until) VALUES (?, ?) ON CONFLICT (name) DO NOTHING"
+    )
+    try:
+        with (
+            pytest.raises(psycopg.errors.IdleInTransactionSessionTimeout),
+            database.transaction() as cursor,
+        ):
+            cursor.executemany(insert, [(f"r{n}", 1.0) for n in range(rows)])
+            assert cursor.rowcount == rows
+            time.sleep(1.5)  # idle in the transaction for over the lease
+            cursor.execute(insert, ("late", 1.0))
+    finally:
+        database.close()

@@ -8,7 +8,7 @@ from contextlib import ExitStack
 from pathlib import Path
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from postgres_support import StoreMaker
@@ -81,6 +81,7 @@ def writes(draw: st.DrawFn) -> tuple[int | None, list[tuple[str, list[int]]]]:
     return cap, batches
 
 
+@example((3, [("a", [0, 0, 0]), ("a", [1, 2])]))  # SQLite read `held` again after the update
 @given(writes())
 @settings(max_examples=60, deadline=None)
 def test_the_cap_holds_exactly_whoever_writes(

@@ -26,6 +26,10 @@ if TYPE_CHECKING:  # serve loads the receiver only when it runs
 
 _DURATION = re.compile(r"^(\d+(?:\.\d+)?)(ms|s|m|h|d)?$")
 _UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, None: 1.0}
+SIGNAL_POLL = 0.5
+"""Seconds between the main thread's looks at whether a stop signal came: a signal the kernel
+gives another thread (after the process was stopped and continued, say) runs its handler only
+once the main thread wakes."""
 _PATH = click.Path(dir_okay=False)
 
 
@@ -259,7 +263,8 @@ def serve_command(flags: ServeFlags) -> None:
         signal.signal(signum, lambda *_: stopped.set())
     service.start()
     _say_serving(service)
-    stopped.wait()
+    while not stopped.wait(SIGNAL_POLL):  # a signal another thread took wakes no wait: look again
+        pass
     service.stop()
     if service.config.publish_endpoint and not service.store.shared:
         try:

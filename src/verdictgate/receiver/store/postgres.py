@@ -294,13 +294,17 @@ class PostgresCursor:
     ) -> Cursor:
         rows = [(*row, *shared) for row in parameters] if shared else list(parameters)
         self._rowcount, self._fetching = (None if rows else 0), self._cursor
-        if rows:
-            self._begin()
         if len(rows) >= BULK_ROWS and statement.postgres_arrays:
+            self._begin()
             if not self._copied(statement, rows):
                 self._in_arrays(statement, rows)
-        elif rows:
-            self._cursor.executemany(statement.postgres, rows)
+        elif rows:  # in one simple query: psycopg's executemany pipelines (see `_together`)
+            cursor = self._together([(statement, row) for row in rows])
+            count = cursor.rowcount
+            for _ in rows[1:]:
+                cursor.nextset()
+                count += cursor.rowcount
+            self._rowcount = count
         return self
 
     def returning(self, statement: Statement, rows: Sequence[Parameters], /) -> list[Any]:

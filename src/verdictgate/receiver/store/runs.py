@@ -96,7 +96,8 @@ _ADVANCE = sql(
     " WHERE run_parts.run_id = ? AND writer = ? AND room >= ?",
     Each(" AND EXISTS (SELECT 1 FROM held)", ""),
     " RETURNING part, writes, ",
-    Each("(SELECT owner FROM held)", "held.owner"),
+    # SQLite reads `held` again after the update, whose part no longer has the room: the run's row
+    Each("(SELECT owner FROM runs WHERE runs.run_id = run_parts.run_id)", "held.owner"),
 )
 """A write through the writer's part of a run it only adds to, when it may: the run open, marked
 framework if the write marks it, labelled where the write would label it, its owner alive when
